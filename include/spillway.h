@@ -1,0 +1,208 @@
+/*
+ * spillway.h - the one public header of Spillway.
+ *
+ * Spillway is a C library (with CUDA C kernels) for the attention side of LLM
+ * inference: batched ragged prefill attention, and exact attention over KV
+ * caches larger than GPU memory.
+ *
+ * Conventions
+ *  - Every fallible call returns sw_status: SW_OK (0) or a negative code.
+ *    sw_status_str() names a code; sw_last_error() returns a sentence with the
+ *    detail of the last failure on the calling thread (valid until the next
+ *    failing call on that thread).
+ *  - Handles are opaque. Plain config structs carry `struct_size` so that they
+ *    can grow; set it to sizeof(the struct) (the *_init helpers do).
+ *  - Device pointers and CUDA streams are passed as `void *` so this header
+ *    needs no CUDA header. A NULL stream is the legacy default stream.
+ *  - The library never prints to stdout, exits or aborts on bad input.
+ */
+#ifndef SPILLWAY_H
+#define SPILLWAY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(SPILLWAY_BUILD)
+#define SW_API __attribute__((visibility("default")))
+#else
+#define SW_API
+#endif
+
+#define SPILLWAY_VERSION_MAJOR 0
+#define SPILLWAY_VERSION_MINOR 1
+#define SPILLWAY_VERSION_PATCH 0
+
+/* ------------------------------------------------------------------------ */
+/* Status codes (append-only).                                              */
+/* ------------------------------------------------------------------------ */
+typedef enum sw_status {
+    SW_OK = 0,
+    SW_STATUS_INVALID = -1,        /* a bad argument: null pointer, bad indptr, ... */
+    SW_STATUS_UNSUPPORTED = -2,    /* valid, but not supported by this build/backend */
+    SW_STATUS_NO_MEMORY = -3,      /* a host or device allocation failed */
+    SW_STATUS_WORKSPACE_TOO_SMALL = -4,
+    SW_STATUS_MISALIGNED = -5,     /* a pointer or stride breaks an alignment rule */
+    SW_STATUS_CUDA = -6,           /* a CUDA runtime error; detail names it */
+    SW_STATUS_NO_DEVICE = -7,      /* a GPU backend was asked for but none is usable */
+    SW_STATUS_IO = -8,             /* an OS I/O error; detail keeps errno */
+    SW_STATUS_CORRUPT = -9,        /* stored bytes failed their checksum or key check */
+    SW_STATUS_FULL = -10,          /* a capacity budget would be exceeded */
+    SW_STATUS_NOT_FOUND = -11,
+    SW_STATUS_FAILED = -12,        /* the handle hit an unrecoverable error earlier */
+    SW_STATUS_INTERNAL = -13       /* a bug in Spillway; please report the detail */
+} sw_status;
+
+/* Name of a status ("SW_STATUS_INVALID"); never NULL. */
+SW_API const char *sw_status_str(sw_status s);
+/* Detail of the last failure on this thread; "" when none. Thread-local,
+ * overwritten by the next failing call on the same thread. */
+SW_API const char *sw_last_error(void);
+/* "0.1.0 (cuda: sm_80 sm_90a ...)" - static string. */
+SW_API const char *sw_version_string(void);
+
+/* ------------------------------------------------------------------------ */
+/* Element types and backends.                                              */
+/* ------------------------------------------------------------------------ */
+typedef enum sw_dtype {
+    SW_DTYPE_F32 = 0,   /* CPU backends only */
+    SW_DTYPE_F16 = 1,
+    SW_DTYPE_BF16 = 2
+} sw_dtype;
+
+/* Size in bytes of one element; 0 for an unknown dtype. */
+SW_API size_t sw_dtype_size(sw_dtype t);
+
+typedef enum sw_backend {
+    SW_BACKEND_AUTO = 0,        /* CUDA when a device is usable, else CPU */
+    SW_BACKEND_CPU_REF = 1,     /* fp64-accumulating reference (the oracle); slow */
+    SW_BACKEND_CPU = 2,         /* tiled, vectorised, all cores */
+    SW_BACKEND_CUDA = 3,        /* best CUDA kernel for the device */
+    SW_BACKEND_CUDA_PORTABLE = 4 /* the mma.sync kernel (sm_80+), forced */
+} sw_backend;
+
+SW_API const char *sw_backend_name(sw_backend b);
+
+/* Number of CUDA devices usable by this build (0 without CUDA or GPU). */
+SW_API int32_t sw_cuda_device_count(void);
+/* Instruction set the CPU fast path uses on this machine ("avx512bf16",
+ * "avx512", "avx2", "scalar"); chosen once at run time. */
+SW_API const char *sw_prefill_cpu_isa(void);
+
+/* ------------------------------------------------------------------------ */
+/* Ragged batched prefill attention.                                        */
+/*                                                                          */
+/* Layout (row = token):                                                    */
+/*   Q, O : [total_q_rows,  num_qo_heads, head_dim]                         */
+/*   K, V : [total_kv_rows, num_kv_heads, head_dim]                         */
+/*   head_dim contiguous; heads of a row contiguous; a row stride (elements)*/
+/*   may be larger than heads*head_dim (a view into a bigger buffer).      */
+/* Request b owns query rows [qo_indptr[b], qo_indptr[b+1]) and key rows   */
+/* [kv_indptr[b], kv_indptr[b+1]). GQA: query head h reads kv head          */
+/* h / (num_qo_heads / num_kv_heads). Causal with q_len < kv_len is bottom- */
+/* right aligned: query i sees keys j <= i + (kv_len - q_len). A query row  */
+/* that sees no key gets zeros and LSE = -inf.                              */
+/* ------------------------------------------------------------------------ */
+typedef struct sw_prefill_params {
+    uint32_t struct_size;   /* sizeof(sw_prefill_params) */
+    sw_dtype dtype;         /* of Q, K, V and O */
+    int32_t num_qo_heads;   /* >= 1 */
+    int32_t num_kv_heads;   /* >= 1, divides num_qo_heads */
+    int32_t head_dim;       /* 64, 128 or 256 */
+    int32_t causal;         /* 0 or 1 */
+    float sm_scale;         /* softmax scale; 0 means 1/sqrt(head_dim) */
+    sw_backend backend;     /* SW_BACKEND_AUTO unless you need a specific one */
+    int32_t device;         /* CUDA device ordinal for CUDA backends */
+    int32_t num_threads;    /* CPU backends: 0 = all cores */
+} sw_prefill_params;
+
+/* Fills defaults: BF16, causal off, sm_scale 0, AUTO backend, device 0. */
+SW_API void sw_prefill_params_init(sw_prefill_params *p);
+
+typedef struct sw_prefill_plan sw_prefill_plan;
+
+/*
+ * Validates the parameters and the host indptr arrays, chooses a backend,
+ * builds the work list (longest first) and sizes the workspace. Host-only:
+ * it may query the device's properties but launches nothing.
+ * qo_indptr_host / kv_indptr_host: batch+1 int32 prefix sums starting at 0,
+ * non-decreasing; they are copied, the caller keeps ownership.
+ * A plan can be reused for every layer with the same lengths and shapes.
+ * Returns SW_OK, SW_STATUS_INVALID (null pointer, bad indptr, heads not
+ * divisible, batch < 0), SW_STATUS_UNSUPPORTED (head_dim, dtype for the
+ * backend), SW_STATUS_NO_DEVICE (CUDA backend forced without a device),
+ * SW_STATUS_NO_MEMORY, SW_STATUS_CUDA. On failure *out is set to NULL.
+ */
+SW_API sw_status sw_prefill_plan_create(const sw_prefill_params *params, int32_t batch,
+                                        const int32_t *qo_indptr_host,
+                                        const int32_t *kv_indptr_host,
+                                        sw_prefill_plan **out);
+SW_API void sw_prefill_plan_destroy(sw_prefill_plan *plan);
+
+/* Bytes of workspace run() needs (0 for the CPU backends). Device memory for
+ * CUDA backends, aligned to 256 bytes. A workspace may be shared by plans
+ * that are not run concurrently; allocate the largest once. */
+SW_API size_t sw_prefill_plan_workspace_size(const sw_prefill_plan *plan);
+/* The backend the plan resolved to (never AUTO). */
+SW_API sw_backend sw_prefill_plan_backend(const sw_prefill_plan *plan);
+/* Total query rows and key rows the plan was made for. */
+SW_API int64_t sw_prefill_plan_total_q(const sw_prefill_plan *plan);
+SW_API int64_t sw_prefill_plan_total_kv(const sw_prefill_plan *plan);
+/* FLOPs of one run by the reporting convention:
+ * sum over requests 4 * q_len * kv_eff * head_dim * num_qo_heads,
+ * kv_eff = mean number of visible keys per query row. */
+SW_API double sw_prefill_plan_flops(const sw_prefill_plan *plan);
+
+typedef struct sw_prefill_tensors {
+    uint32_t struct_size;     /* sizeof(sw_prefill_tensors) */
+    const void *q;            /* device memory for CUDA backends, host for CPU */
+    const void *k;
+    const void *v;
+    void *o;
+    float *lse;               /* optional [total_q_rows, num_qo_heads] fp32, natural log */
+    int64_t q_rows;           /* rows Q and O hold; must equal qo_indptr[batch] */
+    int64_t kv_rows;          /* rows K and V hold; must equal kv_indptr[batch] */
+    int64_t q_row_stride;     /* elements between rows; 0 = num_qo_heads*head_dim */
+    int64_t k_row_stride;     /* 0 = num_kv_heads*head_dim */
+    int64_t v_row_stride;     /* 0 = num_kv_heads*head_dim */
+    int64_t o_row_stride;     /* 0 = num_qo_heads*head_dim */
+    void *workspace;          /* >= sw_prefill_plan_workspace_size() bytes, 256-aligned */
+    size_t workspace_bytes;
+} sw_prefill_tensors;
+
+SW_API void sw_prefill_tensors_init(sw_prefill_tensors *t);
+
+/*
+ * Runs attention for the plan. CUDA backends enqueue on `stream` (a
+ * cudaStream_t, NULL = default stream) and return without synchronising or
+ * allocating; errors in the kernel show up at the caller's next sync. CPU
+ * backends run to completion on the calling thread (plus workers) and ignore
+ * the stream and workspace.
+ * Pointers must be 16-byte aligned and row strides multiples of 8 elements
+ * (16 bytes) for the CUDA backends; any alignment of the element type works
+ * on the CPU.
+ * Row strides smaller than heads*head_dim are refused (rows would overlap).
+ * Returns SW_OK, SW_STATUS_INVALID (null tensor or plan, row counts that do
+ * not match the plan's offsets, bad stride), SW_STATUS_MISALIGNED,
+ * SW_STATUS_WORKSPACE_TOO_SMALL, SW_STATUS_CUDA (launch error),
+ * SW_STATUS_FAILED (the plan hit a CUDA error before).
+ */
+SW_API sw_status sw_prefill_run(sw_prefill_plan *plan, const sw_prefill_tensors *t,
+                                void *stream);
+
+/*
+ * One-shot convenience for host (CPU) buffers: plan + run + destroy.
+ * Same contract as plan_create + run with backend forced to a CPU backend
+ * (params->backend must be AUTO, CPU or CPU_REF).
+ */
+SW_API sw_status sw_prefill_host(const sw_prefill_params *params, int32_t batch,
+                                 const int32_t *qo_indptr, const int32_t *kv_indptr,
+                                 const sw_prefill_tensors *t);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SPILLWAY_H */

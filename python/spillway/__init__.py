@@ -1,0 +1,51 @@
+"""Spillway: ragged batched prefill attention (ctypes binding of libspillway).
+
+    import spillway
+    out = spillway.varlen_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, causal=True)
+
+The library is found, in order, at $SPILLWAY_LIB (a full path), at
+../../build/libspillway.so relative to this package (the CMake build tree),
+at ../../lib/libspillway.so (the installed tree), then through
+ctypes.util.find_library("spillway"). It is loaded on first use.
+
+torch is never imported by this package: torch tensors are recognised when the
+caller has imported torch.
+"""
+
+from ._lib import SpillwayError, lib_path
+from .attention import (
+    PrefillPlan,
+    clear_caches,
+    get_plan,
+    plan_cache_info,
+    prefill_flops,
+    varlen_attention,
+    workspace_bytes,
+)
+
+__all__ = [
+    "SpillwayError",
+    "PrefillPlan",
+    "varlen_attention",
+    "get_plan",
+    "prefill_flops",
+    "plan_cache_info",
+    "clear_caches",
+    "workspace_bytes",
+    "version",
+    "cuda_device_count",
+    "lib_path",
+]
+
+
+def version():
+    """The library's version string, e.g. "0.1.0 (cuda: sm_80 sm_90a)"."""
+    from . import _lib
+    s = _lib.lib().sw_version_string()
+    return s.decode() if s else ""
+
+
+def cuda_device_count():
+    """CUDA devices usable by the loaded library (0 without CUDA or a GPU)."""
+    from . import _lib
+    return int(_lib.lib().sw_cuda_device_count())

@@ -1,0 +1,605 @@
+"""Ragged (varlen) prefill attention over libspillway: numpy arrays, torch CPU
+tensors and torch CUDA tensors.
+
+Where the work happens:
+  - torch CUDA tensors: the CUDA backend, enqueued on
+    torch.cuda.current_stream(device); nothing waits for it. The workspace is
+    one uint8 tensor per device, allocated on first use and grown only when a
+    plan needs more (cached in this module).
+  - numpy arrays and torch CPU tensors: the CPU backend (SW_BACKEND_CPU, never
+    AUTO: AUTO would pick CUDA on a GPU machine and hand device kernels host
+    pointers), run to completion on the calling thread plus the library's
+    workers. ctypes releases the GIL for the call.
+
+Plans (validation + work list) are cached in a small LRU keyed by the indptr
+bytes, shapes, dtype, causal flag, scale, backend and device, so the layers of
+one forward pass plan once.
+"""
+
+import collections
+import math
+import sys
+import threading
+
+import ctypes
+
+import numpy as np
+
+from . import _lib
+from ._lib import SpillwayError  # noqa: F401  (re-exported)
+
+_PLAN_CACHE_SIZE = 64
+# Appended to library errors: the C names of the Python arguments.
+_HINT = ("qo_indptr = cu_seqlens_q, kv_indptr = cu_seqlens_k, q_rows = q.shape[0], "
+         "kv_rows = k.shape[0]")
+_WORKSPACE_ROUND = 1 << 20  # grow the workspace in whole MiB
+
+_NP_DTYPES = {
+    np.dtype(np.float32): _lib.SW_DTYPE_F32,
+    np.dtype(np.float16): _lib.SW_DTYPE_F16,
+}
+_DTYPE_NAMES = {
+    _lib.SW_DTYPE_F32: "float32",
+    _lib.SW_DTYPE_F16: "float16",
+    _lib.SW_DTYPE_BF16: "bfloat16",
+}
+_DTYPE_BY_NAME = {
+    "f32": _lib.SW_DTYPE_F32, "float32": _lib.SW_DTYPE_F32, "fp32": _lib.SW_DTYPE_F32,
+    "f16": _lib.SW_DTYPE_F16, "float16": _lib.SW_DTYPE_F16, "fp16": _lib.SW_DTYPE_F16,
+    "half": _lib.SW_DTYPE_F16,
+    "bf16": _lib.SW_DTYPE_BF16, "bfloat16": _lib.SW_DTYPE_BF16,
+}
+
+
+def _torch_mod():
+    """torch if the caller has imported it; we never import it ourselves."""
+    return sys.modules.get("torch")
+
+
+def _is_torch(x):
+    t = _torch_mod()
+    return t is not None and isinstance(x, t.Tensor)
+
+
+# ------------------------------------------------------------------ plans --
+
+class PrefillPlan:
+    """A libspillway prefill plan (sw_prefill_plan). Immutable; reusable for
+    every layer with the same lengths and shapes. Destroyed when garbage
+    collected (after the last CUDA run that used it has finished)."""
+
+    def __init__(self, qo_indptr, kv_indptr, num_qo_heads, num_kv_heads, head_dim,
+                 dtype, causal, sm_scale, backend, device, num_threads):
+        L = _lib.lib()
+        self._handle = None
+        p = _lib.sw_prefill_params()
+        L.sw_prefill_params_init(ctypes.byref(p))
+        p.struct_size = ctypes.sizeof(_lib.sw_prefill_params)
+        p.dtype = dtype
+        p.num_qo_heads = num_qo_heads
+        p.num_kv_heads = num_kv_heads
+        p.head_dim = head_dim
+        p.causal = 1 if causal else 0
+        p.sm_scale = sm_scale
+        p.backend = backend
+        p.device = device
+        p.num_threads = num_threads
+        self.params = p
+        self.batch = len(qo_indptr) - 1
+        self.qo_indptr = qo_indptr
+        self.kv_indptr = kv_indptr
+        h = _lib._PLAN_P()
+        st = L.sw_prefill_plan_create(
+            ctypes.byref(p), self.batch,
+            qo_indptr.ctypes.data_as(_lib._I32_P),
+            kv_indptr.ctypes.data_as(_lib._I32_P),
+            ctypes.byref(h))
+        _lib.check(st, _HINT)
+        self._handle = h
+        self._lib = L
+        self.backend_code = L.sw_prefill_plan_backend(h)
+        self.workspace_size = int(L.sw_prefill_plan_workspace_size(h))
+        self.total_q = int(L.sw_prefill_plan_total_q(h))
+        self.total_kv = int(L.sw_prefill_plan_total_kv(h))
+        self.flops = float(L.sw_prefill_plan_flops(h))
+        # The torch stream of the last CUDA run; destruction waits for it.
+        self._last_stream = None
+
+    @property
+    def backend(self):
+        s = self._lib.sw_backend_name(self.backend_code)
+        return s.decode() if s else str(self.backend_code)
+
+    @property
+    def is_cuda(self):
+        return self.backend_code not in _lib.CPU_BACKENDS
+
+    def _destroy(self):
+        h, self._handle = self._handle, None
+        if h is not None and h.value:
+            self._lib.sw_prefill_plan_destroy(h)
+
+    def __del__(self):
+        try:
+            self._destroy()
+        except Exception:  # interpreter shutdown: the library may be gone
+            pass
+
+    def __repr__(self):
+        return (f"PrefillPlan(batch={self.batch}, heads={self.params.num_qo_heads}/"
+                f"{self.params.num_kv_heads}, d={self.params.head_dim}, "
+                f"dtype={_DTYPE_NAMES.get(self.params.dtype)}, causal={bool(self.params.causal)}, "
+                f"backend={self.backend}, workspace={self.workspace_size}, flops={self.flops:.4g})")
+
+
+_plan_lock = threading.Lock()
+_plans = collections.OrderedDict()
+_graveyard = []  # (event, plan): evicted CUDA plans whose last run may be in flight
+_plan_stats = {"hits": 0, "misses": 0}
+
+
+def _sweep_graveyard():
+    keep = []
+    for ev, plan in _graveyard:
+        if ev is None or ev.query():
+            plan._destroy()
+        else:
+            keep.append((ev, plan))
+    _graveyard[:] = keep
+
+
+def _retire(plan):
+    """An evicted plan: destroy now, or once its last CUDA run has finished (a
+    plan's host-side tables may still feed an in-flight upload)."""
+    torch = _torch_mod()
+    if plan.is_cuda and plan._last_stream is not None and torch is not None:
+        ev = torch.cuda.Event()
+        ev.record(plan._last_stream)
+        _graveyard.append((ev, plan))
+    else:
+        plan._destroy()
+
+
+def _get_plan(qo, kv, hq, hkv, d, dtype, causal, scale, backend, device, num_threads):
+    key = (qo.tobytes(), kv.tobytes(), hq, hkv, d, dtype, bool(causal), float(scale),
+           backend, device, num_threads)
+    with _plan_lock:
+        if _graveyard:
+            _sweep_graveyard()
+        plan = _plans.get(key)
+        if plan is not None:
+            _plans.move_to_end(key)
+            _plan_stats["hits"] += 1
+            return plan
+    plan = PrefillPlan(qo.copy(), kv.copy(), hq, hkv, d, dtype, causal, scale, backend,
+                       device, num_threads)
+    with _plan_lock:
+        _plan_stats["misses"] += 1
+        other = _plans.get(key)
+        if other is not None:  # another thread planned the same problem meanwhile
+            _plans.move_to_end(key)
+            plan._destroy()
+            return other
+        _plans[key] = plan
+        while len(_plans) > _PLAN_CACHE_SIZE:
+            _, old = _plans.popitem(last=False)
+            _retire(old)
+    return plan
+
+
+def plan_cache_info():
+    """{"size", "capacity", "hits", "misses"} of the plan LRU."""
+    with _plan_lock:
+        return {"size": len(_plans), "capacity": _PLAN_CACHE_SIZE, **_plan_stats}
+
+
+def clear_caches():
+    """Drop every cached plan and CUDA workspace. Synchronises the devices whose
+    workspaces are dropped (so nothing in flight still uses them)."""
+    torch = _torch_mod()
+    with _plan_lock:
+        for plan in _plans.values():
+            _retire(plan)
+        _plans.clear()
+        _plan_stats["hits"] = _plan_stats["misses"] = 0
+    with _ws_lock:
+        devs = list(_workspaces)
+        if torch is not None:
+            for dev in devs:
+                torch.cuda.synchronize(dev)
+        _workspaces.clear()
+    with _plan_lock:
+        _sweep_graveyard()
+
+
+# -------------------------------------------------------------- workspace --
+
+class _Workspace:
+    __slots__ = ("buf", "nbytes", "last_stream", "lock")
+
+    def __init__(self):
+        self.buf = None
+        self.nbytes = 0
+        self.last_stream = None
+        self.lock = threading.Lock()
+
+
+_ws_lock = threading.Lock()
+_workspaces = {}  # device index -> _Workspace
+
+
+def _device_workspace(device_index):
+    with _ws_lock:
+        ws = _workspaces.get(device_index)
+        if ws is None:
+            ws = _workspaces[device_index] = _Workspace()
+        return ws
+
+
+def _acquire_workspace(torch, ws, nbytes, device, stream):
+    """Called with ws.lock held. Orders this run after the previous run that
+    used the workspace on another stream, and grows the buffer if needed."""
+    if ws.last_stream is not None and ws.last_stream.cuda_stream != stream.cuda_stream:
+        ev = torch.cuda.Event()
+        ev.record(ws.last_stream)
+        stream.wait_event(ev)
+    if nbytes > ws.nbytes:
+        # The old buffer is freed through torch's caching allocator, which
+        # knows (record_stream below) every stream that used it.
+        size = (nbytes + _WORKSPACE_ROUND - 1) // _WORKSPACE_ROUND * _WORKSPACE_ROUND
+        ws.buf = torch.empty(size, dtype=torch.uint8, device=device)
+        ws.nbytes = size
+    if ws.buf is not None:
+        ws.buf.record_stream(stream)
+    ws.last_stream = stream
+    return (ws.buf.data_ptr() if ws.buf is not None else None), ws.nbytes
+
+
+def workspace_bytes(device=None):
+    """Bytes of the cached CUDA workspace of a device (0 when none yet)."""
+    if device is None:
+        device = 0
+    idx = device if isinstance(device, int) else getattr(device, "index", 0) or 0
+    with _ws_lock:
+        ws = _workspaces.get(idx)
+        return ws.nbytes if ws is not None else 0
+
+
+# ------------------------------------------------------------ input prep --
+
+def _host_indptr(x, name):
+    """cu_seqlens -> contiguous int32 numpy (1-D, batch+1). A CUDA tensor is
+    copied to the host here, which synchronises with its stream."""
+    if _is_torch(x):
+        arr = x.detach().to("cpu").numpy()
+    else:
+        arr = np.asarray(x)
+    if arr.ndim != 1 or arr.shape[0] < 1:
+        _lib.fail(_lib.SW_STATUS_INVALID,
+                  f"{name} must be 1-D with batch+1 >= 1 entries, got shape {tuple(arr.shape)}")
+    if arr.dtype.kind not in "iu":
+        _lib.fail(_lib.SW_STATUS_INVALID, f"{name} must hold integers, got dtype {arr.dtype}")
+    if arr.size and (int(arr.min()) < -2**31 or int(arr.max()) > 2**31 - 1):
+        _lib.fail(_lib.SW_STATUS_INVALID, f"{name} has values outside int32")
+    return np.ascontiguousarray(arr, dtype=np.int32)
+
+
+def _np_dtype_code(dt):
+    if dt in _NP_DTYPES:
+        return _NP_DTYPES[dt]
+    if dt.name == "bfloat16" and dt.itemsize == 2:  # ml_dtypes.bfloat16
+        return _lib.SW_DTYPE_BF16
+    _lib.fail(_lib.SW_STATUS_UNSUPPORTED,
+              f"numpy dtype {dt} is not supported (float16 or float32; numpy has no bfloat16 - "
+              "use torch tensors for bf16)")
+
+
+def _torch_dtype_code(torch, dt):
+    m = {torch.float32: _lib.SW_DTYPE_F32, torch.float16: _lib.SW_DTYPE_F16,
+         torch.bfloat16: _lib.SW_DTYPE_BF16}
+    if dt not in m:
+        _lib.fail(_lib.SW_STATUS_UNSUPPORTED,
+                  f"torch dtype {dt} is not supported (bfloat16, float16, or float32 on the CPU)")
+    return m[dt]
+
+
+def _np_prepare(a):
+    """(array, row_stride_elements): a usable layout (head_dim contiguous,
+    heads of a row contiguous, row stride >= heads*head_dim) or a copy."""
+    n, h, d = a.shape
+    it = a.itemsize
+    s0, s1, s2 = a.strides
+    ok = ((d <= 1 or s2 == it) and (h <= 1 or s1 == d * it)
+          and (n <= 1 or (s0 % it == 0 and s0 >= h * d * it)))
+    if not ok:
+        a = np.ascontiguousarray(a)
+        s0 = a.strides[0]
+    row = 0 if n <= 1 else s0 // it
+    return a, row
+
+
+def _torch_prepare(t, cuda):
+    n, h, d = t.shape
+    s0, s1, s2 = t.stride()
+    ok = ((d <= 1 or s2 == 1) and (h <= 1 or s1 == d)
+          and (n <= 1 or s0 >= h * d))
+    # The CUDA kernels want 16-byte aligned rows; a copy is cheaper than an error
+    # for the odd view that breaks it.
+    if ok and cuda and n > 0 and (t.data_ptr() % 16 != 0 or (n > 1 and s0 % 8 != 0)):
+        ok = False
+    if not ok:
+        t = t.contiguous()
+        s0 = t.stride(0)
+    row = 0 if n <= 1 else s0
+    return t, row
+
+
+def _check_shapes(q, k, v):
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        if len(x.shape) != 3:
+            _lib.fail(_lib.SW_STATUS_INVALID,
+                      f"{name} must be 3-D [rows, heads, head_dim], got shape {tuple(x.shape)}")
+    if tuple(k.shape) != tuple(v.shape):
+        _lib.fail(_lib.SW_STATUS_INVALID,
+                  f"k and v must have the same shape, got {tuple(k.shape)} and {tuple(v.shape)}")
+    if q.shape[2] != k.shape[2]:
+        _lib.fail(_lib.SW_STATUS_INVALID,
+                  f"q head_dim {q.shape[2]} != k/v head_dim {k.shape[2]}")
+    if q.dtype != k.dtype or q.dtype != v.dtype:
+        _lib.fail(_lib.SW_STATUS_INVALID,
+                  f"q, k, v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
+
+
+def _backend_code(backend):
+    if backend is None:
+        return None
+    if isinstance(backend, int):
+        return backend
+    b = str(backend).lower().replace("-", "_")
+    if b not in _lib.BACKENDS:
+        _lib.fail(_lib.SW_STATUS_INVALID,
+                  f"unknown backend {backend!r}; one of {sorted(_lib.BACKENDS)}")
+    return _lib.BACKENDS[b]
+
+
+# --------------------------------------------------------------- the op ---
+
+def varlen_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=None,
+                     max_seqlen_k=None, causal=False, softmax_scale=None, return_lse=False,
+                     *, backend=None, num_threads=0):
+    """Ragged batched attention with FlashAttention's varlen signature.
+
+    Args:
+        q: [total_q, Hq, d]; k, v: [total_k, Hkv, d]. Hkv must divide Hq (GQA:
+            query head h reads kv head h // (Hq // Hkv)). d in {64, 128, 256}.
+            torch CUDA tensors (bfloat16/float16), torch CPU tensors
+            (bfloat16/float16/float32) or numpy arrays (float16/float32; numpy
+            has no bfloat16). The last dim must be contiguous and the head
+            stride == d; a larger row stride (a view into a bigger buffer) is
+            used in place, any other layout is copied to a contiguous one.
+        cu_seqlens_q, cu_seqlens_k: int prefix sums [batch+1] starting at 0
+            (torch tensor on any device, numpy array or list).
+            cu_seqlens_q[-1] must equal total_q and cu_seqlens_k[-1] total_k
+            (the library checks both). The plan is built on
+            the host: cu_seqlens on a GPU are copied to the host, which
+            SYNCHRONISES with the current stream. Pass host tensors (or
+            reuse the same lengths: plans are cached) to avoid the sync.
+        max_seqlen_q, max_seqlen_k: accepted for FlashAttention compatibility;
+            the plan computes the maxima itself. If given they are checked to
+            be >= the real maxima.
+        causal: bottom-right aligned when q_len < kv_len: query i of a request
+            sees keys j <= i + (kv_len - q_len). A query row that sees no key
+            gets zeros (and LSE = -inf).
+        softmax_scale: default 1/sqrt(d).
+        return_lse: also return the log-sum-exp (natural log) per row and head.
+        backend: keyword-only, "cpu", "cpu_ref" (the fp64 oracle) for host
+            data; "cuda", "cuda_portable" for CUDA tensors. Default: "cuda" for
+            CUDA tensors, "cpu" for host data (never AUTO).
+        num_threads: keyword-only, CPU backends: 0 = all cores.
+
+    Returns:
+        out: [total_q, Hq, d], same dtype and device (or numpy) as q.
+        (out, lse) if return_lse: lse is float32 of shape [total_q, Hq]
+            (row-major by token, like FlashInfer). NOTE: FlashAttention's
+            varlen returns its LSE as [Hq, total_q]; use lse.T (torch:
+            lse.t()) to get that layout.
+
+    CUDA tensors run on torch.cuda.current_stream(q.device) and the call
+    returns without synchronising; the output is valid in stream order.
+
+    Raises:
+        SpillwayError(status, detail): status is the library's status name
+        (sw_status_str), detail its sw_last_error() sentence, or a sentence of
+        the binding for what only Python can see (shapes, devices, dtypes).
+    """
+    torch = None
+    if _is_torch(q) or _is_torch(k) or _is_torch(v):
+        torch = _torch_mod()
+        if not (_is_torch(q) and _is_torch(k) and _is_torch(v)):
+            _lib.fail(_lib.SW_STATUS_INVALID,
+                      "q, k, v must all be torch tensors or all numpy arrays")
+        if not (q.device == k.device == v.device):
+            _lib.fail(_lib.SW_STATUS_INVALID,
+                      f"q, k, v must be on one device, got {q.device}, {k.device}, {v.device}")
+        cuda = q.device.type == "cuda"
+        if not cuda and q.device.type != "cpu":
+            _lib.fail(_lib.SW_STATUS_UNSUPPORTED, f"device {q.device} is not supported")
+        dtype = _torch_dtype_code(torch, q.dtype)
+    else:
+        q, k, v = np.asarray(q), np.asarray(k), np.asarray(v)
+        cuda = False
+        dtype = _np_dtype_code(q.dtype)
+    _check_shapes(q, k, v)
+
+    total_q, hq, d = (int(s) for s in q.shape)
+    total_k, hkv = int(k.shape[0]), int(k.shape[1])
+
+    qo = _host_indptr(cu_seqlens_q, "cu_seqlens_q")
+    kv = _host_indptr(cu_seqlens_k, "cu_seqlens_k")
+    if qo.shape[0] != kv.shape[0]:
+        _lib.fail(_lib.SW_STATUS_INVALID,
+                  f"cu_seqlens_q has {qo.shape[0]} entries but cu_seqlens_k has {kv.shape[0]} "
+                  "(both must be batch+1)")
+
+    if softmax_scale is None:
+        scale = 0.0  # the library's default, 1/sqrt(head_dim)
+    else:
+        scale = float(softmax_scale)
+        if scale == 0.0 or not math.isfinite(scale):
+            _lib.fail(_lib.SW_STATUS_INVALID,
+                      f"softmax_scale={softmax_scale} is not supported (must be finite and nonzero)")
+
+    b = _backend_code(backend)
+    if b is None or b == _lib.SW_BACKEND_AUTO:
+        b = _lib.SW_BACKEND_CUDA if cuda else _lib.SW_BACKEND_CPU
+    elif cuda and b in _lib.CPU_BACKENDS:
+        _lib.fail(_lib.SW_STATUS_INVALID,
+                  f"backend {backend!r} runs on the host but the tensors are on {q.device}")
+    elif not cuda and b not in _lib.CPU_BACKENDS:
+        _lib.fail(_lib.SW_STATUS_INVALID,
+                  f"backend {backend!r} needs CUDA tensors; got host data")
+    device = (q.device.index if q.device.index is not None else torch.cuda.current_device()) \
+        if cuda else 0
+
+    # The library validates the indptr contents (start at 0, non-decreasing),
+    # heads, head_dim and dtype-for-backend.
+    plan = _get_plan(qo, kv, hq, hkv, d, dtype, causal, scale, b, device,
+                     int(num_threads) if not cuda else 0)
+
+    if max_seqlen_q is not None or max_seqlen_k is not None:
+        mq = int(np.max(np.diff(qo))) if qo.shape[0] > 1 else 0
+        mk = int(np.max(np.diff(kv))) if kv.shape[0] > 1 else 0
+        if max_seqlen_q is not None and int(max_seqlen_q) < mq:
+            _lib.fail(_lib.SW_STATUS_INVALID,
+                      f"max_seqlen_q={int(max_seqlen_q)} < longest query length {mq}")
+        if max_seqlen_k is not None and int(max_seqlen_k) < mk:
+            _lib.fail(_lib.SW_STATUS_INVALID,
+                      f"max_seqlen_k={int(max_seqlen_k)} < longest key length {mk}")
+
+    if torch is not None:
+        return _run_torch(torch, plan, q, k, v, cuda, return_lse)
+    return _run_numpy(plan, q, k, v, return_lse)
+
+
+def _fill_tensors(t, qp, kp, vp, op, lsep, rows, q_rows, kv_rows):
+    # A side with no rows may pass NULL (the library reads nothing there).
+    t.q = qp or None
+    t.k = kp or None
+    t.v = vp or None
+    t.o = op or None
+    t.q_rows = q_rows
+    t.kv_rows = kv_rows
+    t.lse = ctypes.cast(lsep, ctypes.POINTER(ctypes.c_float)) if lsep else None
+    t.q_row_stride, t.k_row_stride, t.v_row_stride, t.o_row_stride = rows
+
+
+def _new_tensors():
+    t = _lib.sw_prefill_tensors()
+    _lib.lib().sw_prefill_tensors_init(ctypes.byref(t))
+    t.struct_size = ctypes.sizeof(_lib.sw_prefill_tensors)
+    return t
+
+
+def _run_numpy(plan, q, k, v, return_lse):
+    total_q, hq, d = q.shape
+    q, qr = _np_prepare(q)
+    k, kr = _np_prepare(k)
+    v, vr = _np_prepare(v)
+    out = np.empty((total_q, hq, d), dtype=q.dtype)
+    lse = np.empty((total_q, hq), dtype=np.float32) if return_lse else None
+    t = _new_tensors()
+    _fill_tensors(t, q.ctypes.data if q.size else 0, k.ctypes.data if k.size else 0,
+                  v.ctypes.data if v.size else 0, out.ctypes.data if out.size else 0,
+                  lse.ctypes.data if lse is not None and lse.size else 0, (qr, kr, vr, 0),
+                  q.shape[0], k.shape[0])
+    _lib.check(_lib.lib().sw_prefill_run(plan._handle, ctypes.byref(t), None), _HINT)
+    return (out, lse) if return_lse else out
+
+
+def _run_torch(torch, plan, q, k, v, cuda, return_lse):
+    total_q, hq, d = (int(s) for s in q.shape)
+    q, qr = _torch_prepare(q, cuda)
+    k, kr = _torch_prepare(k, cuda)
+    v, vr = _torch_prepare(v, cuda)
+    out = torch.empty((total_q, hq, d), dtype=q.dtype, device=q.device)
+    lse = (torch.empty((total_q, hq), dtype=torch.float32, device=q.device)
+           if return_lse else None)
+    t = _new_tensors()
+    _fill_tensors(t, q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(),
+                  lse.data_ptr() if lse is not None else 0, (qr, kr, vr, 0),
+                  q.shape[0], k.shape[0])
+    L = _lib.lib()
+    if not cuda:
+        _lib.check(L.sw_prefill_run(plan._handle, ctypes.byref(t), None), _HINT)
+        return (out, lse) if return_lse else out
+
+    dev = q.device
+    # torch.cuda.device restores the caller's current device afterwards, in
+    # case the library switches devices inside the call.
+    with torch.cuda.device(dev):
+        stream = torch.cuda.current_stream(dev)
+        ws = _device_workspace(dev.index)
+        with ws.lock:
+            ptr, nbytes = _acquire_workspace(torch, ws, plan.workspace_size, dev, stream)
+            t.workspace = ptr
+            t.workspace_bytes = nbytes
+            st = L.sw_prefill_run(plan._handle, ctypes.byref(t),
+                                  ctypes.c_void_p(stream.cuda_stream))
+            plan._last_stream = stream
+        _lib.check(st, _HINT)
+    return (out, lse) if return_lse else out
+
+
+def get_plan(cu_seqlens_q, cu_seqlens_k, num_qo_heads, num_kv_heads, head_dim,
+             dtype="bfloat16", causal=False, softmax_scale=None, device="cpu",
+             backend=None, num_threads=0):
+    """The (cached) PrefillPlan varlen_attention would use for these
+    arguments: .backend, .workspace_size, .flops (the library's FLOP count),
+    .total_q, .total_kv. device: "cpu", "cuda", "cuda:N", an int or a
+    torch.device."""
+    if isinstance(dtype, str):
+        code = _DTYPE_BY_NAME.get(dtype.lower())
+        if code is None:
+            _lib.fail(_lib.SW_STATUS_UNSUPPORTED, f"dtype {dtype!r}")
+    else:
+        torch = _torch_mod()
+        if torch is not None and isinstance(dtype, torch.dtype):
+            code = _torch_dtype_code(torch, dtype)
+        else:
+            code = _np_dtype_code(np.dtype(dtype))
+    dev = str(device) if not isinstance(device, int) else f"cuda:{device}"
+    cuda = dev.startswith("cuda")
+    index = int(dev.split(":")[1]) if cuda and ":" in dev else 0
+    b = _backend_code(backend)
+    if b is None or b == _lib.SW_BACKEND_AUTO:
+        b = _lib.SW_BACKEND_CUDA if cuda else _lib.SW_BACKEND_CPU
+    qo = _host_indptr(cu_seqlens_q, "cu_seqlens_q")
+    kv = _host_indptr(cu_seqlens_k, "cu_seqlens_k")
+    if qo.shape[0] != kv.shape[0]:
+        _lib.fail(_lib.SW_STATUS_INVALID, "cu_seqlens_q and cu_seqlens_k differ in length")
+    scale = 0.0 if softmax_scale is None else float(softmax_scale)
+    return _get_plan(qo, kv, int(num_qo_heads), int(num_kv_heads), int(head_dim), code,
+                     causal, scale, b, index, int(num_threads) if not cuda else 0)
+
+
+def prefill_flops(cu_seqlens_q, cu_seqlens_k, num_qo_heads, head_dim, causal):
+    """FLOPs by the reporting convention (same formula as sw_prefill_plan_flops):
+    sum over requests of 4 * q_len * kv_eff * head_dim * num_qo_heads, where
+    kv_eff is the mean number of keys a query row sees (bottom-right causal)."""
+    qo = np.asarray(cu_seqlens_q, dtype=np.int64)
+    kv = np.asarray(cu_seqlens_k, dtype=np.int64)
+    total = 0.0
+    for b in range(len(qo) - 1):
+        ql = int(qo[b + 1] - qo[b])
+        kl = int(kv[b + 1] - kv[b])
+        if ql <= 0 or kl <= 0:
+            continue
+        if causal:
+            # visible keys of row i: clamp(i + 1 + kl - ql, 0, kl)
+            off = kl - ql
+            i = np.arange(ql, dtype=np.int64)
+            vis = int(np.clip(i + 1 + off, 0, kl).sum())
+        else:
+            vis = ql * kl
+        total += 4.0 * vis * head_dim * num_qo_heads
+    return total

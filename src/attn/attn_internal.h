@@ -1,0 +1,139 @@
+/* Internal contract between the prefill front end (prefill.c), the planner,
+ * and the backends (CPU reference, CPU fast path, CUDA kernels). */
+#ifndef SW_ATTN_INTERNAL_H
+#define SW_ATTN_INTERNAL_H
+
+#include "spillway.h"
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A fully validated problem, strides resolved (elements per row). */
+typedef struct sw_attn_problem {
+    sw_dtype dtype;
+    int32_t batch;
+    int32_t num_qo_heads;
+    int32_t num_kv_heads;
+    int32_t head_dim;
+    int32_t causal;
+    float sm_scale;            /* resolved: never 0 */
+    const int32_t *qo_indptr;  /* host, batch+1 */
+    const int32_t *kv_indptr;  /* host, batch+1 */
+    const void *q, *k, *v;
+    void *o;
+    float *lse;                /* may be NULL */
+    int64_t q_stride, k_stride, v_stride, o_stride;
+} sw_attn_problem;
+
+/* Per-request table uploaded with the work list (device side reads it). */
+typedef struct sw_req_info {
+    int32_t q_start;   /* first query row */
+    int32_t q_len;
+    int32_t kv_start;  /* first key row */
+    int32_t kv_len;
+} sw_req_info;
+
+/* One tile of work: rows r in [0, tile_m) of the tile map to
+ *   token = q_tok0 + r / pack, qo head = head0 + r % pack
+ * within request `req` (token index relative to the request's q_start).
+ * pack = 1: one query head (head0), tile_m consecutive tokens.
+ * pack = G (group size): the G query heads of kv head head0/G share the tile,
+ * so K/V are loaded once for all of them (short queries, GQA). */
+typedef struct sw_work_item {
+    int32_t req;
+    int32_t q_tok0;
+    int32_t head0;
+    int32_t pack;
+} sw_work_item;
+
+/* Planner (pure host function, unit-tested without a GPU).
+ * Counts (items == NULL) or fills (up to `capacity`) the work list for tile
+ * height `tile_m`. A request is packed (pack = group size) when the group has
+ * more than one query head, the group size divides tile_m and
+ * q_len <= pack_max_q_len; otherwise pack = 1.
+ * Items are sorted by descending cost (visible keys of the tile's last token;
+ * ties by request, head, token), so a persistent grid that takes items in
+ * list order starts the longest tiles first. Requests with q_len = 0 yield
+ * no items; requests with kv_len = 0 yield items (the kernel writes zeros and
+ * LSE = -inf). Returns the number of items, -1 if it exceeds INT32_MAX, -2
+ * if a temporary allocation failed. */
+int64_t sw_plan_work(const int32_t *qo_indptr, const int32_t *kv_indptr, int32_t batch,
+                     int32_t num_qo_heads, int32_t num_kv_heads, int32_t causal,
+                     int32_t tile_m, int32_t pack_max_q_len, sw_work_item *items,
+                     int64_t capacity);
+
+/* Visible keys of query token t (0-based) of a request: causal bottom-right
+ * alignment; clamped to [0, kv_len]. */
+static inline int32_t sw_visible_keys(int32_t t, int32_t q_len, int32_t kv_len, int32_t causal)
+{
+    if (!causal)
+        return kv_len;
+    int64_t v = (int64_t)t + 1 + ((int64_t)kv_len - q_len);
+    if (v < 0)
+        v = 0;
+    if (v > kv_len)
+        v = kv_len;
+    return (int32_t)v;
+}
+
+/* FLOPs by the reporting convention. */
+double sw_attn_flops(const int32_t *qo_indptr, const int32_t *kv_indptr, int32_t batch,
+                     int32_t num_qo_heads, int32_t head_dim, int32_t causal);
+
+/* Validation of params + indptr (host). Fills sw_last_error on failure. */
+sw_status sw_prefill_validate_params(const sw_prefill_params *p);
+sw_status sw_prefill_validate_indptr(int32_t batch, const int32_t *qo_indptr,
+                                     const int32_t *kv_indptr);
+
+/* CPU backends. Run to completion. */
+sw_status sw_cpu_prefill_ref(const sw_attn_problem *pb);
+sw_status sw_cpu_prefill_fast(const sw_attn_problem *pb, int num_threads);
+/* Name of the instruction set the fast path picked at run time ("avx512bf16",
+ * "avx512", "avx2", "scalar"). */
+const char *sw_cpu_prefill_isa(void);
+
+/* ---------------------------------------------------------------- CUDA -- */
+/* Implemented in src/cuda/ when built with CUDA; stubs otherwise. */
+
+/* Launch-time arguments of the portable kernel. All pointers are device
+ * pointers; `work` and `reqs` live in the workspace (uploaded by run()). */
+typedef struct sw_cuda_prefill_args {
+    sw_dtype dtype;
+    int32_t num_qo_heads, num_kv_heads, head_dim, causal;
+    float sm_scale;
+    const void *q, *k, *v;
+    void *o;
+    float *lse;                 /* may be NULL */
+    int64_t q_stride, k_stride, v_stride, o_stride;
+    const sw_work_item *work;   /* device, num_work items, longest first */
+    int32_t num_work;
+    const sw_req_info *reqs;    /* device, batch entries */
+    int32_t batch;
+    int32_t *counter;           /* device int, zeroed by run() before the launch */
+    int32_t grid;               /* persistent grid size chosen at plan time */
+} sw_cuda_prefill_args;
+
+/* Device query for planning: SM count and the tile height the portable kernel
+ * uses for this head_dim on this device. Returns SW_STATUS_NO_DEVICE when no
+ * usable device. */
+sw_status sw_cuda_prefill_portable_config(int32_t device, int32_t head_dim, sw_dtype dtype,
+                                          int32_t *tile_m, int32_t *grid_ctas);
+sw_status sw_cuda_prefill_portable_launch(const sw_cuda_prefill_args *a, void *stream);
+
+/* Thin CUDA runtime wrappers so that C files need no CUDA header. */
+int32_t sw_cuda_devices(void);
+sw_status sw_cuda_set_device(int32_t device);
+sw_status sw_cuda_memcpy_h2d_async(void *dst, const void *src, size_t bytes, void *stream);
+sw_status sw_cuda_memset_async(void *dst, int value, size_t bytes, void *stream);
+sw_status sw_cuda_host_alloc(void **p, size_t bytes);   /* pinned */
+void sw_cuda_host_free(void *p);
+int sw_cuda_built(void);   /* 1 when compiled with CUDA */
+const char *sw_cuda_archs(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

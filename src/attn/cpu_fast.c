@@ -1,0 +1,378 @@
+/* CPU fast path of ragged prefill attention: work units, threads, and the
+ * run-time choice of instruction set. The arithmetic lives in the per-ISA
+ * kernel files (see cpu_fast_kernels.h).
+ *
+ * Build: per-file compile flags (x86-64 with GCC or Clang; on other
+ * architectures the x86 files compile to nothing and need no flags):
+ *   src/attn/cpu_fast.c            (default flags)  needs -pthread at link
+ *   src/attn/cpu_fast_scalar.c     (default flags)
+ *   src/attn/cpu_fast_avx2.c       -mavx2 -mfma -mf16c
+ *   src/attn/cpu_fast_avx512.c     -mavx512f -mavx512bw -mavx512vl -mavx512dq
+ *   src/attn/cpu_fast_avx512bf16.c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16
+ * cpu_fast_tile.inc is included by the scalar/avx2/avx512 files, not compiled.
+ * No file may be built with -march=native or an ISA flag beyond its own:
+ * the driver decides at run time which of them may execute.
+ *
+ * Choice of ISA, once per process: the best the CPU and OS support
+ * (avx512bf16 > avx512 > avx2 > scalar), or SPILLWAY_CPU_ISA=
+ * scalar|avx2|avx512|avx512bf16, clamped to what is supported (an
+ * unsupported or unknown choice falls back and keeps going). head_dim not a
+ * multiple of 16 always runs the scalar kernel. Threads: SPILLWAY_NUM_THREADS
+ * when set (> 0), else num_threads, else one per online CPU. */
+#include "cpu_fast_kernels.h"
+#include "../core/sw_core.h"
+#include "../core/sw_half.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------ ISA choice -- */
+
+static const char *const sw_isa_names[SW_CPU_ISA_COUNT] = {"scalar", "avx2", "avx512",
+                                                            "avx512bf16"};
+
+const char *sw_cpu_isa_name(sw_cpu_isa isa)
+{
+    return (unsigned)isa < SW_CPU_ISA_COUNT ? sw_isa_names[isa] : "unknown";
+}
+
+static sw_cpu_isa sw_isa_detect(void)
+{
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    __builtin_cpu_init();
+    /* __builtin_cpu_supports also checks that the OS saves the ymm/zmm state. */
+    int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+               __builtin_cpu_supports("f16c");
+    int avx512 = avx2 && __builtin_cpu_supports("avx512f") &&
+                 __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+                 __builtin_cpu_supports("avx512dq");
+    int bf16 = avx512 && __builtin_cpu_supports("avx512bf16");
+    return bf16 ? SW_CPU_ISA_AVX512BF16
+         : avx512 ? SW_CPU_ISA_AVX512
+         : avx2 ? SW_CPU_ISA_AVX2
+                : SW_CPU_ISA_SCALAR;
+#else
+    return SW_CPU_ISA_SCALAR;
+#endif
+}
+
+static pthread_once_t sw_isa_once = PTHREAD_ONCE_INIT;
+static sw_cpu_isa sw_isa_best_v = SW_CPU_ISA_SCALAR;
+static sw_cpu_isa sw_isa_chosen_v = SW_CPU_ISA_SCALAR;
+
+static void sw_isa_init(void)
+{
+    sw_isa_best_v = sw_isa_detect();
+    sw_isa_chosen_v = sw_isa_best_v;
+    const char *e = getenv("SPILLWAY_CPU_ISA");
+    if (e && *e)
+        for (int i = 0; i < SW_CPU_ISA_COUNT; i++)
+            if (strcmp(e, sw_isa_names[i]) == 0 && (sw_cpu_isa)i <= sw_isa_best_v)
+                sw_isa_chosen_v = (sw_cpu_isa)i;
+}
+
+sw_cpu_isa sw_cpu_isa_best(void)
+{
+    pthread_once(&sw_isa_once, sw_isa_init);
+    return sw_isa_best_v;
+}
+
+const char *sw_cpu_prefill_isa(void)
+{
+    pthread_once(&sw_isa_once, sw_isa_init);
+    return sw_isa_names[sw_isa_chosen_v];
+}
+
+static sw_cpu_unit_fn sw_isa_kernel(sw_cpu_isa isa, int32_t head_dim)
+{
+    if (head_dim % 16 != 0)
+        return sw_cpu_unit_scalar;
+#if defined(__x86_64__)
+    switch (isa) {
+    case SW_CPU_ISA_AVX512BF16: return sw_cpu_unit_avx512bf16;
+    case SW_CPU_ISA_AVX512: return sw_cpu_unit_avx512;
+    case SW_CPU_ISA_AVX2: return sw_cpu_unit_avx2;
+    default: break;
+    }
+#else
+    (void)isa;
+#endif
+    return sw_cpu_unit_scalar;
+}
+
+/* ------------------------------------------------------ shared helpers -- */
+
+/* kf/vf also hold the bf16 kernel's P pairs, [NKEYS/2][MROWS] words */
+static size_t sw_kf_cols(size_t d) { return d > SW_CPU_MROWS / 2 ? d : SW_CPU_MROWS / 2; }
+
+size_t sw_cpu_scratch_bytes(int32_t head_dim)
+{
+    size_t d = (size_t)head_dim;
+    size_t floats = d * SW_CPU_MROWS              /* qt */
+                    + 2 * (size_t)SW_CPU_NKEYS * sw_kf_cols(d) /* kf, vf */
+                    + (size_t)SW_CPU_NKEYS * SW_CPU_MROWS /* st */
+                    + (size_t)SW_CPU_MROWS * d    /* o */
+                    + 5 * (size_t)SW_CPU_MROWS;   /* m, l, alpha, visr, vis */
+    /* each array starts on its own 64-byte line */
+    return sw_align_up(floats * sizeof(float) + 10 * 64, 64);
+}
+
+void sw_cpu_scratch_bind(sw_cpu_scratch *s, void *mem, int32_t head_dim)
+{
+    size_t d = (size_t)head_dim;
+    char *p = (char *)mem;
+#define SW_TAKE(field, type, count)              \
+    do {                                         \
+        s->field = (type *)p;                    \
+        p += sw_align_up((count) * sizeof(type), 64); \
+    } while (0)
+    SW_TAKE(qt, float, d * SW_CPU_MROWS);
+    SW_TAKE(kf, float, (size_t)SW_CPU_NKEYS * sw_kf_cols(d));
+    SW_TAKE(vf, float, (size_t)SW_CPU_NKEYS * sw_kf_cols(d));
+    SW_TAKE(st, float, (size_t)SW_CPU_NKEYS * SW_CPU_MROWS);
+    SW_TAKE(o, float, (size_t)SW_CPU_MROWS * d);
+    SW_TAKE(m, float, (size_t)SW_CPU_MROWS);
+    SW_TAKE(l, float, (size_t)SW_CPU_MROWS);
+    SW_TAKE(alpha, float, (size_t)SW_CPU_MROWS);
+    SW_TAKE(visr, float, (size_t)SW_CPU_MROWS);
+    SW_TAKE(vis, int32_t, (size_t)SW_CPU_MROWS);
+#undef SW_TAKE
+}
+
+void sw_cpu_unit_vis(const sw_attn_problem *pb, const sw_cpu_unit *u, int mv, int32_t *vis,
+                     int32_t *vis_min, int32_t *vis_max)
+{
+    int32_t q_len = pb->qo_indptr[u->req + 1] - pb->qo_indptr[u->req];
+    int32_t kv_len = pb->kv_indptr[u->req + 1] - pb->kv_indptr[u->req];
+    int rows = u->ntok * u->nh;
+    for (int r = 0; r < mv; r++) {
+        int t = (r < rows ? r : rows - 1) / u->nh;
+        vis[r] = sw_visible_keys(u->tok0 + t, q_len, kv_len, pb->causal);
+    }
+    /* visibility grows with the token, rows are token-major */
+    *vis_min = vis[0];
+    *vis_max = vis[rows - 1];
+}
+
+static inline float sw_load_elem(sw_dtype t, const void *row, int k)
+{
+    switch (t) {
+    case SW_DTYPE_F32: return ((const float *)row)[k];
+    case SW_DTYPE_F16: return sw_f16_to_f32(((const uint16_t *)row)[k]);
+    default: return sw_bf16_to_f32(((const uint16_t *)row)[k]);
+    }
+}
+
+static inline const void *sw_q_row(const sw_attn_problem *pb, int64_t tok, int32_t head)
+{
+    size_t es = pb->dtype == SW_DTYPE_F32 ? 4 : 2;
+    return (const char *)pb->q + ((size_t)(tok * pb->q_stride) + (size_t)head * pb->head_dim) * es;
+}
+
+void sw_cpu_load_qt(const sw_attn_problem *pb, const sw_cpu_unit *u, int mv, float scale,
+                    float *qt)
+{
+    const int d = pb->head_dim;
+    const int G = pb->num_qo_heads / pb->num_kv_heads;
+    const int rows = u->ntok * u->nh;
+    const int64_t q0 = pb->qo_indptr[u->req] + u->tok0;
+    for (int r = 0; r < rows; r++) {
+        const void *src = sw_q_row(pb, q0 + r / u->nh, u->kvh * G + u->h0 + r % u->nh);
+        for (int k = 0; k < d; k++)
+            qt[(size_t)k * mv + r] = sw_load_elem(pb->dtype, src, k) * scale;
+    }
+    for (int r = rows; r < mv; r++)
+        for (int k = 0; k < d; k++)
+            qt[(size_t)k * mv + r] = 0.0f;
+}
+
+void sw_cpu_store_o(const sw_attn_problem *pb, const sw_cpu_unit *u, const float *o,
+                    const float *m, const float *l)
+{
+    const int d = pb->head_dim;
+    const int G = pb->num_qo_heads / pb->num_kv_heads;
+    const int rows = u->ntok * u->nh;
+    const int64_t q0 = pb->qo_indptr[u->req] + u->tok0;
+    const size_t es = pb->dtype == SW_DTYPE_F32 ? 4 : 2;
+    for (int r = 0; r < rows; r++) {
+        int64_t tok = q0 + r / u->nh;
+        int32_t head = u->kvh * G + u->h0 + r % u->nh;
+        void *dst = (char *)pb->o + ((size_t)(tok * pb->o_stride) + (size_t)head * d) * es;
+        const float *src = o + (size_t)r * d;
+        float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+        switch (pb->dtype) {
+        case SW_DTYPE_F32:
+            for (int k = 0; k < d; k++)
+                ((float *)dst)[k] = src[k] * inv;
+            break;
+        case SW_DTYPE_F16:
+            for (int k = 0; k < d; k++)
+                ((uint16_t *)dst)[k] = sw_f32_to_f16(src[k] * inv);
+            break;
+        default:
+            for (int k = 0; k < d; k++)
+                ((uint16_t *)dst)[k] = sw_f32_to_bf16(src[k] * inv);
+            break;
+        }
+        if (pb->lse)
+            pb->lse[tok * pb->num_qo_heads + head] =
+                l[r] > 0.0f ? (float)(0.69314718055994531 * ((double)m[r] + log2((double)l[r])))
+                            : -INFINITY;
+    }
+}
+
+/* ---------------------------------------------------------- work units -- */
+
+/* Units of one problem: per request with q_len > 0 and per kv head, the
+ * group's query heads (at most MROWS of them per unit) times as many tokens
+ * as fill MROWS rows. Cost ~ rows x visible keys of the unit's last token. */
+static int64_t sw_units_build(const sw_attn_problem *pb, sw_cpu_unit *out)
+{
+    const int32_t G = pb->num_qo_heads / pb->num_kv_heads;
+    const int32_t hpu = G < SW_CPU_MROWS ? G : SW_CPU_MROWS;
+    const int32_t tpu = SW_CPU_MROWS / hpu;
+    int64_t n = 0;
+    for (int32_t b = 0; b < pb->batch; b++) {
+        int32_t q_len = pb->qo_indptr[b + 1] - pb->qo_indptr[b];
+        int32_t kv_len = pb->kv_indptr[b + 1] - pb->kv_indptr[b];
+        for (int32_t kvh = 0; kvh < pb->num_kv_heads; kvh++)
+            for (int32_t h0 = 0; h0 < G; h0 += hpu)
+                for (int32_t t0 = 0; t0 < q_len; t0 += tpu) {
+                    if (out) {
+                        sw_cpu_unit *u = &out[n];
+                        u->req = b;
+                        u->kvh = kvh;
+                        u->tok0 = t0;
+                        u->ntok = q_len - t0 < tpu ? q_len - t0 : tpu;
+                        u->h0 = h0;
+                        u->nh = G - h0 < hpu ? G - h0 : hpu;
+                        int32_t vis = sw_visible_keys(t0 + u->ntok - 1, q_len, kv_len, pb->causal);
+                        u->cost = ((int64_t)vis + 16) * u->ntok * u->nh;
+                    }
+                    n++;
+                }
+    }
+    return n;
+}
+
+static int sw_unit_cmp(const void *pa, const void *pb_)
+{
+    const sw_cpu_unit *a = (const sw_cpu_unit *)pa, *b = (const sw_cpu_unit *)pb_;
+    if (a->cost != b->cost)
+        return a->cost > b->cost ? -1 : 1;
+    if (a->req != b->req)
+        return a->req < b->req ? -1 : 1;
+    if (a->kvh != b->kvh)
+        return a->kvh < b->kvh ? -1 : 1;
+    if (a->h0 != b->h0)
+        return a->h0 < b->h0 ? -1 : 1;
+    return a->tok0 < b->tok0 ? -1 : a->tok0 > b->tok0;
+}
+
+/* ------------------------------------------------------------- threads -- */
+
+typedef struct sw_cpu_job {
+    const sw_attn_problem *pb;
+    const sw_cpu_unit *units;
+    int64_t num_units;
+    atomic_int_fast64_t next;
+    sw_cpu_unit_fn fn;
+} sw_cpu_job;
+
+typedef struct sw_cpu_worker {
+    sw_cpu_job *job;
+    sw_cpu_scratch scratch;
+    pthread_t tid;
+} sw_cpu_worker;
+
+static void *sw_cpu_worker_main(void *arg)
+{
+    sw_cpu_worker *w = (sw_cpu_worker *)arg;
+    sw_cpu_job *job = w->job;
+    for (;;) {
+        int64_t i = atomic_fetch_add_explicit(&job->next, 1, memory_order_relaxed);
+        if (i >= job->num_units)
+            break;
+        job->fn(job->pb, &job->units[i], &w->scratch);
+    }
+    return NULL;
+}
+
+sw_status sw_cpu_prefill_fast_isa(const sw_attn_problem *pb, int num_threads, sw_cpu_isa isa)
+{
+    if (!pb || !pb->qo_indptr || !pb->kv_indptr)
+        return sw_fail(SW_STATUS_INVALID, "cpu fast path: null problem or indptr");
+    if (pb->num_qo_heads < 1 || pb->num_kv_heads < 1 ||
+        pb->num_qo_heads % pb->num_kv_heads != 0 || pb->head_dim < 1)
+        return sw_fail(SW_STATUS_INVALID, "cpu fast path: heads %d/%d, head_dim %d",
+                       (int)pb->num_qo_heads, (int)pb->num_kv_heads, (int)pb->head_dim);
+    if (pb->dtype != SW_DTYPE_F32 && pb->dtype != SW_DTYPE_F16 && pb->dtype != SW_DTYPE_BF16)
+        return sw_fail(SW_STATUS_UNSUPPORTED, "cpu fast path: dtype %d", (int)pb->dtype);
+    if (isa > sw_cpu_isa_best())
+        isa = sw_cpu_isa_best();
+
+    int64_t num_units = sw_units_build(pb, NULL);
+    if (num_units == 0)
+        return SW_OK;
+    if (!pb->q || !pb->k || !pb->v || !pb->o)
+        return sw_fail(SW_STATUS_INVALID, "cpu fast path: null tensor");
+
+    int64_t nt = sw_env_int("SPILLWAY_NUM_THREADS", 0);
+    if (nt <= 0)
+        nt = num_threads > 0 ? num_threads : sw_cpu_count();
+    if (nt > num_units)
+        nt = num_units;
+    if (nt > 1024)
+        nt = 1024;
+
+    sw_cpu_unit *units = (sw_cpu_unit *)malloc((size_t)num_units * sizeof *units);
+    sw_cpu_worker *workers = (sw_cpu_worker *)calloc((size_t)nt, sizeof *workers);
+    size_t sbytes = sw_cpu_scratch_bytes(pb->head_dim);
+    void *smem = sw_aligned_alloc(64, sbytes * (size_t)nt);
+    if (!units || !workers || !smem) {
+        free(units);
+        free(workers);
+        sw_aligned_free(smem);
+        return sw_fail(SW_STATUS_NO_MEMORY, "cpu fast path: %lld units, %lld threads x %zu B",
+                       (long long)num_units, (long long)nt, sbytes);
+    }
+    sw_units_build(pb, units);
+    qsort(units, (size_t)num_units, sizeof *units, sw_unit_cmp);
+
+    sw_cpu_job job;
+    job.pb = pb;
+    job.units = units;
+    job.num_units = num_units;
+    atomic_init(&job.next, 0);
+    job.fn = sw_isa_kernel(isa, pb->head_dim);
+
+    int64_t started = 0;
+    for (int64_t i = 0; i < nt; i++) {
+        workers[i].job = &job;
+        sw_cpu_scratch_bind(&workers[i].scratch, (char *)smem + (size_t)i * sbytes, pb->head_dim);
+    }
+    /* The calling thread is worker 0; a thread that fails to start only
+     * costs parallelism, the others drain its share. */
+    for (int64_t i = 1; i < nt; i++) {
+        if (pthread_create(&workers[i].tid, NULL, sw_cpu_worker_main, &workers[i]) != 0)
+            break;
+        started = i;
+    }
+    sw_cpu_worker_main(&workers[0]);
+    for (int64_t i = 1; i <= started; i++)
+        pthread_join(workers[i].tid, NULL);
+
+    free(units);
+    free(workers);
+    sw_aligned_free(smem);
+    return SW_OK;
+}
+
+sw_status sw_cpu_prefill_fast(const sw_attn_problem *pb, int num_threads)
+{
+    pthread_once(&sw_isa_once, sw_isa_init);
+    return sw_cpu_prefill_fast_isa(pb, num_threads, sw_isa_chosen_v);
+}

@@ -1,0 +1,108 @@
+/* Internal contract between the CPU fast path's driver (cpu_fast.c: work
+ * units, threads, ISA choice) and its per-ISA kernels (cpu_fast_<isa>.c).
+ *
+ * A work unit is (request, kv head, a run of query tokens, a run of the
+ * query heads of that kv head's GQA group). Its rows are r = t * nh + h
+ * (token-major), so every K/V tile converted once serves all the query heads
+ * that read it. A unit has at most SW_CPU_MROWS rows; a kernel walks the
+ * visible keys in tiles of SW_CPU_NKEYS with an online softmax in fp32. */
+#ifndef SW_CPU_FAST_KERNELS_H
+#define SW_CPU_FAST_KERNELS_H
+
+#include "attn_internal.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* 64 rows x 64 keys: the K/V conversion of a tile (2*64*d elements) is
+ * amortised over 64*64*d*4 FLOPs, and a tile of fp32 S plus a unit's fp32
+ * Q^T and O stay within a 1-2 MiB L2 up to head_dim 256. */
+#define SW_CPU_MROWS 64
+#define SW_CPU_NKEYS 64
+
+typedef enum sw_cpu_isa {
+    SW_CPU_ISA_SCALAR = 0,
+    SW_CPU_ISA_AVX2 = 1,       /* AVX2 + FMA + F16C */
+    SW_CPU_ISA_AVX512 = 2,     /* AVX-512 F/BW/VL/DQ */
+    SW_CPU_ISA_AVX512BF16 = 3, /* + AVX512_BF16: bf16 data uses vdpbf16ps */
+    SW_CPU_ISA_COUNT = 4
+} sw_cpu_isa;
+
+typedef struct sw_cpu_unit {
+    int32_t req;
+    int32_t kvh;   /* kv head */
+    int32_t tok0;  /* first query token, relative to the request */
+    int32_t ntok;
+    int32_t h0;    /* first query head within the group (0..G-1) */
+    int32_t nh;    /* query heads in the unit */
+    int64_t cost;  /* for the longest-first order */
+} sw_cpu_unit;
+
+/* Per-thread scratch, allocated once per call (sw_cpu_scratch_bytes). Row
+ * arrays hold SW_CPU_MROWS entries, tiles SW_CPU_NKEYS keys. */
+typedef struct sw_cpu_scratch {
+    float *qt;     /* [head_dim][mv]   Q^T (fp32, scaled) or bf16 pairs */
+    float *kf;     /* [NKEYS][head_dim] K tile as fp32 */
+    float *vf;     /* [NKEYS][head_dim] V tile as fp32, or bf16 key pairs */
+    float *st;     /* [NKEYS][mv]      S^T, then P^T */
+    float *o;      /* [MROWS][head_dim] fp32 accumulator */
+    float *m;      /* running max, log2 domain */
+    float *l;      /* running sum */
+    float *alpha;  /* rescale of this tile */
+    float *visr;   /* visible keys of a row within the current tile */
+    int32_t *vis;  /* visible keys of a row */
+} sw_cpu_scratch;
+
+size_t sw_cpu_scratch_bytes(int32_t head_dim);
+void sw_cpu_scratch_bind(sw_cpu_scratch *s, void *mem, int32_t head_dim);
+
+/* One kernel runs one unit to completion (writes O and LSE of its rows). */
+typedef void (*sw_cpu_unit_fn)(const sw_attn_problem *pb, const sw_cpu_unit *u,
+                               const sw_cpu_scratch *s);
+
+void sw_cpu_unit_scalar(const sw_attn_problem *pb, const sw_cpu_unit *u, const sw_cpu_scratch *s);
+#if defined(__x86_64__)
+void sw_cpu_unit_avx2(const sw_attn_problem *pb, const sw_cpu_unit *u, const sw_cpu_scratch *s);
+void sw_cpu_unit_avx512(const sw_attn_problem *pb, const sw_cpu_unit *u, const sw_cpu_scratch *s);
+void sw_cpu_unit_avx512bf16(const sw_attn_problem *pb, const sw_cpu_unit *u,
+                            const sw_cpu_scratch *s);
+#endif
+
+/* ---- helpers shared by the kernels (cpu_fast.c, plain C) ---- */
+
+/* Fills s->vis for rows [0, mv) (rows past the unit's copy its last row, so
+ * padding never forces a mask) and returns the smallest and largest visible
+ * key count over the unit's real rows. */
+void sw_cpu_unit_vis(const sw_attn_problem *pb, const sw_cpu_unit *u, int mv, int32_t *vis,
+                     int32_t *vis_min, int32_t *vis_max);
+/* Q^T as fp32, multiplied by `scale`: qt[k * mv + r]; rows >= ntok*nh zero. */
+void sw_cpu_load_qt(const sw_attn_problem *pb, const sw_cpu_unit *u, int mv, float scale,
+                    float *qt);
+/* Epilogue: O = o / l converted to the dtype (round to nearest even), LSE =
+ * ln2 * (m + log2 l); rows with l == 0 get zeros and -inf. m is in the log2
+ * domain (scores pre-multiplied by sm_scale * log2 e). */
+void sw_cpu_store_o(const sw_attn_problem *pb, const sw_cpu_unit *u, const float *o,
+                    const float *m, const float *l);
+/* First element of K (or V) row `row` (absolute) of kv head kvh. */
+static inline const void *sw_cpu_kv_row(const sw_attn_problem *pb, const void *base,
+                                        int64_t stride, int64_t row, int32_t kvh)
+{
+    size_t es = pb->dtype == SW_DTYPE_F32 ? 4 : 2;
+    return (const char *)base + ((size_t)(row * stride) + (size_t)kvh * pb->head_dim) * es;
+}
+
+/* Runs the fast path with a given instruction set (clamped to what the CPU
+ * supports). The driver and tests use it to cover every ISA in one process. */
+sw_status sw_cpu_prefill_fast_isa(const sw_attn_problem *pb, int num_threads, sw_cpu_isa isa);
+/* Best instruction set this CPU (and OS) supports; names for logs. */
+sw_cpu_isa sw_cpu_isa_best(void);
+const char *sw_cpu_isa_name(sw_cpu_isa isa);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,379 @@
+/* Prefill front end: plan (validate, choose backend, build the work list) and
+ * run (validate tensors, dispatch). The backend is resolved once, in
+ * resolve_backend(), which both plan_create and the CLI's capability report
+ * go through, so "supported" and "run" cannot disagree. */
+#include "attn_internal.h"
+#include "../core/sw_core.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SW_WS_ALIGN 256
+
+struct sw_prefill_plan {
+    sw_prefill_params params;   /* sm_scale resolved */
+    sw_backend backend;
+    int32_t batch;
+    int32_t *qo_indptr;         /* host copies, batch+1 */
+    int32_t *kv_indptr;
+    double flops;
+    int failed;                 /* a CUDA error was seen: refuse further work */
+
+    /* CUDA only: one pinned blob [counter | reqs | work] uploaded by run(). */
+    void *blob;
+    size_t blob_bytes;
+    size_t reqs_off, work_off;
+    int32_t num_work;
+    int32_t grid;
+    int32_t tile_m;
+};
+
+void sw_prefill_params_init(sw_prefill_params *p)
+{
+    if (!p)
+        return;
+    memset(p, 0, sizeof *p);
+    p->struct_size = sizeof *p;
+    p->dtype = SW_DTYPE_BF16;
+    p->num_qo_heads = 1;
+    p->num_kv_heads = 1;
+    p->head_dim = 128;
+    p->backend = SW_BACKEND_AUTO;
+}
+
+void sw_prefill_tensors_init(sw_prefill_tensors *t)
+{
+    if (!t)
+        return;
+    memset(t, 0, sizeof *t);
+    t->struct_size = sizeof *t;
+}
+
+int32_t sw_cuda_device_count(void) { return sw_cuda_devices(); }
+
+const char *sw_prefill_cpu_isa(void) { return sw_cpu_prefill_isa(); }
+
+static sw_status resolve_backend(const sw_prefill_params *p, sw_backend *out)
+{
+    sw_backend b = p->backend;
+    const int is_cuda = (b == SW_BACKEND_CUDA || b == SW_BACKEND_CUDA_PORTABLE);
+    if (b == SW_BACKEND_AUTO)
+        b = (p->dtype != SW_DTYPE_F32 && sw_cuda_devices() > p->device) ? SW_BACKEND_CUDA
+                                                                          : SW_BACKEND_CPU;
+    if (is_cuda) {
+        if (!sw_cuda_built())
+            return sw_fail(SW_STATUS_NO_DEVICE, "backend %s requested but this build has no CUDA",
+                           sw_backend_name(b));
+        if (sw_cuda_devices() <= p->device)
+            return sw_fail(SW_STATUS_NO_DEVICE, "backend %s requested for device %d, but %d CUDA "
+                           "device(s) are usable", sw_backend_name(b), p->device,
+                           sw_cuda_devices());
+    }
+    if ((b == SW_BACKEND_CUDA || b == SW_BACKEND_CUDA_PORTABLE) && p->dtype == SW_DTYPE_F32)
+        return sw_fail(SW_STATUS_UNSUPPORTED, "dtype F32 is supported on the CPU backends only");
+    /* The portable kernel is the best CUDA kernel until the Hopper path lands. */
+    if (b == SW_BACKEND_CUDA)
+        b = SW_BACKEND_CUDA_PORTABLE;
+    *out = b;
+    return SW_OK;
+}
+
+static sw_status plan_cuda(sw_prefill_plan *pl)
+{
+    const sw_prefill_params *p = &pl->params;
+    int32_t tile_m = 0, grid = 0;
+    SW_TRY(sw_cuda_prefill_portable_config(p->device, p->head_dim, p->dtype, &tile_m, &grid));
+    SW_ASSERT_RET(tile_m > 0 && grid > 0);
+    /* Pack the GQA group into one tile when a request is short enough that
+     * per-head tiles would be mostly empty rows. */
+    const int32_t pack_max = (int32_t)sw_env_int("SPILLWAY_PACK_MAX_Q", tile_m);
+    int64_t n = sw_plan_work(pl->qo_indptr, pl->kv_indptr, pl->batch, p->num_qo_heads,
+                             p->num_kv_heads, p->causal, tile_m, pack_max, NULL, 0);
+    if (n < 0)
+        return sw_fail(SW_STATUS_UNSUPPORTED, "work list exceeds INT32_MAX items");
+    pl->reqs_off = SW_WS_ALIGN;
+    pl->work_off = sw_align_up(pl->reqs_off + sizeof(sw_req_info) * (size_t)pl->batch, SW_WS_ALIGN);
+    pl->blob_bytes = sw_align_up(pl->work_off + sizeof(sw_work_item) * (size_t)n, SW_WS_ALIGN);
+    SW_TRY(sw_cuda_set_device(p->device));
+    SW_TRY(sw_cuda_host_alloc(&pl->blob, pl->blob_bytes));
+    memset(pl->blob, 0, pl->blob_bytes); /* the counter at offset 0 starts at zero */
+    sw_req_info *reqs = (sw_req_info *)((char *)pl->blob + pl->reqs_off);
+    for (int32_t b = 0; b < pl->batch; b++) {
+        reqs[b].q_start = pl->qo_indptr[b];
+        reqs[b].q_len = pl->qo_indptr[b + 1] - pl->qo_indptr[b];
+        reqs[b].kv_start = pl->kv_indptr[b];
+        reqs[b].kv_len = pl->kv_indptr[b + 1] - pl->kv_indptr[b];
+    }
+    sw_work_item *work = (sw_work_item *)((char *)pl->blob + pl->work_off);
+    int64_t m = sw_plan_work(pl->qo_indptr, pl->kv_indptr, pl->batch, p->num_qo_heads,
+                             p->num_kv_heads, p->causal, tile_m, pack_max, work, n);
+    if (m == -2)
+        return sw_fail(SW_STATUS_NO_MEMORY, "cannot allocate the planner's sort buffer");
+    SW_ASSERT_RET(m == n);
+    pl->num_work = (int32_t)n;
+    pl->tile_m = tile_m;
+    pl->grid = grid < (int32_t)n ? grid : (int32_t)(n > 0 ? n : 1);
+    return SW_OK;
+}
+
+sw_status sw_prefill_plan_create(const sw_prefill_params *params, int32_t batch,
+                                 const int32_t *qo_indptr_host, const int32_t *kv_indptr_host,
+                                 sw_prefill_plan **out)
+{
+    if (!out)
+        return sw_fail(SW_STATUS_INVALID, "out (plan pointer) is NULL");
+    *out = NULL;
+    SW_TRY(sw_prefill_validate_params(params));
+    SW_TRY(sw_prefill_validate_indptr(batch, qo_indptr_host, kv_indptr_host));
+    sw_backend backend = SW_BACKEND_AUTO;
+    SW_TRY(resolve_backend(params, &backend));
+
+    sw_prefill_plan *pl = calloc(1, sizeof *pl);
+    if (!pl)
+        return sw_fail(SW_STATUS_NO_MEMORY, "cannot allocate a plan");
+    pl->params = *params;
+    pl->params.struct_size = sizeof pl->params;
+    if (pl->params.sm_scale == 0.0f)
+        pl->params.sm_scale = (float)(1.0 / sqrt((double)params->head_dim));
+    pl->backend = backend;
+    pl->batch = batch;
+    pl->qo_indptr = malloc(sizeof(int32_t) * ((size_t)batch + 1));
+    pl->kv_indptr = malloc(sizeof(int32_t) * ((size_t)batch + 1));
+    if (!pl->qo_indptr || !pl->kv_indptr) {
+        sw_prefill_plan_destroy(pl);
+        return sw_fail(SW_STATUS_NO_MEMORY, "cannot copy %d offsets", batch + 1);
+    }
+    memcpy(pl->qo_indptr, qo_indptr_host, sizeof(int32_t) * ((size_t)batch + 1));
+    memcpy(pl->kv_indptr, kv_indptr_host, sizeof(int32_t) * ((size_t)batch + 1));
+    pl->flops = sw_attn_flops(pl->qo_indptr, pl->kv_indptr, batch, params->num_qo_heads,
+                              params->head_dim, params->causal);
+    if (backend == SW_BACKEND_CUDA_PORTABLE) {
+        sw_status s = plan_cuda(pl);
+        if (s != SW_OK) {
+            sw_prefill_plan_destroy(pl);
+            return s;
+        }
+    }
+    *out = pl;
+    return SW_OK;
+}
+
+void sw_prefill_plan_destroy(sw_prefill_plan *plan)
+{
+    if (!plan)
+        return;
+    /* cudaFreeHost waits for pending copies out of the blob, so a plan may be
+     * destroyed right after an enqueued run. */
+    if (plan->blob)
+        sw_cuda_host_free(plan->blob);
+    free(plan->qo_indptr);
+    free(plan->kv_indptr);
+    free(plan);
+}
+
+size_t sw_prefill_plan_workspace_size(const sw_prefill_plan *plan)
+{
+    return plan ? plan->blob_bytes : 0;
+}
+
+sw_backend sw_prefill_plan_backend(const sw_prefill_plan *plan)
+{
+    return plan ? plan->backend : SW_BACKEND_AUTO;
+}
+
+int64_t sw_prefill_plan_total_q(const sw_prefill_plan *plan)
+{
+    return plan ? plan->qo_indptr[plan->batch] : 0;
+}
+
+int64_t sw_prefill_plan_total_kv(const sw_prefill_plan *plan)
+{
+    return plan ? plan->kv_indptr[plan->batch] : 0;
+}
+
+double sw_prefill_plan_flops(const sw_prefill_plan *plan) { return plan ? plan->flops : 0.0; }
+
+static sw_status check_stride(const char *name, int64_t *stride, int64_t given, int64_t min_elems)
+{
+    if (given == 0) {
+        *stride = min_elems;
+        return SW_OK;
+    }
+    if (given < min_elems)
+        return sw_fail(SW_STATUS_INVALID, "%s=%lld is smaller than heads*head_dim=%lld",
+                       name, (long long)given, (long long)min_elems);
+    *stride = given;
+    return SW_OK;
+}
+
+static sw_status check_align(const char *name, const void *ptr, size_t align)
+{
+    if (((uintptr_t)ptr) % align != 0)
+        return sw_fail(SW_STATUS_MISALIGNED, "%s=%p is not %zu-byte aligned", name, ptr, align);
+    return SW_OK;
+}
+
+static sw_status build_problem(const sw_prefill_plan *pl, const sw_prefill_tensors *t,
+                               sw_attn_problem *pb)
+{
+    const sw_prefill_params *p = &pl->params;
+    if (!t)
+        return sw_fail(SW_STATUS_INVALID, "tensors is NULL");
+    if (t->struct_size < offsetof(sw_prefill_tensors, workspace_bytes) + sizeof(t->workspace_bytes))
+        return sw_fail(SW_STATUS_INVALID, "tensors->struct_size=%u is too small; call "
+                       "sw_prefill_tensors_init()", t->struct_size);
+    const int64_t total_q = pl->qo_indptr[pl->batch], total_kv = pl->kv_indptr[pl->batch];
+    if (t->q_rows != total_q)
+        return sw_fail(SW_STATUS_INVALID, "q_rows=%lld but qo_indptr[%d]=%lld: the offsets must "
+                       "end at the number of query rows", (long long)t->q_rows, pl->batch,
+                       (long long)total_q);
+    if (t->kv_rows != total_kv)
+        return sw_fail(SW_STATUS_INVALID, "kv_rows=%lld but kv_indptr[%d]=%lld: the offsets must "
+                       "end at the number of key rows", (long long)t->kv_rows, pl->batch,
+                       (long long)total_kv);
+    /* Empty sides may pass NULL: nothing is read or written there. */
+    if (total_q > 0 && (!t->q || !t->o))
+        return sw_fail(SW_STATUS_INVALID, "%s is NULL", !t->q ? "q" : "o");
+    if (total_kv > 0 && (!t->k || !t->v))
+        return sw_fail(SW_STATUS_INVALID, "%s is NULL", !t->k ? "k" : "v");
+
+    const int64_t dq = (int64_t)p->num_qo_heads * p->head_dim;
+    const int64_t dk = (int64_t)p->num_kv_heads * p->head_dim;
+    SW_TRY(check_stride("q_row_stride", &pb->q_stride, t->q_row_stride, dq));
+    SW_TRY(check_stride("k_row_stride", &pb->k_stride, t->k_row_stride, dk));
+    SW_TRY(check_stride("v_row_stride", &pb->v_stride, t->v_row_stride, dk));
+    SW_TRY(check_stride("o_row_stride", &pb->o_stride, t->o_row_stride, dq));
+
+    const size_t es = sw_dtype_size(p->dtype);
+    const int gpu = pl->backend == SW_BACKEND_CUDA_PORTABLE;
+    const size_t pa = gpu ? 16 : es; /* cp.async moves 16-byte chunks */
+    SW_TRY(check_align("q", t->q, pa));
+    SW_TRY(check_align("k", t->k, pa));
+    SW_TRY(check_align("v", t->v, pa));
+    SW_TRY(check_align("o", t->o, pa));
+    SW_TRY(check_align("lse", t->lse, 4));
+    if (gpu) {
+        const int64_t se = 16 / (int64_t)es;
+        const int64_t st[4] = {pb->q_stride, pb->k_stride, pb->v_stride, pb->o_stride};
+        const char *nm[4] = {"q_row_stride", "k_row_stride", "v_row_stride", "o_row_stride"};
+        for (int i = 0; i < 4; i++)
+            if (st[i] % se != 0)
+                return sw_fail(SW_STATUS_MISALIGNED, "%s=%lld is not a multiple of %lld "
+                               "elements (16 bytes)", nm[i], (long long)st[i], (long long)se);
+    }
+    pb->dtype = p->dtype;
+    pb->batch = pl->batch;
+    pb->num_qo_heads = p->num_qo_heads;
+    pb->num_kv_heads = p->num_kv_heads;
+    pb->head_dim = p->head_dim;
+    pb->causal = p->causal;
+    pb->sm_scale = p->sm_scale;
+    pb->qo_indptr = pl->qo_indptr;
+    pb->kv_indptr = pl->kv_indptr;
+    pb->q = t->q;
+    pb->k = t->k;
+    pb->v = t->v;
+    pb->o = t->o;
+    pb->lse = t->lse;
+    return SW_OK;
+}
+
+static sw_status run_cuda(sw_prefill_plan *pl, const sw_attn_problem *pb,
+                          const sw_prefill_tensors *t, void *stream)
+{
+    if (pl->num_work == 0)
+        return SW_OK;
+    if (!t->workspace)
+        return sw_fail(SW_STATUS_WORKSPACE_TOO_SMALL, "workspace is NULL; the plan needs %zu bytes",
+                       pl->blob_bytes);
+    if (t->workspace_bytes < pl->blob_bytes)
+        return sw_fail(SW_STATUS_WORKSPACE_TOO_SMALL, "workspace_bytes=%zu but the plan needs %zu",
+                       t->workspace_bytes, pl->blob_bytes);
+    SW_TRY(check_align("workspace", t->workspace, SW_WS_ALIGN));
+    sw_status s = sw_cuda_set_device(pl->params.device);
+    /* One async copy resets the scheduler counter and uploads the requests
+     * and the work list; the blob is pinned, so this does not block. */
+    if (s == SW_OK)
+        s = sw_cuda_memcpy_h2d_async(t->workspace, pl->blob, pl->blob_bytes, stream);
+    if (s != SW_OK) {
+        pl->failed = 1;
+        return s;
+    }
+    sw_cuda_prefill_args a;
+    memset(&a, 0, sizeof a);
+    a.dtype = pb->dtype;
+    a.num_qo_heads = pb->num_qo_heads;
+    a.num_kv_heads = pb->num_kv_heads;
+    a.head_dim = pb->head_dim;
+    a.causal = pb->causal;
+    a.sm_scale = pb->sm_scale;
+    a.q = pb->q;
+    a.k = pb->k;
+    a.v = pb->v;
+    a.o = pb->o;
+    a.lse = pb->lse;
+    a.q_stride = pb->q_stride;
+    a.k_stride = pb->k_stride;
+    a.v_stride = pb->v_stride;
+    a.o_stride = pb->o_stride;
+    a.counter = (int32_t *)t->workspace;
+    a.reqs = (const sw_req_info *)((char *)t->workspace + pl->reqs_off);
+    a.work = (const sw_work_item *)((char *)t->workspace + pl->work_off);
+    a.num_work = pl->num_work;
+    a.batch = pl->batch;
+    a.grid = pl->grid;
+    s = sw_cuda_prefill_portable_launch(&a, stream);
+    if (s == SW_STATUS_CUDA)
+        pl->failed = 1;
+    return s;
+}
+
+sw_status sw_prefill_run(sw_prefill_plan *plan, const sw_prefill_tensors *t, void *stream)
+{
+    if (!plan)
+        return sw_fail(SW_STATUS_INVALID, "plan is NULL");
+    if (plan->failed)
+        return sw_fail(SW_STATUS_FAILED, "this plan hit a CUDA error earlier; create a new one");
+    sw_attn_problem pb;
+    memset(&pb, 0, sizeof pb);
+    SW_TRY(build_problem(plan, t, &pb));
+    switch (plan->backend) {
+    case SW_BACKEND_CPU_REF: return sw_cpu_prefill_ref(&pb);
+    case SW_BACKEND_CPU: return sw_cpu_prefill_fast(&pb, plan->params.num_threads);
+    case SW_BACKEND_CUDA_PORTABLE: return run_cuda(plan, &pb, t, stream);
+    default: break;
+    }
+    return sw_fail(SW_STATUS_INTERNAL, "plan has unresolved backend %d", (int)plan->backend);
+}
+
+sw_status sw_prefill_host(const sw_prefill_params *params, int32_t batch,
+                          const int32_t *qo_indptr, const int32_t *kv_indptr,
+                          const sw_prefill_tensors *t)
+{
+    if (!params)
+        return sw_fail(SW_STATUS_INVALID, "params is NULL");
+    sw_prefill_params p = *params;
+    if (p.struct_size >= sizeof p && p.backend == SW_BACKEND_AUTO)
+        p.backend = SW_BACKEND_CPU;
+    if (p.backend != SW_BACKEND_CPU && p.backend != SW_BACKEND_CPU_REF)
+        return sw_fail(SW_STATUS_INVALID, "sw_prefill_host runs on the CPU; backend %s was asked",
+                       sw_backend_name(p.backend));
+    sw_prefill_plan *pl = NULL;
+    SW_TRY(sw_prefill_plan_create(&p, batch, qo_indptr, kv_indptr, &pl));
+    sw_status s = sw_prefill_run(pl, t, NULL);
+    sw_prefill_plan_destroy(pl);
+    return s;
+}
+
+const char *sw_version_string(void)
+{
+    static _Thread_local char buf[160];
+    if (!buf[0]) {
+        const char *archs = sw_cuda_built() ? sw_cuda_archs() : "none";
+        snprintf(buf, sizeof buf, "%d.%d.%d (cuda archs: %s)", SPILLWAY_VERSION_MAJOR,
+                 SPILLWAY_VERSION_MINOR, SPILLWAY_VERSION_PATCH, archs);
+    }
+    return buf;
+}

@@ -1,0 +1,38 @@
+/* CUDA entry points for builds without CUDA: every call reports that no
+ * device exists, so the front end falls back to the CPU. */
+#include "../attn/attn_internal.h"
+#include "sw_core.h"
+
+int sw_cuda_built(void) { return 0; }
+const char *sw_cuda_archs(void) { return ""; }
+int32_t sw_cuda_devices(void) { return 0; }
+
+static sw_status no_cuda(void)
+{
+    return sw_fail(SW_STATUS_NO_DEVICE, "this build of Spillway has no CUDA support");
+}
+
+sw_status sw_cuda_set_device(int32_t device) { (void)device; return no_cuda(); }
+sw_status sw_cuda_memcpy_h2d_async(void *dst, const void *src, size_t bytes, void *stream)
+{
+    (void)dst; (void)src; (void)bytes; (void)stream;
+    return no_cuda();
+}
+sw_status sw_cuda_memset_async(void *dst, int value, size_t bytes, void *stream)
+{
+    (void)dst; (void)value; (void)bytes; (void)stream;
+    return no_cuda();
+}
+sw_status sw_cuda_host_alloc(void **p, size_t bytes) { (void)bytes; *p = NULL; return no_cuda(); }
+void sw_cuda_host_free(void *p) { (void)p; }
+sw_status sw_cuda_prefill_portable_config(int32_t device, int32_t head_dim, sw_dtype dtype,
+                                          int32_t *tile_m, int32_t *grid_ctas)
+{
+    (void)device; (void)head_dim; (void)dtype; (void)tile_m; (void)grid_ctas;
+    return no_cuda();
+}
+sw_status sw_cuda_prefill_portable_launch(const sw_cuda_prefill_args *a, void *stream)
+{
+    (void)a; (void)stream;
+    return no_cuda();
+}

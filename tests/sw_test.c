@@ -1,0 +1,241 @@
+#include "sw_test.h"
+
+#include "attn/cpu_ref.h"
+#include "core/sw_core.h"
+#include "core/sw_half.h"
+
+#include <math.h>
+#include <string.h>
+#include <time.h>
+
+int sw_test_failures = 0;
+
+uint64_t sw_rng_next(sw_rng *r)
+{
+    uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+double sw_rng_uniform(sw_rng *r) { return (double)(sw_rng_next(r) >> 11) * 0x1.0p-53; }
+
+int32_t sw_rng_int(sw_rng *r, int32_t lo, int32_t hi)
+{
+    return lo + (int32_t)(sw_rng_next(r) % (uint64_t)(hi - lo + 1));
+}
+
+double sw_rng_normal(sw_rng *r)
+{
+    double u1 = sw_rng_uniform(r), u2 = sw_rng_uniform(r);
+    if (u1 < 1e-300)
+        u1 = 1e-300;
+    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+double sw_now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void fill(sw_rng *r, sw_dtype t, void *buf, int64_t rows, int64_t stride, int64_t width)
+{
+    for (int64_t i = 0; i < rows; i++)
+        for (int64_t j = 0; j < stride; j++) {
+            /* Padding between rows gets a large value: a kernel that reads it
+             * instead of real data produces a visible error. */
+            double x = j < width ? sw_rng_normal(r) : 1e4;
+            int64_t idx = i * stride + j;
+            if (t == SW_DTYPE_F32)
+                ((float *)buf)[idx] = (float)x;
+            else if (t == SW_DTYPE_F16)
+                ((uint16_t *)buf)[idx] = sw_f32_to_f16((float)x);
+            else
+                ((uint16_t *)buf)[idx] = sw_f32_to_bf16((float)x);
+        }
+}
+
+static int32_t pick_len(sw_rng *r, int32_t max_len)
+{
+    static const int32_t special[] = {0, 1, 17, 15, 31, 63, 65, 127, 129, 200};
+    if (sw_rng_uniform(r) < 0.4) {
+        int32_t v = special[sw_rng_int(r, 0, (int32_t)(sizeof special / sizeof special[0]) - 1)];
+        return v > max_len ? max_len : v;
+    }
+    return sw_rng_int(r, 1, max_len);
+}
+
+void sw_case_make(sw_case *c, uint64_t seed, int index, sw_dtype dtype, int32_t max_len)
+{
+    memset(c, 0, sizeof *c);
+    sw_rng r = {seed * 1000003ull + (uint64_t)index};
+    c->seed = seed;
+    sw_prefill_params_init(&c->params);
+    sw_prefill_params *p = &c->params;
+    static const int32_t dims[] = {64, 128, 256};
+    static const int32_t groups[] = {1, 2, 4, 8};
+    p->dtype = dtype;
+    p->head_dim = dims[sw_rng_int(&r, 0, 2)];
+    int32_t group = groups[sw_rng_int(&r, 0, 3)];
+    p->num_kv_heads = sw_rng_int(&r, 1, p->head_dim == 256 ? 1 : 2);
+    p->num_qo_heads = p->num_kv_heads * group;
+    p->causal = sw_rng_int(&r, 0, 1);
+    p->sm_scale = sw_rng_uniform(&r) < 0.2 ? 0.05f : 0.0f;
+    c->batch = sw_rng_int(&r, 1, 4);
+    int prefix = sw_rng_uniform(&r) < 0.35;
+    c->qo_indptr = calloc((size_t)c->batch + 1, sizeof(int32_t));
+    c->kv_indptr = calloc((size_t)c->batch + 1, sizeof(int32_t));
+    for (int32_t b = 0; b < c->batch; b++) {
+        int32_t ql = pick_len(&r, max_len), kl;
+        if (prefix)
+            kl = ql + sw_rng_int(&r, 0, max_len / 2); /* prompt continuing a cached prefix */
+        else if (!p->causal && sw_rng_uniform(&r) < 0.5)
+            kl = pick_len(&r, max_len);
+        else
+            kl = ql;
+        if (sw_rng_uniform(&r) < 0.05)
+            kl = sw_rng_int(&r, 0, ql); /* q_len > kv_len: early causal rows see nothing */
+        c->qo_indptr[b + 1] = c->qo_indptr[b] + ql;
+        c->kv_indptr[b + 1] = c->kv_indptr[b] + kl;
+    }
+    c->total_q = c->qo_indptr[c->batch];
+    c->total_kv = c->kv_indptr[c->batch];
+    const int64_t dq = (int64_t)p->num_qo_heads * p->head_dim;
+    const int64_t dk = (int64_t)p->num_kv_heads * p->head_dim;
+    int strided = sw_rng_uniform(&r) < 0.25;
+    c->q_stride = dq + (strided ? 8 * sw_rng_int(&r, 1, 4) : 0);
+    c->o_stride = dq + (strided ? 8 * sw_rng_int(&r, 0, 4) : 0);
+    c->k_stride = dk + (strided ? 8 * sw_rng_int(&r, 1, 4) : 0);
+    c->v_stride = c->k_stride;
+    const size_t es = sw_dtype_size(dtype);
+    c->q = sw_aligned_alloc(64, (size_t)(c->total_q * c->q_stride) * es + 64);
+    c->o = sw_aligned_alloc(64, (size_t)(c->total_q * c->o_stride) * es + 64);
+    c->k = sw_aligned_alloc(64, (size_t)(c->total_kv * c->k_stride) * es + 64);
+    c->v = sw_aligned_alloc(64, (size_t)(c->total_kv * c->v_stride) * es + 64);
+    c->lse = sw_aligned_alloc(64, (size_t)c->total_q * (size_t)p->num_qo_heads * sizeof(float) + 64);
+    fill(&r, dtype, c->q, c->total_q, c->q_stride, dq);
+    fill(&r, dtype, c->k, c->total_kv, c->k_stride, dk);
+    fill(&r, dtype, c->v, c->total_kv, c->v_stride, dk);
+    int n = snprintf(c->name, sizeof c->name, "seed=%llu#%d %s d%d h%d/%d %s b%d",
+                     (unsigned long long)seed, index,
+                     dtype == SW_DTYPE_BF16 ? "bf16" : dtype == SW_DTYPE_F16 ? "f16" : "f32",
+                     p->head_dim, p->num_qo_heads, p->num_kv_heads,
+                     p->causal ? "causal" : "full", c->batch);
+    for (int32_t b = 0; b < c->batch && n < (int)sizeof c->name - 24; b++)
+        n += snprintf(c->name + n, sizeof c->name - (size_t)n, " %d/%d",
+                      c->qo_indptr[b + 1] - c->qo_indptr[b], c->kv_indptr[b + 1] - c->kv_indptr[b]);
+    if (strided && n < (int)sizeof c->name - 10)
+        snprintf(c->name + n, sizeof c->name - (size_t)n, " strided");
+}
+
+void sw_case_free(sw_case *c)
+{
+    free(c->qo_indptr);
+    free(c->kv_indptr);
+    sw_aligned_free(c->q);
+    sw_aligned_free(c->k);
+    sw_aligned_free(c->v);
+    sw_aligned_free(c->o);
+    sw_aligned_free(c->lse);
+    memset(c, 0, sizeof *c);
+}
+
+void sw_case_poison(sw_case *c)
+{
+    const size_t es = sw_dtype_size(c->params.dtype);
+    /* 0xff bytes are NaN in every float format we use. */
+    memset(c->o, 0xff, (size_t)(c->total_q * c->o_stride) * es);
+    memset(c->lse, 0xff, (size_t)c->total_q * (size_t)c->params.num_qo_heads * sizeof(float));
+}
+
+sw_attn_problem sw_case_problem(const sw_case *c)
+{
+    sw_attn_problem pb;
+    memset(&pb, 0, sizeof pb);
+    pb.dtype = c->params.dtype;
+    pb.batch = c->batch;
+    pb.num_qo_heads = c->params.num_qo_heads;
+    pb.num_kv_heads = c->params.num_kv_heads;
+    pb.head_dim = c->params.head_dim;
+    pb.causal = c->params.causal;
+    pb.sm_scale = c->params.sm_scale != 0.0f ? c->params.sm_scale
+                                              : (float)(1.0 / sqrt((double)c->params.head_dim));
+    pb.qo_indptr = c->qo_indptr;
+    pb.kv_indptr = c->kv_indptr;
+    pb.q = c->q;
+    pb.k = c->k;
+    pb.v = c->v;
+    pb.o = c->o;
+    pb.lse = c->lse;
+    pb.q_stride = c->q_stride;
+    pb.k_stride = c->k_stride;
+    pb.v_stride = c->v_stride;
+    pb.o_stride = c->o_stride;
+    return pb;
+}
+
+static double load(sw_dtype t, const void *base, int64_t idx)
+{
+    if (t == SW_DTYPE_F32)
+        return ((const float *)base)[idx];
+    if (t == SW_DTYPE_F16)
+        return sw_f16_to_f32(((const uint16_t *)base)[idx]);
+    return sw_bf16_to_f32(((const uint16_t *)base)[idx]);
+}
+
+sw_check sw_case_check(const sw_case *c, int row_sample)
+{
+    sw_check res = {0, 0, 0, 0};
+    sw_attn_problem pb = sw_case_problem(c);
+    const int32_t d = pb.head_dim;
+    int32_t max_kv = 1;
+    for (int32_t b = 0; b < c->batch; b++)
+        if (c->kv_indptr[b + 1] - c->kv_indptr[b] > max_kv)
+            max_kv = c->kv_indptr[b + 1] - c->kv_indptr[b];
+    double *scratch = malloc(sizeof(double) * (size_t)max_kv);
+    double *ref = malloc(sizeof(double) * (size_t)d);
+    double num = 0.0, den = 0.0;
+    int64_t counter = 0;
+    for (int32_t b = 0; b < c->batch; b++) {
+        const int32_t q0 = c->qo_indptr[b], ql = c->qo_indptr[b + 1] - q0;
+        for (int32_t t = 0; t < ql; t++) {
+            for (int32_t h = 0; h < pb.num_qo_heads; h++) {
+                int take = row_sample <= 1 || t == 0 || t == ql - 1 || (counter++ % row_sample) == 0;
+                const int64_t ob = (int64_t)(q0 + t) * c->o_stride + (int64_t)h * d;
+                if (!take) {
+                    /* Unsampled rows are still checked for having been written. */
+                    for (int32_t x = 0; x < d; x++)
+                        if (!isfinite(load(pb.dtype, c->o, ob + x)))
+                            res.unwritten++;
+                    continue;
+                }
+                double lse;
+                sw_ref_row(&pb, b, t, h, ref, &lse, scratch);
+                for (int32_t x = 0; x < d; x++) {
+                    double got = load(pb.dtype, c->o, ob + x);
+                    if (!isfinite(got)) {
+                        res.unwritten++;
+                        continue;
+                    }
+                    num += (got - ref[x]) * (got - ref[x]);
+                    den += ref[x] * ref[x];
+                }
+                double gl = c->lse[(int64_t)(q0 + t) * pb.num_qo_heads + h];
+                if (isinf(lse)) {
+                    if (!(isinf(gl) && gl < 0))
+                        res.lse_bad++;
+                } else if (!isfinite(gl)) {
+                    res.lse_bad++;
+                } else if (fabs(gl - lse) > res.lse_max_abs) {
+                    res.lse_max_abs = fabs(gl - lse);
+                }
+            }
+        }
+    }
+    res.rel_l2 = den > 0 ? sqrt(num / den) : sqrt(num);
+    free(scratch);
+    free(ref);
+    return res;
+}

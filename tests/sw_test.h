@@ -1,0 +1,80 @@
+/* Shared helpers of the C tests: checks, seeded random numbers, prefill case
+ * generation, the comparison against the fp64 reference. */
+#ifndef SW_TEST_H
+#define SW_TEST_H
+
+#include "spillway.h"
+#include "attn/attn_internal.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define SW_TEST_SKIP 77
+
+extern int sw_test_failures;
+
+#define CHECK(cond)                                                                 \
+    do {                                                                            \
+        if (!(cond)) {                                                              \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);\
+            sw_test_failures++;                                                     \
+        }                                                                           \
+    } while (0)
+
+#define CHECK_STATUS(expr, want)                                                    \
+    do {                                                                            \
+        sw_status got_ = (expr);                                                    \
+        if (got_ != (want)) {                                                       \
+            fprintf(stderr, "%s:%d: %s returned %s (%s), want %s\n", __FILE__,      \
+                    __LINE__, #expr, sw_status_str(got_), sw_last_error(),          \
+                    sw_status_str(want));                                           \
+            sw_test_failures++;                                                     \
+        }                                                                           \
+    } while (0)
+
+/* splitmix64: small, seedable, identical on every platform. */
+typedef struct { uint64_t s; } sw_rng;
+uint64_t sw_rng_next(sw_rng *r);
+double sw_rng_uniform(sw_rng *r);             /* [0, 1) */
+int32_t sw_rng_int(sw_rng *r, int32_t lo, int32_t hi); /* [lo, hi] */
+double sw_rng_normal(sw_rng *r);
+
+/* A random ragged prefill case in host memory. */
+typedef struct sw_case {
+    char name[200];
+    uint64_t seed;
+    sw_prefill_params params;
+    int32_t batch;
+    int32_t *qo_indptr, *kv_indptr;
+    int64_t q_stride, k_stride, v_stride, o_stride; /* elements; may exceed dense */
+    void *q, *k, *v, *o;
+    float *lse;
+    int64_t total_q, total_kv;
+} sw_case;
+
+/* Draws case number `index` of a seeded family: ragged lengths including 0, 1,
+ * 17 and non-multiples of every tile size, head_dim 64/128/256, GQA 1/2/4/8,
+ * causal or not, q_len < kv_len (prefix) or not, strided rows sometimes.
+ * max_len bounds each length (CPU reference cost). */
+void sw_case_make(sw_case *c, uint64_t seed, int index, sw_dtype dtype, int32_t max_len);
+void sw_case_free(sw_case *c);
+/* Fills O with NaN and LSE with NaN so that unwritten elements are caught. */
+void sw_case_poison(sw_case *c);
+sw_attn_problem sw_case_problem(const sw_case *c);
+
+typedef struct sw_check {
+    double rel_l2;       /* ||out - ref|| / ||ref|| over all valid rows */
+    double lse_max_abs;  /* max |lse - ref| over rows that see keys */
+    int64_t unwritten;   /* NaN/inf elements (poison survived) */
+    int64_t lse_bad;     /* LSE not -inf for an empty row, or NaN */
+} sw_check;
+
+/* Compares c->o / c->lse against the fp64 reference (every row when
+ * row_stride_sample <= 1, else every n-th (row, head) plus the first and last
+ * row of each request). */
+sw_check sw_case_check(const sw_case *c, int row_sample);
+
+double sw_now_seconds(void);
+
+#endif

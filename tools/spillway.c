@@ -1,0 +1,45 @@
+/* spillway - command-line client of libspillway (public API only). */
+#include "tool_common.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+double tool_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: spillway <command> [options]\n"
+            "  info                      version, CUDA devices, CPU instruction set\n"
+            "  demo [options]            a ragged prefill batch checked against the reference,\n"
+            "                            with its throughput (CUDA when a GPU is usable, else CPU)\n"
+            "  bench prefill [options]   prefill throughput per shape, each checked\n"
+            "run 'spillway demo --help' or 'spillway bench prefill --help' for options\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    if (!strcmp(argv[1], "info")) {
+        printf("spillway %s\n", sw_version_string());
+        printf("cuda devices: %d\n", sw_cuda_device_count());
+        printf("cpu isa: %s\n", sw_prefill_cpu_isa());
+        return 0;
+    }
+    if (!strcmp(argv[1], "demo"))
+        return cmd_demo(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "bench") && argc >= 3 && !strcmp(argv[2], "prefill"))
+        return cmd_bench_prefill(argc - 2, argv + 2);
+    fprintf(stderr, "spillway: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,31 @@
+/* Shared pieces of the spillway command-line program. */
+#ifndef SW_TOOL_COMMON_H
+#define SW_TOOL_COMMON_H
+
+#include "spillway.h"
+
+#include <stdint.h>
+
+/* A named benchmark shape: heads and head_dim. */
+typedef struct tool_shape {
+    const char *name; /* "h32-8/d128" */
+    int32_t hq, hkv, d;
+} tool_shape;
+
+/* A named set of request lengths (q_len = kv_len). */
+typedef struct tool_lengths {
+    const char *name; /* "16x1k", "mix-a" */
+    int32_t n;
+    int32_t len[40];
+} tool_lengths;
+
+extern const tool_shape tool_shapes[];
+extern const int tool_num_shapes;
+extern const tool_lengths tool_length_sets[];
+extern const int tool_num_length_sets;
+
+double tool_now(void);
+int cmd_demo(int argc, char **argv);
+int cmd_bench_prefill(int argc, char **argv);
+
+#endif
