@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs what building and testing Spillway needs on a Debian machine (as
+# root), then configures and builds into build/. Safe to run again: it skips
+# what is already there. CUDA is compiled when nvcc is found (SPILLWAY_CUDA=AUTO).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+command -v cc >/dev/null 2>&1 || need_apt+=(build-essential)
+command -v cmake >/dev/null 2>&1 || need_apt+=(cmake)
+command -v python3 >/dev/null 2>&1 || need_apt+=(python3)
+if [ "${SPILLWAY_SKIP_PY:-0}" != 1 ] && command -v python3 >/dev/null 2>&1; then
+  python3 -m pip --version >/dev/null 2>&1 || need_apt+=(python3-pip)
+elif [ "${SPILLWAY_SKIP_PY:-0}" != 1 ]; then
+  need_apt+=(python3-pip)
+fi
+if [ ${#need_apt[@]} -gt 0 ]; then
+  if [ "$(id -u)" != 0 ]; then
+    echo "setup: missing ${need_apt[*]}; run as root or install them" >&2
+    exit 1
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q
+  apt-get install -y -q --no-install-recommends "${need_apt[@]}"
+fi
+
+if [ "${SPILLWAY_SKIP_PY:-0}" != 1 ] && ! python3 -c 'import numpy, pytest' >/dev/null 2>&1; then
+  # Debian's own python refuses pip installs into the system (PEP 668) unless told.
+  python3 -m pip install -q numpy pytest 2>/dev/null ||
+    python3 -m pip install -q --break-system-packages numpy pytest
+fi
+
+# Prefer the CUDA toolkit's usual place when nvcc is not on PATH.
+if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
+  export PATH=/usr/local/cuda/bin:$PATH
+fi
+
+BUILD_DIR=${SPILLWAY_BUILD_DIR:-build}
+cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DSPILLWAY_WERROR=ON \
+  -DSPILLWAY_CUDA="${SPILLWAY_CUDA:-AUTO}" ${SPILLWAY_CMAKE_ARGS:-} >/dev/null
+cmake --build "$BUILD_DIR" -j"$(nproc)"

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The test command: installs, builds (CUDA compiled when nvcc exists), runs the
+# C tests (ctest; GPU tests report skipped without a GPU) and the Python
+# binding's tests (pytest; GPU tests skipped without torch+CUDA).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/setup.sh
+BUILD_DIR=${SPILLWAY_BUILD_DIR:-build}
+status=0
+(cd "$BUILD_DIR" && ctest --output-on-failure -j"$(nproc)") || status=1
+SPILLWAY_LIB="$PWD/$BUILD_DIR/libspillway.so" PYTHONPATH="$PWD/python" \
+  python3 -m pytest -q -rs tests/python || status=1
+exit $status
