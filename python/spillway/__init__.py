@@ -34,6 +34,7 @@ __all__ = [
     "workspace_bytes",
     "version",
     "cuda_device_count",
+    "cpu_isa",
     "lib_path",
 ]
 
@@ -49,3 +50,14 @@ def cuda_device_count():
     """CUDA devices usable by the loaded library (0 without CUDA or a GPU)."""
     from . import _lib
     return int(_lib.lib().sw_cuda_device_count())
+
+
+def cpu_isa():
+    """Instruction set the library's CPU fast path picked on this machine
+    ("avx512bf16", "avx512", "avx2", "scalar"); "unknown" for a library
+    without sw_prefill_cpu_isa."""
+    from . import _lib
+    if not _lib.has("sw_prefill_cpu_isa"):
+        return "unknown"
+    s = _lib.lib().sw_prefill_cpu_isa()
+    return s.decode() if s else "unknown"

@@ -151,7 +151,10 @@ _PROTOTYPES = [
     ("sw_prefill_host", _c_enum,
      [ctypes.POINTER(sw_prefill_params), ctypes.c_int32, _I32_P, _I32_P,
       ctypes.POINTER(sw_prefill_tensors)]),
+    ("sw_prefill_cpu_isa", ctypes.c_char_p, []),
 ]
+# Newer calls: a library built before them still loads; has() tells.
+_OPTIONAL = {"sw_prefill_cpu_isa"}
 
 _lib = None
 _lib_path = None
@@ -198,7 +201,15 @@ def lib():
                 tried.append(f"{path} ({e})")
                 continue
             for name, res, args in _PROTOTYPES:
-                fn = getattr(handle, name)
+                try:
+                    fn = getattr(handle, name)
+                except AttributeError:
+                    if name in _OPTIONAL:
+                        continue
+                    raise SpillwayError(
+                        "SW_STATUS_NOT_FOUND",
+                        f"{path} does not export {name}: a library older than this binding?",
+                        SW_STATUS_NOT_FOUND)
                 fn.restype = res
                 fn.argtypes = args
             _lib_path = path
@@ -209,6 +220,15 @@ def lib():
             "cannot load libspillway; set SPILLWAY_LIB to its full path or build it "
             "(cmake -S . -B build && cmake --build build). Tried: " + "; ".join(tried),
             SW_STATUS_NOT_FOUND)
+
+
+def has(name):
+    """Whether the loaded library exports `name` (for the optional calls)."""
+    try:
+        getattr(lib(), name)
+        return True
+    except AttributeError:
+        return False
 
 
 def lib_path():

@@ -173,6 +173,7 @@ def _get_plan(qo, kv, hq, hkv, d, dtype, causal, scale, backend, device, num_thr
             return plan
     plan = PrefillPlan(qo.copy(), kv.copy(), hq, hkv, d, dtype, causal, scale, backend,
                        device, num_threads)
+    plan._key = key
     with _plan_lock:
         _plan_stats["misses"] += 1
         other = _plans.get(key)
@@ -185,6 +186,16 @@ def _get_plan(qo, kv, hq, hkv, d, dtype, causal, scale, backend, device, num_thr
             _, old = _plans.popitem(last=False)
             _retire(old)
     return plan
+
+
+def _evict(plan):
+    """Drop a plan that hit a CUDA error (the library marks it failed), so the
+    next call plans afresh instead of failing with SW_STATUS_FAILED forever."""
+    with _plan_lock:
+        key = getattr(plan, "_key", None)
+        if key is not None and _plans.get(key) is plan:
+            del _plans[key]
+            _retire(plan)
 
 
 def plan_cache_info():
@@ -379,11 +390,13 @@ def varlen_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=None,
             used in place, any other layout is copied to a contiguous one.
         cu_seqlens_q, cu_seqlens_k: int prefix sums [batch+1] starting at 0
             (torch tensor on any device, numpy array or list).
-            cu_seqlens_q[-1] must equal total_q and cu_seqlens_k[-1] total_k
-            (the library checks both). The plan is built on
-            the host: cu_seqlens on a GPU are copied to the host, which
-            SYNCHRONISES with the current stream. Pass host tensors (or
-            reuse the same lengths: plans are cached) to avoid the sync.
+            cu_seqlens_q[-1] must equal total_q and cu_seqlens_k[-1] must
+            equal total_k (the library checks both). Plans are built on the
+            host, so cu_seqlens on a GPU are copied to the host on EVERY call,
+            which SYNCHRONISES with the current stream; pass host (CPU tensor,
+            numpy, list) copies to keep the call asynchronous. (The copy is
+            not cached: a GPU tensor can be rewritten by kernels that torch
+            does not track.)
         max_seqlen_q, max_seqlen_k: accepted for FlashAttention compatibility;
             the plan computes the maxima itself. If given they are checked to
             be >= the real maxima.
@@ -431,8 +444,8 @@ def varlen_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=None,
         dtype = _np_dtype_code(q.dtype)
     _check_shapes(q, k, v)
 
-    total_q, hq, d = (int(s) for s in q.shape)
-    total_k, hkv = int(k.shape[0]), int(k.shape[1])
+    hq, d = int(q.shape[1]), int(q.shape[2])
+    hkv = int(k.shape[1])
 
     qo = _host_indptr(cu_seqlens_q, "cu_seqlens_q")
     kv = _host_indptr(cu_seqlens_k, "cu_seqlens_k")
@@ -546,6 +559,8 @@ def _run_torch(torch, plan, q, k, v, cuda, return_lse):
             st = L.sw_prefill_run(plan._handle, ctypes.byref(t),
                                   ctypes.c_void_p(stream.cuda_stream))
             plan._last_stream = stream
+        if st in (_lib.SW_STATUS_CUDA, _lib.SW_STATUS_FAILED):
+            _evict(plan)
         _lib.check(st, _HINT)
     return (out, lse) if return_lse else out
 
