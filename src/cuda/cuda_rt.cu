@@ -1,0 +1,83 @@
+/* Thin CUDA runtime wrappers declared in attn/attn_internal.h, so that the C
+ * sources (front end, planner, store) never include a CUDA header. Each one
+ * maps a runtime error to SW_STATUS_CUDA through SW_CUDA_CHECK. */
+#include "attn/attn_internal.h"
+#include "core/sw_core.h"
+#include "cuda/sw_cuda_check.h"
+
+#include <cuda_runtime.h>
+
+extern "C" int32_t sw_cuda_devices(void)
+{
+    int n = 0;
+    /* No driver, no device or a driver older than the runtime all mean "no
+     * usable GPU" here; the error is cleared so that the next runtime call
+     * does not report it again. */
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return (int32_t)n;
+}
+
+extern "C" sw_status sw_cuda_set_device(int32_t device)
+{
+    int32_t n = sw_cuda_devices();
+    if (device < 0 || device >= n)
+        return sw_fail(SW_STATUS_NO_DEVICE, "CUDA device %d requested, %d usable", (int)device,
+                       (int)n);
+    SW_CUDA_CHECK(cudaSetDevice(device));
+    return SW_OK;
+}
+
+extern "C" sw_status sw_cuda_memcpy_h2d_async(void *dst, const void *src, size_t bytes,
+                                              void *stream)
+{
+    if (bytes == 0)
+        return SW_OK;
+    SW_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice,
+                                  (cudaStream_t)stream));
+    return SW_OK;
+}
+
+extern "C" sw_status sw_cuda_memset_async(void *dst, int value, size_t bytes, void *stream)
+{
+    if (bytes == 0)
+        return SW_OK;
+    SW_CUDA_CHECK(cudaMemsetAsync(dst, value, bytes, (cudaStream_t)stream));
+    return SW_OK;
+}
+
+extern "C" sw_status sw_cuda_host_alloc(void **p, size_t bytes)
+{
+    *p = NULL;
+    cudaError_t e = cudaMallocHost(p, bytes);
+    if (e != cudaSuccess) {
+        *p = NULL;
+        (void)cudaGetLastError();
+        /* Pinned memory exhaustion is an allocation failure, not a broken
+         * context: report it as such so callers can fall back to pageable. */
+        if (e == cudaErrorMemoryAllocation)
+            return sw_fail(SW_STATUS_NO_MEMORY, "cudaMallocHost(%zu bytes): %s", bytes,
+                           cudaGetErrorString(e));
+        return sw_fail(SW_STATUS_CUDA, "cudaMallocHost(%zu bytes): %s (%s) at %s:%d", bytes,
+                       cudaGetErrorName(e), cudaGetErrorString(e), __FILE__, __LINE__);
+    }
+    return SW_OK;
+}
+
+extern "C" void sw_cuda_host_free(void *p)
+{
+    if (p)
+        (void)cudaFreeHost(p);
+}
+
+extern "C" int sw_cuda_built(void) { return 1; }
+
+/* The architectures this object was compiled for: CMake passes the list it
+ * built from SPILLWAY_CUDA_ARCHS as SW_CUDA_ARCH_LIST; a build without it
+ * (a standalone nvcc line) reports the documented default. */
+#ifndef SW_CUDA_ARCH_LIST
+#define SW_CUDA_ARCH_LIST "sm_80 sm_90a sm_120 sm_121"
+#endif
+extern "C" const char *sw_cuda_archs(void) { return SW_CUDA_ARCH_LIST; }
