@@ -623,6 +623,11 @@ int main(int argc, char **argv)
         FILE *json = json_path ? fopen(json_path, "w") : NULL;
         static int l16x1k[16], l4x4k[4], l1x16k[1] = {16384};
         static const int lrag[] = {8192, 3000, 1800, 1200, 700, 500, 300, 200, 100, 124};
+        static const int lmixa[] = {8192, 3000, 1500, 1200, 800, 600, 400, 300, 200, 100};
+        static const int lmixb[] = {4096, 4096, 2048, 2048, 2048, 1777, 1500, 1024,
+                                    1024, 1000, 900,  800,  700,  600,  513,  500,
+                                    400,  300,  257,  200,  150,  100,  100,  100,
+                                    3000, 2500, 1200, 999,  640,  333,  129,  100};
         for (int i = 0; i < 16; ++i)
             l16x1k[i] = 1024;
         for (int i = 0; i < 4; ++i)
@@ -635,7 +640,7 @@ int main(int argc, char **argv)
             int batch;
             const int *lens;
         } sh[] = {{"16x1k", 16, l16x1k}, {"4x4k", 4, l4x4k}, {"1x16k", 1, l1x16k},
-                  {"ragged", 10, lrag}};
+                  {"ragged", 10, lrag}, {"mix-a", 10, lmixa}, {"mix-b", 32, lmixb}};
         for (size_t i = 0; i < sizeof hs / sizeof hs[0]; ++i)
             for (size_t j = 0; j < sizeof sh / sizeof sh[0]; ++j) {
                 char name[96];

@@ -25,6 +25,9 @@
 
 #include <math.h>
 #include <pthread.h>
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
+#endif
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,8 +47,10 @@ static sw_cpu_isa sw_isa_detect(void)
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
     __builtin_cpu_init();
     /* __builtin_cpu_supports also checks that the OS saves the ymm/zmm state. */
-    int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-               __builtin_cpu_supports("f16c");
+    /* F16C from cpuid: clang 14's __builtin_cpu_supports has no "f16c" */
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    int f16c = __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
+    int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
     int avx512 = avx2 && __builtin_cpu_supports("avx512f") &&
                  __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
                  __builtin_cpu_supports("avx512dq");
@@ -226,18 +231,35 @@ void sw_cpu_store_o(const sw_attn_problem *pb, const sw_cpu_unit *u, const float
 
 /* ---------------------------------------------------------- work units -- */
 
+/* K+V bytes of the kv heads whose units run together (a chunk): small enough
+ * to stay in the last-level cache while both threads sweep their tokens.
+ * Measured on the Zen 4 box: MHA 32 heads d128 at 1x1024 (16 MB of K/V) ran
+ * as fast as GQA, at 1x2048 (33 MB > 32 MiB L3) ~20 % slower in plain
+ * longest-first order, which interleaves every head. */
+#define SW_CPU_CHUNK_BYTES ((int64_t)4 << 20)
+
 /* Units of one problem: per request with q_len > 0 and per kv head, the
  * group's query heads (at most MROWS of them per unit) times as many tokens
- * as fill MROWS rows. Cost ~ rows x visible keys of the unit's last token. */
+ * as fill MROWS rows. Cost ~ rows x visible keys of the unit's last token.
+ * Order: chunks (a request's kv heads, SW_CPU_CHUNK_BYTES of K/V at a time)
+ * longest request first, and longest unit first within a chunk, so the list
+ * still ends with the shortest units of the shortest request. */
 static int64_t sw_units_build(const sw_attn_problem *pb, sw_cpu_unit *out)
 {
     const int32_t G = pb->num_qo_heads / pb->num_kv_heads;
     const int32_t hpu = G < SW_CPU_MROWS ? G : SW_CPU_MROWS;
     const int32_t tpu = SW_CPU_MROWS / hpu;
+    const int64_t es = pb->dtype == SW_DTYPE_F32 ? 4 : 2;
     int64_t n = 0;
+    int32_t chunk = 0;
     for (int32_t b = 0; b < pb->batch; b++) {
         int32_t q_len = pb->qo_indptr[b + 1] - pb->qo_indptr[b];
         int32_t kv_len = pb->kv_indptr[b + 1] - pb->kv_indptr[b];
+        int64_t head_bytes = (int64_t)kv_len * pb->head_dim * 2 * es;
+        int64_t hc = head_bytes > 0 ? SW_CPU_CHUNK_BYTES / head_bytes : pb->num_kv_heads;
+        if (hc < 1)
+            hc = 1;
+        int64_t chunk_cost = ((int64_t)kv_len + 16) * SW_CPU_MROWS;
         for (int32_t kvh = 0; kvh < pb->num_kv_heads; kvh++)
             for (int32_t h0 = 0; h0 < G; h0 += hpu)
                 for (int32_t t0 = 0; t0 < q_len; t0 += tpu) {
@@ -251,9 +273,12 @@ static int64_t sw_units_build(const sw_attn_problem *pb, sw_cpu_unit *out)
                         u->nh = G - h0 < hpu ? G - h0 : hpu;
                         int32_t vis = sw_visible_keys(t0 + u->ntok - 1, q_len, kv_len, pb->causal);
                         u->cost = ((int64_t)vis + 16) * u->ntok * u->nh;
+                        u->chunk = chunk + (int32_t)(kvh / hc);
+                        u->chunk_cost = chunk_cost;
                     }
                     n++;
                 }
+        chunk += (int32_t)((pb->num_kv_heads + hc - 1) / hc);
     }
     return n;
 }
@@ -261,6 +286,10 @@ static int64_t sw_units_build(const sw_attn_problem *pb, sw_cpu_unit *out)
 static int sw_unit_cmp(const void *pa, const void *pb_)
 {
     const sw_cpu_unit *a = (const sw_cpu_unit *)pa, *b = (const sw_cpu_unit *)pb_;
+    if (a->chunk_cost != b->chunk_cost)
+        return a->chunk_cost > b->chunk_cost ? -1 : 1;
+    if (a->chunk != b->chunk)
+        return a->chunk < b->chunk ? -1 : 1;
     if (a->cost != b->cost)
         return a->cost > b->cost ? -1 : 1;
     if (a->req != b->req)
@@ -303,6 +332,14 @@ static void *sw_cpu_worker_main(void *arg)
 
 sw_status sw_cpu_prefill_fast_isa(const sw_attn_problem *pb, int num_threads, sw_cpu_isa isa)
 {
+    if (isa > sw_cpu_isa_best())
+        isa = sw_cpu_isa_best();
+    return sw_cpu_prefill_fast_fn(pb, num_threads,
+                                  pb ? sw_isa_kernel(isa, pb->head_dim) : sw_cpu_unit_scalar);
+}
+
+sw_status sw_cpu_prefill_fast_fn(const sw_attn_problem *pb, int num_threads, sw_cpu_unit_fn fn)
+{
     if (!pb || !pb->qo_indptr || !pb->kv_indptr)
         return sw_fail(SW_STATUS_INVALID, "cpu fast path: null problem or indptr");
     if (pb->num_qo_heads < 1 || pb->num_kv_heads < 1 ||
@@ -311,8 +348,6 @@ sw_status sw_cpu_prefill_fast_isa(const sw_attn_problem *pb, int num_threads, sw
                        (int)pb->num_qo_heads, (int)pb->num_kv_heads, (int)pb->head_dim);
     if (pb->dtype != SW_DTYPE_F32 && pb->dtype != SW_DTYPE_F16 && pb->dtype != SW_DTYPE_BF16)
         return sw_fail(SW_STATUS_UNSUPPORTED, "cpu fast path: dtype %d", (int)pb->dtype);
-    if (isa > sw_cpu_isa_best())
-        isa = sw_cpu_isa_best();
 
     int64_t num_units = sw_units_build(pb, NULL);
     if (num_units == 0)
@@ -347,7 +382,7 @@ sw_status sw_cpu_prefill_fast_isa(const sw_attn_problem *pb, int num_threads, sw
     job.units = units;
     job.num_units = num_units;
     atomic_init(&job.next, 0);
-    job.fn = sw_isa_kernel(isa, pb->head_dim);
+    job.fn = fn;
 
     int64_t started = 0;
     for (int64_t i = 0; i < nt; i++) {

@@ -72,4 +72,6 @@ typedef __m256 sw_t_v;
 #define SW_T_PD 2
 #include "cpu_fast_tile.inc"
 
+#else
+typedef int sw_cpu_fast_avx2_unused; /* ISO C: no empty translation unit */
 #endif /* __x86_64__ */

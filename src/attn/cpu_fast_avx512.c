@@ -74,4 +74,6 @@ typedef __m512 sw_t_v;
 #define SW_T_PD 4
 #include "cpu_fast_tile.inc"
 
+#else
+typedef int sw_cpu_fast_avx512_unused; /* ISO C: no empty translation unit */
 #endif /* __x86_64__ */

@@ -214,15 +214,15 @@ sw_bf_pv_block(float *restrict o, int d, const uint32_t *restrict pp, int mv,
             _mm512_storeu_ps(o + (size_t)(r0 + i) * d + c0 + c * 16, acc[i][c]);
 }
 
-static void sw_bf_pv_tile(float *o, int d, const uint32_t *pp, int mv, const uint32_t *vp,
-                          const float *alpha, int np)
+static void sw_bf_pv_tile(float *o, int d, const uint32_t *pp, int mv, int mr,
+                          const uint32_t *vp, const float *alpha, int np)
 {
     int c = 0;
     for (; c + SW_BF_PD * 16 <= d; c += SW_BF_PD * 16)
-        for (int r = 0; r < mv; r += SW_BF_PR)
+        for (int r = 0; r < mr; r += SW_BF_PR)
             sw_bf_pv_block(o, d, pp, mv, vp, alpha, np, r, c, SW_BF_PR, SW_BF_PD);
     for (; c < d; c += 16)
-        for (int r = 0; r < mv; r += SW_BF_PR)
+        for (int r = 0; r < mr; r += SW_BF_PR)
             sw_bf_pv_block(o, d, pp, mv, vp, alpha, np, r, c, SW_BF_PR, 1);
 }
 
@@ -237,6 +237,7 @@ void sw_cpu_unit_avx512bf16(const sw_attn_problem *pb, const sw_cpu_unit *u,
     const int G = pb->num_qo_heads / pb->num_kv_heads;
     const int rows = u->ntok * u->nh;
     const int mv = (rows + 15) / 16 * 16;
+    const int mr = (rows + SW_BF_PR - 1) / SW_BF_PR * SW_BF_PR; /* P.V skips padding rows */
     const int64_t kv0 = pb->kv_indptr[u->req];
     const int64_t q0 = pb->qo_indptr[u->req] + u->tok0;
     const float c = pb->sm_scale * 1.44269504088896341f;
@@ -272,12 +273,19 @@ void sw_cpu_unit_avx512bf16(const sw_attn_problem *pb, const sw_cpu_unit *u,
                 int32_t lim = s->vis[r] - j0;
                 s->visr[r] = (float)(lim < 0 ? 0 : lim > nn ? nn : lim);
             }
+        if (j0 + nn < vis_max) {
+            int nx = vis_max - j0 - nn < SW_CPU_NKEYS ? vis_max - j0 - nn : SW_CPU_NKEYS;
+            sw_cpu_prefetch_rows(pb, pb->k, pb->k_stride, kv0 + j0 + nn, u->kvh, nx);
+            sw_cpu_prefetch_rows(pb, pb->v, pb->v_stride, kv0 + j0 + nn, u->kvh, nx);
+        }
         sw_bf_pack_v(vp, pb, kv0 + j0, u->kvh, nn);
         sw_bf_s_tile(qp, mv, kr, pb->k_stride, d, s->st, nn);
         sw_bf_softmax_tile(s->st, pp, mv, nn, masked, s->visr, c, s->m, s->l, s->alpha);
-        sw_bf_pv_tile(s->o, d, pp, mv, vp, s->alpha, (nn + 1) / 2);
+        sw_bf_pv_tile(s->o, d, pp, mv, mr, vp, s->alpha, (nn + 1) / 2);
     }
     sw_cpu_store_o(pb, u, s->o, s->m, s->l);
 }
 
+#else
+typedef int sw_cpu_fast_avx512bf16_unused; /* ISO C: no empty translation unit */
 #endif /* __x86_64__ */

@@ -1,0 +1,401 @@
+/* cpu_fast_check - development driver for the CPU fast path (src/attn/cpu_fast*.c).
+ *
+ * What it is: a standalone program, not part of the library or of ctest. It
+ *  1. runs many seeded random ragged cases (lengths 0, 1, 17, 63..65, 100,
+ *     tile non-multiples, q_len < kv_len and q_len > kv_len, head_dim 16..256,
+ *     GQA 1/2/3/4/8/80 (80 > 64 rows: a group split over units), causal or
+ *     not, row strides larger than the row, all three dtypes) through every
+ *     instruction set this CPU supports and compares O (relative L2) and LSE
+ *     with the fp64 oracle (sw_ref_row, cpu_ref.c); outputs are poisoned
+ *     first, so an unwritten element fails the case;
+ *  2. times the fast path on the reporting shapes (bf16, 1 x 2048, causal:
+ *     Hq16/Hkv2 d256, Hq32/Hkv8 d128, Hq32/Hkv32 d128; not causal: Hq16/Hkv2
+ *     d256) and prints GFLOP/s with FLOPs = 4 * q_len * kv_eff * d * Hq.
+ * It also checks and times bench/dev/cpu_fast_amx.c (development AMX kernel,
+ * shown as "amx(dev)") when the CPU has AMX and Linux grants the tile state.
+ * Build (from the repo root; see the flags comment in src/attn/cpu_fast.c):
+ *   sh bench/dev/cpu_fast_check.sh     -> build/dev/cpu_fast_check
+ * Run: cpu_fast_check [--cases N] [--seed S] [--threads T] [--reps R] [--isa-min I]
+ *                     [--json FILE] [--perf-only|--check-only]
+ * Timing: median (and best) of --reps runs after one warm-up run.
+ * Exit status 0 when every case passed, 1 otherwise.
+ *
+ * History (what each version changed, what it measured): see the section
+ * "CPU fast path" of docs/perf/NOTES.md. */
+#define _GNU_SOURCE
+#include "../../src/attn/attn_internal.h"
+#include "../../src/attn/cpu_fast_kernels.h"
+#include "../../src/attn/cpu_ref.h"
+#include "../../src/core/sw_core.h"
+#include "../../src/core/sw_half.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* bench/dev/cpu_fast_amx.c: development AMX kernel, run when available */
+int sw_cpu_amx_available(void);
+void sw_cpu_unit_amx(const sw_attn_problem *pb, const sw_cpu_unit *u, const sw_cpu_scratch *s);
+
+static uint64_t rng_state;
+static uint64_t rng_next(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+static int rng_int(int n) { return (int)(rng_next() % (uint64_t)n); }
+static float rng_unif(void) { return (float)((rng_next() >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f; }
+
+static size_t esize(sw_dtype t) { return t == SW_DTYPE_F32 ? 4 : 2; }
+
+static void fill(void *p, sw_dtype t, size_t n, float amp)
+{
+    for (size_t i = 0; i < n; i++) {
+        float x = rng_unif() * amp;
+        if (t == SW_DTYPE_F32)
+            ((float *)p)[i] = x;
+        else if (t == SW_DTYPE_F16)
+            ((uint16_t *)p)[i] = sw_f32_to_f16(x);
+        else
+            ((uint16_t *)p)[i] = sw_f32_to_bf16(x);
+    }
+}
+
+static double get(const void *p, sw_dtype t, size_t i)
+{
+    if (t == SW_DTYPE_F32)
+        return ((const float *)p)[i];
+    if (t == SW_DTYPE_F16)
+        return sw_f16_to_f32(((const uint16_t *)p)[i]);
+    return sw_bf16_to_f32(((const uint16_t *)p)[i]);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+typedef struct problem {
+    sw_attn_problem pb;
+    int32_t *qo, *kv;
+    void *q, *k, *v, *o;
+    float *lse;
+    int64_t total_q, total_kv;
+} problem;
+
+static void problem_free(problem *p)
+{
+    free(p->qo);
+    free(p->kv);
+    free(p->q);
+    free(p->k);
+    free(p->v);
+    free(p->o);
+    free(p->lse);
+}
+
+static void problem_make(problem *p, sw_dtype dt, int batch, const int32_t *ql, const int32_t *kl,
+                         int hq, int hkv, int d, int causal, int pad)
+{
+    memset(p, 0, sizeof *p);
+    p->qo = malloc(sizeof(int32_t) * (batch + 1));
+    p->kv = malloc(sizeof(int32_t) * (batch + 1));
+    p->qo[0] = p->kv[0] = 0;
+    for (int b = 0; b < batch; b++) {
+        p->qo[b + 1] = p->qo[b] + ql[b];
+        p->kv[b + 1] = p->kv[b] + kl[b];
+    }
+    p->total_q = p->qo[batch];
+    p->total_kv = p->kv[batch];
+    sw_attn_problem *pb = &p->pb;
+    pb->dtype = dt;
+    pb->batch = batch;
+    pb->num_qo_heads = hq;
+    pb->num_kv_heads = hkv;
+    pb->head_dim = d;
+    pb->causal = causal;
+    pb->sm_scale = 1.0f / sqrtf((float)d);
+    pb->qo_indptr = p->qo;
+    pb->kv_indptr = p->kv;
+    pb->q_stride = (int64_t)hq * d + pad * 8;
+    pb->k_stride = (int64_t)hkv * d + pad * 16;
+    pb->v_stride = (int64_t)hkv * d + pad * 24;
+    pb->o_stride = (int64_t)hq * d + pad * 8;
+    size_t es = esize(dt);
+    p->q = malloc(es * (size_t)(p->total_q * pb->q_stride + 1));
+    p->k = malloc(es * (size_t)(p->total_kv * pb->k_stride + 1));
+    p->v = malloc(es * (size_t)(p->total_kv * pb->v_stride + 1));
+    p->o = malloc(es * (size_t)(p->total_q * pb->o_stride + 1));
+    p->lse = malloc(sizeof(float) * (size_t)(p->total_q * hq + 1));
+    /* amplitude 2 on Q and K: scores spread over several units, softmax not flat */
+    fill(p->q, dt, (size_t)(p->total_q * pb->q_stride), 2.0f);
+    fill(p->k, dt, (size_t)(p->total_kv * pb->k_stride), 2.0f);
+    fill(p->v, dt, (size_t)(p->total_kv * pb->v_stride), 1.0f);
+    pb->q = p->q;
+    pb->k = p->k;
+    pb->v = p->v;
+    pb->o = p->o;
+    pb->lse = p->lse;
+}
+
+/* Poison, run, compare with the oracle. Returns 1 when it passes. */
+static int check_case(problem *p, sw_cpu_isa isa, sw_cpu_unit_fn fn, int threads, double *err_out,
+                      const char **why)
+{
+    sw_attn_problem *pb = &p->pb;
+    size_t es = esize(pb->dtype);
+    memset(p->o, 0xff, es * (size_t)(p->total_q * pb->o_stride)); /* NaN in every dtype */
+    memset(p->lse, 0xff, sizeof(float) * (size_t)(p->total_q * pb->num_qo_heads));
+    sw_status st = fn ? sw_cpu_prefill_fast_fn(pb, threads, fn)
+                      : sw_cpu_prefill_fast_isa(pb, threads, isa);
+    *why = "";
+    if (st != SW_OK) {
+        *why = sw_last_error();
+        return 0;
+    }
+    const int d = pb->head_dim;
+    int32_t max_kv = 1;
+    for (int b = 0; b < pb->batch; b++)
+        if (p->kv[b + 1] - p->kv[b] > max_kv)
+            max_kv = p->kv[b + 1] - p->kv[b];
+    double *ref = malloc(sizeof(double) * d), *scratch = malloc(sizeof(double) * (max_kv + 1));
+    double num = 0, den = 0, lse_err = 0;
+    int bad_lse = 0, unwritten = 0;
+    for (int b = 0; b < pb->batch; b++)
+        for (int t = 0; t < p->qo[b + 1] - p->qo[b]; t++)
+            for (int h = 0; h < pb->num_qo_heads; h++) {
+                double lse;
+                sw_ref_row(pb, b, t, h, ref, &lse, scratch);
+                int64_t row = p->qo[b] + t;
+                for (int c = 0; c < d; c++) {
+                    double x = get(p->o, pb->dtype, (size_t)(row * pb->o_stride + (int64_t)h * d + c));
+                    if (!isfinite(x))
+                        unwritten++;
+                    num += (x - ref[c]) * (x - ref[c]);
+                    den += ref[c] * ref[c];
+                }
+                float got = p->lse[row * pb->num_qo_heads + h];
+                if (isinf(lse) || isinf(got)) {
+                    if (!(isinf(lse) && isinf(got) && got < 0))
+                        bad_lse++;
+                } else {
+                    double e = fabs(got - lse);
+                    if (e > lse_err)
+                        lse_err = e;
+                }
+            }
+    free(ref);
+    free(scratch);
+    double rel = den > 0 ? sqrt(num / den) : sqrt(num);
+    *err_out = rel;
+    double tol = pb->dtype == SW_DTYPE_F32 ? 2e-5 : 1e-2;
+    double lse_tol = pb->dtype == SW_DTYPE_F32 ? 1e-4 : 2e-2;
+    if (unwritten) {
+        *why = "unwritten/non-finite output";
+        return 0;
+    }
+    if (bad_lse || lse_err > lse_tol) {
+        *why = "lse mismatch";
+        return 0;
+    }
+    if (rel > tol) {
+        *why = "relative L2 over tolerance";
+        return 0;
+    }
+    return 1;
+}
+
+static const char *dt_name(sw_dtype t)
+{
+    return t == SW_DTYPE_F32 ? "f32" : t == SW_DTYPE_F16 ? "f16" : "bf16";
+}
+
+static int run_random(int ncases, uint64_t seed, int threads)
+{
+    static const int lens[] = {0, 1, 2, 17, 31, 63, 64, 65, 100, 127, 129, 200};
+    static const int dims[] = {64, 128, 256, 64, 128, 256, 16, 48, 80, 96, 40};
+    static const int groups[] = {1, 2, 4, 8, 1, 2, 4, 8, 3, 80}; /* 80 > MROWS: split groups */
+    int fails = 0, total = 0;
+    double worst[3] = {0, 0, 0};
+    sw_cpu_isa best = sw_cpu_isa_best();
+    int amx = sw_cpu_amx_available();
+    for (int ci = 0; ci < ncases; ci++) {
+        uint64_t cseed = seed * 1000003ull + (uint64_t)ci + 1;
+        rng_state = cseed * 0x9E3779B97F4A7C15ull | 1;
+        int batch = 1 + rng_int(4);
+        int32_t ql[4], kl[4];
+        int causal = rng_int(2);
+        for (int b = 0; b < batch; b++) {
+            ql[b] = lens[rng_int(12)];
+            int mode = rng_int(4);
+            kl[b] = mode == 0 ? ql[b] : mode == 1 ? ql[b] + lens[rng_int(12)] : lens[rng_int(12)];
+        }
+        int d = dims[rng_int(11)];
+        int g = groups[rng_int(10)];
+        int hkv = 1 + rng_int(2);
+        sw_dtype dt = (sw_dtype)rng_int(3);
+        int pad = rng_int(2);
+        problem p;
+        problem_make(&p, dt, batch, ql, kl, hkv * g, hkv, d, causal, pad);
+        char name[256];
+        int n = snprintf(name, sizeof name, "%s d%d hq%d hkv%d %s%s b%d [", dt_name(dt), d,
+                         hkv * g, hkv, causal ? "causal" : "full", pad ? " strided" : "", batch);
+        for (int b = 0; b < batch && n < 200; b++)
+            n += snprintf(name + n, sizeof name - n, "%s%d/%d", b ? " " : "", ql[b], kl[b]);
+        snprintf(name + n, sizeof name - n, "]");
+        for (int isa = 0; isa <= (int)best + amx; isa++) {
+            double err = 0;
+            const char *why;
+            sw_cpu_unit_fn fn = isa > (int)best ? sw_cpu_unit_amx : NULL;
+            int ok = check_case(&p, (sw_cpu_isa)isa, fn, threads, &err, &why);
+            total++;
+            if (err > worst[dt])
+                worst[dt] = err;
+            if (!ok) {
+                fails++;
+                printf("FAIL case %d seed %llu isa %s: %s: rel_l2 %.3g: %s\n", ci,
+                       (unsigned long long)seed, fn ? "amx(dev)" : sw_cpu_isa_name((sw_cpu_isa)isa),
+                       name, err, why);
+            }
+        }
+        problem_free(&p);
+    }
+    printf("random cases: %d runs (%d cases x ISAs up to %s), %d failed; worst rel L2: f32 %.2e "
+           "f16 %.2e bf16 %.2e (seed %llu)\n",
+           total, ncases, amx ? "amx(dev)" : sw_cpu_isa_name(best), fails, worst[0], worst[1], worst[2],
+           (unsigned long long)seed);
+    return fails;
+}
+
+/* FLOPs by the reporting convention: 4 * q_len * kv_eff * d * Hq per request */
+static double sw_attn_flops_local(const sw_attn_problem *pb)
+{
+    double f = 0;
+    for (int b = 0; b < pb->batch; b++) {
+        int32_t ql = pb->qo_indptr[b + 1] - pb->qo_indptr[b];
+        int32_t kl = pb->kv_indptr[b + 1] - pb->kv_indptr[b];
+        double vis = 0;
+        for (int t = 0; t < ql; t++)
+            vis += sw_visible_keys(t, ql, kl, pb->causal);
+        f += 4.0 * vis * pb->head_dim * pb->num_qo_heads;
+    }
+    return f;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void run_perf(int threads, int reps, int isa_min, FILE *json)
+{
+    struct {
+        int q, kv, hq, hkv, d, causal;
+    } shapes[] = {
+        {2048, 2048, 16, 2, 256, 1},
+        {2048, 2048, 32, 8, 128, 1},
+        {2048, 2048, 32, 32, 128, 1},
+        {2048, 2048, 16, 2, 256, 0},
+    };
+    sw_cpu_isa best = sw_cpu_isa_best();
+    int amx = sw_cpu_amx_available();
+    double *ts = malloc(sizeof(double) * (reps > 0 ? reps : 1));
+    int first = 1;
+    if (json)
+        fprintf(json, "{\"driver\": \"bench/dev/cpu_fast_check\", \"threads\": %d, \"reps\": %d, "
+                      "\"results\": [\n", threads, reps);
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        problem p;
+        rng_state = 12345 + si;
+        int32_t ql = shapes[si].q, kl = shapes[si].kv;
+        problem_make(&p, SW_DTYPE_BF16, 1, &ql, &kl, shapes[si].hq, shapes[si].hkv, shapes[si].d,
+                     shapes[si].causal, 0);
+        double flops = sw_attn_flops_local(&p.pb);
+        for (int isa = isa_min; isa <= (int)best + amx; isa++) {
+            sw_cpu_unit_fn fn = isa > (int)best ? sw_cpu_unit_amx : NULL;
+            const char *iname = fn ? "amx(dev)" : sw_cpu_isa_name((sw_cpu_isa)isa);
+            if (fn)
+                sw_cpu_prefill_fast_fn(&p.pb, threads, fn); /* warm-up */
+            else
+                sw_cpu_prefill_fast_isa(&p.pb, threads, (sw_cpu_isa)isa);
+            for (int r = 0; r < reps; r++) {
+                double t0 = now_s();
+                if (fn)
+                    sw_cpu_prefill_fast_fn(&p.pb, threads, fn);
+                else
+                    sw_cpu_prefill_fast_isa(&p.pb, threads, (sw_cpu_isa)isa);
+                ts[r] = now_s() - t0;
+            }
+            qsort(ts, (size_t)reps, sizeof *ts, cmp_double);
+            double med = ts[reps / 2], mn = ts[0];
+            printf("perf bf16 1x%d/%d hq%d hkv%d d%d %s isa %-10s threads %d: median %8.3f ms "
+                   "%6.1f GFLOP/s (best %6.1f, %d runs)\n",
+                   ql, kl, shapes[si].hq, shapes[si].hkv, shapes[si].d,
+                   shapes[si].causal ? "causal" : "full", iname, threads, med * 1e3, flops / med * 1e-9, flops / mn * 1e-9, reps);
+            fflush(stdout);
+            if (json) {
+                fprintf(json, "%s  {\"impl\": \"spillway-cpu-%s\", \"dtype\": \"bf16\", \"q\": %d, "
+                              "\"kv\": %d, \"hq\": %d, \"hkv\": %d, \"d\": %d, \"causal\": %d, "
+                              "\"median_ms\": %.4f, \"gflops_median\": %.2f, \"gflops_best\": %.2f}",
+                        first ? "" : ",\n", iname, ql, kl,
+                        shapes[si].hq, shapes[si].hkv, shapes[si].d, shapes[si].causal, med * 1e3,
+                        flops / med * 1e-9, flops / mn * 1e-9);
+                first = 0;
+            }
+        }
+        problem_free(&p);
+    }
+    if (json)
+        fprintf(json, "\n]}\n");
+    free(ts);
+}
+
+int main(int argc, char **argv)
+{
+    int ncases = 300, threads = 2, reps = 5, perf_only = 0, check_only = 0, isa_min = 0;
+    uint64_t seed = 1;
+    const char *json_path = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--cases") && i + 1 < argc)
+            ncases = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--seed") && i + 1 < argc)
+            seed = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc)
+            threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
+            reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--isa-min") && i + 1 < argc)
+            isa_min = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--json") && i + 1 < argc)
+            json_path = argv[++i];
+        else if (!strcmp(argv[i], "--perf-only"))
+            perf_only = 1;
+        else if (!strcmp(argv[i], "--check-only"))
+            check_only = 1;
+        else {
+            fprintf(stderr, "usage: %s [--cases N] [--seed S] [--threads T] [--reps R] "
+                            "[--isa-min I] [--json FILE] [--perf-only|--check-only]\n", argv[0]);
+            return 2;
+        }
+    }
+    printf("cpu fast path: best ISA %s, chosen %s; development AMX kernel %s\n",
+           sw_cpu_isa_name(sw_cpu_isa_best()), sw_cpu_prefill_isa(),
+           sw_cpu_amx_available() ? "AVAILABLE (checked and timed as amx(dev))" : "not available");
+    int fails = 0;
+    if (!perf_only)
+        fails = run_random(ncases, seed, threads);
+    if (!check_only) {
+        FILE *json = json_path ? fopen(json_path, "w") : NULL;
+        run_perf(threads, reps, isa_min, json);
+        if (json)
+            fclose(json);
+    }
+    return fails ? 1 : 0;
+}
