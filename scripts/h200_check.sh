@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One call on the lent H200 (see docs/perf/NOTES.md): build with CUDA for
 # sm_90a, run the whole C suite (GPU tests included) and the binding's tests,
-# then the benchmarks. Stages: build ctest pytest cli gpu cpu (default: all).
+# then the benchmarks. Stages: build ctest pytest cli gpu cpu cpudev
+# (default: all but cpudev).
 # Logs and results go to $OUT (or out/ when unset).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -26,7 +27,8 @@ if has pytest; then
   python3 -m pytest -q -rs tests/python 2>&1 | tee "$OUT/pytest.log" | tail -5
 fi
 if has cli; then
-  $B/spillway bench prefill --json "$OUT/cli-prefill.json" 2>&1 | tee "$OUT/cli-prefill.log"
+  { $B/spillway demo; $B/spillway bench prefill --json "$OUT/cli-prefill.json"; } 2>&1 |
+    tee "$OUT/cli-prefill.log"
 fi
 if has gpu; then
   python3 bench/prefill.py --impls spillway,sdpa-flash,sdpa-cudnn,fa2-varlen \
@@ -35,4 +37,9 @@ fi
 if has cpu; then
   python3 bench/prefill.py --cpu --threads 2 --cpu-scale 0.125 --out "$OUT/prefill-cpu.json" \
     --md "$OUT/prefill-cpu.md" 2>&1 | tee "$OUT/bench-cpu.log" | tail -25
+fi
+if has cpudev; then
+  # Development kernels of the CPU path (AMX among them) on this host's CPU.
+  { lscpu | grep -E "Model name|Flags" | cut -c1-400; sh bench/dev/cpu_fast_check.sh &&
+    build/dev/cpu_fast_check --cases 60 --threads 2 --reps 5; } 2>&1 | tee "$OUT/cpudev.log" | tail -30
 fi

@@ -17,6 +17,8 @@
  *   v4  lazy O rescale + Q prefetched after the loop with O staged in the
  *       K/V buffers: d64/d128 +1..3%, d256 -2..3%; shipped for d64/d128
  *       only (portable_config.cuh).
+ *   v5  d256: 64-row tiles, 4 warps x 16 rows, 2 CTAs/SM, with v4's lazy
+ *       rescale + Q prefetch: d256 +4..16% over v4, 1.04-1.16x FA2.
  *
  * Build (device machine, from the repository root):
  *   nvcc -std=c++17 -O3 -Iinclude -Isrc -gencode=arch=compute_90a,code=sm_90a \

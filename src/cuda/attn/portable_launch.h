@@ -11,13 +11,14 @@
  * (the kernel argument `kv_mode`). */
 enum {
     SW_KV_SPLIT = 0,  /* one K and one V buffer (FlashAttention-2's schedule) */
-    SW_KV_SHARED = 1, /* K and V take turns in one buffer (d256 on 99 KB devices) */
+    SW_KV_SHARED = 1, /* K and V take turns in one buffer (d256 below 97 KB) */
     SW_KV_MODES = 2
 };
 
 typedef struct sw_portable_kernel {
     const void *fn;          /* __global__ void (sw_cuda_prefill_args, int kv_mode) */
     int threads;             /* block size */
+    int tile_m;              /* Q tile rows (the planner's tile_m) */
     int smem[SW_KV_MODES];   /* dynamic smem per mode; 0 = mode not compiled in */
 } sw_portable_kernel;
 

@@ -8,15 +8,14 @@
  * only tiles that need masking (the causal diagonal and the ragged end of
  * the keys) come first and the rest run without compares.
  *
- * With shared_kv (small-smem devices at d256) V(j) goes into the K buffer
- * once every warp has finished reading K(j); the loads then overlap only the
- * softmax, which is the price of fitting in 99 KB.
+ * With shared_kv (d256 where the split buffers do not fit) V(j) goes into
+ * the K buffer once every warp has finished reading K(j); the loads then
+ * overlap only the softmax, which is the price of fitting in 64 KB.
  *
- * Across items (Q_PREFETCH configs, split mode): after the last PV the CTA
- * already requests the next item's Q rows (thread 0 claimed the item at the
- * start of this one) and the epilogue stages O in the then idle K/V buffers,
- * so Q lands during the epilogue instead of being waited for at the next
- * item's start. */
+ * Across items (split mode): after the last PV the CTA already requests the
+ * next item's Q rows (thread 0 claimed the item at the start of this one)
+ * and the epilogue stages O in the then idle K/V buffers, so Q lands during
+ * the epilogue instead of being waited for at the next item's start. */
 #ifndef SW_CUDA_PORTABLE_MAINLOOP_CUH
 #define SW_CUDA_PORTABLE_MAINLOOP_CUH
 
@@ -68,9 +67,9 @@ __device__ __forceinline__ void load_q_rows(const sw_cuda_prefill_args &a, const
 }
 
 /* One K or V tile (keys n0 .. n0 + BN - 1) by the whole CTA; keys past
- * kv_len are zero-filled. Each thread always copies the same 16-byte column
- * chunk (byte offset `col` within the kv head's row) of tile rows
- * row0 + i * KV_ROW_STEP; `dst` already holds row0's smem offset.
+ * kv_len are zero-filled. Each thread always copies the same KV_CPT 16-byte
+ * column chunks (the first at byte offset `col` within the kv head's row) of
+ * tile rows row0 + i * KV_ROW_STEP; `dst` already holds row0's smem offset.
  * The tensor base and stride come straight from the kernel parameters, so
  * they take no registers across the loop. */
 template <class TR>
@@ -82,7 +81,10 @@ __device__ __forceinline__ void load_kv_tile(uint32_t dst, const void *base, int
     for (int i = 0; i < TR::KV_LOADS; ++i) {
         const bool ok = n0 + row0 + i * TR::KV_ROW_STEP < kv_len;
         const char *p = ok ? src + (int64_t)i * TR::KV_ROW_STEP * stride * 2 : (const char *)base;
-        cp_async16(dst + i * TR::KV_ROW_STEP * TR::PITCH, p, ok ? 16 : 0);
+#pragma unroll
+        for (int j = 0; j < TR::KV_CPT; ++j)
+            cp_async16(dst + i * TR::KV_ROW_STEP * TR::PITCH + j * TR::KV_TPR * 16,
+                       p + (ok ? j * TR::KV_TPR * 16 : 0), ok ? 16 : 0);
     }
 }
 
@@ -233,8 +235,9 @@ __device__ __forceinline__ bool mainloop(const sw_cuda_prefill_args &a, const it
         s_lim[tid] = row_key_limit<CAUSAL>(g.tok_of(tid), g.q_len, g.kv_len);
 
     /* This thread's K/V copy slot: tile row row0 (+ multiples of
-     * KV_ROW_STEP, same swizzle phase), chunk c of the kv head's row. */
-    const int c = tid % TR::CPR, row0 = tid / TR::CPR;
+     * KV_ROW_STEP, same swizzle phase), chunk c (+ multiples of KV_TPR) of
+     * the kv head's row. */
+    const int c = tid % TR::KV_TPR, row0 = tid / TR::KV_TPR;
     const int kv_row0 = g.kv_start + row0;
     const int col = (g.kvh * TR::HEAD_DIM + c * 8) * 2;
     const uint32_t dst = smem_at<TR>(row0, c);
@@ -280,7 +283,7 @@ __device__ __forceinline__ bool mainloop(const sw_cuda_prefill_args &a, const it
                     lim[mt][h] = s_lim[warp * TR::RPW + mt * 16 + h * 8 + (lane >> 2)];
             mask_tile<TR::MT, TR::NS>(s, n0, lim, lane);
         }
-        sm.template update<TR::LAZY_RESCALE, TR::NS, TR::NO>(s, o, scale_log2);
+        sm.template update<TR::NS, TR::NO>(s, o, scale_log2);
         cp_async_wait<0>();
         __syncthreads(); /* V(j) visible; everyone is done with K(j) */
         if (j > 0 && !shared_kv) {
@@ -296,26 +299,20 @@ __device__ __forceinline__ bool mainloop(const sw_cuda_prefill_args &a, const it
             cp_async_commit();
         }
     }
-    if constexpr (TR::Q_PREFETCH) {
-        if (shared_kv)
-            return false; /* the one K/V buffer cannot hold a 128-row O stage */
-        if (tid == 0)
-            *s_next = next;
-        __syncthreads(); /* publishes *s_next; everyone is done with the K/V buffers */
-        const int nxt = *s_next;
-        if (nxt >= a.num_work)
-            return false;
-        const item_geom gn = item_geom::of<TR::BM, TR::BN, CAUSAL>(a, nxt);
-        if (gn.n_tiles == 0)
-            return false;
-        load_q_rows<TR>(a, gn, sQ, warp, lane);
-        cp_async_commit();
-        return true;
-    } else {
-        (void)s_next;
-        (void)next;
+    if (shared_kv)
+        return false; /* the one K/V buffer cannot hold a BM-row O stage */
+    if (tid == 0)
+        *s_next = next;
+    __syncthreads(); /* publishes *s_next; everyone is done with the K/V buffers */
+    const int nxt = *s_next;
+    if (nxt >= a.num_work)
         return false;
-    }
+    const item_geom gn = item_geom::of<TR::BM, TR::BN, CAUSAL>(a, nxt);
+    if (gn.n_tiles == 0)
+        return false;
+    load_q_rows<TR>(a, gn, sQ, warp, lane);
+    cp_async_commit();
+    return true;
 }
 
 } // namespace sw_portable

@@ -35,14 +35,13 @@ template <int MT> struct softmax_state {
 
     /* Folds one S tile in: rescales O and l by the change of max and turns
      * s into unnormalised probabilities (still fp32; packed by the PV
-     * product). LAZY: compute every row's new max first and skip the O
-     * rescale when no row of the warp moved (the factor is then exactly 1);
+     * product). Every row's new max is computed first and the O rescale is
+     * skipped when no row of the warp moved (the factor is then exactly 1):
      * a warp vote and a branch per tile against D/4 FMULs per row pair. */
-    template <bool LAZY, int NS, int NO>
+    template <int NS, int NO>
     __device__ __forceinline__ void update(float (&s)[MT][NS][4], float (&o)[MT][NO][4],
                                            float scale_log2)
     {
-        if constexpr (LAZY) {
         float off[MT][2], alpha[MT][2];
         bool moved = false;
 #pragma unroll
@@ -90,37 +89,6 @@ template <int MT> struct softmax_state {
                 }
                 l[mt][h] = sum;
             }
-        } else {
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                float mx = m[mt][h];
-#pragma unroll
-                for (int nt = 0; nt < NS; ++nt)
-                    mx = fmaxf(mx, fmaxf(s[mt][nt][2 * h], s[mt][nt][2 * h + 1]));
-                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-                const float off = mx == -INFINITY ? 0.f : mx * scale_log2;
-                const float alpha = fast_exp2(m[mt][h] * scale_log2 - off);
-                m[mt][h] = mx;
-                float sum = l[mt][h] * alpha;
-#pragma unroll
-                for (int nt = 0; nt < NO; ++nt) {
-                    o[mt][nt][2 * h] *= alpha;
-                    o[mt][nt][2 * h + 1] *= alpha;
-                }
-#pragma unroll
-                for (int nt = 0; nt < NS; ++nt) {
-                    const float p0 = fast_exp2(fmaf(s[mt][nt][2 * h], scale_log2, -off));
-                    const float p1 = fast_exp2(fmaf(s[mt][nt][2 * h + 1], scale_log2, -off));
-                    s[mt][nt][2 * h] = p0;
-                    s[mt][nt][2 * h + 1] = p1;
-                    sum += p0 + p1;
-                }
-                l[mt][h] = sum;
-            }
-        }
     }
 
     /* Full row sums (quad reduction), the factor that normalises O (0 for a

@@ -1,9 +1,9 @@
 /* Per-work-item geometry shared by the loads, the mask and the epilogue.
  *
- * Tile row r (0..127) of a work item is query token q_tok0 + r / pack of
+ * Tile row r (0..BM-1, BM <= 128) of a work item is query token q_tok0 + r / pack of
  * head head0 + r % pack (attn_internal.h). The planner advances q_tok0 by
- * tile_m / pack tokens, so when pack does not divide 128 the last
- * 128 % pack rows repeat tokens of the next tile: they are computed like the
+ * tile_m / pack tokens, so when pack does not divide BM the last
+ * BM % pack rows repeat tokens of the next tile: they are computed like the
  * others but count as invalid, as do rows past q_len, so that no row is ever
  * written by two CTAs. */
 #ifndef SW_CUDA_PORTABLE_TILE_CUH

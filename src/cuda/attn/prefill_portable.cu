@@ -13,7 +13,6 @@
 
 namespace {
 
-constexpr int kTileM = 128;  /* static_assert'ed in portable_config.cuh */
 constexpr int kMaxDevices = 64;
 /* The kernel's static shared memory (item slots, per-row key bounds: ~520
  * bytes) counts against the same per-block limit as the dynamic part. */
@@ -70,7 +69,7 @@ sw_status device_state(int dev, dev_state **out)
 sw_status sw_portable_select(int dev, int32_t head_dim, sw_dtype dtype, int causal,
                              sw_portable_kernel *k, int *smem, int *kv_mode)
 {
-#ifdef SW_PORTABLE_DEV_PREFER_SHARED /* bench/dev builds: test the 99 KB mode on big GPUs */
+#ifdef SW_PORTABLE_DEV_PREFER_SHARED /* bench/dev builds: test the shared K/V mode */
     static const int order[SW_KV_MODES] = {SW_KV_SHARED, SW_KV_SPLIT};
 #else
     static const int order[SW_KV_MODES] = {SW_KV_SPLIT, SW_KV_SHARED};
@@ -120,7 +119,7 @@ extern "C" sw_status sw_cuda_prefill_portable_config(int32_t device, int32_t hea
     SW_CUDA_CHECK(cudaGetDevice(&old));
     SW_CUDA_CHECK(cudaSetDevice(device));
     /* Both causal variants must fit the grid: take the smaller residency. */
-    int per_sm = 1 << 30;
+    int per_sm = 1 << 30, tm = 0;
     sw_status st = SW_OK;
     for (int causal = 0; causal < 2 && st == SW_OK; ++causal) {
         sw_portable_kernel k;
@@ -137,6 +136,7 @@ extern "C" sw_status sw_cuda_prefill_portable_config(int32_t device, int32_t hea
         }
         if (blocks < per_sm)
             per_sm = blocks;
+        tm = k.tile_m;
     }
     const int sms = g_dev[device].sms;
     (void)cudaSetDevice(old);
@@ -146,7 +146,7 @@ extern "C" sw_status sw_cuda_prefill_portable_config(int32_t device, int32_t hea
         return sw_fail(SW_STATUS_UNSUPPORTED,
                        "portable CUDA prefill: head_dim %d kernel cannot be resident on device %d",
                        (int)head_dim, (int)device);
-    *tile_m = kTileM;
+    *tile_m = tm;
     *grid_ctas = sms * per_sm;
     return SW_OK;
 }

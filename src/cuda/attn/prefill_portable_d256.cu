@@ -17,6 +17,7 @@ int sw_portable_kernel_d256(sw_dtype dtype, int causal, sw_portable_kernel *k)
     else
         return 0;
     k->threads = TR::NT;
+    k->tile_m = TR::BM;
     for (int m = 0; m < SW_KV_MODES; ++m)
         k->smem[m] = TR::smem_bytes(m);
     return 1;
