@@ -68,4 +68,25 @@ __global__ void __launch_bounds__(traits<D>::NT, traits<D>::MIN_CTAS)
 
 } // namespace sw_portable
 
+/* Fills the host handle of head_dim D's kernel for (dtype, causal); 0 when the
+ * dtype is not compiled. The instantiation units are one call each. */
+template <int D> int portable_describe(sw_dtype dtype, int causal, sw_portable_kernel *k)
+{
+    using namespace sw_portable;
+    using TR = traits<D>;
+    if (dtype == SW_DTYPE_BF16)
+        k->fn = causal ? (const void *)prefill_kernel<D, bf16_t, true>
+                       : (const void *)prefill_kernel<D, bf16_t, false>;
+    else if (dtype == SW_DTYPE_F16)
+        k->fn = causal ? (const void *)prefill_kernel<D, f16_t, true>
+                       : (const void *)prefill_kernel<D, f16_t, false>;
+    else
+        return 0;
+    k->threads = TR::NT;
+    k->tile_m = TR::BM;
+    for (int m = 0; m < SW_KV_MODES; ++m)
+        k->smem[m] = TR::smem_bytes(m);
+    return 1;
+}
+
 #endif
