@@ -205,4 +205,6 @@ SW_API sw_status sw_prefill_host(const sw_prefill_params *params, int32_t batch,
 #ifdef __cplusplus
 }
 #endif
+#include "spillway_store.h" /* the block store API */
+
 #endif /* SPILLWAY_H */

@@ -9,6 +9,12 @@ need_apt=()
 command -v cc >/dev/null 2>&1 || need_apt+=(build-essential)
 command -v cmake >/dev/null 2>&1 || need_apt+=(cmake)
 command -v python3 >/dev/null 2>&1 || need_apt+=(python3)
+# liburing is optional (the block store falls back to pread/pwrite); installed
+# here so that CI builds and tests the io_uring path.
+command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
+if ! pkg-config --exists liburing 2>/dev/null && ! dpkg -s liburing-dev >/dev/null 2>&1; then
+  need_apt+=(liburing-dev)
+fi
 if [ "${SPILLWAY_SKIP_PY:-0}" != 1 ] && command -v python3 >/dev/null 2>&1; then
   python3 -m pip --version >/dev/null 2>&1 || need_apt+=(python3-pip)
 elif [ "${SPILLWAY_SKIP_PY:-0}" != 1 ]; then

@@ -23,6 +23,9 @@ sw_status sw_cuda_memset_async(void *dst, int value, size_t bytes, void *stream)
     (void)dst; (void)value; (void)bytes; (void)stream;
     return no_cuda();
 }
+/* Declared in store/store_internal.h (the block store's device reads). */
+sw_status sw_cuda_stream_sync(void *stream);
+sw_status sw_cuda_stream_sync(void *stream) { (void)stream; return no_cuda(); }
 sw_status sw_cuda_host_alloc(void **p, size_t bytes) { (void)bytes; *p = NULL; return no_cuda(); }
 void sw_cuda_host_free(void *p) { (void)p; }
 sw_status sw_cuda_prefill_portable_config(int32_t device, int32_t head_dim, sw_dtype dtype,

@@ -48,6 +48,14 @@ extern "C" sw_status sw_cuda_memset_async(void *dst, int value, size_t bytes, vo
     return SW_OK;
 }
 
+/* Declared in store/store_internal.h: the block store waits for its copies
+ * out of a bounce buffer before it reuses the buffer. */
+extern "C" sw_status sw_cuda_stream_sync(void *stream)
+{
+    SW_CUDA_CHECK(cudaStreamSynchronize((cudaStream_t)stream));
+    return SW_OK;
+}
+
 extern "C" sw_status sw_cuda_host_alloc(void **p, size_t bytes)
 {
     *p = NULL;

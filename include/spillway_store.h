@@ -1,0 +1,238 @@
+/*
+ * spillway_store.h - the tiered KV block store (included by spillway.h).
+ *
+ * A store keeps stripes (one kv head's K or V of one KV block) in a
+ * preallocated data file opened O_DIRECT, behind an optional pinned host-RAM
+ * tier. Writes are crash safe: a stripe becomes readable only after its
+ * extent and its index journal record are written (and synced, per the
+ * durability mode); a killed writer never exposes a torn or unacknowledged
+ * stripe. Every read checks the extent's key, generation and CRC32C and
+ * returns SW_STATUS_CORRUPT instead of bytes on a mismatch.
+ *
+ * Directory layout (fixed names; no path is built from caller data):
+ *   <dir>/superblock  magic, format version, geometry (4 KiB, CRC32C)
+ *   <dir>/data        preallocated: runs of [header page | run_blocks slots]
+ *   <dir>/journal     append-only index journal, 64-byte CRC32C records
+ * The directory is 0700 and the files 0600, owned by the calling user; a
+ * directory owned by someone else or open to group/other is refused.
+ *
+ * Thread safety: calls on one handle are serialised by a lock inside the
+ * handle; different handles are independent. One process at a time may
+ * hold a store open (an exclusive flock on the data file).
+ */
+#ifndef SPILLWAY_STORE_H
+#define SPILLWAY_STORE_H
+
+#include "spillway.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct sw_store sw_store;
+
+typedef enum sw_store_kind {
+    SW_STORE_KIND_K = 0,
+    SW_STORE_KIND_V = 1
+} sw_store_kind;
+
+/* Key of one stripe. The namespace isolates models and tenants: a read in
+ * one namespace never returns bytes written under another. `reserved` must
+ * be 0. Stripes of consecutive `block`s of one (namespace, layer, kv_head,
+ * kind) stream are placed in adjacent extents so that a tile's reads
+ * coalesce into large requests. */
+typedef struct sw_store_key {
+    uint64_t ns;
+    uint32_t layer;
+    uint32_t block;
+    uint16_t kv_head;
+    uint8_t kind;        /* sw_store_kind */
+    uint8_t reserved;    /* 0 */
+} sw_store_key;
+
+typedef enum sw_store_durability {
+    /* An acknowledged write survives the death of the process (SIGKILL,
+     * crash), not a power loss or kernel crash: no fdatasync. */
+    SW_STORE_DURABILITY_PROCESS = 0,
+    /* An acknowledged write survives a power loss: the data file is
+     * fdatasync'ed before the journal record, the journal after it. */
+    SW_STORE_DURABILITY_SYNC = 1
+} sw_store_durability;
+
+typedef enum sw_store_full_policy {
+    /* When every extent is used, a write evicts the least recently used
+     * stripe (written or read) of the store. */
+    SW_STORE_FULL_EVICT_LRU = 0,
+    /* When every extent is used, a write fails with SW_STATUS_FULL. */
+    SW_STORE_FULL_REFUSE = 1
+} sw_store_full_policy;
+
+typedef enum sw_store_io_backend {
+    SW_STORE_IO_URING = 1,  /* io_uring with registered buffers */
+    SW_STORE_IO_PREAD = 2   /* pread/pwrite; chosen when io_uring is missing or
+                             * SPILLWAY_STORE_IO=pread is set */
+} sw_store_io_backend;
+
+typedef struct sw_store_config {
+    uint32_t struct_size;       /* sizeof(sw_store_config) */
+    const char *dir;            /* store directory; created (0700) when missing
+                                 * and `create` is set; its parent must exist.
+                                 * Copied by open. */
+    uint64_t capacity_bytes;    /* budget of the data file, headers included;
+                                 * rounded down to whole runs (>= 1 run). On
+                                 * reopen 0 means "as created". */
+    uint32_t stripe_bytes;      /* largest stripe (payload) in bytes; default
+                                 * 8192. Extents are this rounded up to 4 KiB. */
+    uint32_t run_blocks;        /* extents reserved per stream run (adjacent
+                                 * blocks of one stream); default 64 */
+    uint32_t queue_depth;       /* io_uring entries / I/Os in flight; default 64 */
+    uint64_t host_tier_bytes;   /* pinned host-RAM tier in front of the file;
+                                 * 0 = none; rounded down to whole extents */
+    uint64_t io_buffer_bytes;   /* pinned bounce buffer for I/O; 0 = default
+                                 * (8 MiB, at least two runs) */
+    sw_store_durability durability;   /* default SW_STORE_DURABILITY_PROCESS */
+    sw_store_full_policy full_policy; /* default SW_STORE_FULL_EVICT_LRU */
+    int32_t create;             /* 1 = create the store when it does not exist
+                                 * (default); 0 = open an existing one only */
+} sw_store_config;
+
+/* Fills the defaults documented above; dir = NULL, capacity_bytes = 0. */
+SW_API void sw_store_config_init(sw_store_config *c);
+
+/*
+ * Opens (or creates) the store in c->dir. Creating preallocates the data
+ * file (posix_fallocate) and writes the superblock last, so an interrupted
+ * creation is redone by the next open. Opening replays the journal: records
+ * that fail their checksum are dropped (counted in stats.journal_dropped)
+ * and a torn tail is cut off.
+ * The I/O backend is chosen here: io_uring when it works, else pread/pwrite
+ * (SPILLWAY_STORE_IO=pread forces the fallback). O_DIRECT is used when the
+ * filesystem accepts it, buffered I/O otherwise (stats.direct_io).
+ * Returns SW_OK; SW_STATUS_INVALID (null argument, bad struct_size, zero or
+ * too small capacity on create, stripe_bytes/run_blocks out of range, a
+ * directory that is a symlink, owned by another user or open to group/other,
+ * store files with wrong owner or mode, a store created with another
+ * geometry, capacity or format version); SW_STATUS_NOT_FOUND (no store and
+ * create == 0); SW_STATUS_FULL (the filesystem has no room for the data
+ * file); SW_STATUS_CORRUPT (a damaged superblock, a data file of the wrong
+ * size); SW_STATUS_IO (an OS error, errno in the detail; the store is open in
+ * another process); SW_STATUS_NO_MEMORY. On failure *out is NULL.
+ * The handle is owned by the caller until sw_store_close().
+ */
+SW_API sw_status sw_store_open(const sw_store_config *c, sw_store **out);
+
+/*
+ * Flushes (fdatasync of data and journal, whatever the durability mode),
+ * releases the files and frees the handle. NULL is a no-op returning SW_OK.
+ * Returns SW_OK or SW_STATUS_IO (a sync failed; the handle is freed anyway).
+ */
+SW_API sw_status sw_store_close(sw_store *s);
+
+/*
+ * Writes one stripe of `bytes` bytes (0..stripe_bytes) from host memory
+ * `src` (any alignment; not retained) under `key`, replacing any earlier
+ * stripe of that key. When it returns SW_OK the stripe is durable per the
+ * durability mode and visible to readers; `*generation` (optional) receives
+ * its generation, larger than any earlier generation of the store.
+ * An overwrite needs one free extent until the new version is published;
+ * when every extent is used the full policy evicts (LRU) or refuses.
+ * On any failure the previous stripe of the key, if any, is unchanged.
+ * Returns SW_OK; SW_STATUS_INVALID (null store/key, src NULL with bytes > 0,
+ * bytes > stripe_bytes, bad kind or reserved); SW_STATUS_FULL (no free
+ * extent under SW_STORE_FULL_REFUSE, or the filesystem is out of space
+ * (ENOSPC) for the journal; the detail says which); SW_STATUS_IO (errno in
+ * the detail); SW_STATUS_FAILED (the handle hit an unrecoverable error
+ * before, e.g. a failed fsync or a journal it could not repair).
+ */
+SW_API sw_status sw_store_write(sw_store *s, const sw_store_key *key, const void *src,
+                                size_t bytes, uint64_t *generation);
+
+/*
+ * Reads n stripes into host buffers: key i into dst[i], which has room for
+ * dst_bytes bytes (any alignment). Reads are sorted by placement, adjacent
+ * extents are merged into large requests and issued in batches of up to
+ * queue_depth; host-tier hits are copied from RAM. Every extent's key,
+ * generation, length and CRC32C are checked before a byte reaches dst[i].
+ * Per key: statuses[i] (required) is SW_OK, SW_STATUS_NOT_FOUND,
+ * SW_STATUS_CORRUPT (nothing copied), SW_STATUS_IO or SW_STATUS_INVALID
+ * (bad key, NULL dst[i], stripe larger than dst_bytes); lengths[i] and
+ * generations[i] (both optional) receive the stripe's length and generation
+ * (0 when not OK). dst[i] is untouched unless statuses[i] is SW_OK.
+ * Returns SW_OK when every key is SW_OK, else the status of the first key
+ * that is not; SW_STATUS_INVALID (null store/keys/dst/statuses) and
+ * SW_STATUS_FAILED are returned without reading (statuses set to it).
+ */
+SW_API sw_status sw_store_read(sw_store *s, size_t n, const sw_store_key *keys,
+                               void *const *dst, size_t dst_bytes, size_t *lengths,
+                               uint64_t *generations, sw_status *statuses);
+
+/*
+ * As sw_store_read, but dst[i] are device pointers: stripes go through the
+ * pinned bounce buffer (or straight from the pinned host tier) with one
+ * cudaMemcpyAsync per run of stripes that are contiguous both in the bounce
+ * buffer and in device memory, enqueued on `stream` (a cudaStream_t, NULL =
+ * legacy default stream). The call synchronises `stream` before it reuses a
+ * bounce buffer and before it returns, so the copies are complete on return.
+ * Returns as sw_store_read, plus SW_STATUS_NO_DEVICE in a build without CUDA
+ * or on a machine without a GPU, SW_STATUS_CUDA (a copy failed; detail).
+ */
+SW_API sw_status sw_store_read_device(sw_store *s, size_t n, const sw_store_key *keys,
+                                      void *const *dst, size_t dst_bytes, size_t *lengths,
+                                      uint64_t *generations, sw_status *statuses,
+                                      void *stream);
+
+/*
+ * Deletes the stripe of `key` (a journal tombstone, synced per the
+ * durability mode) and frees its extent and host-tier copy.
+ * Returns SW_OK, SW_STATUS_NOT_FOUND, SW_STATUS_INVALID, SW_STATUS_FULL
+ * (ENOSPC on the journal), SW_STATUS_IO, SW_STATUS_FAILED.
+ */
+SW_API sw_status sw_store_delete(sw_store *s, const sw_store_key *key);
+
+typedef struct sw_store_stats {
+    uint32_t struct_size;          /* sizeof(sw_store_stats), set by the caller */
+    sw_store_io_backend io_backend;
+    int32_t direct_io;             /* 1 when the data file is open O_DIRECT */
+    int32_t failed;                /* 1 when the handle refuses further work */
+    /* geometry */
+    uint64_t stripe_bytes, extent_bytes, run_blocks;
+    /* file tier: capacity and occupancy (extent granularity, headers excluded) */
+    uint64_t capacity_bytes;       /* extents_total * extent_bytes */
+    uint64_t used_bytes;           /* extents_used * extent_bytes; <= capacity */
+    uint64_t payload_bytes;        /* sum of the live stripes' lengths */
+    uint64_t extents_total, extents_used;
+    uint64_t file_bytes;           /* size of the data file */
+    /* host tier */
+    uint64_t host_capacity_bytes, host_used_bytes, host_entries;
+    /* traffic */
+    uint64_t writes, deletes, evictions, host_evictions;
+    uint64_t host_hits, host_misses;   /* lookups of existing keys in the host tier */
+    uint64_t file_hits;                /* stripes served from the data file */
+    uint64_t not_found;                /* keys found in no tier */
+    uint64_t bytes_written;            /* payload bytes accepted by write */
+    uint64_t host_bytes_read, file_bytes_read; /* payload bytes served per tier */
+    uint64_t read_requests;        /* I/O requests issued for reads (after merging) */
+    uint64_t io_errors, corruptions;
+    /* journal */
+    uint64_t journal_records;      /* valid records in the journal file */
+    uint64_t journal_dropped;      /* records dropped at open (bad checksum) */
+    uint64_t generation;           /* newest generation handed out */
+} sw_store_stats;
+
+/* Fills a snapshot of the counters. st->struct_size must be set to the
+ * size of the caller's struct (sizeof(sw_store_stats)); a smaller, older
+ * struct receives the prefix it has room for.
+ * Returns SW_OK or SW_STATUS_INVALID (null, struct_size < 16). Works on a
+ * failed handle. */
+SW_API sw_status sw_store_get_stats(sw_store *s, sw_store_stats *st);
+
+/* "io_uring" / "pread"; "unknown" otherwise. Static string. */
+SW_API const char *sw_store_io_backend_name(sw_store_io_backend b);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

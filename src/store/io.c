@@ -1,0 +1,174 @@
+/* io_uring / pread backend of the store (see io.h). */
+#include "store/io.h"
+
+#include "core/sw_core.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#if defined(SPILLWAY_HAVE_URING)
+#include <liburing.h>
+#endif
+
+struct sw_io {
+    sw_store_io_backend backend;
+    unsigned qd;
+    char *reg;
+    size_t reg_len;
+#if defined(SPILLWAY_HAVE_URING)
+    struct io_uring ring;
+    int registered;
+#endif
+};
+
+/* Completes op from `done` bytes on with plain pread/pwrite (EINTR retried;
+ * EOF on a read ends the op short). */
+static void op_sync(sw_io_op *op, size_t done)
+{
+    while (done < op->len) {
+        ssize_t r = op->write ? pwrite(op->fd, (char *)op->buf + done, op->len - done,
+                                       (off_t)(op->off + done))
+                              : pread(op->fd, (char *)op->buf + done, op->len - done,
+                                      (off_t)(op->off + done));
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            op->res = -errno;
+            return;
+        }
+        if (r == 0)
+            break;
+        done += (size_t)r;
+    }
+    op->res = (int64_t)done;
+}
+
+sw_io *sw_io_create(unsigned queue_depth, void *reg, size_t reg_len, int force_pread)
+{
+    sw_io *io = (sw_io *)calloc(1, sizeof *io);
+    if (!io)
+        return NULL;
+    io->qd = queue_depth ? queue_depth : 1;
+    io->reg = (char *)reg;
+    io->reg_len = reg_len;
+    io->backend = SW_STORE_IO_PREAD;
+#if defined(SPILLWAY_HAVE_URING)
+    if (!force_pread && io_uring_queue_init(io->qd, &io->ring, 0) == 0) {
+        io->backend = SW_STORE_IO_URING;
+        if (reg && reg_len) {
+            struct iovec iov = {reg, reg_len};
+            /* Registration pins the pages once instead of per I/O; it can
+             * fail under a low RLIMIT_MEMLOCK, then plain reads still work. */
+            io->registered = io_uring_register_buffers(&io->ring, &iov, 1) == 0;
+        }
+    }
+#else
+    (void)force_pread;
+#endif
+    return io;
+}
+
+void sw_io_destroy(sw_io *io)
+{
+    if (!io)
+        return;
+#if defined(SPILLWAY_HAVE_URING)
+    if (io->backend == SW_STORE_IO_URING)
+        io_uring_queue_exit(&io->ring);
+#endif
+    free(io);
+}
+
+sw_store_io_backend sw_io_backend(const sw_io *io) { return io->backend; }
+
+#if defined(SPILLWAY_HAVE_URING)
+static size_t run_uring(sw_io *io, sw_io_op *ops, size_t n)
+{
+    size_t i = 0;
+    while (i < n) {
+        size_t batch = n - i < io->qd ? n - i : io->qd;
+        size_t queued = 0;
+        for (; queued < batch; queued++) {
+            struct io_uring_sqe *sqe = io_uring_get_sqe(&io->ring);
+            if (!sqe)
+                break;
+            sw_io_op *op = &ops[i + queued];
+            int fixed = io->registered && (char *)op->buf >= io->reg &&
+                        (char *)op->buf + op->len <= io->reg + io->reg_len;
+            if (op->write && fixed)
+                io_uring_prep_write_fixed(sqe, op->fd, op->buf, (unsigned)op->len, op->off, 0);
+            else if (op->write)
+                io_uring_prep_write(sqe, op->fd, op->buf, (unsigned)op->len, op->off);
+            else if (fixed)
+                io_uring_prep_read_fixed(sqe, op->fd, op->buf, (unsigned)op->len, op->off, 0);
+            else
+                io_uring_prep_read(sqe, op->fd, op->buf, (unsigned)op->len, op->off);
+            io_uring_sqe_set_data64(sqe, (uint64_t)(i + queued));
+            op->res = -EIO;
+        }
+        if (queued == 0) {
+            /* The ring is unusable; finish synchronously. */
+            for (; i < n; i++)
+                op_sync(&ops[i], 0);
+            break;
+        }
+        int sub = io_uring_submit(&io->ring);
+        /* io_uring_submit submits fewer only on a hard error: the entries
+         * left over are then done synchronously and the ring retired below. */
+        size_t inflight = sub > 0 ? (size_t)sub : 0;
+        size_t got = 0;
+        while (got < inflight) {
+            struct io_uring_cqe *cqe;
+            int e = io_uring_wait_cqe(&io->ring, &cqe);
+            if (e == -EINTR)
+                continue;
+            if (e < 0)
+                break;
+            size_t k = (size_t)io_uring_cqe_get_data64(cqe);
+            if (k < n)
+                ops[k].res = cqe->res;
+            io_uring_cqe_seen(&io->ring, cqe);
+            got++;
+        }
+        for (size_t k = i; k < i + queued; k++) {
+            sw_io_op *op = &ops[k];
+            if (k >= i + inflight || got < inflight) {
+                op_sync(op, 0);
+            } else if (op->res == -EAGAIN || op->res == -EINTR) {
+                op_sync(op, 0);
+            } else if (op->res >= 0 && (size_t)op->res < op->len) {
+                op_sync(op, (size_t)op->res);
+            }
+        }
+        if (inflight < queued || got < inflight) {
+            /* A broken ring: fall back for the rest of this handle's life. */
+            io_uring_queue_exit(&io->ring);
+            io->backend = SW_STORE_IO_PREAD;
+            for (size_t k = i + queued; k < n; k++)
+                op_sync(&ops[k], 0);
+            i = n;
+            break;
+        }
+        i += queued;
+    }
+    return 0;
+}
+#endif
+
+size_t sw_io_run(sw_io *io, sw_io_op *ops, size_t n)
+{
+#if defined(SPILLWAY_HAVE_URING)
+    if (io->backend == SW_STORE_IO_URING)
+        run_uring(io, ops, n);
+    else
+#endif
+        for (size_t i = 0; i < n; i++)
+            op_sync(&ops[i], 0);
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++)
+        if (ops[i].res != (int64_t)ops[i].len)
+            bad++;
+    return bad;
+}

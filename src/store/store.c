@@ -1,0 +1,598 @@
+/* Block store handle: open/create (directory and file checks, superblock,
+ * preallocation), journal replay and compaction, close, stats. */
+#include "store/store_internal.h"
+
+#include "attn/attn_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SB_NAME "superblock"
+#define SB_TMP_NAME "superblock.tmp"
+#define DATA_NAME "data"
+#define JOURNAL_NAME "journal"
+#define JOURNAL_TMP_NAME "journal.tmp"
+
+void sw_store_config_init(sw_store_config *c)
+{
+    if (!c)
+        return;
+    memset(c, 0, sizeof *c);
+    c->struct_size = sizeof *c;
+    c->stripe_bytes = 8192;
+    c->run_blocks = 64;
+    c->queue_depth = 64;
+    c->durability = SW_STORE_DURABILITY_PROCESS;
+    c->full_policy = SW_STORE_FULL_EVICT_LRU;
+    c->create = 1;
+}
+
+const char *sw_store_io_backend_name(sw_store_io_backend b)
+{
+    switch (b) {
+    case SW_STORE_IO_URING: return "io_uring";
+    case SW_STORE_IO_PREAD: return "pread";
+    }
+    return "unknown";
+}
+
+sw_status sw_store_errno(sw_store *s, int err, const char *what)
+{
+    (void)s;
+    if (err == ENOSPC || err == EDQUOT)
+        return sw_fail(SW_STATUS_FULL, "%s: the filesystem is full (%s, errno %d)", what,
+                       strerror(err), err);
+    return sw_fail(SW_STATUS_IO, "%s: %s (errno %d)", what, strerror(err), err);
+}
+
+/* ---------------------------------------------------------- file checks -- */
+static sw_status check_owned(int fd, const char *name, mode_t want_type)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        return sw_fail(SW_STATUS_IO, "fstat(%s): %s (errno %d)", name, strerror(errno), errno);
+    if ((st.st_mode & S_IFMT) != want_type)
+        return sw_fail(SW_STATUS_INVALID, "store %s is not a %s", name,
+                       want_type == S_IFDIR ? "directory" : "regular file");
+    if (st.st_uid != geteuid())
+        return sw_fail(SW_STATUS_INVALID, "store %s is owned by uid %u, not by this user (uid %u)",
+                       name, (unsigned)st.st_uid, (unsigned)geteuid());
+    if (st.st_mode & 077)
+        return sw_fail(SW_STATUS_INVALID, "store %s has mode %04o; group/other access is refused "
+                       "(want %s)", name, (unsigned)(st.st_mode & 07777),
+                       want_type == S_IFDIR ? "0700" : "0600");
+    return SW_OK;
+}
+
+/* Opens a store file by its fixed name inside the store directory. */
+static sw_status open_file(sw_store *s, const char *name, int flags, int *fd_out)
+{
+    int fd = openat(s->dir_fd, name, flags | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) {
+        int e = errno;
+        sw_status st = sw_store_errno(s, e, name);
+        errno = e; /* the caller tells EINVAL (no O_DIRECT) apart */
+        return st;
+    }
+    if (flags & O_CREAT)
+        (void)fchmod(fd, 0600);
+    sw_status st = check_owned(fd, name, S_IFREG);
+    if (st != SW_OK) {
+        close(fd);
+        return st;
+    }
+    *fd_out = fd;
+    return SW_OK;
+}
+
+static sw_status write_all(int fd, const void *buf, size_t len, uint64_t off, const char *what)
+{
+    const char *p = (const char *)buf;
+    while (len) {
+        ssize_t w = pwrite(fd, p, len, (off_t)off);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return sw_store_errno(NULL, errno, what);
+        }
+        p += w;
+        len -= (size_t)w;
+        off += (uint64_t)w;
+    }
+    return SW_OK;
+}
+
+static sw_status read_file(int fd, uint8_t **out, size_t *len, const char *what)
+{
+    struct stat st;
+    *out = NULL;
+    *len = 0;
+    if (fstat(fd, &st) != 0)
+        return sw_store_errno(NULL, errno, what);
+    size_t n = (size_t)st.st_size;
+    uint8_t *b = (uint8_t *)malloc(n ? n : 1);
+    if (!b)
+        return sw_fail(SW_STATUS_NO_MEMORY, "%s: %zu bytes", what, n);
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = pread(fd, b + got, n - got, (off_t)got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            free(b);
+            return sw_store_errno(NULL, errno, what);
+        }
+        if (r == 0)
+            break;
+        got += (size_t)r;
+    }
+    *out = b;
+    *len = got;
+    return SW_OK;
+}
+
+/* Replaces `name` by a fully written, synced temporary file (crash safe). */
+static sw_status replace_file(sw_store *s, const char *tmp, const char *name, const void *buf,
+                              size_t len)
+{
+    (void)unlinkat(s->dir_fd, tmp, 0);
+    int fd = -1;
+    SW_TRY(open_file(s, tmp, O_RDWR | O_CREAT | O_EXCL, &fd));
+    sw_status st = write_all(fd, buf, len, 0, tmp);
+    if (st == SW_OK && fsync(fd) != 0)
+        st = sw_store_errno(s, errno, "fsync");
+    close(fd);
+    if (st == SW_OK && renameat(s->dir_fd, tmp, s->dir_fd, name) != 0)
+        st = sw_store_errno(s, errno, "rename");
+    if (st == SW_OK && fsync(s->dir_fd) != 0)
+        st = sw_store_errno(s, errno, "fsync(store directory)");
+    if (st != SW_OK)
+        (void)unlinkat(s->dir_fd, tmp, 0);
+    return st;
+}
+
+/* -------------------------------------------------------------- journal -- */
+sw_status sw_store_journal_append(sw_store *s, const sw_store_record *r0)
+{
+    sw_store_record r = *r0;
+    r.seq = ++s->journal_seq;
+    uint8_t buf[SW_STORE_REC_BYTES];
+    sw_store_encode_record(&r, buf);
+    sw_status st = write_all(s->journal_fd, buf, sizeof buf, s->journal_end, "journal append");
+    if (st == SW_OK && s->durability == SW_STORE_DURABILITY_SYNC &&
+        fdatasync(s->journal_fd) != 0)
+        st = sw_store_errno(s, errno, "fdatasync(journal)");
+    if (st != SW_OK) {
+        /* Cut a partial record off so that the next append stays aligned;
+         * replay would drop it anyway, but a later good record must not sit
+         * behind garbage. */
+        char keep[512];
+        snprintf(keep, sizeof keep, "%s", sw_last_error());
+        if (ftruncate(s->journal_fd, (off_t)s->journal_end) != 0) {
+            s->failed = 1;
+            return sw_fail(SW_STATUS_FAILED, "%s; cutting the journal back failed too: %s",
+                           keep, strerror(errno));
+        }
+        sw_fail(st, "%s", keep);
+        return st;
+    }
+    s->journal_end += SW_STORE_REC_BYTES;
+    s->st.journal_records++;
+    return SW_OK;
+}
+
+static void apply_record(sw_store *s, const sw_store_record *r)
+{
+    if (r->generation > s->generation)
+        s->generation = r->generation;
+    uint32_t cur = sw_store_index_find(s, &r->key);
+    if (r->type == SW_STORE_REC_DEL) {
+        if (cur != SW_NIL)
+            sw_store_index_remove(s, cur);
+        return;
+    }
+    if (r->slot >= s->nslots || r->length > s->g.stripe_bytes)
+        return; /* checksummed but impossible for this geometry: ignore */
+    uint32_t slot = (uint32_t)r->slot;
+    /* A later record owns the slot: whoever held it before lost it. */
+    if (s->slots[slot].used && cur != slot)
+        sw_store_index_remove(s, slot);
+    sw_slot *e = &s->slots[slot];
+    e->key = r->key;
+    e->key.reserved = 0;
+    e->generation = r->generation;
+    e->length = r->length;
+    e->crc = r->payload_crc;
+    sw_store_index_publish(s, slot);
+    if (cur != SW_NIL && cur != slot)
+        sw_store_slot_release(s, cur);
+}
+
+static sw_status compact_journal(sw_store *s)
+{
+    size_t n = s->used_slots, k = 0;
+    uint8_t *buf = (uint8_t *)malloc(n ? n * SW_STORE_REC_BYTES : 1);
+    if (!buf)
+        return sw_fail(SW_STATUS_NO_MEMORY, "journal compaction");
+    uint64_t seq = 0;
+    /* Oldest first, so that replay rebuilds the same LRU order. */
+    for (uint32_t v = s->lru_tail; v != SW_NIL; v = s->slots[v].lru_prev) {
+        const sw_slot *e = &s->slots[v];
+        sw_store_record r = {SW_STORE_REC_PUT, e->key, e->generation, v, e->length, e->crc,
+                             ++seq};
+        sw_store_encode_record(&r, buf + k++ * SW_STORE_REC_BYTES);
+    }
+    sw_status st = replace_file(s, JOURNAL_TMP_NAME, JOURNAL_NAME, buf, k * SW_STORE_REC_BYTES);
+    free(buf);
+    if (st != SW_OK)
+        return st;
+    int fd = -1;
+    SW_TRY(open_file(s, JOURNAL_NAME, O_RDWR, &fd));
+    close(s->journal_fd);
+    s->journal_fd = fd;
+    s->journal_end = k * SW_STORE_REC_BYTES;
+    s->journal_seq = seq;
+    s->st.journal_records = k;
+    return SW_OK;
+}
+
+static sw_status replay_journal(sw_store *s)
+{
+    uint8_t *buf;
+    size_t len;
+    SW_TRY(read_file(s->journal_fd, &buf, &len, "read journal"));
+    size_t nrec = len / SW_STORE_REC_BYTES;
+    uint64_t good_end = 0;
+    for (size_t i = 0; i < nrec; i++) {
+        sw_store_record r;
+        if (sw_store_decode_record(buf + i * SW_STORE_REC_BYTES, SW_STORE_REC_BYTES, &r) !=
+            SW_OK) {
+            s->st.journal_dropped++;
+            continue;
+        }
+        apply_record(s, &r);
+        if (r.seq > s->journal_seq)
+            s->journal_seq = r.seq;
+        s->st.journal_records++;
+        good_end = (uint64_t)(i + 1) * SW_STORE_REC_BYTES;
+    }
+    free(buf);
+    /* A torn tail (a partial record, or whole records that fail their
+     * checksum after the last good one) is cut off so appends follow the
+     * last good record. */
+    if (good_end < len) {
+        s->st.journal_dropped += (len % SW_STORE_REC_BYTES) ? 1 : 0;
+        if (ftruncate(s->journal_fd, (off_t)good_end) != 0)
+            return sw_store_errno(s, errno, "truncate torn journal tail");
+    }
+    s->journal_end = good_end;
+    int64_t min_compact = sw_env_int("SPILLWAY_STORE_COMPACT_MIN", 4096);
+    if (s->st.journal_records > 2 * (uint64_t)s->used_slots + (uint64_t)min_compact ||
+        s->st.journal_dropped) {
+        sw_status st = compact_journal(s);
+        /* Compaction is an optimisation: without room for the new journal
+         * the old one keeps working. */
+        if (st != SW_OK && st != SW_STATUS_FULL)
+            return st;
+    }
+    return SW_OK;
+}
+
+/* ----------------------------------------------------------------- open -- */
+static void store_free(sw_store *s)
+{
+    if (!s)
+        return;
+    sw_io_destroy(s->io);
+    if (s->bounce_pinned)
+        sw_cuda_host_free(s->bounce);
+    else
+        sw_aligned_free(s->bounce);
+    if (s->host_pinned)
+        sw_cuda_host_free(s->host_mem);
+    else
+        sw_aligned_free(s->host_mem);
+    free(s->ops);
+    sw_store_index_free(s);
+    if (s->data_fd >= 0)
+        close(s->data_fd);
+    if (s->journal_fd >= 0)
+        close(s->journal_fd);
+    if (s->dir_fd >= 0)
+        close(s->dir_fd);
+    pthread_mutex_destroy(&s->lock);
+    free(s);
+}
+
+static uint64_t random_id(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t z = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 32) ^ ((uint64_t)getpid() << 16);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    return z ^ (z >> 31);
+}
+
+/* Pinned memory when a GPU can use it, page-aligned host memory otherwise. */
+static void *alloc_io_mem(size_t bytes, int *pinned)
+{
+    void *p = NULL;
+    *pinned = 0;
+    if (sw_cuda_built() && sw_cuda_devices() > 0 && sw_cuda_host_alloc(&p, bytes) == SW_OK) {
+        *pinned = 1;
+        return p;
+    }
+    return sw_aligned_alloc(SW_STORE_ALIGN, bytes);
+}
+
+static sw_status open_data(sw_store *s, int create)
+{
+    int base = O_RDWR | (create ? O_CREAT | O_TRUNC : 0);
+    int fd = -1;
+    s->direct_io = 1;
+    if (sw_env_int("SPILLWAY_STORE_BUFFERED", 0))
+        s->direct_io = 0;
+    sw_status st = s->direct_io ? open_file(s, DATA_NAME, base | O_DIRECT, &fd) : SW_STATUS_IO;
+    if (st != SW_OK && (!s->direct_io || errno == EINVAL)) {
+        /* The filesystem refuses O_DIRECT (EINVAL): buffered I/O, reported
+         * in stats.direct_io. */
+        s->direct_io = 0;
+        st = open_file(s, DATA_NAME, base, &fd);
+    }
+    if (st != SW_OK)
+        return st;
+    s->data_fd = fd;
+    /* One process at a time: a second writer would break the journal. */
+    /* A holder that was just killed may still hold the lock for a moment:
+     * io_uring tears its ring down asynchronously, and its in-flight
+     * requests keep the file open. Waiting for the lock therefore also
+     * waits until no write of a dead writer can still land. */
+    int64_t wait_ms = sw_env_int("SPILLWAY_STORE_LOCK_WAIT_MS", 2000);
+    for (int64_t waited = 0; flock(fd, LOCK_EX | LOCK_NB) != 0; waited += 5) {
+        if (errno != EWOULDBLOCK && errno != EINTR)
+            return sw_store_errno(s, errno, "flock(data)");
+        if (waited >= wait_ms)
+            return sw_fail(SW_STATUS_IO, "store is open in another process (flock: %s, "
+                           "waited %lld ms)", strerror(EWOULDBLOCK), (long long)waited);
+        struct timespec ts = {0, 5 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    uint64_t bytes = s->g.nruns * s->run_bytes;
+    if (create) {
+        int e = posix_fallocate(fd, 0, (off_t)bytes);
+        if (e != 0) {
+            (void)ftruncate(fd, 0);
+            sw_status fs = sw_store_errno(s, e, "preallocate data file");
+            char msg[400];
+            snprintf(msg, sizeof msg, "%s", sw_last_error());
+            return sw_fail(fs, "%s (%llu bytes)", msg, (unsigned long long)bytes);
+        }
+        if (fsync(fd) != 0)
+            return sw_store_errno(s, errno, "fsync(data)");
+    } else {
+        struct stat stt;
+        if (fstat(fd, &stt) != 0)
+            return sw_store_errno(s, errno, "fstat(data)");
+        if ((uint64_t)stt.st_size != bytes)
+            return sw_fail(SW_STATUS_CORRUPT, "data file has %lld bytes, the superblock says %llu",
+                           (long long)stt.st_size, (unsigned long long)bytes);
+    }
+    return SW_OK;
+}
+
+static sw_status open_dir(sw_store *s, const char *dir, int create)
+{
+    int made = 0;
+    if (create) {
+        if (mkdir(dir, 0700) == 0)
+            made = 1;
+        else if (errno != EEXIST)
+            return sw_store_errno(s, errno, "mkdir(store directory)");
+    }
+    s->dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (s->dir_fd < 0) {
+        if (errno == ENOENT)
+            return sw_fail(SW_STATUS_NOT_FOUND, "no store directory '%s'", dir);
+        if (errno == ELOOP || errno == ENOTDIR)
+            return sw_fail(SW_STATUS_INVALID, "'%s' is not a directory (or is a symlink)", dir);
+        return sw_store_errno(s, errno, "open(store directory)");
+    }
+    if (made)
+        (void)fchmod(s->dir_fd, 0700);
+    return check_owned(s->dir_fd, "directory", S_IFDIR);
+}
+
+static sw_status validate_config(const sw_store_config *c)
+{
+    if (!c)
+        return sw_fail(SW_STATUS_INVALID, "store config is NULL");
+    if (c->struct_size < sizeof(sw_store_config))
+        return sw_fail(SW_STATUS_INVALID, "store config struct_size %u < %zu (call "
+                       "sw_store_config_init)", c->struct_size, sizeof(sw_store_config));
+    if (!c->dir || !*c->dir)
+        return sw_fail(SW_STATUS_INVALID, "store config has no directory");
+    if (c->stripe_bytes == 0 || c->stripe_bytes > SW_STORE_MAX_STRIPE)
+        return sw_fail(SW_STATUS_INVALID, "stripe_bytes %u not in [1, %u]", c->stripe_bytes,
+                       SW_STORE_MAX_STRIPE);
+    if (c->run_blocks == 0 || c->run_blocks > SW_STORE_MAX_RUN_BLOCKS)
+        return sw_fail(SW_STATUS_INVALID, "run_blocks %u not in [1, %u]", c->run_blocks,
+                       SW_STORE_MAX_RUN_BLOCKS);
+    if (c->queue_depth == 0 || c->queue_depth > 4096)
+        return sw_fail(SW_STATUS_INVALID, "queue_depth %u not in [1, 4096]", c->queue_depth);
+    if ((unsigned)c->durability > SW_STORE_DURABILITY_SYNC)
+        return sw_fail(SW_STATUS_INVALID, "unknown durability mode %d", (int)c->durability);
+    if ((unsigned)c->full_policy > SW_STORE_FULL_REFUSE)
+        return sw_fail(SW_STATUS_INVALID, "unknown full policy %d", (int)c->full_policy);
+    return SW_OK;
+}
+
+static sw_status store_open(const sw_store_config *c, sw_store *s)
+{
+    SW_TRY(open_dir(s, c->dir, c->create));
+
+    /* The superblock is written last at creation: without it the store
+     * does not exist (an interrupted creation is redone). */
+    int sb_fd = openat(s->dir_fd, SB_NAME, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    int create = 0;
+    if (sb_fd < 0) {
+        if (errno != ENOENT)
+            return sw_store_errno(s, errno, SB_NAME);
+        if (!c->create)
+            return sw_fail(SW_STATUS_NOT_FOUND, "no store in '%s' (and create = 0)", c->dir);
+        create = 1;
+        if (sw_store_geometry_make(c->stripe_bytes, c->run_blocks, c->capacity_bytes, &s->g) !=
+            SW_OK)
+            return sw_fail(SW_STATUS_INVALID, "capacity %llu bytes is less than one run "
+                           "(%u blocks of %u bytes + header) or too many extents",
+                           (unsigned long long)c->capacity_bytes, c->run_blocks,
+                           c->stripe_bytes);
+        s->g.store_id = random_id();
+    } else {
+        sw_status st = check_owned(sb_fd, SB_NAME, S_IFREG);
+        uint8_t sb[SW_STORE_SB_BYTES];
+        ssize_t r = st == SW_OK ? pread(sb_fd, sb, sizeof sb, 0) : -1;
+        int e = errno;
+        close(sb_fd);
+        if (st != SW_OK)
+            return st;
+        if (r < 0)
+            return sw_store_errno(s, e, "read superblock");
+        st = sw_store_decode_superblock(sb, (size_t)r, &s->g);
+        if (st == SW_STATUS_UNSUPPORTED)
+            return sw_fail(SW_STATUS_INVALID, "store format version %u, this library reads %u",
+                           s->g.version, SW_STORE_FORMAT_VERSION);
+        if (st != SW_OK)
+            return sw_fail(SW_STATUS_CORRUPT, "superblock of '%s' is damaged", c->dir);
+        if (s->g.stripe_bytes != c->stripe_bytes || s->g.run_blocks != c->run_blocks)
+            return sw_fail(SW_STATUS_INVALID, "store was created with stripe_bytes %u, "
+                           "run_blocks %u; config asks for %u, %u", s->g.stripe_bytes,
+                           s->g.run_blocks, c->stripe_bytes, c->run_blocks);
+        if (c->capacity_bytes) {
+            sw_store_geometry want;
+            if (sw_store_geometry_make(c->stripe_bytes, c->run_blocks, c->capacity_bytes,
+                                       &want) != SW_OK || want.nruns != s->g.nruns)
+                return sw_fail(SW_STATUS_INVALID, "store was created with %llu runs; "
+                               "capacity %llu bytes asks for another size",
+                               (unsigned long long)s->g.nruns,
+                               (unsigned long long)c->capacity_bytes);
+        }
+    }
+    s->run_bytes = sw_store_run_bytes(&s->g);
+    s->nslots = (uint32_t)(s->g.nruns * s->g.run_blocks);
+
+    if (create) {
+        (void)unlinkat(s->dir_fd, JOURNAL_NAME, 0);
+        (void)unlinkat(s->dir_fd, JOURNAL_TMP_NAME, 0);
+    }
+    SW_TRY(open_data(s, create));
+    SW_TRY(open_file(s, JOURNAL_NAME, O_RDWR | (create ? O_CREAT | O_TRUNC : 0), &s->journal_fd));
+    (void)unlinkat(s->dir_fd, JOURNAL_TMP_NAME, 0);
+    if (create) {
+        if (fsync(s->journal_fd) != 0)
+            return sw_store_errno(s, errno, "fsync(journal)");
+        uint8_t sb[SW_STORE_SB_BYTES];
+        sw_store_encode_superblock(&s->g, sb);
+        SW_TRY(replace_file(s, SB_TMP_NAME, SB_NAME, sb, sizeof sb));
+    }
+
+    /* Memory: index, host tier, bounce buffer, I/O backend. */
+    uint64_t host_n = c->host_tier_bytes / s->g.slot_bytes;
+    s->host_n = host_n > s->nslots ? s->nslots : (uint32_t)host_n;
+    SW_TRY(sw_store_index_init(s));
+    if (s->host_n) {
+        s->host_mem = (char *)alloc_io_mem((size_t)s->host_n * s->g.slot_bytes, &s->host_pinned);
+        if (!s->host_mem)
+            return sw_fail(SW_STATUS_NO_MEMORY, "host tier of %llu bytes",
+                           (unsigned long long)s->host_n * s->g.slot_bytes);
+    }
+    size_t bb = c->io_buffer_bytes ? (size_t)c->io_buffer_bytes : (size_t)8 << 20;
+    if (bb < 2 * s->run_bytes)
+        bb = (size_t)(2 * s->run_bytes);
+    s->bounce_bytes = sw_align_up(bb, SW_STORE_ALIGN);
+    s->bounce = (char *)alloc_io_mem(s->bounce_bytes, &s->bounce_pinned);
+    s->ops_cap = (size_t)c->queue_depth * 2 + 8;
+    s->ops = (sw_io_op *)calloc(s->ops_cap, sizeof *s->ops);
+    if (!s->bounce || !s->ops)
+        return sw_fail(SW_STATUS_NO_MEMORY, "I/O buffer of %zu bytes", s->bounce_bytes);
+    const char *io_env = getenv("SPILLWAY_STORE_IO");
+    int force_pread = io_env && strcmp(io_env, "pread") == 0;
+    s->io = sw_io_create(c->queue_depth, s->bounce, s->bounce_bytes, force_pread);
+    if (!s->io)
+        return sw_fail(SW_STATUS_NO_MEMORY, "I/O backend");
+
+    return create ? SW_OK : replay_journal(s);
+}
+
+sw_status sw_store_open(const sw_store_config *c, sw_store **out)
+{
+    if (!out)
+        return sw_fail(SW_STATUS_INVALID, "sw_store_open: out is NULL");
+    *out = NULL;
+    SW_TRY(validate_config(c));
+    sw_store *s = (sw_store *)calloc(1, sizeof *s);
+    if (!s)
+        return sw_fail(SW_STATUS_NO_MEMORY, "store handle");
+    pthread_mutex_init(&s->lock, NULL);
+    s->dir_fd = s->data_fd = s->journal_fd = -1;
+    s->durability = c->durability;
+    s->full_policy = c->full_policy;
+    s->queue_depth = c->queue_depth;
+    sw_status st = store_open(c, s);
+    if (st != SW_OK) {
+        store_free(s);
+        return st;
+    }
+    *out = s;
+    return SW_OK;
+}
+
+sw_status sw_store_close(sw_store *s)
+{
+    if (!s)
+        return SW_OK;
+    sw_status st = SW_OK;
+    if (!s->failed) {
+        if (fdatasync(s->data_fd) != 0)
+            st = sw_store_errno(s, errno, "fdatasync(data) at close");
+        if (fdatasync(s->journal_fd) != 0 && st == SW_OK)
+            st = sw_store_errno(s, errno, "fdatasync(journal) at close");
+    }
+    store_free(s);
+    return st;
+}
+
+sw_status sw_store_get_stats(sw_store *s, sw_store_stats *out)
+{
+    if (!s || !out || out->struct_size < 16)
+        return sw_fail(SW_STATUS_INVALID, "sw_store_get_stats: null argument or struct_size < 16");
+    uint32_t want = out->struct_size;
+    pthread_mutex_lock(&s->lock);
+    sw_store_stats st = s->st;
+    st.io_backend = sw_io_backend(s->io);
+    st.direct_io = s->direct_io;
+    st.failed = s->failed;
+    st.stripe_bytes = s->g.stripe_bytes;
+    st.extent_bytes = s->g.slot_bytes;
+    st.run_blocks = s->g.run_blocks;
+    st.extents_total = s->nslots;
+    st.extents_used = s->used_slots;
+    st.capacity_bytes = (uint64_t)s->nslots * s->g.slot_bytes;
+    st.used_bytes = (uint64_t)s->used_slots * s->g.slot_bytes;
+    st.payload_bytes = s->payload_bytes;
+    st.file_bytes = s->g.nruns * s->run_bytes;
+    st.host_capacity_bytes = (uint64_t)s->host_n * s->g.slot_bytes;
+    st.host_used_bytes = (uint64_t)s->host_used * s->g.slot_bytes;
+    st.host_entries = s->host_used;
+    st.generation = s->generation;
+    pthread_mutex_unlock(&s->lock);
+    st.struct_size = want;
+    memcpy(out, &st, want < sizeof st ? want : sizeof st);
+    return SW_OK;
+}

@@ -1,0 +1,144 @@
+/* Internal state of a block store handle, shared by the files of src/store. */
+#ifndef SW_STORE_INTERNAL_H
+#define SW_STORE_INTERNAL_H
+
+#include "core/sw_core.h"
+#include "store/format.h"
+#include "store/io.h"
+
+#include <pthread.h>
+#include <stdint.h>
+
+#define SW_NIL 0xffffffffu
+
+/* One per extent slot of the data file; `used` slots are the live stripes. */
+typedef struct sw_slot {
+    sw_store_key key;
+    uint64_t generation;
+    uint32_t length;
+    uint32_t crc;
+    uint32_t lru_prev, lru_next; /* file-tier LRU, most recent at head */
+    uint32_t host;               /* host-tier entry or SW_NIL */
+    uint8_t used;
+} sw_slot;
+
+/* One per run of run_blocks adjacent slots. A run is owned by one stream
+ * chunk (ns, layer, kv_head, kind, block / run_blocks) while it holds any
+ * slot; block b of that chunk goes to position b % run_blocks when free. */
+typedef struct sw_run {
+    sw_store_key owner; /* block = chunk index */
+    uint32_t used;      /* used slots in the run (of any stream) */
+    uint8_t owned;
+    uint8_t in_free;    /* on the free-run stack */
+} sw_run;
+
+typedef struct sw_host_entry {
+    uint32_t slot;               /* file slot whose stripe this copies; SW_NIL = free */
+    uint32_t lru_prev, lru_next;
+} sw_host_entry;
+
+struct sw_store {
+    pthread_mutex_t lock;
+    sw_store_geometry g;
+    uint64_t run_bytes;
+    uint32_t nslots;
+    sw_store_durability durability;
+    sw_store_full_policy full_policy;
+    unsigned queue_depth;
+    int dir_fd, data_fd, journal_fd;
+    int direct_io;
+    int failed;
+
+    /* index: key -> slot (open addressing, linear probing) */
+    uint32_t *table;
+    uint64_t table_mask;
+    sw_slot *slots;
+    uint32_t lru_head, lru_tail;
+    uint32_t used_slots;
+    uint64_t payload_bytes;
+    uint32_t scan_cursor;
+
+    /* runs: chunk -> run */
+    sw_run *runs;
+    uint32_t *run_table;
+    uint64_t run_table_mask;
+    uint32_t *free_runs;
+    uint32_t nfree_runs;
+
+    /* host tier */
+    uint32_t host_n;             /* entries (capacity / slot_bytes) */
+    uint32_t host_used;
+    char *host_mem;
+    int host_pinned;
+    sw_host_entry *host;
+    uint32_t host_free_head;     /* free list through lru_next */
+    uint32_t host_lru_head, host_lru_tail;
+
+    /* I/O */
+    sw_io *io;
+    char *bounce;                /* io_buffer_bytes, 4 KiB aligned, pinned if CUDA */
+    size_t bounce_bytes;
+    int bounce_pinned;
+    sw_io_op *ops;               /* queue scratch */
+    size_t ops_cap;
+
+    /* journal */
+    uint64_t journal_end;        /* bytes of valid records */
+    uint64_t journal_seq;
+    uint64_t generation;
+
+    sw_store_stats st;           /* counters (occupancy fields filled on demand) */
+};
+
+/* index.c: the in-memory index, placement, LRU and host tier. */
+sw_status sw_store_index_init(sw_store *s);
+void sw_store_index_free(sw_store *s);
+uint32_t sw_store_index_find(const sw_store *s, const sw_store_key *k);
+/* Publishes `slot` (fields filled, not yet used) as the key's live stripe,
+ * replacing the mapping of an earlier slot of the key (which stays used:
+ * the caller frees it). */
+void sw_store_index_publish(sw_store *s, uint32_t slot);
+/* Removes the key of `slot` from the index and frees the slot. */
+void sw_store_index_remove(sw_store *s, uint32_t slot);
+/* Marks a slot used/free and keeps the run bookkeeping. */
+void sw_store_slot_take(sw_store *s, uint32_t slot);
+void sw_store_slot_release(sw_store *s, uint32_t slot);
+/* A free slot for block `key` (adjacent to its stream's run when possible),
+ * never `avoid`; SW_NIL when every slot is used. */
+uint32_t sw_store_place(sw_store *s, const sw_store_key *key, uint32_t avoid);
+/* Undoes the run bookkeeping of a place() whose write failed. */
+void sw_store_place_abort(sw_store *s, uint32_t slot);
+void sw_store_lru_touch(sw_store *s, uint32_t slot);
+/* Least recently used live slot other than `avoid` (SW_NIL when none). */
+uint32_t sw_store_lru_victim(const sw_store *s, uint32_t avoid);
+
+/* host tier */
+static inline char *sw_store_host_ptr(const sw_store *s, uint32_t h)
+{
+    return s->host_mem + (uint64_t)h * s->g.slot_bytes;
+}
+/* Copies the stripe of `slot` into the host tier (evicting LRU entries). */
+void sw_store_host_put(sw_store *s, uint32_t slot, const void *payload);
+void sw_store_host_drop(sw_store *s, uint32_t slot);
+void sw_store_host_touch(sw_store *s, uint32_t h);
+
+static inline uint64_t sw_store_slot_off(const sw_store *s, uint32_t slot)
+{
+    uint64_t r = slot / s->g.run_blocks, p = slot % s->g.run_blocks;
+    return r * s->run_bytes + s->g.run_header_bytes + p * s->g.slot_bytes;
+}
+static inline uint64_t sw_store_run_off(const sw_store *s, uint32_t run)
+{
+    return (uint64_t)run * s->run_bytes;
+}
+
+/* store.c: journal append (record encoded, written at journal_end, synced
+ * per durability). On failure the journal is cut back; SW_STATUS_FAILED
+ * when that is impossible (handle marked failed). */
+sw_status sw_store_journal_append(sw_store *s, const sw_store_record *r);
+sw_status sw_store_errno(sw_store *s, int err, const char *what);
+
+/* Thin CUDA wrapper added for the store (cuda_rt.cu / cuda_stub.c). */
+sw_status sw_cuda_stream_sync(void *stream);
+
+#endif

@@ -1,0 +1,304 @@
+/* Block store round trips: random keys and lengths written and read back in
+ * shuffled batches; overwrite; delete; namespace isolation; reopen after a
+ * clean close; host-tier hits; adjacent blocks coalesced into one request;
+ * argument errors. */
+#include "test_store_util.h"
+
+#define STRIPE 8192u
+#define RUN 16u
+#define NKEYS 400
+
+typedef struct model {
+    sw_store_key key;
+    uint64_t tag;   /* content tag (0 = absent) */
+    size_t len;
+    uint64_t gen;
+} model;
+
+static void check_all(sw_store *s, model *m, size_t n, sw_rng *r)
+{
+    /* Shuffled batch of every key (present or not). */
+    size_t *perm = malloc(n * sizeof *perm);
+    for (size_t i = 0; i < n; i++)
+        perm[i] = i;
+    for (size_t i = n - 1; i > 0; i--) {
+        size_t j = sw_rng_next(r) % (i + 1), t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+    sw_store_key *keys = malloc(n * sizeof *keys);
+    void **dst = malloc(n * sizeof *dst);
+    size_t *lens = malloc(n * sizeof *lens);
+    uint64_t *gens = malloc(n * sizeof *gens);
+    sw_status *sts = malloc(n * sizeof *sts);
+    for (size_t i = 0; i < n; i++) {
+        keys[i] = m[perm[i]].key;
+        dst[i] = malloc(STRIPE);
+    }
+    (void)sw_store_read(s, n, keys, dst, STRIPE, lens, gens, sts);
+    for (size_t i = 0; i < n; i++) {
+        const model *e = &m[perm[i]];
+        if (e->tag == 0) {
+            CHECK_STATUS(sts[i], SW_STATUS_NOT_FOUND);
+        } else {
+            CHECK_STATUS(sts[i], SW_OK);
+            CHECK(lens[i] == e->len && gens[i] == e->gen);
+            CHECK(sts[i] != SW_OK || ts_check(dst[i], e->len, &e->key, e->tag));
+        }
+        free(dst[i]);
+    }
+    free(perm); free(keys); free(dst); free(lens); free(gens); free(sts);
+}
+
+static void put(sw_store *s, model *e, uint64_t tag)
+{
+    uint8_t buf[STRIPE];
+    e->len = ts_len(&e->key, tag, STRIPE);
+    ts_fill(buf, e->len, &e->key, tag);
+    uint64_t g = 0;
+    CHECK_STATUS(sw_store_write(s, &e->key, buf, e->len, &g), SW_OK);
+    CHECK(g > e->gen);
+    e->gen = g;
+    e->tag = tag;
+}
+
+static void test_round_trips(const char *dir, uint64_t seed)
+{
+    sw_rng r = {seed};
+    sw_store_config c = ts_config(dir, STRIPE, RUN, 64);
+    sw_store *s = NULL;
+    CHECK_STATUS(sw_store_open(&c, &s), SW_OK);
+    if (!s)
+        return;
+    sw_store_stats st = ts_stats(s);
+    printf("io backend: %s, direct_io %d\n", sw_store_io_backend_name(st.io_backend),
+           st.direct_io);
+    CHECK(st.extents_total == 64 * RUN && st.extents_used == 0);
+
+    static model m[NKEYS];
+    for (int i = 0; i < NKEYS; i++) {
+        m[i].key = ts_key(sw_rng_int(&r, 1, 3), sw_rng_int(&r, 0, 3),
+                          (uint32_t)sw_rng_int(&r, 0, 100000), (uint16_t)sw_rng_int(&r, 0, 7),
+                          (uint8_t)sw_rng_int(&r, 0, 1));
+        for (int j = 0; j < i; j++) /* unique keys */
+            if (sw_store_key_eq(&m[j].key, &m[i].key)) {
+                m[i].key.block++;
+                j = -1;
+            }
+        m[i].tag = 0;
+        m[i].gen = 0;
+    }
+    for (int i = 0; i < NKEYS; i++)
+        if (i % 5 != 0) /* every fifth key stays absent */
+            put(s, &m[i], 1);
+    check_all(s, m, NKEYS, &r);
+
+    /* Overwrite a third with new contents and lengths. */
+    for (int i = 0; i < NKEYS; i += 3)
+        if (m[i].tag)
+            put(s, &m[i], m[i].tag + 1);
+    check_all(s, m, NKEYS, &r);
+
+    /* Delete some; a second delete and a delete of an absent key fail. */
+    for (int i = 1; i < NKEYS; i += 7)
+        if (m[i].tag) {
+            CHECK_STATUS(sw_store_delete(s, &m[i].key), SW_OK);
+            CHECK_STATUS(sw_store_delete(s, &m[i].key), SW_STATUS_NOT_FOUND);
+            m[i].tag = 0;
+        }
+    check_all(s, m, NKEYS, &r);
+
+    uint64_t live = 0, payload = 0;
+    for (int i = 0; i < NKEYS; i++)
+        if (m[i].tag) {
+            live++;
+            payload += m[i].len;
+        }
+    st = ts_stats(s);
+    CHECK(st.extents_used == live && st.payload_bytes == payload);
+    CHECK(st.used_bytes == live * st.extent_bytes);
+    CHECK(st.corruptions == 0 && st.io_errors == 0);
+
+    /* Reopen after a clean close: same contents, same accounting. */
+    CHECK_STATUS(sw_store_close(s), SW_OK);
+    s = NULL;
+    sw_store_config c2 = c;
+    c2.capacity_bytes = 0; /* "as created" */
+    CHECK_STATUS(sw_store_open(&c2, &s), SW_OK);
+    if (!s)
+        return;
+    st = ts_stats(s);
+    CHECK(st.extents_used == live && st.payload_bytes == payload && st.journal_dropped == 0);
+    check_all(s, m, NKEYS, &r);
+    /* Generations keep growing after a reopen. */
+    uint64_t gmax = 0;
+    for (int i = 0; i < NKEYS; i++)
+        gmax = m[i].gen > gmax ? m[i].gen : gmax;
+    put(s, &m[0], 99);
+    CHECK(m[0].gen > gmax);
+    CHECK_STATUS(sw_store_close(s), SW_OK);
+}
+
+static void test_namespaces(const char *dir)
+{
+    sw_store_config c = ts_config(dir, STRIPE, RUN, 8);
+    sw_store *s = NULL;
+    CHECK_STATUS(sw_store_open(&c, &s), SW_OK);
+    if (!s)
+        return;
+    uint8_t a[STRIPE], b[STRIPE];
+    sw_store_key ka = ts_key(100, 2, 5, 1, SW_STORE_KIND_K), kb = ka, kc = ka;
+    kb.ns = 200;
+    kc.ns = 300;
+    ts_fill(a, STRIPE, &ka, 1);
+    ts_fill(b, STRIPE, &kb, 1);
+    CHECK_STATUS(sw_store_write(s, &ka, a, STRIPE, NULL), SW_OK);
+    CHECK_STATUS(sw_store_write(s, &kb, b, 100, NULL), SW_OK);
+    uint8_t out[STRIPE];
+    size_t len;
+    CHECK_STATUS(ts_read1(s, &ka, out, STRIPE, &len, NULL), SW_OK);
+    CHECK(len == STRIPE && memcmp(out, a, STRIPE) == 0);
+    CHECK_STATUS(ts_read1(s, &kb, out, STRIPE, &len, NULL), SW_OK);
+    CHECK(len == 100 && memcmp(out, b, 100) == 0);
+    memset(out, 0xcc, sizeof out);
+    CHECK_STATUS(ts_read1(s, &kc, out, STRIPE, &len, NULL), SW_STATUS_NOT_FOUND);
+    CHECK(len == 0 && out[0] == 0xcc); /* untouched */
+    /* Same coordinates, other kind / head / layer are other keys too. */
+    sw_store_key kv = ka;
+    kv.kind = SW_STORE_KIND_V;
+    CHECK_STATUS(ts_read1(s, &kv, out, STRIPE, NULL, NULL), SW_STATUS_NOT_FOUND);
+    CHECK_STATUS(sw_store_delete(s, &kc), SW_STATUS_NOT_FOUND);
+    CHECK_STATUS(sw_store_delete(s, &ka), SW_OK);
+    CHECK_STATUS(ts_read1(s, &ka, out, STRIPE, NULL, NULL), SW_STATUS_NOT_FOUND);
+    CHECK_STATUS(ts_read1(s, &kb, out, STRIPE, &len, NULL), SW_OK);
+    CHECK(len == 100 && memcmp(out, b, 100) == 0);
+    CHECK_STATUS(sw_store_close(s), SW_OK);
+}
+
+static void test_coalesce_and_host(const char *dir)
+{
+    sw_store_config c = ts_config(dir, STRIPE, 64, 4);
+    c.host_tier_bytes = 32 * STRIPE;
+    sw_store *s = NULL;
+    CHECK_STATUS(sw_store_open(&c, &s), SW_OK);
+    if (!s)
+        return;
+    enum { N = 64 };
+    sw_store_key keys[N];
+    void *dst[N];
+    sw_status sts[N];
+    size_t lens[N];
+    uint8_t *mem = malloc((size_t)N * STRIPE);
+    /* Two interleaved streams written block by block, as a model would. */
+    for (int i = 0; i < N; i++)
+        for (int kind = 0; kind < 2; kind++) {
+            sw_store_key k = ts_key(7, 3, (uint32_t)(128 + i), 2, (uint8_t)kind);
+            ts_fill(mem, STRIPE, &k, 5);
+            CHECK_STATUS(sw_store_write(s, &k, mem, STRIPE, NULL), SW_OK);
+        }
+    sw_store_stats st0 = ts_stats(s);
+    CHECK(st0.host_entries == 32 && st0.host_used_bytes == 32 * STRIPE);
+    CHECK(st0.host_evictions == 2 * N - 32);
+    for (int i = 0; i < N; i++) {
+        keys[i] = ts_key(7, 3, (uint32_t)(128 + i), 2, SW_STORE_KIND_K);
+        dst[i] = mem + (size_t)i * STRIPE;
+    }
+    memset(mem, 0, (size_t)N * STRIPE);
+    CHECK_STATUS(sw_store_read(s, N, keys, dst, STRIPE, lens, NULL, sts), SW_OK);
+    sw_store_stats st1 = ts_stats(s);
+    for (int i = 0; i < N; i++)
+        CHECK(sts[i] == SW_OK && lens[i] == STRIPE && ts_check(dst[i], STRIPE, &keys[i], 5));
+    /* The K stream's blocks were in the host tier only where recent (the
+     * last 32 writes were the V/K pairs of blocks 112..127+: 16 K stripes),
+     * the rest came from the file as ONE request (one run, adjacent). */
+    CHECK(st1.host_hits - st0.host_hits == 16);
+    CHECK(st1.file_hits - st0.file_hits == N - 16);
+    CHECK(st1.read_requests - st0.read_requests == 1);
+    /* File reads fill the host tier in placement order (verified bytes
+     * only): the last 32 read from the file, blocks 16..47, are now there. */
+    CHECK_STATUS(sw_store_read(s, 16, keys + 16, dst, STRIPE, lens, NULL, sts), SW_OK);
+    sw_store_stats st2 = ts_stats(s);
+    CHECK(st2.host_hits - st1.host_hits == 16 && st2.read_requests == st1.read_requests);
+    CHECK(st2.host_bytes_read - st1.host_bytes_read == 16ull * STRIPE);
+    free(mem);
+    CHECK_STATUS(sw_store_close(s), SW_OK);
+}
+
+static void test_errors(const char *dir)
+{
+    sw_store *s = NULL;
+    CHECK_STATUS(sw_store_open(NULL, &s), SW_STATUS_INVALID);
+    sw_store_config c = ts_config(dir, STRIPE, RUN, 2);
+    CHECK_STATUS(sw_store_open(&c, NULL), SW_STATUS_INVALID);
+    c.struct_size = 8;
+    CHECK_STATUS(sw_store_open(&c, &s), SW_STATUS_INVALID);
+    CHECK(s == NULL);
+    c = ts_config(dir, STRIPE, RUN, 2);
+    c.queue_depth = 0;
+    CHECK_STATUS(sw_store_open(&c, &s), SW_STATUS_INVALID);
+    c = ts_config(dir, STRIPE, RUN, 2);
+    CHECK_STATUS(sw_store_open(&c, &s), SW_OK);
+    if (!s)
+        return;
+    /* A second open of the same store (this process or another) is refused. */
+    sw_store *s2 = NULL;
+    setenv("SPILLWAY_STORE_LOCK_WAIT_MS", "20", 1);
+    CHECK_STATUS(sw_store_open(&c, &s2), SW_STATUS_IO);
+    unsetenv("SPILLWAY_STORE_LOCK_WAIT_MS");
+    sw_store_key k = ts_key(1, 1, 1, 1, SW_STORE_KIND_V);
+    uint8_t buf[STRIPE + 1] = {1};
+    CHECK_STATUS(sw_store_write(s, &k, buf, STRIPE + 1, NULL), SW_STATUS_INVALID);
+    CHECK_STATUS(sw_store_write(s, &k, NULL, 10, NULL), SW_STATUS_INVALID);
+    CHECK_STATUS(sw_store_write(NULL, &k, buf, 10, NULL), SW_STATUS_INVALID);
+    sw_store_key bad = k;
+    bad.kind = 2;
+    CHECK_STATUS(sw_store_write(s, &bad, buf, 10, NULL), SW_STATUS_INVALID);
+    bad = k;
+    bad.reserved = 1;
+    CHECK_STATUS(sw_store_write(s, &bad, buf, 10, NULL), SW_STATUS_INVALID);
+    CHECK_STATUS(sw_store_write(s, &k, NULL, 0, NULL), SW_OK); /* empty stripe */
+    size_t len = 99;
+    CHECK_STATUS(ts_read1(s, &k, buf, STRIPE, &len, NULL), SW_OK);
+    CHECK(len == 0);
+    CHECK_STATUS(sw_store_write(s, &k, buf, 100, NULL), SW_OK);
+    CHECK_STATUS(ts_read1(s, &k, buf, 99, NULL, NULL), SW_STATUS_INVALID); /* dst too small */
+    void *dst[2] = {buf, NULL};
+    sw_store_key ks[2] = {k, k};
+    sw_status sts[2];
+    CHECK_STATUS(sw_store_read(s, 2, ks, dst, STRIPE, NULL, NULL, sts), SW_STATUS_INVALID);
+    CHECK(sts[0] == SW_OK && sts[1] == SW_STATUS_INVALID);
+    CHECK_STATUS(sw_store_read(s, 2, ks, dst, STRIPE, NULL, NULL, NULL), SW_STATUS_INVALID);
+    CHECK_STATUS(sw_store_read(s, 0, NULL, NULL, 0, NULL, NULL, sts), SW_OK);
+    CHECK_STATUS(sw_store_read_device(s, 1, ks, dst, STRIPE, NULL, NULL, sts, NULL),
+                 sw_cuda_devices() > 0 ? SW_STATUS_INVALID : SW_STATUS_NO_DEVICE);
+    sw_store_stats st;
+    st.struct_size = 4;
+    CHECK_STATUS(sw_store_get_stats(s, &st), SW_STATUS_INVALID);
+    CHECK(strcmp(sw_store_io_backend_name(SW_STORE_IO_PREAD), "pread") == 0);
+    CHECK_STATUS(sw_store_close(s), SW_OK);
+    CHECK_STATUS(sw_store_close(NULL), SW_OK);
+    c.create = 0;
+    c.dir = "/tmp/sw_store_definitely_missing_dir";
+    CHECK_STATUS(sw_store_open(&c, &s), SW_STATUS_NOT_FOUND);
+}
+
+int main(void)
+{
+    uint64_t seed = ts_seed(0x5107e);
+    ts_dir d;
+    ts_dir_make(&d, "basic");
+    char sub[300];
+    printf("seed 0x%llx, dir %s\n", (unsigned long long)seed, d.base);
+    test_round_trips(d.store, seed);
+    snprintf(sub, sizeof sub, "%s/ns", d.base);
+    test_namespaces(sub);
+    snprintf(sub, sizeof sub, "%s/co", d.base);
+    test_coalesce_and_host(sub);
+    snprintf(sub, sizeof sub, "%s/err", d.base);
+    test_errors(sub);
+    ts_rm_rf(d.base);
+    if (sw_test_failures)
+        fprintf(stderr, "test_store_basic: %d failures (seed 0x%llx)\n", sw_test_failures,
+                (unsigned long long)seed);
+    return sw_test_failures ? 1 : 0;
+}
