@@ -88,8 +88,8 @@ SW_API const char *sw_backend_name(sw_backend b);
 
 /* Number of CUDA devices usable by this build (0 without CUDA or GPU). */
 SW_API int32_t sw_cuda_device_count(void);
-/* Instruction set the CPU fast path uses on this machine ("avx512bf16",
- * "avx512", "avx2", "scalar"); chosen once at run time. */
+/* Instruction set the CPU fast path uses on this machine ("amx",
+ * "avx512bf16", "avx512", "avx2", "scalar"); chosen once at run time. */
 SW_API const char *sw_prefill_cpu_isa(void);
 
 /* ------------------------------------------------------------------------ */

@@ -11,12 +11,20 @@
  *  2. times the fast path on the reporting shapes (bf16, 1 x 2048, causal:
  *     Hq16/Hkv2 d256, Hq32/Hkv8 d128, Hq32/Hkv32 d128; not causal: Hq16/Hkv2
  *     d256) and prints GFLOP/s with FLOPs = 4 * q_len * kv_eff * d * Hq.
- * It also checks and times bench/dev/cpu_fast_amx.c (development AMX kernel,
- * shown as "amx(dev)") when the CPU has AMX and Linux grants the tile state.
+ * The AMX kernel (src/attn/cpu_fast_amx.c) is a library ISA ("amx"): run
+ * like the others when the CPU has AMX and Linux grants the tile state.
+ * Emulated AMX: the same program built with -DSW_AMX_EMULATE and linked with
+ * bench/dev/cpu_fast_amx_emul.c (build/dev/cpu_fast_check_emul) also runs
+ * every random case through the AMX kernel over a scalar model of the tile
+ * instructions ("amx(emul)"; checks only, no timings), so the kernel's
+ * logic is tested on CPUs without AMX (needs AVX-512 BF16).
  * Build (from the repo root; see the flags comment in src/attn/cpu_fast.c):
- *   sh bench/dev/cpu_fast_check.sh     -> build/dev/cpu_fast_check
+ *   sh bench/dev/cpu_fast_check.sh     -> build/dev/cpu_fast_check[_emul]
  * Run: cpu_fast_check [--cases N] [--seed S] [--threads T] [--reps R] [--isa-min I]
+ *                     [--dtype f32|f16|bf16] [--emul-only]
  *                     [--json FILE] [--perf-only|--check-only]
+ * --isa-min skips the ISAs below I in the checks and the timings; --dtype
+ * fixes the dtype of the random cases; --emul-only checks only amx(emul).
  * Timing: median (and best) of --reps runs after one warm-up run.
  * Exit status 0 when every case passed, 1 otherwise.
  *
@@ -35,9 +43,16 @@
 #include <string.h>
 #include <time.h>
 
-/* bench/dev/cpu_fast_amx.c: development AMX kernel, run when available */
-int sw_cpu_amx_available(void);
-void sw_cpu_unit_amx(const sw_attn_problem *pb, const sw_cpu_unit *u, const sw_cpu_scratch *s);
+#if defined(SW_AMX_EMULATE)
+/* bench/dev/cpu_fast_amx_emul.c: the library's AMX kernel over the tile model */
+void sw_cpu_unit_amx_emul(const sw_attn_problem *pb, const sw_cpu_unit *u,
+                          const sw_cpu_scratch *s);
+void sw_amx_emul_counts(long long out[4]);
+#define SW_HAVE_EMUL 1
+#else
+#define SW_HAVE_EMUL 0
+#endif
+static int opt_dtype = -1, opt_emul_only = 0;
 
 static uint64_t rng_state;
 static uint64_t rng_next(void)
@@ -216,15 +231,16 @@ static const char *dt_name(sw_dtype t)
     return t == SW_DTYPE_F32 ? "f32" : t == SW_DTYPE_F16 ? "f16" : "bf16";
 }
 
-static int run_random(int ncases, uint64_t seed, int threads)
+static int run_random(int ncases, uint64_t seed, int threads, int isa_min)
 {
     static const int lens[] = {0, 1, 2, 17, 31, 63, 64, 65, 100, 127, 129, 200};
-    static const int dims[] = {64, 128, 256, 64, 128, 256, 16, 48, 80, 96, 40};
+    /* 32 and 192: head_dims % 32 == 0 besides 64/128/256 for the AMX kernel */
+    static const int dims[] = {64, 128, 256, 64, 128, 256, 16, 48, 80, 96, 40, 32, 192};
     static const int groups[] = {1, 2, 4, 8, 1, 2, 4, 8, 3, 80}; /* 80 > MROWS: split groups */
     int fails = 0, total = 0;
     double worst[3] = {0, 0, 0};
     sw_cpu_isa best = sw_cpu_isa_best();
-    int amx = sw_cpu_amx_available();
+    const int emul = SW_HAVE_EMUL; /* one more pseudo-ISA after best: amx(emul) */
     for (int ci = 0; ci < ncases; ci++) {
         uint64_t cseed = seed * 1000003ull + (uint64_t)ci + 1;
         rng_state = cseed * 0x9E3779B97F4A7C15ull | 1;
@@ -236,10 +252,12 @@ static int run_random(int ncases, uint64_t seed, int threads)
             int mode = rng_int(4);
             kl[b] = mode == 0 ? ql[b] : mode == 1 ? ql[b] + lens[rng_int(12)] : lens[rng_int(12)];
         }
-        int d = dims[rng_int(11)];
+        int d = dims[rng_int((int)(sizeof dims / sizeof dims[0]))];
         int g = groups[rng_int(10)];
         int hkv = 1 + rng_int(2);
         sw_dtype dt = (sw_dtype)rng_int(3);
+        if (opt_dtype >= 0)
+            dt = (sw_dtype)opt_dtype;
         int pad = rng_int(2);
         problem p;
         problem_make(&p, dt, batch, ql, kl, hkv * g, hkv, d, causal, pad);
@@ -249,10 +267,14 @@ static int run_random(int ncases, uint64_t seed, int threads)
         for (int b = 0; b < batch && n < 200; b++)
             n += snprintf(name + n, sizeof name - n, "%s%d/%d", b ? " " : "", ql[b], kl[b]);
         snprintf(name + n, sizeof name - n, "]");
-        for (int isa = 0; isa <= (int)best + amx; isa++) {
+        for (int isa = opt_emul_only ? (int)best + 1 : isa_min; isa <= (int)best + emul; isa++) {
             double err = 0;
             const char *why;
-            sw_cpu_unit_fn fn = isa > (int)best ? sw_cpu_unit_amx : NULL;
+            sw_cpu_unit_fn fn = NULL;
+#if SW_HAVE_EMUL
+            if (isa > (int)best)
+                fn = sw_cpu_unit_amx_emul;
+#endif
             int ok = check_case(&p, (sw_cpu_isa)isa, fn, threads, &err, &why);
             total++;
             if (err > worst[dt])
@@ -260,7 +282,7 @@ static int run_random(int ncases, uint64_t seed, int threads)
             if (!ok) {
                 fails++;
                 printf("FAIL case %d seed %llu isa %s: %s: rel_l2 %.3g: %s\n", ci,
-                       (unsigned long long)seed, fn ? "amx(dev)" : sw_cpu_isa_name((sw_cpu_isa)isa),
+                       (unsigned long long)seed, fn ? "amx(emul)" : sw_cpu_isa_name((sw_cpu_isa)isa),
                        name, err, why);
             }
         }
@@ -268,8 +290,14 @@ static int run_random(int ncases, uint64_t seed, int threads)
     }
     printf("random cases: %d runs (%d cases x ISAs up to %s), %d failed; worst rel L2: f32 %.2e "
            "f16 %.2e bf16 %.2e (seed %llu)\n",
-           total, ncases, amx ? "amx(dev)" : sw_cpu_isa_name(best), fails, worst[0], worst[1], worst[2],
-           (unsigned long long)seed);
+           total, ncases, emul ? "amx(emul)" : sw_cpu_isa_name(best), fails, worst[0], worst[1],
+           worst[2], (unsigned long long)seed);
+#if SW_HAVE_EMUL
+    long long cnt[4];
+    sw_amx_emul_counts(cnt);
+    printf("amx(emul): %lld tile configs, %lld tileloadd, %lld tilestored, %lld tdpbf16ps executed\n",
+           cnt[0], cnt[1], cnt[2], cnt[3]);
+#endif
     return fails;
 }
 
@@ -305,7 +333,6 @@ static void run_perf(int threads, int reps, int isa_min, FILE *json)
         {2048, 2048, 16, 2, 256, 0},
     };
     sw_cpu_isa best = sw_cpu_isa_best();
-    int amx = sw_cpu_amx_available();
     double *ts = malloc(sizeof(double) * (reps > 0 ? reps : 1));
     int first = 1;
     if (json)
@@ -318,19 +345,12 @@ static void run_perf(int threads, int reps, int isa_min, FILE *json)
         problem_make(&p, SW_DTYPE_BF16, 1, &ql, &kl, shapes[si].hq, shapes[si].hkv, shapes[si].d,
                      shapes[si].causal, 0);
         double flops = sw_attn_flops_local(&p.pb);
-        for (int isa = isa_min; isa <= (int)best + amx; isa++) {
-            sw_cpu_unit_fn fn = isa > (int)best ? sw_cpu_unit_amx : NULL;
-            const char *iname = fn ? "amx(dev)" : sw_cpu_isa_name((sw_cpu_isa)isa);
-            if (fn)
-                sw_cpu_prefill_fast_fn(&p.pb, threads, fn); /* warm-up */
-            else
-                sw_cpu_prefill_fast_isa(&p.pb, threads, (sw_cpu_isa)isa);
+        for (int isa = isa_min; isa <= (int)best; isa++) {
+            const char *iname = sw_cpu_isa_name((sw_cpu_isa)isa);
+            sw_cpu_prefill_fast_isa(&p.pb, threads, (sw_cpu_isa)isa); /* warm-up */
             for (int r = 0; r < reps; r++) {
                 double t0 = now_s();
-                if (fn)
-                    sw_cpu_prefill_fast_fn(&p.pb, threads, fn);
-                else
-                    sw_cpu_prefill_fast_isa(&p.pb, threads, (sw_cpu_isa)isa);
+                sw_cpu_prefill_fast_isa(&p.pb, threads, (sw_cpu_isa)isa);
                 ts[r] = now_s() - t0;
             }
             qsort(ts, (size_t)reps, sizeof *ts, cmp_double);
@@ -373,6 +393,16 @@ int main(int argc, char **argv)
             reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--isa-min") && i + 1 < argc)
             isa_min = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--dtype") && i + 1 < argc) {
+            const char *t = argv[++i];
+            opt_dtype = !strcmp(t, "f32") ? SW_DTYPE_F32 : !strcmp(t, "f16") ? SW_DTYPE_F16
+                      : !strcmp(t, "bf16") ? SW_DTYPE_BF16 : -2;
+            if (opt_dtype == -2) {
+                fprintf(stderr, "--dtype: f32, f16 or bf16\n");
+                return 2;
+            }
+        } else if (!strcmp(argv[i], "--emul-only"))
+            opt_emul_only = 1;
         else if (!strcmp(argv[i], "--json") && i + 1 < argc)
             json_path = argv[++i];
         else if (!strcmp(argv[i], "--perf-only"))
@@ -381,16 +411,22 @@ int main(int argc, char **argv)
             check_only = 1;
         else {
             fprintf(stderr, "usage: %s [--cases N] [--seed S] [--threads T] [--reps R] "
-                            "[--isa-min I] [--json FILE] [--perf-only|--check-only]\n", argv[0]);
+                            "[--isa-min I] [--dtype T] [--emul-only] [--json FILE] "
+                            "[--perf-only|--check-only]\n", argv[0]);
             return 2;
         }
     }
-    printf("cpu fast path: best ISA %s, chosen %s; development AMX kernel %s\n",
-           sw_cpu_isa_name(sw_cpu_isa_best()), sw_cpu_prefill_isa(),
-           sw_cpu_amx_available() ? "AVAILABLE (checked and timed as amx(dev))" : "not available");
+    printf("cpu fast path: best ISA %s, chosen %s; AMX %s%s\n", sw_cpu_isa_name(sw_cpu_isa_best()),
+           sw_cpu_prefill_isa(),
+           sw_cpu_isa_best() == SW_CPU_ISA_AMX ? "available (library ISA amx)" : "not available",
+           SW_HAVE_EMUL ? "; emulated AMX kernel checked as amx(emul)" : "");
+    if (opt_emul_only && !SW_HAVE_EMUL) {
+        fprintf(stderr, "--emul-only: this build has no emulated AMX (use cpu_fast_check_emul)\n");
+        return 2;
+    }
     int fails = 0;
     if (!perf_only)
-        fails = run_random(ncases, seed, threads);
+        fails = run_random(ncases, seed, threads, isa_min);
     if (!check_only) {
         FILE *json = json_path ? fopen(json_path, "w") : NULL;
         run_perf(threads, reps, isa_min, json);

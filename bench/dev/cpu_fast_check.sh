@@ -1,6 +1,10 @@
 #!/bin/sh
 # Builds bench/dev/cpu_fast_check.c with the per-file flags the library uses
-# for the CPU fast path (see the comment at the top of src/attn/cpu_fast.c).
+# for the CPU fast path (see the comment at the top of src/attn/cpu_fast.c):
+#   build/dev/cpu_fast_check       library ISAs (amx included where the CPU has it)
+#   build/dev/cpu_fast_check_emul  the same + the AMX kernel over the scalar tile
+#                                  model (bench/dev/cpu_fast_amx_emul.h), "amx(emul)"
+#   build/dev/libcpu_fast_dev.so   for bench/dev/cpu_fast_vs_torch.py
 # Usage (from the repo root): sh bench/dev/cpu_fast_check.sh [CC]
 set -e
 CC=${1:-${CC:-cc}}
@@ -8,38 +12,52 @@ OUT=build/dev
 mkdir -p $OUT
 CFLAGS="-std=c11 -O2 -g -Wall -Wextra -Iinclude"
 X86=$($CC -dumpmachine | grep -c x86_64 || true)
-$CC $CFLAGS -c src/attn/cpu_fast.c -o $OUT/cpu_fast.o
-$CC $CFLAGS -c src/attn/cpu_fast_scalar.c -o $OUT/cpu_fast_scalar.o
-OBJS="$OUT/cpu_fast.o $OUT/cpu_fast_scalar.o"
-if [ "$X86" != 0 ]; then
-  $CC $CFLAGS -mavx2 -mfma -mf16c -c src/attn/cpu_fast_avx2.c -o $OUT/cpu_fast_avx2.o
-  $CC $CFLAGS -mavx512f -mavx512bw -mavx512vl -mavx512dq -c src/attn/cpu_fast_avx512.c -o $OUT/cpu_fast_avx512.o
-  $CC $CFLAGS -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -c src/attn/cpu_fast_avx512bf16.c -o $OUT/cpu_fast_avx512bf16.o
-  OBJS="$OBJS $OUT/cpu_fast_avx2.o $OUT/cpu_fast_avx512.o $OUT/cpu_fast_avx512bf16.o"
-  AMXF="-mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mamx-tile -mamx-bf16"
-else
-  AMXF=""
+AVX512="-mavx512f -mavx512bw -mavx512vl -mavx512dq -mfma -mf16c"
+BF16="$AVX512 -mavx512bf16"
+# AMX flags only where the compiler knows them (GCC >= 11, clang >= 12);
+# without them cpu_fast_amx.c compiles to a stub and amx is never chosen.
+AMXF="$BF16"
+if [ "$X86" != 0 ] && echo 'int x;' | $CC -mamx-tile -mamx-bf16 -x c -c -o /dev/null - 2>/dev/null; then
+  AMXF="$BF16 -mamx-tile -mamx-bf16"
 fi
-# development AMX kernel (bench/dev/cpu_fast_amx.c); a stub where AMX cannot be compiled
-$CC $CFLAGS $AMXF -c bench/dev/cpu_fast_amx.c -o $OUT/cpu_fast_amx.o
-OBJS="$OBJS $OUT/cpu_fast_amx.o"
-$CC $CFLAGS -c src/attn/cpu_ref.c -o $OUT/cpu_ref.o
-$CC $CFLAGS -c src/core/status.c -o $OUT/status.o
-$CC $CFLAGS -c src/core/sys.c -o $OUT/sys.o
-$CC $CFLAGS bench/dev/cpu_fast_check.c $OBJS $OUT/cpu_ref.o $OUT/status.o $OUT/sys.o -o $OUT/cpu_fast_check -lm -pthread
-echo "built $OUT/cpu_fast_check"
-# Shared library of the same objects, for bench/dev/cpu_fast_vs_torch.py (ctypes).
-PIC="$CFLAGS -fPIC"
+# each library file as an object, plain and -fPIC (for the .so)
+build() { # build <src> <obj> <flags...>
+  src=$1; obj=$2; shift 2
+  $CC $CFLAGS "$@" -c $src -o $obj
+}
+OBJS=""
 SOBJS=""
-for f in src/attn/cpu_fast.c src/attn/cpu_fast_scalar.c src/core/status.c src/core/sys.c; do
-  o=$OUT/pic_$(basename $f .c).o; $CC $PIC -c $f -o $o; SOBJS="$SOBJS $o"
+for f in cpu_fast cpu_fast_scalar cpu_fast_avx2 cpu_fast_avx512 cpu_fast_avx512bf16 cpu_fast_amx; do
+  case $f in
+    cpu_fast|cpu_fast_scalar) FL="" ;;
+    cpu_fast_avx2) FL="-mavx2 -mfma -mf16c" ;;
+    cpu_fast_avx512) FL="$AVX512" ;;
+    cpu_fast_avx512bf16) FL="$BF16" ;;
+    cpu_fast_amx) FL="$AMXF" ;;
+  esac
+  [ "$X86" = 0 ] && FL=""
+  build src/attn/$f.c $OUT/$f.o $FL
+  build src/attn/$f.c $OUT/pic_$f.o $FL -fPIC
+  OBJS="$OBJS $OUT/$f.o"
+  SOBJS="$SOBJS $OUT/pic_$f.o"
 done
+for f in src/attn/cpu_ref.c src/core/status.c src/core/sys.c; do
+  o=$(basename $f .c)
+  build $f $OUT/$o.o
+  OBJS="$OBJS $OUT/$o.o"
+done
+$CC $CFLAGS bench/dev/cpu_fast_check.c $OBJS -o $OUT/cpu_fast_check -lm -pthread
+echo "built $OUT/cpu_fast_check"
 if [ "$X86" != 0 ]; then
-  $CC $PIC -mavx2 -mfma -mf16c -c src/attn/cpu_fast_avx2.c -o $OUT/pic_avx2.o
-  $CC $PIC -mavx512f -mavx512bw -mavx512vl -mavx512dq -c src/attn/cpu_fast_avx512.c -o $OUT/pic_avx512.o
-  $CC $PIC -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -c src/attn/cpu_fast_avx512bf16.c -o $OUT/pic_avx512bf16.o
-  SOBJS="$SOBJS $OUT/pic_avx2.o $OUT/pic_avx512.o $OUT/pic_avx512bf16.o"
+  build bench/dev/cpu_fast_amx_emul.c $OUT/cpu_fast_amx_emul.o $BF16
+  $CC $CFLAGS -DSW_AMX_EMULATE bench/dev/cpu_fast_check.c $OBJS $OUT/cpu_fast_amx_emul.o \
+    -o $OUT/cpu_fast_check_emul -lm -pthread
+  echo "built $OUT/cpu_fast_check_emul"
 fi
+# Shared library of the same objects, for bench/dev/cpu_fast_vs_torch.py (ctypes).
+for f in src/core/status.c src/core/sys.c; do
+  o=$OUT/pic_$(basename $f .c).o; build $f $o -fPIC; SOBJS="$SOBJS $o"
+done
 # default visibility for the dev library: ctypes needs the internal symbols
 $CC -shared $SOBJS -o $OUT/libcpu_fast_dev.so -lm -pthread -Wl,--export-dynamic
 echo "built $OUT/libcpu_fast_dev.so"

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 ap = argparse.ArgumentParser()
 ap.add_argument("--threads", type=int, default=2)
 ap.add_argument("--reps", type=int, default=7)
-ap.add_argument("--isa", type=int, default=-1, help="0 scalar 1 avx2 2 avx512 3 avx512bf16; -1 best")
+ap.add_argument("--isa", type=int, default=-1, help="0 scalar 1 avx2 2 avx512 3 avx512bf16 4 amx; -1 best")
 ap.add_argument("--json")
 ap.add_argument("--shape", action="append",
                 help="q,kv,hq,hkv,d,causal (repeatable); default: the four reporting shapes")
@@ -45,7 +45,7 @@ lib.sw_cpu_prefill_isa.restype = C.c_char_p
 lib.sw_cpu_isa_best.restype = C.c_int
 isa = lib.sw_cpu_isa_best() if a.isa < 0 else a.isa
 torch.set_num_threads(a.threads)
-names = ["scalar", "avx2", "avx512", "avx512bf16"]
+names = ["scalar", "avx2", "avx512", "avx512bf16", "amx"]
 print(f"torch {torch.__version__} threads {torch.get_num_threads()} capability "
       f"{torch.backends.cpu.get_cpu_capability()}; spillway isa {names[isa]}; "
       f"load average {os.getloadavg()}")

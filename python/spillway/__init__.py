@@ -54,7 +54,7 @@ def cuda_device_count():
 
 def cpu_isa():
     """Instruction set the library's CPU fast path picked on this machine
-    ("avx512bf16", "avx512", "avx2", "scalar"); "unknown" for a library
+    ("amx", "avx512bf16", "avx512", "avx2", "scalar"); "unknown" for a library
     without sw_prefill_cpu_isa."""
     from . import _lib
     if not _lib.has("sw_prefill_cpu_isa"):

@@ -91,7 +91,7 @@ sw_status sw_prefill_validate_indptr(int32_t batch, const int32_t *qo_indptr,
 /* CPU backends. Run to completion. */
 sw_status sw_cpu_prefill_ref(const sw_attn_problem *pb);
 sw_status sw_cpu_prefill_fast(const sw_attn_problem *pb, int num_threads);
-/* Name of the instruction set the fast path picked at run time ("avx512bf16",
+/* Name of the instruction set the fast path picked at run time ("amx", "avx512bf16",
  * "avx512", "avx2", "scalar"). */
 const char *sw_cpu_prefill_isa(void);
 

@@ -9,16 +9,28 @@
  *   src/attn/cpu_fast_avx2.c       -mavx2 -mfma -mf16c
  *   src/attn/cpu_fast_avx512.c     -mavx512f -mavx512bw -mavx512vl -mavx512dq
  *   src/attn/cpu_fast_avx512bf16.c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16
+ *   src/attn/cpu_fast_amx.c        the avx512bf16 flags + -mamx-tile -mamx-bf16 (without
+ *                                  them it compiles to a stub and AMX is never chosen)
  * cpu_fast_tile.inc is included by the scalar/avx2/avx512 files, not compiled.
  * No file may be built with -march=native or an ISA flag beyond its own:
  * the driver decides at run time which of them may execute.
  *
  * Choice of ISA, once per process: the best the CPU and OS support
- * (avx512bf16 > avx512 > avx2 > scalar), or SPILLWAY_CPU_ISA=
- * scalar|avx2|avx512|avx512bf16, clamped to what is supported (an
- * unsupported or unknown choice falls back and keeps going). head_dim not a
- * multiple of 16 always runs the scalar kernel. Threads: SPILLWAY_NUM_THREADS
+ * (amx > avx512bf16 > avx512 > avx2 > scalar), or SPILLWAY_CPU_ISA=
+ * scalar|avx2|avx512|avx512bf16|amx, clamped to what is supported (an
+ * unsupported or unknown choice falls back and keeps going). AMX counts as
+ * supported only when cpuid reports AMX-TILE + AMX-BF16 (palette 1 with 8
+ * tiles of 16 x 64 bytes), XCR0 enables the tile state and Linux grants it
+ * to the process (arch_prctl ARCH_REQ_XCOMP_PERM, asked once, inside the
+ * pthread_once of the ISA choice). Per problem (sw_isa_kernel): head_dim
+ * not a multiple of 16 always runs the scalar kernel; under amx, bf16 with
+ * head_dim % 32 == 0 runs the AMX kernel and everything else the fp32
+ * avx512 kernel (on the one AMX Xeon measured, avx512 beat avx512bf16 by
+ * 1.3-1.6x: docs/perf/NOTES.md). Threads: SPILLWAY_NUM_THREADS
  * when set (> 0), else num_threads, else one per online CPU. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* syscall() */
+#endif
 #include "cpu_fast_kernels.h"
 #include "../core/sw_core.h"
 #include "../core/sw_half.h"
@@ -31,16 +43,57 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__x86_64__) && defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 /* ------------------------------------------------------------ ISA choice -- */
 
 static const char *const sw_isa_names[SW_CPU_ISA_COUNT] = {"scalar", "avx2", "avx512",
-                                                            "avx512bf16"};
+                                                            "avx512bf16", "amx"};
 
 const char *sw_cpu_isa_name(sw_cpu_isa isa)
 {
     return (unsigned)isa < SW_CPU_ISA_COUNT ? sw_isa_names[isa] : "unknown";
 }
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+/* AMX usable by this process: CPU, OS state and Linux's permission. Called
+ * once (pthread_once), and only when AVX-512 was detected, so OSXSAVE is set. */
+static int sw_amx_usable(void)
+{
+#if defined(__linux__)
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (!sw_cpu_amx_built || __get_cpuid_max(0, NULL) < 0x1d)
+        return 0;
+    __cpuid_count(7, 0, a, b, c, d);
+    if (!((d >> 24) & 1) || !((d >> 22) & 1)) /* AMX-TILE, AMX-BF16 */
+        return 0;
+    __cpuid_count(0x1d, 0, a, b, c, d); /* palettes: 1 is the one we configure */
+    if (a < 1)
+        return 0;
+    __cpuid_count(0x1d, 1, a, b, c, d);
+    if ((b & 0xffff) < 64 || (b >> 16) < 8 || (c & 0xffff) < 16)
+        return 0; /* bytes per row, tile names, rows */
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    if ((lo & (3u << 17)) != (3u << 17)) /* XTILECFG, XTILEDATA */
+        return 0;
+    /* ARCH_REQ_XCOMP_PERM (0x1023) for XFEATURE_XTILEDATA (18); then check
+     * with ARCH_GET_XCOMP_PERM (0x1022). Per process: every thread may use
+     * the tiles afterwards. */
+    if (syscall(SYS_arch_prctl, 0x1023, 18) != 0)
+        return 0;
+    unsigned long perm = 0;
+    if (syscall(SYS_arch_prctl, 0x1022, &perm) != 0 || !((perm >> 18) & 1))
+        return 0;
+    return 1;
+#else
+    return 0;
+#endif
+}
+#endif
 
 static sw_cpu_isa sw_isa_detect(void)
 {
@@ -55,7 +108,9 @@ static sw_cpu_isa sw_isa_detect(void)
                  __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
                  __builtin_cpu_supports("avx512dq");
     int bf16 = avx512 && __builtin_cpu_supports("avx512bf16");
-    return bf16 ? SW_CPU_ISA_AVX512BF16
+    int amx = bf16 && sw_amx_usable();
+    return amx ? SW_CPU_ISA_AMX
+         : bf16 ? SW_CPU_ISA_AVX512BF16
          : avx512 ? SW_CPU_ISA_AVX512
          : avx2 ? SW_CPU_ISA_AVX2
                 : SW_CPU_ISA_SCALAR;
@@ -91,19 +146,24 @@ const char *sw_cpu_prefill_isa(void)
     return sw_isa_names[sw_isa_chosen_v];
 }
 
-static sw_cpu_unit_fn sw_isa_kernel(sw_cpu_isa isa, int32_t head_dim)
+static sw_cpu_unit_fn sw_isa_kernel(sw_cpu_isa isa, sw_dtype dtype, int32_t head_dim)
 {
     if (head_dim % 16 != 0)
         return sw_cpu_unit_scalar;
 #if defined(__x86_64__)
     switch (isa) {
+    case SW_CPU_ISA_AMX:
+        /* Not avx512bf16 for the rest: on the AMX Xeon measured (the H200's
+         * host) the fp32 avx512 kernel ran 1.3-1.6x faster than avx512bf16. */
+        return dtype == SW_DTYPE_BF16 && head_dim % 32 == 0 ? sw_cpu_unit_amx
+                                                            : sw_cpu_unit_avx512;
     case SW_CPU_ISA_AVX512BF16: return sw_cpu_unit_avx512bf16;
     case SW_CPU_ISA_AVX512: return sw_cpu_unit_avx512;
     case SW_CPU_ISA_AVX2: return sw_cpu_unit_avx2;
     default: break;
     }
 #else
-    (void)isa;
+    (void)isa, (void)dtype;
 #endif
     return sw_cpu_unit_scalar;
 }
@@ -335,7 +395,8 @@ sw_status sw_cpu_prefill_fast_isa(const sw_attn_problem *pb, int num_threads, sw
     if (isa > sw_cpu_isa_best())
         isa = sw_cpu_isa_best();
     return sw_cpu_prefill_fast_fn(pb, num_threads,
-                                  pb ? sw_isa_kernel(isa, pb->head_dim) : sw_cpu_unit_scalar);
+                                  pb ? sw_isa_kernel(isa, pb->dtype, pb->head_dim)
+                                     : sw_cpu_unit_scalar);
 }
 
 sw_status sw_cpu_prefill_fast_fn(const sw_attn_problem *pb, int num_threads, sw_cpu_unit_fn fn)

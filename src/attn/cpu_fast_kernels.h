@@ -29,7 +29,9 @@ typedef enum sw_cpu_isa {
     SW_CPU_ISA_AVX2 = 1,       /* AVX2 + FMA + F16C */
     SW_CPU_ISA_AVX512 = 2,     /* AVX-512 F/BW/VL/DQ */
     SW_CPU_ISA_AVX512BF16 = 3, /* + AVX512_BF16: bf16 data uses vdpbf16ps */
-    SW_CPU_ISA_COUNT = 4
+    SW_CPU_ISA_AMX = 4,        /* + AMX-TILE/AMX-BF16 granted by the OS: bf16 data with
+                                  head_dim % 32 == 0 uses tdpbf16ps (cpu_fast_amx.c) */
+    SW_CPU_ISA_COUNT = 5
 } sw_cpu_isa;
 
 typedef struct sw_cpu_unit {
@@ -72,6 +74,15 @@ void sw_cpu_unit_avx2(const sw_attn_problem *pb, const sw_cpu_unit *u, const sw_
 void sw_cpu_unit_avx512(const sw_attn_problem *pb, const sw_cpu_unit *u, const sw_cpu_scratch *s);
 void sw_cpu_unit_avx512bf16(const sw_attn_problem *pb, const sw_cpu_unit *u,
                             const sw_cpu_scratch *s);
+/* AMX kernel (cpu_fast_amx.c). Takes bf16 problems with head_dim % 32 == 0;
+ * anything else it hands to sw_cpu_unit_avx512 (head_dim % 16 == 0) or the
+ * scalar kernel. May run only after sw_cpu_isa_best() reported
+ * SW_CPU_ISA_AMX (that call also asks Linux for the tile state). */
+void sw_cpu_unit_amx(const sw_attn_problem *pb, const sw_cpu_unit *u, const sw_cpu_scratch *s);
+/* 1 when cpu_fast_amx.c was compiled with AMX (a data object, not a
+ * function: the detector reads it before knowing whether the CPU may
+ * execute code from that file). 0 when the compiler lacks -mamx-*. */
+extern const int sw_cpu_amx_built;
 #endif
 
 /* ---- helpers shared by the kernels (cpu_fast.c, plain C) ---- */
