@@ -368,7 +368,7 @@ static sw_status open_data(sw_store *s, int create)
     if (create) {
         int e = posix_fallocate(fd, 0, (off_t)bytes);
         if (e != 0) {
-            (void)ftruncate(fd, 0);
+            if (ftruncate(fd, 0) != 0) { /* best effort: the error above is what the caller sees */ }
             sw_status fs = sw_store_errno(s, e, "preallocate data file");
             char msg[400];
             snprintf(msg, sizeof msg, "%s", sw_last_error());
@@ -575,6 +575,7 @@ sw_status sw_store_get_stats(sw_store *s, sw_store_stats *out)
     uint32_t want = out->struct_size;
     pthread_mutex_lock(&s->lock);
     sw_store_stats st = s->st;
+    st.runs_used = 0;
     st.io_backend = sw_io_backend(s->io);
     st.direct_io = s->direct_io;
     st.failed = s->failed;
@@ -591,6 +592,13 @@ sw_status sw_store_get_stats(sw_store *s, sw_store_stats *out)
     st.host_used_bytes = (uint64_t)s->host_used * s->g.slot_bytes;
     st.host_entries = s->host_used;
     st.generation = s->generation;
+    st.runs_total = s->g.nruns;
+    for (uint64_t r = 0; r < s->g.nruns; r++)
+        st.runs_used += s->runs[r].used != 0;
+    st.run_header_bytes = s->g.run_header_bytes;
+    st.store_id = s->g.store_id;
+    st.queue_depth = s->queue_depth;
+    st.io_buffer_bytes = s->bounce_bytes;
     pthread_mutex_unlock(&s->lock);
     st.struct_size = want;
     memcpy(out, &st, want < sizeof st ? want : sizeof st);
