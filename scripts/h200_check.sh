@@ -15,7 +15,7 @@ B=build-h200
 if has build; then
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
   cmake -S . -B $B -DCMAKE_BUILD_TYPE=Release -DSPILLWAY_CUDA=ON -DSPILLWAY_CUDA_ARCHS=90a \
-    -DSPILLWAY_WERROR=ON >"$B.log" 2>&1 &&
+    -DSPILLWAY_WERROR=OFF >"$B.log" 2>&1 &&
     cmake --build $B -j16 >>"$B.log" 2>&1 || { tail -30 "$B.log"; exit 1; }
   grep -E "spill|warning" "$B.log" | head -5
 fi
