@@ -26,6 +26,8 @@ sw_status sw_cuda_memset_async(void *dst, int value, size_t bytes, void *stream)
 /* Declared in store/store_internal.h (the block store's device reads). */
 sw_status sw_cuda_stream_sync(void *stream);
 sw_status sw_cuda_stream_sync(void *stream) { (void)stream; return no_cuda(); }
+int sw_cuda_is_device_ptr(const void *p);
+int sw_cuda_is_device_ptr(const void *p) { (void)p; return 0; }
 sw_status sw_cuda_host_alloc(void **p, size_t bytes) { (void)bytes; *p = NULL; return no_cuda(); }
 void sw_cuda_host_free(void *p) { (void)p; }
 sw_status sw_cuda_prefill_portable_config(int32_t device, int32_t head_dim, sw_dtype dtype,

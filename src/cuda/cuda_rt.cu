@@ -56,6 +56,20 @@ extern "C" sw_status sw_cuda_stream_sync(void *stream)
     return SW_OK;
 }
 
+/* Declared in store/store_internal.h: 1 when p is device (or managed) memory
+ * of this process, 0 for host or unknown memory. A caller that passes a host
+ * buffer as a device destination gets a clear SW_STATUS_INVALID instead of a
+ * CUDA error from the copy. */
+extern "C" int sw_cuda_is_device_ptr(const void *p)
+{
+    cudaPointerAttributes at;
+    if (!p || cudaPointerGetAttributes(&at, p) != cudaSuccess) {
+        (void)cudaGetLastError(); /* not sticky: clear it */
+        return 0;
+    }
+    return at.type == cudaMemoryTypeDevice || at.type == cudaMemoryTypeManaged;
+}
+
 extern "C" sw_status sw_cuda_host_alloc(void **p, size_t bytes)
 {
     *p = NULL;

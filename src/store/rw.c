@@ -281,15 +281,88 @@ static void verify_deliver(read_ctx *c, const read_item *it, const char *hdr, co
     sw_store_host_put(s, it->slot, pay); /* only verified bytes enter the host tier */
 }
 
-/* One merged request: the run's header page(s) and a slot range, in one
- * read when the range starts close to the run's start, else two. */
+/* One merged request group: the run's header page(s) and a slot range,
+ * read as [header | slots] when the range starts close to the run's start,
+ * else as a header read plus the slots; the slots may be cut into several
+ * requests (SPILLWAY_STORE_READ_CHUNK bytes) so that a single tile still
+ * has several requests in flight. */
 typedef struct group {
     size_t first, last;  /* item range */
     uint32_t run, p0, p1; /* slot positions [p0, p1] */
     int split;           /* header read separately */
     size_t hdr_off, pay_off; /* offsets of the header area / slot p0 in bounce */
-    size_t op0;          /* first op */
+    int hdr_done, hdr_ok;
 } group;
+
+/* What each request carries: its group, the items whose payload it holds
+ * (first > last: none), whether it holds the group's header area. */
+typedef struct req {
+    uint32_t group;
+    uint8_t has_hdr, done, handled;
+    size_t first, last;
+} req;
+
+typedef struct read_batch {
+    read_ctx *c;
+    read_item *items;
+    group *gs;
+    req *rq;
+    size_t nops;
+} read_batch;
+
+static void handle_req(read_batch *b, size_t o)
+{
+    read_ctx *c = b->c;
+    sw_store *s = c->s;
+    req *q = &b->rq[o];
+    const group *g = &b->gs[q->group];
+    const uint64_t sb = s->g.slot_bytes;
+    const uint32_t R = s->g.run_blocks;
+    int ok = g->hdr_ok && s->ops[o].res == (int64_t)s->ops[o].len;
+    q->handled = 1;
+    for (size_t t = q->first; t <= q->last && q->first <= q->last; t++) {
+        if (!ok) {
+            c->statuses[b->items[t].idx] = SW_STATUS_IO;
+            continue;
+        }
+        uint32_t p = b->items[t].slot % R;
+        const char *hdr = s->bounce + g->hdr_off + (size_t)p * SW_STORE_HDR_BYTES;
+        const char *pay = s->bounce + g->pay_off + (size_t)(p - g->p0) * sb;
+        verify_deliver(c, &b->items[t], hdr, pay);
+    }
+}
+
+/* Completion of request o: its stripes are checked and copied out while
+ * the batch's other requests are still in flight. A payload request waits
+ * for its group's header request. */
+static void on_read_done(void *ctx, size_t o)
+{
+    read_batch *b = (read_batch *)ctx;
+    sw_store *s = b->c->s;
+    req *q = &b->rq[o];
+    group *g = &b->gs[q->group];
+    q->done = 1;
+    if (s->ops[o].res != (int64_t)s->ops[o].len)
+        (void)io_error(s, &s->ops[o], "read extents");
+    if (q->has_hdr) {
+        g->hdr_done = 1;
+        g->hdr_ok = s->ops[o].res == (int64_t)s->ops[o].len;
+        for (size_t k = 0; k < b->nops; k++)
+            if (b->rq[k].group == q->group && b->rq[k].done && !b->rq[k].handled)
+                handle_req(b, k);
+    } else if (g->hdr_done) {
+        handle_req(b, o);
+    }
+}
+
+static size_t read_chunk_bytes(const sw_store *s)
+{
+    int64_t env = sw_env_int("SPILLWAY_STORE_READ_CHUNK", 0);
+    size_t c = env > 0 ? (size_t)env : 0;
+    if (c && c < s->g.slot_bytes)
+        c = s->g.slot_bytes;
+    return c;
+}
 
 static sw_status read_from_file(read_ctx *c, read_item *items, size_t n)
 {
@@ -298,9 +371,15 @@ static sw_status read_from_file(read_ctx *c, read_item *items, size_t n)
     const uint32_t R = s->g.run_blocks;
     /* Gap slots worth reading through rather than splitting a request. */
     const uint32_t max_gap = (uint32_t)(65536 / sb) + 1;
+    const size_t chunk = read_chunk_bytes(s);
+    const uint32_t chunk_slots = chunk ? (uint32_t)(chunk / sb) : 0;
     group *gs = (group *)malloc(sizeof(group) * (s->ops_cap + 1));
-    if (!gs)
+    req *rq = (req *)malloc(sizeof(req) * (s->ops_cap + 1));
+    if (!gs || !rq) {
+        free(gs);
+        free(rq);
         return sw_fail(SW_STATUS_NO_MEMORY, "read plan");
+    }
     size_t i = 0;
     while (i < n) {
         /* Build one batch of groups that fits in the bounce buffer and the
@@ -324,51 +403,59 @@ static sw_status read_from_file(read_ctx *c, read_item *items, size_t n)
             size_t need = (size_t)(hb + (uint64_t)(g.p1 - g.p0 + 1) * sb);
             if (!g.split)
                 need = (size_t)(hb + (uint64_t)(g.p1 + 1) * sb);
-            if (used + need > s->bounce_bytes) {
+            /* requests this group takes */
+            uint32_t span = g.split ? g.p1 - g.p0 + 1 : g.p1 + 1;
+            size_t gops = chunk_slots ? (span + chunk_slots - 1) / chunk_slots : 1;
+            gops += g.split;
+            if (used + need > s->bounce_bytes || nops + gops > s->ops_cap) {
                 if (ng == 0)
                     SW_ASSERT_RET(0);
                 break;
             }
             g.hdr_off = used;
             g.pay_off = used + hb + (g.split ? 0 : (size_t)g.p0 * sb);
-            g.op0 = nops;
             uint64_t roff = sw_store_run_off(s, g.run);
+            /* Requests: [header?][slot pieces]; slot positions a..b of the
+             * run map to bounce offset used + hb + (a - base) * sb. */
+            uint32_t base = g.split ? g.p0 : 0;
+            size_t t = i;
             if (g.split) {
+                rq[nops] = (req){(uint32_t)ng, 1, 0, 0, 1, 0};
                 s->ops[nops++] = (sw_io_op){s->data_fd, 0, s->bounce + used, hb, roff, 0};
-                s->ops[nops++] = (sw_io_op){s->data_fd, 0, s->bounce + used + hb,
-                                            (size_t)((g.p1 - g.p0 + 1) * sb),
-                                            roff + hb + (uint64_t)g.p0 * sb, 0};
-            } else {
-                s->ops[nops++] = (sw_io_op){s->data_fd, 0, s->bounce + used, need, roff, 0};
+            }
+            for (uint32_t a = base; a <= g.p1;) {
+                uint32_t b = chunk_slots ? a + chunk_slots - 1 : g.p1;
+                if (b > g.p1)
+                    b = g.p1;
+                int with_hdr = !g.split && a == 0;
+                req q = {(uint32_t)ng, (uint8_t)with_hdr, 0, 0, t, t - 1};
+                while (t <= g.last && items[t].slot % R <= b)
+                    t++;
+                q.last = t - 1;
+                if (q.last + 1 == q.first) { /* no item: mark empty */
+                    q.first = 1;
+                    q.last = 0;
+                }
+                size_t off = used + (with_hdr ? 0 : hb + (size_t)(a - base) * sb);
+                size_t len = (size_t)((uint64_t)(b - a + 1) * sb + (with_hdr ? hb : 0));
+                rq[nops] = q;
+                s->ops[nops++] = (sw_io_op){s->data_fd, 0, s->bounce + off, len,
+                                            roff + (with_hdr ? 0 : hb + (uint64_t)a * sb), 0};
+                a = b + 1;
             }
             used += need;
             gs[ng++] = g;
             i = j;
         }
-        sw_io_run(s->io, s->ops, nops);
+        read_batch b = {c, items, gs, rq, nops};
+        sw_io_run_cb(s->io, s->ops, nops, on_read_done, &b);
         s->st.read_requests += nops;
-        for (size_t k = 0; k < ng; k++) {
-            const group *g = &gs[k];
-            int ok = 1;
-            for (size_t o = g->op0; o < g->op0 + (g->split ? 2 : 1); o++)
-                if (s->ops[o].res != (int64_t)s->ops[o].len) {
-                    ok = 0;
-                    (void)io_error(s, &s->ops[o], "read extents");
-                }
-            for (size_t t = g->first; t <= g->last; t++) {
-                if (!ok) {
-                    c->statuses[items[t].idx] = SW_STATUS_IO;
-                    continue;
-                }
-                uint32_t p = items[t].slot % R;
-                const char *hdr = s->bounce + g->hdr_off + (size_t)p * SW_STORE_HDR_BYTES;
-                const char *pay = s->bounce + g->pay_off + (size_t)(p - g->p0) * sb;
-                verify_deliver(c, &items[t], hdr, pay);
-            }
-        }
+        for (size_t k = 0; k < nops; k++)
+            SW_ASSERT_RET(rq[k].handled);
         sink_barrier(c->out);
     }
     free(gs);
+    free(rq);
     return SW_OK;
 }
 
@@ -482,6 +569,17 @@ sw_status sw_store_read_device(sw_store *s, size_t n, const sw_store_key *keys,
         for (size_t i = 0; statuses && i < n; i++)
             statuses[i] = st;
         return st;
+    }
+    /* Host memory passed as a device destination would fail inside the copy
+     * after the read; refuse it up front, per key. */
+    for (size_t i = 0; dst && i < n; i++) {
+        if (sw_cuda_is_device_ptr(dst[i]))
+            continue;
+        sw_status bad = sw_fail(SW_STATUS_INVALID, "sw_store_read_device: dst[%zu]=%p is not "
+                                "device memory; nothing was read", i, dst[i]);
+        for (size_t j = 0; statuses && j < n; j++)
+            statuses[j] = bad;
+        return bad;
     }
     sink out = {1, stream, dst, NULL, NULL, 0, SW_OK};
     return read_common(s, n, keys, &out, dst_bytes, lengths, generations, statuses);

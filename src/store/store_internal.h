@@ -140,5 +140,6 @@ sw_status sw_store_errno(sw_store *s, int err, const char *what);
 
 /* Thin CUDA wrapper added for the store (cuda_rt.cu / cuda_stub.c). */
 sw_status sw_cuda_stream_sync(void *stream);
+int sw_cuda_is_device_ptr(const void *p);
 
 #endif
