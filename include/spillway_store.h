@@ -85,7 +85,9 @@ typedef struct sw_store_config {
                                  * rounded down to whole runs (>= 1 run). On
                                  * reopen 0 means "as created". */
     uint32_t stripe_bytes;      /* largest stripe (payload) in bytes; default
-                                 * 8192. Extents are this rounded up to 4 KiB. */
+                                 * 8192. Extents are this rounded up to 4 KiB.
+                                 * With create == 0, stripe_bytes = run_blocks
+                                 * = 0 means "as created" (tools). */
     uint32_t run_blocks;        /* extents reserved per stream run (adjacent
                                  * blocks of one stream); default 64 */
     uint32_t queue_depth;       /* io_uring entries / I/Os in flight; default 64 */
@@ -214,12 +216,24 @@ typedef struct sw_store_stats {
     uint64_t not_found;                /* keys found in no tier */
     uint64_t bytes_written;            /* payload bytes accepted by write */
     uint64_t host_bytes_read, file_bytes_read; /* payload bytes served per tier */
-    uint64_t read_requests;        /* I/O requests issued for reads (after merging) */
+    uint64_t read_requests;        /* merged read ranges (adjacent extents of a
+                                    * run read as one range) */
     uint64_t io_errors, corruptions;
     /* journal */
     uint64_t journal_records;      /* valid records in the journal file */
     uint64_t journal_dropped;      /* records dropped at open (bad checksum) */
     uint64_t generation;           /* newest generation handed out */
+    /* appended (older callers receive the prefix above) */
+    uint64_t runs_total;           /* runs in the data file */
+    uint64_t runs_used;            /* runs holding at least one stripe */
+    uint64_t run_header_bytes;     /* header page(s) at the start of each run */
+    uint64_t store_id;             /* random id written at creation */
+    uint64_t queue_depth;          /* I/Os in flight per batch */
+    uint64_t io_buffer_bytes;      /* bounce buffer */
+    uint64_t read_ios;             /* device requests for reads: a range is cut
+                                    * into SPILLWAY_STORE_READ_CHUNK-byte pieces
+                                    * (default 128 KiB, 0 = uncut) in flight
+                                    * together */
 } sw_store_stats;
 
 /* Fills a snapshot of the counters. st->struct_size must be set to the
@@ -228,6 +242,63 @@ typedef struct sw_store_stats {
  * Returns SW_OK or SW_STATUS_INVALID (null, struct_size < 16). Works on a
  * failed handle. */
 SW_API sw_status sw_store_get_stats(sw_store *s, sw_store_stats *st);
+
+/* One live stripe, as handed to a sw_store_visit_fn. */
+typedef struct sw_store_entry {
+    sw_store_key key;
+    uint64_t generation;
+    uint32_t length;       /* payload bytes */
+    int32_t in_host;       /* 1 when the host tier holds a copy */
+    uint64_t extent;       /* extent index in the data file (placement) */
+    sw_status status;      /* sw_store_iterate: SW_OK; sw_store_verify: the
+                            * extent's check, SW_OK, SW_STATUS_CORRUPT or
+                            * SW_STATUS_IO */
+} sw_store_entry;
+
+/* Called once per stripe with the handle's lock held: it must not call
+ * into the same store handle. `e` is valid during the call only. Return 0
+ * to go on, non-zero to stop the walk. */
+typedef int (*sw_store_visit_fn)(void *ctx, const sw_store_entry *e);
+
+/*
+ * Calls fn for every live stripe, in placement order (extent index), from
+ * the in-memory index: no I/O, no LRU or counter change. Stripes are seen
+ * as of the call (the lock is held throughout, so writers wait).
+ * Returns SW_OK (also when fn stopped the walk); SW_STATUS_INVALID (null
+ * store or fn); SW_STATUS_FAILED (a failed handle).
+ */
+SW_API sw_status sw_store_iterate(sw_store *s, sw_store_visit_fn fn, void *ctx);
+
+typedef struct sw_store_verify_result {
+    uint32_t struct_size;       /* sizeof(sw_store_verify_result), set by the caller */
+    uint32_t reserved;
+    uint64_t extents_checked;   /* live stripes read back from the data file */
+    uint64_t extents_ok;
+    uint64_t extents_corrupt;   /* header/key/generation/length/slot/CRC mismatch */
+    uint64_t extents_io_error;  /* the read of its run failed */
+    uint64_t host_checked;      /* host-tier copies checked against the CRC */
+    uint64_t host_corrupt;
+    uint64_t bytes_read;        /* bytes read from the data file */
+    uint64_t read_requests;     /* I/O requests issued (one per run in use) */
+} sw_store_verify_result;
+
+/*
+ * Checks every live stripe: reads each run that holds one (header page and
+ * slots, one request per run, batched at the queue depth) and checks every
+ * extent as sw_store_read does (header CRC, key, generation, length, slot,
+ * payload CRC32C), and every host-tier copy against the stripe's CRC32C.
+ * Nothing is repaired and no LRU, host tier or read counter changes (only
+ * stats.corruptions and stats.io_errors count what it finds). fn (optional)
+ * is called for every checked stripe with its status, as sw_store_iterate.
+ * res (optional; res->struct_size set by the caller, a smaller, older
+ * struct receives its prefix) receives the counts.
+ * Returns SW_OK when every extent and host copy checked out;
+ * SW_STATUS_CORRUPT when any did not; SW_STATUS_IO when a read failed (and
+ * none was corrupt); SW_STATUS_INVALID (null store, res->struct_size < 8);
+ * SW_STATUS_FAILED (a failed handle); SW_STATUS_NO_MEMORY.
+ */
+SW_API sw_status sw_store_verify(sw_store *s, sw_store_visit_fn fn, void *ctx,
+                                 sw_store_verify_result *res);
 
 /* "io_uring" / "pread"; "unknown" otherwise. Static string. */
 SW_API const char *sw_store_io_backend_name(sw_store_io_backend b);

@@ -20,7 +20,12 @@ static void usage(FILE *f)
             "  demo [options]            a ragged prefill batch checked against the reference,\n"
             "                            with its throughput (CUDA when a GPU is usable, else CPU)\n"
             "  bench prefill [options]   prefill throughput per shape, each checked\n"
-            "run 'spillway demo --help' or 'spillway bench prefill --help' for options\n");
+            "  store bench [options]     block store tile reads vs the disk's own O_DIRECT\n"
+            "                            reads, host-tier hits vs memcpy\n"
+            "  store verify --dir D      check every extent (non-zero exit on corruption)\n"
+            "  store inspect --dir D     geometry, occupancy, per-namespace counts\n"
+            "run 'spillway demo --help', 'spillway bench prefill --help' or\n"
+            "'spillway store bench --help' for options\n");
 }
 
 int main(int argc, char **argv)
@@ -39,6 +44,8 @@ int main(int argc, char **argv)
         return cmd_demo(argc - 1, argv + 1);
     if (!strcmp(argv[1], "bench") && argc >= 3 && !strcmp(argv[2], "prefill"))
         return cmd_bench_prefill(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "store"))
+        return cmd_store(argc - 1, argv + 1);
     fprintf(stderr, "spillway: unknown command '%s'\n", argv[1]);
     usage(stderr);
     return 2;

@@ -27,5 +27,6 @@ extern const int tool_num_length_sets;
 double tool_now(void);
 int cmd_demo(int argc, char **argv);
 int cmd_bench_prefill(int argc, char **argv);
+int cmd_store(int argc, char **argv); /* store_cmds.c */
 
 #endif

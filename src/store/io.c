@@ -20,6 +20,7 @@ struct sw_io {
 #if defined(SPILLWAY_HAVE_URING)
     struct io_uring ring;
     int registered;
+    unsigned char *finished; /* per op of a batch: res is final, done() called */
 #endif
 };
 
@@ -55,6 +56,11 @@ sw_io *sw_io_create(unsigned queue_depth, void *reg, size_t reg_len, int force_p
     io->reg_len = reg_len;
     io->backend = SW_STORE_IO_PREAD;
 #if defined(SPILLWAY_HAVE_URING)
+    io->finished = (unsigned char *)calloc(io->qd, 1);
+    if (!io->finished) {
+        free(io);
+        return NULL;
+    }
     if (!force_pread && io_uring_queue_init(io->qd, &io->ring, 0) == 0) {
         io->backend = SW_STORE_IO_URING;
         if (reg && reg_len) {
@@ -77,6 +83,7 @@ void sw_io_destroy(sw_io *io)
 #if defined(SPILLWAY_HAVE_URING)
     if (io->backend == SW_STORE_IO_URING)
         io_uring_queue_exit(&io->ring);
+    free(io->finished);
 #endif
     free(io);
 }
@@ -84,7 +91,20 @@ void sw_io_destroy(sw_io *io)
 sw_store_io_backend sw_io_backend(const sw_io *io) { return io->backend; }
 
 #if defined(SPILLWAY_HAVE_URING)
-static size_t run_uring(sw_io *io, sw_io_op *ops, size_t n)
+/* Makes op's result final (EAGAIN/EINTR redone, a short transfer finished
+ * synchronously) and reports it. */
+static void op_finish(sw_io_op *ops, size_t k, sw_io_done_fn done, void *ctx)
+{
+    sw_io_op *op = &ops[k];
+    if (op->res == -EAGAIN || op->res == -EINTR)
+        op_sync(op, 0);
+    else if (op->res >= 0 && (size_t)op->res < op->len)
+        op_sync(op, (size_t)op->res);
+    if (done)
+        done(ctx, k);
+}
+
+static size_t run_uring(sw_io *io, sw_io_op *ops, size_t n, sw_io_done_fn done, void *ctx)
 {
     size_t i = 0;
     while (i < n) {
@@ -107,11 +127,15 @@ static size_t run_uring(sw_io *io, sw_io_op *ops, size_t n)
                 io_uring_prep_read(sqe, op->fd, op->buf, (unsigned)op->len, op->off);
             io_uring_sqe_set_data64(sqe, (uint64_t)(i + queued));
             op->res = -EIO;
+            io->finished[queued] = 0;
         }
         if (queued == 0) {
             /* The ring is unusable; finish synchronously. */
-            for (; i < n; i++)
+            for (; i < n; i++) {
                 op_sync(&ops[i], 0);
+                if (done)
+                    done(ctx, i);
+            }
             break;
         }
         int sub = io_uring_submit(&io->ring);
@@ -127,27 +151,33 @@ static size_t run_uring(sw_io *io, sw_io_op *ops, size_t n)
             if (e < 0)
                 break;
             size_t k = (size_t)io_uring_cqe_get_data64(cqe);
-            if (k < n)
-                ops[k].res = cqe->res;
+            int res = cqe->res;
             io_uring_cqe_seen(&io->ring, cqe);
             got++;
+            if (k >= i && k < i + queued && !io->finished[k - i]) {
+                ops[k].res = res;
+                io->finished[k - i] = 1;
+                op_finish(ops, k, done, ctx);
+            }
         }
         for (size_t k = i; k < i + queued; k++) {
-            sw_io_op *op = &ops[k];
-            if (k >= i + inflight || got < inflight) {
-                op_sync(op, 0);
-            } else if (op->res == -EAGAIN || op->res == -EINTR) {
-                op_sync(op, 0);
-            } else if (op->res >= 0 && (size_t)op->res < op->len) {
-                op_sync(op, (size_t)op->res);
-            }
+            if (io->finished[k - i])
+                continue;
+            /* never submitted, or its completion was lost with the ring */
+            op_sync(&ops[k], 0);
+            io->finished[k - i] = 1;
+            if (done)
+                done(ctx, k);
         }
         if (inflight < queued || got < inflight) {
             /* A broken ring: fall back for the rest of this handle's life. */
             io_uring_queue_exit(&io->ring);
             io->backend = SW_STORE_IO_PREAD;
-            for (size_t k = i + queued; k < n; k++)
+            for (size_t k = i + queued; k < n; k++) {
                 op_sync(&ops[k], 0);
+                if (done)
+                    done(ctx, k);
+            }
             i = n;
             break;
         }
@@ -157,18 +187,23 @@ static size_t run_uring(sw_io *io, sw_io_op *ops, size_t n)
 }
 #endif
 
-size_t sw_io_run(sw_io *io, sw_io_op *ops, size_t n)
+size_t sw_io_run_cb(sw_io *io, sw_io_op *ops, size_t n, sw_io_done_fn done, void *ctx)
 {
 #if defined(SPILLWAY_HAVE_URING)
     if (io->backend == SW_STORE_IO_URING)
-        run_uring(io, ops, n);
+        run_uring(io, ops, n, done, ctx);
     else
 #endif
-        for (size_t i = 0; i < n; i++)
+        for (size_t i = 0; i < n; i++) {
             op_sync(&ops[i], 0);
+            if (done)
+                done(ctx, i);
+        }
     size_t bad = 0;
     for (size_t i = 0; i < n; i++)
         if (ops[i].res != (int64_t)ops[i].len)
             bad++;
     return bad;
 }
+
+size_t sw_io_run(sw_io *io, sw_io_op *ops, size_t n) { return sw_io_run_cb(io, ops, n, NULL, NULL); }

@@ -33,4 +33,10 @@ sw_store_io_backend sw_io_backend(const sw_io *io);
  * went. Returns the number of ops that did not transfer `len` bytes. */
 size_t sw_io_run(sw_io *io, sw_io_op *ops, size_t n);
 
+/* As sw_io_run, and calls done(ctx, i) as soon as op i has finished (its
+ * `res` final), in completion order, while later ops are still in flight:
+ * the caller's work on a finished request overlaps the I/O of the rest. */
+typedef void (*sw_io_done_fn)(void *ctx, size_t i);
+size_t sw_io_run_cb(sw_io *io, sw_io_op *ops, size_t n, sw_io_done_fn done, void *ctx);
+
 #endif

@@ -418,12 +418,17 @@ static sw_status validate_config(const sw_store_config *c)
                        "sw_store_config_init)", c->struct_size, sizeof(sw_store_config));
     if (!c->dir || !*c->dir)
         return sw_fail(SW_STATUS_INVALID, "store config has no directory");
+    /* 0/0 on an open-only call: take the geometry the store was created
+     * with (tools that inspect any store). */
+    if (!c->create && c->stripe_bytes == 0 && c->run_blocks == 0)
+        goto geometry_ok;
     if (c->stripe_bytes == 0 || c->stripe_bytes > SW_STORE_MAX_STRIPE)
         return sw_fail(SW_STATUS_INVALID, "stripe_bytes %u not in [1, %u]", c->stripe_bytes,
                        SW_STORE_MAX_STRIPE);
     if (c->run_blocks == 0 || c->run_blocks > SW_STORE_MAX_RUN_BLOCKS)
         return sw_fail(SW_STATUS_INVALID, "run_blocks %u not in [1, %u]", c->run_blocks,
                        SW_STORE_MAX_RUN_BLOCKS);
+geometry_ok:
     if (c->queue_depth == 0 || c->queue_depth > 4096)
         return sw_fail(SW_STATUS_INVALID, "queue_depth %u not in [1, 4096]", c->queue_depth);
     if ((unsigned)c->durability > SW_STORE_DURABILITY_SYNC)
@@ -470,13 +475,15 @@ static sw_status store_open(const sw_store_config *c, sw_store *s)
                            s->g.version, SW_STORE_FORMAT_VERSION);
         if (st != SW_OK)
             return sw_fail(SW_STATUS_CORRUPT, "superblock of '%s' is damaged", c->dir);
-        if (s->g.stripe_bytes != c->stripe_bytes || s->g.run_blocks != c->run_blocks)
+        int as_created = c->stripe_bytes == 0 && c->run_blocks == 0;
+        if (!as_created &&
+            (s->g.stripe_bytes != c->stripe_bytes || s->g.run_blocks != c->run_blocks))
             return sw_fail(SW_STATUS_INVALID, "store was created with stripe_bytes %u, "
                            "run_blocks %u; config asks for %u, %u", s->g.stripe_bytes,
                            s->g.run_blocks, c->stripe_bytes, c->run_blocks);
         if (c->capacity_bytes) {
             sw_store_geometry want;
-            if (sw_store_geometry_make(c->stripe_bytes, c->run_blocks, c->capacity_bytes,
+            if (sw_store_geometry_make(s->g.stripe_bytes, s->g.run_blocks, c->capacity_bytes,
                                        &want) != SW_OK || want.nruns != s->g.nruns)
                 return sw_fail(SW_STATUS_INVALID, "store was created with %llu runs; "
                                "capacity %llu bytes asks for another size",
