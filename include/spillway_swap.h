@@ -1,0 +1,309 @@
+/*
+ * spillway_swap.h - the swap engine: exact attention over a KV cache that
+ * lives in a block store (included by spillway.h).
+ *
+ * KV blocks of registered sequences are offloaded to a sw_store as stripes
+ * (one kv head's K or V of one block). A pool of `resident_blocks` slots
+ * caches blocks; a slot holds one block's K and V for all kv heads of one
+ * layer, laid out as
+ *     K[num_kv_heads][block_size][head_dim] at byte 0,
+ *     V[num_kv_heads][block_size][head_dim] at byte num_kv_heads*block_size*head_dim*2
+ * in the block's element type (the V offset is fixed whatever the type), so
+ * a GPU pool can mirror it byte for byte.
+ * A low-rank predictor (a fixed Gaussian projection of the keys) scores
+ * blocks for the current queries; eviction drops the lowest-scored block
+ * first (ties: oldest access). Attention streams over a sequence tile by
+ * tile (at most `tile_blocks` blocks each), merging online-softmax states,
+ * so the result is exact attention over every offloaded token whatever the
+ * pool size; the reads of tile i+1 are in flight while tile i computes.
+ *
+ * Block buffers (offload input) use the slot layout above:
+ *     k, v : [num_kv_heads][block_size][head_dim]
+ * BF16 (uint16 bit patterns) or FP8 E4M3 (one byte, bias 7, no infinities,
+ * 0x7f/0xff NaN) with one fp32 scale per block and kind: value = e4m3 * scale.
+ * Rows at or past `valid_tokens` are ignored (and not written to the store).
+ *
+ * Query/output (attend) are BF16 [total_q_rows][num_qo_heads][head_dim];
+ * GQA: query head h reads kv head h / (num_qo_heads / num_kv_heads).
+ *
+ * This build runs the pool and the attention in host memory (the CPU
+ * engine). SW_SWAP_POOL_DEVICE is part of the API so that callers can be
+ * written now; it returns SW_STATUS_NO_DEVICE without a usable GPU and
+ * SW_STATUS_UNSUPPORTED with one, until the GPU engine lands.
+ *
+ * Thread safety: a sw_swap handle is not thread-safe; the caller serialises
+ * every call on one handle (the engine's own prefetch thread is internal).
+ * Different handles may run concurrently, also on one store (the store
+ * serialises its calls), but then the per-tier byte counters in
+ * sw_swap_stats include the other handles' reads made during ours.
+ */
+#ifndef SPILLWAY_SWAP_H
+#define SPILLWAY_SWAP_H
+
+#include "spillway.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct sw_swap sw_swap;
+
+/* Element type of an offloaded KV block (append-only). */
+typedef enum sw_swap_kv_dtype {
+    SW_SWAP_KV_BF16 = 0,      /* 2 bytes; updates the predictor */
+    SW_SWAP_KV_FP8_E4M3 = 1   /* 1 byte + per-block scale; no predictor: its
+                               * blocks are scored -inf (recency only) */
+} sw_swap_kv_dtype;
+
+/* Eviction policy of the resident pool (append-only). */
+typedef enum sw_swap_policy {
+    /* Lowest predictor score first, ties (and unscored FP8 blocks) by
+     * oldest access. */
+    SW_SWAP_POLICY_SCORE = 0,
+    /* Plain least-recently-used, scores ignored (for comparison). */
+    SW_SWAP_POLICY_LRU = 1
+} sw_swap_policy;
+
+/* Where the resident pool lives (append-only). */
+typedef enum sw_swap_pool_kind {
+    SW_SWAP_POOL_HOST = 0,    /* host memory; CPU attention */
+    SW_SWAP_POOL_DEVICE = 1   /* GPU memory; not in this build (see top) */
+} sw_swap_pool_kind;
+
+/* Shape of the model whose KV cache is swapped. */
+typedef struct sw_swap_model {
+    uint32_t struct_size;   /* sizeof(sw_swap_model) */
+    int32_t num_layers;     /* >= 1 */
+    int32_t num_kv_heads;   /* 1..65535 */
+    int32_t num_qo_heads;   /* >= 1, a multiple of num_kv_heads */
+    int32_t head_dim;       /* 1..1024 */
+    int32_t block_size;     /* tokens per block, 1..65536 */
+} sw_swap_model;
+
+typedef struct sw_swap_config {
+    uint32_t struct_size;     /* sizeof(sw_swap_config) */
+    int32_t resident_blocks;  /* pool slots, >= 1 (default 64) */
+    int32_t tile_blocks;      /* blocks per attention tile; 0 = default:
+                               * min(16, max(1, resident_blocks / 8)); clamped
+                               * to resident_blocks */
+    int32_t predictor_rank;   /* 1..128 (default 32) */
+    uint64_t projection_seed; /* seed of the projection (default 0x5157) */
+    int32_t prefetch_depth;   /* tiles read ahead: 0 = none, 1 (default) =
+                               * tile i+1 read while tile i computes; larger
+                               * values act as 1 in this build. Needs
+                               * resident_blocks >= 2 * tile_blocks, else the
+                               * engine runs without read-ahead. */
+    sw_swap_policy policy;    /* default SW_SWAP_POLICY_SCORE */
+    sw_swap_pool_kind pool;   /* default SW_SWAP_POOL_HOST */
+    int32_t device;           /* CUDA ordinal for a device pool (default 0) */
+} sw_swap_config;
+
+/* Fills the defaults documented above. */
+SW_API void sw_swap_config_init(sw_swap_config *c);
+/* Sets struct_size and zeroes the shape (the caller fills it). */
+SW_API void sw_swap_model_init(sw_swap_model *m);
+
+/*
+ * Creates an engine bound to `store` (not owned: it must outlive the
+ * engine; the engine only writes, reads and deletes keys of the namespaces
+ * of its sequences). Generates the projection P[head_dim, rank] from the
+ * seed (docs/swap.md gives the generator: splitmix64 + Box-Muller, N(0,
+ * 1/head_dim)) and allocates the pool and its scratch.
+ * Returns SW_OK; SW_STATUS_INVALID (null argument, bad struct_size, a shape
+ * or config field out of range, e.g. predictor_rank outside 1..128 -- the
+ * detail names the field); SW_STATUS_NO_DEVICE (pool = DEVICE without a
+ * usable GPU); SW_STATUS_UNSUPPORTED (pool = DEVICE with a GPU: not in this
+ * build); SW_STATUS_NO_MEMORY (pool or thread). On failure *out is NULL.
+ * The handle is owned by the caller until sw_swap_destroy().
+ */
+SW_API sw_status sw_swap_create(const sw_swap_model *model, const sw_swap_config *config,
+                                sw_store *store, sw_swap **out);
+
+/* Stops the prefetch thread and frees the engine, its registry, projected
+ * keys and pool. Stripes stay in the store. NULL is a no-op. */
+SW_API void sw_swap_destroy(sw_swap *s);
+
+/*
+ * Registers sequence `seq_id` (caller's id, unique in the engine). Its
+ * blocks are stored under namespace `ns` with store block numbers
+ * block_base .. block_base + max_blocks - 1 (logical block b -> store block
+ * block_base + b), so sequences may share a namespace as long as their
+ * ranges do not overlap. Length starts at 0 tokens in every layer.
+ * Returns SW_OK; SW_STATUS_INVALID (seq_id already registered, max_blocks <
+ * 1, range past UINT32_MAX, a range overlapping another sequence's in the
+ * same namespace); SW_STATUS_NO_MEMORY; SW_STATUS_FAILED (failed handle).
+ */
+SW_API sw_status sw_swap_seq_add(sw_swap *s, uint64_t seq_id, uint64_t ns, uint32_t block_base,
+                                 uint32_t max_blocks);
+
+/*
+ * Forgets a sequence: drops its resident copies and projected keys. With
+ * delete_stripes = 1 its stripes are deleted from the store too (a stripe
+ * that is already gone is not an error).
+ * Returns SW_OK; SW_STATUS_NOT_FOUND (unknown sequence); SW_STATUS_INVALID
+ * (null handle); with delete_stripes, a store delete error (the sequence is
+ * forgotten anyway).
+ */
+SW_API sw_status sw_swap_seq_remove(sw_swap *s, uint64_t seq_id, int32_t delete_stripes);
+
+/* Length in tokens of a sequence in one layer, and its number of blocks.
+ * Either out pointer may be NULL. Returns SW_OK, SW_STATUS_NOT_FOUND,
+ * SW_STATUS_INVALID (null handle, layer out of range). */
+SW_API sw_status sw_swap_seq_length(const sw_swap *s, uint64_t seq_id, int32_t layer,
+                                    int64_t *tokens, int32_t *blocks);
+
+/* One KV block handed to sw_swap_offload. */
+typedef struct sw_swap_block {
+    uint32_t struct_size;     /* sizeof(sw_swap_block) */
+    sw_swap_kv_dtype dtype;
+    int32_t valid_tokens;     /* 1..block_size; < block_size only for the
+                               * sequence's last block */
+    const void *k;            /* host, [num_kv_heads][block_size][head_dim] */
+    const void *v;
+    size_t k_bytes, v_bytes;  /* must both equal num_kv_heads * block_size *
+                               * head_dim * element size (2 or 1) */
+    float k_scale, v_scale;   /* FP8 only: finite, > 0 */
+} sw_swap_block;
+
+SW_API void sw_swap_block_init(sw_swap_block *b);
+
+/*
+ * Offloads block `block` (logical, 0-based) of a sequence's layer: writes
+ * its 2 * num_kv_heads stripes (valid rows only) to the store, invalidates
+ * any resident copy and, for BF16, stores its keys projected (K*P, fp32,
+ * per token) for the predictor. `block` may be an existing block
+ * (overwrite, e.g. the last block growing during decode) or the next one
+ * (append). Only the last block may hold fewer than block_size tokens: an
+ * append after a partial block, or a partial overwrite of a block that is
+ * not the last, is refused. Buffers are not retained.
+ * Returns SW_OK; SW_STATUS_INVALID (null argument, bad struct_size, layer
+ * out of range, k_bytes/v_bytes not the block size -- the detail gives
+ * both --, valid_tokens out of range, block past the end or past max_blocks,
+ * a partial block that would not be the last, bad FP8 scale, a store whose
+ * stripe_bytes is smaller than one stripe); SW_STATUS_NOT_FOUND (unknown
+ * sequence); a store write status (SW_STATUS_FULL, SW_STATUS_IO, ...): then
+ * the block is marked absent (length unchanged for an append; for an
+ * overwrite the sequence is cut before this block) since its stripes may be
+ * half old, half new; SW_STATUS_NO_MEMORY; SW_STATUS_FAILED.
+ */
+SW_API sw_status sw_swap_offload(sw_swap *s, uint64_t seq_id, int32_t layer, int32_t block,
+                                 const sw_swap_block *b);
+
+typedef struct sw_swap_attend_params {
+    uint32_t struct_size;     /* sizeof(sw_swap_attend_params) */
+    int32_t layer;
+    int32_t batch;            /* sequences in this call, >= 1 */
+    const uint64_t *seq_ids;  /* [batch], distinct */
+    const int32_t *q_indptr;  /* [batch+1] prefix sums of query rows (host):
+                               * 1 row = decode, more = a prefill chunk */
+    const void *q;            /* BF16 [q_indptr[batch]][num_qo_heads][head_dim]
+                               * (host for a host pool, device for a device pool) */
+    void *o;                  /* BF16, same shape; every element written */
+    float *lse;               /* optional [rows][num_qo_heads], natural log;
+                               * -inf for a row that sees no key */
+    float sm_scale;           /* 0 = 1/sqrt(head_dim) */
+    int32_t causal;           /* default 1: the chunk's rows are the LAST
+                               * q_len positions of the sequence (bottom-right):
+                               * row i sees keys j <= i + len - q_len */
+    int32_t sparse_top_k;     /* 0 (default) = exact; k > 0: attend only the k
+                               * best-scored blocks + the recent window (+ every
+                               * unscored FP8 block) */
+    int32_t sparse_recent_blocks; /* recent window of sparse mode (last blocks) */
+    int32_t sparse_check;     /* sparse mode: 1 = also compute exact attention
+                               * and report the error (costs a full pass) */
+} sw_swap_attend_params;
+
+SW_API void sw_swap_attend_params_init(sw_swap_attend_params *p);
+
+typedef struct sw_swap_attend_result {
+    uint32_t struct_size;     /* sizeof(sw_swap_attend_result), set by the caller */
+    uint32_t reserved;
+    int64_t blocks_total;     /* blocks of the batch's sequences in the layer */
+    int64_t blocks_attended;  /* blocks that went through the tile loop */
+    int64_t hits, misses;     /* of this call (both passes with sparse_check) */
+    int64_t tiles;            /* of this call (both passes with sparse_check) */
+    double sparse_rel_l2;     /* sparse_check: ||O_sparse - O_exact|| /
+                               * ||O_exact|| over the batch (fp32 outputs);
+                               * -1 when not measured */
+} sw_swap_attend_result;
+
+/*
+ * Attention of one layer for a batch of sequences over all of their
+ * offloaded tokens (or the sparse selection). Per sequence: scores its
+ * blocks with the predictor, attends the blocks already resident first,
+ * then the missing ones in ascending score order, in tiles of at most
+ * tile_blocks blocks; a tile's missing blocks are read with ONE batched
+ * sw_store_read (K and V stripes of every kv head), issued while the
+ * previous tile computes. fp32 running (max, sum, acc) per query row and
+ * head, merged across tiles, finalised to BF16 (and LSE).
+ * `stream` is for a device pool; ignored for a host pool.
+ * res (optional; res->struct_size set by the caller) receives counters.
+ * Returns SW_OK; SW_STATUS_INVALID (null argument, bad struct_size, layer
+ * out of range, batch < 1, bad or non-monotonic q_indptr, a sequence listed
+ * twice, negative sparse fields); SW_STATUS_NOT_FOUND (unknown sequence);
+ * SW_STATUS_CORRUPT (a stripe failed its check, has the wrong length, or a
+ * generation other than the one the engine wrote); a store read status
+ * (SW_STATUS_NOT_FOUND when a stripe was deleted or evicted from the store,
+ * SW_STATUS_IO); SW_STATUS_NO_MEMORY. On failure the contents of o and lse
+ * are unspecified; the pool stays consistent.
+ */
+SW_API sw_status sw_swap_attend(sw_swap *s, const sw_swap_attend_params *p,
+                                sw_swap_attend_result *res, void *stream);
+
+/*
+ * Predictor scores of every block of a sequence's layer for the query rows
+ * q (BF16 [q_len][num_qo_heads][head_dim], host): score(b) = max over the
+ * block's valid tokens t, query rows and query heads h of
+ * (q_h P) . (k_{t,kvh(h)} P), the same value attend uses. FP8 blocks score
+ * -INFINITY. `scores` has room for `capacity` floats; *nblocks (required)
+ * receives the block count (scores are written only when it fits).
+ * Returns SW_OK; SW_STATUS_INVALID (null argument, q_len < 1, layer out of
+ * range); SW_STATUS_NOT_FOUND; SW_STATUS_WORKSPACE_TOO_SMALL (capacity <
+ * blocks); SW_STATUS_NO_MEMORY.
+ */
+SW_API sw_status sw_swap_score_blocks(sw_swap *s, uint64_t seq_id, int32_t layer, const void *q,
+                                      int32_t q_len, float *scores, int32_t capacity,
+                                      int32_t *nblocks);
+
+/* Copies the projection P[head_dim][rank] (row-major, fp32) into out, which
+ * has room for head_dim * rank floats. Returns SW_OK or SW_STATUS_INVALID. */
+SW_API sw_status sw_swap_get_projection(const sw_swap *s, float *out, size_t capacity);
+
+typedef struct sw_swap_stats {
+    uint32_t struct_size;      /* sizeof(sw_swap_stats), set by the caller */
+    sw_swap_policy policy;
+    int32_t resident_blocks, tile_blocks, predictor_rank, prefetch; /* effective */
+    int32_t failed;            /* 1 when the handle refuses further work */
+    int32_t reserved;
+    uint64_t sequences, resident_used;   /* now */
+    uint64_t offloads, offload_bytes;    /* blocks and payload bytes written */
+    uint64_t attends, tiles;
+    uint64_t hits, misses;               /* block visits served from / not in the pool */
+    uint64_t evictions;                  /* a valid slot given to another block */
+    uint64_t invalidations;              /* resident copies dropped by an overwrite */
+    uint64_t read_calls, stripes_read;   /* batched store reads and their stripes */
+    uint64_t bytes_read;                 /* payload bytes read from the store */
+    uint64_t host_bytes_read, file_bytes_read; /* of which per tier, as the store counts */
+    uint64_t prefetched_tiles;           /* tiles whose read overlapped compute */
+    double read_wait_seconds;            /* time attend waited on reads */
+    double compute_seconds;              /* time in the tile computation */
+} sw_swap_stats;
+
+/* Snapshot of the counters; st->struct_size must be set (a smaller, older
+ * struct gets its prefix). Returns SW_OK or SW_STATUS_INVALID (null,
+ * struct_size < 8). */
+SW_API sw_status sw_swap_get_stats(const sw_swap *s, sw_swap_stats *st);
+
+/* Zeroes the traffic counters (not the configuration or occupancy). */
+SW_API void sw_swap_reset_stats(sw_swap *s);
+
+/* "score" / "lru"; "unknown" otherwise. Static string. */
+SW_API const char *sw_swap_policy_name(sw_swap_policy p);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,699 @@
+/* Attend orchestration: score blocks, walk each sequence tile by tile
+ * (resident blocks first, then missing ones in ascending score order, so
+ * that the best-scored blocks are the last loaded and stay resident), read a
+ * tile's missing stripes with one batched store read issued while the
+ * previous tile computes, and merge online-softmax states in fp32. */
+#include "swap_internal.h"
+#include "core/sw_core.h"
+#include "core/sw_half.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+typedef struct tile {
+    uint64_t pin;
+    int32_t bi;             /* batch entry */
+    int32_t n;              /* blocks */
+    int32_t *blocks, *slots;
+    int32_t *miss_blocks;   /* logical ids of the blocks being read */
+    int32_t nmiss;
+    size_t nkeys;
+    sw_store_key *keys;
+    void **dst;
+    size_t *lens;
+    uint64_t *gens;
+    sw_status *sts;
+    sw_swap_read_job job;
+    int in_worker;
+} tile;
+
+/* Per-call state. */
+typedef struct run {
+    sw_swap *s;
+    const sw_swap_attend_params *p;
+    int sparse;
+    sw_swap_seq **seqs;     /* [batch] */
+    float **scores;         /* [batch][nblocks] */
+    /* planner */
+    int32_t pb;             /* batch entry being planned */
+    int32_t *order;         /* its block order */
+    int32_t norder, pos;
+    /* softmax state for all rows */
+    float *qf, *m, *l, *acc;
+    float *kf, *vf, *sv;    /* scratch: one kv head of one block */
+    int64_t attended, hits, misses, tiles;
+} run;
+
+static int cmp_score_asc(const void *a, const void *b, void *ctx)
+{
+    const float *sc = ctx;
+    const int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    if (sc[x] != sc[y])
+        return sc[x] < sc[y] ? -1 : 1;
+    return (x > y) - (x < y);
+}
+
+/* Insertion sort keeps the comparator's context without qsort_r portability
+ * concerns; lists are a few thousand blocks at most per call here. TODO: a
+ * merge sort when sequences reach 10^5 blocks. */
+static void sort_blocks(int32_t *v, int32_t n, const float *sc)
+{
+    for (int32_t i = 1; i < n; i++) {
+        int32_t x = v[i], j = i - 1;
+        while (j >= 0 && cmp_score_asc(&v[j], &x, (void *)sc) > 0) {
+            v[j + 1] = v[j];
+            j--;
+        }
+        v[j + 1] = x;
+    }
+}
+
+/* Builds the block order of batch entry bi: resident first (block order),
+ * then missing ones by ascending score. Sparse mode keeps the top-k scored,
+ * the recent window and every unscored block. Also refreshes the scores of
+ * the sequence's resident slots. */
+static int32_t build_order(run *R, int32_t bi, int32_t *order)
+{
+    sw_swap *s = R->s;
+    const sw_swap_seq *q = R->seqs[bi];
+    const sw_swap_layer *L = &q->layers[R->p->layer];
+    const float *sc = R->scores[bi];
+    const int32_t n = L->nblocks;
+    int32_t cnt = 0;
+    /* selection */
+    uint8_t *sel = calloc((size_t)n + 1, 1);
+    if (!sel)
+        return -1;
+    if (!R->sparse) {
+        memset(sel, 1, (size_t)n);
+    } else {
+        const int32_t k = R->p->sparse_top_k, w = R->p->sparse_recent_blocks;
+        for (int32_t b = 0; b < n; b++)
+            if (b >= n - w || isinf(sc[b]))
+                sel[b] = 1;
+        int32_t *all = malloc(sizeof(int32_t) * ((size_t)n + 1));
+        if (!all) {
+            free(sel);
+            return -1;
+        }
+        for (int32_t b = 0; b < n; b++)
+            all[b] = b;
+        sort_blocks(all, n, sc);
+        for (int32_t i = n - 1, taken = 0; i >= 0 && taken < k; i--, taken++)
+            sel[all[i]] = 1;
+        free(all);
+    }
+    for (int32_t b = 0; b < n; b++) {
+        if (L->blk[b].slot >= 0)
+            s->slots[L->blk[b].slot].score = sc[b];
+        if (sel[b] && L->blk[b].slot >= 0)
+            order[cnt++] = b;
+    }
+    int32_t m0 = cnt;
+    for (int32_t b = 0; b < n; b++)
+        if (sel[b] && L->blk[b].slot < 0)
+            order[cnt++] = b;
+    sort_blocks(order + m0, cnt - m0, sc);
+    free(sel);
+    return cnt;
+}
+
+static sw_store_key key_of(const sw_swap_seq *q, int32_t layer, int32_t block, int32_t h, int kind)
+{
+    sw_store_key k;
+    memset(&k, 0, sizeof k);
+    k.ns = q->ns;
+    k.layer = (uint32_t)layer;
+    k.block = q->block_base + (uint32_t)block;
+    k.kv_head = (uint16_t)h;
+    k.kind = (uint8_t)kind;
+    return k;
+}
+
+static size_t v_offset(const sw_swap *s)
+{
+    return (size_t)s->m.num_kv_heads * s->stripe_elems * 2;
+}
+
+/* Plans the next tile; returns 1 when there is one, 0 at the end, <0 on
+ * allocation failure. */
+static int plan_tile(run *R, tile *t)
+{
+    sw_swap *s = R->s;
+    const sw_swap_attend_params *p = R->p;
+    while (R->pos >= R->norder) {
+        R->pb++;
+        while (R->pb < p->batch && p->q_indptr[R->pb + 1] == p->q_indptr[R->pb])
+            R->pb++; /* no query rows: nothing to attend */
+        if (R->pb >= p->batch)
+            return 0;
+        R->norder = build_order(R, R->pb, R->order);
+        if (R->norder < 0)
+            return -1;
+        R->pos = 0;
+    }
+    const sw_swap_seq *q = R->seqs[R->pb];
+    const sw_swap_layer *L = &q->layers[p->layer];
+    const float *sc = R->scores[R->pb];
+    const int32_t H = s->m.num_kv_heads;
+    t->pin = ++s->pin_seq;
+    t->bi = R->pb;
+    t->n = 0;
+    t->nmiss = 0;
+    t->nkeys = 0;
+    t->in_worker = 0;
+    while (t->n < s->tile_blocks && R->pos < R->norder) {
+        const int32_t b = R->order[R->pos++];
+        sw_swap_blk *e = &L->blk[b];
+        int32_t slot = e->slot;
+        if (slot >= 0) {
+            R->hits++;
+        } else {
+            slot = sw_swap_pool_victim(s);
+            if (slot < 0)
+                return -2; /* every slot pinned: a bug in the tile sizing */
+            sw_swap_slot *v = &s->slots[slot];
+            if (v->seq) {
+                v->seq->layers[v->layer].blk[v->block].slot = -1;
+                s->st.evictions++;
+            }
+            v->seq = (sw_swap_seq *)q;
+            v->layer = p->layer;
+            v->block = b;
+            e->slot = slot;
+            R->misses++;
+            const size_t es = sw_swap_kv_elem_size((sw_swap_kv_dtype)e->dtype);
+            for (int kind = 0; kind < 2; kind++)
+                for (int32_t h = 0; h < H; h++) {
+                    t->keys[t->nkeys] = key_of(q, p->layer, b, h, kind);
+                    t->dst[t->nkeys] = v->data + (kind ? v_offset(s) : 0) +
+                                       (size_t)h * s->stripe_elems * es;
+                    t->nkeys++;
+                }
+            t->miss_blocks[t->nmiss++] = b;
+        }
+        sw_swap_slot *sl = &s->slots[slot];
+        sl->pin = t->pin;
+        sl->score = sc[b];
+        sl->last_access = ++s->tick;
+        t->blocks[t->n] = b;
+        t->slots[t->n] = slot;
+        t->n++;
+    }
+    R->tiles++;
+    return 1;
+}
+
+static void start_read(run *R, tile *t, int async)
+{
+    sw_swap *s = R->s;
+    t->job.n = t->nkeys;
+    t->job.keys = t->keys;
+    t->job.dst = t->dst;
+    t->job.dst_bytes = s->stripe_elems * 2;
+    t->job.lengths = t->lens;
+    t->job.gens = t->gens;
+    t->job.statuses = t->sts;
+    t->job.result = SW_OK;
+    t->job.host_bytes = t->job.file_bytes = 0;
+    if (t->nkeys == 0)
+        return;
+    s->st.read_calls++;
+    s->st.stripes_read += t->nkeys;
+    if (async) {
+        sw_swap_worker_submit(&s->worker, &t->job);
+        t->in_worker = 1;
+        s->st.prefetched_tiles++;
+    } else {
+        double t0 = now_s();
+        sw_swap_read_run(s->store, &t->job);
+        s->st.read_wait_seconds += now_s() - t0;
+    }
+}
+
+/* Waits for the tile's read and checks every stripe: status, length and the
+ * generation the engine wrote. On failure the tile's new slots are freed. */
+static sw_status finish_read(run *R, tile *t)
+{
+    sw_swap *s = R->s;
+    if (t->in_worker) {
+        double t0 = now_s();
+        sw_swap_worker_wait(&s->worker);
+        s->st.read_wait_seconds += now_s() - t0;
+        t->in_worker = 0;
+    }
+    if (t->nkeys == 0)
+        return SW_OK;
+    s->st.host_bytes_read += t->job.host_bytes;
+    s->st.file_bytes_read += t->job.file_bytes;
+    const sw_swap_seq *q = R->seqs[t->bi];
+    sw_swap_layer *L = &q->layers[R->p->layer];
+    const int32_t H = s->m.num_kv_heads;
+    sw_status bad = SW_OK;
+    size_t i = 0;
+    for (int32_t m = 0; m < t->nmiss; m++) {
+        const int32_t b = t->miss_blocks[m];
+        const sw_swap_blk *e = &L->blk[b];
+        const size_t want = (size_t)e->valid * (size_t)s->m.head_dim *
+                            sw_swap_kv_elem_size((sw_swap_kv_dtype)e->dtype);
+        for (int kind = 0; kind < 2; kind++)
+            for (int32_t h = 0; h < H; h++, i++) {
+                if (bad != SW_OK)
+                    continue;
+                if (t->sts[i] != SW_OK) {
+                    bad = sw_fail(t->sts[i], "stripe (ns %llu, layer %d, block %u, kv head %d, "
+                                  "%s) of sequence %llu: store read returned %s",
+                                  (unsigned long long)q->ns, R->p->layer, q->block_base + b, h,
+                                  kind ? "V" : "K", (unsigned long long)q->id,
+                                  sw_status_str(t->sts[i]));
+                } else if (t->lens[i] != want || t->gens[i] != e->gen[h * 2 + kind]) {
+                    bad = sw_fail(SW_STATUS_CORRUPT, "stripe (ns %llu, layer %d, block %u, kv "
+                                  "head %d, %s): %zu bytes generation %llu, the engine wrote "
+                                  "%zu bytes generation %llu", (unsigned long long)q->ns,
+                                  R->p->layer, q->block_base + b, h, kind ? "V" : "K",
+                                  t->lens[i], (unsigned long long)t->gens[i], want,
+                                  (unsigned long long)e->gen[h * 2 + kind]);
+                } else {
+                    s->st.bytes_read += t->lens[i];
+                }
+            }
+    }
+    if (bad != SW_OK)
+        for (int32_t m = 0; m < t->nmiss; m++)
+            sw_swap_pool_drop(s, &L->blk[t->miss_blocks[m]]);
+    return bad;
+}
+
+static void dequant(const uint8_t *src, sw_swap_kv_dtype dt, float scale, int32_t rows,
+                    int32_t d, float *out)
+{
+    const int64_t n = (int64_t)rows * d;
+    if (dt == SW_SWAP_KV_BF16) {
+        const uint16_t *x = (const uint16_t *)src;
+        for (int64_t i = 0; i < n; i++)
+            out[i] = sw_bf16_to_f32(x[i]);
+    } else {
+        for (int64_t i = 0; i < n; i++)
+            out[i] = sw_e4m3_to_f32(src[i]) * scale;
+    }
+}
+
+static void compute_tile(run *R, const tile *t)
+{
+    sw_swap *s = R->s;
+    const sw_swap_attend_params *p = R->p;
+    const int32_t H = s->m.num_kv_heads, Hq = s->m.num_qo_heads, G = Hq / H;
+    const int32_t D = s->m.head_dim, B = s->m.block_size;
+    const sw_swap_seq *q = R->seqs[t->bi];
+    const sw_swap_layer *L = &q->layers[p->layer];
+    const int32_t r0 = p->q_indptr[t->bi], ql = p->q_indptr[t->bi + 1] - r0;
+    const int64_t len = L->nblocks ? (int64_t)(L->nblocks - 1) * B + L->blk[L->nblocks - 1].valid
+                                   : 0;
+    const float scale = p->sm_scale != 0.0f ? p->sm_scale : 1.0f / sqrtf((float)D);
+    for (int32_t i = 0; i < t->n; i++) {
+        const int32_t b = t->blocks[i];
+        const sw_swap_blk *e = &L->blk[b];
+        const uint8_t *data = s->slots[t->slots[i]].data;
+        const size_t es = sw_swap_kv_elem_size((sw_swap_kv_dtype)e->dtype);
+        const int64_t tok0 = (int64_t)b * B;
+        R->attended++;
+        for (int32_t h = 0; h < H; h++) {
+            dequant(data + (size_t)h * s->stripe_elems * es, (sw_swap_kv_dtype)e->dtype,
+                    e->k_scale, e->valid, D, R->kf);
+            dequant(data + v_offset(s) + (size_t)h * s->stripe_elems * es,
+                    (sw_swap_kv_dtype)e->dtype, e->v_scale, e->valid, D, R->vf);
+            for (int32_t row = 0; row < ql; row++) {
+                int64_t nv = e->valid;
+                if (p->causal) {
+                    /* bottom-right: row sees keys j <= row + len - ql */
+                    int64_t lim = (int64_t)row + len - ql + 1 - tok0;
+                    if (lim < nv)
+                        nv = lim;
+                }
+                if (nv <= 0)
+                    continue;
+                for (int32_t g = 0; g < G; g++) {
+                    const int64_t sidx = (int64_t)(r0 + row) * Hq + (int64_t)h * G + g;
+                    const float *qv = R->qf + sidx * D;
+                    float bm = -INFINITY;
+                    for (int64_t j = 0; j < nv; j++) {
+                        const float *kv = R->kf + j * D;
+                        float acc = 0.0f;
+                        for (int32_t c = 0; c < D; c++)
+                            acc += qv[c] * kv[c];
+                        acc *= scale;
+                        R->sv[j] = acc;
+                        if (acc > bm)
+                            bm = acc;
+                    }
+                    const float mo = R->m[sidx];
+                    const float mn = mo > bm ? mo : bm;
+                    const float corr = mo == -INFINITY ? 0.0f : expf(mo - mn);
+                    float *o = R->acc + sidx * D;
+                    float lsum = R->l[sidx] * corr;
+                    if (corr != 1.0f)
+                        for (int32_t c = 0; c < D; c++)
+                            o[c] *= corr;
+                    for (int64_t j = 0; j < nv; j++) {
+                        const float pj = expf(R->sv[j] - mn);
+                        const float *vv = R->vf + j * D;
+                        lsum += pj;
+                        for (int32_t c = 0; c < D; c++)
+                            o[c] += pj * vv[c];
+                    }
+                    R->m[sidx] = mn;
+                    R->l[sidx] = lsum;
+                }
+            }
+        }
+    }
+}
+
+/* One pass over the batch: exact (sparse = 0) or sparse. Leaves the
+ * normalised fp32 outputs in R->acc and the LSE in R->m. */
+static sw_status run_pass(run *R, int sparse)
+{
+    sw_swap *s = R->s;
+    const sw_swap_attend_params *p = R->p;
+    const int32_t Hq = s->m.num_qo_heads, D = s->m.head_dim;
+    const int64_t rows = (int64_t)p->q_indptr[p->batch] * Hq;
+    for (int64_t i = 0; i < rows; i++) {
+        R->m[i] = -INFINITY;
+        R->l[i] = 0.0f;
+    }
+    memset(R->acc, 0, sizeof(float) * (size_t)rows * (size_t)D);
+    R->sparse = sparse;
+    R->pb = -1;
+    R->pos = R->norder = 0;
+
+    const size_t maxkeys = (size_t)s->tile_blocks * (size_t)s->m.num_kv_heads * 2;
+    tile tl[2];
+    memset(tl, 0, sizeof tl);
+    sw_status st = SW_OK;
+    for (int i = 0; i < 2; i++) {
+        tile *t = &tl[i];
+        t->blocks = malloc(sizeof(int32_t) * (size_t)s->tile_blocks);
+        t->slots = malloc(sizeof(int32_t) * (size_t)s->tile_blocks);
+        t->miss_blocks = malloc(sizeof(int32_t) * (size_t)s->tile_blocks);
+        t->keys = malloc(sizeof(sw_store_key) * maxkeys);
+        t->dst = malloc(sizeof(void *) * maxkeys);
+        t->lens = malloc(sizeof(size_t) * maxkeys);
+        t->gens = malloc(sizeof(uint64_t) * maxkeys);
+        t->sts = malloc(sizeof(sw_status) * maxkeys);
+        if (!t->blocks || !t->slots || !t->miss_blocks || !t->keys || !t->dst || !t->lens ||
+            !t->gens || !t->sts)
+            st = sw_fail(SW_STATUS_NO_MEMORY, "tile tables");
+    }
+    tile *cur = &tl[0], *nxt = &tl[1];
+    int have = 0;
+    if (st == SW_OK) {
+        have = plan_tile(R, cur);
+        if (have < 0)
+            st = have == -1 ? sw_fail(SW_STATUS_NO_MEMORY, "block order")
+                            : sw_fail(SW_STATUS_INTERNAL, "no unpinned slot for a tile");
+        else if (have)
+            start_read(R, cur, 0);
+    }
+    while (st == SW_OK && have) {
+        st = finish_read(R, cur);
+        if (st != SW_OK)
+            break;
+        int have_next = 0;
+        if (s->prefetch) {
+            have_next = plan_tile(R, nxt);
+            if (have_next > 0)
+                start_read(R, nxt, 1);
+        }
+        double t0 = now_s();
+        compute_tile(R, cur);
+        s->st.compute_seconds += now_s() - t0;
+        sw_swap_pool_unpin(s, cur->pin);
+        if (!s->prefetch) {
+            have_next = plan_tile(R, nxt);
+            if (have_next > 0)
+                start_read(R, nxt, 0);
+        }
+        if (have_next < 0) {
+            st = have_next == -1 ? sw_fail(SW_STATUS_NO_MEMORY, "block order")
+                                 : sw_fail(SW_STATUS_INTERNAL, "no unpinned slot for a tile");
+            break;
+        }
+        tile *x = cur;
+        cur = nxt;
+        nxt = x;
+        have = have_next;
+    }
+    /* Never leave a read in flight or a slot pinned. */
+    for (int i = 0; i < 2; i++) {
+        if (tl[i].in_worker) {
+            sw_swap_worker_wait(&s->worker);
+            tl[i].in_worker = 0;
+        }
+        if (tl[i].pin)
+            sw_swap_pool_unpin(s, tl[i].pin);
+    }
+    if (st != SW_OK) {
+        /* Slots whose read was planned but not verified hold garbage. */
+        for (int i = 0; i < 2; i++)
+            for (int32_t m = 0; tl[i].miss_blocks && m < tl[i].nmiss && R->seqs; m++) {
+                const sw_swap_seq *q = R->seqs[tl[i].bi];
+                sw_swap_pool_drop(s, &q->layers[p->layer].blk[tl[i].miss_blocks[m]]);
+            }
+    }
+    for (int i = 0; i < 2; i++) {
+        free(tl[i].blocks);
+        free(tl[i].slots);
+        free(tl[i].miss_blocks);
+        free(tl[i].keys);
+        free(tl[i].dst);
+        free(tl[i].lens);
+        free(tl[i].gens);
+        free(tl[i].sts);
+    }
+    if (st != SW_OK)
+        return st;
+    /* finalise: acc / sum, lse = m + log(sum) */
+    for (int64_t i = 0; i < rows; i++) {
+        float *o = R->acc + i * D;
+        if (R->l[i] > 0.0f) {
+            const float inv = 1.0f / R->l[i];
+            for (int32_t c = 0; c < D; c++)
+                o[c] *= inv;
+            R->m[i] = R->m[i] + logf(R->l[i]);
+        } else {
+            for (int32_t c = 0; c < D; c++)
+                o[c] = 0.0f;
+            R->m[i] = -INFINITY;
+        }
+    }
+    return SW_OK;
+}
+
+static sw_status validate(sw_swap *s, const sw_swap_attend_params *p, sw_swap_seq **seqs)
+{
+    if (p->struct_size != sizeof *p)
+        return sw_fail(SW_STATUS_INVALID, "sw_swap_attend_params.struct_size %u, want %zu",
+                       p->struct_size, sizeof *p);
+    if (p->layer < 0 || p->layer >= s->m.num_layers)
+        return sw_fail(SW_STATUS_INVALID, "layer %d not in [0, %d)", p->layer,
+                       s->m.num_layers);
+    if (p->batch < 1 || !p->seq_ids || !p->q_indptr)
+        return sw_fail(SW_STATUS_INVALID, "batch %d < 1 or null seq_ids / q_indptr", p->batch);
+    if (p->q_indptr[0] != 0)
+        return sw_fail(SW_STATUS_INVALID, "q_indptr[0]=%d, want 0", p->q_indptr[0]);
+    for (int32_t b = 0; b < p->batch; b++)
+        if (p->q_indptr[b + 1] < p->q_indptr[b])
+            return sw_fail(SW_STATUS_INVALID, "q_indptr[%d]=%d < q_indptr[%d]=%d", b + 1,
+                           p->q_indptr[b + 1], b, p->q_indptr[b]);
+    if (p->q_indptr[p->batch] > 0 && (!p->q || !p->o))
+        return sw_fail(SW_STATUS_INVALID, "null q or o");
+    if (p->sparse_top_k < 0 || p->sparse_recent_blocks < 0)
+        return sw_fail(SW_STATUS_INVALID, "sparse_top_k %d / sparse_recent_blocks %d < 0",
+                       p->sparse_top_k, p->sparse_recent_blocks);
+    for (int32_t b = 0; b < p->batch; b++) {
+        seqs[b] = sw_swap_find_seq(s, p->seq_ids[b]);
+        if (!seqs[b])
+            return sw_fail(SW_STATUS_NOT_FOUND, "sequence %llu (batch entry %d) is not "
+                           "registered", (unsigned long long)p->seq_ids[b], b);
+        for (int32_t c = 0; c < b; c++)
+            if (seqs[c] == seqs[b])
+                return sw_fail(SW_STATUS_INVALID, "sequence %llu listed twice (entries %d, %d)",
+                               (unsigned long long)p->seq_ids[b], c, b);
+    }
+    return SW_OK;
+}
+
+static void free_run(run *R, int32_t batch)
+{
+    if (R->scores)
+        for (int32_t b = 0; b < batch; b++)
+            free(R->scores[b]);
+    free(R->scores);
+    free(R->seqs);
+    free(R->order);
+    free(R->qf);
+    free(R->m);
+    free(R->l);
+    free(R->acc);
+    free(R->kf);
+    free(R->vf);
+    free(R->sv);
+}
+
+sw_status sw_swap_attend(sw_swap *s, const sw_swap_attend_params *p, sw_swap_attend_result *res,
+                         void *stream)
+{
+    (void)stream; /* host pool: nothing is enqueued */
+    if (!s || !p)
+        return sw_fail(SW_STATUS_INVALID, "sw_swap_attend: null argument");
+    if (s->failed)
+        return sw_fail(SW_STATUS_FAILED, "swap engine failed earlier");
+    if (res && res->struct_size < sizeof *res)
+        return sw_fail(SW_STATUS_INVALID, "sw_swap_attend_result.struct_size %u, want %zu",
+                       res->struct_size, sizeof *res);
+    run R;
+    memset(&R, 0, sizeof R);
+    R.s = s;
+    R.p = p;
+    R.seqs = calloc((size_t)(p->batch > 0 ? p->batch : 1), sizeof *R.seqs);
+    if (!R.seqs)
+        return sw_fail(SW_STATUS_NO_MEMORY, "batch table");
+    sw_status st = validate(s, p, R.seqs);
+    if (st != SW_OK) {
+        free(R.seqs);
+        return st;
+    }
+    const int32_t Hq = s->m.num_qo_heads, D = s->m.head_dim, Rk = s->c.predictor_rank;
+    const int64_t nrows = p->q_indptr[p->batch];
+    const int64_t hrows = nrows * Hq;
+    int32_t maxn = 1;
+    int64_t total_blocks = 0;
+    for (int32_t b = 0; b < p->batch; b++) {
+        const int32_t n = R.seqs[b]->layers[p->layer].nblocks;
+        total_blocks += n;
+        if (n > maxn)
+            maxn = n;
+    }
+    R.scores = calloc((size_t)p->batch, sizeof *R.scores);
+    R.order = malloc(sizeof(int32_t) * (size_t)maxn);
+    R.qf = malloc(sizeof(float) * (size_t)(hrows > 0 ? hrows : 1) * (size_t)D);
+    R.m = malloc(sizeof(float) * (size_t)(hrows > 0 ? hrows : 1));
+    R.l = malloc(sizeof(float) * (size_t)(hrows > 0 ? hrows : 1));
+    R.acc = malloc(sizeof(float) * (size_t)(hrows > 0 ? hrows : 1) * (size_t)D);
+    R.kf = malloc(sizeof(float) * s->stripe_elems);
+    R.vf = malloc(sizeof(float) * s->stripe_elems);
+    R.sv = malloc(sizeof(float) * (size_t)s->m.block_size);
+    float *qp = malloc(sizeof(float) * (size_t)(hrows > 0 ? hrows : 1) * (size_t)Rk);
+    if (!R.scores || !R.order || !R.qf || !R.m || !R.l || !R.acc || !R.kf || !R.vf || !R.sv ||
+        !qp) {
+        free(qp);
+        free_run(&R, p->batch);
+        return sw_fail(SW_STATUS_NO_MEMORY, "attend scratch for %lld rows",
+                       (long long)nrows);
+    }
+    const uint16_t *q16 = p->q;
+    for (int64_t i = 0; i < hrows * D; i++)
+        R.qf[i] = sw_bf16_to_f32(q16[i]);
+    if (hrows > 0)
+        sw_swap_project_bf16(s->proj, D, Rk, q16, hrows, qp);
+    for (int32_t b = 0; b < p->batch && st == SW_OK; b++) {
+        const sw_swap_layer *L = &R.seqs[b]->layers[p->layer];
+        const int32_t ql = p->q_indptr[b + 1] - p->q_indptr[b];
+        R.scores[b] = malloc(sizeof(float) * (size_t)(L->nblocks > 0 ? L->nblocks : 1));
+        if (!R.scores[b]) {
+            st = sw_fail(SW_STATUS_NO_MEMORY, "block scores");
+            break;
+        }
+        if (ql > 0)
+            sw_swap_score_layer(s, L, qp + (size_t)p->q_indptr[b] * Hq * Rk, ql, R.scores[b]);
+        else
+            for (int32_t i = 0; i < L->nblocks; i++)
+                R.scores[b][i] = -INFINITY;
+    }
+    free(qp);
+    const uint64_t h0 = s->st.hits, m0 = s->st.misses;
+    double rel = -1.0;
+    const int sparse = p->sparse_top_k > 0;
+    float *exact = NULL;
+    if (st == SW_OK && sparse && p->sparse_check) {
+        st = run_pass(&R, 0);
+        if (st == SW_OK) {
+            exact = malloc(sizeof(float) * (size_t)(hrows > 0 ? hrows : 1) * (size_t)D);
+            if (!exact)
+                st = sw_fail(SW_STATUS_NO_MEMORY, "sparse check buffer");
+            else
+                memcpy(exact, R.acc, sizeof(float) * (size_t)hrows * (size_t)D);
+        }
+    }
+    if (st == SW_OK) {
+        R.attended = 0; /* the result reports the blocks of the returned pass */
+        st = run_pass(&R, sparse);
+    }
+    if (st == SW_OK) {
+        uint16_t *o16 = p->o;
+        for (int64_t i = 0; i < hrows * D; i++)
+            o16[i] = sw_f32_to_bf16(R.acc[i]);
+        if (p->lse)
+            for (int64_t i = 0; i < hrows; i++)
+                p->lse[i] = R.m[i];
+        if (exact) {
+            double num = 0.0, den = 0.0;
+            for (int64_t i = 0; i < hrows * D; i++) {
+                const double d = (double)R.acc[i] - exact[i];
+                num += d * d;
+                den += (double)exact[i] * exact[i];
+            }
+            rel = den > 0.0 ? sqrt(num / den) : sqrt(num);
+        }
+    }
+    free(exact);
+    s->st.hits += (uint64_t)R.hits;
+    s->st.misses += (uint64_t)R.misses;
+    s->st.tiles += (uint64_t)R.tiles;
+    s->st.attends++;
+    if (res) {
+        res->blocks_total = total_blocks;
+        res->blocks_attended = R.attended;
+        res->hits = (int64_t)(s->st.hits - h0);
+        res->misses = (int64_t)(s->st.misses - m0);
+        res->tiles = R.tiles;
+        res->sparse_rel_l2 = rel;
+    }
+    free_run(&R, p->batch);
+    return st;
+}
+
+sw_status sw_swap_score_blocks(sw_swap *s, uint64_t seq_id, int32_t layer, const void *q,
+                               int32_t q_len, float *scores, int32_t capacity, int32_t *nblocks)
+{
+    if (!s || !q || !nblocks || q_len < 1)
+        return sw_fail(SW_STATUS_INVALID, "sw_swap_score_blocks: null argument or q_len < 1");
+    if (layer < 0 || layer >= s->m.num_layers)
+        return sw_fail(SW_STATUS_INVALID, "layer %d not in [0, %d)", layer, s->m.num_layers);
+    const sw_swap_seq *sq = sw_swap_find_seq(s, seq_id);
+    if (!sq)
+        return sw_fail(SW_STATUS_NOT_FOUND, "sequence %llu is not registered",
+                       (unsigned long long)seq_id);
+    const sw_swap_layer *L = &sq->layers[layer];
+    *nblocks = L->nblocks;
+    if (capacity < L->nblocks || (!scores && L->nblocks > 0))
+        return sw_fail(SW_STATUS_WORKSPACE_TOO_SMALL, "scores has room for %d, the sequence "
+                       "has %d blocks", capacity, L->nblocks);
+    const int64_t hrows = (int64_t)q_len * s->m.num_qo_heads;
+    float *qp = malloc(sizeof(float) * (size_t)hrows * (size_t)s->c.predictor_rank);
+    if (!qp)
+        return sw_fail(SW_STATUS_NO_MEMORY, "projected queries");
+    sw_swap_project_bf16(s->proj, s->m.head_dim, s->c.predictor_rank, q, hrows, qp);
+    sw_swap_score_layer(s, L, qp, q_len, scores);
+    free(qp);
+    return SW_OK;
+}

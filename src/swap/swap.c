@@ -1,0 +1,524 @@
+/* Swap engine handle: configuration, sequence registry, offload, stats. */
+#include "swap_internal.h"
+#include "attn/attn_internal.h"
+#include "core/sw_core.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SW_SWAP_MAX_HEAD_DIM 1024
+#define SW_SWAP_MAX_BLOCK 65536
+
+void sw_swap_config_init(sw_swap_config *c)
+{
+    if (!c)
+        return;
+    memset(c, 0, sizeof *c);
+    c->struct_size = sizeof *c;
+    c->resident_blocks = 64;
+    c->tile_blocks = 0;
+    c->predictor_rank = 32;
+    c->projection_seed = 0x5157;
+    c->prefetch_depth = 1;
+    c->policy = SW_SWAP_POLICY_SCORE;
+    c->pool = SW_SWAP_POOL_HOST;
+}
+
+void sw_swap_model_init(sw_swap_model *m)
+{
+    if (!m)
+        return;
+    memset(m, 0, sizeof *m);
+    m->struct_size = sizeof *m;
+}
+
+void sw_swap_block_init(sw_swap_block *b)
+{
+    if (!b)
+        return;
+    memset(b, 0, sizeof *b);
+    b->struct_size = sizeof *b;
+    b->k_scale = b->v_scale = 1.0f;
+}
+
+void sw_swap_attend_params_init(sw_swap_attend_params *p)
+{
+    if (!p)
+        return;
+    memset(p, 0, sizeof *p);
+    p->struct_size = sizeof *p;
+    p->causal = 1;
+}
+
+const char *sw_swap_policy_name(sw_swap_policy p)
+{
+    switch (p) {
+    case SW_SWAP_POLICY_SCORE: return "score";
+    case SW_SWAP_POLICY_LRU: return "lru";
+    }
+    return "unknown";
+}
+
+size_t sw_swap_kv_elem_size(sw_swap_kv_dtype t)
+{
+    switch (t) {
+    case SW_SWAP_KV_BF16: return 2;
+    case SW_SWAP_KV_FP8_E4M3: return 1;
+    }
+    return 0;
+}
+
+static sw_status check_model(const sw_swap_model *m)
+{
+    if (m->struct_size != sizeof *m)
+        return sw_fail(SW_STATUS_INVALID, "sw_swap_model.struct_size %u, want %zu",
+                       m->struct_size, sizeof *m);
+    if (m->num_layers < 1)
+        return sw_fail(SW_STATUS_INVALID, "num_layers %d < 1", m->num_layers);
+    if (m->num_kv_heads < 1 || m->num_kv_heads > 65535)
+        return sw_fail(SW_STATUS_INVALID, "num_kv_heads %d not in [1, 65535]", m->num_kv_heads);
+    if (m->num_qo_heads < 1 || m->num_qo_heads % m->num_kv_heads)
+        return sw_fail(SW_STATUS_INVALID, "num_qo_heads %d is not a positive multiple of "
+                       "num_kv_heads %d", m->num_qo_heads, m->num_kv_heads);
+    if (m->head_dim < 1 || m->head_dim > SW_SWAP_MAX_HEAD_DIM)
+        return sw_fail(SW_STATUS_INVALID, "head_dim %d not in [1, %d]", m->head_dim,
+                       SW_SWAP_MAX_HEAD_DIM);
+    if (m->block_size < 1 || m->block_size > SW_SWAP_MAX_BLOCK)
+        return sw_fail(SW_STATUS_INVALID, "block_size %d not in [1, %d]", m->block_size,
+                       SW_SWAP_MAX_BLOCK);
+    return SW_OK;
+}
+
+static sw_status check_config(const sw_swap_config *c)
+{
+    if (c->struct_size != sizeof *c)
+        return sw_fail(SW_STATUS_INVALID, "sw_swap_config.struct_size %u, want %zu",
+                       c->struct_size, sizeof *c);
+    if (c->resident_blocks < 1)
+        return sw_fail(SW_STATUS_INVALID, "resident_blocks %d < 1", c->resident_blocks);
+    if (c->tile_blocks < 0)
+        return sw_fail(SW_STATUS_INVALID, "tile_blocks %d < 0", c->tile_blocks);
+    if (c->predictor_rank < 1 || c->predictor_rank > 128)
+        return sw_fail(SW_STATUS_INVALID, "predictor_rank %d not in [1, 128]",
+                       c->predictor_rank);
+    if (c->prefetch_depth < 0)
+        return sw_fail(SW_STATUS_INVALID, "prefetch_depth %d < 0", c->prefetch_depth);
+    if (c->policy != SW_SWAP_POLICY_SCORE && c->policy != SW_SWAP_POLICY_LRU)
+        return sw_fail(SW_STATUS_INVALID, "unknown policy %d", (int)c->policy);
+    if (c->pool != SW_SWAP_POOL_HOST && c->pool != SW_SWAP_POOL_DEVICE)
+        return sw_fail(SW_STATUS_INVALID, "unknown pool kind %d", (int)c->pool);
+    return SW_OK;
+}
+
+sw_status sw_swap_create(const sw_swap_model *model, const sw_swap_config *config,
+                         sw_store *store, sw_swap **out)
+{
+    if (out)
+        *out = NULL;
+    if (!model || !config || !store || !out)
+        return sw_fail(SW_STATUS_INVALID, "sw_swap_create: null argument");
+    SW_TRY(check_model(model));
+    SW_TRY(check_config(config));
+    if (config->pool == SW_SWAP_POOL_DEVICE) {
+        if (sw_cuda_devices() < 1)
+            return sw_fail(SW_STATUS_NO_DEVICE, "device pool asked for, but no usable CUDA "
+                           "device in this build/machine");
+        return sw_fail(SW_STATUS_UNSUPPORTED, "device pool: the GPU swap engine is not in "
+                       "this build yet (use SW_SWAP_POOL_HOST)");
+    }
+    sw_store_stats sst;
+    memset(&sst, 0, sizeof sst);
+    sst.struct_size = sizeof sst;
+    SW_TRY(sw_store_get_stats(store, &sst));
+
+    sw_swap *s = calloc(1, sizeof *s);
+    if (!s)
+        return sw_fail(SW_STATUS_NO_MEMORY, "sw_swap_create: handle");
+    s->m = *model;
+    s->c = *config;
+    s->store = store;
+    s->store_stripe_bytes = (uint32_t)sst.stripe_bytes;
+    int32_t tb = config->tile_blocks;
+    if (tb == 0) {
+        tb = config->resident_blocks / 8;
+        if (tb < 1)
+            tb = 1;
+        if (tb > 16)
+            tb = 16;
+    }
+    if (tb > config->resident_blocks)
+        tb = config->resident_blocks;
+    s->tile_blocks = tb;
+    s->prefetch = config->prefetch_depth > 0 && config->resident_blocks >= 2 * tb;
+    s->elem_max = 2;
+    s->stripe_elems = (size_t)model->block_size * (size_t)model->head_dim;
+    s->slot_bytes = 2 * (size_t)model->num_kv_heads * s->stripe_elems * s->elem_max;
+    s->slot_bytes = sw_align_up(s->slot_bytes, 64);
+
+    const int32_t d = model->head_dim, r = config->predictor_rank;
+    double *pd = malloc(sizeof(double) * (size_t)d * (size_t)r);
+    s->proj = malloc(sizeof(float) * (size_t)d * (size_t)r);
+    s->slots = calloc((size_t)config->resident_blocks, sizeof *s->slots);
+    s->pool = sw_aligned_alloc(64, s->slot_bytes * (size_t)config->resident_blocks);
+    if (!pd || !s->proj || !s->slots || !s->pool) {
+        free(pd);
+        sw_swap_destroy(s);
+        return sw_fail(SW_STATUS_NO_MEMORY, "sw_swap_create: %d slots of %zu bytes",
+                       config->resident_blocks, s->slot_bytes);
+    }
+    sw_swap_projection_fill(config->projection_seed, d, r, pd);
+    for (size_t i = 0; i < (size_t)d * (size_t)r; i++)
+        s->proj[i] = (float)pd[i];
+    free(pd);
+    for (int32_t i = 0; i < config->resident_blocks; i++) {
+        s->slots[i].data = s->pool + (size_t)i * s->slot_bytes;
+        s->slots[i].score = -INFINITY;
+    }
+    if (s->prefetch) {
+        sw_status st = sw_swap_worker_start(&s->worker, store);
+        if (st != SW_OK) {
+            sw_swap_destroy(s);
+            return st;
+        }
+    }
+    s->st.policy = config->policy;
+    *out = s;
+    return SW_OK;
+}
+
+static void free_seq(sw_swap *s, sw_swap_seq *q)
+{
+    if (!q)
+        return;
+    if (q->layers) {
+        for (int32_t l = 0; l < s->m.num_layers; l++) {
+            sw_swap_layer *L = &q->layers[l];
+            for (int32_t b = 0; b < L->cap; b++) {
+                free(L->blk[b].proj);
+                free(L->blk[b].gen);
+            }
+            free(L->blk);
+        }
+    }
+    free(q->layers);
+    free(q);
+}
+
+void sw_swap_destroy(sw_swap *s)
+{
+    if (!s)
+        return;
+    sw_swap_worker_stop(&s->worker);
+    for (size_t i = 0; i < s->nseqs; i++)
+        free_seq(s, s->seqs[i]);
+    free(s->seqs);
+    free(s->slots);
+    sw_aligned_free(s->pool);
+    free(s->proj);
+    free(s);
+}
+
+sw_swap_seq *sw_swap_find_seq(const sw_swap *s, uint64_t id)
+{
+    /* Linear: serving batches register tens to hundreds of sequences; a hash
+     * map is the obvious next step when that changes. */
+    for (size_t i = 0; i < s->nseqs; i++)
+        if (s->seqs[i]->id == id)
+            return s->seqs[i];
+    return NULL;
+}
+
+sw_status sw_swap_seq_add(sw_swap *s, uint64_t seq_id, uint64_t ns, uint32_t block_base,
+                          uint32_t max_blocks)
+{
+    if (!s)
+        return sw_fail(SW_STATUS_INVALID, "sw_swap_seq_add: null handle");
+    if (s->failed)
+        return sw_fail(SW_STATUS_FAILED, "swap engine failed earlier");
+    if (sw_swap_find_seq(s, seq_id))
+        return sw_fail(SW_STATUS_INVALID, "sequence %llu already registered",
+                       (unsigned long long)seq_id);
+    if (max_blocks < 1 || (uint64_t)block_base + max_blocks - 1 > UINT32_MAX)
+        return sw_fail(SW_STATUS_INVALID, "block range base %u + %u blocks is empty or past "
+                       "UINT32_MAX", block_base, max_blocks);
+    for (size_t i = 0; i < s->nseqs; i++) {
+        const sw_swap_seq *o = s->seqs[i];
+        if (o->ns != ns)
+            continue;
+        uint64_t a0 = block_base, a1 = (uint64_t)block_base + max_blocks;
+        uint64_t b0 = o->block_base, b1 = (uint64_t)o->block_base + o->max_blocks;
+        if (a0 < b1 && b0 < a1)
+            return sw_fail(SW_STATUS_INVALID, "blocks [%llu, %llu) of namespace %llu overlap "
+                           "sequence %llu's [%llu, %llu)", (unsigned long long)a0,
+                           (unsigned long long)a1, (unsigned long long)ns,
+                           (unsigned long long)o->id, (unsigned long long)b0,
+                           (unsigned long long)b1);
+    }
+    if (s->nseqs == s->seqs_cap) {
+        size_t nc = s->seqs_cap ? 2 * s->seqs_cap : 16;
+        sw_swap_seq **n = realloc(s->seqs, nc * sizeof *n);
+        if (!n)
+            return sw_fail(SW_STATUS_NO_MEMORY, "sequence registry");
+        s->seqs = n;
+        s->seqs_cap = nc;
+    }
+    sw_swap_seq *q = calloc(1, sizeof *q);
+    if (q)
+        q->layers = calloc((size_t)s->m.num_layers, sizeof *q->layers);
+    if (!q || !q->layers) {
+        free(q);
+        return sw_fail(SW_STATUS_NO_MEMORY, "sequence registry");
+    }
+    q->id = seq_id;
+    q->ns = ns;
+    q->block_base = block_base;
+    q->max_blocks = max_blocks;
+    s->seqs[s->nseqs++] = q;
+    s->st.sequences = s->nseqs;
+    return SW_OK;
+}
+
+static sw_store_key make_key(const sw_swap_seq *q, int32_t layer, int32_t block, int32_t h,
+                             int kind)
+{
+    sw_store_key k;
+    memset(&k, 0, sizeof k);
+    k.ns = q->ns;
+    k.layer = (uint32_t)layer;
+    k.block = q->block_base + (uint32_t)block;
+    k.kv_head = (uint16_t)h;
+    k.kind = (uint8_t)kind;
+    return k;
+}
+
+sw_status sw_swap_seq_remove(sw_swap *s, uint64_t seq_id, int32_t delete_stripes)
+{
+    if (!s)
+        return sw_fail(SW_STATUS_INVALID, "sw_swap_seq_remove: null handle");
+    size_t idx = 0;
+    sw_swap_seq *q = NULL;
+    for (; idx < s->nseqs; idx++)
+        if (s->seqs[idx]->id == seq_id) {
+            q = s->seqs[idx];
+            break;
+        }
+    if (!q)
+        return sw_fail(SW_STATUS_NOT_FOUND, "sequence %llu is not registered",
+                       (unsigned long long)seq_id);
+    sw_status first = SW_OK;
+    if (delete_stripes) {
+        for (int32_t l = 0; l < s->m.num_layers; l++)
+            for (int32_t b = 0; b < q->layers[l].nblocks; b++)
+                for (int32_t h = 0; h < s->m.num_kv_heads; h++)
+                    for (int kind = 0; kind < 2; kind++) {
+                        sw_store_key k = make_key(q, l, b, h, kind);
+                        sw_status st = sw_store_delete(s->store, &k);
+                        if (st != SW_OK && st != SW_STATUS_NOT_FOUND && first == SW_OK)
+                            first = st;
+                    }
+    }
+    sw_swap_pool_drop_seq(s, q);
+    s->seqs[idx] = s->seqs[--s->nseqs];
+    free_seq(s, q);
+    s->st.sequences = s->nseqs;
+    return first;
+}
+
+sw_status sw_swap_seq_length(const sw_swap *s, uint64_t seq_id, int32_t layer, int64_t *tokens,
+                             int32_t *blocks)
+{
+    if (!s)
+        return sw_fail(SW_STATUS_INVALID, "sw_swap_seq_length: null handle");
+    if (layer < 0 || layer >= s->m.num_layers)
+        return sw_fail(SW_STATUS_INVALID, "layer %d not in [0, %d)", layer, s->m.num_layers);
+    const sw_swap_seq *q = sw_swap_find_seq(s, seq_id);
+    if (!q)
+        return sw_fail(SW_STATUS_NOT_FOUND, "sequence %llu is not registered",
+                       (unsigned long long)seq_id);
+    const sw_swap_layer *L = &q->layers[layer];
+    if (tokens) {
+        int64_t t = 0;
+        if (L->nblocks > 0)
+            t = (int64_t)(L->nblocks - 1) * s->m.block_size + L->blk[L->nblocks - 1].valid;
+        *tokens = t;
+    }
+    if (blocks)
+        *blocks = L->nblocks;
+    return SW_OK;
+}
+
+static sw_status grow_layer(sw_swap *s, sw_swap_layer *L, int32_t need)
+{
+    if (need <= L->cap)
+        return SW_OK;
+    int32_t nc = L->cap ? 2 * L->cap : 64;
+    while (nc < need)
+        nc *= 2;
+    sw_swap_blk *n = realloc(L->blk, (size_t)nc * sizeof *n);
+    if (!n)
+        return sw_fail(SW_STATUS_NO_MEMORY, "block table of %d blocks", nc);
+    for (int32_t i = L->cap; i < nc; i++) {
+        memset(&n[i], 0, sizeof n[i]);
+        n[i].slot = -1;
+    }
+    L->blk = n;
+    L->cap = nc;
+    return SW_OK;
+}
+
+sw_status sw_swap_offload(sw_swap *s, uint64_t seq_id, int32_t layer, int32_t block,
+                          const sw_swap_block *b)
+{
+    if (!s || !b)
+        return sw_fail(SW_STATUS_INVALID, "sw_swap_offload: null argument");
+    if (s->failed)
+        return sw_fail(SW_STATUS_FAILED, "swap engine failed earlier");
+    if (b->struct_size != sizeof *b)
+        return sw_fail(SW_STATUS_INVALID, "sw_swap_block.struct_size %u, want %zu",
+                       b->struct_size, sizeof *b);
+    if (layer < 0 || layer >= s->m.num_layers)
+        return sw_fail(SW_STATUS_INVALID, "layer %d not in [0, %d)", layer, s->m.num_layers);
+    sw_swap_seq *q = sw_swap_find_seq(s, seq_id);
+    if (!q)
+        return sw_fail(SW_STATUS_NOT_FOUND, "sequence %llu is not registered",
+                       (unsigned long long)seq_id);
+    const size_t es = sw_swap_kv_elem_size(b->dtype);
+    if (es == 0)
+        return sw_fail(SW_STATUS_INVALID, "unknown kv dtype %d", (int)b->dtype);
+    const int32_t H = s->m.num_kv_heads, B = s->m.block_size, D = s->m.head_dim;
+    const size_t want = (size_t)H * s->stripe_elems * es;
+    if (!b->k || !b->v)
+        return sw_fail(SW_STATUS_INVALID, "sw_swap_offload: null k or v buffer");
+    if (b->k_bytes != want || b->v_bytes != want)
+        return sw_fail(SW_STATUS_INVALID, "block buffers hold k %zu / v %zu bytes; a %s block "
+                       "of %d kv heads x %d tokens x %d dims needs %zu each", b->k_bytes,
+                       b->v_bytes, es == 2 ? "BF16" : "FP8", H, B, D, want);
+    if (b->valid_tokens < 1 || b->valid_tokens > B)
+        return sw_fail(SW_STATUS_INVALID, "valid_tokens %d not in [1, %d]", b->valid_tokens, B);
+    if (b->dtype == SW_SWAP_KV_FP8_E4M3 &&
+        (!(b->k_scale > 0.0f) || !(b->v_scale > 0.0f) || isinf(b->k_scale) ||
+         isinf(b->v_scale)))
+        return sw_fail(SW_STATUS_INVALID, "FP8 scales k %g v %g must be finite and > 0",
+                       (double)b->k_scale, (double)b->v_scale);
+    const size_t stripe_len = (size_t)b->valid_tokens * (size_t)D * es;
+    if (stripe_len > s->store_stripe_bytes)
+        return sw_fail(SW_STATUS_INVALID, "a stripe of %zu bytes does not fit the store's "
+                       "stripe_bytes %u", stripe_len, s->store_stripe_bytes);
+    sw_swap_layer *L = &q->layers[layer];
+    if (block < 0 || block > L->nblocks || (uint32_t)block >= q->max_blocks)
+        return sw_fail(SW_STATUS_INVALID, "block %d: the sequence has %d blocks in layer %d "
+                       "(at most %u); offload appends or overwrites", block, L->nblocks, layer,
+                       q->max_blocks);
+    if (block == L->nblocks && block > 0 && L->blk[block - 1].valid < B)
+        return sw_fail(SW_STATUS_INVALID, "block %d appended after partial block %d (%d of %d "
+                       "tokens)", block, block - 1, L->blk[block - 1].valid, B);
+    if (block < L->nblocks - 1 && b->valid_tokens < B)
+        return sw_fail(SW_STATUS_INVALID, "block %d with %d of %d tokens would not be the last "
+                       "(the sequence has %d blocks)", block, b->valid_tokens, B, L->nblocks);
+    SW_TRY(grow_layer(s, L, block + 1));
+    sw_swap_blk *e = &L->blk[block];
+    if (!e->gen) {
+        e->gen = calloc((size_t)H * 2, sizeof *e->gen);
+        if (!e->gen)
+            return sw_fail(SW_STATUS_NO_MEMORY, "generations");
+    }
+    float *proj = NULL;
+    if (b->dtype == SW_SWAP_KV_BF16) {
+        proj = e->proj ? e->proj
+                       : malloc(sizeof(float) * (size_t)H * (size_t)B *
+                                (size_t)s->c.predictor_rank);
+        if (!proj)
+            return sw_fail(SW_STATUS_NO_MEMORY, "projected keys");
+    }
+    if (e->slot >= 0) {
+        sw_swap_pool_drop(s, e);
+        s->st.invalidations++;
+    }
+    /* From here the old contents are gone: mark absent until every stripe is
+     * written, so that a failure never leaves a half-new block readable. */
+    const int32_t old_n = L->nblocks;
+    e->valid = 0;
+    for (int32_t h = 0; h < H; h++)
+        for (int kind = 0; kind < 2; kind++) {
+            const uint8_t *src = (const uint8_t *)(kind ? b->v : b->k) +
+                                 (size_t)h * s->stripe_elems * es;
+            sw_store_key k = make_key(q, layer, block, h, kind);
+            uint64_t g = 0;
+            sw_status st = sw_store_write(s->store, &k, src, stripe_len, &g);
+            if (st != SW_OK) {
+                if (proj != e->proj)
+                    free(proj);
+                const int32_t keep = block < old_n ? block : old_n;
+                for (int32_t i = keep; i < old_n; i++) {
+                    sw_swap_pool_drop(s, &L->blk[i]);
+                    L->blk[i].valid = 0;
+                }
+                L->nblocks = keep;
+                return st;
+            }
+            e->gen[h * 2 + kind] = g;
+        }
+    if (b->dtype == SW_SWAP_KV_BF16) {
+        for (int32_t h = 0; h < H; h++)
+            sw_swap_project_bf16(s->proj, D, s->c.predictor_rank,
+                                 (const uint16_t *)b->k + (size_t)h * s->stripe_elems,
+                                 b->valid_tokens,
+                                 proj + (size_t)h * B * (size_t)s->c.predictor_rank);
+        e->proj = proj;
+    } else {
+        free(e->proj);
+        e->proj = NULL;
+    }
+    e->dtype = (uint8_t)b->dtype;
+    e->k_scale = b->dtype == SW_SWAP_KV_FP8_E4M3 ? b->k_scale : 1.0f;
+    e->v_scale = b->dtype == SW_SWAP_KV_FP8_E4M3 ? b->v_scale : 1.0f;
+    e->valid = b->valid_tokens;
+    if (block == old_n)
+        L->nblocks = old_n + 1;
+    s->st.offloads++;
+    s->st.offload_bytes += 2 * (uint64_t)H * stripe_len;
+    return SW_OK;
+}
+
+sw_status sw_swap_get_projection(const sw_swap *s, float *out, size_t capacity)
+{
+    if (!s || !out)
+        return sw_fail(SW_STATUS_INVALID, "sw_swap_get_projection: null argument");
+    size_t n = (size_t)s->m.head_dim * (size_t)s->c.predictor_rank;
+    if (capacity < n)
+        return sw_fail(SW_STATUS_INVALID, "projection needs %zu floats, room for %zu", n,
+                       capacity);
+    memcpy(out, s->proj, n * sizeof(float));
+    return SW_OK;
+}
+
+sw_status sw_swap_get_stats(const sw_swap *s, sw_swap_stats *st)
+{
+    if (!s || !st || st->struct_size < 8)
+        return sw_fail(SW_STATUS_INVALID, "sw_swap_get_stats: null or struct_size < 8");
+    sw_swap_stats t = s->st;
+    t.policy = s->c.policy;
+    t.resident_blocks = s->c.resident_blocks;
+    t.tile_blocks = s->tile_blocks;
+    t.predictor_rank = s->c.predictor_rank;
+    t.prefetch = s->prefetch;
+    t.failed = s->failed;
+    t.sequences = s->nseqs;
+    t.resident_used = sw_swap_pool_used(s);
+    size_t n = st->struct_size < sizeof t ? st->struct_size : sizeof t;
+    uint32_t keep = st->struct_size;
+    memcpy(st, &t, n);
+    st->struct_size = keep;
+    return SW_OK;
+}
+
+void sw_swap_reset_stats(sw_swap *s)
+{
+    if (!s)
+        return;
+    sw_swap_stats z;
+    memset(&z, 0, sizeof z);
+    z.sequences = s->nseqs;
+    s->st = z;
+}

@@ -1,0 +1,140 @@
+/* Internal contract of the swap engine: registry (swap.c), predictor
+ * (predictor.c), resident pool (pool.c), prefetch worker (prefetch.c),
+ * attend orchestration (attend.c). */
+#ifndef SW_SWAP_INTERNAL_H
+#define SW_SWAP_INTERNAL_H
+
+#include "spillway.h"
+#include "spillway_swap.h"
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One offloaded block of one (sequence, layer). */
+typedef struct sw_swap_blk {
+    int32_t valid;        /* tokens; 0 = absent */
+    uint8_t dtype;        /* sw_swap_kv_dtype */
+    float k_scale, v_scale;
+    int32_t slot;         /* resident slot or -1 */
+    float *proj;          /* BF16: [num_kv_heads][block_size][rank]; NULL for FP8 */
+    uint64_t *gen;        /* [num_kv_heads][2] store generations (K, V) */
+} sw_swap_blk;
+
+typedef struct sw_swap_layer {
+    int32_t nblocks;      /* blocks 0..nblocks-1 present */
+    int32_t cap;
+    sw_swap_blk *blk;
+} sw_swap_layer;
+
+typedef struct sw_swap_seq {
+    uint64_t id, ns;
+    uint32_t block_base, max_blocks;
+    sw_swap_layer *layers; /* [num_layers] */
+} sw_swap_seq;
+
+typedef struct sw_swap_slot {
+    sw_swap_seq *seq;     /* NULL = free */
+    int32_t layer, block;
+    float score;          /* last predictor score (-inf unscored) */
+    uint64_t last_access; /* engine tick */
+    uint64_t pin;         /* tile id that pins it (0 = none) */
+    uint8_t *data;        /* K then V, slot layout, slot_bytes */
+} sw_swap_slot;
+
+/* A read job for the prefetch worker: n stripes into dst. */
+typedef struct sw_swap_read_job {
+    size_t n;
+    const sw_store_key *keys;
+    void *const *dst;
+    size_t dst_bytes;
+    size_t *lengths;
+    uint64_t *gens;
+    sw_status *statuses;
+    sw_status result;
+    uint64_t host_bytes, file_bytes; /* store counter deltas */
+} sw_swap_read_job;
+
+typedef struct sw_swap_worker {
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int started, stop;
+    sw_swap_read_job *job;   /* pending or running */
+    int busy, done;
+    sw_store *store;
+} sw_swap_worker;
+
+struct sw_swap {
+    sw_swap_model m;
+    sw_swap_config c;
+    sw_store *store;
+    int32_t tile_blocks;
+    int32_t prefetch;       /* effective 0/1 */
+    int32_t failed;
+    size_t elem_max;        /* 2 */
+    size_t stripe_elems;    /* block_size * head_dim */
+    size_t slot_bytes;      /* 2 * num_kv_heads * stripe_elems * 2 */
+    uint32_t store_stripe_bytes;
+    float *proj;            /* P[head_dim][rank] */
+    sw_swap_seq **seqs;
+    size_t nseqs, seqs_cap;
+    sw_swap_slot *slots;
+    uint8_t *pool;
+    uint64_t tick;
+    uint64_t pin_seq;
+    sw_swap_worker worker;
+    sw_swap_stats st;
+};
+
+/* ---- swap.c ---- */
+sw_swap_seq *sw_swap_find_seq(const sw_swap *s, uint64_t id);
+size_t sw_swap_kv_elem_size(sw_swap_kv_dtype t);
+
+/* ---- predictor.c ---- */
+/* Fills P[d][rank] (row-major) with N(0, 1/d) from splitmix64(seed) +
+ * Box-Muller, in double. The engine rounds it to float. */
+void sw_swap_projection_fill(uint64_t seed, int32_t d, int32_t rank, double *out);
+/* Projects `rows` BF16 rows of length d: out[r][j] = sum_c x[r][c] P[c][j]
+ * (fp32 accumulation). */
+void sw_swap_project_bf16(const float *P, int32_t d, int32_t rank, const uint16_t *x,
+                          int64_t rows, float *out);
+/* Block scores for one (seq, layer) given projected queries
+ * qp[q_len][num_qo_heads][rank]; blocks without a predictor get -inf. */
+void sw_swap_score_layer(const sw_swap *s, const sw_swap_layer *L, const float *qp,
+                         int32_t q_len, float *scores);
+
+/* ---- pool.c ---- */
+/* Chooses a slot for a new block: a free one, else the victim of the
+ * policy among slots not pinned. Returns -1 when every slot is pinned. */
+int32_t sw_swap_pool_victim(sw_swap *s);
+/* Drops the resident copy of a block (if any). */
+void sw_swap_pool_drop(sw_swap *s, sw_swap_blk *b);
+/* Drops every resident block of a sequence. */
+void sw_swap_pool_drop_seq(sw_swap *s, sw_swap_seq *q);
+/* Unpins every slot pinned by tile `pin`. */
+void sw_swap_pool_unpin(sw_swap *s, uint64_t pin);
+uint64_t sw_swap_pool_used(const sw_swap *s);
+
+/* ---- prefetch.c ---- */
+sw_status sw_swap_worker_start(sw_swap_worker *w, sw_store *store);
+void sw_swap_worker_stop(sw_swap_worker *w);
+/* Hands a job to the worker (which must be idle). */
+void sw_swap_worker_submit(sw_swap_worker *w, sw_swap_read_job *job);
+/* Waits for the submitted job. */
+void sw_swap_worker_wait(sw_swap_worker *w);
+/* Runs a job on the calling thread (no worker). */
+void sw_swap_read_run(sw_store *store, sw_swap_read_job *job);
+
+/* ---- fp8 ---- */
+float sw_e4m3_to_f32(uint8_t x);
+uint8_t sw_f32_to_e4m3(float f); /* round to nearest even, saturating to +-448 */
+
+#ifdef __cplusplus
+}
+#endif
+#endif

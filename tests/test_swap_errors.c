@@ -1,0 +1,177 @@
+/* Swap engine failure paths: bad shapes and configs (rank outside 1..128),
+ * device pool in a CPU build, wrong block buffer sizes, unknown sequences,
+ * layers out of range, partial blocks in the middle, overlapping block
+ * ranges, bad attend parameters, and a stripe deleted behind the engine's
+ * back (NOT_FOUND, the pool stays usable). */
+#include "test_swap_util.h"
+
+int main(void)
+{
+    ts_dir d;
+    ts_dir_make(&d, "swap_err");
+    sw_store *store = tsw_store_open(d.store, 8192, 512, 0);
+    if (!store) {
+        ts_rm_rf(d.base);
+        return SW_TEST_SKIP;
+    }
+    sw_swap_model m;
+    sw_swap_model_init(&m);
+    m.num_layers = 2;
+    m.num_kv_heads = 2;
+    m.num_qo_heads = 4;
+    m.head_dim = 64;
+    m.block_size = 16;
+    sw_swap_config c;
+    sw_swap_config_init(&c);
+    c.resident_blocks = 4;
+    sw_swap *s = NULL;
+    /* create */
+    CHECK_STATUS(sw_swap_create(NULL, &c, store, &s), SW_STATUS_INVALID);
+    CHECK(s == NULL);
+    CHECK_STATUS(sw_swap_create(&m, &c, NULL, &s), SW_STATUS_INVALID);
+    c.predictor_rank = 0;
+    CHECK_STATUS(sw_swap_create(&m, &c, store, &s), SW_STATUS_INVALID);
+    CHECK(strstr(sw_last_error(), "predictor_rank") != NULL);
+    c.predictor_rank = 129;
+    CHECK_STATUS(sw_swap_create(&m, &c, store, &s), SW_STATUS_INVALID);
+    c.predictor_rank = 128;
+    c.resident_blocks = 0;
+    CHECK_STATUS(sw_swap_create(&m, &c, store, &s), SW_STATUS_INVALID);
+    c.resident_blocks = 4;
+    m.num_qo_heads = 3;
+    CHECK_STATUS(sw_swap_create(&m, &c, store, &s), SW_STATUS_INVALID);
+    m.num_qo_heads = 4;
+    m.struct_size = 4;
+    CHECK_STATUS(sw_swap_create(&m, &c, store, &s), SW_STATUS_INVALID);
+    m.struct_size = sizeof m;
+    c.pool = SW_SWAP_POOL_DEVICE;
+    sw_status dev = sw_swap_create(&m, &c, store, &s);
+    CHECK(dev == SW_STATUS_NO_DEVICE || dev == SW_STATUS_UNSUPPORTED);
+    printf("device pool: %s (%s)\n", sw_status_str(dev), sw_last_error());
+    c.pool = SW_SWAP_POOL_HOST;
+    CHECK_STATUS(sw_swap_create(&m, &c, store, &s), SW_OK);
+    if (!s)
+        return 1;
+    /* registry */
+    CHECK_STATUS(sw_swap_seq_add(s, 1, 7, 0, 100), SW_OK);
+    CHECK_STATUS(sw_swap_seq_add(s, 1, 7, 200, 100), SW_STATUS_INVALID);
+    CHECK_STATUS(sw_swap_seq_add(s, 2, 7, 50, 100), SW_STATUS_INVALID); /* overlaps */
+    CHECK_STATUS(sw_swap_seq_add(s, 2, 8, 50, 100), SW_OK);              /* other ns */
+    CHECK_STATUS(sw_swap_seq_add(s, 3, 7, 0, 0), SW_STATUS_INVALID);
+    CHECK_STATUS(sw_swap_seq_add(s, 3, 7, UINT32_MAX, 2), SW_STATUS_INVALID);
+    CHECK_STATUS(sw_swap_seq_remove(s, 99, 0), SW_STATUS_NOT_FOUND);
+    CHECK_STATUS(sw_swap_seq_length(s, 99, 0, NULL, NULL), SW_STATUS_NOT_FOUND);
+    CHECK_STATUS(sw_swap_seq_length(s, 1, 2, NULL, NULL), SW_STATUS_INVALID);
+    /* offload */
+    const size_t bytes = 2 * 16 * 64 * 2;
+    uint16_t *k = calloc(1, bytes), *v = calloc(1, bytes);
+    sw_swap_block b;
+    sw_swap_block_init(&b);
+    b.dtype = SW_SWAP_KV_BF16;
+    b.valid_tokens = 16;
+    b.k = k;
+    b.v = v;
+    b.k_bytes = bytes - 2;
+    b.v_bytes = bytes;
+    CHECK_STATUS(sw_swap_offload(s, 1, 0, 0, &b), SW_STATUS_INVALID);
+    CHECK(strstr(sw_last_error(), "needs") != NULL);
+    printf("wrong size: %s\n", sw_last_error());
+    b.k_bytes = bytes;
+    b.dtype = SW_SWAP_KV_FP8_E4M3; /* FP8 blocks are half the size */
+    CHECK_STATUS(sw_swap_offload(s, 1, 0, 0, &b), SW_STATUS_INVALID);
+    b.k_bytes = b.v_bytes = bytes / 2;
+    b.k_scale = 0.0f;
+    CHECK_STATUS(sw_swap_offload(s, 1, 0, 0, &b), SW_STATUS_INVALID);
+    b.dtype = SW_SWAP_KV_BF16;
+    b.k_bytes = b.v_bytes = bytes;
+    CHECK_STATUS(sw_swap_offload(s, 99, 0, 0, &b), SW_STATUS_NOT_FOUND);
+    CHECK_STATUS(sw_swap_offload(s, 1, 2, 0, &b), SW_STATUS_INVALID);
+    CHECK_STATUS(sw_swap_offload(s, 1, -1, 0, &b), SW_STATUS_INVALID);
+    CHECK_STATUS(sw_swap_offload(s, 1, 0, 1, &b), SW_STATUS_INVALID); /* gap */
+    b.valid_tokens = 0;
+    CHECK_STATUS(sw_swap_offload(s, 1, 0, 0, &b), SW_STATUS_INVALID);
+    b.valid_tokens = 17;
+    CHECK_STATUS(sw_swap_offload(s, 1, 0, 0, &b), SW_STATUS_INVALID);
+    b.valid_tokens = 16;
+    CHECK_STATUS(sw_swap_offload(s, 1, 0, 0, &b), SW_OK);
+    CHECK_STATUS(sw_swap_offload(s, 1, 0, 1, &b), SW_OK);
+    b.valid_tokens = 5;
+    CHECK_STATUS(sw_swap_offload(s, 1, 0, 0, &b), SW_STATUS_INVALID); /* partial, not last */
+    CHECK_STATUS(sw_swap_offload(s, 1, 0, 2, &b), SW_OK);
+    CHECK_STATUS(sw_swap_offload(s, 1, 0, 3, &b), SW_STATUS_INVALID); /* after a partial */
+    int64_t toks = 0;
+    int32_t nb = 0;
+    CHECK_STATUS(sw_swap_seq_length(s, 1, 0, &toks, &nb), SW_OK);
+    CHECK(toks == 37 && nb == 3);
+    /* attend */
+    uint16_t q[4 * 64], o[4 * 64];
+    memset(q, 0, sizeof q);
+    uint64_t ids[2] = {1, 1};
+    int32_t qi[3] = {0, 1, 2};
+    sw_swap_attend_params p;
+    sw_swap_attend_params_init(&p);
+    p.batch = 1;
+    p.seq_ids = ids;
+    p.q_indptr = qi;
+    p.q = q;
+    p.o = o;
+    CHECK_STATUS(sw_swap_attend(s, &p, NULL, NULL), SW_OK);
+    p.layer = 2;
+    CHECK_STATUS(sw_swap_attend(s, &p, NULL, NULL), SW_STATUS_INVALID);
+    p.layer = 0;
+    p.batch = 2; /* listed twice */
+    CHECK_STATUS(sw_swap_attend(s, &p, NULL, NULL), SW_STATUS_INVALID);
+    p.batch = 1;
+    uint64_t unk = 99;
+    p.seq_ids = &unk;
+    CHECK_STATUS(sw_swap_attend(s, &p, NULL, NULL), SW_STATUS_NOT_FOUND);
+    p.seq_ids = ids;
+    int32_t badq[2] = {1, 0};
+    p.q_indptr = badq;
+    CHECK_STATUS(sw_swap_attend(s, &p, NULL, NULL), SW_STATUS_INVALID);
+    p.q_indptr = qi;
+    p.sparse_top_k = -1;
+    CHECK_STATUS(sw_swap_attend(s, &p, NULL, NULL), SW_STATUS_INVALID);
+    p.sparse_top_k = 0;
+    p.struct_size = 8;
+    CHECK_STATUS(sw_swap_attend(s, &p, NULL, NULL), SW_STATUS_INVALID);
+    p.struct_size = sizeof p;
+    float sc[2];
+    int32_t n = 0;
+    CHECK_STATUS(sw_swap_score_blocks(s, 1, 0, q, 1, sc, 2, &n), SW_STATUS_WORKSPACE_TOO_SMALL);
+    CHECK(n == 3);
+    /* a stripe deleted behind the engine's back: NOT_FOUND, pool usable */
+    sw_swap_config c2 = c;
+    c2.resident_blocks = 1;
+    sw_swap *s2 = NULL;
+    CHECK_STATUS(sw_swap_create(&m, &c2, store, &s2), SW_OK);
+    CHECK_STATUS(sw_swap_seq_add(s2, 5, 9, 0, 10), SW_OK);
+    b.valid_tokens = 16;
+    CHECK_STATUS(sw_swap_offload(s2, 5, 1, 0, &b), SW_OK);
+    CHECK_STATUS(sw_swap_offload(s2, 5, 1, 1, &b), SW_OK);
+    sw_store_key key = ts_key(9, 1, 1, 1, SW_STORE_KIND_V);
+    CHECK_STATUS(sw_store_delete(store, &key), SW_OK);
+    uint64_t id5 = 5;
+    p.seq_ids = &id5;
+    p.layer = 1;
+    CHECK_STATUS(sw_swap_attend(s2, &p, NULL, NULL), SW_STATUS_NOT_FOUND);
+    printf("deleted stripe: %s\n", sw_last_error());
+    CHECK_STATUS(sw_swap_offload(s2, 5, 1, 1, &b), SW_OK); /* rewrite heals it */
+    CHECK_STATUS(sw_swap_attend(s2, &p, NULL, NULL), SW_OK);
+    sw_swap_stats st;
+    memset(&st, 0, sizeof st);
+    st.struct_size = sizeof st;
+    CHECK_STATUS(sw_swap_get_stats(s2, &st), SW_OK);
+    CHECK(st.resident_used <= 1 && st.prefetch == 0);
+    st.struct_size = 4;
+    CHECK_STATUS(sw_swap_get_stats(s2, &st), SW_STATUS_INVALID);
+    sw_swap_destroy(s2);
+    sw_swap_destroy(s);
+    sw_swap_destroy(NULL);
+    free(k);
+    free(v);
+    sw_store_close(store);
+    ts_rm_rf(d.base);
+    printf("%d failures\n", sw_test_failures);
+    return sw_test_failures ? 1 : 0;
+}

@@ -1,0 +1,195 @@
+/* Helpers shared by the swap engine tests: a temporary store, synthetic KV
+ * sequences (BF16 or FP8 per block) kept dequantised in double for the fp64
+ * reference, offload, and the reference attention itself. Header-only so
+ * each test stays one program built by sw_add_test. */
+#ifndef TEST_SWAP_UTIL_H
+#define TEST_SWAP_UTIL_H
+
+#include "test_store_util.h"
+#include "swap/swap_internal.h"
+#include "core/sw_half.h"
+
+#include <math.h>
+
+/* One sequence's KV in one layer, dequantised: k/v[tok][H][D]; the dtype of
+ * each block; scales. */
+typedef struct tsw_layer {
+    int64_t len, cap;
+    double *k, *v;
+} tsw_layer;
+
+typedef struct tsw_seq {
+    uint64_t id;
+    int32_t L, H, D, B;
+    tsw_layer *layers;
+} tsw_seq;
+
+static inline void tsw_seq_init(tsw_seq *q, uint64_t id, int32_t L, int32_t H, int32_t D,
+                                int32_t B)
+{
+    memset(q, 0, sizeof *q);
+    q->id = id;
+    q->L = L;
+    q->H = H;
+    q->D = D;
+    q->B = B;
+    q->layers = calloc((size_t)L, sizeof *q->layers);
+}
+
+static inline void tsw_seq_free(tsw_seq *q)
+{
+    for (int32_t l = 0; l < q->L; l++) {
+        free(q->layers[l].k);
+        free(q->layers[l].v);
+    }
+    free(q->layers);
+    memset(q, 0, sizeof *q);
+}
+
+static inline void tsw_reserve(tsw_seq *q, tsw_layer *y, int64_t len)
+{
+    if (len <= y->cap)
+        return;
+    int64_t nc = y->cap ? y->cap * 2 : 256;
+    while (nc < len)
+        nc *= 2;
+    size_t row = (size_t)q->H * (size_t)q->D;
+    y->k = realloc(y->k, sizeof(double) * row * (size_t)nc);
+    y->v = realloc(y->v, sizeof(double) * row * (size_t)nc);
+    y->cap = nc;
+}
+
+/* Quantises the raw values of block `blk` (tokens [blk*B, min(len, ..)) of
+ * raw k/v [tok][H][D] in float) to `dt`, offloads it and stores the
+ * dequantised values. raw arrays are indexed by absolute token. */
+static inline sw_status tsw_offload_block(sw_swap *s, tsw_seq *q, int32_t layer, int32_t blk,
+                                          const float *rk, const float *rv, int64_t len,
+                                          sw_swap_kv_dtype dt)
+{
+    const int32_t H = q->H, D = q->D, B = q->B;
+    const int64_t t0 = (int64_t)blk * B;
+    int32_t valid = (int32_t)(len - t0 < B ? len - t0 : B);
+    size_t es = dt == SW_SWAP_KV_BF16 ? 2 : 1;
+    size_t bytes = (size_t)H * B * D * es;
+    uint8_t *kb = calloc(1, bytes), *vb = calloc(1, bytes);
+    float ks = 1.0f, vs = 1.0f;
+    if (dt == SW_SWAP_KV_FP8_E4M3) {
+        float mk = 0, mv = 0;
+        for (int32_t t = 0; t < valid; t++)
+            for (int32_t i = 0; i < H * D; i++) {
+                float a = fabsf(rk[(t0 + t) * H * D + i]), b = fabsf(rv[(t0 + t) * H * D + i]);
+                mk = a > mk ? a : mk;
+                mv = b > mv ? b : mv;
+            }
+        ks = mk > 0 ? mk / 448.0f : 1.0f;
+        vs = mv > 0 ? mv / 448.0f : 1.0f;
+    }
+    tsw_layer *y = &q->layers[layer];
+    tsw_reserve(q, y, t0 + valid);
+    for (int32_t h = 0; h < H; h++)
+        for (int32_t t = 0; t < valid; t++)
+            for (int32_t c = 0; c < D; c++) {
+                const int64_t src = ((t0 + t) * H + h) * D + c;
+                const size_t dsti = ((size_t)h * B + (size_t)t) * (size_t)D + (size_t)c;
+                double dk, dv;
+                if (dt == SW_SWAP_KV_BF16) {
+                    uint16_t a = sw_f32_to_bf16(rk[src]), b = sw_f32_to_bf16(rv[src]);
+                    ((uint16_t *)kb)[dsti] = a;
+                    ((uint16_t *)vb)[dsti] = b;
+                    dk = sw_bf16_to_f32(a);
+                    dv = sw_bf16_to_f32(b);
+                } else {
+                    uint8_t a = sw_f32_to_e4m3(rk[src] / ks), b = sw_f32_to_e4m3(rv[src] / vs);
+                    kb[dsti] = a;
+                    vb[dsti] = b;
+                    dk = (double)(sw_e4m3_to_f32(a) * ks);
+                    dv = (double)(sw_e4m3_to_f32(b) * vs);
+                }
+                y->k[src] = dk;
+                y->v[src] = dv;
+            }
+    if (t0 + valid > y->len)
+        y->len = t0 + valid;
+    /* Poison the padding rows: the engine must never read them. */
+    if (dt == SW_SWAP_KV_BF16)
+        for (size_t i = 0; i < bytes / 2; i++)
+            if ((int32_t)((i / (size_t)D) % (size_t)B) >= valid)
+                ((uint16_t *)kb)[i] = ((uint16_t *)vb)[i] = 0x7fc0; /* NaN */
+    sw_swap_block b;
+    sw_swap_block_init(&b);
+    b.dtype = dt;
+    b.valid_tokens = valid;
+    b.k = kb;
+    b.v = vb;
+    b.k_bytes = b.v_bytes = bytes;
+    b.k_scale = ks;
+    b.v_scale = vs;
+    sw_status st = sw_swap_offload(s, q->id, layer, blk, &b);
+    free(kb);
+    free(vb);
+    return st;
+}
+
+/* fp64 reference over all tokens of layer `layer` of q for query rows
+ * qrows[ql][Hq][D] (bf16), causal bottom-right; out fp64 [ql][Hq][D]. */
+static inline void tsw_reference(const tsw_seq *q, int32_t layer, int32_t Hq,
+                                 const uint16_t *qrows, int32_t ql, int causal, double scale,
+                                 double *out, double *lse)
+{
+    const tsw_layer *y = &q->layers[layer];
+    const int32_t H = q->H, D = q->D, G = Hq / H;
+    double *sc = malloc(sizeof(double) * (size_t)(y->len + 1));
+    for (int32_t i = 0; i < ql; i++)
+        for (int32_t h = 0; h < Hq; h++) {
+            const int32_t kh = h / G;
+            int64_t nv = y->len;
+            if (causal) {
+                int64_t lim = (int64_t)i + y->len - ql + 1;
+                nv = lim < 0 ? 0 : lim < nv ? lim : nv;
+            }
+            double *o = out + ((size_t)i * Hq + h) * D;
+            for (int32_t c = 0; c < D; c++)
+                o[c] = 0;
+            if (nv == 0) {
+                lse[i * Hq + h] = -INFINITY;
+                continue;
+            }
+            double mx = -INFINITY;
+            for (int64_t j = 0; j < nv; j++) {
+                double a = 0;
+                for (int32_t c = 0; c < D; c++)
+                    a += (double)sw_bf16_to_f32(qrows[((size_t)i * Hq + h) * D + c]) *
+                         y->k[(j * H + kh) * D + c];
+                sc[j] = a * scale;
+                mx = sc[j] > mx ? sc[j] : mx;
+            }
+            double sum = 0;
+            for (int64_t j = 0; j < nv; j++) {
+                double pj = exp(sc[j] - mx);
+                sum += pj;
+                for (int32_t c = 0; c < D; c++)
+                    o[c] += pj * y->v[(j * H + kh) * D + c];
+            }
+            for (int32_t c = 0; c < D; c++)
+                o[c] /= sum;
+            lse[i * Hq + h] = mx + log(sum);
+        }
+    free(sc);
+}
+
+/* A store sized for `stripe` bytes per stripe and about `stripes` stripes. */
+static inline sw_store *tsw_store_open(const char *dir, uint32_t stripe, uint64_t stripes,
+                                       uint64_t host_tier_bytes)
+{
+    sw_store_config c = ts_config(dir, stripe, 64, (stripes + 63) / 64 + 4);
+    c.host_tier_bytes = host_tier_bytes;
+    sw_store *s = NULL;
+    sw_status st = sw_store_open(&c, &s);
+    if (st != SW_OK) {
+        fprintf(stderr, "store open failed: %s (%s)\n", sw_status_str(st), sw_last_error());
+        return NULL;
+    }
+    return s;
+}
+
+#endif
