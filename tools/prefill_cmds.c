@@ -429,18 +429,13 @@ static int bench_loop(opts *o, int demo)
     return failures ? 1 : 0;
 }
 
-int cmd_demo(int argc, char **argv)
+/* Part 1 of `spillway demo` (swap_cmds.c runs both parts): the options
+ * left once part 2's are taken out. check_only = 1 only validates them. */
+int demo_prefill(int argc, char **argv, const char *usage, int check_only)
 {
     opts o = {0, 1, 5, 2, 6, 0.0, "mix-a", "h32-8/d128", NULL};
-    const char *usage =
-        "usage: spillway demo [--cpu] [--full] [--scale F] [--reps N] [--warmup N]\n"
-        "                     [--cases mix-a,...] [--shapes h32-8/d128,...] [--samples N]\n"
-        "A ragged batch (mix-a: 10 requests of 100..8192 tokens, BF16, causal, GQA 32/8, d128)\n"
-        "runs on the GPU when one is usable (else on all CPU cores; lengths scaled by 1/8\n"
-        "unless --scale is given), is checked row by row against the fp64 reference, and its\n"
-        "throughput is printed. Exit status 1 when the check fails.\n";
     int rc = parse_opts(argc, argv, &o, usage);
-    if (rc)
+    if (rc || check_only)
         return rc;
     return bench_loop(&o, 1);
 }

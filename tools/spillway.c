@@ -17,14 +17,21 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: spillway <command> [options]\n"
             "  info                      version, CUDA devices, CPU instruction set\n"
-            "  demo [options]            a ragged prefill batch checked against the reference,\n"
-            "                            with its throughput (CUDA when a GPU is usable, else CPU)\n"
+            "  demo [options]            the main job: (1) a ragged prefill batch checked against\n"
+            "                            the reference, with its throughput (CUDA when a GPU is\n"
+            "                            usable, else CPU); (2) exact decode attention over a KV\n"
+            "                            cache larger than the pool and host tier, streamed from\n"
+            "                            disk, checked, with tokens/s, bytes/s vs the raw disk\n"
+            "                            read and hit rates per tier\n"
             "  bench prefill [options]   prefill throughput per shape, each checked\n"
+            "  bench swap [options]      decode over the swap engine: disk-bound, host-tier-bound\n"
+            "                            and all-resident cases vs raw figures of the same run\n"
             "  store bench [options]     block store tile reads vs the disk's own O_DIRECT\n"
             "                            reads, host-tier hits vs memcpy\n"
             "  store verify --dir D      check every extent (non-zero exit on corruption)\n"
             "  store inspect --dir D     geometry, occupancy, per-namespace counts\n"
-            "run 'spillway demo --help', 'spillway bench prefill --help' or\n"
+            "run 'spillway demo --help', 'spillway bench prefill --help',\n"
+            "'spillway bench swap --help' or\n"
             "'spillway store bench --help' for options\n");
 }
 
@@ -44,6 +51,8 @@ int main(int argc, char **argv)
         return cmd_demo(argc - 1, argv + 1);
     if (!strcmp(argv[1], "bench") && argc >= 3 && !strcmp(argv[2], "prefill"))
         return cmd_bench_prefill(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "bench") && argc >= 3 && !strcmp(argv[2], "swap"))
+        return cmd_bench_swap(argc - 2, argv + 2);
     if (!strcmp(argv[1], "store"))
         return cmd_store(argc - 1, argv + 1);
     fprintf(stderr, "spillway: unknown command '%s'\n", argv[1]);

@@ -25,8 +25,10 @@ extern const tool_lengths tool_length_sets[];
 extern const int tool_num_length_sets;
 
 double tool_now(void);
-int cmd_demo(int argc, char **argv);
+int cmd_demo(int argc, char **argv);          /* swap_cmds.c: parts 1 and 2 */
+int demo_prefill(int argc, char **argv, const char *usage, int check_only);
 int cmd_bench_prefill(int argc, char **argv);
+int cmd_bench_swap(int argc, char **argv);    /* swap_cmds.c */
 int cmd_store(int argc, char **argv); /* store_cmds.c */
 
 #endif

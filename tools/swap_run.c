@@ -1,0 +1,630 @@
+/* The machinery behind part 2 of `spillway demo` and `spillway bench swap`
+ * (public API only): a synthetic long-context KV cache for a real model
+ * shape is offloaded to a block store in a scratch directory, then decode
+ * steps run exact attention through the swap engine, each step's output
+ * checked against an fp64 reference of the tool's own over every token.
+ * Also the raw figures the results are held against, measured in the same
+ * run by minimal loops of their own: O_DIRECT sequential reads of a file on
+ * the same file system (as `spillway store bench` does) and memcpy of
+ * stripe-sized pieces. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "swap_tool.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <linux/magic.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#define NS 0xdec0de5ba9ull
+
+/* ------------------------------------------------------------ helpers -- */
+static uint16_t f2bf(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+static double bf2d(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+typedef struct rng {
+    uint64_t s;
+} rng;
+static uint64_t rng_next(rng *r)
+{
+    r->s ^= r->s << 13;
+    r->s ^= r->s >> 7;
+    r->s ^= r->s << 17;
+    return r->s * 0x2545f4914f6cdd1dull;
+}
+/* Sum of four 16-bit uniforms from one draw: mean 0, variance 1, cheap
+ * enough for hundreds of MiB of synthetic KV. */
+static float rng_normal(rng *r)
+{
+    uint64_t x = rng_next(r);
+    float s = (float)(x & 0xffff) + (float)((x >> 16) & 0xffff) + (float)((x >> 32) & 0xffff) +
+              (float)(x >> 48);
+    return (s / 65536.0f - 2.0f) * 1.7320508f;
+}
+static double rng_uniform(rng *r)
+{
+    return (double)(rng_next(r) >> 11) * 0x1p-53;
+}
+
+void *swt_xalloc(size_t n, int aligned)
+{
+    void *p = NULL;
+    if (aligned ? posix_memalign(&p, 4096, n) != 0 : (p = malloc(n)) == NULL) {
+        fprintf(stderr, "spillway: out of memory (%zu bytes)\n", n);
+        exit(1);
+    }
+    memset(p, 0, n);
+    return p;
+}
+
+/* ----------------------------------------------------------- progress -- */
+void swt_progress_start(swt_progress *p, const char *what, int64_t total)
+{
+    p->tty = isatty(2);
+    p->what = what;
+    p->total = total > 0 ? total : 1;
+    p->shown = -1;
+    p->last_t = 0;
+    p->t0 = tool_now();
+    swt_progress_update(p, 0, NULL);
+}
+
+/* A bar redrawn in place on a terminal (at most ~10 times a second); on a
+ * pipe or a CI log, one plain line per quarter, so the log stays readable. */
+void swt_progress_update(swt_progress *p, int64_t done, const char *extra)
+{
+    int pct = (int)(100 * done / p->total);
+    double now = tool_now();
+    if (p->tty) {
+        if (done < p->total && now - p->last_t < 0.1 && p->shown >= 0)
+            return;
+        p->last_t = now;
+        p->shown = pct;
+        char bar[31];
+        int fill = (int)(30 * done / p->total);
+        for (int i = 0; i < 30; i++)
+            bar[i] = i < fill ? '#' : '.';
+        bar[30] = 0;
+        fprintf(stderr, "\r  %-8s [%s] %3d%% %lld/%lld %5.1fs %s\033[K", p->what, bar, pct,
+                (long long)done, (long long)p->total, now - p->t0, extra ? extra : "");
+        if (done >= p->total)
+            fputc('\n', stderr);
+    } else {
+        int q = pct / 25;
+        if (q <= p->shown && done < p->total)
+            return;
+        if (done >= p->total && p->shown == 4)
+            return;
+        p->shown = done >= p->total ? 4 : q;
+        fprintf(stderr, "  %s: %3d%% (%lld/%lld) %.1fs %s\n", p->what, pct, (long long)done,
+                (long long)p->total, now - p->t0, extra ? extra : "");
+    }
+    fflush(stderr);
+}
+
+/* --------------------------------------------------------- scratch dir -- */
+static int rm_cb(const char *path, const struct stat *sb, int flag, struct FTW *f)
+{
+    (void)sb; (void)flag; (void)f;
+    return remove(path);
+}
+
+void swt_rmtree(const char *dir)
+{
+    nftw(dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+const char *swt_fs_name(const char *path, int *is_tmpfs)
+{
+    struct statfs sfs;
+    *is_tmpfs = 0;
+    if (statfs(path, &sfs) != 0)
+        return "unknown";
+    switch ((unsigned long)sfs.f_type) {
+    case EXT4_SUPER_MAGIC: return "ext2/3/4";
+    case XFS_SUPER_MAGIC: return "xfs";
+    case BTRFS_SUPER_MAGIC: return "btrfs";
+    case TMPFS_MAGIC: *is_tmpfs = 1; return "tmpfs";
+    case OVERLAYFS_SUPER_MAGIC: return "overlayfs";
+    case NFS_SUPER_MAGIC: return "nfs";
+    case 0x65735546: return "fuse";
+    case 0x2fc12fc1: return "zfs";
+    default: return "unknown";
+    }
+}
+
+/* ------------------------------------------------------ raw references -- */
+#define RAW_CHUNK (4u << 20)
+
+int swt_raw_write(const char *path, uint64_t bytes)
+{
+    int fd = open(path, O_CREAT | O_TRUNC | O_WRONLY | O_DIRECT | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -errno;
+    char *buf = (char *)swt_xalloc(RAW_CHUNK, 1);
+    rng r = {0x7a11e5ull};
+    for (size_t i = 0; i < RAW_CHUNK; i += 8) {
+        uint64_t x = rng_next(&r);
+        memcpy(buf + i, &x, 8);
+    }
+    int rc = 0;
+    for (uint64_t off = 0; off < bytes && !rc; off += RAW_CHUNK) {
+        memcpy(buf, &off, sizeof off); /* no two chunks alike */
+        if (pwrite(fd, buf, RAW_CHUNK, (off_t)off) != (ssize_t)RAW_CHUNK)
+            rc = errno ? -errno : -EIO;
+    }
+    if (!rc && fsync(fd) != 0)
+        rc = -errno;
+    free(buf);
+    close(fd);
+    return rc;
+}
+
+typedef struct raw_job {
+    int fd;
+    uint64_t bytes, first, stride, ops;
+    size_t chunk;
+    int err;
+} raw_job;
+
+static void *raw_thread(void *arg)
+{
+    raw_job *j = (raw_job *)arg;
+    char *buf = (char *)swt_xalloc(j->chunk, 1);
+    for (uint64_t off = j->first; off + j->chunk <= j->bytes; off += j->stride) {
+        if (pread(j->fd, buf, j->chunk, (off_t)off) != (ssize_t)j->chunk)
+            j->err = 1;
+        j->ops++;
+    }
+    free(buf);
+    return NULL;
+}
+
+/* One sequential O_DIRECT pass over the file: `threads` readers interleave
+ * chunks (so `threads` requests are in flight). GB/s, or < 0 on error. */
+static double raw_seq(const char *path, uint64_t bytes, size_t chunk, int threads)
+{
+    int fd = open(path, O_RDONLY | O_DIRECT | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    raw_job jobs[8];
+    pthread_t th[8];
+    double t0 = tool_now();
+    for (int t = 0; t < threads; t++) {
+        jobs[t] = (raw_job){fd, bytes, (uint64_t)t * chunk, (uint64_t)threads * chunk, 0, chunk, 0};
+        pthread_create(&th[t], NULL, raw_thread, &jobs[t]);
+    }
+    uint64_t ops = 0;
+    int err = 0;
+    for (int t = 0; t < threads; t++) {
+        pthread_join(th[t], NULL);
+        ops += jobs[t].ops;
+        err |= jobs[t].err;
+    }
+    double dt = tool_now() - t0;
+    close(fd);
+    return err ? -1 : (double)ops * chunk / dt / 1e9;
+}
+
+/* The better of 4 MiB reads at QD1 and 1 MiB reads at QD4 (the disk of the
+ * VM this was written on prefers either, depending on the day). */
+double swt_raw_read(const char *path, uint64_t bytes)
+{
+    double a = raw_seq(path, bytes, RAW_CHUNK, 1);
+    double b = raw_seq(path, bytes, 1u << 20, 4);
+    return a > b ? a : b;
+}
+
+/* memcpy of `piece`-byte pieces out of a `set`-byte buffer into a ring the
+ * size of a tile read, best of 3 passes: what serving a stripe from host RAM
+ * costs at the least. */
+double swt_memcpy_pieces(uint64_t set, size_t piece, size_t ring_pieces)
+{
+    set -= set % piece;
+    char *src = (char *)swt_xalloc(set, 1), *dst = (char *)swt_xalloc(piece * ring_pieces, 1);
+    double best = 0;
+    for (int pass = 0; pass < 3; pass++) {
+        double t0 = tool_now();
+        size_t k = 0;
+        for (uint64_t off = 0; off < set; off += piece) {
+            memcpy(dst + (k % ring_pieces) * piece, src + off, piece);
+            k++;
+        }
+        double g = set / (tool_now() - t0) / 1e9;
+        best = g > best ? g : best;
+    }
+    volatile char sink = dst[piece - 1];
+    (void)sink;
+    free(src);
+    free(dst);
+    return best;
+}
+
+/* ------------------------------------------------------- synthetic KV -- */
+/* One sequence's KV in one layer, kept by the tool in the engine's block
+ * layout k/v[block][H][B][D] (BF16), so blocks are offloaded without a copy
+ * and the reference reads exactly the offloaded bits. */
+typedef struct kvbuf {
+    uint16_t *k, *v;
+} kvbuf;
+
+typedef struct ctx {
+    const swt_case *c;
+    int32_t H, Hq, D, B, G;
+    int32_t max_blocks;
+    int64_t len;          /* tokens per sequence, every layer */
+    kvbuf *kv;            /* [batch][layers] */
+    float *topic;         /* [layers][H][D] unit directions */
+    rng r;
+    sw_store *store;
+    sw_swap *swap;
+    uint16_t *q, *o;      /* [layers][batch][Hq][D] */
+    uint64_t *ids;
+    int32_t *indptr;
+    double *ref, *sc;
+} ctx;
+
+static kvbuf *kv_at(ctx *x, int32_t seq, int32_t layer)
+{
+    return &x->kv[(size_t)seq * x->c->layers + layer];
+}
+
+/* Keys N(0, 0.5^2) with, in 30% of the blocks, two tokens per kv head
+ * pulled towards the layer's topic direction; values N(0, 1); queries lean
+ * on the topic (see gen_queries). So attention is peaked on a few blocks
+ * spread over the whole context, as with a needle, not uniform. */
+static void gen_token(ctx *x, int32_t seq, int32_t layer, int64_t t)
+{
+    const int32_t H = x->H, D = x->D, B = x->B;
+    const int64_t blk = t / B;
+    const int32_t row = (int32_t)(t % B);
+    uint64_t hb = ((uint64_t)blk * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)seq << 40) ^
+                  ((uint64_t)layer << 52);
+    hb ^= hb >> 29;
+    hb *= 0xbf58476d1ce4e5b9ull;
+    hb ^= hb >> 32;
+    const int heavy = (hb % 10) < 3 && row < 2;
+    const float s = 4.0f + (float)((hb >> 8) % 1000) * 0.008f; /* 4..12 */
+    kvbuf *kb = kv_at(x, seq, layer);
+    for (int32_t h = 0; h < H; h++) {
+        const size_t base = (((size_t)blk * H + h) * B + row) * D;
+        const float *u = x->topic + ((size_t)layer * H + h) * D;
+        for (int32_t c = 0; c < D; c++) {
+            float k = 0.5f * rng_normal(&x->r) + (heavy ? s * u[c] : 0.0f);
+            kb->k[base + c] = f2bf(k);
+            kb->v[base + c] = f2bf(rng_normal(&x->r));
+        }
+    }
+}
+
+static void gen_queries(ctx *x)
+{
+    const swt_case *c = x->c;
+    for (int32_t l = 0; l < c->layers; l++)
+        for (int32_t b = 0; b < c->batch; b++)
+            for (int32_t h = 0; h < x->Hq; h++) {
+                const float *u = x->topic + ((size_t)l * x->H + h / x->G) * x->D;
+                uint16_t *q = x->q + (((size_t)l * c->batch + b) * x->Hq + h) * x->D;
+                for (int32_t d = 0; d < x->D; d++)
+                    q[d] = f2bf(2.0f * u[d] + 0.3f * rng_normal(&x->r));
+            }
+}
+
+static sw_status offload_block(ctx *x, int32_t seq, int32_t layer, int32_t blk)
+{
+    const size_t stride = (size_t)x->H * x->B * x->D;
+    kvbuf *kb = kv_at(x, seq, layer);
+    int64_t valid = x->len - (int64_t)blk * x->B;
+    sw_swap_block b;
+    sw_swap_block_init(&b);
+    b.dtype = SW_SWAP_KV_BF16;
+    b.valid_tokens = (int32_t)(valid < x->B ? valid : x->B);
+    b.k = kb->k + (size_t)blk * stride;
+    b.v = kb->v + (size_t)blk * stride;
+    b.k_bytes = b.v_bytes = stride * 2;
+    return sw_swap_offload(x->swap, x->ids[seq], layer, blk, &b);
+}
+
+/* fp64 attention of one query head over every token of the sequence's layer
+ * (a decode row sees the whole cache); relative L2 of the engine's output. */
+static double check_head(ctx *x, int32_t seq, int32_t layer, int32_t h)
+{
+    const int32_t D = x->D, B = x->B, H = x->H, kh = h / x->G;
+    const size_t qi = (((size_t)layer * x->c->batch + seq) * x->Hq + h) * D;
+    const uint16_t *q = x->q + qi, *o = x->o + qi;
+    const kvbuf *kb = kv_at(x, seq, layer);
+    double qd[1024], *acc = x->ref;
+    for (int32_t d = 0; d < D; d++) {
+        qd[d] = bf2d(q[d]);
+        acc[d] = 0;
+    }
+    const double scale = 1.0 / sqrt((double)D);
+    double mx = -INFINITY;
+    for (int64_t t = 0; t < x->len; t++) {
+        const uint16_t *k = kb->k + (((size_t)(t / B) * H + kh) * B + (size_t)(t % B)) * D;
+        double a = 0;
+        for (int32_t d = 0; d < D; d++)
+            a += qd[d] * bf2d(k[d]);
+        x->sc[t] = a * scale;
+        mx = x->sc[t] > mx ? x->sc[t] : mx;
+    }
+    double sum = 0;
+    for (int64_t t = 0; t < x->len; t++) {
+        const uint16_t *v = kb->v + (((size_t)(t / B) * H + kh) * B + (size_t)(t % B)) * D;
+        const double p = exp(x->sc[t] - mx);
+        sum += p;
+        for (int32_t d = 0; d < D; d++)
+            acc[d] += p * bf2d(v[d]);
+    }
+    double num = 0, den = 0;
+    for (int32_t d = 0; d < D; d++) {
+        const double ref = acc[d] / sum, got = bf2d(o[d]);
+        num += (got - ref) * (got - ref);
+        den += ref * ref;
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+static int fail_status(const char *what, sw_status st)
+{
+    fprintf(stderr, "spillway: %s: %s: %s\n", what, sw_status_str(st), sw_last_error());
+    return 1;
+}
+
+static void ctx_free(ctx *x)
+{
+    sw_swap_destroy(x->swap);
+    if (x->store) {
+        sw_status st = sw_store_close(x->store);
+        if (st != SW_OK)
+            fail_status("store close", st);
+    }
+    if (x->kv)
+        for (int32_t i = 0; i < x->c->batch * x->c->layers; i++) {
+            free(x->kv[i].k);
+            free(x->kv[i].v);
+        }
+    free(x->kv); free(x->topic); free(x->q); free(x->o); free(x->ids); free(x->indptr);
+    free(x->ref); free(x->sc);
+}
+
+/* Opens the store, creates the engine, builds and offloads the context,
+ * runs warmup + steps decode steps (each: one new token per sequence in
+ * every layer, offloaded; then exact attention of every layer for the
+ * batch, timed; then the check). Fills *res; returns 0, or 1 on an error
+ * (a failed check is res->ok = 0, not an error). */
+int swt_run_case(const swt_case *c, const char *store_dir, swt_result *res)
+{
+    memset(res, 0, sizeof *res);
+    ctx x;
+    memset(&x, 0, sizeof x);
+    x.c = c;
+    x.H = c->kv_heads;
+    x.Hq = c->qo_heads;
+    x.D = c->head_dim;
+    x.B = c->block_size;
+    x.G = x.Hq / x.H;
+    x.r.s = 0x5b177a11ull;
+    const int64_t final_len = c->context + c->warmup + c->steps;
+    x.max_blocks = (int32_t)((final_len + x.B - 1) / x.B);
+    const size_t stripe = (size_t)x.B * x.D * 2;
+    const size_t blk_bytes = 2 * (size_t)x.H * stripe; /* K and V of all kv heads */
+    const int64_t total_blocks = (int64_t)c->batch * c->layers * x.max_blocks;
+    res->kv_bytes = (uint64_t)total_blocks * blk_bytes;
+    res->total_blocks = total_blocks;
+    res->max_rel_l2 = 0;
+    int rc = 1;
+
+    /* Store: one stream per (sequence, layer, kv head, kind) of max_blocks
+     * stripes; room for each stream's runs plus slack for the overwritten
+     * last blocks. REFUSE, not EVICT: a KV stripe silently evicted would
+     * only show up as NOT_FOUND later. */
+    const uint64_t run_blocks = 64, ext = (stripe + 4095) / 4096 * 4096;
+    const uint64_t streams = (uint64_t)c->batch * c->layers * x.H * 2;
+    const uint64_t runs = streams * ((uint64_t)(x.max_blocks + run_blocks - 1) / run_blocks + 1) + 4;
+    sw_store_config sc;
+    sw_store_config_init(&sc);
+    sc.dir = store_dir;
+    sc.stripe_bytes = (uint32_t)stripe;
+    sc.run_blocks = (uint32_t)run_blocks;
+    sc.capacity_bytes = runs * (run_blocks * ext + 65536);
+    sc.host_tier_bytes = c->host_tier_bytes;
+    sc.full_policy = SW_STORE_FULL_REFUSE;
+    sw_status st = sw_store_open(&sc, &x.store);
+    if (st != SW_OK) {
+        fprintf(stderr, "spillway: store in %s\n", store_dir);
+        fail_status("store open", st);
+        goto out;
+    }
+
+    sw_swap_model m;
+    sw_swap_model_init(&m);
+    m.num_layers = c->layers;
+    m.num_kv_heads = x.H;
+    m.num_qo_heads = x.Hq;
+    m.head_dim = x.D;
+    m.block_size = x.B;
+    sw_swap_config cfg;
+    sw_swap_config_init(&cfg);
+    cfg.resident_blocks = c->resident_blocks;
+    st = sw_swap_create(&m, &cfg, x.store, &x.swap);
+    if (st != SW_OK) {
+        fail_status("swap create", st);
+        goto out;
+    }
+    x.ids = (uint64_t *)swt_xalloc(sizeof(uint64_t) * c->batch, 0);
+    x.indptr = (int32_t *)swt_xalloc(sizeof(int32_t) * (c->batch + 1), 0);
+    for (int32_t b = 0; b < c->batch; b++) {
+        x.ids[b] = 1000 + (uint64_t)b;
+        x.indptr[b + 1] = b + 1;
+        st = sw_swap_seq_add(x.swap, x.ids[b], NS, (uint32_t)b * (uint32_t)x.max_blocks,
+                             (uint32_t)x.max_blocks);
+        if (st != SW_OK) {
+            fail_status("seq add", st);
+            goto out;
+        }
+    }
+
+    /* Synthetic KV of the whole context. */
+    x.topic = (float *)swt_xalloc(sizeof(float) * (size_t)c->layers * x.H * x.D, 0);
+    for (int32_t i = 0; i < c->layers * x.H; i++) {
+        float *u = x.topic + (size_t)i * x.D;
+        double n2 = 0;
+        for (int32_t d = 0; d < x.D; d++) {
+            u[d] = rng_normal(&x.r);
+            n2 += (double)u[d] * u[d];
+        }
+        for (int32_t d = 0; d < x.D; d++)
+            u[d] = (float)(u[d] / sqrt(n2));
+    }
+    x.kv = (kvbuf *)swt_xalloc(sizeof(kvbuf) * (size_t)c->batch * c->layers, 0);
+    for (int32_t i = 0; i < c->batch * c->layers; i++) {
+        x.kv[i].k = (uint16_t *)swt_xalloc((size_t)x.max_blocks * blk_bytes / 2, 0);
+        x.kv[i].v = (uint16_t *)swt_xalloc((size_t)x.max_blocks * blk_bytes / 2, 0);
+    }
+    const size_t qn = (size_t)c->layers * c->batch * x.Hq * x.D;
+    x.q = (uint16_t *)swt_xalloc(qn * 2, 0);
+    x.o = (uint16_t *)swt_xalloc(qn * 2, 0);
+    x.ref = (double *)swt_xalloc(sizeof(double) * x.D, 0);
+    x.sc = (double *)swt_xalloc(sizeof(double) * (size_t)final_len, 0);
+
+    swt_progress pg;
+    const int32_t ctx_blocks = (int32_t)((c->context + x.B - 1) / x.B);
+    swt_progress_start(&pg, "offload", (int64_t)c->batch * c->layers * ctx_blocks);
+    double t0 = tool_now(), gen_s = 0;
+    int64_t done = 0;
+    for (int32_t b = 0; b < c->batch; b++)
+        for (int32_t l = 0; l < c->layers; l++)
+            for (int32_t blk = 0; blk < ctx_blocks; blk++) {
+                double g0 = tool_now();
+                int64_t end = (int64_t)(blk + 1) * x.B;
+                end = end < c->context ? end : c->context;
+                for (int64_t t = (int64_t)blk * x.B; t < end; t++)
+                    gen_token(&x, b, l, t);
+                x.len = end;
+                gen_s += tool_now() - g0;
+                st = offload_block(&x, b, l, blk);
+                if (st != SW_OK) {
+                    fail_status("offload", st);
+                    goto out;
+                }
+                swt_progress_update(&pg, ++done, NULL);
+            }
+    x.len = c->context;
+    res->offload_seconds = tool_now() - t0 - gen_s;
+
+    /* Decode. */
+    sw_swap_stats s0, s1;
+    sw_store_stats t0s, t1s;
+    s0.struct_size = s1.struct_size = sizeof s0;
+    t0s.struct_size = t1s.struct_size = sizeof t0s;
+    const int32_t nsteps = c->warmup + c->steps;
+    const int32_t heads = c->check_heads > 0 && c->check_heads < x.Hq ? c->check_heads : x.Hq;
+    swt_progress_start(&pg, "decode", nsteps);
+    for (int32_t step = 0; step < nsteps; step++) {
+        if (step == c->warmup) {
+            sw_swap_get_stats(x.swap, &s0);
+            sw_store_get_stats(x.store, &t0s);
+        }
+        /* New token (the decode pattern: the last block is rewritten as it
+         * grows) and fresh queries; generated outside the timed region. */
+        for (int32_t b = 0; b < c->batch; b++)
+            for (int32_t l = 0; l < c->layers; l++)
+                gen_token(&x, b, l, x.len);
+        x.len++;
+        gen_queries(&x);
+        const int32_t last = (int32_t)((x.len - 1) / x.B);
+        double ts = tool_now();
+        for (int32_t b = 0; b < c->batch && st == SW_OK; b++)
+            for (int32_t l = 0; l < c->layers && st == SW_OK; l++)
+                st = offload_block(&x, b, l, last);
+        if (st != SW_OK) {
+            fail_status("offload (decode)", st);
+            goto out;
+        }
+        for (int32_t l = 0; l < c->layers; l++) {
+            sw_swap_attend_params p;
+            sw_swap_attend_params_init(&p);
+            p.layer = l;
+            p.batch = c->batch;
+            p.seq_ids = x.ids;
+            p.q_indptr = x.indptr;
+            p.q = x.q + (size_t)l * c->batch * x.Hq * x.D;
+            p.o = x.o + (size_t)l * c->batch * x.Hq * x.D;
+            st = sw_swap_attend(x.swap, &p, NULL, NULL);
+            if (st != SW_OK) {
+                fail_status("attend", st);
+                goto out;
+            }
+        }
+        const double dt = tool_now() - ts;
+        if (step >= c->warmup)
+            res->step_seconds += dt;
+        else
+            res->warmup_seconds += dt;
+        /* Check: every sampled head of every sequence and layer, spread
+         * over the kv groups. */
+        double worst = 0;
+        for (int32_t l = 0; l < c->layers; l++)
+            for (int32_t b = 0; b < c->batch; b++)
+                for (int32_t i = 0; i < heads; i++) {
+                    int32_t h = (int32_t)(((int64_t)i * x.Hq + step) / heads) % x.Hq;
+                    double e = check_head(&x, b, l, h);
+                    if (!(e <= worst))
+                        worst = e; /* NaN stays the worst */
+                    res->heads_checked++;
+                }
+        if (!(worst <= res->max_rel_l2))
+            res->max_rel_l2 = worst;
+        char extra[96];
+        snprintf(extra, sizeof extra, "step %.3fs, rel L2 %.1e%s", dt, worst,
+                 step < c->warmup ? " (warm-up)" : "");
+        swt_progress_update(&pg, step + 1, extra);
+    }
+    sw_swap_get_stats(x.swap, &s1);
+    sw_store_get_stats(x.store, &t1s);
+    (void)rng_uniform;
+
+    res->context_end = x.len;
+    res->steps = c->steps;
+    res->hits = s1.hits - s0.hits;
+    res->misses = s1.misses - s0.misses;
+    res->bytes_read = s1.bytes_read - s0.bytes_read;
+    res->host_bytes_read = t1s.host_bytes_read - t0s.host_bytes_read;
+    res->file_bytes_read = t1s.file_bytes_read - t0s.file_bytes_read;
+    res->host_stripes = t1s.host_hits - t0s.host_hits;
+    res->file_stripes = t1s.file_hits - t0s.file_hits;
+    res->read_wait_seconds = s1.read_wait_seconds - s0.read_wait_seconds;
+    res->compute_seconds = s1.compute_seconds - s0.compute_seconds;
+    res->prefetched_tiles = s1.prefetched_tiles - s0.prefetched_tiles;
+    res->tiles = s1.tiles - s0.tiles;
+    res->evictions = s1.evictions - s0.evictions;
+    res->swap = s1;
+    res->store = t1s;
+    res->ok = res->max_rel_l2 <= 1e-2;
+    rc = 0;
+out:
+    ctx_free(&x);
+    return rc;
+}
