@@ -207,5 +207,6 @@ SW_API sw_status sw_prefill_host(const sw_prefill_params *params, int32_t batch,
 #endif
 #include "spillway_store.h" /* the block store API */
 #include "spillway_swap.h"  /* the swap engine API */
+#include "spillway_remote.h" /* the remote KV tier (Redis/Valkey) */
 
 #endif /* SPILLWAY_H */

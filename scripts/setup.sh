@@ -15,6 +15,14 @@ command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
 if ! pkg-config --exists liburing 2>/dev/null && ! dpkg -s liburing-dev >/dev/null 2>&1; then
   need_apt+=(liburing-dev)
 fi
+# hiredis is optional (without it the remote tier returns UNSUPPORTED);
+# redis-server and redis-tools (redis-cli, redis-benchmark) run the remote
+# tier's tests (ctest -L remote) and its benchmark.
+if ! pkg-config --exists hiredis 2>/dev/null && ! dpkg -s libhiredis-dev >/dev/null 2>&1; then
+  need_apt+=(libhiredis-dev)
+fi
+command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
+command -v redis-cli >/dev/null 2>&1 || need_apt+=(redis-tools)
 if [ "${SPILLWAY_SKIP_PY:-0}" != 1 ] && command -v python3 >/dev/null 2>&1; then
   python3 -m pip --version >/dev/null 2>&1 || need_apt+=(python3-pip)
 elif [ "${SPILLWAY_SKIP_PY:-0}" != 1 ]; then

@@ -1,0 +1,181 @@
+/* Remote tier value format, key names, cluster slots, latency histogram. */
+#include "remote/format.h"
+#include "store/format.h" /* sw_crc32c: the store's CRC32C, one implementation */
+
+#include <string.h>
+
+static void put_u16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
+static void put_u32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+static void put_u64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+static uint16_t get_u16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+static uint32_t get_u32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static uint64_t get_u64(const uint8_t *p) { return get_u32(p) | (uint64_t)get_u32(p + 4) << 32; }
+
+static size_t put_dec(char *out, uint32_t v)
+{
+    char tmp[10];
+    size_t n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    for (size_t i = 0; i < n; i++)
+        out[i] = tmp[n - 1 - i];
+    return n;
+}
+
+size_t sw_remote_key_name(const char *prefix, size_t prefix_len, const sw_store_key *k,
+                          char *out)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t n = 0;
+    memcpy(out, prefix, prefix_len);
+    n = prefix_len;
+    for (int i = 15; i >= 0; i--)
+        out[n++] = hex[(k->ns >> (4 * i)) & 15];
+    out[n++] = ':';
+    n += put_dec(out + n, k->layer);
+    out[n++] = ':';
+    n += put_dec(out + n, k->block);
+    out[n++] = ':';
+    n += put_dec(out + n, k->kv_head);
+    out[n++] = ':';
+    out[n++] = k->kind == SW_STORE_KIND_K ? 'k' : 'v';
+    return n;
+}
+
+static void encode_fields(const sw_remote_hdr *h, uint8_t *out)
+{
+    memset(out, 0, SW_REMOTE_HDR_BYTES);
+    put_u32(out, SW_REMOTE_MAGIC);
+    out[4] = h->key.kind;
+    out[5] = (uint8_t)SW_REMOTE_VERSION;
+    put_u16(out + 6, h->key.kv_head);
+    put_u64(out + 8, h->key.ns);
+    put_u32(out + 16, h->key.layer);
+    put_u32(out + 20, h->key.block);
+    put_u64(out + 24, h->generation);
+    put_u32(out + 32, h->length);
+}
+
+void sw_remote_encode_hdr(const sw_remote_hdr *h, const void *payload,
+                          uint8_t out[SW_REMOTE_HDR_BYTES])
+{
+    encode_fields(h, out);
+    uint32_t crc = sw_crc32c_update(0, out, 60);
+    if (h->length)
+        crc = sw_crc32c_update(crc, payload, h->length);
+    put_u32(out + 60, crc);
+}
+
+sw_status sw_remote_decode_value(const uint8_t *buf, size_t len, sw_remote_hdr *h)
+{
+    if (!buf || len < SW_REMOTE_HDR_BYTES)
+        return SW_STATUS_CORRUPT;
+    if (get_u32(buf) != SW_REMOTE_MAGIC || buf[5] != SW_REMOTE_VERSION || buf[4] > 1)
+        return SW_STATUS_CORRUPT;
+    for (int i = 36; i < 60; i++)
+        if (buf[i])
+            return SW_STATUS_CORRUPT;
+    uint32_t length = get_u32(buf + 32);
+    if ((uint64_t)length != (uint64_t)(len - SW_REMOTE_HDR_BYTES))
+        return SW_STATUS_CORRUPT;
+    uint32_t crc = sw_crc32c_update(0, buf, 60);
+    if (length)
+        crc = sw_crc32c_update(crc, buf + SW_REMOTE_HDR_BYTES, length);
+    if (crc != get_u32(buf + 60))
+        return SW_STATUS_CORRUPT;
+    memset(h, 0, sizeof *h);
+    h->key.kind = buf[4];
+    h->key.kv_head = get_u16(buf + 6);
+    h->key.ns = get_u64(buf + 8);
+    h->key.layer = get_u32(buf + 16);
+    h->key.block = get_u32(buf + 20);
+    h->generation = get_u64(buf + 24);
+    h->length = length;
+    return SW_OK;
+}
+
+uint16_t sw_remote_crc16(const void *data, size_t len)
+{
+    const uint8_t *p = data;
+    uint16_t crc = 0;
+    for (size_t i = 0; i < len; i++) {
+        crc ^= (uint16_t)(p[i] << 8);
+        for (int b = 0; b < 8; b++)
+            crc = (crc & 0x8000) ? (uint16_t)((crc << 1) ^ 0x1021) : (uint16_t)(crc << 1);
+    }
+    return crc;
+}
+
+uint32_t sw_remote_key_slot(const char *key, size_t len)
+{
+    /* Redis: the first '{' and the first '}' after it; an empty tag ("{}")
+     * does not count and the whole key is hashed. */
+    size_t s = 0;
+    while (s < len && key[s] != '{')
+        s++;
+    if (s < len) {
+        size_t e = s + 1;
+        while (e < len && key[e] != '}')
+            e++;
+        if (e < len && e > s + 1)
+            return sw_remote_crc16(key + s + 1, e - s - 1) & (SW_REMOTE_SLOTS - 1);
+    }
+    return sw_remote_crc16(key, len) & (SW_REMOTE_SLOTS - 1);
+}
+
+static int hist_bucket(uint64_t us)
+{
+    if (us < 8)
+        return (int)us;
+    int e = 63 - __builtin_clzll(us); /* >= 3 */
+    int sub = (int)((us >> (e - 3)) & 7);
+    int b = 8 + (e - 3) * 8 + sub;
+    return b < SW_REMOTE_HIST_BUCKETS ? b : SW_REMOTE_HIST_BUCKETS - 1;
+}
+
+static uint64_t hist_upper(int b)
+{
+    if (b < 8)
+        return (uint64_t)b;
+    int e = (b - 8) / 8 + 3, sub = (b - 8) % 8;
+    return ((uint64_t)(8 + sub + 1) << (e - 3)) - 1;
+}
+
+void sw_remote_hist_add(sw_remote_hist *h, uint64_t us)
+{
+    h->b[hist_bucket(us)]++;
+    h->count++;
+    if (us > h->max_us)
+        h->max_us = us;
+}
+
+uint64_t sw_remote_hist_quantile(const sw_remote_hist *h, double q)
+{
+    if (!h->count)
+        return 0;
+    uint64_t want = (uint64_t)(q * (double)h->count + 0.999999);
+    if (want < 1)
+        want = 1;
+    uint64_t seen = 0;
+    for (int b = 0; b < SW_REMOTE_HIST_BUCKETS; b++) {
+        seen += h->b[b];
+        if (seen >= want) {
+            uint64_t u = hist_upper(b);
+            return u < h->max_us ? u : h->max_us;
+        }
+    }
+    return h->max_us;
+}

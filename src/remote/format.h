@@ -1,0 +1,72 @@
+/* Remote tier: key naming, the value format, cluster slots, latency
+ * histogram. Everything here is pure (no I/O, no allocation, no sw_fail) so
+ * that tests and a fuzz target can call it directly.
+ *
+ * value (little-endian):
+ *    0  u32  magic 0x56525753 ("SWRV")
+ *    4  u8   kind   5 u8 format version (1)   6 u16 kv_head
+ *    8  u64  namespace
+ *   16  u32  layer  20 u32 block
+ *   24  u64  generation
+ *   32  u32  payload length
+ *   36  u8[24] zero
+ *   60  u32  crc32c of bytes 0..59 followed by the payload
+ *   64  payload
+ * One CRC covers header and payload, so a flipped byte anywhere in the value
+ * (key field, length or data) fails the same check.
+ */
+#ifndef SW_REMOTE_FORMAT_H
+#define SW_REMOTE_FORMAT_H
+
+#include "spillway.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define SW_REMOTE_MAGIC 0x56525753u
+#define SW_REMOTE_VERSION 1u
+#define SW_REMOTE_HDR_BYTES 64u
+#define SW_REMOTE_MAX_PREFIX 128u
+/* prefix + 16 hex + 3 x u32/u16 decimals + kind + separators */
+#define SW_REMOTE_MAX_KEY (SW_REMOTE_MAX_PREFIX + 64u)
+#define SW_REMOTE_SLOTS 16384u
+
+typedef struct sw_remote_hdr {
+    sw_store_key key;
+    uint64_t generation;
+    uint32_t length;
+} sw_remote_hdr;
+
+/* Writes the key name into out (room for SW_REMOTE_MAX_KEY bytes, not NUL
+ * terminated); returns its length. prefix_len <= SW_REMOTE_MAX_PREFIX. */
+size_t sw_remote_key_name(const char *prefix, size_t prefix_len, const sw_store_key *k,
+                          char *out);
+
+/* Encodes the header for h and `payload` (h->length bytes). */
+void sw_remote_encode_hdr(const sw_remote_hdr *h, const void *payload,
+                          uint8_t out[SW_REMOTE_HDR_BYTES]);
+
+/* Checks a whole value (header + payload) of `len` bytes: magic, version,
+ * kind, reserved bytes, length == len - 64, CRC32C. SW_OK and *h filled, or
+ * SW_STATUS_CORRUPT (anything wrong, including len < 64). The caller still
+ * compares h->key with the key it asked for. */
+sw_status sw_remote_decode_value(const uint8_t *buf, size_t len, sw_remote_hdr *h);
+
+/* CRC16-CCITT (XMODEM) as Redis Cluster uses it, and the slot of a key:
+ * the CRC16 of the {hash tag} when the key has a non-empty one, else of the
+ * whole key, modulo 16384. */
+uint16_t sw_remote_crc16(const void *data, size_t len);
+uint32_t sw_remote_key_slot(const char *key, size_t len);
+
+/* Log-scale latency histogram in microseconds: 8 buckets per doubling. */
+#define SW_REMOTE_HIST_BUCKETS 256
+typedef struct sw_remote_hist {
+    uint64_t count;
+    uint64_t max_us;
+    uint64_t b[SW_REMOTE_HIST_BUCKETS];
+} sw_remote_hist;
+void sw_remote_hist_add(sw_remote_hist *h, uint64_t us);
+/* Upper bound of the bucket holding quantile q (0..1); 0 when empty. */
+uint64_t sw_remote_hist_quantile(const sw_remote_hist *h, double q);
+
+#endif

@@ -1,0 +1,755 @@
+/* Remote tier: the public calls and the pipelined batch engine (routing,
+ * MOVED/ASK, per-key results). */
+#include "remote/remote_internal.h"
+#include "spillway_remote.h"
+#include "store/format.h" /* sw_store_key_eq */
+
+#include <stdlib.h>
+#include <string.h>
+
+void sw_remote_config_init(sw_remote_config *c)
+{
+    if (!c)
+        return;
+    memset(c, 0, sizeof *c);
+    c->struct_size = sizeof *c;
+    c->prefix = "sw:";
+    c->connect_timeout_ms = 500;
+    c->command_timeout_ms = 1000;
+    c->max_pipeline = 64;
+    c->backoff_min_ms = 10;
+    c->backoff_max_ms = 1000;
+    c->max_value_bytes = 64u << 20;
+}
+
+#if !defined(SPILLWAY_HAVE_HIREDIS)
+int32_t sw_remote_available(void) { return 0; }
+sw_status sw_remote_open(const sw_remote_config *c, sw_remote **out)
+{
+    if (out)
+        *out = NULL;
+    return sw_fail(SW_STATUS_UNSUPPORTED,
+                   "this build has no remote tier (configure with hiredis, SPILLWAY_REDIS)");
+}
+void sw_remote_close(sw_remote *r) { (void)r; }
+sw_status sw_remote_put_batch(sw_remote *r, size_t n, const sw_store_key *keys,
+                              const void *const *srcs, const size_t *lengths,
+                              const uint64_t *generations, sw_status *statuses)
+{
+    for (size_t i = 0; statuses && i < n; i++)
+        statuses[i] = SW_STATUS_UNSUPPORTED;
+    return sw_fail(SW_STATUS_UNSUPPORTED, "this build has no remote tier");
+}
+sw_status sw_remote_get_batch(sw_remote *r, size_t n, const sw_store_key *keys,
+                              void *const *dst, size_t dst_bytes, size_t *lengths,
+                              uint64_t *generations, sw_status *statuses)
+{
+    for (size_t i = 0; statuses && i < n; i++)
+        statuses[i] = SW_STATUS_UNSUPPORTED;
+    return sw_fail(SW_STATUS_UNSUPPORTED, "this build has no remote tier");
+}
+sw_status sw_remote_delete(sw_remote *r, const sw_store_key *key)
+{
+    return sw_fail(SW_STATUS_UNSUPPORTED, "this build has no remote tier");
+}
+sw_status sw_remote_get_stats(sw_remote *r, sw_remote_stats *st)
+{
+    return sw_fail(SW_STATUS_UNSUPPORTED, "this build has no remote tier");
+}
+#else
+
+#include <stdio.h>
+
+int32_t sw_remote_available(void) { return 1; }
+
+enum { OP_GET = 0, OP_SET = 1, OP_DEL = 2 };
+#define SW_REMOTE_PASSES 3  /* first try + up to two redirections */
+
+typedef struct rop {
+    size_t i;          /* key index */
+    uint32_t slot;
+    int32_t node;      /* forced target (ASK); -1 = the slot's owner */
+    uint8_t asking;
+    uint8_t pending;
+    uint16_t klen;
+    char key[SW_REMOTE_MAX_KEY];
+} rop;
+
+typedef struct batch {
+    int type;
+    size_t n;
+    const sw_store_key *keys;
+    void *const *dst;
+    size_t dst_bytes;
+    size_t *lengths;
+    uint64_t *gens;
+    const void *const *srcs;
+    const size_t *slens;
+    const uint64_t *sgens;
+    sw_status *st;
+    rop *ops;
+    size_t nops;
+} batch;
+
+static int key_ok(const sw_store_key *k) { return k->kind <= 1 && k->reserved == 0; }
+
+static char *dup_str(const char *s)
+{
+    if (!s)
+        return NULL;
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d)
+        memcpy(d, s, n);
+    return d;
+}
+
+static sw_status parse_endpoints(sw_remote *r, const char *list)
+{
+    const char *p = list;
+    while (*p) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        while (len && (*p == ' ')) {
+            p++;
+            len--;
+        }
+        const char *colon = NULL;
+        for (size_t i = 0; i < len; i++)
+            if (p[i] == ':')
+                colon = p + i; /* the last one: "[::1]:6379" or "::1:6379" */
+        if (!colon || colon == p || colon == p + len - 1)
+            return sw_fail(SW_STATUS_INVALID, "endpoint '%.*s' is not host:port", (int)len, p);
+        char *e = NULL;
+        long port = strtol(colon + 1, &e, 10);
+        if (e != p + len || port <= 0 || port > 65535)
+            return sw_fail(SW_STATUS_INVALID, "endpoint '%.*s': bad port", (int)len, p);
+        const char *h = p;
+        size_t hl = (size_t)(colon - p);
+        if (hl >= 2 && h[0] == '[' && h[hl - 1] == ']') {
+            h++;
+            hl -= 2;
+        }
+        if (sw_remote_node_find_or_add(r, h, hl, (int)port) < 0)
+            return sw_fail(SW_STATUS_INVALID, "endpoint '%.*s': host name too long", (int)len, p);
+        if (!end)
+            break;
+        p = end + 1;
+    }
+    if (r->nnodes == 0)
+        return sw_fail(SW_STATUS_INVALID, "no endpoint in '%s'", list);
+    return SW_OK;
+}
+
+void sw_remote_close(sw_remote *r)
+{
+    if (!r)
+        return;
+    for (size_t i = 0; i < r->nnodes; i++) {
+        if (r->nodes[i].c)
+            redisFree(r->nodes[i].c);
+        free(r->nodes[i].ops);
+    }
+    free(r->nodes);
+    free(r->slots);
+    free(r->buf);
+    free(r->user);
+    free(r->password);
+    pthread_mutex_destroy(&r->mu);
+    free(r);
+}
+
+sw_status sw_remote_open(const sw_remote_config *c, sw_remote **out)
+{
+    if (out)
+        *out = NULL;
+    if (!c || !out)
+        return sw_fail(SW_STATUS_INVALID, "sw_remote_open: null argument");
+    if (c->struct_size != sizeof *c)
+        return sw_fail(SW_STATUS_INVALID, "sw_remote_config.struct_size %u, want %zu",
+                       c->struct_size, sizeof *c);
+    if (!c->endpoints || !c->endpoints[0])
+        return sw_fail(SW_STATUS_INVALID, "sw_remote_config.endpoints is empty");
+    if (c->connect_timeout_ms <= 0 || c->command_timeout_ms <= 0 || c->max_pipeline <= 0 ||
+        c->backoff_min_ms <= 0 || c->backoff_max_ms < c->backoff_min_ms ||
+        c->max_value_bytes == 0 || c->max_value_bytes > (1u << 30))
+        return sw_fail(SW_STATUS_INVALID,
+                       "sw_remote_config: timeouts, max_pipeline, backoff and "
+                       "max_value_bytes must be positive (backoff_max >= backoff_min, "
+                       "max_value_bytes <= 1 GiB)");
+    const char *prefix = c->prefix ? c->prefix : "";
+    size_t plen = strlen(prefix);
+    if (plen > SW_REMOTE_MAX_PREFIX)
+        return sw_fail(SW_STATUS_INVALID, "prefix of %zu bytes (at most %u)", plen,
+                       SW_REMOTE_MAX_PREFIX);
+
+    sw_remote *r = calloc(1, sizeof *r);
+    if (!r)
+        return sw_fail(SW_STATUS_NO_MEMORY, "remote handle");
+    pthread_mutex_init(&r->mu, NULL);
+    r->cluster = c->cluster ? 1 : 0;
+    memcpy(r->prefix, prefix, plen);
+    r->prefix_len = plen;
+    r->connect_timeout_ms = c->connect_timeout_ms;
+    r->command_timeout_ms = c->command_timeout_ms;
+    r->max_pipeline = c->max_pipeline;
+    r->backoff_min_ms = c->backoff_min_ms;
+    r->backoff_max_ms = c->backoff_max_ms;
+    r->max_value_bytes = c->max_value_bytes;
+    r->slots = malloc(SW_REMOTE_SLOTS * sizeof *r->slots);
+    r->user = c->user && c->user[0] ? dup_str(c->user) : NULL;
+    r->password = dup_str(c->password);
+    if (!r->slots || (c->user && c->user[0] && !r->user) || (c->password && !r->password)) {
+        sw_remote_close(r);
+        return sw_fail(SW_STATUS_NO_MEMORY, "remote handle");
+    }
+    if (r->user && !r->password) {
+        sw_remote_close(r);
+        return sw_fail(SW_STATUS_INVALID, "sw_remote_config.user without a password");
+    }
+    sw_status s = parse_endpoints(r, c->endpoints);
+    if (s != SW_OK) {
+        sw_remote_close(r);
+        return s;
+    }
+    if (!r->cluster && r->nnodes != 1) {
+        sw_remote_close(r);
+        return sw_fail(SW_STATUS_INVALID, "standalone mode takes one endpoint, got %zu "
+                       "(set cluster = 1 for a seed list)", r->nnodes);
+    }
+    r->nseeds = r->nnodes;
+    uint64_t deadline = sw_remote_now_us() + (uint64_t)(c->connect_timeout_ms +
+                                                        c->command_timeout_ms) * 1000u;
+    if (r->cluster) {
+        s = sw_remote_refresh_topology(r, deadline);
+    } else {
+        for (uint32_t i = 0; i < SW_REMOTE_SLOTS; i++)
+            r->slots[i] = 0;
+        sw_rnode *n = &r->nodes[0];
+        s = sw_rnode_connect(r, n, deadline);
+        if (s == SW_OK) {
+            static const char *argv[1] = {"PING"};
+            static const size_t len[1] = {4};
+            redisReply *rep = NULL;
+            s = sw_rnode_command(r, n, 1, argv, len, deadline, &rep);
+            if (s == SW_OK && rep->type == REDIS_REPLY_ERROR) {
+                int auth = !strncmp(rep->str, "NOAUTH", 6) || !strncmp(rep->str, "NOPERM", 6);
+                s = sw_fail(auth ? SW_STATUS_INVALID : SW_STATUS_IO, "redis %s:%d: PING: %s",
+                            n->host, n->port, rep->str);
+            }
+            if (rep)
+                freeReplyObject(rep);
+        }
+    }
+    if (s != SW_OK) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", sw_last_error());
+        sw_remote_close(r);
+        return sw_fail(s, "%s", msg);
+    }
+    /* the open's own attempts are not "reconnects" or failures of the tier */
+    r->connect_failures = 0;
+    r->topology_refreshes = 0;
+    *out = r;
+    return SW_OK;
+}
+
+/* ---------------------------------------------------------------------- */
+
+static int buf_reserve(sw_remote *r, size_t need)
+{
+    if (need <= r->buf_cap)
+        return 0;
+    size_t cap = r->buf_cap ? r->buf_cap : 4096;
+    while (cap < need)
+        cap *= 2;
+    char *b = realloc(r->buf, cap);
+    if (!b)
+        return -1;
+    r->buf = b;
+    r->buf_cap = cap;
+    return 0;
+}
+
+static size_t put_bulk_len(char *out, size_t len)
+{
+    return (size_t)sprintf(out, "$%zu\r\n", len);
+}
+
+/* Appends the RESP command of op o to r->buf at *pos. -1 on allocation. */
+static int build_command(sw_remote *r, const batch *b, const rop *o, size_t *pos)
+{
+    size_t vlen = b->type == OP_SET ? SW_REMOTE_HDR_BYTES + b->slens[o->i] : 0;
+    if (buf_reserve(r, *pos + 64 + o->klen + vlen + 64))
+        return -1;
+    char *p = r->buf + *pos;
+    if (o->asking) {
+        memcpy(p, "*1\r\n$6\r\nASKING\r\n", 16);
+        p += 16;
+    }
+    if (b->type == OP_GET) {
+        memcpy(p, "*2\r\n$3\r\nGET\r\n", 13);
+        p += 13;
+    } else if (b->type == OP_DEL) {
+        memcpy(p, "*2\r\n$3\r\nDEL\r\n", 13);
+        p += 13;
+    } else {
+        memcpy(p, "*3\r\n$3\r\nSET\r\n", 13);
+        p += 13;
+    }
+    p += put_bulk_len(p, o->klen);
+    memcpy(p, o->key, o->klen);
+    p += o->klen;
+    *p++ = '\r';
+    *p++ = '\n';
+    if (b->type == OP_SET) {
+        sw_remote_hdr h;
+        memset(&h, 0, sizeof h);
+        h.key = b->keys[o->i];
+        h.generation = b->sgens ? b->sgens[o->i] : 0;
+        h.length = (uint32_t)b->slens[o->i];
+        p += put_bulk_len(p, vlen);
+        sw_remote_encode_hdr(&h, b->srcs[o->i], (uint8_t *)p);
+        p += SW_REMOTE_HDR_BYTES;
+        if (h.length)
+            memcpy(p, b->srcs[o->i], h.length);
+        p += h.length;
+        *p++ = '\r';
+        *p++ = '\n';
+    }
+    *pos = (size_t)(p - r->buf);
+    return 0;
+}
+
+static void op_fail(sw_remote *r, batch *b, rop *o, sw_status s)
+{
+    o->pending = 0;
+    b->st[o->i] = s;
+    if (s == SW_STATUS_IO)
+        r->errors++;
+}
+
+/* "MOVED 3999 127.0.0.1:6381" / "ASK ..." -> slot and node index; -1 on a
+ * malformed message. */
+static int parse_redirect(sw_remote *r, const char *msg, uint32_t *slot)
+{
+    const char *sp = strchr(msg, ' ');
+    if (!sp)
+        return -1;
+    char *e = NULL;
+    long s = strtol(sp + 1, &e, 10);
+    if (!e || *e != ' ' || s < 0 || s >= (long)SW_REMOTE_SLOTS)
+        return -1;
+    const char *addr = e + 1;
+    const char *colon = strrchr(addr, ':');
+    if (!colon || colon == addr)
+        return -1;
+    long port = strtol(colon + 1, &e, 10);
+    if (port <= 0 || port > 65535)
+        return -1;
+    *slot = (uint32_t)s;
+    return sw_remote_node_find_or_add(r, addr, (size_t)(colon - addr), (int)port);
+}
+
+static void handle_reply(sw_remote *r, batch *b, rop *o, const redisReply *rep)
+{
+    size_t i = o->i;
+    if (rep->type == REDIS_REPLY_ERROR) {
+        uint32_t slot = 0;
+        if (!strncmp(rep->str, "MOVED ", 6)) {
+            int idx = parse_redirect(r, rep->str, &slot);
+            if (idx >= 0) {
+                r->slots[slot] = idx;
+                r->need_refresh = 1;
+                r->moved++;
+                o->node = -1;
+                o->asking = 0;
+                return; /* still pending: next pass */
+            }
+        } else if (!strncmp(rep->str, "ASK ", 4)) {
+            int idx = parse_redirect(r, rep->str, &slot);
+            if (idx >= 0) {
+                r->ask++;
+                o->node = idx;
+                o->asking = 1;
+                return;
+            }
+        } else if (!strncmp(rep->str, "TRYAGAIN", 8)) {
+            return;
+        }
+        sw_fail(SW_STATUS_IO, "redis: %s (key %.*s)", rep->str, (int)o->klen, o->key);
+        op_fail(r, b, o, SW_STATUS_IO);
+        return;
+    }
+    o->pending = 0;
+    if (b->type == OP_SET) {
+        if (rep->type == REDIS_REPLY_STATUS && !strcmp(rep->str, "OK")) {
+            b->st[i] = SW_OK;
+            r->puts++;
+            r->bytes_written += b->slens[i];
+        } else {
+            sw_fail(SW_STATUS_IO, "redis: SET: unexpected reply type %d", rep->type);
+            op_fail(r, b, o, SW_STATUS_IO);
+        }
+        return;
+    }
+    if (b->type == OP_DEL) {
+        if (rep->type == REDIS_REPLY_INTEGER) {
+            b->st[i] = rep->integer > 0 ? SW_OK : SW_STATUS_NOT_FOUND;
+            if (rep->integer > 0)
+                r->deletes++;
+        } else {
+            sw_fail(SW_STATUS_IO, "redis: DEL: unexpected reply type %d", rep->type);
+            op_fail(r, b, o, SW_STATUS_IO);
+        }
+        return;
+    }
+    /* GET */
+    if (rep->type == REDIS_REPLY_NIL) {
+        b->st[i] = SW_STATUS_NOT_FOUND;
+        r->not_found++;
+        return;
+    }
+    if (rep->type != REDIS_REPLY_STRING) {
+        sw_fail(SW_STATUS_IO, "redis: GET: unexpected reply type %d", rep->type);
+        op_fail(r, b, o, SW_STATUS_IO);
+        return;
+    }
+    sw_remote_hdr h;
+    if (sw_remote_decode_value((const uint8_t *)rep->str, rep->len, &h) != SW_OK ||
+        !sw_store_key_eq(&h.key, &b->keys[i])) {
+        sw_fail(SW_STATUS_CORRUPT, "redis: value of %.*s failed its header/CRC32C check",
+                (int)o->klen, o->key);
+        b->st[i] = SW_STATUS_CORRUPT;
+        r->corruptions++;
+        return;
+    }
+    if (h.length > b->dst_bytes || h.length > r->max_value_bytes) {
+        sw_fail(SW_STATUS_INVALID, "redis: value of %.*s has %u bytes, dst_bytes %zu",
+                (int)o->klen, o->key, h.length, b->dst_bytes);
+        b->st[i] = SW_STATUS_INVALID;
+        return;
+    }
+    if (h.length)
+        memcpy(b->dst[i], rep->str + SW_REMOTE_HDR_BYTES, h.length);
+    if (b->lengths)
+        b->lengths[i] = h.length;
+    if (b->gens)
+        b->gens[i] = h.generation;
+    b->st[i] = SW_OK;
+    r->hits++;
+    r->bytes_read += h.length;
+}
+
+static int node_add_op(sw_rnode *n, size_t op)
+{
+    if (n->nops == n->ops_cap) {
+        size_t cap = n->ops_cap ? n->ops_cap * 2 : 64;
+        size_t *o = realloc(n->ops, cap * sizeof *o);
+        if (!o)
+            return -1;
+        n->ops = o;
+        n->ops_cap = cap;
+    }
+    n->ops[n->nops++] = op;
+    return 0;
+}
+
+/* Fails the ops of node n from position `from` on (its connection is gone). */
+static void node_fail_rest(sw_remote *r, batch *b, sw_rnode *n, size_t from)
+{
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", sw_last_error());
+    for (size_t k = from; k < n->nops; k++) {
+        rop *o = &b->ops[n->ops[k]];
+        if (o->pending)
+            op_fail(r, b, o, SW_STATUS_IO);
+    }
+    n->nops = 0;
+    n->chunk_begin = n->chunk_end = 0;
+    sw_fail(SW_STATUS_IO, "%s", msg);
+}
+
+static void run_pass(sw_remote *r, batch *b, uint64_t deadline)
+{
+    for (size_t k = 0; k < r->nnodes; k++)
+        r->nodes[k].nops = r->nodes[k].chunk_begin = r->nodes[k].chunk_end = 0;
+    for (size_t k = 0; k < b->nops; k++) {
+        rop *o = &b->ops[k];
+        if (!o->pending)
+            continue;
+        int32_t node = o->node >= 0 ? o->node : r->slots[o->slot];
+        if (node < 0) {
+            sw_fail(SW_STATUS_IO, "redis: slot %u is served by no node", o->slot);
+            op_fail(r, b, o, SW_STATUS_IO);
+            continue;
+        }
+        if (node_add_op(&r->nodes[node], k)) {
+            sw_fail(SW_STATUS_NO_MEMORY, "redis: op list");
+            op_fail(r, b, o, SW_STATUS_NO_MEMORY);
+        }
+    }
+    for (size_t k = 0; k < r->nnodes; k++) {
+        sw_rnode *n = &r->nodes[k];
+        if (n->nops && sw_rnode_connect(r, n, deadline) != SW_OK)
+            node_fail_rest(r, b, n, 0);
+    }
+    size_t depth = (size_t)r->max_pipeline;
+    for (;;) {
+        int any = 0;
+        /* send one chunk to every node, so that the nodes work in parallel */
+        for (size_t k = 0; k < r->nnodes; k++) {
+            sw_rnode *n = &r->nodes[k];
+            if (n->chunk_end >= n->nops)
+                continue;
+            n->chunk_begin = n->chunk_end;
+            n->chunk_end = n->chunk_begin + depth < n->nops ? n->chunk_begin + depth : n->nops;
+            size_t pos = 0;
+            int bad = 0;
+            for (size_t q = n->chunk_begin; q < n->chunk_end && !bad; q++)
+                bad = build_command(r, b, &b->ops[n->ops[q]], &pos);
+            if (bad) {
+                sw_fail(SW_STATUS_NO_MEMORY, "redis: command buffer");
+                node_fail_rest(r, b, n, n->chunk_begin);
+                continue;
+            }
+            if (redisAppendFormattedCommand(n->c, r->buf, pos) != REDIS_OK ||
+                sw_rnode_flush(n, deadline) != 0) {
+                sw_rnode_drop(r, n);
+                node_fail_rest(r, b, n, n->chunk_begin);
+                continue;
+            }
+            any = 1;
+        }
+        if (!any)
+            break;
+        for (size_t k = 0; k < r->nnodes; k++) {
+            sw_rnode *n = &r->nodes[k];
+            if (!n->nops || n->chunk_begin >= n->chunk_end)
+                continue;
+            for (size_t q = n->chunk_begin; q < n->chunk_end; q++) {
+                rop *o = &b->ops[n->ops[q]];
+                redisReply *rep = NULL;
+                int rc = 0;
+                if (o->asking) {
+                    rc = sw_rnode_read(n, deadline, &rep);
+                    if (rc == 0)
+                        freeReplyObject(rep);
+                }
+                if (rc == 0)
+                    rc = sw_rnode_read(n, deadline, &rep);
+                if (rc != 0) {
+                    if (rc == -2)
+                        r->timeouts++;
+                    sw_rnode_drop(r, n);
+                    node_fail_rest(r, b, n, q);
+                    break;
+                }
+                handle_reply(r, b, o, rep);
+                freeReplyObject(rep);
+            }
+            n->chunk_begin = n->chunk_end;
+        }
+    }
+}
+
+static sw_status run_batch(sw_remote *r, batch *b)
+{
+    uint64_t start = sw_remote_now_us();
+    uint64_t deadline = start + (uint64_t)r->command_timeout_ms * 1000u;
+    /* rate-limited: a flapping node must not turn every call into a refresh */
+    if (r->cluster && r->need_refresh && start - r->last_refresh_us > 100000u)
+        (void)sw_remote_refresh_topology(r, deadline);
+    for (int pass = 0; pass < SW_REMOTE_PASSES; pass++) {
+        int pending = 0;
+        for (size_t k = 0; k < b->nops && !pending; k++)
+            pending = b->ops[k].pending;
+        if (!pending)
+            break;
+        run_pass(r, b, deadline);
+    }
+    for (size_t k = 0; k < b->nops; k++)
+        if (b->ops[k].pending) {
+            sw_fail(SW_STATUS_IO, "redis: key %.*s still redirected after %d tries",
+                    (int)b->ops[k].klen, b->ops[k].key, SW_REMOTE_PASSES);
+            op_fail(r, b, &b->ops[k], SW_STATUS_IO);
+        }
+    sw_status first = SW_OK;
+    for (size_t i = 0; i < b->n && first == SW_OK; i++)
+        first = b->st[i];
+    return first;
+}
+
+/* Builds the op list of the keys that passed the argument checks. */
+static sw_status batch_prepare(sw_remote *r, batch *b)
+{
+    b->ops = NULL;
+    b->nops = 0;
+    if (!b->n)
+        return SW_OK;
+    b->ops = malloc(b->n * sizeof *b->ops);
+    if (!b->ops)
+        return sw_fail(SW_STATUS_NO_MEMORY, "redis: %zu ops", b->n);
+    for (size_t i = 0; i < b->n; i++) {
+        const sw_store_key *k = &b->keys[i];
+        if (!key_ok(k)) {
+            b->st[i] = sw_fail(SW_STATUS_INVALID, "key %zu: bad kind %u or reserved %u", i,
+                               k->kind, k->reserved);
+            continue;
+        }
+        if (b->type == OP_GET && !b->dst[i]) {
+            b->st[i] = sw_fail(SW_STATUS_INVALID, "dst[%zu] is NULL", i);
+            continue;
+        }
+        if (b->type == OP_SET &&
+            ((!b->srcs[i] && b->slens[i]) || b->slens[i] > r->max_value_bytes)) {
+            b->st[i] = sw_fail(SW_STATUS_INVALID, "key %zu: src NULL or %zu bytes > %u", i,
+                               b->slens[i], r->max_value_bytes);
+            continue;
+        }
+        rop *o = &b->ops[b->nops++];
+        o->i = i;
+        o->node = -1;
+        o->asking = 0;
+        o->pending = 1;
+        o->klen = (uint16_t)sw_remote_key_name(r->prefix, r->prefix_len, k, o->key);
+        o->slot = r->cluster ? sw_remote_key_slot(o->key, o->klen) : 0;
+        b->st[i] = SW_STATUS_IO;
+    }
+    return SW_OK;
+}
+
+sw_status sw_remote_put_batch(sw_remote *r, size_t n, const sw_store_key *keys,
+                              const void *const *srcs, const size_t *lengths,
+                              const uint64_t *generations, sw_status *statuses)
+{
+    if (!r || (n && (!keys || !srcs || !lengths || !statuses))) {
+        for (size_t i = 0; statuses && i < n; i++)
+            statuses[i] = SW_STATUS_INVALID;
+        return sw_fail(SW_STATUS_INVALID, "sw_remote_put_batch: null argument");
+    }
+    batch b;
+    memset(&b, 0, sizeof b);
+    b.type = OP_SET;
+    b.n = n;
+    b.keys = keys;
+    b.srcs = srcs;
+    b.slens = lengths;
+    b.sgens = generations;
+    b.st = statuses;
+    pthread_mutex_lock(&r->mu);
+    uint64_t t0 = sw_remote_now_us();
+    sw_status s = batch_prepare(r, &b);
+    if (s == SW_OK)
+        s = run_batch(r, &b);
+    else
+        for (size_t i = 0; i < n; i++)
+            statuses[i] = s;
+    sw_remote_hist_add(&r->put_hist, sw_remote_now_us() - t0);
+    pthread_mutex_unlock(&r->mu);
+    free(b.ops);
+    return s;
+}
+
+sw_status sw_remote_get_batch(sw_remote *r, size_t n, const sw_store_key *keys,
+                              void *const *dst, size_t dst_bytes, size_t *lengths,
+                              uint64_t *generations, sw_status *statuses)
+{
+    if (!r || (n && (!keys || !dst || !statuses))) {
+        for (size_t i = 0; statuses && i < n; i++)
+            statuses[i] = SW_STATUS_INVALID;
+        return sw_fail(SW_STATUS_INVALID, "sw_remote_get_batch: null argument");
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (lengths)
+            lengths[i] = 0;
+        if (generations)
+            generations[i] = 0;
+    }
+    batch b;
+    memset(&b, 0, sizeof b);
+    b.type = OP_GET;
+    b.n = n;
+    b.keys = keys;
+    b.dst = dst;
+    b.dst_bytes = dst_bytes;
+    b.lengths = lengths;
+    b.gens = generations;
+    b.st = statuses;
+    pthread_mutex_lock(&r->mu);
+    uint64_t t0 = sw_remote_now_us();
+    sw_status s = batch_prepare(r, &b);
+    if (s == SW_OK)
+        s = run_batch(r, &b);
+    else
+        for (size_t i = 0; i < n; i++)
+            statuses[i] = s;
+    r->gets += n;
+    sw_remote_hist_add(&r->get_hist, sw_remote_now_us() - t0);
+    pthread_mutex_unlock(&r->mu);
+    free(b.ops);
+    return s;
+}
+
+sw_status sw_remote_delete(sw_remote *r, const sw_store_key *key)
+{
+    if (!r || !key)
+        return sw_fail(SW_STATUS_INVALID, "sw_remote_delete: null argument");
+    sw_status st = SW_STATUS_INVALID;
+    batch b;
+    memset(&b, 0, sizeof b);
+    b.type = OP_DEL;
+    b.n = 1;
+    b.keys = key;
+    b.st = &st;
+    pthread_mutex_lock(&r->mu);
+    sw_status s = batch_prepare(r, &b);
+    if (s == SW_OK)
+        s = run_batch(r, &b);
+    pthread_mutex_unlock(&r->mu);
+    free(b.ops);
+    return s;
+}
+
+sw_status sw_remote_get_stats(sw_remote *r, sw_remote_stats *st)
+{
+    if (!r || !st || st->struct_size < 16)
+        return sw_fail(SW_STATUS_INVALID, "sw_remote_get_stats: null or struct_size < 16");
+    sw_remote_stats v;
+    memset(&v, 0, sizeof v);
+    pthread_mutex_lock(&r->mu);
+    v.cluster = r->cluster;
+    v.nodes = r->nnodes;
+    for (size_t i = 0; i < r->nnodes; i++)
+        v.nodes_connected += r->nodes[i].c != NULL;
+    v.gets = r->gets;
+    v.hits = r->hits;
+    v.not_found = r->not_found;
+    v.corruptions = r->corruptions;
+    v.errors = r->errors;
+    v.misses = r->gets - r->hits;
+    v.puts = r->puts;
+    v.deletes = r->deletes;
+    v.bytes_read = r->bytes_read;
+    v.bytes_written = r->bytes_written;
+    v.reconnects = r->reconnects;
+    v.connect_failures = r->connect_failures;
+    v.timeouts = r->timeouts;
+    v.moved = r->moved;
+    v.ask = r->ask;
+    v.topology_refreshes = r->topology_refreshes;
+    v.get_calls = r->get_hist.count;
+    v.get_p50_us = sw_remote_hist_quantile(&r->get_hist, 0.50);
+    v.get_p99_us = sw_remote_hist_quantile(&r->get_hist, 0.99);
+    v.get_max_us = r->get_hist.max_us;
+    v.put_calls = r->put_hist.count;
+    v.put_p50_us = sw_remote_hist_quantile(&r->put_hist, 0.50);
+    v.put_p99_us = sw_remote_hist_quantile(&r->put_hist, 0.99);
+    v.put_max_us = r->put_hist.max_us;
+    pthread_mutex_unlock(&r->mu);
+    uint32_t size = st->struct_size < sizeof v ? st->struct_size : (uint32_t)sizeof v;
+    memcpy((char *)st + sizeof st->struct_size, (char *)&v + sizeof v.struct_size,
+           size - sizeof st->struct_size);
+    return SW_OK;
+}
+#endif

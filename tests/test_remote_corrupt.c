@@ -1,0 +1,98 @@
+/* Remote tier: values damaged in Redis are SW_STATUS_CORRUPT for that key
+ * only (counted), never bytes: one byte flipped in the payload (SETRANGE)
+ * and in the header, a value copied under another key, a truncated value,
+ * a foreign value, a value of the wrong type. */
+#include "test_remote_util.h"
+
+int main(void)
+{
+    tr_init("remote_corrupt");
+    tr_server srv;
+    tr_start(&srv, 0, NULL);
+    sw_remote_config c = tr_config(srv.port);
+    sw_remote *r = NULL;
+    CHECK_STATUS(sw_remote_open(&c, &r), SW_OK);
+    if (!r)
+        return 1;
+#if defined(SPILLWAY_HAVE_HIREDIS)
+    enum { N = 8, LEN = 4096 };
+    sw_store_key keys[N];
+    static uint8_t src[N][LEN], dst[N][LEN];
+    const void *srcs[N];
+    void *dsts[N];
+    size_t lens[N];
+    sw_status st[N];
+    for (int i = 0; i < N; i++) {
+        keys[i] = tr_key(1, 0, (uint32_t)i, 0, SW_STORE_KIND_K);
+        tr_fill(&keys[i], 1, src[i], LEN);
+        srcs[i] = src[i];
+        dsts[i] = dst[i];
+        lens[i] = LEN;
+    }
+    CHECK_STATUS(sw_remote_put_batch(r, N, keys, srcs, lens, NULL, st), SW_OK);
+    char name[N][SW_REMOTE_MAX_KEY + 1];
+    for (int i = 0; i < N; i++) {
+        size_t n = sw_remote_key_name("sw:", 3, &keys[i], name[i]);
+        name[i][n] = '\0';
+    }
+    redisReply *rep;
+    /* 1: flip one payload byte in place */
+    rep = tr_cmd(srv.port, "GETRANGE %s 1000 1000", name[1]);
+    CHECK(rep && rep->type == REDIS_REPLY_STRING && rep->len == 1);
+    char flipped[2] = {(char)(rep->str[0] ^ 0x01), 0};
+    freeReplyObject(rep);
+    rep = tr_cmd(srv.port, "SETRANGE %s 1000 %b", name[1], flipped, (size_t)1);
+    CHECK(rep && rep->type == REDIS_REPLY_INTEGER);
+    freeReplyObject(rep);
+    /* 2: flip a header byte (the layer field) */
+    rep = tr_cmd(srv.port, "SETRANGE %s 16 %b", name[2], "\x07", (size_t)1);
+    freeReplyObject(rep);
+    /* 3: the value of key 4 stored under key 3 (valid CRC, wrong key) */
+    rep = tr_cmd(srv.port, "COPY %s %s REPLACE", name[4], name[3]);
+    CHECK(rep && rep->type == REDIS_REPLY_INTEGER && rep->integer == 1);
+    freeReplyObject(rep);
+    /* 5: truncated */
+    rep = tr_cmd(srv.port, "GETRANGE %s 0 2000", name[5]);
+    CHECK(rep && rep->type == REDIS_REPLY_STRING);
+    redisReply *rep2 = tr_cmd(srv.port, "SET %s %b", name[5], rep->str, rep->len);
+    freeReplyObject(rep);
+    freeReplyObject(rep2);
+    /* 6: something else's value */
+    rep = tr_cmd(srv.port, "SET %s hello", name[6]);
+    freeReplyObject(rep);
+    /* 7: a list: WRONGTYPE, an error for that key only */
+    rep = tr_cmd(srv.port, "DEL %s", name[7]);
+    freeReplyObject(rep);
+    rep = tr_cmd(srv.port, "RPUSH %s x", name[7]);
+    freeReplyObject(rep);
+
+    memset(dst, 0x5a, sizeof dst);
+    CHECK_STATUS(sw_remote_get_batch(r, N, keys, dsts, LEN, NULL, NULL, st), SW_STATUS_CORRUPT);
+    CHECK(st[0] == SW_OK && !memcmp(dst[0], src[0], LEN));
+    CHECK(st[4] == SW_OK && !memcmp(dst[4], src[4], LEN));
+    for (int i = 1; i <= 6; i++) {
+        if (i == 4)
+            continue;
+        CHECK(st[i] == SW_STATUS_CORRUPT);
+        CHECK(dst[i][0] == 0x5a && dst[i][LEN - 1] == 0x5a);
+    }
+    CHECK(st[7] == SW_STATUS_IO);
+    sw_remote_stats s;
+    memset(&s, 0, sizeof s);
+    s.struct_size = sizeof s;
+    CHECK_STATUS(sw_remote_get_stats(r, &s), SW_OK);
+    CHECK(s.corruptions == 5 && s.hits == 2 && s.errors == 1 && s.misses == 6);
+    /* a rewrite heals the key */
+    CHECK_STATUS(sw_remote_put_batch(r, N, keys, srcs, lens, NULL, st), SW_OK);
+    CHECK_STATUS(sw_remote_get_batch(r, N, keys, dsts, LEN, NULL, NULL, st), SW_OK);
+    for (int i = 0; i < N; i++)
+        CHECK(!memcmp(dst[i], src[i], LEN));
+#endif
+    sw_remote_close(r);
+    if (sw_test_failures) {
+        fprintf(stderr, "test_remote_corrupt: %d failures\n", sw_test_failures);
+        return 1;
+    }
+    printf("test_remote_corrupt: ok\n");
+    return 0;
+}

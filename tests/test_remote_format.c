@@ -1,0 +1,91 @@
+/* Remote tier, pure parts: value encode/decode (every bit flip and every
+ * truncation rejected), key names, CRC16 / cluster slots against Redis's
+ * published values, the latency histogram. No server needed. */
+#include "test_remote_util.h"
+
+static void test_value(void)
+{
+    sw_rng rng = {0x5eed01};
+    uint8_t buf[SW_REMOTE_HDR_BYTES + 300];
+    for (int t = 0; t < 20; t++) {
+        sw_remote_hdr h;
+        memset(&h, 0, sizeof h);
+        h.key = tr_key(sw_rng_next(&rng), (uint32_t)sw_rng_next(&rng),
+                       (uint32_t)sw_rng_next(&rng), (uint16_t)sw_rng_next(&rng), t & 1);
+        h.generation = sw_rng_next(&rng);
+        h.length = (uint32_t)sw_rng_int(&rng, 0, 300);
+        tr_fill(&h.key, (uint64_t)t, buf + SW_REMOTE_HDR_BYTES, h.length);
+        sw_remote_encode_hdr(&h, buf + SW_REMOTE_HDR_BYTES, buf);
+        size_t len = SW_REMOTE_HDR_BYTES + h.length;
+        sw_remote_hdr d;
+        CHECK_STATUS(sw_remote_decode_value(buf, len, &d), SW_OK);
+        CHECK(sw_store_key_eq(&d.key, &h.key) && d.generation == h.generation &&
+              d.length == h.length);
+        /* every single-bit flip of header and payload is caught */
+        size_t bad_accepted = 0;
+        for (size_t i = 0; i < len; i++)
+            for (int b = 0; b < 8; b++) {
+                buf[i] ^= (uint8_t)(1u << b);
+                if (sw_remote_decode_value(buf, len, &d) != SW_STATUS_CORRUPT)
+                    bad_accepted++;
+                buf[i] ^= (uint8_t)(1u << b);
+            }
+        CHECK(bad_accepted == 0);
+        for (size_t l = 0; l < len; l++)
+            CHECK(sw_remote_decode_value(buf, l, &d) == SW_STATUS_CORRUPT);
+        CHECK(sw_remote_decode_value(NULL, 0, &d) == SW_STATUS_CORRUPT);
+    }
+}
+
+static void test_names_and_slots(void)
+{
+    /* Redis Cluster spec: CRC16("123456789") = 0x31C3 */
+    CHECK(sw_remote_crc16("123456789", 9) == 0x31c3);
+    /* values from CLUSTER KEYSLOT */
+    CHECK(sw_remote_key_slot("foo", 3) == 12182);
+    CHECK(sw_remote_key_slot("bar", 3) == 5061);
+    CHECK(sw_remote_key_slot("{user1000}.following", 20) ==
+          sw_remote_key_slot("{user1000}.followers", 20));
+    CHECK(sw_remote_key_slot("{user1000}.following", 20) == sw_remote_key_slot("user1000", 8));
+    CHECK(sw_remote_key_slot("foo{}{bar}", 10) == sw_remote_crc16("foo{}{bar}", 10) % 16384);
+    CHECK(sw_remote_key_slot("foo{{bar}}zap", 13) == sw_remote_key_slot("{bar", 4));
+
+    char name[SW_REMOTE_MAX_KEY];
+    sw_store_key k = tr_key(0xab, 3, 17, 2, SW_STORE_KIND_K);
+    size_t n = sw_remote_key_name("sw:", 3, &k, name);
+    CHECK(n == strlen("sw:00000000000000ab:3:17:2:k") &&
+          !memcmp(name, "sw:00000000000000ab:3:17:2:k", n));
+    k = tr_key(UINT64_MAX, UINT32_MAX, UINT32_MAX, UINT16_MAX, SW_STORE_KIND_V);
+    char prefix[SW_REMOTE_MAX_PREFIX];
+    memset(prefix, 'p', sizeof prefix);
+    n = sw_remote_key_name(prefix, sizeof prefix, &k, name);
+    CHECK(n <= SW_REMOTE_MAX_KEY && name[n - 1] == 'v');
+}
+
+static void test_hist(void)
+{
+    sw_remote_hist h;
+    memset(&h, 0, sizeof h);
+    CHECK(sw_remote_hist_quantile(&h, 0.5) == 0);
+    for (uint64_t i = 1; i <= 1000; i++)
+        sw_remote_hist_add(&h, i * 10); /* 10 us .. 10 ms */
+    uint64_t p50 = sw_remote_hist_quantile(&h, 0.5), p99 = sw_remote_hist_quantile(&h, 0.99);
+    CHECK(p50 >= 5000 && p50 <= 5000 * 1.13);
+    CHECK(p99 >= 9900 && p99 <= 10000);
+    CHECK(sw_remote_hist_quantile(&h, 1.0) == 10000);
+    sw_remote_hist_add(&h, UINT64_MAX / 2); /* clamps into the last bucket */
+    CHECK(h.max_us == UINT64_MAX / 2);
+}
+
+int main(void)
+{
+    test_value();
+    test_names_and_slots();
+    test_hist();
+    if (sw_test_failures) {
+        fprintf(stderr, "test_remote_format: %d failures\n", sw_test_failures);
+        return 1;
+    }
+    printf("test_remote_format: ok\n");
+    return 0;
+}
