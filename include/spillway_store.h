@@ -232,7 +232,7 @@ typedef struct sw_store_stats {
     uint64_t io_buffer_bytes;      /* bounce buffer */
     uint64_t read_ios;             /* device requests for reads: a range is cut
                                     * into SPILLWAY_STORE_READ_CHUNK-byte pieces
-                                    * (default 128 KiB, 0 = uncut) in flight
+                                    * (default 128 KiB with io_uring, uncut with pread; 0 = uncut) in flight
                                     * together */
 } sw_store_stats;
 

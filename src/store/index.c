@@ -7,6 +7,26 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+
+void *sw_store_big_alloc(size_t bytes, int zero)
+{
+    const size_t huge = (size_t)2 << 20;
+    void *p = NULL;
+    if (bytes == 0)
+        bytes = 1;
+    size_t align = bytes < huge ? 4096 : huge;
+    size_t rounded = (bytes + align - 1) & ~(align - 1);
+    if (posix_memalign(&p, align, rounded) != 0)
+        return NULL;
+#ifdef MADV_HUGEPAGE
+    if (align == huge) /* advice only: 4 KiB pages work too */
+        (void)madvise(p, rounded, MADV_HUGEPAGE);
+#endif
+    if (zero)
+        memset(p, 0, rounded);
+    return p;
+}
 
 static uint64_t mix64(uint64_t z)
 {
@@ -35,8 +55,8 @@ sw_status sw_store_index_init(sw_store *s)
     uint32_t n = s->nslots, nr = (uint32_t)s->g.nruns;
     uint64_t tsize = pow2_at_least((uint64_t)n * 2);
     uint64_t rsize = pow2_at_least((uint64_t)nr * 2);
-    s->slots = (sw_slot *)calloc(n, sizeof *s->slots);
-    s->table = (uint32_t *)malloc(tsize * sizeof *s->table);
+    s->slots = (sw_slot *)sw_store_big_alloc((size_t)n * sizeof *s->slots, 1);
+    s->table = (uint32_t *)sw_store_big_alloc(tsize * sizeof *s->table, 0);
     s->runs = (sw_run *)calloc(nr, sizeof *s->runs);
     s->run_table = (uint32_t *)malloc(rsize * sizeof *s->run_table);
     s->free_runs = (uint32_t *)malloc((size_t)nr * sizeof *s->free_runs);
@@ -64,11 +84,11 @@ sw_status sw_store_index_init(sw_store *s)
             return sw_fail(SW_STATUS_NO_MEMORY, "host tier of %u entries", s->host_n);
         for (uint32_t i = 0; i < s->host_n; i++) {
             s->host[i].slot = SW_NIL;
-            s->host[i].lru_prev = SW_NIL;
-            s->host[i].lru_next = i + 1 < s->host_n ? i + 1 : SW_NIL;
+            s->host[i].ref = 0;
+            s->host[i].next_free = i + 1 < s->host_n ? i + 1 : SW_NIL;
         }
         s->host_free_head = 0;
-        s->host_lru_head = s->host_lru_tail = SW_NIL;
+        s->host_hand = 0;
     }
     return SW_OK;
 }
@@ -88,9 +108,16 @@ void sw_store_index_free(sw_store *s)
 }
 
 /* ------------------------------------------------------------ key table -- */
+uint64_t sw_store_key_hash(const sw_store_key *k) { return key_hash(k); }
+
 uint32_t sw_store_index_find(const sw_store *s, const sw_store_key *k)
 {
-    for (uint64_t i = key_hash(k) & s->table_mask;; i = (i + 1) & s->table_mask) {
+    return sw_store_index_find_h(s, k, key_hash(k));
+}
+
+uint32_t sw_store_index_find_h(const sw_store *s, const sw_store_key *k, uint64_t h)
+{
+    for (uint64_t i = h & s->table_mask;; i = (i + 1) & s->table_mask) {
         uint32_t v = s->table[i];
         if (v == SW_NIL)
             return SW_NIL;
@@ -335,51 +362,37 @@ uint32_t sw_store_place(sw_store *s, const sw_store_key *key, uint32_t avoid)
 }
 
 /* ------------------------------------------------------------ host tier -- */
-static void host_unlink(sw_store *s, uint32_t h)
-{
-    sw_host_entry *e = &s->host[h];
-    if (e->lru_prev != SW_NIL)
-        s->host[e->lru_prev].lru_next = e->lru_next;
-    else
-        s->host_lru_head = e->lru_next;
-    if (e->lru_next != SW_NIL)
-        s->host[e->lru_next].lru_prev = e->lru_prev;
-    else
-        s->host_lru_tail = e->lru_prev;
-    e->lru_prev = e->lru_next = SW_NIL;
-}
-
-static void host_push_head(sw_store *s, uint32_t h)
-{
-    sw_host_entry *e = &s->host[h];
-    e->lru_prev = SW_NIL;
-    e->lru_next = s->host_lru_head;
-    if (s->host_lru_head != SW_NIL)
-        s->host[s->host_lru_head].lru_prev = h;
-    s->host_lru_head = h;
-    if (s->host_lru_tail == SW_NIL)
-        s->host_lru_tail = h;
-}
-
-void sw_store_host_touch(sw_store *s, uint32_t h)
-{
-    if (s->host_lru_head == h)
-        return;
-    host_unlink(s, h);
-    host_push_head(s, h);
-}
+void sw_store_host_touch(sw_store *s, uint32_t h) { s->host[h].ref = 1; }
 
 void sw_store_host_drop(sw_store *s, uint32_t slot)
 {
     uint32_t h = s->slots[slot].host;
     if (h == SW_NIL)
         return;
-    host_unlink(s, h);
     s->host[h].slot = SW_NIL;
-    s->host[h].lru_next = s->host_free_head;
+    s->host[h].ref = 0;
+    s->host[h].next_free = s->host_free_head;
     s->host_free_head = h;
     s->host_used--;
     s->slots[slot].host = SW_NIL;
+}
+
+/* CLOCK: the first used entry from the hand on without a ref bit (bits are
+ * cleared on the way; at most two sweeps, as every entry is used here). */
+static uint32_t host_victim(sw_store *s)
+{
+    for (;;) {
+        uint32_t h = s->host_hand;
+        s->host_hand = h + 1 < s->host_n ? h + 1 : 0;
+        sw_host_entry *e = &s->host[h];
+        if (e->slot == SW_NIL)
+            continue;
+        if (e->ref) {
+            e->ref = 0;
+            continue;
+        }
+        return h;
+    }
 }
 
 void sw_store_host_put(sw_store *s, uint32_t slot, const void *payload)
@@ -389,15 +402,14 @@ void sw_store_host_put(sw_store *s, uint32_t slot, const void *payload)
     sw_store_host_drop(s, slot);
     uint32_t h = s->host_free_head;
     if (h == SW_NIL) {
-        uint32_t victim = s->host_lru_tail;
-        sw_store_host_drop(s, s->host[victim].slot);
+        sw_store_host_drop(s, s->host[host_victim(s)].slot);
         s->st.host_evictions++;
         h = s->host_free_head;
     }
-    s->host_free_head = s->host[h].lru_next;
+    s->host_free_head = s->host[h].next_free;
     s->host[h].slot = slot;
+    s->host[h].ref = 0;
     s->host_used++;
-    host_push_head(s, h);
     s->slots[slot].host = h;
     memcpy(sw_store_host_ptr(s, h), payload, s->slots[slot].length);
 }

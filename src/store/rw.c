@@ -360,7 +360,11 @@ static size_t read_chunk_bytes(const sw_store *s)
     /* Default 128 KiB: on the 2-core VM's virtio disk one 516 KiB tile read
      * cut into 128 KiB requests in flight together went from 0.71 to
      * 0.96 GB/s (docs/perf/store.md); 0 = never cut. */
-    int64_t env = sw_env_int("SPILLWAY_STORE_READ_CHUNK", 131072);
+    /* The pread fallback runs the pieces one after the other, so a cut only
+     * adds system calls there (256 MiB bench: 21% of raw-seq cut, see
+     * docs/perf/store.md): uncut by default. */
+    int64_t def = sw_io_backend(s->io) == SW_STORE_IO_PREAD ? 0 : 131072;
+    int64_t env = sw_env_int("SPILLWAY_STORE_READ_CHUNK", def);
     size_t c = env > 0 ? (size_t)env : 0;
     if (c && c < s->g.slot_bytes)
         c = s->g.slot_bytes;
@@ -376,13 +380,16 @@ static sw_status read_from_file(read_ctx *c, read_item *items, size_t n)
     const uint32_t max_gap = (uint32_t)(65536 / sb) + 1;
     const size_t chunk = read_chunk_bytes(s);
     const uint32_t chunk_slots = chunk ? (uint32_t)(chunk / sb) : 0;
-    group *gs = (group *)malloc(sizeof(group) * (s->ops_cap + 1));
-    req *rq = (req *)malloc(sizeof(req) * (s->ops_cap + 1));
-    if (!gs || !rq) {
-        free(gs);
-        free(rq);
+    if (n == 0)
+        return SW_OK;
+    if (!s->rd_groups)
+        s->rd_groups = malloc(sizeof(group) * (s->ops_cap + 1));
+    if (!s->rd_reqs)
+        s->rd_reqs = malloc(sizeof(req) * (s->ops_cap + 1));
+    if (!s->rd_groups || !s->rd_reqs)
         return sw_fail(SW_STATUS_NO_MEMORY, "read plan");
-    }
+    group *gs = (group *)s->rd_groups;
+    req *rq = (req *)s->rd_reqs;
     size_t i = 0;
     while (i < n) {
         /* Build one batch of groups that fits in the bounce buffer and the
@@ -458,8 +465,6 @@ static sw_status read_from_file(read_ctx *c, read_item *items, size_t n)
             SW_ASSERT_RET(rq[k].handled);
         sink_barrier(c->out);
     }
-    free(gs);
-    free(rq);
     return SW_OK;
 }
 
@@ -468,46 +473,78 @@ static sw_status store_read(sw_store *s, size_t n, const sw_store_key *keys, sin
                             sw_status *statuses)
 {
     read_ctx c = {s, keys, dst_bytes, lengths, generations, statuses, out};
-    read_item *items = (read_item *)malloc(sizeof(read_item) * (n ? n : 1));
-    if (!items)
-        return sw_fail(SW_STATUS_NO_MEMORY, "read of %zu keys", n);
+    /* Scratch kept by the handle (under its lock): items, then per key its
+     * hash. */
+    size_t need = (n ? n : 1) * (sizeof(read_item) + sizeof(uint64_t));
+    if (s->rd_scratch_bytes < need) {
+        void *p = realloc(s->rd_scratch, need);
+        if (!p)
+            return sw_fail(SW_STATUS_NO_MEMORY, "read of %zu keys", n);
+        s->rd_scratch = p;
+        s->rd_scratch_bytes = need;
+    }
+    read_item *items = (read_item *)s->rd_scratch;
+    uint64_t *hs = (uint64_t *)(items + (n ? n : 1));
+    /* Batched lookups: the index buckets of a call's keys are random in a
+     * table of several MiB, so a lookup per key, done one after the other,
+     * waits for one cache miss (and often a TLB miss) at a time. Per window
+     * of keys: hash each key and prefetch its bucket, then prefetch the slot
+     * records the buckets point to, then probe: the misses overlap. */
+    enum { WINDOW = 64 };
     size_t m = 0;
-    for (size_t i = 0; i < n; i++) {
-        statuses[i] = SW_STATUS_NOT_FOUND;
-        if (lengths)
-            lengths[i] = 0;
-        if (generations)
-            generations[i] = 0;
-        if (check_key(&keys[i]) != SW_OK || !out->dst[i]) {
-            statuses[i] = SW_STATUS_INVALID;
-            continue;
+    for (size_t w0 = 0; w0 < n; w0 += WINDOW) {
+        size_t w1 = n - w0 < WINDOW ? n : w0 + WINDOW;
+        for (size_t i = w0; i < w1; i++) {
+            statuses[i] = SW_STATUS_NOT_FOUND;
+            if (lengths)
+                lengths[i] = 0;
+            if (generations)
+                generations[i] = 0;
+            if (check_key(&keys[i]) != SW_OK || !out->dst[i]) {
+                statuses[i] = SW_STATUS_INVALID;
+                continue;
+            }
+            hs[i] = sw_store_key_hash(&keys[i]);
+            __builtin_prefetch(sw_store_index_bucket(s, hs[i]));
         }
-        uint32_t v = sw_store_index_find(s, &keys[i]);
-        if (v == SW_NIL) {
-            s->st.not_found++;
-            continue;
+        for (size_t i = w0; i < w1; i++) {
+            if (statuses[i] == SW_STATUS_INVALID)
+                continue;
+            uint32_t v = *sw_store_index_bucket(s, hs[i]);
+            if (v != SW_NIL) {
+                __builtin_prefetch(&s->slots[v]);
+                __builtin_prefetch((const char *)(&s->slots[v] + 1) - 1);
+            }
         }
-        if (s->slots[v].length > dst_bytes) {
-            statuses[i] = SW_STATUS_INVALID;
-            continue;
+        for (size_t i = w0; i < w1; i++) {
+            if (statuses[i] == SW_STATUS_INVALID)
+                continue;
+            uint32_t v = sw_store_index_find_h(s, &keys[i], hs[i]);
+            if (v == SW_NIL) {
+                s->st.not_found++;
+                continue;
+            }
+            if (s->slots[v].length > dst_bytes) {
+                statuses[i] = SW_STATUS_INVALID;
+                continue;
+            }
+            sw_store_lru_touch(s, v);
+            uint32_t h = s->slots[v].host;
+            if (h != SW_NIL) {
+                sw_store_host_touch(s, h);
+                deliver(&c, (uint32_t)i, v, sw_store_host_ptr(s, h), 1);
+                continue;
+            }
+            if (s->host_n)
+                s->st.host_misses++;
+            items[m++] = (read_item){v, (uint32_t)i};
         }
-        sw_store_lru_touch(s, v);
-        uint32_t h = s->slots[v].host;
-        if (h != SW_NIL) {
-            sw_store_host_touch(s, h);
-            deliver(&c, (uint32_t)i, v, sw_store_host_ptr(s, h), 1);
-            continue;
-        }
-        if (s->host_n)
-            s->st.host_misses++;
-        items[m++] = (read_item){v, (uint32_t)i};
     }
     /* Host-tier copies must be complete before file reads may evict the
      * host entries they come from. */
     sink_barrier(out);
     qsort(items, m, sizeof *items, item_cmp);
     sw_status st = read_from_file(&c, items, m);
-    free(items);
     sink_barrier(out);
     if (st != SW_OK)
         return st;

@@ -300,6 +300,9 @@ static void store_free(sw_store *s)
     else
         sw_aligned_free(s->host_mem);
     free(s->ops);
+    free(s->rd_scratch);
+    free(s->rd_groups);
+    free(s->rd_reqs);
     sw_store_index_free(s);
     if (s->data_fd >= 0)
         close(s->data_fd);
@@ -329,7 +332,7 @@ static void *alloc_io_mem(size_t bytes, int *pinned)
         *pinned = 1;
         return p;
     }
-    return sw_aligned_alloc(SW_STORE_ALIGN, bytes);
+    return sw_store_big_alloc(bytes, 0);
 }
 
 static sw_status open_data(sw_store *s, int create)

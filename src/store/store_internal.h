@@ -32,9 +32,14 @@ typedef struct sw_run {
     uint8_t in_free;    /* on the free-run stack */
 } sw_run;
 
+/* Host-tier entries are replaced by CLOCK (second chance): a hit only sets
+ * `ref` (no list relinks per 8 KiB stripe); eviction sweeps a hand over the
+ * entries, clearing ref bits, and takes the first entry without one. With
+ * no hits in between this is FIFO in insertion order. */
 typedef struct sw_host_entry {
     uint32_t slot;               /* file slot whose stripe this copies; SW_NIL = free */
-    uint32_t lru_prev, lru_next;
+    uint32_t next_free;          /* free list */
+    uint8_t ref;                 /* hit since the hand last passed */
 } sw_host_entry;
 
 struct sw_store {
@@ -71,8 +76,8 @@ struct sw_store {
     char *host_mem;
     int host_pinned;
     sw_host_entry *host;
-    uint32_t host_free_head;     /* free list through lru_next */
-    uint32_t host_lru_head, host_lru_tail;
+    uint32_t host_free_head;     /* free list through next_free */
+    uint32_t host_hand;          /* CLOCK hand */
 
     /* I/O */
     sw_io *io;
@@ -81,6 +86,9 @@ struct sw_store {
     int bounce_pinned;
     sw_io_op *ops;               /* queue scratch */
     size_t ops_cap;
+    void *rd_scratch;            /* read plan scratch (items, hashes), grown */
+    size_t rd_scratch_bytes;
+    void *rd_groups, *rd_reqs;   /* ops_cap + 1 each, allocated on first read */
 
     /* journal */
     uint64_t journal_end;        /* bytes of valid records */
@@ -90,10 +98,25 @@ struct sw_store {
     sw_store_stats st;           /* counters (occupancy fields filled on demand) */
 };
 
+/* Memory for large per-handle arrays (index, host tier without CUDA):
+ * 4 KiB aligned; 2 MiB aligned and advised for transparent huge pages when
+ * at least 2 MiB,
+ * so that lookups and host-tier copies do not take a TLB miss per 4 KiB
+ * page; zeroed when `zero`. Freed with free(). NULL when out of memory. */
+void *sw_store_big_alloc(size_t bytes, int zero);
+
 /* index.c: the in-memory index, placement, LRU and host tier. */
 sw_status sw_store_index_init(sw_store *s);
 void sw_store_index_free(sw_store *s);
 uint32_t sw_store_index_find(const sw_store *s, const sw_store_key *k);
+/* The same split in two, for batched lookups: the key's hash (prefetch
+ * sw_store_index_bucket of it), then the probe from that hash. */
+uint64_t sw_store_key_hash(const sw_store_key *k);
+uint32_t sw_store_index_find_h(const sw_store *s, const sw_store_key *k, uint64_t h);
+static inline const uint32_t *sw_store_index_bucket(const sw_store *s, uint64_t h)
+{
+    return &s->table[h & s->table_mask];
+}
 /* Publishes `slot` (fields filled, not yet used) as the key's live stripe,
  * replacing the mapping of an earlier slot of the key (which stays used:
  * the caller frees it). */
@@ -117,7 +140,7 @@ static inline char *sw_store_host_ptr(const sw_store *s, uint32_t h)
 {
     return s->host_mem + (uint64_t)h * s->g.slot_bytes;
 }
-/* Copies the stripe of `slot` into the host tier (evicting LRU entries). */
+/* Copies the stripe of `slot` into the host tier (evicting by CLOCK). */
 void sw_store_host_put(sw_store *s, uint32_t slot, const void *payload);
 void sw_store_host_drop(sw_store *s, uint32_t slot);
 void sw_store_host_touch(sw_store *s, uint32_t h);
