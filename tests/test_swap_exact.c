@@ -206,6 +206,19 @@ int main(void)
     for (int i = 0; i < ncases; i++)
         if (run_case(store, seed, i, 1 + (uint64_t)i))
             fprintf(stderr, "case %d failed (seed %llu)\n", i, (unsigned long long)seed);
+    /* The same cases again with the engine's compute pool at 1, 3 and 5
+     * threads (read at sw_swap_create): more threads than kv heads split
+     * each tile's keys into ranges whose softmax states are merged. */
+    static const char *const nthreads[3] = {"1", "3", "5"};
+    const int nextra = 12;
+    for (int i = 0; i < nextra; i++) {
+        setenv("SPILLWAY_NUM_THREADS", nthreads[i % 3], 1);
+        if (run_case(store, seed, i, 101 + (uint64_t)i))
+            fprintf(stderr, "case %d with %s compute threads failed (seed %llu)\n", i,
+                    nthreads[i % 3], (unsigned long long)seed);
+    }
+    unsetenv("SPILLWAY_NUM_THREADS");
+    ncases += nextra;
     sw_store_close(store);
     ts_rm_rf(d.base);
     printf("%d cases in %.2f s, %d failures (seed %llu)\n", ncases, sw_now_seconds() - t0,

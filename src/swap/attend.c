@@ -47,9 +47,12 @@ typedef struct run {
     int32_t pb;             /* batch entry being planned */
     int32_t *order;         /* its block order */
     int32_t norder, pos;
-    /* softmax state for all rows */
+    /* softmax state for all rows; qf = q * sm_scale * log2(e), m in the
+     * log2 domain until the pass's finalisation */
     float *qf, *m, *l, *acc;
-    float *kf, *vf, *sv;    /* scratch: one kv head of one block */
+    sw_swap_kblk *kb;       /* [num_kv_heads][tile_blocks]: the tile's blocks */
+    float *part;            /* key-range states: [H][nsplit-1][m, l, o of ql*G rows] */
+    int32_t nsplit;         /* key ranges per kv head and tile */
     int64_t attended, hits, misses, tiles;
 } run;
 
@@ -296,18 +299,69 @@ static sw_status finish_read(run *R, tile *t)
     return bad;
 }
 
-static void dequant(const uint8_t *src, sw_swap_kv_dtype dt, float scale, int32_t rows,
-                    int32_t d, float *out)
+/* A tile's work: tasks (kv head, key range). The first range of a kv head
+ * updates the call's state in place (no other task touches those rows);
+ * the others start from an empty state in R->part and are merged after the
+ * pool returns, in range order (deterministic). */
+typedef struct tjob {
+    run *R;
+    const tile *t;
+    sw_swap_kernel_fn fn;
+    int32_t nsplit;
+    int32_t ql, r0;
+    int64_t len;
+} tjob;
+
+static float *part_of(const run *R, int32_t h, int32_t c, int32_t nsplit, int32_t ql,
+                      int32_t G, int32_t D)
 {
-    const int64_t n = (int64_t)rows * d;
-    if (dt == SW_SWAP_KV_BF16) {
-        const uint16_t *x = (const uint16_t *)src;
-        for (int64_t i = 0; i < n; i++)
-            out[i] = sw_bf16_to_f32(x[i]);
+    const size_t rows = (size_t)ql * (size_t)G;
+    return R->part + ((size_t)h * (size_t)(nsplit - 1) + (size_t)(c - 1)) * rows * (size_t)(D + 2);
+}
+
+static void tile_task(void *ctx, int task, int tid)
+{
+    const tjob *J = ctx;
+    run *R = J->R;
+    const sw_swap *s = R->s;
+    const int32_t H = s->m.num_kv_heads, Hq = s->m.num_qo_heads, G = Hq / H;
+    const int32_t D = s->m.head_dim;
+    const int32_t h = task / J->nsplit, c = task % J->nsplit;
+    const int32_t n = J->t->n;
+    const int32_t b0 = (int32_t)((int64_t)n * c / J->nsplit);
+    const int32_t b1 = (int32_t)((int64_t)n * (c + 1) / J->nsplit);
+    sw_swap_kargs a;
+    a.D = D;
+    a.G = G;
+    a.ql = J->ql;
+    a.causal = R->p->causal;
+    a.len = J->len;
+    a.q = R->qf + ((int64_t)J->r0 * Hq + (int64_t)h * G) * D;
+    a.qs = Hq;
+    a.blk = R->kb + (size_t)h * (size_t)s->tile_blocks + (size_t)b0;
+    a.nblk = b1 - b0;
+    a.bpad = s->bpad;
+    if (c == 0) {
+        const int64_t si = (int64_t)J->r0 * Hq + (int64_t)h * G;
+        a.m = R->m + si;
+        a.l = R->l + si;
+        a.o = R->acc + si * D;
+        a.rs = Hq;
     } else {
-        for (int64_t i = 0; i < n; i++)
-            out[i] = sw_e4m3_to_f32(src[i]) * scale;
+        const size_t rows = (size_t)J->ql * (size_t)G;
+        float *pm = part_of(R, h, c, J->nsplit, J->ql, G, D);
+        a.m = pm;
+        a.l = pm + rows;
+        a.o = pm + 2 * rows;
+        a.rs = G;
+        for (size_t i = 0; i < rows; i++) {
+            a.m[i] = -INFINITY;
+            a.l[i] = 0.0f;
+        }
+        memset(a.o, 0, sizeof(float) * rows * (size_t)D);
     }
+    if (a.nblk > 0)
+        J->fn(&a, &s->ts[tid]);
 }
 
 static void compute_tile(run *R, const tile *t)
@@ -318,67 +372,59 @@ static void compute_tile(run *R, const tile *t)
     const int32_t D = s->m.head_dim, B = s->m.block_size;
     const sw_swap_seq *q = R->seqs[t->bi];
     const sw_swap_layer *L = &q->layers[p->layer];
-    const int32_t r0 = p->q_indptr[t->bi], ql = p->q_indptr[t->bi + 1] - r0;
-    const int64_t len = L->nblocks ? (int64_t)(L->nblocks - 1) * B + L->blk[L->nblocks - 1].valid
-                                   : 0;
-    const float scale = p->sm_scale != 0.0f ? p->sm_scale : 1.0f / sqrtf((float)D);
+    tjob J;
+    J.R = R;
+    J.t = t;
+    J.fn = sw_swap_tile_kernel(s);
+    J.r0 = p->q_indptr[t->bi];
+    J.ql = p->q_indptr[t->bi + 1] - J.r0;
+    J.len = L->nblocks ? (int64_t)(L->nblocks - 1) * B + L->blk[L->nblocks - 1].valid : 0;
+    J.nsplit = R->nsplit < t->n ? R->nsplit : t->n;
+    if (J.nsplit < 1)
+        J.nsplit = 1;
     for (int32_t i = 0; i < t->n; i++) {
         const int32_t b = t->blocks[i];
         const sw_swap_blk *e = &L->blk[b];
         const uint8_t *data = s->slots[t->slots[i]].data;
         const size_t es = sw_swap_kv_elem_size((sw_swap_kv_dtype)e->dtype);
-        const int64_t tok0 = (int64_t)b * B;
         R->attended++;
         for (int32_t h = 0; h < H; h++) {
-            dequant(data + (size_t)h * s->stripe_elems * es, (sw_swap_kv_dtype)e->dtype,
-                    e->k_scale, e->valid, D, R->kf);
-            dequant(data + v_offset(s) + (size_t)h * s->stripe_elems * es,
-                    (sw_swap_kv_dtype)e->dtype, e->v_scale, e->valid, D, R->vf);
-            for (int32_t row = 0; row < ql; row++) {
-                int64_t nv = e->valid;
-                if (p->causal) {
-                    /* bottom-right: row sees keys j <= row + len - ql */
-                    int64_t lim = (int64_t)row + len - ql + 1 - tok0;
-                    if (lim < nv)
-                        nv = lim;
-                }
-                if (nv <= 0)
-                    continue;
-                for (int32_t g = 0; g < G; g++) {
-                    const int64_t sidx = (int64_t)(r0 + row) * Hq + (int64_t)h * G + g;
-                    const float *qv = R->qf + sidx * D;
-                    float bm = -INFINITY;
-                    for (int64_t j = 0; j < nv; j++) {
-                        const float *kv = R->kf + j * D;
-                        float acc = 0.0f;
-                        for (int32_t c = 0; c < D; c++)
-                            acc += qv[c] * kv[c];
-                        acc *= scale;
-                        R->sv[j] = acc;
-                        if (acc > bm)
-                            bm = acc;
-                    }
-                    const float mo = R->m[sidx];
-                    const float mn = mo > bm ? mo : bm;
-                    const float corr = mo == -INFINITY ? 0.0f : expf(mo - mn);
-                    float *o = R->acc + sidx * D;
-                    float lsum = R->l[sidx] * corr;
-                    if (corr != 1.0f)
-                        for (int32_t c = 0; c < D; c++)
-                            o[c] *= corr;
-                    for (int64_t j = 0; j < nv; j++) {
-                        const float pj = expf(R->sv[j] - mn);
-                        const float *vv = R->vf + j * D;
-                        lsum += pj;
-                        for (int32_t c = 0; c < D; c++)
-                            o[c] += pj * vv[c];
-                    }
-                    R->m[sidx] = mn;
-                    R->l[sidx] = lsum;
-                }
-            }
+            sw_swap_kblk *k = &R->kb[(size_t)h * (size_t)s->tile_blocks + (size_t)i];
+            k->k = data + (size_t)h * s->stripe_elems * es;
+            k->v = data + v_offset(s) + (size_t)h * s->stripe_elems * es;
+            k->valid = e->valid;
+            k->dtype = e->dtype;
+            k->k_scale = e->k_scale;
+            k->v_scale = e->v_scale;
+            k->tok0 = (int64_t)b * B;
         }
     }
+    sw_swap_tpool_run(&s->tp, tile_task, &J, H * J.nsplit);
+    /* merge the other key ranges' states, in order */
+    const size_t rows = (size_t)J.ql * (size_t)G;
+    for (int32_t h = 0; h < H; h++)
+        for (int32_t c = 1; c < J.nsplit; c++) {
+            const float *pm = part_of(R, h, c, J.nsplit, J.ql, G, D);
+            const float *pl = pm + rows, *po = pm + 2 * rows;
+            for (int32_t r = 0; r < J.ql; r++)
+                for (int32_t g = 0; g < G; g++) {
+                    const size_t pi = (size_t)r * (size_t)G + (size_t)g;
+                    const float mt = pm[pi];
+                    if (mt == -INFINITY)
+                        continue; /* no visible key in that range */
+                    const int64_t si = (int64_t)(J.r0 + r) * Hq + (int64_t)h * G + g;
+                    const float mg = R->m[si];
+                    const float mn = mg > mt ? mg : mt;
+                    const float cg = mg == -INFINITY ? 0.0f : exp2f(mg - mn);
+                    const float ct = exp2f(mt - mn);
+                    float *o = R->acc + si * D;
+                    const float *ot = po + pi * (size_t)D;
+                    for (int32_t x = 0; x < D; x++)
+                        o[x] = o[x] * cg + ot[x] * ct;
+                    R->l[si] = R->l[si] * cg + pl[pi] * ct;
+                    R->m[si] = mn;
+                }
+        }
 }
 
 /* One pass over the batch: exact (sparse = 0) or sparse. Leaves the
@@ -484,14 +530,14 @@ static sw_status run_pass(run *R, int sparse)
     }
     if (st != SW_OK)
         return st;
-    /* finalise: acc / sum, lse = m + log(sum) */
+    /* finalise: acc / sum, lse = ln2 * (m + log2(sum)) */
     for (int64_t i = 0; i < rows; i++) {
         float *o = R->acc + i * D;
         if (R->l[i] > 0.0f) {
             const float inv = 1.0f / R->l[i];
             for (int32_t c = 0; c < D; c++)
                 o[c] *= inv;
-            R->m[i] = R->m[i] + logf(R->l[i]);
+            R->m[i] = (R->m[i] + log2f(R->l[i])) * 0.69314718055994531f;
         } else {
             for (int32_t c = 0; c < D; c++)
                 o[c] = 0.0f;
@@ -547,9 +593,8 @@ static void free_run(run *R, int32_t batch)
     free(R->m);
     free(R->l);
     free(R->acc);
-    free(R->kf);
-    free(R->vf);
-    free(R->sv);
+    free(R->kb);
+    free(R->part);
 }
 
 sw_status sw_swap_attend(sw_swap *s, const sw_swap_attend_params *p, sw_swap_attend_result *res,
@@ -592,20 +637,40 @@ sw_status sw_swap_attend(sw_swap *s, const sw_swap_attend_params *p, sw_swap_att
     R.m = malloc(sizeof(float) * (size_t)(hrows > 0 ? hrows : 1));
     R.l = malloc(sizeof(float) * (size_t)(hrows > 0 ? hrows : 1));
     R.acc = malloc(sizeof(float) * (size_t)(hrows > 0 ? hrows : 1) * (size_t)D);
-    R.kf = malloc(sizeof(float) * s->stripe_elems);
-    R.vf = malloc(sizeof(float) * s->stripe_elems);
-    R.sv = malloc(sizeof(float) * (size_t)s->m.block_size);
+    R.kb = malloc(sizeof(sw_swap_kblk) * (size_t)s->m.num_kv_heads * (size_t)s->tile_blocks);
+    /* key ranges per (tile, kv head): enough tasks for every thread */
+    {
+        const int32_t H = s->m.num_kv_heads, nt = s->tp.nthreads;
+        int32_t ns = (nt + H - 1) / H;
+        if (ns > s->tile_blocks)
+            ns = s->tile_blocks;
+        R.nsplit = ns < 1 ? 1 : ns;
+    }
+    int32_t maxql = 0;
+    for (int32_t b = 0; b < p->batch; b++)
+        if (p->q_indptr[b + 1] - p->q_indptr[b] > maxql)
+            maxql = p->q_indptr[b + 1] - p->q_indptr[b];
+    if (R.nsplit > 1 && maxql > 0)
+        R.part = malloc(sizeof(float) * (size_t)s->m.num_kv_heads * (size_t)(R.nsplit - 1) *
+                        (size_t)maxql * (size_t)(Hq / s->m.num_kv_heads) * (size_t)(D + 2));
+    else
+        R.nsplit = 1;
     float *qp = malloc(sizeof(float) * (size_t)(hrows > 0 ? hrows : 1) * (size_t)Rk);
-    if (!R.scores || !R.order || !R.qf || !R.m || !R.l || !R.acc || !R.kf || !R.vf || !R.sv ||
-        !qp) {
+    if (!R.scores || !R.order || !R.qf || !R.m || !R.l || !R.acc || !R.kb ||
+        (R.nsplit > 1 && !R.part) || !qp) {
         free(qp);
         free_run(&R, p->batch);
         return sw_fail(SW_STATUS_NO_MEMORY, "attend scratch for %lld rows",
                        (long long)nrows);
     }
     const uint16_t *q16 = p->q;
-    for (int64_t i = 0; i < hrows * D; i++)
-        R.qf[i] = sw_bf16_to_f32(q16[i]);
+    {
+        /* scores in the log2 domain: exp2 in the kernels */
+        const float scale = p->sm_scale != 0.0f ? p->sm_scale : 1.0f / sqrtf((float)D);
+        const float qs = scale * 1.4426950408889634f;
+        for (int64_t i = 0; i < hrows * D; i++)
+            R.qf[i] = sw_bf16_to_f32(q16[i]) * qs;
+    }
     if (hrows > 0)
         sw_swap_project_bf16(s->proj, D, Rk, q16, hrows, qp);
     for (int32_t b = 0; b < p->batch && st == SW_OK; b++) {

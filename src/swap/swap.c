@@ -175,6 +175,13 @@ sw_status sw_swap_create(const sw_swap_model *model, const sw_swap_config *confi
         s->slots[i].data = s->pool + (size_t)i * s->slot_bytes;
         s->slots[i].score = -INFINITY;
     }
+    {
+        sw_status st = sw_swap_tile_init(s);
+        if (st != SW_OK) {
+            sw_swap_destroy(s);
+            return st;
+        }
+    }
     if (s->prefetch) {
         sw_status st = sw_swap_worker_start(&s->worker, store);
         if (st != SW_OK) {
@@ -210,6 +217,7 @@ void sw_swap_destroy(sw_swap *s)
     if (!s)
         return;
     sw_swap_worker_stop(&s->worker);
+    sw_swap_tile_fini(s);
     for (size_t i = 0; i < s->nseqs; i++)
         free_seq(s, s->seqs[i]);
     free(s->seqs);

@@ -8,6 +8,7 @@
 #include "spillway_swap.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -69,6 +70,31 @@ typedef struct sw_swap_worker {
     sw_store *store;
 } sw_swap_worker;
 
+/* Persistent compute pool (tpool.c): nthreads - 1 workers + the caller. */
+typedef void (*sw_swap_task_fn)(void *ctx, int task, int tid);
+typedef struct sw_swap_tpool {
+    int nthreads, started, sync;
+    pthread_t *th;
+    void *args;
+    pthread_mutex_t mu;
+    pthread_cond_t cv, done;
+    _Atomic uint64_t gen;
+    atomic_int stop, next, active;
+    sw_swap_task_fn fn;
+    void *ctx;
+    int ntasks;
+} sw_swap_tpool;
+
+/* Per-thread scratch of the tile kernels (tile_cpu.c). */
+typedef struct sw_swap_tscratch {
+    float *kf, *vf;   /* [block_size][head_dim] dequantised K, V of one block */
+    float *sv;        /* [SW_SWAP_TROWS][bpad] scores, then probabilities */
+} sw_swap_tscratch;
+
+/* Rows of one kernel row group (query heads of one query row) and the
+ * padded key count of a block's score row. */
+#define SW_SWAP_TROWS 8
+
 struct sw_swap {
     sw_swap_model m;
     sw_swap_config c;
@@ -88,6 +114,11 @@ struct sw_swap {
     uint64_t tick;
     uint64_t pin_seq;
     sw_swap_worker worker;
+    sw_swap_tpool tp;       /* compute pool */
+    sw_swap_tscratch *ts;   /* [tp.nthreads] */
+    void *ts_mem;
+    int32_t bpad;           /* block_size rounded up to 16 */
+    int tile_isa;           /* sw_cpu_isa of the tile kernel */
     sw_swap_stats st;
 };
 
@@ -129,6 +160,56 @@ void sw_swap_worker_submit(sw_swap_worker *w, sw_swap_read_job *job);
 void sw_swap_worker_wait(sw_swap_worker *w);
 /* Runs a job on the calling thread (no worker). */
 void sw_swap_read_run(sw_store *store, sw_swap_read_job *job);
+
+/* ---- tpool.c ---- */
+sw_status sw_swap_tpool_start(sw_swap_tpool *p, int nthreads);
+void sw_swap_tpool_stop(sw_swap_tpool *p);
+/* Runs tasks 0..ntasks-1 on the pool (caller included, tid 0) and returns
+ * when all are done. */
+void sw_swap_tpool_run(sw_swap_tpool *p, sw_swap_task_fn fn, void *ctx, int ntasks);
+
+/* ---- tile_cpu.c: CPU tile kernels ---- */
+/* One block of one kv head, as the kernel sees it. */
+typedef struct sw_swap_kblk {
+    const uint8_t *k, *v;  /* stripes */
+    int32_t valid;
+    int32_t dtype;         /* sw_swap_kv_dtype */
+    float k_scale, v_scale;
+    int64_t tok0;          /* first token of the block */
+} sw_swap_kblk;
+
+/* Online-softmax update of the rows of one kv head over a run of blocks.
+ * Rows: query row r in [0, ql) and head g in [0, G); the state of (r, g) is
+ * m[r*rs+g] (max, log2 domain), l[r*rs+g], o[(r*rs+g)*D..]; the query is
+ * q[(r*qs+g)*D..], already multiplied by sm_scale*log2(e). Causal: row r
+ * sees keys j <= r + len - ql (bottom-right). Rows that see no key of a
+ * block keep their state. */
+typedef struct sw_swap_kargs {
+    int32_t D, G, ql, causal;
+    int64_t len;
+    const float *q;
+    int64_t qs;
+    float *m, *l, *o;
+    int64_t rs;
+    const sw_swap_kblk *blk;
+    int32_t nblk;
+    int32_t bpad;
+} sw_swap_kargs;
+typedef void (*sw_swap_kernel_fn)(const sw_swap_kargs *a, const sw_swap_tscratch *t);
+void sw_swap_kernel_scalar(const sw_swap_kargs *a, const sw_swap_tscratch *t);
+#if defined(__x86_64__)
+void sw_swap_kernel_avx2(const sw_swap_kargs *a, const sw_swap_tscratch *t);
+void sw_swap_kernel_avx512(const sw_swap_kargs *a, const sw_swap_tscratch *t);
+#endif
+/* Picks the ISA (the CPU prefill path's choice, SPILLWAY_CPU_ISA included),
+ * starts the pool (SPILLWAY_NUM_THREADS or sw_cpu_count()) and allocates
+ * per-thread scratch. */
+sw_status sw_swap_tile_init(sw_swap *s);
+void sw_swap_tile_fini(sw_swap *s);
+/* Kernel for this handle and head_dim. */
+sw_swap_kernel_fn sw_swap_tile_kernel(const sw_swap *s);
+/* E4M3 code -> fp32 table (256 entries). */
+extern float sw_swap_e4m3_lut[256];
 
 /* ---- fp8 ---- */
 float sw_e4m3_to_f32(uint8_t x);
