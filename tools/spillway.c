@@ -28,6 +28,7 @@ static void usage(FILE *f)
             "                            and all-resident cases vs raw figures of the same run\n"
             "  store bench [options]     block store tile reads vs the disk's own O_DIRECT\n"
             "                            reads, host-tier hits vs memcpy\n"
+            "  store bench --remote [HOST:PORT]  remote-tier pipelined GETs vs redis-benchmark\n"
             "  store verify --dir D      check every extent (non-zero exit on corruption)\n"
             "  store inspect --dir D     geometry, occupancy, per-namespace counts\n"
             "run 'spillway demo --help', 'spillway bench prefill --help',\n"

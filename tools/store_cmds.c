@@ -484,7 +484,9 @@ static void bench_usage(FILE *f)
             "  --host-passes N      interleaved host-tier / memcpy passes (default 11)\n"
             "  --json PATH          results (default bench/results/store-<host>.json when\n"
             "                       bench/results exists, else ./store-<host>.json)\n"
-            "  --keep               keep the scratch directory\n");
+            "  --keep               keep the scratch directory\n"
+            "  --remote [HOST:PORT] the remote tier vs redis-benchmark GET instead (see\n"
+            "                       'spillway store bench --remote --help')\n");
 }
 
 static int parse_bench(int argc, char **argv, bench_opts *o)
@@ -977,8 +979,12 @@ out:
 
 int cmd_store(int argc, char **argv)
 {
-    if (argc >= 2 && !strcmp(argv[1], "bench"))
+    if (argc >= 2 && !strcmp(argv[1], "bench")) {
+        for (int i = 2; i < argc; i++)
+            if (!strcmp(argv[i], "--remote")) /* remote_bench.c */
+                return cmd_store_bench_remote(argc - 1, argv + 1);
         return cmd_store_bench(argc - 1, argv + 1);
+    }
     if (argc >= 2 && !strcmp(argv[1], "verify"))
         return cmd_store_verify(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "inspect"))

@@ -30,5 +30,6 @@ int demo_prefill(int argc, char **argv, const char *usage, int check_only);
 int cmd_bench_prefill(int argc, char **argv);
 int cmd_bench_swap(int argc, char **argv);    /* swap_cmds.c */
 int cmd_store(int argc, char **argv); /* store_cmds.c */
+int cmd_store_bench_remote(int argc, char **argv); /* remote_bench.c */
 
 #endif
