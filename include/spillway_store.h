@@ -99,6 +99,37 @@ typedef struct sw_store_config {
     sw_store_full_policy full_policy; /* default SW_STORE_FULL_EVICT_LRU */
     int32_t create;             /* 1 = create the store when it does not exist
                                  * (default); 0 = open an existing one only */
+    /* ---- appended: the remote tier (docs/remote.md, "The store's remote
+     * tier"). A caller compiled against the older struct (struct_size ends
+     * before `remote`) gets no remote tier. ---- */
+    /* NULL = no remote tier (default). Otherwise the store opens its own
+     * sw_remote handle from this config at sw_store_open (the config and its
+     * strings are only read during the call) and owns it until
+     * sw_store_close. sw_store_open fails with sw_remote_open's status when
+     * the handle cannot be opened (SW_STATUS_IO: server unreachable,
+     * SW_STATUS_INVALID, SW_STATUS_UNSUPPORTED: a build without hiredis).
+     * With a remote tier: sw_store_write also queues the stripe for an
+     * asynchronous put (write-through), and sw_store_read fetches the keys
+     * that are missing locally from the remote in one pipelined batch. */
+    const struct sw_remote_config *remote;
+    uint32_t remote_queue_entries; /* write-through queue: stripes waiting
+                                 * (a copy each, stripe_bytes of memory);
+                                 * 0 = 256 */
+    int32_t remote_queue_wait_ms;  /* a write that finds the queue full waits
+                                 * at most this long for room, then the put
+                                 * to the remote is dropped (counted in
+                                 * stats.remote_put_drops); the local write
+                                 * is not affected. 0 = 50; < 0 = never wait */
+    int32_t remote_close_wait_ms;  /* sw_store_close waits at most this long
+                                 * for the queue to drain (plus one put batch
+                                 * in flight, bounded by the remote's
+                                 * command_timeout_ms); what is left is
+                                 * dropped and counted. 0 = 2000; < 0 = drop
+                                 * at once */
+    int32_t remote_write_back;  /* 1 = a stripe fetched from the remote is
+                                 * also written into the local store (a new
+                                 * local generation; not queued back to the
+                                 * remote); 0 = not written back (default) */
 } sw_store_config;
 
 /* Fills the defaults documented above; dir = NULL, capacity_bytes = 0. */
@@ -234,6 +265,33 @@ typedef struct sw_store_stats {
                                     * into SPILLWAY_STORE_READ_CHUNK-byte pieces
                                     * (default 128 KiB with io_uring, uncut with pread; 0 = uncut) in flight
                                     * together */
+    /* appended: the remote tier (all 0 without one). Reads: keys missing
+     * locally asked from the remote (they also count in not_found). */
+    uint64_t remote_enabled;        /* 1 when the store has a remote tier */
+    uint64_t remote_gets;           /* keys asked from the remote on local miss */
+    uint64_t remote_hits;           /* ... returned (verified) to the caller */
+    uint64_t remote_not_found;      /* ... the remote has no value either */
+    uint64_t remote_corruptions;    /* ... a value failed the header/CRC check
+                                     * or the length/generation sanity check
+                                     * (the key's status is SW_STATUS_CORRUPT) */
+    uint64_t remote_errors;         /* ... the server was down, timed out or
+                                     * answered an error (a miss: NOT_FOUND) */
+    uint64_t remote_bytes_read;     /* payload bytes of remote hits */
+    uint64_t remote_write_backs;    /* remote hits written into the local store */
+    /* write-through */
+    uint64_t remote_puts_queued;    /* stripes queued for the remote */
+    uint64_t remote_puts;           /* stripes the remote accepted */
+    uint64_t remote_put_errors;     /* put attempts that failed (not retried) */
+    uint64_t remote_put_drops;      /* queue full after the wait, or left at
+                                     * close: never sent */
+    uint64_t remote_put_replaced;   /* queued stripes replaced by a newer write
+                                     * of the same key before they were sent */
+    uint64_t remote_queue_len;      /* stripes waiting now (incl. in flight) */
+    uint64_t remote_queue_entries;  /* queue capacity */
+    uint64_t remote_queue_wait_us;  /* total time writers waited for room */
+    /* from sw_remote_get_stats of the store's handle */
+    uint64_t remote_reconnects, remote_timeouts, remote_connect_failures;
+    uint64_t remote_get_p99_us, remote_put_p99_us;
 } sw_store_stats;
 
 /* Fills a snapshot of the counters. st->struct_size must be set to the

@@ -213,9 +213,10 @@ sw_status sw_remote_open(const sw_remote_config *c, sw_remote **out)
         return s;
     }
     if (!r->cluster && r->nnodes != 1) {
+        size_t nn = r->nnodes; /* read before the handle is freed */
         sw_remote_close(r);
         return sw_fail(SW_STATUS_INVALID, "standalone mode takes one endpoint, got %zu "
-                       "(set cluster = 1 for a seed list)", r->nnodes);
+                       "(set cluster = 1 for a seed list)", nn);
     }
     r->nseeds = r->nnodes;
     uint64_t deadline = sw_remote_now_us() + (uint64_t)(c->connect_timeout_ms +

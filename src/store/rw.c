@@ -132,6 +132,12 @@ static sw_status write_extent(sw_store *s, const sw_store_key *key, const void *
     return SW_OK;
 }
 
+sw_status sw_store_write_locked(sw_store *s, const sw_store_key *key, const void *src,
+                                size_t bytes, uint64_t *gen_out)
+{
+    return store_write(s, key, src ? src : "", bytes, gen_out);
+}
+
 sw_status sw_store_write(sw_store *s, const sw_store_key *key, const void *src, size_t bytes,
                          uint64_t *generation)
 {
@@ -144,8 +150,17 @@ sw_status sw_store_write(sw_store *s, const sw_store_key *key, const void *src, 
         return sw_fail(SW_STATUS_INVALID, "stripe of %zu bytes > stripe_bytes %u", bytes,
                        s->g.stripe_bytes);
     SW_TRY(enter(s));
-    sw_status st = store_write(s, key, src ? src : "", bytes, generation);
+    uint64_t gen = 0;
+    sw_status st = store_write(s, key, src ? src : "", bytes, &gen);
     pthread_mutex_unlock(&s->lock);
+    if (st == SW_OK) {
+        if (generation)
+            *generation = gen;
+        /* Write-through: a copy is queued for the remote (outside the lock:
+         * a full queue may make this writer wait, bounded). */
+        if (s->rt)
+            sw_store_remote_enqueue(s, key, src ? src : "", bytes, gen);
+    }
     return st;
 }
 
@@ -468,6 +483,8 @@ static sw_status read_from_file(read_ctx *c, read_item *items, size_t n)
     return SW_OK;
 }
 
+static sw_status summarize(size_t n, size_t dst_bytes, const sw_status *statuses);
+
 static sw_status store_read(sw_store *s, size_t n, const sw_store_key *keys, sink *out,
                             size_t dst_bytes, size_t *lengths, uint64_t *generations,
                             sw_status *statuses)
@@ -554,6 +571,12 @@ static sw_status store_read(sw_store *s, size_t n, const sw_store_key *keys, sin
                 statuses[i] = out->err;
         return out->err;
     }
+    return summarize(n, dst_bytes, statuses);
+}
+
+/* The call's status from the per-key ones (the first that is not OK). */
+static sw_status summarize(size_t n, size_t dst_bytes, const sw_status *statuses)
+{
     for (size_t i = 0; i < n; i++)
         if (statuses[i] != SW_OK) {
             if (statuses[i] == SW_STATUS_CORRUPT)
@@ -589,6 +612,17 @@ static sw_status read_common(sw_store *s, size_t n, const sw_store_key *keys, si
     }
     sw_status st = store_read(s, n, keys, out, dst_bytes, lengths, generations, statuses);
     pthread_mutex_unlock(&s->lock);
+    /* Local misses go to the remote tier in one pipelined batch, without the
+     * store's lock (a slow server must not stall other callers). Only after
+     * a complete local pass: per-key statuses are set. */
+    if (s->rt && (st == SW_STATUS_NOT_FOUND || st == SW_STATUS_CORRUPT ||
+                  st == SW_STATUS_IO || st == SW_STATUS_INVALID)) {
+        sw_status rst = sw_store_remote_fetch(s, n, keys, out->dst, out->device, out->stream,
+                                              dst_bytes, lengths, generations, statuses);
+        if (rst != SW_OK && rst != SW_STATUS_NO_MEMORY)
+            return rst; /* a device copy failed */
+        st = summarize(n, dst_bytes, statuses);
+    }
     return st;
 }
 

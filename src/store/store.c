@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -416,9 +417,11 @@ static sw_status validate_config(const sw_store_config *c)
 {
     if (!c)
         return sw_fail(SW_STATUS_INVALID, "store config is NULL");
-    if (c->struct_size < sizeof(sw_store_config))
+    /* An older caller's struct ends before `remote`: no remote tier. */
+    if (c->struct_size < offsetof(sw_store_config, remote))
         return sw_fail(SW_STATUS_INVALID, "store config struct_size %u < %zu (call "
-                       "sw_store_config_init)", c->struct_size, sizeof(sw_store_config));
+                       "sw_store_config_init)", c->struct_size,
+                       offsetof(sw_store_config, remote));
     if (!c->dir || !*c->dir)
         return sw_fail(SW_STATUS_INVALID, "store config has no directory");
     /* 0/0 on an open-only call: take the geometry the store was created
@@ -555,6 +558,8 @@ sw_status sw_store_open(const sw_store_config *c, sw_store **out)
     s->full_policy = c->full_policy;
     s->queue_depth = c->queue_depth;
     sw_status st = store_open(c, s);
+    if (st == SW_OK)
+        st = sw_store_remote_open(s, c);
     if (st != SW_OK) {
         store_free(s);
         return st;
@@ -567,6 +572,9 @@ sw_status sw_store_close(sw_store *s)
 {
     if (!s)
         return SW_OK;
+    /* The write-through worker first: bounded by remote_close_wait_ms plus
+     * one put batch in flight (the remote's command_timeout_ms). */
+    sw_store_remote_close(s);
     sw_status st = SW_OK;
     if (!s->failed) {
         if (fdatasync(s->data_fd) != 0)
@@ -610,6 +618,7 @@ sw_status sw_store_get_stats(sw_store *s, sw_store_stats *out)
     st.queue_depth = s->queue_depth;
     st.io_buffer_bytes = s->bounce_bytes;
     pthread_mutex_unlock(&s->lock);
+    sw_store_remote_stats(s, &st);
     st.struct_size = want;
     memcpy(out, &st, want < sizeof st ? want : sizeof st);
     return SW_OK;

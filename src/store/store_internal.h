@@ -96,6 +96,8 @@ struct sw_store {
     uint64_t generation;
 
     sw_store_stats st;           /* counters (occupancy fields filled on demand) */
+
+    struct sw_store_remote *rt;  /* remote tier (remote_tier.c); NULL = none */
 };
 
 /* Memory for large per-handle arrays (index, host tier without CUDA):
@@ -160,6 +162,26 @@ static inline uint64_t sw_store_run_off(const sw_store *s, uint32_t run)
  * when that is impossible (handle marked failed). */
 sw_status sw_store_journal_append(sw_store *s, const sw_store_record *r);
 sw_status sw_store_errno(sw_store *s, int err, const char *what);
+
+/* rw.c: sw_store_write's body, s->lock held (remote write-back). */
+sw_status sw_store_write_locked(sw_store *s, const sw_store_key *key, const void *src,
+                                size_t bytes, uint64_t *gen_out);
+
+/* remote_tier.c: the remote tier behind the store. open: starts nothing
+ * when the config has no remote (or an older struct_size); close: drains the
+ * write-through queue (bounded), joins the worker, closes the handle.
+ * enqueue: called after a successful local write, s->lock NOT held (it may
+ * wait up to remote_queue_wait_ms). fetch: s->lock NOT held; resolves the
+ * keys whose status is SW_STATUS_NOT_FOUND through the remote. stats: fills
+ * the remote_* fields. */
+sw_status sw_store_remote_open(sw_store *s, const sw_store_config *c);
+void sw_store_remote_close(sw_store *s);
+void sw_store_remote_enqueue(sw_store *s, const sw_store_key *key, const void *src,
+                             size_t bytes, uint64_t generation);
+sw_status sw_store_remote_fetch(sw_store *s, size_t n, const sw_store_key *keys,
+                                void *const *dst, int device, void *stream, size_t dst_bytes,
+                                size_t *lengths, uint64_t *generations, sw_status *statuses);
+void sw_store_remote_stats(sw_store *s, sw_store_stats *st);
 
 /* Thin CUDA wrapper added for the store (cuda_rt.cu / cuda_stub.c). */
 sw_status sw_cuda_stream_sync(void *stream);
