@@ -358,27 +358,6 @@ static int rb_fill_benchmark_keys(const char *cli, const char *host, int port, c
     return 0;
 }
 
-static void rb_slug(char *out, size_t n)
-{
-    char host[256] = "host";
-    gethostname(host, sizeof host - 1);
-    size_t j = 0;
-    for (size_t i = 0; host[i] && j + 1 < n; i++) {
-        char c = host[i];
-        if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'))
-            out[j++] = c;
-        else if (c >= 'A' && c <= 'Z')
-            out[j++] = (char)(c - 'A' + 'a');
-        else if (j && out[j - 1] != '-')
-            out[j++] = '-';
-    }
-    while (j && out[j - 1] == '-')
-        j--;
-    out[j] = 0;
-    if (!j)
-        snprintf(out, n, "host");
-}
-
 static void rb_usage(FILE *f)
 {
     fprintf(f,
@@ -685,7 +664,7 @@ int cmd_store_bench_remote(int argc, char **argv)
     /* JSON */
     {
         char slug[128], path[4300];
-        rb_slug(slug, sizeof slug);
+        tool_host_slug(slug, sizeof slug);
         struct stat dsb;
         if (o.json)
             snprintf(path, sizeof path, "%s", o.json);

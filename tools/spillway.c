@@ -4,12 +4,35 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 double tool_now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Host name as a file-name slug ("h200-node-3"), for results files. */
+void tool_host_slug(char *out, size_t n)
+{
+    char host[256] = "host";
+    gethostname(host, sizeof host - 1);
+    size_t j = 0;
+    for (size_t i = 0; host[i] && j + 1 < n; i++) {
+        char c = host[i];
+        if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'))
+            out[j++] = c;
+        else if (c >= 'A' && c <= 'Z')
+            out[j++] = (char)(c - 'A' + 'a');
+        else if (j && out[j - 1] != '-')
+            out[j++] = '-';
+    }
+    while (j && out[j - 1] == '-')
+        j--;
+    out[j] = 0;
+    if (!j)
+        snprintf(out, n, "host");
 }
 
 static void usage(FILE *f)

@@ -446,27 +446,6 @@ static void print_result(const result *r, double ref)
     printf("\n");
 }
 
-static void slug(char *out, size_t n)
-{
-    char host[256] = "host";
-    gethostname(host, sizeof host - 1);
-    size_t j = 0;
-    for (size_t i = 0; host[i] && j + 1 < n; i++) {
-        char c = host[i];
-        if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'))
-            out[j++] = c;
-        else if (c >= 'A' && c <= 'Z')
-            out[j++] = (char)(c - 'A' + 'a');
-        else if (j && out[j - 1] != '-')
-            out[j++] = '-';
-    }
-    while (j && out[j - 1] == '-')
-        j--;
-    out[j] = 0;
-    if (!j)
-        snprintf(out, n, "host");
-}
-
 static void bench_usage(FILE *f)
 {
     fprintf(f,
@@ -925,7 +904,7 @@ static int cmd_store_bench(int argc, char **argv)
 
     /* JSON */
     char host[128], path[4300];
-    slug(host, sizeof host);
+    tool_host_slug(host, sizeof host);
     struct stat dsb;
     if (o.json)
         snprintf(path, sizeof path, "%s", o.json);

@@ -468,27 +468,6 @@ static const char bench_usage[] =
     "  --json PATH      default bench/results/swap-<host>.json when bench/results exists,\n"
     "                   else ./swap-<host>.json\n";
 
-static void host_slug(char *out, size_t n)
-{
-    char host[256] = "host";
-    gethostname(host, sizeof host - 1);
-    size_t j = 0;
-    for (size_t i = 0; host[i] && j + 1 < n; i++) {
-        char ch = host[i];
-        if ((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9'))
-            out[j++] = ch;
-        else if (ch >= 'A' && ch <= 'Z')
-            out[j++] = (char)(ch - 'A' + 'a');
-        else if (j && out[j - 1] != '-')
-            out[j++] = '-';
-    }
-    while (j && out[j - 1] == '-')
-        j--;
-    out[j] = 0;
-    if (!j)
-        snprintf(out, n, "host");
-}
-
 static void json_rec(FILE *f, int *first, const char *cas, const char *metric, double v,
                      double limit, int has_limit)
 {
@@ -616,7 +595,7 @@ int cmd_bench_swap(int argc, char **argv)
 
     /* Table + JSON. */
     char host[128], path[4096];
-    host_slug(host, sizeof host);
+    tool_host_slug(host, sizeof host);
     struct stat sb;
     if (o.json)
         snprintf(path, sizeof path, "%s", o.json);

@@ -4,6 +4,7 @@
 
 #include "spillway.h"
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* A named benchmark shape: heads and head_dim. */
@@ -25,6 +26,8 @@ extern const tool_lengths tool_length_sets[];
 extern const int tool_num_length_sets;
 
 double tool_now(void);
+/* Host name as a lower-case slug of [a-z0-9-], "host" when empty. */
+void tool_host_slug(char *out, size_t n);
 int cmd_demo(int argc, char **argv);          /* swap_cmds.c: parts 1 and 2 */
 int demo_prefill(int argc, char **argv, const char *usage, int check_only);
 int cmd_bench_prefill(int argc, char **argv);
