@@ -5,6 +5,7 @@
 #if defined(SPILLWAY_HAVE_HIREDIS)
 #include <errno.h>
 #include <poll.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -39,6 +40,7 @@ void sw_rnode_drop(sw_remote *r, sw_rnode *n)
         redisFree(n->c);
         n->c = NULL;
     }
+    n->rpos = n->rlen = 0; /* replies in flight on the old connection */
     arm_backoff(r, n);
     if (r->cluster)
         r->need_refresh = 1; /* the slot's owner may have failed over */
@@ -65,8 +67,114 @@ int sw_rnode_flush(sw_rnode *n, uint64_t deadline_us)
     return 0;
 }
 
+/* Waits until fd is readable or the deadline passes: 0 (readable or
+ * spurious), -1 error, -2 deadline. */
+static int wait_readable(sw_rnode *n, uint64_t deadline_us)
+{
+    for (;;) {
+        uint64_t now = sw_remote_now_us();
+        if (now >= deadline_us) {
+            sw_fail(SW_STATUS_IO, "redis %s:%d: no reply within the timeout", n->host,
+                    n->port);
+            return -2;
+        }
+        struct pollfd p = {.fd = n->c->fd, .events = POLLIN};
+        int ms = (int)((deadline_us - now + 999) / 1000);
+        int pr = poll(&p, 1, ms);
+        if (pr < 0 && errno == EINTR)
+            continue;
+        if (pr < 0) {
+            sw_fail(SW_STATUS_IO, "redis %s:%d: poll: %s (errno %d)", n->host, n->port,
+                    strerror(errno), errno);
+            return -1;
+        }
+        if (pr > 0)
+            return 0;
+    }
+}
+
+#define SW_RBUF_MIN (256u << 10)
+#define SW_RBUF_MIN_ROOM (16u << 10)
+
+int sw_rnode_fill(sw_rnode *n, size_t need, uint64_t deadline_us)
+{
+    /* bytes hiredis buffered but did not parse (none in practice) come first */
+    redisReader *rd = n->c->reader;
+    if (rd->len > rd->pos) {
+        if (rd->ridx != -1) {
+            sw_fail(SW_STATUS_IO, "redis %s:%d: reply half parsed by hiredis", n->host,
+                    n->port);
+            return -1;
+        }
+        size_t extra = rd->len - rd->pos;
+        if (n->rlen + extra > n->rcap) {
+            size_t cap = n->rlen + extra < SW_RBUF_MIN ? SW_RBUF_MIN : n->rlen + extra;
+            char *nb = realloc(n->rbuf, cap);
+            if (!nb) {
+                sw_fail(SW_STATUS_NO_MEMORY, "redis: read buffer of %zu bytes", cap);
+                return -1;
+            }
+            n->rbuf = nb;
+            n->rcap = cap;
+        }
+        memcpy(n->rbuf + n->rlen, rd->buf + rd->pos, extra);
+        n->rlen += extra;
+        rd->pos = rd->len;
+    }
+    while (n->rlen - n->rpos < need) {
+        size_t have = n->rlen - n->rpos;
+        size_t missing = need - have;
+        if (n->rpos && (n->rcap - n->rlen < missing || n->rcap - n->rlen < SW_RBUF_MIN_ROOM ||
+                        !have)) {
+            if (have)
+                memmove(n->rbuf, n->rbuf + n->rpos, have);
+            n->rpos = 0;
+            n->rlen = have;
+        }
+        if (n->rcap - n->rlen < missing) {
+            size_t cap = n->rcap ? n->rcap : SW_RBUF_MIN;
+            while (cap - n->rlen < missing)
+                cap *= 2;
+            char *nb = realloc(n->rbuf, cap);
+            if (!nb) {
+                sw_fail(SW_STATUS_NO_MEMORY, "redis: read buffer of %zu bytes", cap);
+                return -1;
+            }
+            n->rbuf = nb;
+            n->rcap = cap;
+        }
+        ssize_t got = recv(n->c->fd, n->rbuf + n->rlen, n->rcap - n->rlen, MSG_DONTWAIT);
+        if (got > 0) {
+            n->rlen += (size_t)got;
+            continue;
+        }
+        if (got == 0) {
+            sw_fail(SW_STATUS_IO, "redis %s:%d: connection lost: closed", n->host, n->port);
+            return -1;
+        }
+        if (errno == EINTR)
+            continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK) {
+            sw_fail(SW_STATUS_IO, "redis %s:%d: connection lost: %s", n->host, n->port,
+                    strerror(errno));
+            return -1;
+        }
+        int w = wait_readable(n, deadline_us);
+        if (w != 0)
+            return w;
+    }
+    return 0;
+}
+
 int sw_rnode_read(sw_rnode *n, uint64_t deadline_us, redisReply **out)
 {
+    if (n->rlen > n->rpos) { /* none in practice: GET replies are consumed whole */
+        if (redisReaderFeed(n->c->reader, n->rbuf + n->rpos, n->rlen - n->rpos) != REDIS_OK) {
+            sw_fail(SW_STATUS_IO, "redis %s:%d: reader: out of memory", n->host, n->port);
+            return -1;
+        }
+    }
+    n->rpos = n->rlen = 0;
     for (;;) {
         void *rep = NULL;
         if (redisReaderGetReply(n->c->reader, &rep) != REDIS_OK) {
@@ -162,6 +270,7 @@ sw_status sw_rnode_connect(sw_remote *r, sw_rnode *n, uint64_t deadline_us)
     /* a safety net under the poll-based deadlines */
     redisSetTimeout(c, tv_us((uint64_t)r->command_timeout_ms * 1000u));
     n->c = c;
+    n->rpos = n->rlen = 0;
     if (r->password) {
         const char *argv[3] = {"AUTH", NULL, NULL};
         size_t len[3] = {4, 0, 0};

@@ -149,6 +149,7 @@ void sw_remote_close(sw_remote *r)
         if (r->nodes[i].c)
             redisFree(r->nodes[i].c);
         free(r->nodes[i].ops);
+        free(r->nodes[i].rbuf);
     }
     free(r->nodes);
     free(r->slots);
@@ -352,34 +353,187 @@ static int parse_redirect(sw_remote *r, const char *msg, uint32_t *slot)
     return sw_remote_node_find_or_add(r, addr, (size_t)(colon - addr), (int)port);
 }
 
+/* An error reply to op o (msg NUL-terminated): MOVED / ASK / TRYAGAIN leave
+ * it pending for the next pass, anything else fails it. */
+static void handle_error(sw_remote *r, batch *b, rop *o, const char *msg)
+{
+    uint32_t slot = 0;
+    if (!strncmp(msg, "MOVED ", 6)) {
+        int idx = parse_redirect(r, msg, &slot);
+        if (idx >= 0) {
+            r->slots[slot] = idx;
+            r->need_refresh = 1;
+            r->moved++;
+            o->node = -1;
+            o->asking = 0;
+            return; /* still pending: next pass */
+        }
+    } else if (!strncmp(msg, "ASK ", 4)) {
+        int idx = parse_redirect(r, msg, &slot);
+        if (idx >= 0) {
+            r->ask++;
+            o->node = idx;
+            o->asking = 1;
+            return;
+        }
+    } else if (!strncmp(msg, "TRYAGAIN", 8)) {
+        return;
+    }
+    sw_fail(SW_STATUS_IO, "redis: %s (key %.*s)", msg, (int)o->klen, o->key);
+    op_fail(r, b, o, SW_STATUS_IO);
+}
+
+/* A GET's bulk-string value v of len bytes (still in the read buffer): the
+ * header and CRC32C are checked over those bytes, and only then is the
+ * payload copied, once, into the caller's dst (untouched on CORRUPT). */
+static void handle_get_value(sw_remote *r, batch *b, rop *o, const uint8_t *v, size_t len)
+{
+    size_t i = o->i;
+    o->pending = 0;
+    sw_remote_hdr h;
+    if (sw_remote_decode_value(v, len, &h) != SW_OK ||
+        !sw_store_key_eq(&h.key, &b->keys[i])) {
+        sw_fail(SW_STATUS_CORRUPT, "redis: value of %.*s failed its header/CRC32C check",
+                (int)o->klen, o->key);
+        b->st[i] = SW_STATUS_CORRUPT;
+        r->corruptions++;
+        return;
+    }
+    if (h.length > b->dst_bytes || h.length > r->max_value_bytes) {
+        sw_fail(SW_STATUS_INVALID, "redis: value of %.*s has %u bytes, dst_bytes %zu",
+                (int)o->klen, o->key, h.length, b->dst_bytes);
+        b->st[i] = SW_STATUS_INVALID;
+        return;
+    }
+    if (h.length)
+        memcpy(b->dst[i], v + SW_REMOTE_HDR_BYTES, h.length);
+    if (b->lengths)
+        b->lengths[i] = h.length;
+    if (b->gens)
+        b->gens[i] = h.generation;
+    b->st[i] = SW_OK;
+    r->hits++;
+    r->bytes_read += h.length;
+}
+
+/* One RESP reply parsed from node n's read buffer (GET path): '$' bulk
+ * (*len = -1 for nil), '-' error, '+' status or ':' integer (the line in
+ * *p, *len bytes). *p points into n->rbuf and stays valid until the next
+ * sw_rnode_fill. 0, -1 I/O or protocol error, -2 deadline. */
+#define SW_RESP_MAX_LINE (64u << 10)
+static int resp_next(sw_remote *r, sw_rnode *n, uint64_t deadline, char *type, const char **p,
+                     int64_t *len)
+{
+    size_t scan = 0; /* bytes after rpos known to hold no '\n' */
+    const char *nl;
+    for (;;) {
+        size_t have = n->rlen - n->rpos;
+        nl = have > scan ? memchr(n->rbuf + n->rpos + scan, '\n', have - scan) : NULL;
+        if (nl)
+            break;
+        scan = have;
+        if (have > SW_RESP_MAX_LINE) {
+            sw_fail(SW_STATUS_IO, "redis %s:%d: protocol error: reply line over %u bytes",
+                    n->host, n->port, SW_RESP_MAX_LINE);
+            return -1;
+        }
+        int rc = sw_rnode_fill(n, have + 1, deadline);
+        if (rc)
+            return rc;
+    }
+    const char *line = n->rbuf + n->rpos;
+    size_t ll = (size_t)(nl - line); /* up to the '\n' */
+    if (ll < 2 || line[ll - 1] != '\r') {
+        sw_fail(SW_STATUS_IO, "redis %s:%d: protocol error: bad reply line", n->host, n->port);
+        return -1;
+    }
+    *type = line[0];
+    if (line[0] == '-' || line[0] == '+' || line[0] == ':') {
+        *p = line + 1;
+        *len = (int64_t)(ll - 2);
+        n->rpos += ll + 1;
+        return 0;
+    }
+    if (line[0] != '$') {
+        sw_fail(SW_STATUS_IO, "redis %s:%d: protocol error: unexpected reply type '%c'",
+                n->host, n->port, line[0]);
+        return -1;
+    }
+    int64_t v = 0;
+    size_t k = 1;
+    if (ll == 4 && line[1] == '-' && line[2] == '1') {
+        *len = -1;
+        *p = NULL;
+        n->rpos += ll + 1;
+        return 0;
+    }
+    for (; k < ll - 1; k++) {
+        if (line[k] < '0' || line[k] > '9' || v > ((int64_t)1 << 31)) {
+            sw_fail(SW_STATUS_IO, "redis %s:%d: protocol error: bad bulk length", n->host,
+                    n->port);
+            return -1;
+        }
+        v = v * 10 + (line[k] - '0');
+    }
+    if (k == 1 || v > ((int64_t)1 << 31)) {
+        sw_fail(SW_STATUS_IO, "redis %s:%d: protocol error: bulk length %lld", n->host, n->port,
+                (long long)v);
+        return -1;
+    }
+    size_t total = ll + 1 + (size_t)v + 2;
+    int rc = sw_rnode_fill(n, total, deadline); /* may move the buffer */
+    if (rc)
+        return rc;
+    const char *data = n->rbuf + n->rpos + ll + 1;
+    if (data[v] != '\r' || data[v + 1] != '\n') {
+        sw_fail(SW_STATUS_IO, "redis %s:%d: protocol error: bulk string not terminated",
+                n->host, n->port);
+        return -1;
+    }
+    *p = data;
+    *len = v;
+    n->rpos += total;
+    return 0;
+}
+
+/* Reads and handles the reply (and the ASKING reply before it) of GET op o
+ * from node n; 0 or the resp_next error. */
+static int read_get_reply(sw_remote *r, batch *b, sw_rnode *n, rop *o, uint64_t deadline)
+{
+    char type;
+    const char *p;
+    int64_t len;
+    int rc;
+    if (o->asking && (rc = resp_next(r, n, deadline, &type, &p, &len)) != 0)
+        return rc;
+    if ((rc = resp_next(r, n, deadline, &type, &p, &len)) != 0)
+        return rc;
+    if (type == '$') {
+        if (len < 0) {
+            o->pending = 0;
+            b->st[o->i] = SW_STATUS_NOT_FOUND;
+            r->not_found++;
+        } else {
+            handle_get_value(r, b, o, (const uint8_t *)p, (size_t)len);
+        }
+    } else if (type == '-') {
+        char msg[512];
+        size_t m = (size_t)len < sizeof msg - 1 ? (size_t)len : sizeof msg - 1;
+        memcpy(msg, p, m);
+        msg[m] = 0;
+        handle_error(r, b, o, msg);
+    } else {
+        sw_fail(SW_STATUS_IO, "redis: GET: unexpected reply type '%c'", type);
+        op_fail(r, b, o, SW_STATUS_IO);
+    }
+    return 0;
+}
+
 static void handle_reply(sw_remote *r, batch *b, rop *o, const redisReply *rep)
 {
     size_t i = o->i;
     if (rep->type == REDIS_REPLY_ERROR) {
-        uint32_t slot = 0;
-        if (!strncmp(rep->str, "MOVED ", 6)) {
-            int idx = parse_redirect(r, rep->str, &slot);
-            if (idx >= 0) {
-                r->slots[slot] = idx;
-                r->need_refresh = 1;
-                r->moved++;
-                o->node = -1;
-                o->asking = 0;
-                return; /* still pending: next pass */
-            }
-        } else if (!strncmp(rep->str, "ASK ", 4)) {
-            int idx = parse_redirect(r, rep->str, &slot);
-            if (idx >= 0) {
-                r->ask++;
-                o->node = idx;
-                o->asking = 1;
-                return;
-            }
-        } else if (!strncmp(rep->str, "TRYAGAIN", 8)) {
-            return;
-        }
-        sw_fail(SW_STATUS_IO, "redis: %s (key %.*s)", rep->str, (int)o->klen, o->key);
-        op_fail(r, b, o, SW_STATUS_IO);
+        handle_error(r, b, o, rep->str);
         return;
     }
     o->pending = 0;
@@ -416,30 +570,7 @@ static void handle_reply(sw_remote *r, batch *b, rop *o, const redisReply *rep)
         op_fail(r, b, o, SW_STATUS_IO);
         return;
     }
-    sw_remote_hdr h;
-    if (sw_remote_decode_value((const uint8_t *)rep->str, rep->len, &h) != SW_OK ||
-        !sw_store_key_eq(&h.key, &b->keys[i])) {
-        sw_fail(SW_STATUS_CORRUPT, "redis: value of %.*s failed its header/CRC32C check",
-                (int)o->klen, o->key);
-        b->st[i] = SW_STATUS_CORRUPT;
-        r->corruptions++;
-        return;
-    }
-    if (h.length > b->dst_bytes || h.length > r->max_value_bytes) {
-        sw_fail(SW_STATUS_INVALID, "redis: value of %.*s has %u bytes, dst_bytes %zu",
-                (int)o->klen, o->key, h.length, b->dst_bytes);
-        b->st[i] = SW_STATUS_INVALID;
-        return;
-    }
-    if (h.length)
-        memcpy(b->dst[i], rep->str + SW_REMOTE_HDR_BYTES, h.length);
-    if (b->lengths)
-        b->lengths[i] = h.length;
-    if (b->gens)
-        b->gens[i] = h.generation;
-    b->st[i] = SW_OK;
-    r->hits++;
-    r->bytes_read += h.length;
+    handle_get_value(r, b, o, (const uint8_t *)rep->str, rep->len);
 }
 
 static int node_add_op(sw_rnode *n, size_t op)
@@ -532,6 +663,17 @@ static void run_pass(sw_remote *r, batch *b, uint64_t deadline)
                 rop *o = &b->ops[n->ops[q]];
                 redisReply *rep = NULL;
                 int rc = 0;
+                if (b->type == OP_GET) {
+                    rc = read_get_reply(r, b, n, o, deadline);
+                    if (rc != 0) {
+                        if (rc == -2)
+                            r->timeouts++;
+                        sw_rnode_drop(r, n);
+                        node_fail_rest(r, b, n, q);
+                        break;
+                    }
+                    continue;
+                }
                 if (o->asking) {
                     rc = sw_rnode_read(n, deadline, &rep);
                     if (rc == 0)

@@ -26,6 +26,11 @@ typedef struct sw_rnode {
     size_t *ops;            /* indices into the batch's op array */
     size_t nops, ops_cap;
     size_t chunk_begin, chunk_end; /* ops of the pipeline chunk in flight */
+    /* GET replies are parsed here, straight from recv(), not by hiredis:
+     * bytes rbuf[rpos..rlen) are received and not yet parsed. Empty
+     * whenever hiredis reads (sw_rnode_read hands leftovers to it). */
+    char *rbuf;
+    size_t rpos, rlen, rcap;
 } sw_rnode;
 
 struct sw_remote {
@@ -70,6 +75,11 @@ int sw_rnode_flush(sw_rnode *n, uint64_t deadline_us);
 /* Next reply: 0 and *out (free with freeReplyObject), -1 I/O or protocol
  * error, -2 deadline passed. */
 int sw_rnode_read(sw_rnode *n, uint64_t deadline_us, redisReply **out);
+/* Makes at least `need` unparsed bytes available at n->rbuf + n->rpos
+ * (compacting or growing the buffer, so pointers into it go stale): a
+ * non-blocking recv first, poll only when it finds nothing. 0, -1 I/O or
+ * allocation error, -2 deadline passed (detail recorded; caller drops). */
+int sw_rnode_fill(sw_rnode *n, size_t need, uint64_t deadline_us);
 /* One command, synchronously: SW_OK and *out, or SW_STATUS_IO (dropped). */
 sw_status sw_rnode_command(sw_remote *r, sw_rnode *n, int argc, const char **argv,
                            const size_t *argvlen, uint64_t deadline_us, redisReply **out);
