@@ -21,6 +21,7 @@
  * The CRC32C is at bytes 60..63 of all three structures, so each input is
  * also tried with its CRC patched in: random bytes almost never carry a valid
  * CRC, and without the patch the checks behind it would go unexplored. */
+#include "remote/format.h"
 #include "store/format.h"
 
 #include <stdint.h>
@@ -141,6 +142,41 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             sw_store_encode_superblock(&g, sb);
             FZ_CHECK(sw_store_decode_superblock(sb, sizeof sb, &d) == SW_OK);
             FZ_CHECK(memcmp(&g, &d, sizeof g) == 0);
+        }
+    }
+    /* The remote tier's value decoder (a Redis value is untrusted bytes):
+     * arbitrary input must decode to CORRUPT or to a header whose length is
+     * exactly the payload's; a value we encode must decode back. Slots of
+     * arbitrary key bytes stay in range. */
+    sw_remote_hdr rh;
+    if (sw_remote_decode_value(buf, size, &rh) == SW_OK)
+        FZ_CHECK(size >= SW_REMOTE_HDR_BYTES && rh.length == size - SW_REMOTE_HDR_BYTES);
+    else
+        FZ_CHECK(sw_remote_decode_value(buf, size, &rh) == SW_STATUS_CORRUPT);
+    FZ_CHECK(sw_remote_key_slot((const char *)buf, size) < SW_REMOTE_SLOTS);
+    if (size >= 24) {
+        sw_remote_hdr eh, dh;
+        memset(&eh, 0, sizeof eh);
+        eh.key.ns = (uint64_t)rd32(buf) << 32 | rd32(buf + 4);
+        eh.key.layer = rd32(buf + 8);
+        eh.key.block = rd32(buf + 12);
+        eh.key.kv_head = (uint16_t)rd32(buf + 16);
+        eh.key.kind = (uint8_t)(buf[20] & 1 ? SW_STORE_KIND_V : SW_STORE_KIND_K);
+        eh.generation = (uint64_t)rd32(buf + 20) + 1;
+        eh.length = (uint32_t)(size - 24);
+        uint8_t *val = (uint8_t *)malloc(SW_REMOTE_HDR_BYTES + eh.length);
+        if (val) {
+            sw_remote_encode_hdr(&eh, buf + 24, val);
+            memcpy(val + SW_REMOTE_HDR_BYTES, buf + 24, eh.length);
+            FZ_CHECK(sw_remote_decode_value(val, SW_REMOTE_HDR_BYTES + eh.length, &dh) == SW_OK);
+            FZ_CHECK(dh.length == eh.length && dh.generation == eh.generation &&
+                     memcmp(&dh.key, &eh.key, sizeof dh.key) == 0);
+            if (eh.length) { /* one flipped payload byte is caught */
+                val[SW_REMOTE_HDR_BYTES + buf[21] % eh.length] ^= 0x5a;
+                FZ_CHECK(sw_remote_decode_value(val, SW_REMOTE_HDR_BYTES + eh.length, &dh) ==
+                         SW_STATUS_CORRUPT);
+            }
+            free(val);
         }
     }
     /* Empty/short buffers: always INVALID, NULL included. */
