@@ -51,6 +51,8 @@
                                                         defined(__AVX512BW__)))
 #include <float.h>
 #include <immintrin.h>
+
+#include "../core/sw_exp2_x86.h"
 #include <math.h>
 #include <string.h>
 
@@ -105,25 +107,6 @@ static const sw_amx_cfg sw_amx_cfg16 __attribute__((aligned(64))) = {
     1, 0, {0}, {64, 64, 64, 64, 64, 64, 64, 64}, {16, 16, 16, 16, 16, 16, 16, 16}};
 
 #define SW_AMX_PA_LD (SW_CPU_NKEYS / 2) /* words per pa row */
-
-static inline __m512 sw_amx_exp2(__m512 x)
-{
-    /* as sw_exp2_avx512 in cpu_fast_avx512.c: exactly 0 for x <= -127 */
-    x = _mm512_max_ps(x, _mm512_set1_ps(-127.0f));
-    x = _mm512_min_ps(x, _mm512_set1_ps(127.0f));
-    __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 f = _mm512_sub_ps(x, n);
-    __m512 p = _mm512_set1_ps(1.5403530393381608e-4f);
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.3333558146428443e-3f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.6181291076284772e-3f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.5504108664821580e-2f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.4022650695910071e-1f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.9314718055994531e-1f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
-    __m512i e =
-        _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
-    return _mm512_mul_ps(p, _mm512_castsi512_ps(e));
-}
 
 /* st[n0..n0+16)[0..mv) = K[16 keys] . Q^T; k16 points at dim 0 of the first
  * key row, kst_bytes apart (16 readable rows). ng = mv / 16 row groups. */
@@ -238,12 +221,12 @@ static void sw_amx_softmax(float *st, uint32_t *pa, int mv, int nn, int masked, 
         /* a row that has seen no key keeps m = -inf: subtract -FLT_MAX instead,
          * so every exponent is -inf (P = 0, alpha = 0), never NaN */
         __m512 muse = _mm512_max_ps(mnew, _mm512_set1_ps(-FLT_MAX));
-        __m512 a = sw_amx_exp2(_mm512_sub_ps(mold, muse));
+        __m512 a = sw_exp2_avx512(_mm512_sub_ps(mold, muse));
         __m512 sum = _mm512_setzero_ps();
         uint32_t *base = pa + (size_t)r * SW_AMX_PA_LD;
         for (int n = 0; n < nn; n += 2) {
-            __m512 p0 = sw_amx_exp2(_mm512_sub_ps(_mm512_loadu_ps(st + (size_t)n * mv + r), muse));
-            __m512 p1 = n + 1 < nn ? sw_amx_exp2(_mm512_sub_ps(
+            __m512 p0 = sw_exp2_avx512(_mm512_sub_ps(_mm512_loadu_ps(st + (size_t)n * mv + r), muse));
+            __m512 p1 = n + 1 < nn ? sw_exp2_avx512(_mm512_sub_ps(
                                          _mm512_loadu_ps(st + (size_t)(n + 1) * mv + r), muse))
                                    : _mm512_setzero_ps();
             sum = _mm512_add_ps(sum, _mm512_add_ps(p0, p1));

@@ -7,6 +7,8 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+#include "../core/sw_exp2_x86.h"
+
 static void sw_t_cvt_rows(float *dst, int ld, const sw_attn_problem *pb, const void *base,
                           int64_t stride, int64_t row0, int32_t kvh, int n)
 {
@@ -29,26 +31,6 @@ static void sw_t_cvt_rows(float *dst, int ld, const sw_attn_problem *pb, const v
                 o[k] = sw_f16_to_f32(src[k]);
         }
     }
-}
-
-/* 2^x: x = n + f, |f| <= 1/2, 2^f by its degree-6 Taylor polynomial in
- * f*ln2 (relative error ~1.2e-7); 2^n built in the exponent field, so
- * x <= -127 (and -inf, NaN) gives exactly 0. */
-static inline __m256 sw_exp2_avx2(__m256 x)
-{
-    x = _mm256_max_ps(x, _mm256_set1_ps(-127.0f));
-    x = _mm256_min_ps(x, _mm256_set1_ps(127.0f));
-    __m256 n = _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 f = _mm256_sub_ps(x, n);
-    __m256 p = _mm256_set1_ps(1.5403530393381608e-4f);
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.3333558146428443e-3f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(9.6181291076284772e-3f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(5.5504108664821580e-2f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(2.4022650695910071e-1f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(6.9314718055994531e-1f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f));
-    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
 
 typedef __m256 sw_t_v;

@@ -8,6 +8,8 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+#include "../core/sw_exp2_x86.h"
+
 static void sw_t_cvt_rows(float *dst, int ld, const sw_attn_problem *pb, const void *base,
                           int64_t stride, int64_t row0, int32_t kvh, int n)
 {
@@ -31,26 +33,6 @@ static void sw_t_cvt_rows(float *dst, int ld, const sw_attn_problem *pb, const v
                 o[k] = sw_f16_to_f32(src[k]);
         }
     }
-}
-
-/* Same construction as the AVX2 exp2 (cpu_fast_avx2.c): exactly 0 for
- * x <= -127, relative error ~1.2e-7. Not _mm512_scalef_ps: it would turn
- * -inf into a denormal, and a row with no visible key must sum to 0. */
-static inline __m512 sw_exp2_avx512(__m512 x)
-{
-    x = _mm512_max_ps(x, _mm512_set1_ps(-127.0f));
-    x = _mm512_min_ps(x, _mm512_set1_ps(127.0f));
-    __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 f = _mm512_sub_ps(x, n);
-    __m512 p = _mm512_set1_ps(1.5403530393381608e-4f);
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.3333558146428443e-3f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.6181291076284772e-3f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.5504108664821580e-2f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.4022650695910071e-1f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.9314718055994531e-1f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
-    __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
-    return _mm512_mul_ps(p, _mm512_castsi512_ps(e));
 }
 
 typedef __m512 sw_t_v;

@@ -15,6 +15,8 @@
 
 #if defined(__x86_64__)
 #include <immintrin.h>
+
+#include "../core/sw_exp2_x86.h"
 #include <float.h>
 #include <math.h>
 #include <string.h>
@@ -29,25 +31,6 @@ static inline uint32_t sw_ld32(const void *p)
     uint32_t v;
     memcpy(&v, p, 4);
     return v;
-}
-
-static inline __m512 sw_bf_exp2(__m512 x)
-{
-    /* as sw_exp2_avx512 in cpu_fast_avx512.c: exactly 0 for x <= -127 */
-    x = _mm512_max_ps(x, _mm512_set1_ps(-127.0f));
-    x = _mm512_min_ps(x, _mm512_set1_ps(127.0f));
-    __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 f = _mm512_sub_ps(x, n);
-    __m512 p = _mm512_set1_ps(1.5403530393381608e-4f);
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.3333558146428443e-3f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.6181291076284772e-3f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.5504108664821580e-2f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.4022650695910071e-1f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.9314718055994531e-1f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
-    __m512i e =
-        _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
-    return _mm512_mul_ps(p, _mm512_castsi512_ps(e));
 }
 
 static inline __attribute__((always_inline)) void
@@ -164,11 +147,11 @@ static void sw_bf_softmax_tile(float *st, uint32_t *pp, int mv, int nn, int mask
         __m512 mold = _mm512_loadu_ps(m + r);
         __m512 mnew = _mm512_max_ps(mold, mx);
         __m512 muse = _mm512_max_ps(mnew, _mm512_set1_ps(-FLT_MAX)); /* see cpu_fast_tile.inc */
-        __m512 a = sw_bf_exp2(_mm512_sub_ps(mold, muse));
+        __m512 a = sw_exp2_avx512(_mm512_sub_ps(mold, muse));
         __m512 sum = _mm512_setzero_ps();
         for (int n = 0; n < nn; n += 2) {
-            __m512 p0 = sw_bf_exp2(_mm512_sub_ps(_mm512_loadu_ps(st + (size_t)n * mv + r), muse));
-            __m512 p1 = n + 1 < nn ? sw_bf_exp2(_mm512_sub_ps(
+            __m512 p0 = sw_exp2_avx512(_mm512_sub_ps(_mm512_loadu_ps(st + (size_t)n * mv + r), muse));
+            __m512 p1 = n + 1 < nn ? sw_exp2_avx512(_mm512_sub_ps(
                                          _mm512_loadu_ps(st + (size_t)(n + 1) * mv + r), muse))
                                    : _mm512_setzero_ps();
             sum = _mm512_add_ps(sum, _mm512_add_ps(p0, p1));

@@ -9,24 +9,7 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
-/* The CPU prefill path's exp2 (cpu_fast_avx2.c): exactly 0 for x <= -127
- * (-inf included), relative error ~1.2e-7. */
-static inline __m256 sw_swap_exp2_avx2(__m256 x)
-{
-    x = _mm256_max_ps(x, _mm256_set1_ps(-127.0f));
-    x = _mm256_min_ps(x, _mm256_set1_ps(127.0f));
-    __m256 n = _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 f = _mm256_sub_ps(x, n);
-    __m256 p = _mm256_set1_ps(1.5403530393381608e-4f);
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.3333558146428443e-3f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(9.6181291076284772e-3f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(5.5504108664821580e-2f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(2.4022650695910071e-1f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(6.9314718055994531e-1f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f));
-    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
-}
+#include "core/sw_exp2_x86.h"
 
 static inline float sw_swap_hsum_avx2(__m256 v)
 {
@@ -49,7 +32,7 @@ typedef __m256 sw_k_v;
 #define SW_K_MUL(a, b) _mm256_mul_ps((a), (b))
 #define SW_K_MAX(a, b) _mm256_max_ps((a), (b))
 #define SW_K_FMA(a, b, c) _mm256_fmadd_ps((a), (b), (c))
-#define SW_K_EXP2(x) sw_swap_exp2_avx2(x)
+#define SW_K_EXP2(x) sw_exp2_avx2(x)
 #define SW_K_HSUM(v) sw_swap_hsum_avx2(v)
 #define SW_K_LDBF16(p) \
     _mm256_castsi256_ps(_mm256_slli_epi32( \
