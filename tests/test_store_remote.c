@@ -123,10 +123,12 @@ int main(void)
         char name[256];
         size_t nl = sw_remote_key_name("sw:", 3, &keys[5], name);
         name[nl] = 0;
+#if defined(SPILLWAY_HAVE_HIREDIS) /* without it tr_init() skipped the test already */
         redisReply *rep = tr_cmd(srv.port, "SETRANGE %s 100 %b", name, "\x5a\xa5", (size_t)2);
         CHECK(rep && rep->type == REDIS_REPLY_INTEGER);
         if (rep)
             freeReplyObject(rep);
+#endif
         sw_store_key k3[3] = {keys[4], keys[5], keys[6]};
         memset(bufs, 0xAA, sizeof bufs);
         CHECK_STATUS(sw_store_read(b, 3, k3, dsts, STRIPE, lens, gens, sts), SW_STATUS_CORRUPT);

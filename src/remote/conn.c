@@ -186,24 +186,9 @@ int sw_rnode_read(sw_rnode *n, uint64_t deadline_us, redisReply **out)
             *out = rep;
             return 0;
         }
-        uint64_t now = sw_remote_now_us();
-        if (now >= deadline_us) {
-            sw_fail(SW_STATUS_IO, "redis %s:%d: no reply within the timeout", n->host,
-                    n->port);
-            return -2;
-        }
-        struct pollfd p = {.fd = n->c->fd, .events = POLLIN};
-        int ms = (int)((deadline_us - now + 999) / 1000);
-        int pr = poll(&p, 1, ms);
-        if (pr < 0 && errno == EINTR)
-            continue;
-        if (pr < 0) {
-            sw_fail(SW_STATUS_IO, "redis %s:%d: poll: %s (errno %d)", n->host, n->port,
-                    strerror(errno), errno);
-            return -1;
-        }
-        if (pr == 0)
-            continue; /* the deadline check above reports it */
+        int w = wait_readable(n, deadline_us);
+        if (w < 0)
+            return w;
         if (redisBufferRead(n->c) != REDIS_OK) {
             sw_fail(SW_STATUS_IO, "redis %s:%d: connection lost: %s", n->host, n->port,
                     n->c->errstr[0] ? n->c->errstr : "closed");

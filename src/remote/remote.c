@@ -762,6 +762,27 @@ static sw_status batch_prepare(sw_remote *r, batch *b)
     return SW_OK;
 }
 
+/* Prepares and runs a batch of puts or gets under the handle's lock, timing
+ * it into `hist`; a batch that cannot be prepared fails every key with the
+ * same status. */
+static sw_status exec_batch(sw_remote *r, batch *b, sw_remote_hist *hist)
+{
+    pthread_mutex_lock(&r->mu);
+    uint64_t t0 = sw_remote_now_us();
+    sw_status s = batch_prepare(r, b);
+    if (s == SW_OK)
+        s = run_batch(r, b);
+    else
+        for (size_t i = 0; i < b->n; i++)
+            b->st[i] = s;
+    if (b->type == OP_GET)
+        r->gets += b->n;
+    sw_remote_hist_add(hist, sw_remote_now_us() - t0);
+    pthread_mutex_unlock(&r->mu);
+    free(b->ops);
+    return s;
+}
+
 sw_status sw_remote_put_batch(sw_remote *r, size_t n, const sw_store_key *keys,
                               const void *const *srcs, const size_t *lengths,
                               const uint64_t *generations, sw_status *statuses)
@@ -780,18 +801,7 @@ sw_status sw_remote_put_batch(sw_remote *r, size_t n, const sw_store_key *keys,
     b.slens = lengths;
     b.sgens = generations;
     b.st = statuses;
-    pthread_mutex_lock(&r->mu);
-    uint64_t t0 = sw_remote_now_us();
-    sw_status s = batch_prepare(r, &b);
-    if (s == SW_OK)
-        s = run_batch(r, &b);
-    else
-        for (size_t i = 0; i < n; i++)
-            statuses[i] = s;
-    sw_remote_hist_add(&r->put_hist, sw_remote_now_us() - t0);
-    pthread_mutex_unlock(&r->mu);
-    free(b.ops);
-    return s;
+    return exec_batch(r, &b, &r->put_hist);
 }
 
 sw_status sw_remote_get_batch(sw_remote *r, size_t n, const sw_store_key *keys,
@@ -819,19 +829,7 @@ sw_status sw_remote_get_batch(sw_remote *r, size_t n, const sw_store_key *keys,
     b.lengths = lengths;
     b.gens = generations;
     b.st = statuses;
-    pthread_mutex_lock(&r->mu);
-    uint64_t t0 = sw_remote_now_us();
-    sw_status s = batch_prepare(r, &b);
-    if (s == SW_OK)
-        s = run_batch(r, &b);
-    else
-        for (size_t i = 0; i < n; i++)
-            statuses[i] = s;
-    r->gets += n;
-    sw_remote_hist_add(&r->get_hist, sw_remote_now_us() - t0);
-    pthread_mutex_unlock(&r->mu);
-    free(b.ops);
-    return s;
+    return exec_batch(r, &b, &r->get_hist);
 }
 
 sw_status sw_remote_delete(sw_remote *r, const sw_store_key *key)
