@@ -219,10 +219,24 @@ static void apply_record(sw_store *s, const sw_store_record *r)
 static sw_status compact_journal(sw_store *s)
 {
     size_t n = s->used_slots, k = 0;
-    uint8_t *buf = (uint8_t *)malloc(n ? n * SW_STORE_REC_BYTES : 1);
+    uint8_t *buf = (uint8_t *)malloc((n + 1) * SW_STORE_REC_BYTES);
     if (!buf)
         return sw_fail(SW_STATUS_NO_MEMORY, "journal compaction");
     uint64_t seq = 0;
+    /* Generations only grow: the store's high-water mark may belong to a key
+     * deleted or evicted since, whose records compaction drops. A leading
+     * tombstone carries it (replay raises s->generation on every record; the
+     * live puts that follow re-add its key if it exists). Without it a
+     * reopened store handed out generations that were already acknowledged
+     * (seen in test_store_crash). */
+    {
+        sw_store_record hw;
+        memset(&hw, 0, sizeof hw);
+        hw.type = SW_STORE_REC_DEL;
+        hw.generation = s->generation;
+        hw.seq = ++seq;
+        sw_store_encode_record(&hw, buf + k++ * SW_STORE_REC_BYTES);
+    }
     /* Oldest first, so that replay rebuilds the same LRU order. */
     for (uint32_t v = s->lru_tail; v != SW_NIL; v = s->slots[v].lru_prev) {
         const sw_slot *e = &s->slots[v];
