@@ -24,6 +24,13 @@ GPU mode (default; an NVIDIA GPU, torch with CUDA):
   flashinfer     flashinfer.BatchPrefillWithRaggedKVCacheWrapper, default
   flashinfer-fa3 backend and backend="fa3" (when `import flashinfer` works);
                  plan() outside the timing, run() timed.
+  flashinfer-c   FlashInfer's FA2 ragged prefill compiled into libspillway as
+                 an opponent backend (docs/opponents.md) and called through
+                 the binding exactly like "spillway" (backend="flashinfer"):
+                 only when the loaded library reports it was built with it
+                 (sw_version_string names it) and SPILLWAY_OPPONENT=flashinfer
+                 is set; for GPUs where the flashinfer package cannot be
+                 installed. Its record names the FlashInfer version compiled in.
 
 What is timed: CUDA events around one call (or, for dense SDPA, the sequence
 of calls) on the current stream; --warmup untimed runs first, then --reps
@@ -49,9 +56,22 @@ largest relative L2 error over the requests of the case.
 
 CPU mode (--cpu): spillway's CPU backend ("spillway-cpu", torch bf16 CPU
 tensors through the binding) against torch's CPU SDPA ("torch-cpu-sdpa", per
-request like the dense GPU opponents), both with --threads threads, lengths
-scaled by --cpu-scale; wall-clock (perf_counter) median. Records carry
-"gflops" as well as "tflops".
+group of equal-length requests like the dense GPU opponents; inputs are
+contiguous [B, H, S, d] copies, GQA native with enable_gqa), lengths scaled
+by --cpu-scale. Side by side on the same cores: the process (every thread of
+it) is pinned with sched_setaffinity to N = --threads logical CPUs, one per
+physical core where the topology allows (the chosen list is recorded), and
+both use N threads (torch.set_num_threads(N); SPILLWAY_NUM_THREADS=N and
+num_threads=N for ours). After --warmup untimed runs of each, the
+implementations run interleaved rep by rep (A B, B A, A B, ...: the order
+alternates so neither always runs first); wall clock (perf_counter) per
+run; the median is reported, and the ratio of a case is the median over reps
+of the per-rep ratio (torch time / our time in the same rep), so a load
+change that hits both in one rep cancels. Which torch kernel ran is checked
+per case with the profiler (the op names are recorded; the CPU flash kernel
+is aten::_scaled_dot_product_flash_attention_for_cpu). Records carry
+"gflops" as well as "tflops", the per-rep times, and "env" (CPU model, ISA
+chosen by the library, threads, pinned CPUs, torch's CPU capability).
 
 Results: a JSON list of {"case", "impl", "tflops", "ms", "max_rel_err", ...}
 written to bench/results/prefill-<gpu>.json (prefill-cpu-<cpu>.json in CPU
@@ -82,7 +102,8 @@ import spillway  # noqa: E402
 
 import torch  # noqa: E402
 
-GPU_IMPLS = ["spillway", "sdpa-flash", "sdpa-cudnn", "fa2-varlen", "flashinfer", "flashinfer-fa3"]
+GPU_IMPLS = ["spillway", "sdpa-flash", "sdpa-cudnn", "fa2-varlen", "flashinfer", "flashinfer-fa3",
+             "flashinfer-c"]
 CPU_IMPLS = ["spillway-cpu", "torch-cpu-sdpa"]
 HEAD_CONFIGS = [(16, 2, 256), (32, 8, 128), (32, 8, 64)]
 MIN_LEN, MAX_LEN = 100, 8192
@@ -119,7 +140,7 @@ class Case:
         self.flops = spillway.prefill_flops(self.cu, self.cu, hq, d, causal)
 
 
-def all_cases(cpu_scale=None):
+def all_cases(cpu_scale=None, causal=True):
     out = []
     for shape, lens in SHAPES.items():
         tag = None
@@ -127,7 +148,7 @@ def all_cases(cpu_scale=None):
             lens = [max(1, int(round(x * cpu_scale))) for x in lens]
             tag = f"{shape}@{cpu_scale:g}"
         for hq, hkv, d in HEAD_CONFIGS:
-            out.append(Case(shape, lens, hq, hkv, d, True, tag))
+            out.append(Case(shape, lens, hq, hkv, d, causal, tag))
     return out
 
 
@@ -402,6 +423,32 @@ def setup_flashinfer(case, inp, args, fi_backend):
     return run, (lambda o: o), note
 
 
+def setup_flashinfer_c(case, inp, args):
+    """The FlashInfer opponent compiled into libspillway, through the binding
+    (same call, plan cache and workspace as "spillway"; only the backend
+    differs). Refuses, with the reason, unless the library has it and the
+    environment enables it."""
+    ver = spillway.version()
+    m = re.search(r"opponent: ([^\]]+)", ver)
+    if not m or "flashinfer" not in m.group(1):
+        raise RuntimeError(f"libspillway {ver!r} was built without the FlashInfer opponent "
+                           "(configure with -DSPILLWAY_OPPONENT_FLASHINFER=<include dir>)")
+    if "flashinfer" not in os.environ.get("SPILLWAY_OPPONENT", "").split(","):
+        raise RuntimeError("the FlashInfer opponent is compiled in but not enabled: "
+                           "set SPILLWAY_OPPONENT=flashinfer")
+    plan = spillway.get_plan(inp.cu_host, inp.cu_host, case.hq, case.hkv, case.d, inp.q.dtype,
+                             causal=case.causal, device=str(inp.q.device), backend="flashinfer")
+    if plan.backend != "flashinfer":
+        raise RuntimeError(f"plan resolved to {plan.backend}, not the opponent")
+    q, k, v, cu = inp.q, inp.k, inp.v, inp.cu_host
+
+    def run():
+        return spillway.varlen_attention(q, k, v, cu, cu, causal=case.causal, backend="flashinfer")
+    note = (f"{m.group(1)} compiled into libspillway (backend={plan.backend}), "
+            f"workspace={plan.workspace_size} B")
+    return run, (lambda o: o), note
+
+
 def make_setup(name):
     return {
         "spillway": setup_spillway,
@@ -412,6 +459,7 @@ def make_setup(name):
         "fa2-varlen": setup_fa2_varlen,
         "flashinfer": lambda c, i, a: setup_flashinfer(c, i, a, None),
         "flashinfer-fa3": lambda c, i, a: setup_flashinfer(c, i, a, "fa3"),
+        "flashinfer-c": setup_flashinfer_c,
     }[name]
 
 
@@ -453,6 +501,153 @@ def time_cpu(fn, warmup, reps):
         fn()
         times.append((time.perf_counter() - t0) * 1e3)
     return times
+
+
+def time_cpu_interleaved(fns, warmup, reps):
+    """Runs fns rep by rep, the order reversed every other rep; returns one
+    list of times (ms) per fn, index i of each from the same rep."""
+    for _ in range(warmup):
+        for fn in fns:
+            fn()
+    times = [[] for _ in fns]
+    order = list(range(len(fns)))
+    for rep in range(reps):
+        for j in (order if rep % 2 == 0 else order[::-1]):
+            t0 = time.perf_counter()
+            fns[j]()
+            times[j].append((time.perf_counter() - t0) * 1e3)
+    return times
+
+
+def _cpu_core_of(cpu):
+    """(package, core) of a logical CPU from sysfs, or None."""
+    base = f"/sys/devices/system/cpu/cpu{cpu}/topology/"
+    try:
+        with open(base + "physical_package_id") as f:
+            pkg = int(f.read())
+        with open(base + "core_id") as f:
+            core = int(f.read())
+        return (pkg, core)
+    except (OSError, ValueError):
+        return None
+
+
+def choose_cpus(n):
+    """n logical CPUs of this process's allowed set, one per physical core
+    first (two threads on SMT siblings would share one core's AMX unit and
+    vector ports); CPU 0 last (interrupt housekeeping). Returns (cpus, note)."""
+    allowed = sorted(os.sched_getaffinity(0))
+    if len(allowed) > n and 0 in allowed:
+        allowed = allowed[1:] + [0]
+    picked, cores = [], set()
+    for c in allowed:
+        core = _cpu_core_of(c)
+        if core is not None and core in cores:
+            continue
+        if core is not None:
+            cores.add(core)
+        picked.append(c)
+        if len(picked) == n:
+            break
+    note = "one logical CPU per physical core"
+    if len(picked) < n:
+        picked += [c for c in allowed if c not in picked][:n - len(picked)]
+        note = "fewer physical cores than threads: SMT siblings used"
+    if any(_cpu_core_of(c) is None for c in picked):
+        note = "topology unknown (no sysfs)"
+    return sorted(picked), note
+
+
+def pin_all_threads(cpus):
+    """Every thread of the process (torch's OpenMP pool included) to cpus;
+    threads created later inherit the mask of their creator."""
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            os.sched_setaffinity(int(tid), cpus)
+        except OSError:
+            pass
+
+
+def torch_cpu_ops(run):
+    """Op names of one run of a torch CPU implementation, from the profiler,
+    limited to attention-related ones; and whether the fused CPU flash kernel
+    (and no decomposed math path) ran."""
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        run()
+    keys = sorted({e.key for e in prof.key_averages()})
+    ops = [k for k in keys if any(w in k for w in ("attention", "sdp", "softmax", "bmm", "matmul",
+                                                   "repeat_interleave"))]
+    flash = ("aten::_scaled_dot_product_flash_attention_for_cpu" in keys
+             and not any(w in k for k in keys for w in ("_math", "softmax", "bmm")))
+    return ops, flash
+
+
+def run_case_cpu(case, impls, args, dtype, info):
+    """CPU mode: correctness of each implementation, then all of them timed
+    interleaved rep by rep on the pinned CPUs (see the module docstring)."""
+    print(f"\n== {case.name}: {len(case.lens)} request(s), {case.total} tokens, "
+          f"{case.flops / 1e12:.3f} TFLOP", flush=True)
+    device = torch.device("cpu")
+    inp = Inputs(case, dtype, device, args.seed)
+    ref = None
+    records, runs = [], {}
+    for name in impls:
+        rec = {"case": case.name, "impl": name, "tflops": None, "gflops": None, "ms": None,
+               "max_rel_err": None, "flops": case.flops, "cmd": info["cmd"],
+               "env": info.get("cpu_env")}
+        try:
+            run, collect, note = make_setup(name)(case, inp, args)
+            out = collect(run())
+            if ref is None:
+                ref = reference(case, inp)
+            rec["max_rel_err"] = max_rel_err(case, out, ref)
+            del out
+            if name.startswith("torch"):
+                ops, flash = torch_cpu_ops(run)
+                rec["torch_ops"] = ops
+                rec["torch_flash_kernel"] = flash
+                note += (", torch kernel: " + ("fused CPU flash attention" if flash
+                                               else "NOT the fused flash kernel: " + ",".join(ops)))
+            rec["note"] = note
+            runs[name] = run
+        except Exception as e:
+            rec["error"] = _one_line(e)
+            print(f"  {name:15s} FAILED: {rec['error']}", flush=True)
+            if args.verbose:
+                traceback.print_exc()
+        records.append(rec)
+    names = [r["impl"] for r in records if r["impl"] in runs]
+    pin_all_threads(info["cpu_env"]["cpus"])
+    times = time_cpu_interleaved([runs[n] for n in names], args.warmup, args.reps)
+    by = {r["impl"]: r for r in records}
+    for name, ts in zip(names, times):
+        rec = by[name]
+        ms = statistics.median(ts)
+        rec["ms"] = ms
+        rec["tflops"] = case.flops / (ms * 1e-3) / 1e12
+        rec["gflops"] = rec["tflops"] * 1e3
+        rec["times_ms"] = [round(t, 4) for t in ts]
+        spread = (max(ts) - min(ts)) / ms if ms > 0 else 0.0
+        print(f"  {name:15s} {ms:9.3f} ms  {rec['gflops']:8.1f} GFLOP/s  "
+              f"max_rel_err {rec['max_rel_err']:.2e}  (spread {spread:.0%})  {rec.get('note', '')}",
+              flush=True)
+    main_name = impls[0]
+    if main_name in names:
+        tm = times[names.index(main_name)]
+        ratios = {}
+        for o, to in zip(names, times):
+            if o == main_name:
+                continue
+            per = [b / a for a, b in zip(tm, to) if a > 0]
+            ratios[o] = statistics.median(per)
+            by[main_name].setdefault("ratio_range", {})[o] = [min(per), max(per)]
+            print(f"  {main_name} / {o}: {ratios[o]:.2f}x (median of {len(per)} per-rep ratios, "
+                  f"range {min(per):.2f}-{max(per):.2f})", flush=True)
+        by[main_name]["ratios"] = ratios
+    del inp, ref, runs
+    spillway.clear_caches()
+    return records
 
 
 def _one_line(e):
@@ -505,6 +700,18 @@ def env_info(args, device, argv):
         info["threads"] = args.threads
         info["cpu_scale"] = args.cpu_scale
         info["spillway_cpu_isa"] = spillway.cpu_isa()
+        cpus, topo = args.cpu_pinned
+        info["cpus_pinned"] = f"{cpus} ({topo})"
+        info["torch_cpu_capability"] = torch.backends.cpu.get_cpu_capability()
+        info["cpu_env"] = {
+            "cpu": info["cpu"], "spillway_cpu_isa": info["spillway_cpu_isa"],
+            "threads": args.threads, "cpus": cpus, "cpu_topology": topo,
+            "torch_num_threads": torch.get_num_threads(),
+            "torch_cpu_capability": info["torch_cpu_capability"],
+            "spillway_num_threads_env": os.environ.get("SPILLWAY_NUM_THREADS"),
+            "spillway_cpu_amx_keys_env": os.environ.get("SPILLWAY_CPU_AMX_KEYS"),
+            "spillway_cpu_isa_env": os.environ.get("SPILLWAY_CPU_ISA"),
+        }
     return info
 
 
@@ -525,7 +732,8 @@ def render_md(records, impls, info, cases, device_label, json_path, peak, unit):
     key = "gflops" if unit == "GFLOP/s" else "tflops"
     lines = [f"### {device_label}", ""]
     for k in ("gpu", "cpu", "date", "torch", "cuda", "cudnn", "flashinfer", "spillway", "dtype",
-              "threads", "cpu_scale", "spillway_cpu_isa", "timing"):
+              "threads", "cpu_scale", "spillway_cpu_isa", "cpus_pinned", "torch_cpu_capability",
+              "timing"):
         if k in info:
             lines.append(f"- {k}: {info[k]}")
     cmds = []
@@ -557,7 +765,8 @@ def render_md(records, impls, info, cases, device_label, json_path, peak, unit):
             row.append("—" if r is None else fmt(v, 1))
         for o in opps:
             a, b = vals.get(main), vals.get(o)
-            row.append(f"{a / b:.2f}x" if a and b else "—")
+            paired = (by.get((cn, main)) or {}).get("ratios", {}).get(o)  # CPU mode
+            row.append(f"{paired:.2f}x" if paired else f"{a / b:.2f}x" if a and b else "—")
         if peak:
             a = vals.get(main)
             row.append(f"{a / peak:.0%}" if a else "—")
@@ -632,6 +841,8 @@ def update_md(path, section_id, body):
 # -------------------------------------------------------------------- main --
 
 def run_case(case, impls, args, device, dtype, flusher, info):
+    if device.type == "cpu":
+        return run_case_cpu(case, impls, args, dtype, info)
     print(f"\n== {case.name}: {len(case.lens)} request(s), {case.total} tokens, "
           f"{case.flops / 1e12:.3f} TFLOP", flush=True)
     inp = Inputs(case, dtype, device, args.seed)
@@ -706,9 +917,14 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true",
                     help="16x1k and mix-a at h32-8/d128 only, 10 reps, 3 warm-up")
     ap.add_argument("--dtype", default="bf16", choices=["bf16", "fp16"])
+    ap.add_argument("--lens", default="",
+                    help="development: one custom shape 'custom' with these comma-separated "
+                         "lengths instead of the standard shapes")
+    ap.add_argument("--no-causal", action="store_true",
+                    help="non-causal (full) attention instead of causal for every case")
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--device", default="cuda:0")
-    ap.add_argument("--spillway-backend", default="cuda", choices=["cuda", "cuda_portable"])
+    ap.add_argument("--spillway-backend", default="cuda", choices=["cuda", "cuda_portable", "cuda_hopper"])
     ap.add_argument("--dense-layout", default="bhsd", choices=["bshd", "bhsd"],
                     help="dense SDPA inputs: contiguous [B, H, S, d] copies made before "
                          "timing (bhsd, default: SDPA's canonical layout) or zero-copy "
@@ -724,12 +940,19 @@ def main(argv=None):
     ap.add_argument("-v", "--verbose", action="store_true", help="print tracebacks of failures")
     argv = sys.argv[1:] if argv is None else list(argv)
     args = ap.parse_args(argv)
+    if args.lens:
+        SHAPES.clear()
+        SHAPES["custom"] = [int(x) for x in args.lens.split(",") if x.strip()]
 
     if args.cpu:
         device = torch.device("cpu")
+        # same N cores and N threads for both (see the module docstring)
+        args.cpu_pinned = choose_cpus(args.threads)
+        pin_all_threads(args.cpu_pinned[0])
+        os.environ["SPILLWAY_NUM_THREADS"] = str(args.threads)
         torch.set_num_threads(args.threads)
         avail = CPU_IMPLS
-        cases = all_cases(args.cpu_scale)
+        cases = all_cases(args.cpu_scale, causal=not args.no_causal)
         args.reps = args.reps or 10
         args.warmup = 2 if args.warmup is None else args.warmup
     else:
@@ -738,7 +961,7 @@ def main(argv=None):
         device = torch.device(args.device)
         torch.cuda.set_device(device)
         avail = GPU_IMPLS
-        cases = all_cases()
+        cases = all_cases(causal=not args.no_causal)
         args.reps = args.reps or 20
         args.warmup = 5 if args.warmup is None else args.warmup
     if args.quick:
@@ -760,8 +983,10 @@ def main(argv=None):
         info["timing"] = (f"median of {args.reps} runs after {args.warmup} warm-up, CUDA events, "
                           f"L2 {'not flushed' if args.no_flush else 'flushed before each run'}")
     else:
-        info["timing"] = (f"median of {args.reps} runs after {args.warmup} warm-up, "
-                          "wall clock")
+        info["timing"] = (f"median of {args.reps} runs after {args.warmup} warm-up of each, "
+                          "implementations interleaved rep by rep (order alternating), wall "
+                          "clock, process pinned to the listed CPUs; ratio = median of "
+                          "per-rep ratios")
     if device.type == "cuda":
         label = info["gpu"]
         dev_slug = slug(label)

@@ -81,7 +81,17 @@ typedef enum sw_backend {
     SW_BACKEND_CPU_REF = 1,     /* fp64-accumulating reference (the oracle); slow */
     SW_BACKEND_CPU = 2,         /* tiled, vectorised, all cores */
     SW_BACKEND_CUDA = 3,        /* best CUDA kernel for the device */
-    SW_BACKEND_CUDA_PORTABLE = 4 /* the mma.sync kernel (sm_80+), forced */
+    SW_BACKEND_CUDA_PORTABLE = 4, /* the mma.sync kernel (sm_80+), forced */
+    SW_BACKEND_CUDA_HOPPER = 5,   /* the wgmma/TMA kernel (compute capability 9.0 with an
+                                   * sm_90a build), forced */
+    /* Opponents, for measurement only (docs/opponents.md): another library's
+     * kernel behind the same plan/run contract, for what it supports. Only
+     * selectable explicitly, never by AUTO; plan_create refuses them with
+     * SW_STATUS_UNSUPPORTED unless the build has the opponent
+     * (-DSPILLWAY_OPPONENT_FLASHINFER=<include dir>) and the environment
+     * variable SPILLWAY_OPPONENT=flashinfer is set when the plan is made. */
+    SW_BACKEND_OPPONENT_FLASHINFER = 100,    /* FlashInfer's FA2 ragged prefill */
+    SW_BACKEND_OPPONENT_FLASHINFER_FA3 = 101 /* FlashInfer's sm90 FA3 ragged prefill */
 } sw_backend;
 
 SW_API const char *sw_backend_name(sw_backend b);

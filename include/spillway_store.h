@@ -218,6 +218,68 @@ SW_API sw_status sw_store_read_device(sw_store *s, size_t n, const sw_store_key 
                                       void *stream);
 
 /*
+ * Read tickets: a batched read whose file I/O stays in flight after the
+ * call returns, so that a caller can keep several tiles queued while the
+ * earlier ones are checked and copied (read-ahead). Typical use, one tile
+ * per ticket, D tiles ahead:
+ *
+ *     for (i = 0; i < D && i < tiles; i++) submit(tile i) -> ticket[i % D]
+ *     for (i = 0; i < tiles; i++) {
+ *         wait(ticket[i % D]);         -- tile i is in its buffers, checked
+ *         if (i + D < tiles) submit(tile i + D) -> ticket[i % D]
+ *         ... use tile i (its buffers must not be reused by tile i + D) ...
+ *     }
+ *
+ * sw_store_read_submit looks the n keys up (host-tier hits are copied into
+ * dst[i] at once), plans the file reads as sw_store_read does (adjacent
+ * extents merged, in a region of the bounce buffer) and queues them on the
+ * ring; with the pread fallback, or when the read does not fit the bounce
+ * buffer (io_buffer_bytes) or the queue (queue_depth requests) as one
+ * batch, it reads synchronously instead and the wait only hands over the
+ * result. `keys` and the `dst` pointer array are copied (they may be reused
+ * at once); the buffers dst[i] belong to the store until the ticket has
+ * been waited for (or the store closed): the extents are verified and
+ * copied into them by the ticket's wait, or earlier by another call on the
+ * handle (a write, delete, sw_store_read or verify first finishes every
+ * outstanding ticket; a submit that needs bounce space finishes the oldest).
+ * *ticket receives a non-zero id (0 on failure).
+ * Returns SW_OK (also when keys are missing or bad: their statuses come
+ * with the wait); SW_STATUS_INVALID (null store/keys/dst/ticket, n >
+ * 2^32 - 1); SW_STATUS_FULL (64 tickets are outstanding on this handle:
+ * wait for one first); SW_STATUS_FAILED; SW_STATUS_NO_MEMORY. Nothing is
+ * read on failure.
+ */
+SW_API sw_status sw_store_read_submit(sw_store *s, size_t n, const sw_store_key *keys,
+                                      void *const *dst, size_t dst_bytes, uint64_t *ticket);
+
+/*
+ * Waits until the reads of `ticket` (n keys, as submitted) have completed
+ * and returns their results exactly as sw_store_read would: statuses[i]
+ * (required), lengths[i] and generations[i] (optional), dst[i] untouched
+ * unless statuses[i] is SW_OK (every extent's key, generation, length and
+ * CRC32C were checked before a byte reached dst[i]); the return value is
+ * SW_OK when every key is SW_OK, else the status of the first key that is
+ * not. With a remote tier, local misses are fetched from it here.
+ * Tickets may be waited for in any order and from any thread; waiting
+ * blocks the handle's other callers while it sleeps on the ring.
+ * Consistency: a write, delete or eviction, an sw_store_read or a verify on
+ * the handle first completes the I/O of every outstanding ticket, so a
+ * ticket returns the version of each key that was live at its submit (see
+ * generations[i]), even when the key is overwritten or deleted before the
+ * wait; it never returns a mix of versions or another key's bytes.
+ * Returns as sw_store_read; SW_STATUS_INVALID (null store or statuses, a
+ * ticket that is not outstanding on this handle -- already waited for, or
+ * never handed out -- or n different from the submit's; then nothing is
+ * written and a real ticket stays outstanding). The ticket is released on
+ * every other return. A ticket never waited for is released by
+ * sw_store_close, which completes its I/O and writes nothing more into its
+ * buffers; closing while another thread is inside submit or wait on the
+ * handle is a caller bug, as for every call.
+ */
+SW_API sw_status sw_store_read_wait(sw_store *s, uint64_t ticket, size_t n, size_t *lengths,
+                                    uint64_t *generations, sw_status *statuses);
+
+/*
  * Deletes the stripe of `key` (a journal tombstone, synced per the
  * durability mode) and frees its extent and host-tier copy.
  * Returns SW_OK, SW_STATUS_NOT_FOUND, SW_STATUS_INVALID, SW_STATUS_FULL

@@ -289,7 +289,17 @@ typedef struct sw_swap_stats {
     uint64_t host_bytes_read, file_bytes_read; /* of which per tier, as the store counts */
     uint64_t prefetched_tiles;           /* tiles whose read overlapped compute */
     double read_wait_seconds;            /* time attend waited on reads */
-    double compute_seconds;              /* time in the tile computation */
+    double compute_seconds;              /* time in the tile computation (a
+                                          * device pool: enqueueing it) */
+    /* ---- appended: device pool ---- */
+    uint64_t kernel_kv_bytes;            /* K/V bytes of the blocks the tile
+                                          * kernel attended (valid rows) */
+    double kernel_seconds;               /* GPU time of the tile kernels (not
+                                          * the merges), measured with CUDA
+                                          * events only when the environment
+                                          * has SPILLWAY_SWAP_KERNEL_TIMING=1
+                                          * at sw_swap_create (each attend
+                                          * then waits for its kernels) */
 } sw_swap_stats;
 
 /* Snapshot of the counters; st->struct_size must be set (a smaller, older

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # One call on the lent H200 (see docs/perf/NOTES.md): build with CUDA for
 # sm_90a, run the whole C suite (GPU tests included) and the binding's tests,
-# then the benchmarks. Stages: build ctest pytest cli gpu cpu mixa cpudev
+# then the benchmarks. Stages: build ctest pytest cli gpu cpu mixa cpudev opp
 # (default: build ctest pytest cli gpu cpu). At most 8 files come back from $OUT.
+# Stage opp (run it alone; needs .opp/ carried to the machine, see
+# docs/opponents.md): an opponent build of its own with FlashInfer's headers,
+# its tests against the reference, and the bench with flashinfer-c.
 # Logs and results go to $OUT (or out/ when unset).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -47,4 +50,22 @@ if has cpudev; then
   # Development kernels of the CPU path (AMX among them) on this host's CPU.
   { lscpu | grep -E "Model name|Flags" | cut -c1-400; sh bench/dev/cpu_fast_check.sh &&
     build/dev/cpu_fast_check --cases 60 --threads 2 --reps 5; } 2>&1 | tee "$OUT/cpudev.log" | tail -30
+fi
+if has opp; then
+  # The FlashInfer opponent (docs/opponents.md): its headers come from the
+  # tarball in .opp/ (ignored by git; carried), unpacked outside the tree.
+  OB=build-h200-opp FI=/tmp/spillway-opp
+  tarball=$(ls .opp/flashinfer-*-headers.tar.xz 2>/dev/null | head -1)
+  [ -n "$tarball" ] || { echo "opp: no .opp/flashinfer-*-headers.tar.xz (carry .opp)"; exit 1; }
+  rm -rf $FI && mkdir -p $FI && tar -xJf "$tarball" -C $FI || exit 1
+  t0=$(date +%s)
+  cmake -S . -B $OB -DCMAKE_BUILD_TYPE=Release -DSPILLWAY_CUDA=ON -DSPILLWAY_CUDA_ARCHS=90a \
+    -DSPILLWAY_WERROR=OFF -DSPILLWAY_OPPONENT_FLASHINFER=$FI/flashinfer/include >"$OB.log" 2>&1 &&
+    cmake --build $OB -j16 >>"$OB.log" 2>&1 || { tail -30 "$OB.log"; exit 1; }
+  echo "opp: opponent build took $(( $(date +%s) - t0 )) s"
+  (cd $OB && ctest --output-on-failure -R test_opponent 2>&1) | tee "$OUT/opp-ctest.log" | tail -8
+  SPILLWAY_LIB=$PWD/$OB/libspillway.so SPILLWAY_OPPONENT=flashinfer python3 bench/prefill.py \
+    --impls spillway,flashinfer-c,fa2-varlen,sdpa-cudnn ${OPP_CASES:+--cases $OPP_CASES} \
+    --out "$OUT/prefill-h200-opp.json" --md "$OUT/prefill-opp.md" 2>&1 |
+    tee "$OUT/bench-opp.log" | tail -40
 fi

@@ -6,6 +6,7 @@
 #include "attn/cpu_fast_kernels.h"
 #include "core/sw_core.h"
 
+#include <math.h>
 #include <string.h>
 
 static int run_case(sw_case *c, double tol)
@@ -58,6 +59,69 @@ static int run_case_isa(sw_case *c, sw_cpu_isa isa, double tol)
     return bad;
 }
 
+#if defined(__x86_64__)
+/* The AVX-512 epilogue against the scalar one, bit for bit (NaN payloads of
+ * fp16 aside): random fp32 bit patterns (NaN, inf, denormals included) and
+ * ordinary values, rows with l == 0, every dtype, head_dim 80 and 40 (a
+ * scalar tail after 16-element steps). */
+static int check_store_avx512(void)
+{
+    enum { ROWS = 8, DMAX = 80 };
+    static float o[SW_CPU_MROWS * DMAX], m[SW_CPU_MROWS], l[SW_CPU_MROWS];
+    static uint32_t a[ROWS * DMAX], b[ROWS * DMAX];
+    float la[ROWS], lb[ROWS];
+    int32_t ind[2] = {0, 4};
+    uint64_t x = 88172645463325252ull;
+    int bad = 0;
+    for (int it = 0; it < 3000; it++) {
+        const int d = it % 2 ? 40 : 80;
+        for (int i = 0; i < ROWS * d; i++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            uint32_t w = (uint32_t)(x >> 11);
+            float f;
+            if (it % 3 == 0)
+                memcpy(&f, &w, 4);
+            else
+                f = (float)((int)(w % 20001) - 10000) * ldexpf(1.0f, (int)(w >> 26) - 40);
+            o[i] = f;
+        }
+        for (int r = 0; r < ROWS; r++) {
+            m[r] = 0.25f * (float)r;
+            l[r] = r % 5 == 4 ? 0.0f : 1.0f + 0.37f * (float)(r + it % 7);
+        }
+        sw_attn_problem pb;
+        memset(&pb, 0, sizeof pb);
+        pb.batch = 1, pb.num_qo_heads = 2, pb.num_kv_heads = 1, pb.head_dim = d;
+        pb.qo_indptr = ind, pb.kv_indptr = ind, pb.q_stride = pb.o_stride = 2 * d;
+        sw_cpu_unit u;
+        memset(&u, 0, sizeof u);
+        u.ntok = 4, u.nh = 2;
+        const sw_dtype dts[3] = {SW_DTYPE_BF16, SW_DTYPE_F16, SW_DTYPE_F32};
+        for (int di = 0; di < 3; di++) {
+            pb.dtype = dts[di];
+            const size_t es = dts[di] == SW_DTYPE_F32 ? 4 : 2;
+            pb.o = a, pb.lse = la;
+            sw_cpu_store_o(&pb, &u, o, m, l);
+            pb.o = b, pb.lse = lb;
+            sw_cpu_store_o_avx512(&pb, &u, o, m, l);
+            for (int i = 0; i < ROWS * d; i++) {
+                uint32_t va = 0, vb = 0;
+                memcpy(&va, (const char *)a + (size_t)i * es, es);
+                memcpy(&vb, (const char *)b + (size_t)i * es, es);
+                int nan16 = es == 2 && dts[di] == SW_DTYPE_F16 && (va & 0x7c00) == 0x7c00 &&
+                            (va & 0x3ff) && (vb & 0x7c00) == 0x7c00 && (vb & 0x3ff);
+                if (va != vb && !nan16 && bad++ < 5)
+                    fprintf(stderr, "FAIL store_o_avx512 dtype %d d %d elem %d: %#x vs %#x\n",
+                            (int)dts[di], d, i, va, vb);
+            }
+            if (memcmp(la, lb, sizeof la) != 0 && bad++ < 5)
+                fprintf(stderr, "FAIL store_o_avx512 dtype %d: LSE differs\n", (int)dts[di]);
+        }
+    }
+    return bad != 0;
+}
+#endif
+
 int main(void)
 {
     const uint64_t seed = (uint64_t)sw_env_int("SPILLWAY_TEST_SEED", 20261129);
@@ -75,6 +139,12 @@ int main(void)
             sw_case_free(&c);
         }
     }
+#if defined(__x86_64__)
+    if (sw_cpu_isa_best() >= SW_CPU_ISA_AVX512) {
+        failed += check_store_avx512();
+        total++;
+    }
+#endif
     /* every ISA up to the best this CPU (and OS) supports, amx included where
      * it is usable; higher ones would only be clamped to the best again */
     const sw_cpu_isa best = sw_cpu_isa_best();
@@ -87,6 +157,16 @@ int main(void)
                 total++;
                 sw_case_free(&c);
             }
+    /* longer bf16 requests on the best ISA: several key tiles per unit for
+     * the AMX kernel at any SPILLWAY_CPU_AMX_KEYS (32..256), its K/V packs
+     * with lengths that are not multiples of 32, and q_len != kv_len */
+    for (int i = 0; i < ncases / 5; i++) {
+        sw_case c;
+        sw_case_make(&c, seed + 11, i, SW_DTYPE_BF16, 700);
+        failed += run_case_isa(&c, best, 1e-2);
+        total++;
+        sw_case_free(&c);
+    }
     printf("test_prefill_cpu: %d cases (seed %llu, isa %s, ISAs scalar..%s each checked), %d "
            "failed, %.1f s\n", total, (unsigned long long)seed, sw_cpu_prefill_isa(),
            sw_cpu_isa_name(best), failed, sw_now_seconds() - t0);

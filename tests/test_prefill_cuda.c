@@ -71,15 +71,16 @@ static sw_prefill_tensors tensors_of(const sw_case *c, const dev_case *d)
 
 /* Runs the case on the GPU `layers` times with one plan (fresh poison each
  * time) and checks the last result. */
-static int run_case(sw_case *c, int row_sample, cudaStream_t st, int layers)
+static int run_case(sw_case *c, int row_sample, cudaStream_t st, int layers, sw_backend backend)
 {
     dev_case d;
     upload(c, &d);
-    c->params.backend = SW_BACKEND_CUDA;
+    c->params.backend = backend;
     sw_prefill_plan *pl = NULL;
     sw_status s = sw_prefill_plan_create(&c->params, c->batch, c->qo_indptr, c->kv_indptr, &pl);
     if (s != SW_OK) {
-        fprintf(stderr, "FAIL %s: plan: %s %s\n", c->name, sw_status_str(s), sw_last_error());
+        fprintf(stderr, "FAIL %s [%s]: plan: %s %s\n", c->name, sw_backend_name(backend),
+                sw_status_str(s), sw_last_error());
         release(&d);
         return 1;
     }
@@ -95,8 +96,8 @@ static int run_case(sw_case *c, int row_sample, cudaStream_t st, int layers)
     cudaError_t e = cudaStreamSynchronize(st);
     sw_prefill_plan_destroy(pl);
     if (s != SW_OK || e != cudaSuccess) {
-        fprintf(stderr, "FAIL %s: run: %s %s / %s\n", c->name, sw_status_str(s), sw_last_error(),
-                cudaGetErrorString(e));
+        fprintf(stderr, "FAIL %s [%s]: run: %s %s / %s\n", c->name, sw_backend_name(backend),
+                sw_status_str(s), sw_last_error(), cudaGetErrorString(e));
         release(&d);
         if (e != cudaSuccess)
             exit(1); /* a sticky error poisons the context: stop here */
@@ -162,24 +163,49 @@ int main(void)
     int failed = 0, total = 0;
     double t0 = sw_now_seconds();
     const sw_dtype dts[2] = {SW_DTYPE_BF16, SW_DTYPE_F16};
-    for (int di = 0; di < 2; di++)
-        for (int i = 0; i < ncases; i++) {
-            sw_case c;
-            sw_case_make(&c, seed + (uint64_t)di, i, dts[di], 160); /* same family as CPU */
-            failed += run_case(&c, 1, st, i % 10 == 0 ? 3 : 1);
-            total++;
-            sw_case_free(&c);
-        }
-    /* Longer ragged batches: several tiles per request, the persistent loop,
-     * causal skipping; sampled rows keep the fp64 reference affordable. */
-    for (int di = 0; di < 2; di++)
-        for (int i = 0; i < 24; i++) {
-            sw_case c;
-            sw_case_make(&c, seed + 100 + (uint64_t)di, i, dts[di], 2500);
-            failed += run_case(&c, 29, st, 1);
-            total++;
-            sw_case_free(&c);
-        }
+    /* Every CUDA kernel this device can run: the portable one always, the
+     * Hopper one on compute capability 9.0 with an sm_90a build (what
+     * SW_BACKEND_CUDA picks there). */
+    sw_backend backends[2] = {SW_BACKEND_CUDA_PORTABLE, SW_BACKEND_CUDA_HOPPER};
+    int nb = 1;
+    {
+        sw_case c;
+        sw_case_make(&c, 98, 0, SW_DTYPE_BF16, 64);
+        c.params.backend = SW_BACKEND_CUDA_HOPPER;
+        sw_prefill_plan *pl = NULL;
+        sw_status hs = sw_prefill_plan_create(&c.params, c.batch, c.qo_indptr, c.kv_indptr, &pl);
+        if (hs == SW_OK)
+            nb = 2;
+        else
+            printf("test_prefill_cuda: Hopper kernel not run here: %s (%s)\n", sw_status_str(hs),
+                   sw_last_error());
+        sw_prefill_plan_destroy(pl);
+        sw_case_free(&c);
+    }
+    for (int bi = 0; bi < nb; bi++) {
+        int f0 = failed, n0 = total;
+        for (int di = 0; di < 2; di++)
+            for (int i = 0; i < ncases; i++) {
+                sw_case c;
+                sw_case_make(&c, seed + (uint64_t)di, i, dts[di], 160); /* same family as CPU */
+                failed += run_case(&c, 1, st, i % 10 == 0 ? 3 : 1, backends[bi]);
+                total++;
+                sw_case_free(&c);
+            }
+        /* Longer ragged batches: several tiles per request, the persistent
+         * loop, causal skipping; sampled rows keep the fp64 reference
+         * affordable. */
+        for (int di = 0; di < 2; di++)
+            for (int i = 0; i < 24; i++) {
+                sw_case c;
+                sw_case_make(&c, seed + 100 + (uint64_t)di, i, dts[di], 2500);
+                failed += run_case(&c, 29, st, 1, backends[bi]);
+                total++;
+                sw_case_free(&c);
+            }
+        printf("test_prefill_cuda: %s: %d cases, %d failed\n", sw_backend_name(backends[bi]),
+               total - n0, failed - f0);
+    }
     cudaStreamDestroy(st);
     printf("test_prefill_cuda: %d cases (seed %llu), %d failed, %.1f s\n", total,
            (unsigned long long)seed, failed, sw_now_seconds() - t0);

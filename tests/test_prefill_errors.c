@@ -86,6 +86,8 @@ int main(void)
         p = good_params();
         p.backend = SW_BACKEND_CUDA_PORTABLE;
         EXPECT_FAIL(sw_prefill_plan_create(&p, 2, qo, kv, &pl), SW_STATUS_NO_DEVICE, "cuda");
+        p.backend = SW_BACKEND_CUDA_HOPPER;
+        EXPECT_FAIL(sw_prefill_plan_create(&p, 2, qo, kv, &pl), SW_STATUS_NO_DEVICE, "cuda-hopper");
     }
 
     /* --- run --- */

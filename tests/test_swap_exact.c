@@ -63,7 +63,8 @@ static int run_case(sw_store *store, uint64_t seed, int idx, uint64_t ns)
         tsw_seq_init(&seqs[i], 100 + (uint64_t)i, L, sh.H, sh.D, sh.B);
         /* all sequences share one namespace, disjoint block ranges */
         CHECK_STATUS(sw_swap_seq_add(s, seqs[i].id, ns, (uint32_t)i * 1000u, 1000), SW_OK);
-        const int64_t cap = lens[i] + 3 * sh.B;
+        /* round 2 grows sequence 0 by up to B + 3 tokens (B = 1: more than 3 B) */
+        const int64_t cap = lens[i] + 2 * sh.B + 3;
         for (int32_t l = 0; l < L; l++) {
             raw_k[i][l] = malloc(sizeof(float) * row * (size_t)cap);
             raw_v[i][l] = malloc(sizeof(float) * row * (size_t)cap);

@@ -180,16 +180,18 @@ static void test_needle(sw_store *store, uint64_t seed)
             rk[i] = (float)sw_rng_normal(&r);
             rv[i] = (float)sw_rng_normal(&r);
         }
-        /* the query of one head; the needle key = 2 x that query, placed in
-         * a random block (not the last) at a random token of kv head hk */
+        /* the query of one head; the needle key = c x that query
+         * (tsw_plant_needle: c makes the ranking certain), placed in a
+         * random block (not the last) at a random token of kv head hk */
         uint16_t *qb = malloc(sizeof(uint16_t) * Hq * D);
         for (int i = 0; i < Hq * D; i++)
             qb[i] = sw_f32_to_bf16((float)sw_rng_normal(&r));
         const int32_t hq = sw_rng_int(&r, 0, Hq - 1), hk = hq / G;
         const int32_t nblk = sw_rng_int(&r, 0, nb - 2);
         const int64_t tok = (int64_t)nblk * B + sw_rng_int(&r, 0, B - 1);
-        for (int c = 0; c < D; c++)
-            rk[(tok * H + hk) * D + c] = 2.0f * sw_bf16_to_f32(qb[hq * D + c]);
+        (void)hk;
+        const double gain = tsw_plant_needle(s, qb, Hq, hq, rk, len, H, D, tok);
+        CHECK(gain > 0);
         for (int32_t b = 0; b < nb; b++)
             CHECK_STATUS(tsw_offload_block(s, &q, 0, b, rk, rv, len, SW_SWAP_KV_BF16), SW_OK);
         float sc[64];

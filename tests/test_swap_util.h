@@ -192,4 +192,55 @@ static inline sw_store *tsw_store_open(const char *dir, uint32_t stripe, uint64_
     return s;
 }
 
+/* The needle: key = c x query of head hq (BF16), planted at token `tok` of
+ * kv head hq / G, with c chosen from the engine's own projection P so that
+ * its block must rank first. A block's score is the max over its tokens and
+ * the query heads of their group of (q P).(k P); by Cauchy-Schwarz every
+ * other key scores at most max_h |q_h P| x max_k |k P|, while the needle
+ * scores c |q_hq P|^2 (BF16 rounding moves that by ~2^-8). c is 4 x that
+ * bound / |q_hq P|^2, so the ranking is a property of the data, not luck of
+ * the random projection. Writes the needle into rk and returns c. */
+static inline double tsw_plant_needle(const sw_swap *s, const uint16_t *q, int32_t Hq,
+                                      int32_t hq, float *rk, int64_t len, int32_t H, int32_t D,
+                                      int64_t tok)
+{
+    sw_swap_stats st;
+    memset(&st, 0, sizeof st);
+    st.struct_size = sizeof st;
+    if (sw_swap_get_stats(s, &st) != SW_OK)
+        return 0;
+    const int32_t R = st.predictor_rank;
+    float *P = malloc(sizeof(float) * (size_t)D * (size_t)R);
+    if (!P || sw_swap_get_projection(s, P, (size_t)D * (size_t)R) != SW_OK) {
+        free(P);
+        return 0;
+    }
+    /* |x P| of a row x (float) */
+#define TSW_PNORM(get, out)                                                                  do {                                                                                         double n2_ = 0;                                                                          for (int32_t j_ = 0; j_ < R; j_++) {                                                         double a_ = 0;                                                                           for (int32_t c_ = 0; c_ < D; c_++)                                                           a_ += (double)(get) * (double)P[(size_t)c_ * R + j_];                                n2_ += a_ * a_;                                                                      }                                                                                        (out) = sqrt(n2_);                                                                   } while (0)
+    double qmax = 0, kmax = 0, qn = 0;
+    for (int32_t h = 0; h < Hq; h++) {
+        double n;
+        TSW_PNORM(sw_bf16_to_f32(q[(size_t)h * D + c_]), n);
+        qmax = n > qmax ? n : qmax;
+        if (h == hq)
+            qn = n;
+    }
+    for (int64_t t = 0; t < len; t++)
+        for (int32_t h = 0; h < H; h++) {
+            /* keys are stored as BF16: bound the rounded values */
+            const float *k = rk + ((size_t)t * H + (size_t)h) * D;
+            double n;
+            TSW_PNORM(sw_bf16_to_f32(sw_f32_to_bf16(k[c_])), n);
+            kmax = n > kmax ? n : kmax;
+        }
+#undef TSW_PNORM
+    free(P);
+    const double c = qn > 0 ? 4.0 * qmax * kmax / (qn * qn) : 0;
+    const int32_t hk = hq / (Hq / H);
+    for (int32_t x = 0; x < D; x++)
+        rk[((size_t)tok * H + (size_t)hk) * D + x] =
+            (float)(c * sw_bf16_to_f32(q[(size_t)hq * D + x]));
+    return c;
+}
+
 #endif

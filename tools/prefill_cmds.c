@@ -139,7 +139,8 @@ static void job_make(job *j, const tool_shape *sh, const tool_lengths *ls, doubl
         die_status("plan", s);
     j->backend = sw_prefill_plan_backend(j->plan);
 #ifdef SPILLWAY_HAVE_CUDA
-    if (j->backend == SW_BACKEND_CUDA || j->backend == SW_BACKEND_CUDA_PORTABLE) {
+    if (j->backend == SW_BACKEND_CUDA || j->backend == SW_BACKEND_CUDA_PORTABLE ||
+        j->backend == SW_BACKEND_CUDA_HOPPER) {
         CU(cudaMalloc(&j->dq, nq * 2));
         CU(cudaMalloc(&j->dout, nq * 2));
         CU(cudaMalloc(&j->dk, nk * 2));
@@ -158,7 +159,8 @@ static void job_make(job *j, const tool_shape *sh, const tool_lengths *ls, doubl
 
 static int job_is_cuda(const job *j)
 {
-    return j->backend == SW_BACKEND_CUDA || j->backend == SW_BACKEND_CUDA_PORTABLE;
+    return j->backend == SW_BACKEND_CUDA || j->backend == SW_BACKEND_CUDA_PORTABLE ||
+        j->backend == SW_BACKEND_CUDA_HOPPER;
 }
 
 static void job_free(job *j)

@@ -24,6 +24,9 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <unistd.h>
+#ifdef SPILLWAY_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
 
 #define NS 0xdec0de5ba9ull
 
@@ -261,6 +264,74 @@ double swt_memcpy_pieces(uint64_t set, size_t piece, size_t ring_pieces)
     return best;
 }
 
+/* ------------------------------------------------------ GPU references -- */
+#ifdef SPILLWAY_HAVE_CUDA
+static double gpu_copy_gbps(void *dst, const void *src, uint64_t bytes, double factor)
+{
+    cudaEvent_t a, b;
+    if (cudaEventCreate(&a) != cudaSuccess || cudaEventCreate(&b) != cudaSuccess)
+        return -1;
+    double best = -1;
+    (void)cudaMemcpy(dst, src, bytes, cudaMemcpyDefault); /* warm-up */
+    for (int i = 0; i < 5; i++) {
+        float ms = 0;
+        cudaEventRecord(a, 0);
+        cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, 0);
+        cudaEventRecord(b, 0);
+        if (cudaEventSynchronize(b) != cudaSuccess || cudaEventElapsedTime(&ms, a, b) != cudaSuccess)
+            break;
+        const double g = factor * (double)bytes / (ms * 1e-3) / 1e9;
+        best = g > best ? g : best;
+    }
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    (void)cudaGetLastError();
+    return best;
+}
+#endif
+
+double swt_h2d_pinned(uint64_t bytes)
+{
+#ifdef SPILLWAY_HAVE_CUDA
+    if (sw_cuda_device_count() < 1)
+        return -1;
+    void *h = NULL, *d = NULL;
+    double g = -1;
+    if (cudaMallocHost(&h, bytes) == cudaSuccess && cudaMalloc(&d, bytes) == cudaSuccess) {
+        memset(h, 1, bytes);
+        g = gpu_copy_gbps(d, h, bytes, 1.0);
+    }
+    cudaFreeHost(h);
+    cudaFree(d);
+    (void)cudaGetLastError();
+    return g;
+#else
+    (void)bytes;
+    return -1;
+#endif
+}
+
+double swt_d2d_copy(uint64_t bytes)
+{
+#ifdef SPILLWAY_HAVE_CUDA
+    if (sw_cuda_device_count() < 1)
+        return -1;
+    void *a = NULL, *b = NULL;
+    double g = -1;
+    if (cudaMalloc(&a, bytes) == cudaSuccess && cudaMalloc(&b, bytes) == cudaSuccess) {
+        cudaMemset(a, 1, bytes);
+        g = gpu_copy_gbps(b, a, bytes, 2.0);
+    }
+    cudaFree(a);
+    cudaFree(b);
+    (void)cudaGetLastError();
+    return g;
+#else
+    (void)bytes;
+    return -1;
+#endif
+}
+
 /* ------------------------------------------------------- synthetic KV -- */
 /* One sequence's KV in one layer, kept by the tool in the engine's block
  * layout k/v[block][H][B][D] (BF16), so blocks are offloaded without a copy
@@ -280,6 +351,8 @@ typedef struct ctx {
     sw_store *store;
     sw_swap *swap;
     uint16_t *q, *o;      /* [layers][batch][Hq][D] */
+    void *dq, *dout;      /* device pool: their GPU copies */
+    void *stream;         /* device pool: a cudaStream_t */
     uint64_t *ids;
     int32_t *indptr;
     double *ref, *sc;
@@ -395,6 +468,14 @@ static int fail_status(const char *what, sw_status st)
 static void ctx_free(ctx *x)
 {
     sw_swap_destroy(x->swap);
+#ifdef SPILLWAY_HAVE_CUDA
+    if (x->dq)
+        cudaFree(x->dq);
+    if (x->dout)
+        cudaFree(x->dout);
+    if (x->stream)
+        cudaStreamDestroy((cudaStream_t)x->stream);
+#endif
     if (x->store) {
         sw_status st = sw_store_close(x->store);
         if (st != SW_OK)
@@ -468,6 +549,11 @@ int swt_run_case(const swt_case *c, const char *store_dir, swt_result *res)
     sw_swap_config cfg;
     sw_swap_config_init(&cfg);
     cfg.resident_blocks = c->resident_blocks;
+    cfg.tile_blocks = c->tile_blocks;
+    if (c->device_pool) {
+        cfg.pool = SW_SWAP_POOL_DEVICE;
+        cfg.device = 0;
+    }
     st = sw_swap_create(&m, &cfg, x.store, &x.swap);
     if (st != SW_OK) {
         fail_status("swap create", st);
@@ -507,6 +593,23 @@ int swt_run_case(const swt_case *c, const char *store_dir, swt_result *res)
     x.q = (uint16_t *)swt_xalloc(qn * 2, 0);
     x.o = (uint16_t *)swt_xalloc(qn * 2, 0);
     x.ref = (double *)swt_xalloc(sizeof(double) * x.D, 0);
+#ifdef SPILLWAY_HAVE_CUDA
+    if (c->device_pool) {
+        cudaStream_t cs = NULL;
+        if (cudaMalloc(&x.dq, qn * 2) != cudaSuccess || cudaMalloc(&x.dout, qn * 2) != cudaSuccess ||
+            cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking) != cudaSuccess) {
+            fprintf(stderr, "spillway: GPU buffers for the queries: %s\n",
+                    cudaGetErrorString(cudaGetLastError()));
+            goto out;
+        }
+        x.stream = cs;
+    }
+#else
+    if (c->device_pool) {
+        fprintf(stderr, "spillway: a device pool needs a CUDA build\n");
+        goto out;
+    }
+#endif
     x.sc = (double *)swt_xalloc(sizeof(double) * (size_t)final_len, 0);
 
     swt_progress pg;
@@ -554,6 +657,12 @@ int swt_run_case(const swt_case *c, const char *store_dir, swt_result *res)
                 gen_token(&x, b, l, x.len);
         x.len++;
         gen_queries(&x);
+#ifdef SPILLWAY_HAVE_CUDA
+        if (c->device_pool && cudaMemcpy(x.dq, x.q, qn * 2, cudaMemcpyHostToDevice) != cudaSuccess) {
+            fprintf(stderr, "spillway: query upload failed\n");
+            goto out;
+        }
+#endif
         const int32_t last = (int32_t)((x.len - 1) / x.B);
         double ts = tool_now();
         for (int32_t b = 0; b < c->batch && st == SW_OK; b++)
@@ -563,6 +672,7 @@ int swt_run_case(const swt_case *c, const char *store_dir, swt_result *res)
             fail_status("offload (decode)", st);
             goto out;
         }
+        const double ta = tool_now();
         for (int32_t l = 0; l < c->layers; l++) {
             sw_swap_attend_params p;
             sw_swap_attend_params_init(&p);
@@ -570,19 +680,35 @@ int swt_run_case(const swt_case *c, const char *store_dir, swt_result *res)
             p.batch = c->batch;
             p.seq_ids = x.ids;
             p.q_indptr = x.indptr;
-            p.q = x.q + (size_t)l * c->batch * x.Hq * x.D;
-            p.o = x.o + (size_t)l * c->batch * x.Hq * x.D;
-            st = sw_swap_attend(x.swap, &p, NULL, NULL);
+            const size_t off = (size_t)l * c->batch * x.Hq * x.D;
+            p.q = c->device_pool ? (const void *)((uint16_t *)x.dq + off) : x.q + off;
+            p.o = c->device_pool ? (void *)((uint16_t *)x.dout + off) : x.o + off;
+            st = sw_swap_attend(x.swap, &p, NULL, x.stream);
             if (st != SW_OK) {
                 fail_status("attend", st);
                 goto out;
             }
         }
+#ifdef SPILLWAY_HAVE_CUDA
+        if (c->device_pool && cudaStreamSynchronize((cudaStream_t)x.stream) != cudaSuccess) {
+            fprintf(stderr, "spillway: attend on the GPU: %s\n",
+                    cudaGetErrorString(cudaGetLastError()));
+            goto out;
+        }
+#endif
         const double dt = tool_now() - ts;
-        if (step >= c->warmup)
+        if (step >= c->warmup) {
             res->step_seconds += dt;
-        else
+            res->attend_seconds += tool_now() - ta;
+        } else {
             res->warmup_seconds += dt;
+        }
+#ifdef SPILLWAY_HAVE_CUDA
+        if (c->device_pool && cudaMemcpy(x.o, x.dout, qn * 2, cudaMemcpyDeviceToHost) != cudaSuccess) {
+            fprintf(stderr, "spillway: output download failed\n");
+            goto out;
+        }
+#endif
         /* Check: every sampled head of every sequence and layer, spread
          * over the kv groups. */
         double worst = 0;
@@ -605,6 +731,46 @@ int swt_run_case(const swt_case *c, const char *store_dir, swt_result *res)
     sw_swap_get_stats(x.swap, &s1);
     sw_store_get_stats(x.store, &t1s);
     (void)rng_uniform;
+#ifdef SPILLWAY_HAVE_CUDA
+    /* Steady state of the tile kernels: attends of the last step's queries
+     * back to back (no check, no host work in between), so the GPU runs at
+     * its working clocks as during the reference copies. Every block is
+     * resident in the case that asks for it: nothing is read. */
+    if (c->device_pool && c->kernel_reps > 0) {
+        sw_swap_stats k0, k1;
+        k0.struct_size = k1.struct_size = sizeof k0;
+        sw_swap_get_stats(x.swap, &k0);
+        const double tk = tool_now();
+        for (int32_t rep = 0; rep < c->kernel_reps && st == SW_OK; rep++)
+            for (int32_t l = 0; l < c->layers && st == SW_OK; l++) {
+                sw_swap_attend_params p;
+                sw_swap_attend_params_init(&p);
+                p.layer = l;
+                p.batch = c->batch;
+                p.seq_ids = x.ids;
+                p.q_indptr = x.indptr;
+                const size_t off = (size_t)l * c->batch * x.Hq * x.D;
+                p.q = (const void *)((uint16_t *)x.dq + off);
+                p.o = (void *)((uint16_t *)x.dout + off);
+                st = sw_swap_attend(x.swap, &p, NULL, x.stream);
+            }
+        if (st != SW_OK) {
+            fail_status("attend (kernel loop)", st);
+            goto out;
+        }
+        if (cudaStreamSynchronize((cudaStream_t)x.stream) != cudaSuccess) {
+            fprintf(stderr, "spillway: kernel loop on the GPU: %s\n",
+                    cudaGetErrorString(cudaGetLastError()));
+            goto out;
+        }
+        res->loop_attend_seconds = tool_now() - tk;
+        sw_swap_get_stats(x.swap, &k1);
+        res->loop_reps = c->kernel_reps;
+        res->loop_kernel_seconds = k1.kernel_seconds - k0.kernel_seconds;
+        res->loop_kernel_kv_bytes = k1.kernel_kv_bytes - k0.kernel_kv_bytes;
+        res->loop_bytes_read = k1.bytes_read - k0.bytes_read;
+    }
+#endif
 
     res->context_end = x.len;
     res->steps = c->steps;
@@ -617,6 +783,8 @@ int swt_run_case(const swt_case *c, const char *store_dir, swt_result *res)
     res->file_stripes = t1s.file_hits - t0s.file_hits;
     res->read_wait_seconds = s1.read_wait_seconds - s0.read_wait_seconds;
     res->compute_seconds = s1.compute_seconds - s0.compute_seconds;
+    res->kernel_seconds = s1.kernel_seconds - s0.kernel_seconds;
+    res->kernel_kv_bytes = s1.kernel_kv_bytes - s0.kernel_kv_bytes;
     res->prefetched_tiles = s1.prefetched_tiles - s0.prefetched_tiles;
     res->tiles = s1.tiles - s0.tiles;
     res->evictions = s1.evictions - s0.evictions;

@@ -20,6 +20,12 @@ typedef struct swt_case {
     uint64_t host_tier_bytes;   /* store host tier; 0 = none */
     int32_t check_heads;        /* query heads checked per (sequence, layer,
                                  * step); 0 = all */
+    int device_pool;            /* 1 = SW_SWAP_POOL_DEVICE on GPU 0 (q, o on
+                                 * the GPU; a step ends with a stream sync) */
+    int32_t tile_blocks;        /* 0 = the engine's default */
+    int32_t kernel_reps;        /* device pool: attends of the last queries
+                                 * repeated back to back after the steps (the
+                                 * tile kernels' steady state); 0 = none */
 } swt_case;
 
 typedef struct swt_result {
@@ -35,6 +41,13 @@ typedef struct swt_result {
     uint64_t host_stripes, file_stripes;
     uint64_t tiles, prefetched_tiles, evictions;
     double read_wait_seconds, compute_seconds;
+    double attend_seconds;      /* timed steps: the attend calls alone */
+    double kernel_seconds;      /* timed steps: tile kernels (GPU events;
+                                 * needs SPILLWAY_SWAP_KERNEL_TIMING=1) */
+    uint64_t kernel_kv_bytes;   /* timed steps: K/V bytes the tile kernels read */
+    int32_t loop_reps;          /* the kernel loop (kernel_reps), if run */
+    double loop_attend_seconds, loop_kernel_seconds;
+    uint64_t loop_kernel_kv_bytes, loop_bytes_read;
     sw_swap_stats swap;         /* at the end */
     sw_store_stats store;
 } swt_result;
@@ -56,6 +69,12 @@ int swt_raw_write(const char *path, uint64_t bytes);
 /* GB/s of the better sequential configuration; < 0 when O_DIRECT reads fail. */
 double swt_raw_read(const char *path, uint64_t bytes);
 double swt_memcpy_pieces(uint64_t set, size_t piece, size_t ring_pieces);
+/* GPU references (GB/s, best of 5 timed with CUDA events; < 0 without a
+ * GPU): pinned host-to-device copy of `bytes`, and a device-to-device
+ * cudaMemcpy of `bytes` counted as 2 * bytes (read + write, as CUDA's
+ * bandwidthTest does). */
+double swt_h2d_pinned(uint64_t bytes);
+double swt_d2d_copy(uint64_t bytes);
 void *swt_xalloc(size_t n, int aligned);
 
 #endif

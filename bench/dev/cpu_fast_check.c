@@ -21,8 +21,12 @@
  * Build (from the repo root; see the flags comment in src/attn/cpu_fast.c):
  *   sh bench/dev/cpu_fast_check.sh     -> build/dev/cpu_fast_check[_emul]
  * Run: cpu_fast_check [--cases N] [--seed S] [--threads T] [--reps R] [--isa-min I]
- *                     [--dtype f32|f16|bf16] [--emul-only]
+ *                     [--dtype f32|f16|bf16] [--emul-only] [--shapes report|bench]
  *                     [--json FILE] [--perf-only|--check-only]
+ * --shapes bench times the bench/prefill.py --cpu cases (x 0.125) where the
+ * v0 AMX kernel trailed torch, instead of the four 1 x 2048 reporting shapes;
+ * where AMX runs, the previous kernel (bench/dev/cpu_fast_amx_v0.c) is timed
+ * too, as "amx-v0". SPILLWAY_CPU_AMX_KEYS sets the AMX kernel's keys per tile.
  * --isa-min skips the ISAs below I in the checks and the timings; --dtype
  * fixes the dtype of the random cases; --emul-only checks only amx(emul).
  * Timing: median (and best) of --reps runs after one warm-up run.
@@ -47,7 +51,10 @@
 /* bench/dev/cpu_fast_amx_emul.c: the library's AMX kernel over the tile model */
 void sw_cpu_unit_amx_emul(const sw_attn_problem *pb, const sw_cpu_unit *u,
                           const sw_cpu_scratch *s);
+void sw_cpu_amx_pack_emul(const sw_attn_problem *pb, int32_t req, int32_t kvh, uint16_t *kt,
+                          uint16_t *vp);
 void sw_amx_emul_counts(long long out[4]);
+static const sw_cpu_kernel sw_emul_kernel = {sw_cpu_unit_amx_emul, sw_cpu_amx_pack_emul};
 #define SW_HAVE_EMUL 1
 #else
 #define SW_HAVE_EMUL 0
@@ -160,14 +167,14 @@ static void problem_make(problem *p, sw_dtype dt, int batch, const int32_t *ql, 
 }
 
 /* Poison, run, compare with the oracle. Returns 1 when it passes. */
-static int check_case(problem *p, sw_cpu_isa isa, sw_cpu_unit_fn fn, int threads, double *err_out,
-                      const char **why)
+static int check_case(problem *p, sw_cpu_isa isa, const sw_cpu_kernel *kn, int threads,
+                      double *err_out, const char **why)
 {
     sw_attn_problem *pb = &p->pb;
     size_t es = esize(pb->dtype);
     memset(p->o, 0xff, es * (size_t)(p->total_q * pb->o_stride)); /* NaN in every dtype */
     memset(p->lse, 0xff, sizeof(float) * (size_t)(p->total_q * pb->num_qo_heads));
-    sw_status st = fn ? sw_cpu_prefill_fast_fn(pb, threads, fn)
+    sw_status st = kn ? sw_cpu_prefill_fast_kernel(pb, threads, kn)
                       : sw_cpu_prefill_fast_isa(pb, threads, isa);
     *why = "";
     if (st != SW_OK) {
@@ -270,10 +277,10 @@ static int run_random(int ncases, uint64_t seed, int threads, int isa_min)
         for (int isa = opt_emul_only ? (int)best + 1 : isa_min; isa <= (int)best + emul; isa++) {
             double err = 0;
             const char *why;
-            sw_cpu_unit_fn fn = NULL;
+            const sw_cpu_kernel *fn = NULL;
 #if SW_HAVE_EMUL
             if (isa > (int)best)
-                fn = sw_cpu_unit_amx_emul;
+                fn = &sw_emul_kernel;
 #endif
             int ok = check_case(&p, (sw_cpu_isa)isa, fn, threads, &err, &why);
             total++;
@@ -322,51 +329,95 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static void run_perf(int threads, int reps, int isa_min, FILE *json)
+#if defined(__x86_64__)
+/* bench/dev/cpu_fast_amx_v0.c: the previous AMX kernel, timed as "amx-v0" */
+void sw_cpu_unit_amx_v0(const sw_attn_problem *pb, const sw_cpu_unit *u, const sw_cpu_scratch *s);
+static sw_cpu_unit_fn perf_v0_fn(void) { return sw_cpu_unit_amx_v0; }
+#else
+static sw_cpu_unit_fn perf_v0_fn(void) { return sw_cpu_unit_scalar; }
+#endif
+
+typedef struct perf_shape {
+    const char *name;
+    int batch;
+    int32_t lens[32]; /* q_len = kv_len per request */
+    int hq, hkv, d, causal;
+} perf_shape;
+
+/* --shapes report: the four reporting shapes (1 x 2048). --shapes bench: the
+ * bench/prefill.py --cpu cases (lengths x 0.125) where v0 or v1 trailed torch
+ * on the Xeon (docs/perf/NOTES.md, 2026-11-29). amx_keys 0: keys per AMX
+ * tile chosen per unit (the library default). */
+static const perf_shape perf_report[] = {
+    {"1x2048", 1, {2048}, 16, 2, 256, 1},
+    {"1x2048", 1, {2048}, 32, 8, 128, 1},
+    {"1x2048", 1, {2048}, 32, 32, 128, 1},
+    {"1x2048", 1, {2048}, 16, 2, 256, 0},
+};
+static const perf_shape perf_bench[] = {
+    {"16x128", 16, {128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128},
+     16, 2, 256, 1},
+    {"16x128", 16, {128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128},
+     32, 8, 128, 1},
+    {"4x512", 4, {512, 512, 512, 512}, 32, 8, 128, 1},
+    {"1x2048", 1, {2048}, 16, 2, 256, 1},
+    {"1x2048", 1, {2048}, 32, 8, 128, 1},
+    {"mix-a@0.125", 10, {1024, 375, 188, 150, 100, 75, 50, 38, 25, 12}, 16, 2, 256, 1},
+    {"16x128", 16, {128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128},
+     32, 8, 64, 1},
+    {"mix-a@0.125", 10, {1024, 375, 188, 150, 100, 75, 50, 38, 25, 12}, 32, 8, 128, 1},
+    {"mix-b@0.125", 32, {512, 512, 256, 256, 256, 222, 188, 128, 128, 125, 112, 100, 88, 75, 64, 62,
+                         50, 38, 32, 25, 19, 12, 12, 12, 375, 312, 150, 125, 80, 42, 16, 12},
+     32, 8, 128, 1},
+};
+
+static void run_perf(int threads, int reps, int isa_min, int bench_shapes, FILE *json)
 {
-    struct {
-        int q, kv, hq, hkv, d, causal;
-    } shapes[] = {
-        {2048, 2048, 16, 2, 256, 1},
-        {2048, 2048, 32, 8, 128, 1},
-        {2048, 2048, 32, 32, 128, 1},
-        {2048, 2048, 16, 2, 256, 0},
-    };
+    const perf_shape *shapes = bench_shapes ? perf_bench : perf_report;
+    const size_t nshapes = bench_shapes ? sizeof perf_bench / sizeof perf_bench[0]
+                                        : sizeof perf_report / sizeof perf_report[0];
     sw_cpu_isa best = sw_cpu_isa_best();
+    /* the library's ISAs, then amx-v0 where AMX runs */
+    const int nvar = (int)best + 1 + (best == SW_CPU_ISA_AMX ? 1 : 0);
     double *ts = malloc(sizeof(double) * (reps > 0 ? reps : 1));
     int first = 1;
     if (json)
         fprintf(json, "{\"driver\": \"bench/dev/cpu_fast_check\", \"threads\": %d, \"reps\": %d, "
-                      "\"results\": [\n", threads, reps);
-    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+                      "\"amx_keys\": %d, \"results\": [\n", threads, reps, sw_cpu_amx_nkeys);
+    for (size_t si = 0; si < nshapes; si++) {
+        const perf_shape *sh = &shapes[si];
         problem p;
         rng_state = 12345 + si;
-        int32_t ql = shapes[si].q, kl = shapes[si].kv;
-        problem_make(&p, SW_DTYPE_BF16, 1, &ql, &kl, shapes[si].hq, shapes[si].hkv, shapes[si].d,
-                     shapes[si].causal, 0);
+        problem_make(&p, SW_DTYPE_BF16, sh->batch, sh->lens, sh->lens, sh->hq, sh->hkv, sh->d,
+                     sh->causal, 0);
         double flops = sw_attn_flops_local(&p.pb);
-        for (int isa = isa_min; isa <= (int)best; isa++) {
-            const char *iname = sw_cpu_isa_name((sw_cpu_isa)isa);
-            sw_cpu_prefill_fast_isa(&p.pb, threads, (sw_cpu_isa)isa); /* warm-up */
+        for (int v = isa_min; v < nvar; v++) {
+            const char *iname = v <= (int)best ? sw_cpu_isa_name((sw_cpu_isa)v) : "amx-v0";
+#define RUN_ONCE()                                                                      \
+    (v <= (int)best ? sw_cpu_prefill_fast_isa(&p.pb, threads, (sw_cpu_isa)v)             \
+                    : sw_cpu_prefill_fast_fn(&p.pb, threads, perf_v0_fn()))
+            RUN_ONCE(); /* warm-up */
             for (int r = 0; r < reps; r++) {
                 double t0 = now_s();
-                sw_cpu_prefill_fast_isa(&p.pb, threads, (sw_cpu_isa)isa);
+                RUN_ONCE();
                 ts[r] = now_s() - t0;
             }
+#undef RUN_ONCE
             qsort(ts, (size_t)reps, sizeof *ts, cmp_double);
             double med = ts[reps / 2], mn = ts[0];
-            printf("perf bf16 1x%d/%d hq%d hkv%d d%d %s isa %-10s threads %d: median %8.3f ms "
-                   "%6.1f GFLOP/s (best %6.1f, %d runs)\n",
-                   ql, kl, shapes[si].hq, shapes[si].hkv, shapes[si].d,
-                   shapes[si].causal ? "causal" : "full", iname, threads, med * 1e3, flops / med * 1e-9, flops / mn * 1e-9, reps);
+            printf("perf bf16 %-11s hq%d hkv%d d%d %s isa %-10s threads %d amx_keys %d: median "
+                   "%8.3f ms %6.1f GFLOP/s (best %6.1f, %d runs)\n",
+                   sh->name, sh->hq, sh->hkv, sh->d, sh->causal ? "causal" : "full", iname,
+                   threads, sw_cpu_amx_nkeys, med * 1e3, flops / med * 1e-9, flops / mn * 1e-9,
+                   reps);
             fflush(stdout);
             if (json) {
-                fprintf(json, "%s  {\"impl\": \"spillway-cpu-%s\", \"dtype\": \"bf16\", \"q\": %d, "
-                              "\"kv\": %d, \"hq\": %d, \"hkv\": %d, \"d\": %d, \"causal\": %d, "
-                              "\"median_ms\": %.4f, \"gflops_median\": %.2f, \"gflops_best\": %.2f}",
-                        first ? "" : ",\n", iname, ql, kl,
-                        shapes[si].hq, shapes[si].hkv, shapes[si].d, shapes[si].causal, med * 1e3,
-                        flops / med * 1e-9, flops / mn * 1e-9);
+                fprintf(json, "%s  {\"impl\": \"spillway-cpu-%s\", \"dtype\": \"bf16\", "
+                              "\"shape\": \"%s\", \"hq\": %d, \"hkv\": %d, \"d\": %d, "
+                              "\"causal\": %d, \"median_ms\": %.4f, \"gflops_median\": %.2f, "
+                              "\"gflops_best\": %.2f}",
+                        first ? "" : ",\n", iname, sh->name, sh->hq, sh->hkv, sh->d, sh->causal,
+                        med * 1e3, flops / med * 1e-9, flops / mn * 1e-9);
                 first = 0;
             }
         }
@@ -380,6 +431,7 @@ static void run_perf(int threads, int reps, int isa_min, FILE *json)
 int main(int argc, char **argv)
 {
     int ncases = 300, threads = 2, reps = 5, perf_only = 0, check_only = 0, isa_min = 0;
+    int bench_shapes = 0;
     uint64_t seed = 1;
     const char *json_path = NULL;
     for (int i = 1; i < argc; i++) {
@@ -405,13 +457,15 @@ int main(int argc, char **argv)
             opt_emul_only = 1;
         else if (!strcmp(argv[i], "--json") && i + 1 < argc)
             json_path = argv[++i];
+        else if (!strcmp(argv[i], "--shapes") && i + 1 < argc)
+            bench_shapes = !strcmp(argv[++i], "bench");
         else if (!strcmp(argv[i], "--perf-only"))
             perf_only = 1;
         else if (!strcmp(argv[i], "--check-only"))
             check_only = 1;
         else {
             fprintf(stderr, "usage: %s [--cases N] [--seed S] [--threads T] [--reps R] "
-                            "[--isa-min I] [--dtype T] [--emul-only] [--json FILE] "
+                            "[--isa-min I] [--dtype T] [--emul-only] [--shapes report|bench] [--json FILE] "
                             "[--perf-only|--check-only]\n", argv[0]);
             return 2;
         }
@@ -429,7 +483,7 @@ int main(int argc, char **argv)
         fails = run_random(ncases, seed, threads, isa_min);
     if (!check_only) {
         FILE *json = json_path ? fopen(json_path, "w") : NULL;
-        run_perf(threads, reps, isa_min, json);
+        run_perf(threads, reps, isa_min, bench_shapes, json);
         if (json)
             fclose(json);
     }

@@ -1,9 +1,11 @@
 #!/bin/sh
 # Builds bench/dev/cpu_fast_check.c with the per-file flags the library uses
 # for the CPU fast path (see the comment at the top of src/attn/cpu_fast.c):
-#   build/dev/cpu_fast_check       library ISAs (amx included where the CPU has it)
+#   build/dev/cpu_fast_check       library ISAs (amx included where the CPU has it) and
+#                                  the previous AMX kernel bench/dev/cpu_fast_amx_v0.c ("amx-v0")
 #   build/dev/cpu_fast_check_emul  the same + the AMX kernel over the scalar tile
 #                                  model (bench/dev/cpu_fast_amx_emul.h), "amx(emul)"
+#   build/dev/cpu_fast_overhead    fixed costs per call (driver, K/V pack, epilogue)
 #   build/dev/libcpu_fast_dev.so   for bench/dev/cpu_fast_vs_torch.py
 # Usage (from the repo root): sh bench/dev/cpu_fast_check.sh [CC]
 set -e
@@ -46,8 +48,15 @@ for f in src/attn/cpu_ref.c src/core/status.c src/core/sys.c; do
   build $f $OUT/$o.o
   OBJS="$OBJS $OUT/$o.o"
 done
+# the previous AMX kernel (bench/dev/cpu_fast_amx_v0.c), timed as "amx-v0"
+build bench/dev/cpu_fast_amx_v0.c $OUT/cpu_fast_amx_v0.o $AMXF
+[ "$X86" != 0 ] && OBJS="$OBJS $OUT/cpu_fast_amx_v0.o"
 $CC $CFLAGS bench/dev/cpu_fast_check.c $OBJS -o $OUT/cpu_fast_check -lm -pthread
 echo "built $OUT/cpu_fast_check"
+if [ "$X86" != 0 ]; then
+  $CC $CFLAGS bench/dev/cpu_fast_overhead.c $OBJS -o $OUT/cpu_fast_overhead -lm -pthread
+  echo "built $OUT/cpu_fast_overhead"
+fi
 if [ "$X86" != 0 ]; then
   build bench/dev/cpu_fast_amx_emul.c $OUT/cpu_fast_amx_emul.o $BF16
   $CC $CFLAGS -DSW_AMX_EMULATE bench/dev/cpu_fast_check.c $OBJS $OUT/cpu_fast_amx_emul.o \

@@ -58,6 +58,12 @@ SW_BACKEND_CPU_REF = 1
 SW_BACKEND_CPU = 2
 SW_BACKEND_CUDA = 3
 SW_BACKEND_CUDA_PORTABLE = 4
+SW_BACKEND_CUDA_HOPPER = 5
+# Opponents, for measurement only (docs/opponents.md): the library refuses them
+# unless it was built with the opponent and SPILLWAY_OPPONENT=flashinfer is set
+# when the plan is made.
+SW_BACKEND_OPPONENT_FLASHINFER = 100
+SW_BACKEND_OPPONENT_FLASHINFER_FA3 = 101
 
 BACKENDS = {
     "auto": SW_BACKEND_AUTO,
@@ -65,6 +71,9 @@ BACKENDS = {
     "cpu": SW_BACKEND_CPU,
     "cuda": SW_BACKEND_CUDA,
     "cuda_portable": SW_BACKEND_CUDA_PORTABLE,
+    "cuda_hopper": SW_BACKEND_CUDA_HOPPER,
+    "flashinfer": SW_BACKEND_OPPONENT_FLASHINFER,
+    "flashinfer_fa3": SW_BACKEND_OPPONENT_FLASHINFER_FA3,
 }
 CPU_BACKENDS = (SW_BACKEND_CPU_REF, SW_BACKEND_CPU)
 

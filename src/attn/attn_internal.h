@@ -114,6 +114,7 @@ typedef struct sw_cuda_prefill_args {
     int32_t batch;
     int32_t *counter;           /* device int, zeroed by run() before the launch */
     int32_t grid;               /* persistent grid size chosen at plan time */
+    int32_t total_q, total_kv;  /* rows of Q/O and of K/V (last indptr entries) */
 } sw_cuda_prefill_args;
 
 /* Device query for planning: SM count and the tile height the portable kernel
@@ -122,6 +123,13 @@ typedef struct sw_cuda_prefill_args {
 sw_status sw_cuda_prefill_portable_config(int32_t device, int32_t head_dim, sw_dtype dtype,
                                           int32_t *tile_m, int32_t *grid_ctas);
 sw_status sw_cuda_prefill_portable_launch(const sw_cuda_prefill_args *a, void *stream);
+/* The Hopper kernel (wgmma + TMA): the same contract. config returns
+ * SW_STATUS_UNSUPPORTED when the device is not compute capability 9.0 or the
+ * build has no sm_90a code, so the front end can fall back to the portable
+ * kernel. */
+sw_status sw_cuda_prefill_hopper_config(int32_t device, int32_t head_dim, sw_dtype dtype,
+                                        int32_t *tile_m, int32_t *grid_ctas);
+sw_status sw_cuda_prefill_hopper_launch(const sw_cuda_prefill_args *a, void *stream);
 
 /* Thin CUDA runtime wrappers so that C files need no CUDA header. */
 int32_t sw_cuda_devices(void);

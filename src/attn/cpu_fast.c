@@ -26,8 +26,12 @@
  * not a multiple of 16 always runs the scalar kernel; under amx, bf16 with
  * head_dim % 32 == 0 runs the AMX kernel and everything else the fp32
  * avx512 kernel (on the one AMX Xeon measured, avx512 beat avx512bf16 by
- * 1.3-1.6x: docs/perf/NOTES.md). Threads: SPILLWAY_NUM_THREADS
- * when set (> 0), else num_threads, else one per online CPU. */
+ * 1.3-1.6x: docs/perf/NOTES.md). The AMX kernel reads K and V repacked
+ * once per call (per request and kv head, by the first unit that needs them;
+ * requests grouped so that the packs stay under SW_CPU_PACK_MAX_BYTES).
+ * Threads: SPILLWAY_NUM_THREADS when set (> 0), else num_threads, else one
+ * per online CPU. Development only: SPILLWAY_CPU_AMX_KEYS (keys per AMX
+ * tile, 32..256, multiple of 32; unset: chosen per unit by its length). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* syscall() */
 #endif
@@ -37,6 +41,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <cpuid.h>
 #endif
@@ -123,8 +128,15 @@ static pthread_once_t sw_isa_once = PTHREAD_ONCE_INIT;
 static sw_cpu_isa sw_isa_best_v = SW_CPU_ISA_SCALAR;
 static sw_cpu_isa sw_isa_chosen_v = SW_CPU_ISA_SCALAR;
 
+int sw_cpu_amx_nkeys = SW_CPU_AMX_NKEYS_DEFAULT;
+
 static void sw_isa_init(void)
 {
+    /* development only: keys per AMX tile (32..256, a multiple of 32; else
+     * the kernel picks by the unit's visible keys) */
+    int64_t nk = sw_env_int("SPILLWAY_CPU_AMX_KEYS", SW_CPU_AMX_NKEYS_DEFAULT);
+    if (nk >= 32 && nk <= SW_CPU_AMX_NKEYS_MAX && nk % 32 == 0)
+        sw_cpu_amx_nkeys = (int)nk;
     sw_isa_best_v = sw_isa_detect();
     sw_isa_chosen_v = sw_isa_best_v;
     const char *e = getenv("SPILLWAY_CPU_ISA");
@@ -146,26 +158,32 @@ const char *sw_cpu_prefill_isa(void)
     return sw_isa_names[sw_isa_chosen_v];
 }
 
-static sw_cpu_unit_fn sw_isa_kernel(sw_cpu_isa isa, sw_dtype dtype, int32_t head_dim)
+static sw_cpu_kernel sw_isa_kernel(sw_cpu_isa isa, sw_dtype dtype, int32_t head_dim)
 {
+    sw_cpu_kernel k = {sw_cpu_unit_scalar, NULL};
     if (head_dim % 16 != 0)
-        return sw_cpu_unit_scalar;
+        return k;
 #if defined(__x86_64__)
     switch (isa) {
     case SW_CPU_ISA_AMX:
         /* Not avx512bf16 for the rest: on the AMX Xeon measured (the H200's
          * host) the fp32 avx512 kernel ran 1.3-1.6x faster than avx512bf16. */
-        return dtype == SW_DTYPE_BF16 && head_dim % 32 == 0 ? sw_cpu_unit_amx
-                                                            : sw_cpu_unit_avx512;
-    case SW_CPU_ISA_AVX512BF16: return sw_cpu_unit_avx512bf16;
-    case SW_CPU_ISA_AVX512: return sw_cpu_unit_avx512;
-    case SW_CPU_ISA_AVX2: return sw_cpu_unit_avx2;
+        if (dtype == SW_DTYPE_BF16 && head_dim % 32 == 0) {
+            k.unit = sw_cpu_unit_amx;
+            k.pack = sw_cpu_amx_pack;
+        } else {
+            k.unit = sw_cpu_unit_avx512;
+        }
+        break;
+    case SW_CPU_ISA_AVX512BF16: k.unit = sw_cpu_unit_avx512bf16; break;
+    case SW_CPU_ISA_AVX512: k.unit = sw_cpu_unit_avx512; break;
+    case SW_CPU_ISA_AVX2: k.unit = sw_cpu_unit_avx2; break;
     default: break;
     }
 #else
     (void)isa, (void)dtype;
 #endif
-    return sw_cpu_unit_scalar;
+    return k;
 }
 
 /* ------------------------------------------------------ shared helpers -- */
@@ -180,9 +198,11 @@ size_t sw_cpu_scratch_bytes(int32_t head_dim)
                     + 2 * (size_t)SW_CPU_NKEYS * sw_kf_cols(d) /* kf, vf */
                     + (size_t)SW_CPU_NKEYS * SW_CPU_MROWS /* st */
                     + (size_t)SW_CPU_MROWS * d    /* o */
-                    + 5 * (size_t)SW_CPU_MROWS;   /* m, l, alpha, visr, vis */
+                    + 5 * (size_t)SW_CPU_MROWS    /* m, l, alpha, visr, vis */
+                    + (size_t)SW_CPU_MROWS * (SW_CPU_AMX_NKEYS_MAX + 16) /* sx */
+                    + (size_t)SW_CPU_MROWS * (SW_CPU_AMX_NKEYS_MAX + 32) / 2; /* px */
     /* each array starts on its own 64-byte line */
-    return sw_align_up(floats * sizeof(float) + 10 * 64, 64);
+    return sw_align_up(floats * sizeof(float) + 12 * 64, 64);
 }
 
 void sw_cpu_scratch_bind(sw_cpu_scratch *s, void *mem, int32_t head_dim)
@@ -204,6 +224,9 @@ void sw_cpu_scratch_bind(sw_cpu_scratch *s, void *mem, int32_t head_dim)
     SW_TAKE(alpha, float, (size_t)SW_CPU_MROWS);
     SW_TAKE(visr, float, (size_t)SW_CPU_MROWS);
     SW_TAKE(vis, int32_t, (size_t)SW_CPU_MROWS);
+    SW_TAKE(sx, float, (size_t)SW_CPU_MROWS * (SW_CPU_AMX_NKEYS_MAX + 16));
+    SW_TAKE(px, uint16_t, (size_t)SW_CPU_MROWS * (SW_CPU_AMX_NKEYS_MAX + 32));
+    s->pack = NULL;
 #undef SW_TAKE
 }
 
@@ -361,6 +384,103 @@ static int sw_unit_cmp(const void *pa, const void *pb_)
     return a->tok0 < b->tok0 ? -1 : a->tok0 > b->tok0;
 }
 
+/* ---------------------------------------------------------- K/V packs -- */
+
+/* Packed K/V of one call (or of one group of its requests, see below). */
+struct sw_cpu_pack {
+    sw_cpu_pack_fn fn;
+    uint16_t *k, *v;
+    atomic_int *state; /* per (request, kv head): 0 not packed, 1 packing, 2 ready */
+};
+
+/* Requests whose packed K+V exceed this run in groups of requests, one pack
+ * buffer each, so the extra memory stays bounded (a single larger request
+ * still runs alone). */
+#define SW_CPU_PACK_MAX_BYTES ((int64_t)512 << 20)
+
+/* The scratch + pack block of the last call, kept for the next one. A fresh buffer
+ * costs a page fault per 4 KiB on first touch (glibc returns freed blocks
+ * of this size to the kernel): 1024 faults, ~1.5 ms of a 2.6 ms pack, per
+ * 16 x 128-token d256 call on the Zen 4 box (docs/perf/NOTES.md,
+ * 2026-11-30), where the attention itself is a few ms. One block for the
+ * whole process, taken with an atomic exchange (a concurrent call that finds
+ * the slot empty allocates its own; of two returned, the later is kept);
+ * blocks over SW_CPU_PACK_KEEP_BYTES are freed at the end of the call: for
+ * requests that long the faults are noise next to the attention. */
+#define SW_CPU_PACK_KEEP_BYTES ((size_t)64 << 20)
+typedef struct sw_pack_mem {
+    size_t bytes; /* usable bytes after the header */
+    char pad[56];
+} sw_pack_mem;
+static _Atomic(sw_pack_mem *) sw_pack_kept;
+
+/* A block of >= bytes (64-byte aligned, uninitialised), or NULL. */
+static void *sw_pack_mem_take(size_t bytes)
+{
+    sw_pack_mem *h = atomic_exchange_explicit(&sw_pack_kept, NULL, memory_order_acquire);
+    if (h && h->bytes >= bytes)
+        return h + 1;
+    sw_aligned_free(h);
+    if (bytes <= SW_CPU_PACK_KEEP_BYTES) /* room to grow a little between calls */
+        bytes = sw_align_up(bytes + bytes / 8, (size_t)1 << 16);
+    h = (sw_pack_mem *)sw_aligned_alloc(64, sizeof *h + bytes);
+    if (!h)
+        return NULL;
+    h->bytes = bytes;
+    return h + 1;
+}
+
+static void sw_pack_mem_give(void *p)
+{
+    if (!p)
+        return;
+    sw_pack_mem *h = (sw_pack_mem *)p - 1;
+    if (h->bytes > SW_CPU_PACK_KEEP_BYTES) {
+        sw_aligned_free(h);
+        return;
+    }
+    sw_pack_mem *old = atomic_exchange_explicit(&sw_pack_kept, h, memory_order_acq_rel);
+    sw_aligned_free(old);
+}
+
+/* Elements before (req, kvh) in a pack buffer: each request owns
+ * (kv_len + 32) * num_kv_heads * head_dim, enough for its rounded-up keys. */
+static size_t sw_pack_offset(const sw_attn_problem *pb, int32_t req, int32_t kvh)
+{
+    int64_t kv_len = pb->kv_indptr[req + 1] - pb->kv_indptr[req];
+    int64_t before = (int64_t)(pb->kv_indptr[req] - pb->kv_indptr[0]) + 32 * (int64_t)req;
+    return (size_t)((before * pb->num_kv_heads + kvh * sw_cpu_pack_keys((int32_t)kv_len)) *
+                    pb->head_dim);
+}
+
+static int64_t sw_pack_bytes_req(const sw_attn_problem *pb, int32_t b)
+{
+    int64_t kv_len = pb->kv_indptr[b + 1] - pb->kv_indptr[b];
+    return (kv_len + 32) * pb->num_kv_heads * pb->head_dim * 2 /* K, V */ * 2 /* bf16 */;
+}
+
+void sw_cpu_pack_get(const sw_cpu_scratch *s, const sw_attn_problem *pb, int32_t req,
+                     int32_t kvh, const uint16_t **kt, const uint16_t **vp)
+{
+    sw_cpu_pack *pk = s->pack;
+    size_t off = sw_pack_offset(pb, req, kvh);
+    atomic_int *st = &pk->state[(int64_t)req * pb->num_kv_heads + kvh];
+    if (atomic_load_explicit(st, memory_order_acquire) != 2) {
+        int expect = 0;
+        if (atomic_compare_exchange_strong_explicit(st, &expect, 1, memory_order_acq_rel,
+                                                    memory_order_acquire)) {
+            pk->fn(pb, req, kvh, pk->k + off, pk->v + off);
+            atomic_store_explicit(st, 2, memory_order_release);
+        } else {
+            /* another thread packs this head: one head's K/V, microseconds */
+            while (atomic_load_explicit(st, memory_order_acquire) != 2)
+                sched_yield();
+        }
+    }
+    *kt = pk->k + off;
+    *vp = pk->v + off;
+}
+
 /* ------------------------------------------------------------- threads -- */
 
 typedef struct sw_cpu_job {
@@ -394,46 +514,56 @@ sw_status sw_cpu_prefill_fast_isa(const sw_attn_problem *pb, int num_threads, sw
 {
     if (isa > sw_cpu_isa_best())
         isa = sw_cpu_isa_best();
-    return sw_cpu_prefill_fast_fn(pb, num_threads,
-                                  pb ? sw_isa_kernel(isa, pb->dtype, pb->head_dim)
-                                     : sw_cpu_unit_scalar);
+    sw_cpu_kernel k = {sw_cpu_unit_scalar, NULL};
+    if (pb)
+        k = sw_isa_kernel(isa, pb->dtype, pb->head_dim);
+    return sw_cpu_prefill_fast_kernel(pb, num_threads, &k);
 }
 
 sw_status sw_cpu_prefill_fast_fn(const sw_attn_problem *pb, int num_threads, sw_cpu_unit_fn fn)
 {
-    if (!pb || !pb->qo_indptr || !pb->kv_indptr)
-        return sw_fail(SW_STATUS_INVALID, "cpu fast path: null problem or indptr");
-    if (pb->num_qo_heads < 1 || pb->num_kv_heads < 1 ||
-        pb->num_qo_heads % pb->num_kv_heads != 0 || pb->head_dim < 1)
-        return sw_fail(SW_STATUS_INVALID, "cpu fast path: heads %d/%d, head_dim %d",
-                       (int)pb->num_qo_heads, (int)pb->num_kv_heads, (int)pb->head_dim);
-    if (pb->dtype != SW_DTYPE_F32 && pb->dtype != SW_DTYPE_F16 && pb->dtype != SW_DTYPE_BF16)
-        return sw_fail(SW_STATUS_UNSUPPORTED, "cpu fast path: dtype %d", (int)pb->dtype);
+    sw_cpu_kernel k = {fn, NULL};
+    return sw_cpu_prefill_fast_kernel(pb, num_threads, &k);
+}
 
+/* One validated problem (or group of requests) with one pack buffer. */
+static sw_status sw_cpu_run(const sw_attn_problem *pb, int64_t nt, const sw_cpu_kernel *kn)
+{
     int64_t num_units = sw_units_build(pb, NULL);
     if (num_units == 0)
         return SW_OK;
-    if (!pb->q || !pb->k || !pb->v || !pb->o)
-        return sw_fail(SW_STATUS_INVALID, "cpu fast path: null tensor");
-
-    int64_t nt = sw_env_int("SPILLWAY_NUM_THREADS", 0);
-    if (nt <= 0)
-        nt = num_threads > 0 ? num_threads : sw_cpu_count();
     if (nt > num_units)
         nt = num_units;
-    if (nt > 1024)
-        nt = 1024;
 
     sw_cpu_unit *units = (sw_cpu_unit *)malloc((size_t)num_units * sizeof *units);
     sw_cpu_worker *workers = (sw_cpu_worker *)calloc((size_t)nt, sizeof *workers);
     size_t sbytes = sw_cpu_scratch_bytes(pb->head_dim);
-    void *smem = sw_aligned_alloc(64, sbytes * (size_t)nt);
-    if (!units || !workers || !smem) {
+    sw_cpu_pack pack = {kn->pack, NULL, NULL, NULL};
+    size_t pack_elems = 0;
+    if (kn->pack) {
+        pack_elems = (size_t)(pb->kv_indptr[pb->batch] - pb->kv_indptr[0] + 32 * (int64_t)pb->batch) *
+                     (size_t)pb->num_kv_heads * (size_t)pb->head_dim;
+        pack_elems = sw_align_up(pack_elems, 32); /* V starts on a cache line */
+        pack.state = (atomic_int *)malloc((size_t)pb->batch * (size_t)pb->num_kv_heads *
+                                          sizeof(atomic_int));
+        if (pack.state)
+            for (int64_t i = 0; i < (int64_t)pb->batch * pb->num_kv_heads; i++)
+                atomic_init(&pack.state[i], 0);
+    }
+    /* one block: the threads' scratch, then packed K, then packed V */
+    char *mem = (char *)sw_pack_mem_take(sbytes * (size_t)nt + pack_elems * 4);
+    if (mem && kn->pack) {
+        pack.k = (uint16_t *)(mem + sbytes * (size_t)nt);
+        pack.v = pack.k + pack_elems;
+    }
+    if (!units || !workers || !mem || (kn->pack && !pack.state)) {
         free(units);
         free(workers);
-        sw_aligned_free(smem);
-        return sw_fail(SW_STATUS_NO_MEMORY, "cpu fast path: %lld units, %lld threads x %zu B",
-                       (long long)num_units, (long long)nt, sbytes);
+        sw_pack_mem_give(mem);
+        free(pack.state);
+        return sw_fail(SW_STATUS_NO_MEMORY,
+                       "cpu fast path: %lld units, %lld threads x %zu B, K/V pack 2 x %zu B",
+                       (long long)num_units, (long long)nt, sbytes, pack_elems * 2);
     }
     sw_units_build(pb, units);
     qsort(units, (size_t)num_units, sizeof *units, sw_unit_cmp);
@@ -443,12 +573,13 @@ sw_status sw_cpu_prefill_fast_fn(const sw_attn_problem *pb, int num_threads, sw_
     job.units = units;
     job.num_units = num_units;
     atomic_init(&job.next, 0);
-    job.fn = fn;
+    job.fn = kn->unit;
 
     int64_t started = 0;
     for (int64_t i = 0; i < nt; i++) {
         workers[i].job = &job;
-        sw_cpu_scratch_bind(&workers[i].scratch, (char *)smem + (size_t)i * sbytes, pb->head_dim);
+        sw_cpu_scratch_bind(&workers[i].scratch, mem + (size_t)i * sbytes, pb->head_dim);
+        workers[i].scratch.pack = kn->pack ? &pack : NULL;
     }
     /* The calling thread is worker 0; a thread that fails to start only
      * costs parallelism, the others drain its share. */
@@ -463,7 +594,55 @@ sw_status sw_cpu_prefill_fast_fn(const sw_attn_problem *pb, int num_threads, sw_
 
     free(units);
     free(workers);
-    sw_aligned_free(smem);
+    sw_pack_mem_give(mem);
+    free(pack.state);
+    return SW_OK;
+}
+
+sw_status sw_cpu_prefill_fast_kernel(const sw_attn_problem *pb, int num_threads,
+                                     const sw_cpu_kernel *kn)
+{
+    if (!pb || !pb->qo_indptr || !pb->kv_indptr)
+        return sw_fail(SW_STATUS_INVALID, "cpu fast path: null problem or indptr");
+    if (pb->num_qo_heads < 1 || pb->num_kv_heads < 1 ||
+        pb->num_qo_heads % pb->num_kv_heads != 0 || pb->head_dim < 1)
+        return sw_fail(SW_STATUS_INVALID, "cpu fast path: heads %d/%d, head_dim %d",
+                       (int)pb->num_qo_heads, (int)pb->num_kv_heads, (int)pb->head_dim);
+    if (pb->dtype != SW_DTYPE_F32 && pb->dtype != SW_DTYPE_F16 && pb->dtype != SW_DTYPE_BF16)
+        return sw_fail(SW_STATUS_UNSUPPORTED, "cpu fast path: dtype %d", (int)pb->dtype);
+    if (!kn || !kn->unit)
+        return sw_fail(SW_STATUS_INVALID, "cpu fast path: no kernel");
+
+    if (sw_units_build(pb, NULL) == 0)
+        return SW_OK;
+    if (!pb->q || !pb->k || !pb->v || !pb->o)
+        return sw_fail(SW_STATUS_INVALID, "cpu fast path: null tensor");
+
+    int64_t nt = sw_env_int("SPILLWAY_NUM_THREADS", 0);
+    if (nt <= 0)
+        nt = num_threads > 0 ? num_threads : sw_cpu_count();
+    if (nt > 1024)
+        nt = 1024;
+    if (!kn->pack)
+        return sw_cpu_run(pb, nt, kn);
+
+    /* Requests in groups whose packed K/V fit SW_CPU_PACK_MAX_BYTES. The
+     * kernels index rows through qo_indptr/kv_indptr, which hold absolute
+     * offsets, so a group is the same problem seen from its first request. */
+    for (int32_t b0 = 0; b0 < pb->batch;) {
+        int32_t b1 = b0 + 1;
+        int64_t bytes = sw_pack_bytes_req(pb, b0);
+        while (b1 < pb->batch && bytes + sw_pack_bytes_req(pb, b1) <= SW_CPU_PACK_MAX_BYTES)
+            bytes += sw_pack_bytes_req(pb, b1++);
+        sw_attn_problem g = *pb;
+        g.batch = b1 - b0;
+        g.qo_indptr = pb->qo_indptr + b0;
+        g.kv_indptr = pb->kv_indptr + b0;
+        sw_status st = sw_cpu_run(&g, nt, kn);
+        if (st != SW_OK)
+            return st;
+        b0 = b1;
+    }
     return SW_OK;
 }
 

@@ -266,7 +266,7 @@ void sw_cpu_unit_avx512bf16(const sw_attn_problem *pb, const sw_cpu_unit *u,
         sw_bf_softmax_tile(s->st, pp, mv, nn, masked, s->visr, c, s->m, s->l, s->alpha);
         sw_bf_pv_tile(s->o, d, pp, mv, mr, vp, s->alpha, (nn + 1) / 2);
     }
-    sw_cpu_store_o(pb, u, s->o, s->m, s->l);
+    sw_cpu_store_o_avx512(pb, u, s->o, s->m, s->l);
 }
 
 #else

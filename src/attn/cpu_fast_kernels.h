@@ -46,6 +46,26 @@ typedef struct sw_cpu_unit {
     int32_t chunk;
 } sw_cpu_unit;
 
+/* AMX kernel: keys per tile, a multiple of 32 up to SW_CPU_AMX_NKEYS_MAX;
+ * 0 (the default): chosen per unit from its visible keys (cpu_fast_amx.c,
+ * sw_amx_keys). Development override SPILLWAY_CPU_AMX_KEYS, read once with
+ * the ISA choice. */
+#define SW_CPU_AMX_NKEYS_MAX 256
+#define SW_CPU_AMX_NKEYS_DEFAULT 0
+extern int sw_cpu_amx_nkeys;
+
+/* K/V repacked once per call for kernels that want another layout (the AMX
+ * kernel: K^T and V in bf16 pair layouts), per (request, kv head), packed
+ * lazily by the first unit that needs it (cpu_fast.c, sw_cpu_pack_get). */
+typedef struct sw_cpu_pack sw_cpu_pack;
+/* Writes the packed K and V of (req, kvh) to kt / vp, each
+ * sw_cpu_pack_keys(kv_len) * head_dim elements of 2 bytes. */
+typedef void (*sw_cpu_pack_fn)(const sw_attn_problem *pb, int32_t req, int32_t kvh, uint16_t *kt,
+                               uint16_t *vp);
+/* Keys of one packed (request, kv head): kv_len rounded up to 32 (the
+ * padding is zero). */
+static inline int64_t sw_cpu_pack_keys(int32_t kv_len) { return ((int64_t)kv_len + 31) / 32 * 32; }
+
 /* Per-thread scratch, allocated once per call (sw_cpu_scratch_bytes). Row
  * arrays hold SW_CPU_MROWS entries, tiles SW_CPU_NKEYS keys. */
 typedef struct sw_cpu_scratch {
@@ -59,6 +79,9 @@ typedef struct sw_cpu_scratch {
     float *alpha;  /* rescale of this tile */
     float *visr;   /* visible keys of a row within the current tile */
     int32_t *vis;  /* visible keys of a row */
+    float *sx;     /* [MROWS][AMX_NKEYS_MAX + 16] AMX kernel: S, row-major */
+    uint16_t *px;  /* [MROWS][AMX_NKEYS_MAX + 32] AMX kernel: P in bf16, row-major */
+    sw_cpu_pack *pack; /* shared by the call's threads; NULL when the kernel packs nothing */
 } sw_cpu_scratch;
 
 size_t sw_cpu_scratch_bytes(int32_t head_dim);
@@ -74,7 +97,12 @@ void sw_cpu_unit_avx2(const sw_attn_problem *pb, const sw_cpu_unit *u, const sw_
 void sw_cpu_unit_avx512(const sw_attn_problem *pb, const sw_cpu_unit *u, const sw_cpu_scratch *s);
 void sw_cpu_unit_avx512bf16(const sw_attn_problem *pb, const sw_cpu_unit *u,
                             const sw_cpu_scratch *s);
-/* AMX kernel (cpu_fast_amx.c). Takes bf16 problems with head_dim % 32 == 0;
+/* sw_cpu_store_o with AVX-512 F/BW (cpu_fast_avx512.c): same contract and
+ * results, used by the avx512, avx512bf16 and amx kernels. */
+void sw_cpu_store_o_avx512(const sw_attn_problem *pb, const sw_cpu_unit *u, const float *o,
+                           const float *m, const float *l);
+/* AMX kernel (cpu_fast_amx.c). Takes bf16 problems with head_dim % 32 == 0
+ * run with its pack function (sw_cpu_amx_pack: K/V repacked once per call);
  * anything else it hands to sw_cpu_unit_avx512 (head_dim % 16 == 0) or the
  * scalar kernel. May run only after sw_cpu_isa_best() reported
  * SW_CPU_ISA_AMX (that call also asks Linux for the tile state). */
@@ -128,11 +156,32 @@ static inline void sw_cpu_prefetch_rows(const sw_attn_problem *pb, const void *b
 #endif
 }
 
+/* Packed K (kt) and V (vp) of (req, kvh), packing them first when no other
+ * unit did (another thread packing them is waited for). Only for kernels
+ * run with a pack function (sw_cpu_prefill_fast_kernel). */
+void sw_cpu_pack_get(const sw_cpu_scratch *s, const sw_attn_problem *pb, int32_t req,
+                     int32_t kvh, const uint16_t **kt, const uint16_t **vp);
+
+/* A unit kernel and, when it reads K/V repacked, the function that packs
+ * them (NULL: it reads K/V in place). */
+typedef struct sw_cpu_kernel {
+    sw_cpu_unit_fn unit;
+    sw_cpu_pack_fn pack;
+} sw_cpu_kernel;
+#if defined(__x86_64__)
+/* K^T / V pair layouts of the AMX kernel (cpu_fast_amx.c); AVX-512 only. */
+void sw_cpu_amx_pack(const sw_attn_problem *pb, int32_t req, int32_t kvh, uint16_t *kt,
+                     uint16_t *vp);
+#endif
+
 /* Runs the fast path with a given instruction set (clamped to what the CPU
  * supports). The driver and tests use it to cover every ISA in one process. */
 sw_status sw_cpu_prefill_fast_isa(const sw_attn_problem *pb, int num_threads, sw_cpu_isa isa);
 /* Same, with an explicit unit kernel (development variants in bench/dev/). */
 sw_status sw_cpu_prefill_fast_fn(const sw_attn_problem *pb, int num_threads, sw_cpu_unit_fn fn);
+/* Same, with a kernel that may pack K/V first. */
+sw_status sw_cpu_prefill_fast_kernel(const sw_attn_problem *pb, int num_threads,
+                                     const sw_cpu_kernel *kernel);
 /* Best instruction set this CPU (and OS) supports; names for logs. */
 sw_cpu_isa sw_cpu_isa_best(void);
 const char *sw_cpu_isa_name(sw_cpu_isa isa);

@@ -33,7 +33,7 @@ sw_status sw_prefill_validate_params(const sw_prefill_params *p)
         return sw_fail(SW_STATUS_INVALID, "causal=%d must be 0 or 1", p->causal);
     if (!isfinite(p->sm_scale))
         return sw_fail(SW_STATUS_INVALID, "sm_scale=%g is not finite", (double)p->sm_scale);
-    if (p->backend < SW_BACKEND_AUTO || p->backend > SW_BACKEND_CUDA_PORTABLE)
+    if (p->backend < SW_BACKEND_AUTO || p->backend > SW_BACKEND_CUDA_HOPPER)
         return sw_fail(SW_STATUS_INVALID, "backend=%d is not a sw_backend value", (int)p->backend);
     if (p->num_threads < 0)
         return sw_fail(SW_STATUS_INVALID, "num_threads=%d must be >= 0", p->num_threads);

@@ -4,6 +4,7 @@
  * go through, so "supported" and "run" cannot disagree. */
 #include "attn_internal.h"
 #include "../core/sw_core.h"
+#include "../opponents/opponent.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -29,6 +30,8 @@ struct sw_prefill_plan {
     int32_t num_work;
     int32_t grid;
     int32_t tile_m;
+
+    void *opp;                  /* an opponent backend's plan (src/opponents/) */
 };
 
 void sw_prefill_params_init(sw_prefill_params *p)
@@ -59,7 +62,13 @@ const char *sw_prefill_cpu_isa(void) { return sw_cpu_prefill_isa(); }
 static sw_status resolve_backend(const sw_prefill_params *p, sw_backend *out)
 {
     sw_backend b = p->backend;
-    const int is_cuda = (b == SW_BACKEND_CUDA || b == SW_BACKEND_CUDA_PORTABLE);
+    if (sw_opponent_backend(b)) { /* measurement only: never chosen, gated */
+        SW_TRY(sw_opponent_gate(p));
+        *out = b;
+        return SW_OK;
+    }
+    const int is_cuda = (b == SW_BACKEND_CUDA || b == SW_BACKEND_CUDA_PORTABLE ||
+                         b == SW_BACKEND_CUDA_HOPPER);
     if (b == SW_BACKEND_AUTO)
         b = (p->dtype != SW_DTYPE_F32 && sw_cuda_devices() > p->device) ? SW_BACKEND_CUDA
                                                                           : SW_BACKEND_CPU;
@@ -72,11 +81,21 @@ static sw_status resolve_backend(const sw_prefill_params *p, sw_backend *out)
                            "device(s) are usable", sw_backend_name(b), p->device,
                            sw_cuda_devices());
     }
-    if ((b == SW_BACKEND_CUDA || b == SW_BACKEND_CUDA_PORTABLE) && p->dtype == SW_DTYPE_F32)
+    if (is_cuda && p->dtype == SW_DTYPE_F32)
         return sw_fail(SW_STATUS_UNSUPPORTED, "dtype F32 is supported on the CPU backends only");
-    /* The portable kernel is the best CUDA kernel until the Hopper path lands. */
-    if (b == SW_BACKEND_CUDA)
-        b = SW_BACKEND_CUDA_PORTABLE;
+    /* The best CUDA kernel: the Hopper one where it can run (compute
+     * capability 9.0, sm_90a code in this build), else the portable one.
+     * SPILLWAY_CUDA_KERNEL=portable forces the portable kernel (A/B runs). */
+    if (b == SW_BACKEND_CUDA) {
+        int32_t tm = 0, grid = 0;
+        const char *force = getenv("SPILLWAY_CUDA_KERNEL");
+        const int portable = force && strcmp(force, "portable") == 0;
+        if (!portable &&
+            sw_cuda_prefill_hopper_config(p->device, p->head_dim, p->dtype, &tm, &grid) == SW_OK)
+            b = SW_BACKEND_CUDA_HOPPER;
+        else
+            b = SW_BACKEND_CUDA_PORTABLE;
+    }
     *out = b;
     return SW_OK;
 }
@@ -85,7 +104,11 @@ static sw_status plan_cuda(sw_prefill_plan *pl)
 {
     const sw_prefill_params *p = &pl->params;
     int32_t tile_m = 0, grid = 0;
-    SW_TRY(sw_cuda_prefill_portable_config(p->device, p->head_dim, p->dtype, &tile_m, &grid));
+    if (pl->backend == SW_BACKEND_CUDA_HOPPER)
+        SW_TRY(sw_cuda_prefill_hopper_config(p->device, p->head_dim, p->dtype, &tile_m, &grid));
+    else
+        SW_TRY(sw_cuda_prefill_portable_config(p->device, p->head_dim, p->dtype, &tile_m,
+                                               &grid));
     SW_ASSERT_RET(tile_m > 0 && grid > 0);
     /* Pack the GQA group into every tile whose height the group divides: a
      * tile then spans tile_m/group tokens, so the causal diagonal and a
@@ -123,6 +146,18 @@ static sw_status plan_cuda(sw_prefill_plan *pl)
     return SW_OK;
 }
 
+/* Opponent backends lie outside the range params.c accepts; the gate vets
+ * them and the other fields are validated as for a CUDA backend. */
+static sw_status validate_params(const sw_prefill_params *p)
+{
+    if (p && p->struct_size >= sizeof *p && sw_opponent_backend(p->backend)) {
+        sw_prefill_params q = *p;
+        q.backend = SW_BACKEND_CUDA;
+        return sw_prefill_validate_params(&q);
+    }
+    return sw_prefill_validate_params(p);
+}
+
 sw_status sw_prefill_plan_create(const sw_prefill_params *params, int32_t batch,
                                  const int32_t *qo_indptr_host, const int32_t *kv_indptr_host,
                                  sw_prefill_plan **out)
@@ -130,7 +165,7 @@ sw_status sw_prefill_plan_create(const sw_prefill_params *params, int32_t batch,
     if (!out)
         return sw_fail(SW_STATUS_INVALID, "out (plan pointer) is NULL");
     *out = NULL;
-    SW_TRY(sw_prefill_validate_params(params));
+    SW_TRY(validate_params(params));
     SW_TRY(sw_prefill_validate_indptr(batch, qo_indptr_host, kv_indptr_host));
     sw_backend backend = SW_BACKEND_AUTO;
     SW_TRY(resolve_backend(params, &backend));
@@ -154,13 +189,25 @@ sw_status sw_prefill_plan_create(const sw_prefill_params *params, int32_t batch,
     memcpy(pl->kv_indptr, kv_indptr_host, sizeof(int32_t) * ((size_t)batch + 1));
     pl->flops = sw_attn_flops(pl->qo_indptr, pl->kv_indptr, batch, params->num_qo_heads,
                               params->head_dim, params->causal);
-    if (backend == SW_BACKEND_CUDA_PORTABLE) {
+    if (backend == SW_BACKEND_CUDA_PORTABLE || backend == SW_BACKEND_CUDA_HOPPER) {
         sw_status s = plan_cuda(pl);
         if (s != SW_OK) {
             sw_prefill_plan_destroy(pl);
             return s;
         }
     }
+#ifdef SW_HAVE_OPPONENT_FLASHINFER
+    if (sw_opponent_backend(backend)) {
+        sw_opp_fi_plan *op = NULL;
+        sw_status s = sw_opp_fi_plan_create(&pl->params, backend, batch, pl->qo_indptr,
+                                            pl->kv_indptr, &op);
+        pl->opp = op;
+        if (s != SW_OK) {
+            sw_prefill_plan_destroy(pl);
+            return s;
+        }
+    }
+#endif
     *out = pl;
     return SW_OK;
 }
@@ -173,6 +220,9 @@ void sw_prefill_plan_destroy(sw_prefill_plan *plan)
      * destroyed right after an enqueued run. */
     if (plan->blob)
         sw_cuda_host_free(plan->blob);
+#ifdef SW_HAVE_OPPONENT_FLASHINFER
+    sw_opp_fi_plan_destroy(plan->opp);
+#endif
     free(plan->qo_indptr);
     free(plan->kv_indptr);
     free(plan);
@@ -180,6 +230,10 @@ void sw_prefill_plan_destroy(sw_prefill_plan *plan)
 
 size_t sw_prefill_plan_workspace_size(const sw_prefill_plan *plan)
 {
+#ifdef SW_HAVE_OPPONENT_FLASHINFER
+    if (plan && plan->opp)
+        return sw_opp_fi_workspace_size(plan->opp);
+#endif
     return plan ? plan->blob_bytes : 0;
 }
 
@@ -252,8 +306,8 @@ static sw_status build_problem(const sw_prefill_plan *pl, const sw_prefill_tenso
     SW_TRY(check_stride("o_row_stride", &pb->o_stride, t->o_row_stride, dq));
 
     const size_t es = sw_dtype_size(p->dtype);
-    const int gpu = pl->backend == SW_BACKEND_CUDA_PORTABLE;
-    const size_t pa = gpu ? 16 : es; /* cp.async moves 16-byte chunks */
+    const int gpu = pl->backend == SW_BACKEND_CUDA_PORTABLE || pl->backend == SW_BACKEND_CUDA_HOPPER;
+    const size_t pa = gpu ? 16 : es; /* cp.async and TMA move 16-byte chunks */
     SW_TRY(check_align("q", t->q, pa));
     SW_TRY(check_align("k", t->k, pa));
     SW_TRY(check_align("v", t->v, pa));
@@ -329,7 +383,10 @@ static sw_status run_cuda(sw_prefill_plan *pl, const sw_attn_problem *pb,
     a.num_work = pl->num_work;
     a.batch = pl->batch;
     a.grid = pl->grid;
-    s = sw_cuda_prefill_portable_launch(&a, stream);
+    a.total_q = pl->qo_indptr[pl->batch];
+    a.total_kv = pl->kv_indptr[pl->batch];
+    s = pl->backend == SW_BACKEND_CUDA_HOPPER ? sw_cuda_prefill_hopper_launch(&a, stream)
+                                              : sw_cuda_prefill_portable_launch(&a, stream);
     if (s == SW_STATUS_CUDA)
         pl->failed = 1;
     return s;
@@ -347,7 +404,16 @@ sw_status sw_prefill_run(sw_prefill_plan *plan, const sw_prefill_tensors *t, voi
     switch (plan->backend) {
     case SW_BACKEND_CPU_REF: return sw_cpu_prefill_ref(&pb);
     case SW_BACKEND_CPU: return sw_cpu_prefill_fast(&pb, plan->params.num_threads);
-    case SW_BACKEND_CUDA_PORTABLE: return run_cuda(plan, &pb, t, stream);
+    case SW_BACKEND_CUDA_PORTABLE:
+    case SW_BACKEND_CUDA_HOPPER: return run_cuda(plan, &pb, t, stream);
+#ifdef SW_HAVE_OPPONENT_FLASHINFER
+    case SW_BACKEND_OPPONENT_FLASHINFER: {
+        sw_status s = sw_opp_fi_run(plan->opp, &pb, t->workspace, t->workspace_bytes, stream);
+        if (s == SW_STATUS_CUDA)
+            plan->failed = 1;
+        return s;
+    }
+#endif
     default: break;
     }
     return sw_fail(SW_STATUS_INTERNAL, "plan has unresolved backend %d", (int)plan->backend);
@@ -377,8 +443,10 @@ const char *sw_version_string(void)
     static _Thread_local char buf[160];
     if (!buf[0]) {
         const char *archs = sw_cuda_built() ? sw_cuda_archs() : "none";
-        snprintf(buf, sizeof buf, "%d.%d.%d (cuda archs: %s)", SPILLWAY_VERSION_MAJOR,
-                 SPILLWAY_VERSION_MINOR, SPILLWAY_VERSION_PATCH, archs);
+        int n = snprintf(buf, sizeof buf, "%d.%d.%d (cuda archs: %s)", SPILLWAY_VERSION_MAJOR,
+                         SPILLWAY_VERSION_MINOR, SPILLWAY_VERSION_PATCH, archs);
+        if (sw_opponents_built()[0] && n > 0 && (size_t)n < sizeof buf)
+            snprintf(buf + n, sizeof buf - (size_t)n, " [opponent: %s]", sw_opponents_built());
     }
     return buf;
 }

@@ -41,3 +41,90 @@ sw_status sw_cuda_prefill_portable_launch(const sw_cuda_prefill_args *a, void *s
     (void)a; (void)stream;
     return no_cuda();
 }
+sw_status sw_cuda_prefill_hopper_config(int32_t device, int32_t head_dim, sw_dtype dtype,
+                                        int32_t *tile_m, int32_t *grid_ctas)
+{
+    (void)device; (void)head_dim; (void)dtype; (void)tile_m; (void)grid_ctas;
+    return no_cuda();
+}
+sw_status sw_cuda_prefill_hopper_launch(const sw_cuda_prefill_args *a, void *stream)
+{
+    (void)a; (void)stream;
+    return no_cuda();
+}
+
+/* The swap engine's device pool (src/swap/swap_cuda.h). */
+#include "../swap/swap_cuda.h"
+sw_status sw_cuda_swap_alloc(void **p, size_t bytes) { (void)bytes; *p = NULL; return no_cuda(); }
+void sw_cuda_swap_free(void *p) { (void)p; }
+sw_status sw_cuda_swap_stream_create(void **stream) { *stream = NULL; return no_cuda(); }
+void sw_cuda_swap_stream_destroy(void *stream) { (void)stream; }
+sw_status sw_cuda_swap_event_create(void **ev, int timing)
+{
+    (void)timing;
+    *ev = NULL;
+    return no_cuda();
+}
+void sw_cuda_swap_event_destroy(void *ev) { (void)ev; }
+sw_status sw_cuda_swap_event_record(void *ev, void *stream) { (void)ev; (void)stream; return no_cuda(); }
+sw_status sw_cuda_swap_stream_wait(void *stream, void *ev) { (void)ev; (void)stream; return no_cuda(); }
+sw_status sw_cuda_swap_event_sync(void *ev) { (void)ev; return no_cuda(); }
+sw_status sw_cuda_swap_event_ms(float *ms, void *start, void *stop)
+{
+    (void)start; (void)stop;
+    *ms = 0;
+    return no_cuda();
+}
+sw_status sw_cuda_swap_copy(void *dst, const void *src, size_t bytes, void *stream)
+{
+    (void)dst; (void)src; (void)bytes; (void)stream;
+    return no_cuda();
+}
+sw_status sw_cuda_swap_sm_count(int32_t device, int32_t *sms)
+{
+    (void)device;
+    *sms = 0;
+    return no_cuda();
+}
+int sw_cuda_swap_head_dim_ok(int32_t d) { (void)d; return 0; }
+sw_status sw_cuda_swap_scatter(const sw_cuda_swap_scatter_args *a, void *stream)
+{
+    (void)a; (void)stream;
+    return no_cuda();
+}
+sw_status sw_cuda_swap_tile(const sw_cuda_swap_tile_args *a, void *stream)
+{
+    (void)a; (void)stream;
+    return no_cuda();
+}
+sw_status sw_cuda_swap_merge(const sw_cuda_swap_tile_args *a, void *stream)
+{
+    (void)a; (void)stream;
+    return no_cuda();
+}
+sw_status sw_cuda_swap_state_init(float *m, float *l, float *acc, int64_t n, int32_t D,
+                                  void *stream)
+{
+    (void)m; (void)l; (void)acc; (void)n; (void)D; (void)stream;
+    return no_cuda();
+}
+sw_status sw_cuda_swap_finalize(const float *m, const float *l, const float *acc, int64_t n,
+                                int32_t D, uint16_t *o, float *lse, float *of32, void *stream)
+{
+    (void)m; (void)l; (void)acc; (void)n; (void)D; (void)o; (void)lse; (void)of32; (void)stream;
+    return no_cuda();
+}
+sw_status sw_cuda_swap_project(const float *P, int32_t D, int32_t R, const uint16_t *x,
+                               int64_t rows, float *out, void *stream)
+{
+    (void)P; (void)D; (void)R; (void)x; (void)rows; (void)out; (void)stream;
+    return no_cuda();
+}
+sw_status sw_cuda_swap_score(const float *qp, const float *arena, const sw_cuda_swap_sblk *blk,
+                             int32_t nblk, int32_t H, int32_t G, int32_t B, int32_t R,
+                             float *scores, void *stream)
+{
+    (void)qp; (void)arena; (void)blk; (void)nblk; (void)H; (void)G; (void)B; (void)R;
+    (void)scores; (void)stream;
+    return no_cuda();
+}

@@ -58,6 +58,9 @@ const char *sw_backend_name(sw_backend b)
     case SW_BACKEND_CPU: return "cpu";
     case SW_BACKEND_CUDA: return "cuda";
     case SW_BACKEND_CUDA_PORTABLE: return "cuda-portable";
+    case SW_BACKEND_CUDA_HOPPER: return "cuda-hopper";
+    case SW_BACKEND_OPPONENT_FLASHINFER: return "flashinfer";
+    case SW_BACKEND_OPPONENT_FLASHINFER_FA3: return "flashinfer-fa3";
     }
     return "unknown";
 }

@@ -58,6 +58,26 @@ static inline __m512 sw_exp2_avx512(__m512 x)
         _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
     return _mm512_mul_ps(p, _mm512_castsi512_ps(e));
 }
+
+/* 2^x for x <= 0 (and -inf, which gives exactly 0), with fewer operations
+ * for the AMX kernel's softmax, whose P is rounded to bf16 (8 bits) right
+ * after: degree-5 polynomial (relative error ~2.4e-6) and vscalefps for 2^n.
+ * x is clamped to >= -160 first, so -inf and anything below -150 give 0
+ * (2^-160 underflows to +0; 2^-127..2^-149 come out as denormals, harmless
+ * next to the row's maximum, which is 2^0). */
+static inline __m512 sw_exp2_avx512_nonpos(__m512 x)
+{
+    x = _mm512_max_ps(x, _mm512_set1_ps(-160.0f));
+    __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 f = _mm512_sub_ps(x, n);
+    __m512 p = _mm512_set1_ps(SW_EXP2_C5);
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(SW_EXP2_C4));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(SW_EXP2_C3));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(SW_EXP2_C2));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(SW_EXP2_C1));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
+    return _mm512_scalef_ps(p, n);
+}
 #endif
 
 #endif /* __x86_64__ */

@@ -207,3 +207,87 @@ size_t sw_io_run_cb(sw_io *io, sw_io_op *ops, size_t n, sw_io_done_fn done, void
 }
 
 size_t sw_io_run(sw_io *io, sw_io_op *ops, size_t n) { return sw_io_run_cb(io, ops, n, NULL, NULL); }
+
+/* ------------------------------------------------------------ async -- */
+void sw_io_op_sync(sw_io_op *op) { op_sync(op, 0); }
+
+int sw_io_async(const sw_io *io) { return io->backend == SW_STORE_IO_URING; }
+
+void sw_io_op_finish(sw_io_op *op)
+{
+    if (op->res == -EAGAIN || op->res == -EINTR)
+        op_sync(op, 0);
+    else if (op->res >= 0 && (size_t)op->res < op->len)
+        op_sync(op, (size_t)op->res);
+}
+
+void sw_io_retire(sw_io *io)
+{
+#if defined(SPILLWAY_HAVE_URING)
+    if (io->backend == SW_STORE_IO_URING)
+        io_uring_queue_exit(&io->ring);
+#endif
+    io->backend = SW_STORE_IO_PREAD;
+}
+
+size_t sw_io_submit(sw_io *io, sw_io_op *ops, size_t n, uint64_t tag0)
+{
+#if defined(SPILLWAY_HAVE_URING)
+    if (io->backend != SW_STORE_IO_URING)
+        return 0;
+    size_t queued = 0;
+    for (; queued < n; queued++) {
+        struct io_uring_sqe *sqe = io_uring_get_sqe(&io->ring);
+        if (!sqe)
+            break;
+        sw_io_op *op = &ops[queued];
+        int fixed = io->registered && (char *)op->buf >= io->reg &&
+                    (char *)op->buf + op->len <= io->reg + io->reg_len;
+        if (op->write && fixed)
+            io_uring_prep_write_fixed(sqe, op->fd, op->buf, (unsigned)op->len, op->off, 0);
+        else if (op->write)
+            io_uring_prep_write(sqe, op->fd, op->buf, (unsigned)op->len, op->off);
+        else if (fixed)
+            io_uring_prep_read_fixed(sqe, op->fd, op->buf, (unsigned)op->len, op->off, 0);
+        else
+            io_uring_prep_read(sqe, op->fd, op->buf, (unsigned)op->len, op->off);
+        io_uring_sqe_set_data64(sqe, tag0 + queued);
+        op->res = -EIO;
+    }
+    if (queued == 0)
+        return 0;
+    int sub = io_uring_submit(&io->ring);
+    return sub > 0 ? (size_t)sub : 0;
+#else
+    (void)io; (void)ops; (void)n; (void)tag0;
+    return 0;
+#endif
+}
+
+int sw_io_reap(sw_io *io, int wait, sw_io_cqe_fn fn, void *ctx)
+{
+#if defined(SPILLWAY_HAVE_URING)
+    if (io->backend != SW_STORE_IO_URING)
+        return -1;
+    int got = 0;
+    for (;;) {
+        struct io_uring_cqe *cqe;
+        int e = wait && got == 0 ? io_uring_wait_cqe(&io->ring, &cqe)
+                                 : io_uring_peek_cqe(&io->ring, &cqe);
+        if (e == -EINTR)
+            continue;
+        if (e == -EAGAIN)
+            return got; /* nothing more ready */
+        if (e < 0)
+            return got ? got : -1;
+        uint64_t tag = io_uring_cqe_get_data64(cqe);
+        int32_t res = cqe->res;
+        io_uring_cqe_seen(&io->ring, cqe);
+        got++;
+        fn(ctx, tag, res);
+    }
+#else
+    (void)io; (void)wait; (void)fn; (void)ctx;
+    return -1;
+#endif
+}

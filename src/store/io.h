@@ -39,4 +39,26 @@ size_t sw_io_run(sw_io *io, sw_io_op *ops, size_t n);
 typedef void (*sw_io_done_fn)(void *ctx, size_t i);
 size_t sw_io_run_cb(sw_io *io, sw_io_op *ops, size_t n, sw_io_done_fn done, void *ctx);
 
+/* Asynchronous use (the store's read tickets, read_async.c). Only while
+ * sw_io_async() is 1 (io_uring); the caller keeps at most queue_depth ops in
+ * flight and never mixes these calls with sw_io_run* while any is in flight.
+ *
+ * submit: queues ops[0..n) tagged tag0 + k and submits them; returns how
+ * many the kernel accepted. Fewer than n means the ring broke: the caller
+ * reaps what is in flight, completes the rest with sw_io_op_sync and calls
+ * sw_io_retire.
+ * reap: hands each available completion to fn(ctx, tag, res); with `wait`
+ * blocks until at least one arrived. Returns the number handed out, or -1
+ * when the ring broke while waiting (then as above).
+ * op_finish: makes an op's result final once its completion arrived
+ * (EAGAIN/EINTR redone, a short transfer completed synchronously).
+ * retire: gives up io_uring for the rest of the handle's life (pread). */
+typedef void (*sw_io_cqe_fn)(void *ctx, uint64_t tag, int32_t res);
+int sw_io_async(const sw_io *io);
+size_t sw_io_submit(sw_io *io, sw_io_op *ops, size_t n, uint64_t tag0);
+int sw_io_reap(sw_io *io, int wait, sw_io_cqe_fn fn, void *ctx);
+void sw_io_op_finish(sw_io_op *op);
+void sw_io_op_sync(sw_io_op *op);
+void sw_io_retire(sw_io *io);
+
 #endif

@@ -14,6 +14,8 @@ static sw_status scan_enter(sw_store *s, const char *what)
         pthread_mutex_unlock(&s->lock);
         return sw_fail(SW_STATUS_FAILED, "the store handle hit an unrecoverable error before");
     }
+    /* verify reads through the bounce buffer: read tickets first */
+    sw_store_reads_drain(s);
     return SW_OK;
 }
 

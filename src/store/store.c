@@ -586,6 +586,10 @@ sw_status sw_store_close(sw_store *s)
 {
     if (!s)
         return SW_OK;
+    /* Read tickets still outstanding: their I/O is completed (the bounce
+     * buffer is freed below) and dropped; nothing more is written into the
+     * callers' buffers. */
+    sw_store_reads_close(s);
     /* The write-through worker first: bounded by remote_close_wait_ms plus
      * one put batch in flight (the remote's command_timeout_ms). */
     sw_store_remote_close(s);

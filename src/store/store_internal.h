@@ -89,6 +89,8 @@ struct sw_store {
     void *rd_scratch;            /* read plan scratch (items, hashes), grown */
     size_t rd_scratch_bytes;
     void *rd_groups, *rd_reqs;   /* ops_cap + 1 each, allocated on first read */
+    struct sw_read_async *ra;    /* read tickets (read_async.c); NULL until the
+                                  * first sw_store_read_submit */
 
     /* journal */
     uint64_t journal_end;        /* bytes of valid records */
@@ -162,6 +164,19 @@ static inline uint64_t sw_store_run_off(const sw_store *s, uint32_t run)
  * when that is impossible (handle marked failed). */
 sw_status sw_store_journal_append(sw_store *s, const sw_store_record *r);
 sw_status sw_store_errno(sw_store *s, int err, const char *what);
+
+/* rw.c: key check; lock + failed check + sw_store_reads_drain (unlocks
+ * and returns SW_STATUS_FAILED on a failed handle). */
+sw_status sw_store_check_key(const sw_store_key *k);
+sw_status sw_store_enter(sw_store *s);
+
+/* read_async.c, s->lock held: completes every read ticket's I/O in flight
+ * (their results wait for sw_store_read_wait), so that the caller may use
+ * the ring, the bounce buffer and change the index. A no-op when none is in
+ * flight. reads_close: at close, completes the I/O in flight without
+ * delivering anything into the callers' buffers, then frees the tickets. */
+void sw_store_reads_drain(sw_store *s);
+void sw_store_reads_close(sw_store *s);
 
 /* rw.c: sw_store_write's body, s->lock held (remote write-back). */
 sw_status sw_store_write_locked(sw_store *s, const sw_store_key *key, const void *src,

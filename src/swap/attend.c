@@ -4,6 +4,8 @@
  * tile's missing stripes with one batched store read issued while the
  * previous tile computes, and merge online-softmax states in fp32. */
 #include "swap_internal.h"
+#include "swap_cuda.h"
+#include "attn/attn_internal.h"
 #include "core/sw_core.h"
 #include "core/sw_half.h"
 
@@ -34,6 +36,7 @@ typedef struct tile {
     sw_status *sts;
     sw_swap_read_job job;
     int in_worker;
+    int buf, layout;        /* device pool: staging buffer and its layout */
 } tile;
 
 /* Per-call state. */
@@ -54,6 +57,8 @@ typedef struct run {
     float *part;            /* key-range states: [H][nsplit-1][m, l, o of ql*G rows] */
     int32_t nsplit;         /* key ranges per kv head and tile */
     int64_t attended, hits, misses, tiles;
+    void *stream;           /* device pool: the caller's stream */
+    int32_t nplanned;       /* device pool: tiles planned (staging parity) */
 } run;
 
 static int cmp_score_asc(const void *a, const void *b, void *ctx)
@@ -177,6 +182,10 @@ static int plan_tile(run *R, tile *t)
     t->nmiss = 0;
     t->nkeys = 0;
     t->in_worker = 0;
+    if (s->dev) {
+        t->buf = R->nplanned++ & 1;
+        t->layout = sw_swap_dev_next_layout(s);
+    }
     while (t->n < s->tile_blocks && R->pos < R->norder) {
         const int32_t b = R->order[R->pos++];
         sw_swap_blk *e = &L->blk[b];
@@ -198,13 +207,26 @@ static int plan_tile(run *R, tile *t)
             e->slot = slot;
             R->misses++;
             const size_t es = sw_swap_kv_elem_size((sw_swap_kv_dtype)e->dtype);
-            for (int kind = 0; kind < 2; kind++)
-                for (int32_t h = 0; h < H; h++) {
-                    t->keys[t->nkeys] = key_of(q, p->layer, b, h, kind);
-                    t->dst[t->nkeys] = v->data + (kind ? v_offset(s) : 0) +
-                                       (size_t)h * s->stripe_elems * es;
-                    t->nkeys++;
-                }
+            if (s->dev) {
+                /* Keys in the store's write order (offload: per kv head, K
+                 * then V) so that host-tier copies run together; the
+                 * staging layout decides which runs are contiguous. */
+                for (int32_t h = 0; h < H; h++)
+                    for (int kind = 0; kind < 2; kind++) {
+                        t->keys[t->nkeys] = key_of(q, p->layer, b, h, kind);
+                        t->dst[t->nkeys] = sw_swap_dev_stage_ptr(s, t->buf, t->layout,
+                                                                 t->nmiss, h, kind);
+                        t->nkeys++;
+                    }
+            } else {
+                for (int kind = 0; kind < 2; kind++)
+                    for (int32_t h = 0; h < H; h++) {
+                        t->keys[t->nkeys] = key_of(q, p->layer, b, h, kind);
+                        t->dst[t->nkeys] = v->data + (kind ? v_offset(s) : 0) +
+                                           (size_t)h * s->stripe_elems * es;
+                        t->nkeys++;
+                    }
+            }
             t->miss_blocks[t->nmiss++] = b;
         }
         sw_swap_slot *sl = &s->slots[slot];
@@ -225,7 +247,13 @@ static void start_read(run *R, tile *t, int async)
     t->job.n = t->nkeys;
     t->job.keys = t->keys;
     t->job.dst = t->dst;
-    t->job.dst_bytes = s->stripe_elems * 2;
+    t->job.dst_bytes = s->dev ? sw_swap_dev_stage_stride(s) : s->stripe_elems * 2;
+    t->job.device = s->dev != NULL;
+    if (s->dev) {
+        t->job.devno = s->c.device;
+        t->job.stream = sw_swap_dev_copy_stream(s);
+        t->job.wait_ev = sw_swap_dev_stage_event(s, t->buf);
+    }
     t->job.lengths = t->lens;
     t->job.gens = t->gens;
     t->job.statuses = t->sts;
@@ -261,6 +289,8 @@ static sw_status finish_read(run *R, tile *t)
         return SW_OK;
     s->st.host_bytes_read += t->job.host_bytes;
     s->st.file_bytes_read += t->job.file_bytes;
+    if (s->dev)
+        sw_swap_dev_note_read(s, t->job.host_bytes, t->job.file_bytes);
     const sw_swap_seq *q = R->seqs[t->bi];
     sw_swap_layer *L = &q->layers[R->p->layer];
     const int32_t H = s->m.num_kv_heads;
@@ -271,8 +301,10 @@ static sw_status finish_read(run *R, tile *t)
         const sw_swap_blk *e = &L->blk[b];
         const size_t want = (size_t)e->valid * (size_t)s->m.head_dim *
                             sw_swap_kv_elem_size((sw_swap_kv_dtype)e->dtype);
-        for (int kind = 0; kind < 2; kind++)
-            for (int32_t h = 0; h < H; h++, i++) {
+        for (int32_t x = 0; x < 2 * H; x++, i++) {
+                /* the order plan_tile listed the keys in */
+                const int kind = s->dev ? x % 2 : x / H;
+                const int32_t h = s->dev ? x / 2 : x % H;
                 if (bad != SW_OK)
                     continue;
                 if (t->sts[i] != SW_OK) {
@@ -364,9 +396,28 @@ static void tile_task(void *ctx, int task, int tid)
         J->fn(&a, &s->ts[tid]);
 }
 
-static void compute_tile(run *R, const tile *t)
+/* Device pool: the tile's scatter, kernel and merge on the caller's stream. */
+static sw_status compute_tile_dev(run *R, const tile *t)
 {
     sw_swap *s = R->s;
+    sw_swap_dev_tile dt;
+    dt.bi = t->bi;
+    dt.n = t->n;
+    dt.nmiss = t->nmiss;
+    dt.buf = t->buf;
+    dt.layout = t->layout;
+    dt.blocks = t->blocks;
+    dt.slots = t->slots;
+    dt.miss_blocks = t->miss_blocks;
+    R->attended += t->n;
+    return sw_swap_dev_compute(s, R->p, R->seqs[t->bi], &dt, R->stream);
+}
+
+static sw_status compute_tile(run *R, const tile *t)
+{
+    sw_swap *s = R->s;
+    if (s->dev)
+        return compute_tile_dev(R, t);
     const sw_swap_attend_params *p = R->p;
     const int32_t H = s->m.num_kv_heads, Hq = s->m.num_qo_heads, G = Hq / H;
     const int32_t D = s->m.head_dim, B = s->m.block_size;
@@ -425,6 +476,7 @@ static void compute_tile(run *R, const tile *t)
                     R->m[si] = mn;
                 }
         }
+    return SW_OK;
 }
 
 /* One pass over the batch: exact (sparse = 0) or sparse. Leaves the
@@ -435,11 +487,15 @@ static sw_status run_pass(run *R, int sparse)
     const sw_swap_attend_params *p = R->p;
     const int32_t Hq = s->m.num_qo_heads, D = s->m.head_dim;
     const int64_t rows = (int64_t)p->q_indptr[p->batch] * Hq;
-    for (int64_t i = 0; i < rows; i++) {
-        R->m[i] = -INFINITY;
-        R->l[i] = 0.0f;
+    if (s->dev) {
+        SW_TRY(sw_swap_dev_pass_begin(s, p, R->stream));
+    } else {
+        for (int64_t i = 0; i < rows; i++) {
+            R->m[i] = -INFINITY;
+            R->l[i] = 0.0f;
+        }
+        memset(R->acc, 0, sizeof(float) * (size_t)rows * (size_t)D);
     }
-    memset(R->acc, 0, sizeof(float) * (size_t)rows * (size_t)D);
     R->sparse = sparse;
     R->pb = -1;
     R->pos = R->norder = 0;
@@ -483,9 +539,18 @@ static sw_status run_pass(run *R, int sparse)
                 start_read(R, nxt, 1);
         }
         double t0 = now_s();
-        compute_tile(R, cur);
+        st = compute_tile(R, cur);
         s->st.compute_seconds += now_s() - t0;
         sw_swap_pool_unpin(s, cur->pin);
+        if (st != SW_OK) {
+            /* the tile's new slots were never filled */
+            const sw_swap_seq *q = R->seqs[cur->bi];
+            for (int32_t m = 0; m < cur->nmiss; m++)
+                sw_swap_pool_drop(s, &q->layers[p->layer].blk[cur->miss_blocks[m]]);
+            cur->nmiss = 0;
+            break;
+        }
+        cur->nmiss = 0; /* filled: not to be dropped by the cleanup below */
         if (!s->prefetch) {
             have_next = plan_tile(R, nxt);
             if (have_next > 0)
@@ -530,6 +595,8 @@ static sw_status run_pass(run *R, int sparse)
     }
     if (st != SW_OK)
         return st;
+    if (s->dev)
+        return SW_OK; /* finalised by the caller (sw_swap_dev_pass_end) */
     /* finalise: acc / sum, lse = ln2 * (m + log2(sum)) */
     for (int64_t i = 0; i < rows; i++) {
         float *o = R->acc + i * D;
@@ -597,10 +664,105 @@ static void free_run(run *R, int32_t batch)
     free(R->part);
 }
 
+/* Device pool: q, o, lse are device memory; the work is enqueued on
+ * `stream`; the host waits for the scores only (and for the fp32 outputs of
+ * a sparse check). */
+static sw_status attend_dev(run *R, sw_swap_attend_result *res, void *stream)
+{
+    sw_swap *s = R->s;
+    const sw_swap_attend_params *p = R->p;
+    const int32_t Hq = s->m.num_qo_heads, D = s->m.head_dim;
+    const int64_t hrows = (int64_t)p->q_indptr[p->batch] * Hq;
+    int32_t maxn = 1;
+    int64_t total_blocks = 0;
+    for (int32_t b = 0; b < p->batch; b++) {
+        const int32_t n = R->seqs[b]->layers[p->layer].nblocks;
+        total_blocks += n;
+        maxn = n > maxn ? n : maxn;
+    }
+    R->stream = stream;
+    R->nsplit = 1;
+    R->scores = calloc((size_t)p->batch, sizeof *R->scores);
+    R->order = malloc(sizeof(int32_t) * (size_t)maxn);
+    sw_status st = R->scores && R->order ? SW_OK
+                                         : sw_fail(SW_STATUS_NO_MEMORY, "attend tables");
+    for (int32_t b = 0; b < p->batch && st == SW_OK; b++) {
+        const int32_t n = R->seqs[b]->layers[p->layer].nblocks;
+        R->scores[b] = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+        if (!R->scores[b])
+            st = sw_fail(SW_STATUS_NO_MEMORY, "block scores");
+    }
+    if (st == SW_OK)
+        st = sw_swap_dev_enter(s);
+    /* A host buffer here would fault inside a kernel (a sticky error that
+     * ends the context): refuse it up front. */
+    if (st == SW_OK && hrows > 0 &&
+        (!sw_cuda_is_device_ptr(p->q) || !sw_cuda_is_device_ptr(p->o) ||
+         (p->lse && !sw_cuda_is_device_ptr(p->lse))))
+        st = sw_fail(SW_STATUS_INVALID, "device pool: q (%p), o (%p) and lse (%p) must be device "
+                     "memory", p->q, p->o, (void *)p->lse);
+    if (st == SW_OK)
+        st = sw_swap_dev_attend_begin(s, p, R->seqs, R->scores, stream);
+    const uint64_t h0 = s->st.hits, m0 = s->st.misses;
+    const int sparse = p->sparse_top_k > 0;
+    float *exact = NULL, *got = NULL;
+    double rel = -1.0;
+    if (st == SW_OK && sparse && p->sparse_check) {
+        const size_t n = (size_t)(hrows > 0 ? hrows : 1) * (size_t)D;
+        exact = malloc(sizeof(float) * n);
+        got = malloc(sizeof(float) * n);
+        if (!exact || !got)
+            st = sw_fail(SW_STATUS_NO_MEMORY, "sparse check buffers");
+        if (st == SW_OK)
+            st = run_pass(R, 0);
+        if (st == SW_OK)
+            st = sw_swap_dev_pass_end(s, p, NULL, NULL, exact, stream);
+    }
+    if (st == SW_OK) {
+        R->attended = 0;
+        st = run_pass(R, sparse);
+    }
+    if (st == SW_OK)
+        st = sw_swap_dev_pass_end(s, p, p->o, p->lse, exact ? got : NULL, stream);
+    if (st == SW_OK && exact) {
+        double num = 0.0, den = 0.0;
+        for (int64_t i = 0; i < hrows * D; i++) {
+            const double d = (double)got[i] - exact[i];
+            num += d * d;
+            den += (double)exact[i] * exact[i];
+        }
+        rel = den > 0.0 ? sqrt(num / den) : sqrt(num);
+    }
+    free(exact);
+    free(got);
+    if (s->dev) {
+        /* recorded even after a failure: the next call waits for what was
+         * enqueued */
+        sw_status e = sw_swap_dev_attend_end(s, stream);
+        if (st == SW_OK)
+            st = e;
+    }
+    if (st == SW_STATUS_CUDA)
+        s->failed = 1; /* the context or a queued copy is broken */
+    s->st.hits += (uint64_t)R->hits;
+    s->st.misses += (uint64_t)R->misses;
+    s->st.tiles += (uint64_t)R->tiles;
+    s->st.attends++;
+    if (res) {
+        res->blocks_total = total_blocks;
+        res->blocks_attended = R->attended;
+        res->hits = (int64_t)(s->st.hits - h0);
+        res->misses = (int64_t)(s->st.misses - m0);
+        res->tiles = R->tiles;
+        res->sparse_rel_l2 = rel;
+    }
+    free_run(R, p->batch);
+    return st;
+}
+
 sw_status sw_swap_attend(sw_swap *s, const sw_swap_attend_params *p, sw_swap_attend_result *res,
                          void *stream)
 {
-    (void)stream; /* host pool: nothing is enqueued */
     if (!s || !p)
         return sw_fail(SW_STATUS_INVALID, "sw_swap_attend: null argument");
     if (s->failed)
@@ -620,6 +782,8 @@ sw_status sw_swap_attend(sw_swap *s, const sw_swap_attend_params *p, sw_swap_att
         free(R.seqs);
         return st;
     }
+    if (s->dev)
+        return attend_dev(&R, res, stream);
     const int32_t Hq = s->m.num_qo_heads, D = s->m.head_dim, Rk = s->c.predictor_rank;
     const int64_t nrows = p->q_indptr[p->batch];
     const int64_t hrows = nrows * Hq;
@@ -756,6 +920,12 @@ sw_status sw_swap_score_blocks(sw_swap *s, uint64_t seq_id, int32_t layer, const
     if (capacity < L->nblocks || (!scores && L->nblocks > 0))
         return sw_fail(SW_STATUS_WORKSPACE_TOO_SMALL, "scores has room for %d, the sequence "
                        "has %d blocks", capacity, L->nblocks);
+    if (s->dev) {
+        if (s->failed)
+            return sw_fail(SW_STATUS_FAILED, "swap engine failed earlier");
+        SW_TRY(sw_swap_dev_enter(s));
+        return sw_swap_dev_score_host(s, L, q, q_len, scores);
+    }
     const int64_t hrows = (int64_t)q_len * s->m.num_qo_heads;
     float *qp = malloc(sizeof(float) * (size_t)hrows * (size_t)s->c.predictor_rank);
     if (!qp)

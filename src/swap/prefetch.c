@@ -2,6 +2,8 @@
  * while the caller computes tile i. One job at a time is enough for a
  * read-ahead depth of one tile; the store serialises its own calls. */
 #include "swap_internal.h"
+#include "swap_cuda.h"
+#include "attn/attn_internal.h"
 #include "core/sw_core.h"
 
 #include <string.h>
@@ -13,8 +15,27 @@ void sw_swap_read_run(sw_store *store, sw_swap_read_job *job)
     memset(&b, 0, sizeof b);
     a.struct_size = b.struct_size = sizeof a;
     sw_store_get_stats(store, &a);
-    job->result = sw_store_read(store, job->n, job->keys, job->dst, job->dst_bytes,
-                                job->lengths, job->gens, job->statuses);
+    if (job->device) {
+        /* Device pool: the store copies into the staging buffer on the
+         * engine's copy stream, once the scatter that last read the buffer
+         * has run, and synchronises the stream before it returns. The seam
+         * for an asynchronous store read is here. */
+        sw_status st = sw_cuda_set_device(job->devno);
+        if (st == SW_OK)
+            st = sw_cuda_swap_stream_wait(job->stream, job->wait_ev);
+        if (st != SW_OK) {
+            for (size_t i = 0; i < job->n; i++)
+                job->statuses[i] = st;
+            job->result = st;
+        } else {
+            job->result = sw_store_read_device(store, job->n, job->keys, job->dst,
+                                               job->dst_bytes, job->lengths, job->gens,
+                                               job->statuses, job->stream);
+        }
+    } else {
+        job->result = sw_store_read(store, job->n, job->keys, job->dst, job->dst_bytes,
+                                    job->lengths, job->gens, job->statuses);
+    }
     sw_store_get_stats(store, &b);
     job->host_bytes = b.host_bytes_read - a.host_bytes_read;
     job->file_bytes = b.file_bytes_read - a.file_bytes_read;

@@ -1,5 +1,6 @@
 /* Swap engine handle: configuration, sequence registry, offload, stats. */
 #include "swap_internal.h"
+#include "swap_cuda.h"
 #include "attn/attn_internal.h"
 #include "core/sw_core.h"
 
@@ -121,11 +122,16 @@ sw_status sw_swap_create(const sw_swap_model *model, const sw_swap_config *confi
     SW_TRY(check_model(model));
     SW_TRY(check_config(config));
     if (config->pool == SW_SWAP_POOL_DEVICE) {
-        if (sw_cuda_devices() < 1)
+        const int32_t nd = sw_cuda_devices();
+        if (nd < 1)
             return sw_fail(SW_STATUS_NO_DEVICE, "device pool asked for, but no usable CUDA "
-                           "device in this build/machine");
-        return sw_fail(SW_STATUS_UNSUPPORTED, "device pool: the GPU swap engine is not in "
-                       "this build yet (use SW_SWAP_POOL_HOST)");
+                           "device in this %s", sw_cuda_built() ? "machine" : "build");
+        if (config->device < 0 || config->device >= nd)
+            return sw_fail(SW_STATUS_NO_DEVICE, "device pool on CUDA device %d: %d usable "
+                           "(ordinals 0..%d)", config->device, nd, nd - 1);
+        if (!sw_cuda_swap_head_dim_ok(model->head_dim))
+            return sw_fail(SW_STATUS_UNSUPPORTED, "device pool: head_dim %d has no tile kernel "
+                           "(64, 128 or 256; the host pool takes any)", model->head_dim);
     }
     sw_store_stats sst;
     memset(&sst, 0, sizeof sst);
@@ -160,8 +166,10 @@ sw_status sw_swap_create(const sw_swap_model *model, const sw_swap_config *confi
     double *pd = malloc(sizeof(double) * (size_t)d * (size_t)r);
     s->proj = malloc(sizeof(float) * (size_t)d * (size_t)r);
     s->slots = calloc((size_t)config->resident_blocks, sizeof *s->slots);
-    s->pool = sw_aligned_alloc(64, s->slot_bytes * (size_t)config->resident_blocks);
-    if (!pd || !s->proj || !s->slots || !s->pool) {
+    /* A device pool's slot bytes live in GPU memory (device.c). */
+    if (config->pool == SW_SWAP_POOL_HOST)
+        s->pool = sw_aligned_alloc(64, s->slot_bytes * (size_t)config->resident_blocks);
+    if (!pd || !s->proj || !s->slots || (config->pool == SW_SWAP_POOL_HOST && !s->pool)) {
         free(pd);
         sw_swap_destroy(s);
         return sw_fail(SW_STATUS_NO_MEMORY, "sw_swap_create: %d slots of %zu bytes",
@@ -172,10 +180,16 @@ sw_status sw_swap_create(const sw_swap_model *model, const sw_swap_config *confi
         s->proj[i] = (float)pd[i];
     free(pd);
     for (int32_t i = 0; i < config->resident_blocks; i++) {
-        s->slots[i].data = s->pool + (size_t)i * s->slot_bytes;
+        s->slots[i].data = s->pool ? s->pool + (size_t)i * s->slot_bytes : NULL;
         s->slots[i].score = -INFINITY;
     }
-    {
+    if (config->pool == SW_SWAP_POOL_DEVICE) {
+        sw_status st = sw_swap_dev_create(s);
+        if (st != SW_OK) {
+            sw_swap_destroy(s);
+            return st;
+        }
+    } else {
         sw_status st = sw_swap_tile_init(s);
         if (st != SW_OK) {
             sw_swap_destroy(s);
@@ -204,6 +218,7 @@ static void free_seq(sw_swap *s, sw_swap_seq *q)
             for (int32_t b = 0; b < L->cap; b++) {
                 free(L->blk[b].proj);
                 free(L->blk[b].gen);
+                sw_swap_dev_entry_free(s, &L->blk[b]);
             }
             free(L->blk);
         }
@@ -220,6 +235,7 @@ void sw_swap_destroy(sw_swap *s)
     sw_swap_tile_fini(s);
     for (size_t i = 0; i < s->nseqs; i++)
         free_seq(s, s->seqs[i]);
+    sw_swap_dev_destroy(s);
     free(s->seqs);
     free(s->slots);
     sw_aligned_free(s->pool);
@@ -369,6 +385,7 @@ static sw_status grow_layer(sw_swap *s, sw_swap_layer *L, int32_t need)
     for (int32_t i = L->cap; i < nc; i++) {
         memset(&n[i], 0, sizeof n[i]);
         n[i].slot = -1;
+        n[i].dproj = -1;
     }
     L->blk = n;
     L->cap = nc;
@@ -431,8 +448,14 @@ sw_status sw_swap_offload(sw_swap *s, uint64_t seq_id, int32_t layer, int32_t bl
         if (!e->gen)
             return sw_fail(SW_STATUS_NO_MEMORY, "generations");
     }
+    if (s->dev)
+        SW_TRY(sw_swap_dev_enter(s));
     float *proj = NULL;
-    if (b->dtype == SW_SWAP_KV_BF16) {
+    if (s->dev) {
+        /* projected keys live on the device: an entry for BF16, none for FP8 */
+        if (b->dtype == SW_SWAP_KV_BF16)
+            SW_TRY(sw_swap_dev_entry(s, e));
+    } else if (b->dtype == SW_SWAP_KV_BF16) {
         proj = e->proj ? e->proj
                        : malloc(sizeof(float) * (size_t)H * (size_t)B *
                                 (size_t)s->c.predictor_rank);
@@ -467,7 +490,28 @@ sw_status sw_swap_offload(sw_swap *s, uint64_t seq_id, int32_t layer, int32_t bl
             }
             e->gen[h * 2 + kind] = g;
         }
-    if (b->dtype == SW_SWAP_KV_BF16) {
+    if (s->dev) {
+        if (b->dtype == SW_SWAP_KV_BF16) {
+            sw_status st = sw_swap_dev_project_block(s, e, (const uint16_t *)b->k);
+            if (st != SW_OK) {
+                /* stripes written, predictor not: the block stays absent */
+                if (block == old_n)
+                    L->nblocks = old_n;
+                else
+                    for (int32_t i = block; i < old_n; i++) {
+                        sw_swap_pool_drop(s, &L->blk[i]);
+                        L->blk[i].valid = 0;
+                    }
+                if (block < old_n)
+                    L->nblocks = block;
+                if (st == SW_STATUS_CUDA)
+                    s->failed = 1;
+                return st;
+            }
+        } else {
+            sw_swap_dev_entry_free(s, e);
+        }
+    } else if (b->dtype == SW_SWAP_KV_BF16) {
         for (int32_t h = 0; h < H; h++)
             sw_swap_project_bf16(s->proj, D, s->c.predictor_rank,
                                  (const uint16_t *)b->k + (size_t)h * s->stripe_elems,

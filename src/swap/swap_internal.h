@@ -22,7 +22,10 @@ typedef struct sw_swap_blk {
     uint8_t dtype;        /* sw_swap_kv_dtype */
     float k_scale, v_scale;
     int32_t slot;         /* resident slot or -1 */
-    float *proj;          /* BF16: [num_kv_heads][block_size][rank]; NULL for FP8 */
+    float *proj;          /* BF16, host pool: [num_kv_heads][block_size][rank]; NULL
+                           * for FP8 and for a device pool */
+    int32_t dproj;        /* BF16, device pool: entry of the device arena of
+                           * projected keys; -1 = none */
     uint64_t *gen;        /* [num_kv_heads][2] store generations (K, V) */
 } sw_swap_blk;
 
@@ -58,6 +61,12 @@ typedef struct sw_swap_read_job {
     sw_status *statuses;
     sw_status result;
     uint64_t host_bytes, file_bytes; /* store counter deltas */
+    /* device pool: dst are device pointers (staging), read with
+     * sw_store_read_device on `stream` after it waited for `wait_ev` (the
+     * scatter that last read that staging buffer). */
+    int device;
+    int32_t devno;
+    void *stream, *wait_ev;
 } sw_swap_read_job;
 
 typedef struct sw_swap_worker {
@@ -119,6 +128,7 @@ struct sw_swap {
     void *ts_mem;
     int32_t bpad;           /* block_size rounded up to 16 */
     int tile_isa;           /* sw_cpu_isa of the tile kernel */
+    struct sw_swap_dev *dev; /* device pool (device.c); NULL for a host pool */
     sw_swap_stats st;
 };
 
@@ -210,6 +220,68 @@ void sw_swap_tile_fini(sw_swap *s);
 sw_swap_kernel_fn sw_swap_tile_kernel(const sw_swap *s);
 /* E4M3 code -> fp32 table (256 entries). */
 extern float sw_swap_e4m3_lut[256];
+
+/* ---- device.c: the device pool ---- */
+/* Heuristics (pure, unit-tested without a GPU). */
+/* Block ranges per (tile, kv head, row group) of the tile kernel: about
+ * `ctas` CTAs in all (the device asks for 2 per SM), at least two blocks
+ * per CTA; 1..nblk, never decreasing with nblk. */
+int32_t sw_swap_dev_chunks(int32_t nblk, int32_t H, int32_t nrg, int32_t ctas);
+/* Floats of the tile kernel's partial states for a sequence of ql query
+ * rows and tiles of up to nblk blocks (what sw_swap_dev_compute will use). */
+size_t sw_swap_dev_part_floats(int32_t ql, int32_t nblk, int32_t H, int32_t G, int32_t D,
+                               int32_t ctas);
+/* Staging layout of the next tile's read from the tier mix of the last one:
+ * 0 = block-major (host-tier copies are in the store's write order), 1 =
+ * stream-major (file reads arrive in placement order); `prev` when the last
+ * read moved nothing. */
+int sw_swap_dev_layout(uint64_t host_bytes, uint64_t file_bytes, int prev);
+
+sw_status sw_swap_dev_create(sw_swap *s);
+void sw_swap_dev_destroy(sw_swap *s);
+/* Makes the engine's device current on the calling thread. */
+sw_status sw_swap_dev_enter(sw_swap *s);
+/* Arena entry for a BF16 block's projected keys (kept when it has one). */
+sw_status sw_swap_dev_entry(sw_swap *s, sw_swap_blk *e);
+void sw_swap_dev_entry_free(sw_swap *s, sw_swap_blk *e);
+/* Projects the block's keys k [H][B][D] (host BF16) into its entry. */
+sw_status sw_swap_dev_project_block(sw_swap *s, const sw_swap_blk *e, const uint16_t *k);
+/* Staging address of stripe (h, kind) of the m-th missing block. */
+void *sw_swap_dev_stage_ptr(const sw_swap *s, int buf, int layout, int32_t m, int32_t h,
+                            int kind);
+size_t sw_swap_dev_stage_stride(const sw_swap *s);
+void *sw_swap_dev_copy_stream(const sw_swap *s);
+void *sw_swap_dev_stage_event(const sw_swap *s, int buf);
+/* The staging layout for the next read (sw_swap_dev_layout over the last
+ * verified read) and the feedback of a finished one. */
+int sw_swap_dev_next_layout(sw_swap *s);
+void sw_swap_dev_note_read(sw_swap *s, uint64_t host_bytes, uint64_t file_bytes);
+
+/* Per attend call. begin: waits for the previous call's buffers, sizes the
+ * workspaces, projects the queries (q device BF16) and scores every block
+ * of the batch into scores[b][...] (host; one synchronisation). */
+sw_status sw_swap_dev_attend_begin(sw_swap *s, const sw_swap_attend_params *p,
+                                   sw_swap_seq *const *seqs, float **scores, void *stream);
+/* Pass start: running state reset. */
+sw_status sw_swap_dev_pass_begin(sw_swap *s, const sw_swap_attend_params *p, void *stream);
+/* One tile: scatter of its nmiss read blocks out of staging buffer `buf`
+ * (layout), then the tile kernel + merge for batch entry bi. */
+typedef struct sw_swap_dev_tile {
+    int32_t bi, n, nmiss, buf, layout;
+    const int32_t *blocks, *slots, *miss_blocks;
+} sw_swap_dev_tile;
+sw_status sw_swap_dev_compute(sw_swap *s, const sw_swap_attend_params *p, const sw_swap_seq *q,
+                              const sw_swap_dev_tile *t, void *stream);
+/* Pass end: outputs. o/lse (device, may be NULL) and/or fp32 copy to host
+ * `host_f32` (synchronises). */
+sw_status sw_swap_dev_pass_end(sw_swap *s, const sw_swap_attend_params *p, void *o, float *lse,
+                               float *host_f32, void *stream);
+/* Call end: records the completion event; with kernel timing, waits and
+ * adds the tile kernels' time to the stats. */
+sw_status sw_swap_dev_attend_end(sw_swap *s, void *stream);
+/* Scores for sw_swap_score_blocks (q on the host). */
+sw_status sw_swap_dev_score_host(sw_swap *s, const sw_swap_layer *L, const void *q,
+                                 int32_t q_len, float *scores);
 
 /* ---- fp8 ---- */
 float sw_e4m3_to_f32(uint8_t x);

@@ -1,0 +1,591 @@
+/* The Hopper prefill kernel (sm_90a): warp-specialised, TMA-fed, wgmma.
+ *
+ * One CTA = 3 warpgroups (384 threads), persistent over the planner's work
+ * list (longest first, claimed through the same atomic counter as the
+ * portable kernel):
+ *   warpgroup 0  gives most of its registers back (setmaxnreg). One thread
+ *                (the producer) claims items and issues every bulk tensor
+ *                copy: the item's Q tile, then K and V tiles into a
+ *                K_ST/V_ST-deep rings, each slot guarded by full/empty mbarriers.
+ *                One warp (the V fixer) zeroes the rows of a request's last
+ *                V tile that lie past its end, then releases the tile.
+ *   warpgroups 1, 2  consumers: 64 query rows each of the item's 128-row
+ *                tile. Per K/V tile j: S_j = Q K_j^T (wgmma, both operands in
+ *                shared memory) is issued together with the previous tile's
+ *                O += P V (P straight from registers: the S accumulator
+ *                layout is the A-operand layout; V read transposed by the
+ *                instruction); the softmax of S_j then runs while P V still
+ *                does. The two warpgroups take turns issuing (ping-pong), so
+ *                one's softmax overlaps the other's products.
+ *
+ * Shared-memory tiles are [chunk][row][64 elements], 128-byte rows in the
+ * 128-byte swizzle that TMA writes and wgmma reads (one descriptor layout
+ * for both), chunk = 64 columns of head_dim. Q rows are (token, head) pairs,
+ * so a 4-D tensor map (element, head, token, chunk) loads GQA-packed tiles
+ * (pack query heads of one kv head per token) with the same code as plain
+ * ones.
+ *
+ * Tiles are visited from the last (the only ones that need the causal or
+ * length mask) to the first, like FlashAttention-3. Keys past the request's
+ * end are masked by select, and their V rows zeroed by the V fixer, so
+ * values outside the request never reach the result. */
+#ifndef SW_CUDA_HOPPER_KERNEL_CUH
+#define SW_CUDA_HOPPER_KERNEL_CUH
+
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define SW_HOPPER_ARCH 1
+#endif
+
+#include "attn/attn_internal.h"
+#include "hopper_sync.cuh"
+#include "hopper_wgmma.cuh"
+#include "mma_utils.cuh"
+#include "portable_tile.cuh"
+
+namespace sw_hopper {
+
+using sw_portable::bf16_t;
+using sw_portable::f16_t;
+using sw_portable::item_geom;
+
+template <class T> struct wg_type;
+template <> struct wg_type<bf16_t> { using type = wg_bf16; };
+template <> struct wg_type<f16_t> { using type = wg_f16; };
+
+template <int D> struct traits {
+    static constexpr int HEAD_DIM = D;
+    static constexpr int BM = 128;                 /* query rows per item (2 x 64) */
+    static constexpr int BN = D == 256 ? 64 : 128; /* keys per K/V tile */
+    /* K and V rings: K one tile ahead of V (the producer issues K_t before
+     * V_{t-1}), one more K stage where shared memory allows, so the next
+     * item's first K can land while this item's last tiles still compute. */
+    static constexpr int K_ST = 3;
+    static constexpr int V_ST = D == 64 ? 3 : 2;
+    static constexpr int CH = D / 64;              /* 128-byte chunks per row */
+    static constexpr int Q_BYTES = BM * D * 2;
+    static constexpr int KV_BYTES = BN * D * 2;
+    static constexpr int Q_CHUNK = BM * 128;       /* bytes of one chunk column */
+    static constexpr int KV_CHUNK = BN * 128;
+    static constexpr int NT = 384;
+    /* barriers and the item slots after the tiles; 1024 of alignment slack */
+    static constexpr int BAR_BYTES = 256;
+    /* Q double buffered where it fits (d64, d128): the next item's Q loads
+     * while this one computes. */
+    static constexpr int Q_BUFS = D == 256 ? 1 : 2;
+    /* setmaxnreg split (128 x P + 256 x C <= 64K): d256's 128 O
+     * accumulators leave the consumers short at 232, so its producer warps
+     * make do with 24 (a few spills in one thread, off the hot loop). */
+    static constexpr int PRODUCER_REGS = D == 256 ? 24 : 40;
+    static constexpr int CONSUMER_REGS = D == 256 ? 240 : 232;
+    static constexpr int SMEM = 1024 + Q_BUFS * Q_BYTES + (K_ST + V_ST) * KV_BYTES + BAR_BYTES;
+    static_assert(SMEM <= 227 * 1024, "over sm_90's 227 KB of shared memory per block");
+    static_assert(K_ST <= 4 && V_ST <= 4, "the barrier block holds 4 stages per ring");
+};
+
+/* Barrier block layout (byte offsets from `bars`). */
+enum {
+    B_Q_FULL = 0,       /* 2 Q buffers each */
+    B_Q_EMPTY = 16,
+    B_SCHED_FULL = 32,  /* 2 slots */
+    B_SCHED_EMPTY = 48, /* 2 slots */
+    B_K_FULL = 64,      /* up to 4 stages each */
+    B_K_EMPTY = 96,
+    B_V_FULL = 128,
+    B_V_EMPTY = 160,
+    B_V_READY = 192,
+    B_ITEMS = 224       /* int[2] */
+};
+enum {
+    CONSUMERS = 256,
+    SCHED_READERS = CONSUMERS + 1, /* + the V fixer's lane 0 */
+    BAR_TURN0 = 1,                 /* named barriers of the consumer ping-pong */
+    BAR_TURN1 = 2
+};
+
+template <class TR, bool CAUSAL>
+__device__ __forceinline__ void producer(const CUtensorMap *tm_q1, const CUtensorMap *tm_qg,
+                                         const CUtensorMap *tm_k, const CUtensorMap *tm_v,
+                                         const sw_cuda_prefill_args &a, uint32_t sQ,
+                                         uint32_t sK, uint32_t sV, uint32_t bars,
+                                         volatile int *items)
+{
+    tma_prefetch_desc(tm_q1);
+    tma_prefetch_desc(tm_qg);
+    tma_prefetch_desc(tm_k);
+    tma_prefetch_desc(tm_v);
+    int it = 0;
+    /* Item n: claimed, published to the consumers through slot n & 1, its Q
+     * loaded into buffer n % Q_BUFS. With two Q buffers the producer runs
+     * one item ahead: it claims and loads item n + 1's Q before issuing item
+     * n's K/V tiles. */
+    auto claim = [&](int n) -> int {
+        const int item = atomicAdd(a.counter, 1);
+        const int slot = n & 1;
+        mbar_wait(bars + B_SCHED_EMPTY + 8 * slot, ((n >> 1) & 1) ^ 1);
+        items[slot] = item;
+        mbar_arrive(bars + B_SCHED_FULL + 8 * slot);
+        return item;
+    };
+    auto load_q = [&](int n, const item_geom &g) {
+        const int qb = n % TR::Q_BUFS;
+        /* the buffer's previous item must be done with its S products */
+        mbar_wait(bars + B_Q_EMPTY + 8 * qb, ((n / TR::Q_BUFS) & 1) ^ 1);
+        mbar_arrive_tx(bars + B_Q_FULL + 8 * qb, TR::Q_BYTES);
+        tma_load_4d(sQ + qb * TR::Q_BYTES, g.pack > 1 ? tm_qg : tm_q1, bars + B_Q_FULL + 8 * qb,
+                    0, g.head0, g.q_start + g.q_tok0, 0);
+    };
+    int item = claim(0);
+    if (TR::Q_BUFS > 1 && item < a.num_work)
+        load_q(0, item_geom::of<TR::BM, TR::BN, CAUSAL>(a, item));
+    for (int n = 0; item < a.num_work; ++n) {
+        const item_geom g = item_geom::of<TR::BM, TR::BN, CAUSAL>(a, item);
+        int next = 0;
+        if (TR::Q_BUFS > 1) {
+            next = claim(n + 1);
+            if (next < a.num_work)
+                load_q(n + 1, item_geom::of<TR::BM, TR::BN, CAUSAL>(a, next));
+        } else {
+            load_q(n, g);
+        }
+        auto load_v = [&](int t, int row) {
+            const int sv = t % TR::V_ST;
+            mbar_wait(bars + B_V_EMPTY + 8 * sv, ((uint32_t)(t / TR::V_ST) & 1) ^ 1);
+            mbar_arrive_tx(bars + B_V_FULL + 8 * sv, TR::KV_BYTES);
+            tma_load_4d(sV + sv * TR::KV_BYTES, tm_v, bars + B_V_FULL + 8 * sv, 0, g.kvh, row, 0);
+        };
+        for (int j = g.n_tiles - 1; j >= 0; --j, ++it) {
+            const int sk = it % TR::K_ST;
+            const int row = g.kv_start + j * TR::BN;
+            mbar_wait(bars + B_K_EMPTY + 8 * sk, ((uint32_t)(it / TR::K_ST) & 1) ^ 1);
+            mbar_arrive_tx(bars + B_K_FULL + 8 * sk, TR::KV_BYTES);
+            tma_load_4d(sK + sk * TR::KV_BYTES, tm_k, bars + B_K_FULL + 8 * sk, 0, g.kvh, row, 0);
+            if (j < g.n_tiles - 1)
+                load_v(it - 1, row + TR::BN); /* V of the previous (later-keyed) tile */
+        }
+        if (g.n_tiles > 0)
+            load_v(it - 1, g.kv_start); /* V of the item's first keys */
+        if (TR::Q_BUFS == 1)
+            next = claim(n + 1);
+        item = next;
+    }
+}
+
+/* The V fixer (one warp): follows the same tiles as the producer; once a V
+ * tile has landed, zeroes its rows past the request's end (a request's last,
+ * partial tile: TMA has loaded whatever follows it, the next request's rows
+ * or padding) and then releases the tile to the consumers through V_READY.
+ * So values outside a request never reach its result, not even as
+ * 0 * inf = NaN, and the consumers never stop for it. A row is one 128-byte
+ * line per chunk whatever the swizzle. */
+template <class TR, bool CAUSAL>
+__device__ __forceinline__ void v_fixer(const sw_cuda_prefill_args &a, uint32_t bars,
+                                        volatile int *items, unsigned char *sV_generic,
+                                        int lane)
+{
+    int it = 0;
+    for (int n = 0;; ++n) {
+        const int slot = n & 1;
+        mbar_wait(bars + B_SCHED_FULL + 8 * slot, (n >> 1) & 1);
+        const int item = items[slot];
+        __syncwarp();
+        if (lane == 0)
+            mbar_arrive(bars + B_SCHED_EMPTY + 8 * slot);
+        if (item >= a.num_work)
+            break;
+        const item_geom g = item_geom::of<TR::BM, TR::BN, CAUSAL>(a, item);
+        for (int j = g.n_tiles - 1; j >= 0; --j, ++it) {
+            const int st = it % TR::V_ST;
+            const uint32_t ph = (uint32_t)(it / TR::V_ST) & 1;
+            mbar_wait(bars + B_V_FULL + 8 * st, ph);
+            const int rem = g.kv_len - j * TR::BN;
+            if (rem < TR::BN) {
+                unsigned char *vt = sV_generic + st * TR::KV_BYTES;
+                const int tail = TR::BN - rem;
+                for (int i = lane; i < tail * TR::CH * 8; i += 32) {
+                    const int line = i >> 3, piece = i & 7;
+                    const int c = line / tail, rr = rem + line % tail;
+                    *(uint4 *)(vt + c * TR::KV_CHUNK + rr * 128 + piece * 16) =
+                        make_uint4(0, 0, 0, 0);
+                }
+                fence_proxy_async();
+            }
+            __syncwarp();
+            if (lane == 0)
+                mbar_arrive(bars + B_V_READY + 8 * st);
+        }
+    }
+}
+
+/* Visible keys of tile row r (causal: bottom-right aligned). */
+template <bool CAUSAL>
+__device__ __forceinline__ int row_limit(const item_geom &g, int r)
+{
+    if (!CAUSAL)
+        return g.kv_len;
+    const int v = g.tok_of(r) + 1 + g.kv_len - g.q_len;
+    return max(0, min(g.kv_len, v));
+}
+
+/* Per-thread softmax state of its two rows and the scores -> P step. */
+template <int BN> struct row_softmax {
+    float m[2], l[2];
+
+    __device__ __forceinline__ void init()
+    {
+        m[0] = m[1] = -INFINITY;
+        l[0] = l[1] = 0.f;
+    }
+
+    /* Masks tile j (keys j*BN ...) against the rows' limits. */
+    __device__ __forceinline__ static void mask(float (&s)[BN / 2], int j, int t4,
+                                                const int (&lim)[2])
+    {
+        const int kv0 = j * BN + 2 * t4;
+#pragma unroll
+        for (int nb = 0; nb < BN / 8; ++nb)
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+#pragma unroll
+                for (int e = 0; e < 2; ++e)
+                    if (kv0 + nb * 8 + e >= lim[h])
+                        s[4 * nb + 2 * h + e] = -INFINITY;
+    }
+
+    /* s -> unnormalised probabilities in place; returns the factors that
+     * rescale the rows' accumulators. A row with no visible key yet keeps
+     * max -inf and uses 0 as its offset (exp2(-inf) = 0, no NaN). */
+    __device__ __forceinline__ void update(float (&s)[BN / 2], float scale_log2, float (&corr)[2])
+    {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            float mx = -INFINITY;
+#pragma unroll
+            for (int nb = 0; nb < BN / 8; ++nb)
+                mx = fmaxf(mx, fmaxf(s[4 * nb + 2 * h], s[4 * nb + 2 * h + 1]));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            const float m_new = fmaxf(m[h], mx * scale_log2);
+            const float off = m_new == -INFINITY ? 0.f : m_new;
+            corr[h] = sw_portable::fast_exp2(m[h] - off);
+            m[h] = m_new;
+            float sum = 0.f;
+#pragma unroll
+            for (int nb = 0; nb < BN / 8; ++nb)
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    float &x = s[4 * nb + 2 * h + e];
+                    x = sw_portable::fast_exp2(x * scale_log2 - off);
+                    sum += x;
+                }
+            l[h] = l[h] * corr[h] + sum;
+        }
+    }
+};
+
+template <class T, int BN>
+__device__ __forceinline__ void pack_p(const float (&s)[BN / 2], uint32_t (&pa)[BN / 16][4])
+{
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk)
+#pragma unroll
+        for (int q = 0; q < 4; ++q)
+            pa[kk][q] = T::pack(s[8 * kk + 2 * q], s[8 * kk + 2 * q + 1]);
+}
+
+template <int D>
+__device__ __forceinline__ void rescale(float (&o)[D / 2], const float (&corr)[2])
+{
+#pragma unroll
+    for (int nb = 0; nb < D / 8; ++nb)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            o[4 * nb + 2 * h] *= corr[h];
+            o[4 * nb + 2 * h + 1] *= corr[h];
+        }
+}
+
+/* The two consumer warpgroups take turns issuing their tensor-core work
+ * (ping-pong): a warpgroup waits for its turn, issues its products, and
+ * passes the turn, then runs its softmax while the other's products run.
+ * Both do the same number of turns per item, so the turns alternate
+ * strictly (warpgroup 1 hands warpgroup 0 its first turn at the start, and
+ * warpgroup 0 takes one last turn at the end to consume the final hand-off). */
+__device__ __forceinline__ void turn_wait(int cw)
+{
+    named_sync(cw ? BAR_TURN1 : BAR_TURN0, CONSUMERS);
+}
+__device__ __forceinline__ void turn_pass(int cw)
+{
+    asm volatile("bar.arrive %0, %1;" ::"r"(cw ? (int)BAR_TURN0 : (int)BAR_TURN1), "n"((int)CONSUMERS)
+                 : "memory");
+}
+
+/* S = Q K^T for one warpgroup's 64 rows: head_dim / 16 instructions. */
+template <class TR, class WS>
+__device__ __forceinline__ void issue_s(float (&s)[TR::BN / 2], uint32_t qa, uint32_t k_tile)
+{
+#pragma unroll
+    for (int c = 0; c < TR::CH; ++c)
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk)
+            WS::ss(s, smem_desc(qa + c * TR::Q_CHUNK + kk * 32, 16, 1024),
+                   smem_desc(k_tile + c * TR::KV_CHUNK + kk * 32, 16, 1024), (c | kk) != 0);
+}
+
+/* O += P V: BN / 16 instructions, V read transposed (MN-major: 64-column
+ * chunks at the leading byte offset, 8-row groups at the stride offset). */
+template <class TR, class WO>
+__device__ __forceinline__ void issue_pv(float (&o)[TR::HEAD_DIM / 2],
+                                         const uint32_t (&pa)[TR::BN / 16][4], uint32_t v_tile)
+{
+#pragma unroll
+    for (int kk = 0; kk < TR::BN / 16; ++kk)
+        WO::rs(o, pa[kk], smem_desc(v_tile + kk * 16 * 128, TR::KV_CHUNK, 1024), 1);
+}
+
+/* One K/V tile after the first: issue S_j and the previous tile's P V
+ * (P in `pa`), softmax S_j while P V runs, then P_j into `pn`. P is double
+ * buffered so that writing P_j never touches the registers the in-flight
+ * P V reads: otherwise ptxas hoists the P V wait above the softmax. */
+template <class TR, class T, bool MASK>
+__device__ __forceinline__ void step(int j, int it, float (&s)[TR::BN / 2],
+                                     float (&o)[TR::HEAD_DIM / 2],
+                                     const uint32_t (&pa)[TR::BN / 16][4],
+                                     uint32_t (&pn)[TR::BN / 16][4], float (&corr)[2],
+                                     row_softmax<TR::BN> &sm, const int (&lim)[2], uint32_t qa,
+                                     uint32_t sK, uint32_t sV, uint32_t bars, int cw, int t4,
+                                     float scale_log2, bool pp)
+{
+    using WS = wgmma<TR::BN, typename wg_type<T>::type>;
+    using WO = wgmma<TR::HEAD_DIM, typename wg_type<T>::type>;
+    const int st = it % TR::K_ST;       /* this tile's K */
+    const int pv = (it - 1) % TR::V_ST; /* the previous tile's V */
+    mbar_wait(bars + B_K_FULL + 8 * st, (uint32_t)(it / TR::K_ST) & 1);
+    mbar_wait(bars + B_V_READY + 8 * pv, (uint32_t)((it - 1) / TR::V_ST) & 1);
+    if (pp)
+        turn_wait(cw);
+    reg_fence(s);
+    wg_fence();
+    issue_s<TR, WS>(s, qa, sK + st * TR::KV_BYTES);
+    wg_commit();
+    /* O to the previous tile's max, while S runs (FlashAttention-3's
+     * order: after the P V wait only P's conversion is left, so ptxas has
+     * no reason to hoist that wait above the softmax). */
+    rescale<TR::HEAD_DIM>(o, corr);
+    reg_fence(o);
+    /* A fence per batch: ptxas then tracks S and P V as two pipeline
+     * stages (one batch serialises every wgmma). */
+    wg_fence();
+    issue_pv<TR, WO>(o, pa, sV + pv * TR::KV_BYTES);
+    wg_commit();
+    if (pp)
+        turn_pass(cw);
+    wg_wait<1>();
+    reg_fence(s);
+    mbar_arrive(bars + B_K_EMPTY + 8 * st);
+    if (MASK)
+        row_softmax<TR::BN>::mask(s, j, t4, lim);
+    sm.update(s, scale_log2, corr);
+    reg_fence(s);
+    reg_fence(corr);
+    wg_wait<0>();
+    reg_fence(o);
+    mbar_arrive(bars + B_V_EMPTY + 8 * pv);
+    pack_p<T, TR::BN>(s, pn);
+}
+
+template <class TR, class T, bool CAUSAL>
+__device__ __forceinline__ void consumer(const sw_cuda_prefill_args &a, uint32_t sQ,
+                                         uint32_t sK, uint32_t sV, uint32_t bars,
+                                         volatile int *items)
+{
+    constexpr int BN = TR::BN, D = TR::HEAD_DIM;
+    using WS = wgmma<BN, typename wg_type<T>::type>;
+    using WO = wgmma<D, typename wg_type<T>::type>;
+    const int ctid = threadIdx.x - 128; /* 0..255 */
+    const int cw = ctid >> 7;           /* consumer warpgroup */
+    const int warp = (ctid >> 5) & 3, lane = ctid & 31;
+    const int g8 = lane >> 2, t4 = lane & 3;
+    const int r0 = cw * 64 + warp * 16 + g8; /* this thread's rows: r0, r0 + 8 */
+    const float scale_log2 = a.sm_scale * 1.4426950408889634f;
+
+    const bool pp = true; /* ping-pong on (a switch kept for development A/B builds) */
+    if (pp && cw == 1)
+        turn_pass(cw); /* warpgroup 0 goes first */
+
+    int it = 0;
+    for (int n = 0;; ++n) {
+        const int slot = n & 1;
+        mbar_wait(bars + B_SCHED_FULL + 8 * slot, (n >> 1) & 1);
+        const int item = items[slot];
+        mbar_arrive(bars + B_SCHED_EMPTY + 8 * slot);
+        if (item >= a.num_work)
+            break;
+        const item_geom g = item_geom::of<TR::BM, BN, CAUSAL>(a, item);
+        const int lim[2] = {row_limit<CAUSAL>(g, r0), row_limit<CAUSAL>(g, r0 + 8)};
+
+        float o[D / 2];
+#pragma unroll
+        for (int i = 0; i < D / 2; ++i)
+            o[i] = 0.f;
+        row_softmax<BN> sm;
+        sm.init();
+        float s[BN / 2];
+        uint32_t pa[BN / 16][4], pb[BN / 16][4]; /* P, double buffered */
+        float corr[2];
+
+        const int qb = n % TR::Q_BUFS;
+        const uint32_t qa = sQ + qb * TR::Q_BYTES + cw * 64 * 128; /* this warpgroup's rows */
+        mbar_wait(bars + B_Q_FULL + 8 * qb, (uint32_t)(n / TR::Q_BUFS) & 1);
+        if (g.n_tiles == 0) {
+            mbar_arrive(bars + B_Q_EMPTY + 8 * qb);
+        } else {
+            /* ---- first tile (the last keys): S only ---- */
+            const int st = it % TR::K_ST;
+            mbar_wait(bars + B_K_FULL + 8 * st, (uint32_t)(it / TR::K_ST) & 1);
+            if (pp)
+                turn_wait(cw);
+            reg_fence(s);
+            wg_fence();
+            issue_s<TR, WS>(s, qa, sK + st * TR::KV_BYTES);
+            wg_commit();
+            if (pp)
+                turn_pass(cw);
+            wg_wait<0>();
+            reg_fence(s);
+            mbar_arrive(bars + B_K_EMPTY + 8 * st);
+            if (g.n_tiles == 1)
+                mbar_arrive(bars + B_Q_EMPTY + 8 * qb);
+            row_softmax<BN>::mask(s, g.n_tiles - 1, t4, lim); /* always a masked tile */
+            sm.update(s, scale_log2, corr);
+            pack_p<T, BN>(s, pa);
+            ++it;
+
+            /* ---- S_j = Q K_j^T together with O += P_{j+1} V_{j+1}; the
+             * softmax of S_j runs while P V does. Masked tiles (crossing a
+             * row's limit) come first; two loops keep the mask out of the
+             * unmasked body: a branch there splits the basic block and ptxas
+             * then hoists the P V wait above the softmax. ---- */
+            int j = g.n_tiles - 2, par = 0;
+            for (; j >= 0 && j >= g.n_unmasked; --j, ++it, par ^= 1) {
+                if (par)
+                    step<TR, T, true>(j, it, s, o, pb, pa, corr, sm, lim, qa, sK, sV, bars,
+                                      cw, t4, scale_log2, pp);
+                else
+                    step<TR, T, true>(j, it, s, o, pa, pb, corr, sm, lim, qa, sK, sV, bars,
+                                      cw, t4, scale_log2, pp);
+            }
+            for (; j >= 0; --j, ++it, par ^= 1) {
+                if (par)
+                    step<TR, T, false>(j, it, s, o, pb, pa, corr, sm, lim, qa, sK, sV, bars,
+                                       cw, t4, scale_log2, pp);
+                else
+                    step<TR, T, false>(j, it, s, o, pa, pb, corr, sm, lim, qa, sK, sV, bars,
+                                       cw, t4, scale_log2, pp);
+            }
+            if (g.n_tiles > 1)
+                mbar_arrive(bars + B_Q_EMPTY + 8 * qb); /* the last S product is done */
+
+            /* ---- the first keys' P V ---- */
+            const int pv = (it - 1) % TR::V_ST;
+            mbar_wait(bars + B_V_READY + 8 * pv, (uint32_t)((it - 1) / TR::V_ST) & 1);
+            if (pp)
+                turn_wait(cw);
+            rescale<D>(o, corr);
+            reg_fence(o);
+            wg_fence();
+            if (par)
+                issue_pv<TR, WO>(o, pb, sV + pv * TR::KV_BYTES);
+            else
+                issue_pv<TR, WO>(o, pa, sV + pv * TR::KV_BYTES);
+            wg_commit();
+            if (pp)
+                turn_pass(cw);
+            wg_wait<0>();
+            reg_fence(o);
+            mbar_arrive(bars + B_V_EMPTY + 8 * pv);
+        }
+
+        /* ---- epilogue: O / l, rounded, straight to global ---- */
+        char *out = (char *)a.o;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            float lt = sm.l[h];
+            lt += __shfl_xor_sync(0xffffffffu, lt, 1);
+            lt += __shfl_xor_sync(0xffffffffu, lt, 2);
+            const float inv = lt > 0.f ? 1.f / lt : 0.f;
+            const int r = r0 + 8 * h;
+            if (!g.row_valid(r))
+                continue;
+            const int64_t row = (int64_t)(g.q_start + g.tok_of(r));
+            char *dst = out + (row * a.o_stride + (int64_t)g.head_of(r) * D + 2 * t4) * 2;
+#pragma unroll
+            for (int nb = 0; nb < D / 8; ++nb)
+                *(uint32_t *)(dst + nb * 16) =
+                    T::pack(o[4 * nb + 2 * h] * inv, o[4 * nb + 2 * h + 1] * inv);
+            if (a.lse != nullptr && t4 == 0)
+                a.lse[row * a.num_qo_heads + g.head_of(r)] =
+                    lt > 0.f ? (sm.m[h] + __log2f(lt)) * 0.6931471805599453f : -INFINITY;
+        }
+    }
+    if (pp && cw == 0)
+        turn_wait(cw); /* the hand-off warpgroup 1 made after its last turn */
+}
+
+template <int D, class T, bool CAUSAL>
+__global__ void __launch_bounds__(384, 1)
+    prefill_kernel(const __grid_constant__ CUtensorMap tm_q1,
+                   const __grid_constant__ CUtensorMap tm_qg,
+                   const __grid_constant__ CUtensorMap tm_k,
+                   const __grid_constant__ CUtensorMap tm_v, const sw_cuda_prefill_args a)
+{
+#ifdef SW_HOPPER_ARCH
+    using TR = traits<D>;
+    extern __shared__ unsigned char smem_raw[];
+    const uint32_t raw = smem_addr(smem_raw);
+    const uint32_t sQ = (raw + 1023u) & ~1023u;
+    const uint32_t sK = sQ + TR::Q_BUFS * TR::Q_BYTES;
+    const uint32_t sV = sK + TR::K_ST * TR::KV_BYTES;
+    const uint32_t bars = sV + TR::V_ST * TR::KV_BYTES;
+    volatile int *items = (volatile int *)(smem_raw + (bars - raw) + B_ITEMS);
+
+    if (threadIdx.x == 0) {
+        for (int i = 0; i < 2; ++i) {
+            mbar_init(bars + B_Q_FULL + 8 * i, 1);
+            mbar_init(bars + B_Q_EMPTY + 8 * i, CONSUMERS);
+        }
+        for (int i = 0; i < 2; ++i) {
+            mbar_init(bars + B_SCHED_FULL + 8 * i, 1);
+            mbar_init(bars + B_SCHED_EMPTY + 8 * i, SCHED_READERS);
+        }
+        for (int i = 0; i < TR::K_ST; ++i) {
+            mbar_init(bars + B_K_FULL + 8 * i, 1);
+            mbar_init(bars + B_K_EMPTY + 8 * i, CONSUMERS);
+        }
+        for (int i = 0; i < TR::V_ST; ++i) {
+            mbar_init(bars + B_V_FULL + 8 * i, 1);
+            mbar_init(bars + B_V_EMPTY + 8 * i, CONSUMERS);
+            mbar_init(bars + B_V_READY + 8 * i, 1);
+        }
+        mbar_init_fence();
+    }
+    __syncthreads();
+
+    if (threadIdx.x < 128) {
+        regs_dealloc<TR::PRODUCER_REGS>();
+        if (threadIdx.x == 0)
+            producer<TR, CAUSAL>(&tm_q1, &tm_qg, &tm_k, &tm_v, a, sQ, sK, sV, bars, items);
+        else if (threadIdx.x >= 32 && threadIdx.x < 64)
+            v_fixer<TR, CAUSAL>(a, bars, items, smem_raw + (sV - raw), threadIdx.x & 31);
+    } else {
+        regs_alloc<TR::CONSUMER_REGS>();
+        consumer<TR, T, CAUSAL>(a, sQ, sK, sV, bars, items);
+    }
+#else
+    __trap();
+#endif
+}
+
+} // namespace sw_hopper
+
+#endif

@@ -1,0 +1,46 @@
+/* Host-side handle on the compiled Hopper kernels (prefill_hopper_d*.cu):
+ * each unit exposes its four kernels (dtype x causal) as function pointers;
+ * prefill_hopper.cu does the tensor maps, attributes and the launch. */
+#ifndef SW_CUDA_HOPPER_LAUNCH_H
+#define SW_CUDA_HOPPER_LAUNCH_H
+
+#include "attn/attn_internal.h"
+
+typedef struct sw_hopper_kernel {
+    const void *fn;  /* __global__ void (4 x CUtensorMap, sw_cuda_prefill_args) */
+    int threads;
+    int tile_m;      /* query rows per item */
+    int tile_n;      /* keys per K/V tile */
+    int smem;        /* dynamic shared memory */
+} sw_hopper_kernel;
+
+int sw_hopper_kernel_d64(sw_dtype dtype, int causal, sw_hopper_kernel *k);
+int sw_hopper_kernel_d128(sw_dtype dtype, int causal, sw_hopper_kernel *k);
+int sw_hopper_kernel_d256(sw_dtype dtype, int causal, sw_hopper_kernel *k);
+
+/* Fills the handle of head_dim D's kernel; 0 when the dtype is not compiled.
+ * Only the instantiation units include the kernel and call this. */
+#ifdef SW_CUDA_HOPPER_KERNEL_CUH
+template <int D> int hopper_describe(sw_dtype dtype, int causal, sw_hopper_kernel *k)
+{
+    using namespace sw_hopper;
+    using TR = traits<D>;
+    using sw_portable::bf16_t;
+    using sw_portable::f16_t;
+    if (dtype == SW_DTYPE_BF16)
+        k->fn = causal ? (const void *)prefill_kernel<D, bf16_t, true>
+                       : (const void *)prefill_kernel<D, bf16_t, false>;
+    else if (dtype == SW_DTYPE_F16)
+        k->fn = causal ? (const void *)prefill_kernel<D, f16_t, true>
+                       : (const void *)prefill_kernel<D, f16_t, false>;
+    else
+        return 0;
+    k->threads = TR::NT;
+    k->tile_m = TR::BM;
+    k->tile_n = TR::BN;
+    k->smem = TR::SMEM;
+    return 1;
+}
+#endif
+
+#endif

@@ -1,0 +1,101 @@
+/* CUDA runtime wrappers of the swap engine's device pool (declared in
+ * swap/swap_cuda.h): allocation, streams, events, copies. Every runtime
+ * error becomes SW_STATUS_CUDA through SW_CUDA_CHECK. */
+#include "swap/swap_cuda.h"
+#include "core/sw_core.h"
+#include "cuda/sw_cuda_check.h"
+
+#include <cuda_runtime.h>
+
+extern "C" sw_status sw_cuda_swap_alloc(void **p, size_t bytes)
+{
+    *p = NULL;
+    cudaError_t e = cudaMalloc(p, bytes ? bytes : 16);
+    if (e != cudaSuccess) {
+        *p = NULL;
+        (void)cudaGetLastError();
+        if (e == cudaErrorMemoryAllocation)
+            return sw_fail(SW_STATUS_NO_MEMORY, "cudaMalloc(%zu bytes): %s", bytes,
+                           cudaGetErrorString(e));
+        return sw_fail(SW_STATUS_CUDA, "cudaMalloc(%zu bytes): %s (%s)", bytes,
+                       cudaGetErrorName(e), cudaGetErrorString(e));
+    }
+    return SW_OK;
+}
+
+extern "C" void sw_cuda_swap_free(void *p)
+{
+    if (p)
+        (void)cudaFree(p);
+}
+
+extern "C" sw_status sw_cuda_swap_stream_create(void **stream)
+{
+    cudaStream_t s = NULL;
+    *stream = NULL;
+    SW_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    *stream = (void *)s;
+    return SW_OK;
+}
+
+extern "C" void sw_cuda_swap_stream_destroy(void *stream)
+{
+    if (stream)
+        (void)cudaStreamDestroy((cudaStream_t)stream);
+}
+
+extern "C" sw_status sw_cuda_swap_event_create(void **ev, int timing)
+{
+    cudaEvent_t e = NULL;
+    *ev = NULL;
+    SW_CUDA_CHECK(cudaEventCreateWithFlags(&e, timing ? cudaEventDefault
+                                                      : cudaEventDisableTiming));
+    *ev = (void *)e;
+    return SW_OK;
+}
+
+extern "C" void sw_cuda_swap_event_destroy(void *ev)
+{
+    if (ev)
+        (void)cudaEventDestroy((cudaEvent_t)ev);
+}
+
+extern "C" sw_status sw_cuda_swap_event_record(void *ev, void *stream)
+{
+    SW_CUDA_CHECK(cudaEventRecord((cudaEvent_t)ev, (cudaStream_t)stream));
+    return SW_OK;
+}
+
+extern "C" sw_status sw_cuda_swap_stream_wait(void *stream, void *ev)
+{
+    SW_CUDA_CHECK(cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)ev, 0));
+    return SW_OK;
+}
+
+extern "C" sw_status sw_cuda_swap_event_sync(void *ev)
+{
+    SW_CUDA_CHECK(cudaEventSynchronize((cudaEvent_t)ev));
+    return SW_OK;
+}
+
+extern "C" sw_status sw_cuda_swap_event_ms(float *ms, void *start, void *stop)
+{
+    SW_CUDA_CHECK(cudaEventElapsedTime(ms, (cudaEvent_t)start, (cudaEvent_t)stop));
+    return SW_OK;
+}
+
+extern "C" sw_status sw_cuda_swap_copy(void *dst, const void *src, size_t bytes, void *stream)
+{
+    if (bytes == 0)
+        return SW_OK;
+    SW_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t)stream));
+    return SW_OK;
+}
+
+extern "C" sw_status sw_cuda_swap_sm_count(int32_t device, int32_t *sms)
+{
+    int n = 0;
+    SW_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, (int)device));
+    *sms = (int32_t)n;
+    return SW_OK;
+}

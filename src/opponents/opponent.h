@@ -1,0 +1,62 @@
+/* Opponent backends: other libraries' prefill kernels behind Spillway's
+ * plan/run contract, for measurement only (docs/opponents.md).
+ *
+ * Two gates keep them dark: an opponent is compiled only when its CMake option
+ * names the library's headers (SPILLWAY_OPPONENT_FLASHINFER), and a plan for
+ * it is made only while the environment variable SPILLWAY_OPPONENT names it.
+ * The gate (gate.c) is in every build, so a build without the opponent refuses
+ * the backend with a sentence that says how to get it; the wrappers
+ * (flashinfer_prefill.cu) exist only in an opponent build. */
+#ifndef SW_OPPONENT_H
+#define SW_OPPONENT_H
+
+#include "attn/attn_internal.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* 1 for a backend value that names an opponent. */
+int sw_opponent_backend(sw_backend b);
+
+/* The gate, called by the prefill front end when params->backend is an
+ * opponent: SW_OK when this build has it, SPILLWAY_OPPONENT enables it and
+ * the dtype/device can run it; else SW_STATUS_UNSUPPORTED ("not compiled in",
+ * "environment variable not set", F32) or SW_STATUS_NO_DEVICE. */
+sw_status sw_opponent_gate(const sw_prefill_params *p);
+
+/* Opponents compiled into this build, e.g. "flashinfer 0.7.4 (fa2)"; "" when
+ * none. Static string. */
+const char *sw_opponents_built(void);
+
+#ifdef SW_HAVE_OPPONENT_FLASHINFER
+/* FlashInfer's ragged prefill (flashinfer_prefill.cu). The plan does
+ * FlashInfer's host-side scheduling once, into a pinned blob; run() uploads
+ * the blob into the caller's workspace and launches on the caller's stream,
+ * allocating nothing. `p` has sm_scale resolved; `backend` is one of the
+ * SW_BACKEND_OPPONENT_FLASHINFER* values. Plan refusals: SW_STATUS_UNSUPPORTED
+ * (causal with q_len > kv_len, a variant this build did not instantiate). */
+typedef struct sw_opp_fi_plan sw_opp_fi_plan;
+sw_status sw_opp_fi_plan_create(const sw_prefill_params *p, sw_backend backend, int32_t batch,
+                                const int32_t *qo_indptr, const int32_t *kv_indptr,
+                                sw_opp_fi_plan **out);
+void sw_opp_fi_plan_destroy(sw_opp_fi_plan *plan);
+size_t sw_opp_fi_workspace_size(const sw_opp_fi_plan *plan);
+/* Run refusals besides the front end's: SW_STATUS_UNSUPPORTED (an output row
+ * stride other than num_qo_heads*head_dim: FlashInfer writes O dense),
+ * SW_STATUS_MISALIGNED, SW_STATUS_WORKSPACE_TOO_SMALL, SW_STATUS_CUDA. */
+sw_status sw_opp_fi_run(sw_opp_fi_plan *plan, const sw_attn_problem *pb, void *workspace,
+                        size_t workspace_bytes, void *stream);
+/* What is compiled in: "flashinfer <version of its headers> (fa2[, fa3])". */
+const char *sw_opp_fi_describe(void);
+/* 1 when the FA3 (sm90) path is compiled in. */
+int sw_opp_fi_has_fa3(void);
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+#endif

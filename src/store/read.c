@@ -1,0 +1,467 @@
+/* Synchronous batched reads (sw_store_read, sw_store_read_device) and the
+ * parts of the read path that the read tickets share (read.h): batched
+ * lookups, coalesced request plans, per-extent verification. */
+#include "store/read.h"
+
+#include "attn/attn_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int item_cmp(const void *a, const void *b)
+{
+    const sw_read_item *x = (const sw_read_item *)a, *y = (const sw_read_item *)b;
+    if (x->slot != y->slot)
+        return x->slot < y->slot ? -1 : 1;
+    return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+static void sink_flush(sw_read_sink *k)
+{
+    if (k->p_len && k->err == SW_OK)
+        k->err = sw_cuda_memcpy_h2d_async(k->p_dst, k->p_src, k->p_len, k->stream);
+    k->p_len = 0;
+}
+
+static void sink_put(sw_read_sink *k, uint32_t idx, const char *src, size_t len)
+{
+    if (!k->device) {
+        memcpy(k->dst[idx], src, len);
+        return;
+    }
+    char *d = (char *)k->dst[idx];
+    if (k->p_len && k->p_src + k->p_len == src && k->p_dst + k->p_len == d) {
+        k->p_len += len; /* contiguous on both sides: one copy */
+        return;
+    }
+    sink_flush(k);
+    k->p_src = src;
+    k->p_dst = d;
+    k->p_len = len;
+}
+
+void sw_read_sink_barrier(sw_read_sink *k)
+{
+    if (!k->device)
+        return;
+    sink_flush(k);
+    if (k->err == SW_OK)
+        k->err = sw_cuda_stream_sync(k->stream);
+}
+
+static void deliver(sw_read_ctx *c, uint32_t idx, uint32_t slot, const char *src, int from_host)
+{
+    sw_store *s = c->s;
+    const sw_slot *e = &s->slots[slot];
+    sink_put(c->out, idx, src, e->length);
+    c->statuses[idx] = SW_OK;
+    if (c->lengths)
+        c->lengths[idx] = e->length;
+    if (c->generations)
+        c->generations[idx] = e->generation;
+    if (from_host) {
+        s->st.host_hits++;
+        s->st.host_bytes_read += e->length;
+    } else {
+        s->st.file_hits++;
+        s->st.file_bytes_read += e->length;
+    }
+}
+
+/* Verifies extent `slot` read into the bounce buffer (header at hdr, payload
+ * at pay) against the index; delivers it or marks the key corrupt. The slot
+ * must still hold the generation of the lookup: the index cannot change
+ * while a read is in flight (sw_store_enter drains the tickets first), so a
+ * mismatch here is a bug, reported as CORRUPT rather than bytes. */
+static void verify_deliver(sw_read_ctx *c, const sw_read_item *it, const char *hdr,
+                           const char *pay)
+{
+    sw_store *s = c->s;
+    const sw_slot *e = &s->slots[it->slot];
+    sw_store_extent_hdr h;
+    if (!e->used || e->generation != it->gen ||
+        sw_store_decode_extent_hdr((const uint8_t *)hdr, SW_STORE_HDR_BYTES, &h) != SW_OK ||
+        !sw_store_key_eq(&h.key, &e->key) || h.generation != e->generation ||
+        h.length != e->length || h.payload_crc != e->crc || h.slot != it->slot ||
+        sw_crc32c(pay, h.length) != h.payload_crc) {
+        s->st.corruptions++;
+        c->statuses[it->idx] = SW_STATUS_CORRUPT;
+        return;
+    }
+    deliver(c, it->idx, it->slot, pay, 0);
+    sw_store_host_put(s, it->slot, pay); /* only verified bytes enter the host tier */
+}
+
+static void handle_req(sw_read_batch *b, size_t o)
+{
+    sw_read_ctx *c = b->c;
+    sw_store *s = c->s;
+    sw_read_req *q = &b->rq[o];
+    const sw_read_group *g = &b->gs[q->group];
+    const uint64_t sb = s->g.slot_bytes;
+    const uint32_t R = s->g.run_blocks;
+    int ok = g->hdr_ok && b->ops[o].res == (int64_t)b->ops[o].len;
+    q->handled = 1;
+    for (size_t t = q->first; t <= q->last && q->first <= q->last; t++) {
+        if (!ok) {
+            c->statuses[b->items[t].idx] = SW_STATUS_IO;
+            continue;
+        }
+        uint32_t p = b->items[t].slot % R;
+        const char *hdr = b->bounce + g->hdr_off + (size_t)p * SW_STORE_HDR_BYTES;
+        const char *pay = b->bounce + g->pay_off + (size_t)(p - g->p0) * sb;
+        verify_deliver(c, &b->items[t], hdr, pay);
+    }
+}
+
+static void read_io_error(sw_store *s, const sw_io_op *op)
+{
+    s->st.io_errors++;
+    if (op->res < 0)
+        (void)sw_store_errno(s, (int)-op->res, "read extents");
+    else
+        (void)sw_fail(SW_STATUS_IO, "read extents: short transfer (%lld of %zu bytes at offset "
+                      "%llu)", (long long)op->res, op->len, (unsigned long long)op->off);
+}
+
+/* Completion of request o: its stripes are checked and copied out while
+ * the batch's other requests are still in flight. A payload request waits
+ * for its group's header request. */
+void sw_store_read_done(void *ctx, size_t o)
+{
+    sw_read_batch *b = (sw_read_batch *)ctx;
+    sw_store *s = b->c->s;
+    sw_read_req *q = &b->rq[o];
+    sw_read_group *g = &b->gs[q->group];
+    q->done = 1;
+    if (b->ops[o].res != (int64_t)b->ops[o].len)
+        read_io_error(s, &b->ops[o]);
+    if (q->has_hdr) {
+        g->hdr_done = 1;
+        g->hdr_ok = b->ops[o].res == (int64_t)b->ops[o].len;
+        for (size_t k = 0; k < b->nops; k++)
+            if (b->rq[k].group == q->group && b->rq[k].done && !b->rq[k].handled)
+                handle_req(b, k);
+    } else if (g->hdr_done) {
+        handle_req(b, o);
+    }
+}
+
+static size_t read_chunk_bytes(const sw_store *s, int ticket)
+{
+    /* Default 128 KiB: on the 2-core VM's virtio disk one 516 KiB tile read
+     * cut into 128 KiB requests in flight together went from 0.71 to
+     * 0.96 GB/s (docs/perf/store.md); 0 = never cut. */
+    /* The pread fallback runs the pieces one after the other, so a cut only
+     * adds system calls there (256 MiB bench: 21% of raw-seq cut, see
+     * docs/perf/store.md): uncut by default. */
+    /* A read ticket is one of several tiles in flight, which keep the
+     * device busy without cutting: uncut (fewer requests and completions;
+     * 2.42 vs 2.32 and 2.21 vs 2.18 GB/s with 8 tiles in flight, same
+     * session, docs/perf/store.md v7). */
+    int64_t def = sw_io_backend(s->io) == SW_STORE_IO_PREAD || ticket ? 0 : 131072;
+    int64_t env = sw_env_int("SPILLWAY_STORE_READ_CHUNK", def);
+    size_t c = env > 0 ? (size_t)env : 0;
+    if (c && c < s->g.slot_bytes)
+        c = s->g.slot_bytes;
+    return c;
+}
+
+size_t sw_store_read_plan(sw_store *s, sw_read_item *items, size_t i, size_t n, char *bounce,
+                          size_t bounce_cap, size_t ops_cap, int ticket, sw_read_batch *b)
+{
+    const uint64_t sb = s->g.slot_bytes, hb = s->g.run_header_bytes;
+    const uint32_t R = s->g.run_blocks;
+    /* Gap slots worth reading through rather than splitting a request. */
+    const uint32_t max_gap = (uint32_t)(65536 / sb) + 1;
+    const size_t chunk = read_chunk_bytes(s, ticket);
+    const uint32_t chunk_slots = chunk ? (uint32_t)(chunk / sb) : 0;
+    sw_read_group *gs = b->gs;
+    sw_read_req *rq = b->rq;
+    sw_io_op *ops = b->ops;
+    size_t ng = 0, nops = 0, used = 0;
+    b->items = items;
+    b->bounce = bounce;
+    while (i < n && nops + 2 <= ops_cap) {
+        sw_read_group g;
+        memset(&g, 0, sizeof g);
+        g.first = i;
+        g.run = items[i].slot / R;
+        g.p0 = g.p1 = items[i].slot % R;
+        size_t j = i + 1;
+        while (j < n && items[j].slot / R == g.run) {
+            uint32_t p = items[j].slot % R;
+            if (p > g.p1 + max_gap)
+                break;
+            g.p1 = p;
+            j++;
+        }
+        g.last = j - 1;
+        g.split = (uint64_t)g.p0 * sb > 65536;
+        size_t need = (size_t)(hb + (uint64_t)(g.p1 - g.p0 + 1) * sb);
+        if (!g.split)
+            need = (size_t)(hb + (uint64_t)(g.p1 + 1) * sb);
+        /* requests this group takes */
+        uint32_t span = g.split ? g.p1 - g.p0 + 1 : g.p1 + 1;
+        size_t gops = chunk_slots ? (span + chunk_slots - 1) / chunk_slots : 1;
+        gops += (size_t)g.split;
+        if (used + need > bounce_cap || nops + gops > ops_cap)
+            break;
+        g.hdr_off = used;
+        g.pay_off = used + hb + (g.split ? 0 : (size_t)g.p0 * sb);
+        uint64_t roff = sw_store_run_off(s, g.run);
+        /* Requests: [header?][slot pieces]; slot positions a..b of the run
+         * map to bounce offset used + hb + (a - base) * sb. */
+        uint32_t base = g.split ? g.p0 : 0;
+        size_t t = i;
+        if (g.split) {
+            rq[nops] = (sw_read_req){(uint32_t)ng, 1, 0, 0, 1, 0};
+            ops[nops++] = (sw_io_op){s->data_fd, 0, bounce + used, hb, roff, 0};
+        }
+        for (uint32_t a = base; a <= g.p1;) {
+            uint32_t e = chunk_slots ? a + chunk_slots - 1 : g.p1;
+            if (e > g.p1)
+                e = g.p1;
+            int with_hdr = !g.split && a == 0;
+            sw_read_req q = {(uint32_t)ng, (uint8_t)with_hdr, 0, 0, t, t - 1};
+            while (t <= g.last && items[t].slot % R <= e)
+                t++;
+            q.last = t - 1;
+            if (q.last + 1 == q.first) { /* no item: mark empty */
+                q.first = 1;
+                q.last = 0;
+            }
+            size_t off = used + (with_hdr ? 0 : hb + (size_t)(a - base) * sb);
+            size_t len = (size_t)((uint64_t)(e - a + 1) * sb + (with_hdr ? hb : 0));
+            rq[nops] = q;
+            ops[nops++] = (sw_io_op){s->data_fd, 0, bounce + off, len,
+                                     roff + (with_hdr ? 0 : hb + (uint64_t)a * sb), 0};
+            a = e + 1;
+        }
+        used += need;
+        gs[ng++] = g;
+        i = j;
+    }
+    b->ng = ng;
+    b->nops = nops;
+    b->used = used;
+    return i;
+}
+
+sw_status sw_store_read_file(sw_read_ctx *c, sw_read_item *items, size_t n)
+{
+    sw_store *s = c->s;
+    if (n == 0)
+        return SW_OK;
+    if (!s->rd_groups)
+        s->rd_groups = malloc(sizeof(sw_read_group) * (s->ops_cap + 1));
+    if (!s->rd_reqs)
+        s->rd_reqs = malloc(sizeof(sw_read_req) * (s->ops_cap + 1));
+    if (!s->rd_groups || !s->rd_reqs)
+        return sw_fail(SW_STATUS_NO_MEMORY, "read plan");
+    size_t i = 0;
+    while (i < n) {
+        sw_read_batch b;
+        memset(&b, 0, sizeof b);
+        b.c = c;
+        b.gs = (sw_read_group *)s->rd_groups;
+        b.rq = (sw_read_req *)s->rd_reqs;
+        b.ops = s->ops;
+        i = sw_store_read_plan(s, items, i, n, s->bounce, s->bounce_bytes, s->ops_cap, 0, &b);
+        /* the bounce buffer holds at least two runs, the ops two groups */
+        SW_ASSERT_RET(b.ng > 0);
+        sw_io_run_cb(s->io, b.ops, b.nops, sw_store_read_done, &b);
+        s->st.read_requests += b.ng; /* merged ranges; read_ios counts the pieces */
+        s->st.read_ios += b.nops;
+        for (size_t k = 0; k < b.nops; k++)
+            SW_ASSERT_RET(b.rq[k].handled);
+        sw_read_sink_barrier(c->out);
+    }
+    return SW_OK;
+}
+
+size_t sw_store_read_lookup(sw_read_ctx *c, size_t n, const sw_store_key *keys,
+                            sw_read_item *items, uint64_t *hs)
+{
+    sw_store *s = c->s;
+    sw_status *statuses = c->statuses;
+    void *const *dst = c->out->dst;
+    /* Batched lookups: the index buckets of a call's keys are random in a
+     * table of several MiB, so a lookup per key, done one after the other,
+     * waits for one cache miss (and often a TLB miss) at a time. Per window
+     * of keys: hash each key and prefetch its bucket, then prefetch the slot
+     * records the buckets point to, then probe: the misses overlap. */
+    enum { WINDOW = 64 };
+    size_t m = 0;
+    for (size_t w0 = 0; w0 < n; w0 += WINDOW) {
+        size_t w1 = n - w0 < WINDOW ? n : w0 + WINDOW;
+        for (size_t i = w0; i < w1; i++) {
+            statuses[i] = SW_STATUS_NOT_FOUND;
+            if (c->lengths)
+                c->lengths[i] = 0;
+            if (c->generations)
+                c->generations[i] = 0;
+            if (sw_store_check_key(&keys[i]) != SW_OK || !dst[i]) {
+                statuses[i] = SW_STATUS_INVALID;
+                continue;
+            }
+            hs[i] = sw_store_key_hash(&keys[i]);
+            __builtin_prefetch(sw_store_index_bucket(s, hs[i]));
+        }
+        for (size_t i = w0; i < w1; i++) {
+            if (statuses[i] == SW_STATUS_INVALID)
+                continue;
+            uint32_t v = *sw_store_index_bucket(s, hs[i]);
+            if (v != SW_NIL) {
+                __builtin_prefetch(&s->slots[v]);
+                __builtin_prefetch((const char *)(&s->slots[v] + 1) - 1);
+            }
+        }
+        for (size_t i = w0; i < w1; i++) {
+            if (statuses[i] == SW_STATUS_INVALID)
+                continue;
+            uint32_t v = sw_store_index_find_h(s, &keys[i], hs[i]);
+            if (v == SW_NIL) {
+                s->st.not_found++;
+                continue;
+            }
+            if (s->slots[v].length > c->dst_bytes) {
+                statuses[i] = SW_STATUS_INVALID;
+                continue;
+            }
+            sw_store_lru_touch(s, v);
+            uint32_t h = s->slots[v].host;
+            if (h != SW_NIL) {
+                sw_store_host_touch(s, h);
+                deliver(c, (uint32_t)i, v, sw_store_host_ptr(s, h), 1);
+                continue;
+            }
+            if (s->host_n)
+                s->st.host_misses++;
+            items[m++] = (sw_read_item){v, (uint32_t)i, s->slots[v].generation};
+        }
+    }
+    qsort(items, m, sizeof *items, item_cmp);
+    return m;
+}
+
+static sw_status store_read(sw_store *s, size_t n, const sw_store_key *keys, sw_read_sink *out,
+                            size_t dst_bytes, size_t *lengths, uint64_t *generations,
+                            sw_status *statuses)
+{
+    sw_read_ctx c = {s, dst_bytes, lengths, generations, statuses, out};
+    /* Scratch kept by the handle (under its lock): items, then per key its
+     * hash. */
+    size_t need = (n ? n : 1) * (sizeof(sw_read_item) + sizeof(uint64_t));
+    if (s->rd_scratch_bytes < need) {
+        void *p = realloc(s->rd_scratch, need);
+        if (!p)
+            return sw_fail(SW_STATUS_NO_MEMORY, "read of %zu keys", n);
+        s->rd_scratch = p;
+        s->rd_scratch_bytes = need;
+    }
+    sw_read_item *items = (sw_read_item *)s->rd_scratch;
+    uint64_t *hs = (uint64_t *)(items + (n ? n : 1));
+    size_t m = sw_store_read_lookup(&c, n, keys, items, hs);
+    /* Host-tier copies must be complete before file reads may evict the
+     * host entries they come from. */
+    sw_read_sink_barrier(out);
+    sw_status st = sw_store_read_file(&c, items, m);
+    sw_read_sink_barrier(out);
+    if (st != SW_OK)
+        return st;
+    if (out->err != SW_OK) {
+        for (size_t i = 0; i < n; i++)
+            if (statuses[i] == SW_OK)
+                statuses[i] = out->err;
+        return out->err;
+    }
+    return sw_store_read_summary(n, dst_bytes, statuses);
+}
+
+sw_status sw_store_read_summary(size_t n, size_t dst_bytes, const sw_status *statuses)
+{
+    for (size_t i = 0; i < n; i++)
+        if (statuses[i] != SW_OK) {
+            if (statuses[i] == SW_STATUS_CORRUPT)
+                return sw_fail(SW_STATUS_CORRUPT, "key %zu: extent failed its key/generation/CRC "
+                               "check", i);
+            if (statuses[i] == SW_STATUS_NOT_FOUND)
+                return sw_fail(SW_STATUS_NOT_FOUND, "key %zu: no stripe", i);
+            if (statuses[i] == SW_STATUS_INVALID)
+                return sw_fail(SW_STATUS_INVALID, "key %zu: bad key, NULL destination or "
+                               "stripe larger than dst_bytes %zu", i, dst_bytes);
+            if (statuses[i] == SW_STATUS_IO)
+                return sw_fail(SW_STATUS_IO, "key %zu: the read of its extent failed", i);
+            return statuses[i];
+        }
+    return SW_OK;
+}
+
+static sw_status read_common(sw_store *s, size_t n, const sw_store_key *keys, sw_read_sink *out,
+                             size_t dst_bytes, size_t *lengths, uint64_t *generations,
+                             sw_status *statuses)
+{
+    if (!statuses)
+        return sw_fail(SW_STATUS_INVALID, "sw_store_read: statuses is NULL");
+    sw_status bad = SW_OK;
+    if (!s || (n && (!keys || !out->dst)))
+        bad = sw_fail(SW_STATUS_INVALID, "sw_store_read: null store, keys or dst");
+    else if (n > 0xfffffffful)
+        bad = sw_fail(SW_STATUS_INVALID, "sw_store_read: %zu keys in one call", n);
+    else
+        bad = sw_store_enter(s);
+    if (bad != SW_OK) {
+        for (size_t i = 0; i < n; i++)
+            statuses[i] = bad;
+        return bad;
+    }
+    sw_status st = store_read(s, n, keys, out, dst_bytes, lengths, generations, statuses);
+    pthread_mutex_unlock(&s->lock);
+    /* Local misses go to the remote tier in one pipelined batch, without the
+     * store's lock (a slow server must not stall other callers). Only after
+     * a complete local pass: per-key statuses are set. */
+    if (s->rt && (st == SW_STATUS_NOT_FOUND || st == SW_STATUS_CORRUPT ||
+                  st == SW_STATUS_IO || st == SW_STATUS_INVALID)) {
+        sw_status rst = sw_store_remote_fetch(s, n, keys, out->dst, out->device, out->stream,
+                                              dst_bytes, lengths, generations, statuses);
+        if (rst != SW_OK && rst != SW_STATUS_NO_MEMORY)
+            return rst; /* a device copy failed */
+        st = sw_store_read_summary(n, dst_bytes, statuses);
+    }
+    return st;
+}
+
+sw_status sw_store_read(sw_store *s, size_t n, const sw_store_key *keys, void *const *dst,
+                        size_t dst_bytes, size_t *lengths, uint64_t *generations,
+                        sw_status *statuses)
+{
+    sw_read_sink out = {0, NULL, dst, NULL, NULL, 0, SW_OK};
+    return read_common(s, n, keys, &out, dst_bytes, lengths, generations, statuses);
+}
+
+sw_status sw_store_read_device(sw_store *s, size_t n, const sw_store_key *keys,
+                               void *const *dst, size_t dst_bytes, size_t *lengths,
+                               uint64_t *generations, sw_status *statuses, void *stream)
+{
+    if (!sw_cuda_built() || sw_cuda_devices() <= 0) {
+        sw_status st = sw_fail(SW_STATUS_NO_DEVICE, "sw_store_read_device: %s",
+                               sw_cuda_built() ? "no usable GPU" : "built without CUDA");
+        for (size_t i = 0; statuses && i < n; i++)
+            statuses[i] = st;
+        return st;
+    }
+    /* Host memory passed as a device destination would fail inside the copy
+     * after the read; refuse it up front, per key. */
+    for (size_t i = 0; dst && i < n; i++) {
+        if (sw_cuda_is_device_ptr(dst[i]))
+            continue;
+        sw_status bad = sw_fail(SW_STATUS_INVALID, "sw_store_read_device: dst[%zu]=%p is not "
+                                "device memory; nothing was read", i, dst[i]);
+        for (size_t j = 0; statuses && j < n; j++)
+            statuses[j] = bad;
+        return bad;
+    }
+    sw_read_sink out = {1, stream, dst, NULL, NULL, 0, SW_OK};
+    return read_common(s, n, keys, &out, dst_bytes, lengths, generations, statuses);
+}

@@ -1,0 +1,668 @@
+/* Device pool of the swap engine: slots in GPU memory, projected keys kept
+ * on the GPU, staging buffers the store's device reads land in, and the
+ * per-call work the tile loop of attend.c enqueues (scores, scatter, tile
+ * kernel + merge, finalisation). Eviction and the tile plan are the host
+ * pool's (pool.c, attend.c): only where bytes live differs.
+ *
+ * Streams and ordering (docs/swap.md, "Device pool"):
+ * - compute: the caller's stream. Scatter, tile, merge and finalise run on
+ *   it in tile order, so a slot refilled for tile i+1 is written only after
+ *   every earlier kernel that read it.
+ * - copy: the engine's stream for the store's device reads (issued by the
+ *   prefetch worker). It waits (GPU side) for the scatter that last read
+ *   the staging buffer it is about to overwrite; the store synchronises it
+ *   before it returns, so a verified read is complete on the device.
+ * - own: the engine's stream for offload projections and score_blocks.
+ *   The next attend waits for the last offload's event; an offload waits
+ *   for the last attend's event before it rewrites projected keys.
+ * The host waits once per attend (the scores it plans with) and where a
+ * pinned buffer is reused (the offload upload buffer, the descriptors of
+ * the previous call). */
+#include "swap_internal.h"
+#include "swap_cuda.h"
+#include "attn/attn_internal.h"
+#include "core/sw_core.h"
+#include "core/sw_half.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct sw_swap_dev {
+    int32_t device, sms;
+    int32_t ctas;             /* tile-kernel CTAs wanted per launch: sms x
+                               * SPILLWAY_SWAP_TILE_CTAS_PER_SM (default 2) */
+    void *copy_stream, *own_stream;
+    uint8_t *pool;
+    size_t v_off;
+    float *P;                 /* projection [D][R] */
+    /* projected keys: entries of H * B * R floats */
+    float *arena;
+    int32_t arena_cap, arena_top;
+    int32_t *free_list;
+    int32_t nfree, free_cap;
+    size_t entry_floats;
+    /* staging of the reads: 2 buffers of tile_blocks * 2H stripes */
+    uint8_t *stage[2];
+    size_t stage_stride;
+    void *ev_stage[2];
+    int layout;
+    /* offload upload: pinned host + device */
+    uint16_t *up_host, *up_dev;
+    void *ev_offload, *ev_done;
+    int offload_pending, done_pending;
+    /* per-call workspace (device) and descriptors (pinned host + device) */
+    float *ws;
+    size_t ws_floats;
+    float *d_m, *d_l, *d_acc, *d_qp, *d_scores, *d_part, *d_f32;
+    uint8_t *desc_host, *desc_dev;
+    size_t desc_bytes, desc_used;
+    float *scores_host;       /* pinned, desc_host's tail */
+    /* per-call plan */
+    int64_t hrows;
+    size_t part_floats;
+    /* kernel timing (SPILLWAY_SWAP_KERNEL_TIMING=1) */
+    int timing;
+    void **tev;               /* start/stop pairs, reused from call to call */
+    int32_t ntev, tev_cap, tev_used;
+} sw_swap_dev;
+
+/* ------------------------------------------------------- heuristics -- */
+int32_t sw_swap_dev_chunks(int32_t nblk, int32_t H, int32_t nrg, int32_t ctas)
+{
+    if (nblk < 1)
+        return 1;
+    const int64_t per = (int64_t)(H > 0 ? H : 1) * (nrg > 0 ? nrg : 1);
+    const int64_t target = ctas > 0 ? ctas : 1;
+    int64_t c = (target + per - 1) / per;
+    const int64_t most = (nblk + 1) / 2; /* at least two blocks per CTA */
+    if (c > most)
+        c = most;
+    if (c < 1)
+        c = 1;
+    return (int32_t)c;
+}
+
+size_t sw_swap_dev_part_floats(int32_t ql, int32_t nblk, int32_t H, int32_t G, int32_t D,
+                               int32_t ctas)
+{
+    /* Fewer row groups mean more block ranges: the product is what the
+     * partials hold, so it is sized per sequence, never from the longest
+     * one alone (a short sequence next to a long one needed more). The
+     * chunk count never decreases with nblk, so the tile size bounds it. */
+    if (ql <= 0)
+        return 0;
+    const int32_t nrg = (int32_t)(((int64_t)ql * G + SW_CUDA_SWAP_RG - 1) / SW_CUDA_SWAP_RG);
+    const int32_t nch = sw_swap_dev_chunks(nblk, H, nrg, ctas);
+    return (size_t)nch * (size_t)H * (size_t)nrg * SW_CUDA_SWAP_RG * (size_t)(D + 2);
+}
+
+int sw_swap_dev_layout(uint64_t host_bytes, uint64_t file_bytes, int prev)
+{
+    if (host_bytes == 0 && file_bytes == 0)
+        return prev;
+    return host_bytes >= file_bytes ? 0 : 1;
+}
+
+/* ---------------------------------------------------------- lifetime -- */
+sw_status sw_swap_dev_enter(sw_swap *s)
+{
+    return sw_cuda_set_device(s->dev->device);
+}
+
+void sw_swap_dev_destroy(sw_swap *s)
+{
+    sw_swap_dev *d = s->dev;
+    if (!d)
+        return;
+    if (sw_cuda_set_device(d->device) == SW_OK) {
+        if (d->ev_done)
+            (void)sw_cuda_swap_event_sync(d->ev_done);
+        if (d->own_stream)
+            (void)sw_cuda_stream_sync(d->own_stream);
+        if (d->copy_stream)
+            (void)sw_cuda_stream_sync(d->copy_stream);
+    }
+    for (int32_t i = 0; i < d->ntev; i++)
+        sw_cuda_swap_event_destroy(d->tev[i]);
+    free(d->tev);
+    for (int i = 0; i < 2; i++) {
+        sw_cuda_swap_event_destroy(d->ev_stage[i]);
+        sw_cuda_swap_free(d->stage[i]);
+    }
+    sw_cuda_swap_event_destroy(d->ev_offload);
+    sw_cuda_swap_event_destroy(d->ev_done);
+    sw_cuda_swap_free(d->pool);
+    sw_cuda_swap_free(d->P);
+    sw_cuda_swap_free(d->arena);
+    sw_cuda_swap_free(d->up_dev);
+    sw_cuda_swap_free(d->ws);
+    sw_cuda_swap_free(d->desc_dev);
+    sw_cuda_host_free(d->up_host);
+    sw_cuda_host_free(d->desc_host);
+    sw_cuda_swap_stream_destroy(d->copy_stream);
+    sw_cuda_swap_stream_destroy(d->own_stream);
+    free(d->free_list);
+    free(d);
+    s->dev = NULL;
+}
+
+sw_status sw_swap_dev_create(sw_swap *s)
+{
+    const int32_t H = s->m.num_kv_heads, B = s->m.block_size, D = s->m.head_dim;
+    const int32_t R = s->c.predictor_rank;
+    if (!sw_cuda_swap_head_dim_ok(D))
+        return sw_fail(SW_STATUS_UNSUPPORTED, "device pool: head_dim %d has no tile kernel "
+                       "(64, 128 or 256; the host pool takes any)", D);
+    sw_swap_dev *d = calloc(1, sizeof *d);
+    if (!d)
+        return sw_fail(SW_STATUS_NO_MEMORY, "device pool state");
+    s->dev = d;
+    d->device = s->c.device;
+    d->layout = 0;
+    d->timing = sw_env_int("SPILLWAY_SWAP_KERNEL_TIMING", 0) > 0;
+    SW_TRY(sw_cuda_set_device(d->device));
+    SW_TRY(sw_cuda_swap_sm_count(d->device, &d->sms));
+    {
+        /* A measurement knob (bench swap sweeps it on the H200); 1..32. */
+        int per = sw_env_int("SPILLWAY_SWAP_TILE_CTAS_PER_SM", 2);
+        per = per < 1 ? 1 : per > 32 ? 32 : per;
+        d->ctas = d->sms * per;
+    }
+    SW_TRY(sw_cuda_swap_stream_create(&d->copy_stream));
+    SW_TRY(sw_cuda_swap_stream_create(&d->own_stream));
+    SW_TRY(sw_cuda_swap_event_create(&d->ev_offload, 0));
+    SW_TRY(sw_cuda_swap_event_create(&d->ev_done, 0));
+    d->v_off = (size_t)H * s->stripe_elems * 2;
+    SW_TRY(sw_cuda_swap_alloc((void **)&d->pool, s->slot_bytes * (size_t)s->c.resident_blocks));
+    SW_TRY(sw_cuda_swap_alloc((void **)&d->P, sizeof(float) * (size_t)D * (size_t)R));
+    SW_TRY(sw_cuda_swap_copy(d->P, s->proj, sizeof(float) * (size_t)D * (size_t)R,
+                             d->own_stream));
+    /* Staging: stripes at the store's extent stride, so that runs of
+     * stripes contiguous in the store's buffers are contiguous here too and
+     * move in one copy. */
+    sw_store_stats sst;
+    memset(&sst, 0, sizeof sst);
+    sst.struct_size = sizeof sst;
+    SW_TRY(sw_store_get_stats(s->store, &sst));
+    d->stage_stride = sst.extent_bytes ? (size_t)sst.extent_bytes : s->stripe_elems * 2;
+    if (d->stage_stride < s->stripe_elems * 2)
+        d->stage_stride = sw_align_up(s->stripe_elems * 2, 4096);
+    d->stage_stride = sw_align_up(d->stage_stride, 16);
+    const size_t sb = (size_t)s->tile_blocks * 2 * (size_t)H * d->stage_stride;
+    for (int i = 0; i < 2; i++) {
+        SW_TRY(sw_cuda_swap_alloc((void **)&d->stage[i], sb));
+        SW_TRY(sw_cuda_swap_event_create(&d->ev_stage[i], 0));
+    }
+    const size_t up = (size_t)H * s->stripe_elems * 2;
+    SW_TRY(sw_cuda_host_alloc((void **)&d->up_host, up));
+    SW_TRY(sw_cuda_swap_alloc((void **)&d->up_dev, up));
+    d->entry_floats = (size_t)H * (size_t)B * (size_t)R;
+    return sw_cuda_stream_sync(d->own_stream);
+}
+
+/* Waits for the previous attend call (its buffers are about to be reused). */
+static sw_status wait_done(sw_swap_dev *d)
+{
+    if (!d->done_pending)
+        return SW_OK;
+    SW_TRY(sw_cuda_swap_event_sync(d->ev_done));
+    d->done_pending = 0;
+    return SW_OK;
+}
+
+/* ------------------------------------------------------------- arena -- */
+sw_status sw_swap_dev_entry(sw_swap *s, sw_swap_blk *e)
+{
+    sw_swap_dev *d = s->dev;
+    if (e->dproj >= 0)
+        return SW_OK;
+    if (d->nfree > 0) {
+        e->dproj = d->free_list[--d->nfree];
+        return SW_OK;
+    }
+    if (d->arena_top == d->arena_cap) {
+        /* Grow: everything that reads or writes the arena must be done. */
+        const int32_t nc = d->arena_cap ? 2 * d->arena_cap : 256;
+        float *na = NULL;
+        SW_TRY(sw_cuda_swap_alloc((void **)&na, sizeof(float) * d->entry_floats * (size_t)nc));
+        sw_status st = wait_done(d);
+        if (st == SW_OK)
+            st = sw_cuda_stream_sync(d->own_stream);
+        if (st == SW_OK && d->arena_top)
+            st = sw_cuda_swap_copy(na, d->arena,
+                                   sizeof(float) * d->entry_floats * (size_t)d->arena_top,
+                                   d->own_stream);
+        if (st == SW_OK)
+            st = sw_cuda_stream_sync(d->own_stream);
+        if (st != SW_OK) {
+            sw_cuda_swap_free(na);
+            return st;
+        }
+        sw_cuda_swap_free(d->arena);
+        d->arena = na;
+        d->arena_cap = nc;
+    }
+    e->dproj = d->arena_top++;
+    return SW_OK;
+}
+
+void sw_swap_dev_entry_free(sw_swap *s, sw_swap_blk *e)
+{
+    sw_swap_dev *d = s->dev;
+    if (!d || e->dproj < 0)
+        return;
+    if (d->nfree == d->free_cap) {
+        int32_t nc = d->free_cap ? 2 * d->free_cap : 256;
+        int32_t *n = realloc(d->free_list, sizeof(int32_t) * (size_t)nc);
+        if (!n) {
+            e->dproj = -1; /* leaked until destroy: never reused, never wrong */
+            return;
+        }
+        d->free_list = n;
+        d->free_cap = nc;
+    }
+    d->free_list[d->nfree++] = e->dproj;
+    e->dproj = -1;
+}
+
+sw_status sw_swap_dev_project_block(sw_swap *s, const sw_swap_blk *e, const uint16_t *k)
+{
+    sw_swap_dev *d = s->dev;
+    const int32_t H = s->m.num_kv_heads, D = s->m.head_dim, R = s->c.predictor_rank;
+    const size_t bytes = (size_t)H * s->stripe_elems * 2;
+    /* The upload buffer is reused: the last projection must have read it;
+     * the arena entry may be read by the last attend's scoring. */
+    if (d->offload_pending) {
+        SW_TRY(sw_cuda_swap_event_sync(d->ev_offload));
+        d->offload_pending = 0;
+    }
+    if (d->done_pending)
+        SW_TRY(sw_cuda_swap_stream_wait(d->own_stream, d->ev_done));
+    memcpy(d->up_host, k, bytes);
+    SW_TRY(sw_cuda_swap_copy(d->up_dev, d->up_host, bytes, d->own_stream));
+    /* Every row, padding included: only valid tokens are ever scored. */
+    SW_TRY(sw_cuda_swap_project(d->P, D, R, d->up_dev, (int64_t)H * s->m.block_size,
+                                d->arena + (size_t)e->dproj * d->entry_floats, d->own_stream));
+    SW_TRY(sw_cuda_swap_event_record(d->ev_offload, d->own_stream));
+    d->offload_pending = 1;
+    return SW_OK;
+}
+
+/* ----------------------------------------------------------- staging -- */
+size_t sw_swap_dev_stage_stride(const sw_swap *s)
+{
+    return s->dev->stage_stride;
+}
+
+void *sw_swap_dev_stage_ptr(const sw_swap *s, int buf, int layout, int32_t m, int32_t h,
+                            int kind)
+{
+    const sw_swap_dev *d = s->dev;
+    const size_t H = (size_t)s->m.num_kv_heads;
+    const size_t idx = layout == 0 ? ((size_t)m * H + (size_t)h) * 2 + (size_t)kind
+                                   : ((size_t)kind * H + (size_t)h) * (size_t)s->tile_blocks +
+                                         (size_t)m;
+    return d->stage[buf] + idx * d->stage_stride;
+}
+
+void *sw_swap_dev_copy_stream(const sw_swap *s)
+{
+    return s->dev->copy_stream;
+}
+
+void *sw_swap_dev_stage_event(const sw_swap *s, int buf)
+{
+    return s->dev->ev_stage[buf];
+}
+
+int sw_swap_dev_next_layout(sw_swap *s)
+{
+    return s->dev->layout;
+}
+
+void sw_swap_dev_note_read(sw_swap *s, uint64_t host_bytes, uint64_t file_bytes)
+{
+    s->dev->layout = sw_swap_dev_layout(host_bytes, file_bytes, s->dev->layout);
+}
+
+/* --------------------------------------------------------- workspace -- */
+/* Descriptor space (pinned, mirrored on the device) handed out in 16-byte
+ * units during one call. */
+static void *desc_take(sw_swap_dev *d, size_t bytes, size_t *off)
+{
+    bytes = sw_align_up(bytes, 16);
+    if (d->desc_used + bytes > d->desc_bytes)
+        return NULL;
+    *off = d->desc_used;
+    d->desc_used += bytes;
+    return d->desc_host + *off;
+}
+
+static sw_status ensure_desc(sw_swap_dev *d, size_t bytes)
+{
+    if (bytes <= d->desc_bytes)
+        return SW_OK;
+    size_t nb = d->desc_bytes ? 2 * d->desc_bytes : 65536;
+    while (nb < bytes)
+        nb *= 2;
+    sw_cuda_host_free(d->desc_host);
+    sw_cuda_swap_free(d->desc_dev);
+    d->desc_host = NULL;
+    d->desc_dev = NULL;
+    d->desc_bytes = 0;
+    SW_TRY(sw_cuda_host_alloc((void **)&d->desc_host, nb));
+    SW_TRY(sw_cuda_swap_alloc((void **)&d->desc_dev, nb));
+    d->desc_bytes = nb;
+    return SW_OK;
+}
+
+static sw_status ensure_ws(sw_swap_dev *d, size_t floats)
+{
+    if (floats <= d->ws_floats)
+        return SW_OK;
+    size_t n = d->ws_floats ? 2 * d->ws_floats : (1u << 20);
+    while (n < floats)
+        n *= 2;
+    sw_cuda_swap_free(d->ws);
+    d->ws = NULL;
+    d->ws_floats = 0;
+    SW_TRY(sw_cuda_swap_alloc((void **)&d->ws, sizeof(float) * n));
+    d->ws_floats = n;
+    return SW_OK;
+}
+
+sw_status sw_swap_dev_attend_begin(sw_swap *s, const sw_swap_attend_params *p,
+                                   sw_swap_seq *const *seqs, float **scores, void *stream)
+{
+    sw_swap_dev *d = s->dev;
+    const int32_t H = s->m.num_kv_heads, Hq = s->m.num_qo_heads, G = Hq / H;
+    const int32_t D = s->m.head_dim, R = s->c.predictor_rank;
+    const int64_t rows = p->q_indptr[p->batch];
+    const int64_t hrows = rows * Hq;
+    int64_t total = 0;
+    size_t part = 0;
+    for (int32_t b = 0; b < p->batch; b++) {
+        total += seqs[b]->layers[p->layer].nblocks;
+        const int32_t ql = p->q_indptr[b + 1] - p->q_indptr[b];
+        const size_t need = sw_swap_dev_part_floats(ql, s->tile_blocks, H, G, D, d->ctas);
+        part = need > part ? need : part;
+    }
+    d->hrows = hrows;
+    d->part_floats = part;
+    SW_TRY(wait_done(d));
+    /* m, l, acc, qp, scores, part, two fp32 outputs (sparse check) */
+    const size_t hr = (size_t)(hrows > 0 ? hrows : 1);
+    const size_t o_m = 0, o_l = o_m + sw_align_up(hr, 4), o_acc = o_l + sw_align_up(hr, 4);
+    const size_t o_qp = o_acc + hr * (size_t)D, o_sc = o_qp + hr * (size_t)R;
+    const size_t o_part = o_sc + sw_align_up((size_t)total + 1, 4);
+    const size_t o_f32 = o_part + part;
+    const size_t need = o_f32 + (p->sparse_top_k > 0 && p->sparse_check ? hr * (size_t)D : 0);
+    SW_TRY(ensure_ws(d, need));
+    d->d_m = d->ws + o_m;
+    d->d_l = d->ws + o_l;
+    d->d_acc = d->ws + o_acc;
+    d->d_qp = d->ws + o_qp;
+    d->d_scores = d->ws + o_sc;
+    d->d_part = d->ws + o_part;
+    d->d_f32 = d->ws + o_f32;
+    /* descriptors: scored blocks, 2 passes of tile blocks and fills, scores */
+    const size_t nb = (size_t)total + 1;
+    const size_t dbytes = sw_align_up(nb * sizeof(sw_cuda_swap_sblk), 16) +
+                          2 * (nb + 2 * (size_t)p->batch + 64) *
+                              (sizeof(sw_cuda_swap_blk) + sizeof(sw_cuda_swap_fill) + 32) +
+                          sw_align_up(nb * sizeof(float), 16) + 4096;
+    SW_TRY(ensure_desc(d, dbytes));
+    d->desc_used = 0;
+    size_t so = 0, fo = 0;
+    float *sh = desc_take(d, nb * sizeof(float), &fo);
+    sw_cuda_swap_sblk *sb = desc_take(d, nb * sizeof(sw_cuda_swap_sblk), &so);
+    if (!sh || !sb)
+        return sw_fail(SW_STATUS_INTERNAL, "device descriptors: %zu bytes too few", d->desc_bytes);
+    d->scores_host = sh;
+    int64_t k = 0;
+    for (int32_t b = 0; b < p->batch; b++) {
+        const sw_swap_layer *L = &seqs[b]->layers[p->layer];
+        for (int32_t i = 0; i < L->nblocks; i++, k++) {
+            const sw_swap_blk *e = &L->blk[i];
+            sb[k].entry = e->valid > 0 && e->dtype == SW_SWAP_KV_BF16 ? e->dproj : -1;
+            sb[k].valid = e->valid;
+            sb[k].row0 = p->q_indptr[b];
+            sb[k].ql = p->q_indptr[b + 1] - p->q_indptr[b];
+        }
+    }
+    /* Offloads before this call must have projected their keys. */
+    if (d->offload_pending)
+        SW_TRY(sw_cuda_swap_stream_wait(stream, d->ev_offload));
+    if (total > 0 && hrows > 0) {
+        SW_TRY(sw_cuda_swap_copy(d->desc_dev + so, sb, (size_t)total * sizeof *sb, stream));
+        SW_TRY(sw_cuda_swap_project(d->P, D, R, p->q, hrows, d->d_qp, stream));
+        SW_TRY(sw_cuda_swap_score(d->d_qp, d->arena, (const sw_cuda_swap_sblk *)(d->desc_dev + so),
+                                  (int32_t)total, H, G, s->m.block_size, R, d->d_scores,
+                                  stream));
+        SW_TRY(sw_cuda_swap_copy(sh, d->d_scores, (size_t)total * sizeof(float), stream));
+        SW_TRY(sw_cuda_stream_sync(stream));
+    } else {
+        for (int64_t i = 0; i < total; i++)
+            sh[i] = -INFINITY;
+    }
+    k = 0;
+    for (int32_t b = 0; b < p->batch; b++) {
+        const sw_swap_layer *L = &seqs[b]->layers[p->layer];
+        const int32_t ql = p->q_indptr[b + 1] - p->q_indptr[b];
+        for (int32_t i = 0; i < L->nblocks; i++, k++)
+            scores[b][i] = ql > 0 ? sh[k] : -INFINITY;
+    }
+    return SW_OK;
+}
+
+sw_status sw_swap_dev_pass_begin(sw_swap *s, const sw_swap_attend_params *p, void *stream)
+{
+    sw_swap_dev *d = s->dev;
+    return sw_cuda_swap_state_init(d->d_m, d->d_l, d->d_acc, d->hrows, s->m.head_dim, stream);
+}
+
+static sw_status timing_event(sw_swap_dev *d, int32_t i, void **ev)
+{
+    if (i >= d->tev_cap) {
+        int32_t nc = d->tev_cap ? 2 * d->tev_cap : 64;
+        while (nc <= i)
+            nc *= 2;
+        void **n = realloc(d->tev, sizeof(void *) * (size_t)nc);
+        if (!n)
+            return sw_fail(SW_STATUS_NO_MEMORY, "timing events");
+        d->tev = n;
+        d->tev_cap = nc;
+    }
+    while (d->ntev <= i) {
+        SW_TRY(sw_cuda_swap_event_create(&d->tev[d->ntev], 1));
+        d->ntev++;
+    }
+    *ev = d->tev[i];
+    return SW_OK;
+}
+
+sw_status sw_swap_dev_compute(sw_swap *s, const sw_swap_attend_params *p, const sw_swap_seq *q,
+                              const sw_swap_dev_tile *t, void *stream)
+{
+    sw_swap_dev *d = s->dev;
+    const int32_t H = s->m.num_kv_heads, Hq = s->m.num_qo_heads, G = Hq / H;
+    const int32_t D = s->m.head_dim, B = s->m.block_size;
+    const sw_swap_layer *L = &q->layers[p->layer];
+    /* descriptors of the tile (and of its fills) in one upload */
+    size_t bo = 0, fo = 0;
+    sw_cuda_swap_blk *bd = desc_take(d, sizeof(sw_cuda_swap_blk) * (size_t)t->n, &bo);
+    sw_cuda_swap_fill *fd = t->nmiss > 0
+                                ? desc_take(d, sizeof(sw_cuda_swap_fill) * (size_t)t->nmiss, &fo)
+                                : NULL;
+    if (!bd || (t->nmiss > 0 && !fd))
+        return sw_fail(SW_STATUS_INTERNAL, "device descriptors exhausted (%zu of %zu bytes)",
+                       d->desc_used, d->desc_bytes);
+    uint64_t kv_bytes = 0;
+    for (int32_t i = 0; i < t->n; i++) {
+        const sw_swap_blk *e = &L->blk[t->blocks[i]];
+        memset(&bd[i], 0, sizeof bd[i]);
+        bd[i].slot = t->slots[i];
+        bd[i].block = t->blocks[i];
+        bd[i].valid = e->valid;
+        bd[i].dtype = e->dtype;
+        bd[i].k_scale = e->k_scale;
+        bd[i].v_scale = e->v_scale;
+        kv_bytes += 2 * (uint64_t)H * (uint64_t)e->valid * (uint64_t)D *
+                    sw_swap_kv_elem_size((sw_swap_kv_dtype)e->dtype);
+    }
+    for (int32_t m = 0; m < t->nmiss; m++) {
+        const sw_swap_blk *e = &L->blk[t->miss_blocks[m]];
+        fd[m].slot = e->slot;
+        fd[m].m = m;
+        fd[m].valid = e->valid;
+        fd[m].dtype = e->dtype;
+    }
+    /* fills follow the blocks in the descriptor space: one copy */
+    const size_t end = t->nmiss > 0 ? fo + sizeof(sw_cuda_swap_fill) * (size_t)t->nmiss
+                                    : bo + sizeof(sw_cuda_swap_blk) * (size_t)t->n;
+    SW_TRY(sw_cuda_swap_copy(d->desc_dev + bo, d->desc_host + bo, end - bo, stream));
+    if (t->nmiss > 0) {
+        sw_cuda_swap_scatter_args sa;
+        memset(&sa, 0, sizeof sa);
+        sa.stage = d->stage[t->buf];
+        sa.stage_stride = d->stage_stride;
+        sa.stage_blocks = s->tile_blocks;
+        sa.layout = t->layout;
+        sa.fill = (const sw_cuda_swap_fill *)(d->desc_dev + fo);
+        sa.nfill = t->nmiss;
+        sa.pool = d->pool;
+        sa.slot_bytes = s->slot_bytes;
+        sa.v_off = d->v_off;
+        sa.H = H;
+        sa.B = B;
+        sa.D = D;
+        SW_TRY(sw_cuda_swap_scatter(&sa, stream));
+    }
+    /* the staging buffer may be refilled once the scatter has run */
+    SW_TRY(sw_cuda_swap_event_record(d->ev_stage[t->buf], stream));
+    const int32_t r0 = p->q_indptr[t->bi];
+    const int32_t ql = p->q_indptr[t->bi + 1] - r0;
+    sw_cuda_swap_tile_args a;
+    memset(&a, 0, sizeof a);
+    a.pool = d->pool;
+    a.slot_bytes = s->slot_bytes;
+    a.v_off = d->v_off;
+    a.blk = (const sw_cuda_swap_blk *)(d->desc_dev + bo);
+    a.nblk = t->n;
+    a.q = (const uint16_t *)p->q + (size_t)r0 * (size_t)Hq * (size_t)D;
+    a.ql = ql;
+    a.Hq = Hq;
+    a.H = H;
+    a.G = G;
+    a.D = D;
+    a.B = B;
+    a.len = L->nblocks ? (int64_t)(L->nblocks - 1) * B + L->blk[L->nblocks - 1].valid : 0;
+    a.causal = p->causal;
+    const float scale = p->sm_scale != 0.0f ? p->sm_scale : 1.0f / sqrtf((float)D);
+    a.qscale = scale * 1.4426950408889634f;
+    a.nrg = (int32_t)(((int64_t)ql * G + SW_CUDA_SWAP_RG - 1) / SW_CUDA_SWAP_RG);
+    a.nchunks = sw_swap_dev_chunks(t->n, H, a.nrg, d->ctas);
+    if ((size_t)a.nchunks * (size_t)H * (size_t)a.nrg * SW_CUDA_SWAP_RG * (size_t)(D + 2) >
+        d->part_floats)
+        return sw_fail(SW_STATUS_INTERNAL, "tile partials: %d chunks x %d row groups exceed "
+                       "the %zu floats planned", a.nchunks, a.nrg, d->part_floats);
+    a.part = d->d_part;
+    a.row0 = r0;
+    a.m = d->d_m;
+    a.l = d->d_l;
+    a.acc = d->d_acc;
+    void *e0 = NULL, *e1 = NULL;
+    if (d->timing) {
+        SW_TRY(timing_event(d, 2 * d->tev_used, &e0));
+        SW_TRY(timing_event(d, 2 * d->tev_used + 1, &e1));
+        SW_TRY(sw_cuda_swap_event_record(e0, stream));
+    }
+    SW_TRY(sw_cuda_swap_tile(&a, stream));
+    if (d->timing) {
+        SW_TRY(sw_cuda_swap_event_record(e1, stream));
+        d->tev_used++;
+    }
+    SW_TRY(sw_cuda_swap_merge(&a, stream));
+    s->st.kernel_kv_bytes += kv_bytes;
+    return SW_OK;
+}
+
+sw_status sw_swap_dev_pass_end(sw_swap *s, const sw_swap_attend_params *p, void *o, float *lse,
+                               float *host_f32, void *stream)
+{
+    sw_swap_dev *d = s->dev;
+    const int32_t D = s->m.head_dim;
+    if (d->hrows <= 0)
+        return SW_OK;
+    SW_TRY(sw_cuda_swap_finalize(d->d_m, d->d_l, d->d_acc, d->hrows, D, o, lse,
+                                 host_f32 ? d->d_f32 : NULL, stream));
+    if (host_f32) {
+        SW_TRY(sw_cuda_swap_copy(host_f32, d->d_f32, sizeof(float) * (size_t)d->hrows * D,
+                                 stream));
+        SW_TRY(sw_cuda_stream_sync(stream));
+    }
+    return SW_OK;
+}
+
+sw_status sw_swap_dev_attend_end(sw_swap *s, void *stream)
+{
+    sw_swap_dev *d = s->dev;
+    SW_TRY(sw_cuda_swap_event_record(d->ev_done, stream));
+    d->done_pending = 1;
+    if (d->timing && d->tev_used > 0) {
+        SW_TRY(wait_done(d));
+        double sum = 0;
+        for (int32_t i = 0; i < d->tev_used; i++) {
+            float ms = 0;
+            SW_TRY(sw_cuda_swap_event_ms(&ms, d->tev[2 * i], d->tev[2 * i + 1]));
+            sum += ms;
+        }
+        s->st.kernel_seconds += sum * 1e-3;
+        d->tev_used = 0;
+    }
+    return SW_OK;
+}
+
+sw_status sw_swap_dev_score_host(sw_swap *s, const sw_swap_layer *L, const void *q,
+                                 int32_t q_len, float *scores)
+{
+    sw_swap_dev *d = s->dev;
+    const int32_t H = s->m.num_kv_heads, Hq = s->m.num_qo_heads, G = Hq / H;
+    const int32_t D = s->m.head_dim, R = s->c.predictor_rank;
+    const int32_t n = L->nblocks;
+    const int64_t hrows = (int64_t)q_len * Hq;
+    SW_TRY(wait_done(d));
+    SW_TRY(ensure_desc(d, sw_align_up(sizeof(sw_cuda_swap_sblk) * ((size_t)n + 1), 16) +
+                              sw_align_up(sizeof(float) * ((size_t)n + 1), 16) +
+                              sw_align_up((size_t)hrows * D * 2, 16) + 64));
+    SW_TRY(ensure_ws(d, sw_align_up((size_t)hrows * (size_t)R, 4) + (size_t)n + 4));
+    d->desc_used = 0;
+    size_t so = 0, fo = 0, qo = 0;
+    sw_cuda_swap_sblk *sb = desc_take(d, sizeof *sb * ((size_t)n + 1), &so);
+    float *sh = desc_take(d, sizeof(float) * ((size_t)n + 1), &fo);
+    uint16_t *qh = desc_take(d, (size_t)hrows * D * 2, &qo);
+    if (!sb || !sh || !qh)
+        return sw_fail(SW_STATUS_INTERNAL, "score descriptors");
+    for (int32_t i = 0; i < n; i++) {
+        const sw_swap_blk *e = &L->blk[i];
+        sb[i].entry = e->valid > 0 && e->dtype == SW_SWAP_KV_BF16 ? e->dproj : -1;
+        sb[i].valid = e->valid;
+        sb[i].row0 = 0;
+        sb[i].ql = q_len;
+    }
+    memcpy(qh, q, (size_t)hrows * D * 2);
+    float *qp = d->ws, *dsc = d->ws + sw_align_up((size_t)hrows * R, 4);
+    void *st = d->own_stream;
+    /* descriptors and the query rows in one upload (the scores' room rides along) */
+    SW_TRY(sw_cuda_swap_copy(d->desc_dev + so, d->desc_host + so,
+                             qo + (size_t)hrows * D * 2 - so, st));
+    SW_TRY(sw_cuda_swap_project(d->P, D, R, (const uint16_t *)(d->desc_dev + qo), hrows, qp, st));
+    SW_TRY(sw_cuda_swap_score(qp, d->arena, (const sw_cuda_swap_sblk *)(d->desc_dev + so), n, H,
+                              G, s->m.block_size, R, dsc, st));
+    SW_TRY(sw_cuda_swap_copy(sh, dsc, sizeof(float) * (size_t)n, st));
+    SW_TRY(sw_cuda_stream_sync(st));
+    memcpy(scores, sh, sizeof(float) * (size_t)n);
+    return SW_OK;
+}

@@ -1,0 +1,123 @@
+/* The swap engine's CUDA entry points (the .cu files of src/cuda/swap; stubs in
+ * src/core/cuda_stub.c return SW_STATUS_NO_DEVICE in a build without CUDA),
+ * so that the engine's C sources never include a CUDA header. Device
+ * pointers and streams/events are void *. */
+#ifndef SW_SWAP_CUDA_H
+#define SW_SWAP_CUDA_H
+
+#include "spillway.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- runtime (swap_rt.cu) ---- */
+sw_status sw_cuda_swap_alloc(void **p, size_t bytes);   /* cudaMalloc; *p = NULL on failure */
+void sw_cuda_swap_free(void *p);
+sw_status sw_cuda_swap_stream_create(void **stream);    /* non-blocking stream */
+void sw_cuda_swap_stream_destroy(void *stream);
+sw_status sw_cuda_swap_event_create(void **ev, int timing);
+void sw_cuda_swap_event_destroy(void *ev);
+sw_status sw_cuda_swap_event_record(void *ev, void *stream);
+sw_status sw_cuda_swap_stream_wait(void *stream, void *ev); /* GPU-side wait */
+sw_status sw_cuda_swap_event_sync(void *ev);
+sw_status sw_cuda_swap_event_ms(float *ms, void *start, void *stop);
+/* cudaMemcpyAsync with cudaMemcpyDefault (unified addressing). */
+sw_status sw_cuda_swap_copy(void *dst, const void *src, size_t bytes, void *stream);
+sw_status sw_cuda_swap_sm_count(int32_t device, int32_t *sms);
+/* cuda_rt.cu (also declared in store/store_internal.h). */
+sw_status sw_cuda_stream_sync(void *stream);
+int sw_cuda_is_device_ptr(const void *p);
+
+/* ---- kernels ---- */
+/* One block of a tile as the tile kernel sees it (16-byte aligned array in
+ * device memory). */
+typedef struct sw_cuda_swap_blk {
+    int32_t slot;      /* pool slot */
+    int32_t block;     /* logical block: first token = block * block_size */
+    int32_t valid;     /* tokens */
+    int32_t dtype;     /* sw_swap_kv_dtype */
+    float k_scale, v_scale;
+    int32_t pad[2];
+} sw_cuda_swap_blk;
+
+/* One missing block of a tile: where its stripes are in the staging buffer
+ * and which slot they go to. Staging index of stripe (h, kind) of missing
+ * block m: layout 0 (block-major, the store's write order):
+ * (m * H + h) * 2 + kind; layout 1 (stream-major, the store's file order):
+ * (kind * H + h) * stage_blocks + m; times stage_stride bytes. */
+typedef struct sw_cuda_swap_fill {
+    int32_t slot, m, valid, dtype;
+} sw_cuda_swap_fill;
+
+typedef struct sw_cuda_swap_scatter_args {
+    const uint8_t *stage;
+    size_t stage_stride;
+    int32_t stage_blocks, layout;
+    const sw_cuda_swap_fill *fill; /* device [nfill] */
+    int32_t nfill;
+    uint8_t *pool;
+    size_t slot_bytes, v_off;
+    int32_t H, B, D;
+} sw_cuda_swap_scatter_args;
+
+/* Attention of one sequence's query rows over one tile's blocks: CTA (c,
+ * kv head h, row group y) writes the (max, sum, acc) state of RG=8 (row,
+ * group head) pairs over its block range into part; the merge kernel folds
+ * the partial states into the running state (m, l, acc; m in the log2
+ * domain). */
+typedef struct sw_cuda_swap_tile_args {
+    const uint8_t *pool;
+    size_t slot_bytes, v_off;
+    const sw_cuda_swap_blk *blk;   /* device [nblk] */
+    int32_t nblk;
+    const uint16_t *q;             /* device BF16, row 0 of this sequence */
+    int32_t ql, Hq, H, G, D, B;
+    int64_t len;                   /* tokens of the sequence */
+    int32_t causal;
+    float qscale;                  /* sm_scale * log2(e) */
+    int32_t nchunks, nrg;          /* grid: nchunks x H x nrg */
+    float *part;                   /* [nchunks][H][nrg][8][D + 2] */
+    /* merge */
+    int32_t row0;                  /* first query row of the sequence */
+    float *m, *l, *acc;            /* running state [rows][Hq] (acc x D) */
+} sw_cuda_swap_tile_args;
+
+/* Rows of one tile-kernel CTA (query rows x group heads). */
+#define SW_CUDA_SWAP_RG 8
+
+/* 1 when the tile kernel has an instance for head_dim d. */
+int sw_cuda_swap_head_dim_ok(int32_t d);
+sw_status sw_cuda_swap_scatter(const sw_cuda_swap_scatter_args *a, void *stream);
+sw_status sw_cuda_swap_tile(const sw_cuda_swap_tile_args *a, void *stream);
+sw_status sw_cuda_swap_merge(const sw_cuda_swap_tile_args *a, void *stream);
+/* m = -inf, l = 0, acc = 0 for n (row, head) pairs. */
+sw_status sw_cuda_swap_state_init(float *m, float *l, float *acc, int64_t n, int32_t D,
+                                  void *stream);
+/* o = acc / l as BF16 (0 where l = 0), lse = ln 2 * (m + log2 l) (-inf where
+ * l = 0; lse may be NULL); of32 (optional) = the normalised fp32 output. */
+sw_status sw_cuda_swap_finalize(const float *m, const float *l, const float *acc, int64_t n,
+                                int32_t D, uint16_t *o, float *lse, float *of32, void *stream);
+
+/* Predictor. out[r][j] = sum_c x[r][c] * P[c][j] (BF16 x, fp32, the CPU
+ * reference's order and roundings: no contraction, so results match it
+ * bit for bit). */
+sw_status sw_cuda_swap_project(const float *P, int32_t D, int32_t R, const uint16_t *x,
+                               int64_t rows, float *out, void *stream);
+/* One scored block: projected keys at arena + entry * H * B * R (entry < 0:
+ * no predictor, score -inf), its valid tokens, and the projected query rows
+ * it is scored against (qp + row0 * Hq * R, ql rows). */
+typedef struct sw_cuda_swap_sblk {
+    int32_t entry, valid, row0, ql;
+} sw_cuda_swap_sblk;
+sw_status sw_cuda_swap_score(const float *qp, const float *arena, const sw_cuda_swap_sblk *blk,
+                             int32_t nblk, int32_t H, int32_t G, int32_t B, int32_t R,
+                             float *scores, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

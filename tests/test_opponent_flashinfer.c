@@ -1,0 +1,330 @@
+/* The FlashInfer opponent against the fp64 reference, so that the opponent a
+ * benchmark measures is known to compute the same attention: the seeded
+ * random family of the CUDA test (ragged lengths incl. 0, GQA, head_dim
+ * 64/128/256, causal bottom-right with q_len < kv_len, strided Q/K/V, sm_scale,
+ * LSE), BF16 and F16, plus longer ragged batches and short-query/long-prefix
+ * cases that make its scheduler split the KV. Cases it refuses must be refused
+ * with SW_STATUS_UNSUPPORTED (causal q_len > kv_len at plan time; a strided O
+ * at run time, after which the case is rerun with a dense O).
+ * Registered only in an opponent build (-DSPILLWAY_OPPONENT_FLASHINFER) with
+ * SPILLWAY_OPPONENT=flashinfer set by ctest; exit 77 without a GPU. */
+#include "sw_test.h"
+
+#include "core/sw_core.h"
+#include "core/sw_half.h"
+
+#include <string.h>
+
+#if !defined(SPILLWAY_HAVE_CUDA) || !defined(SW_HAVE_OPPONENT_FLASHINFER)
+int main(void)
+{
+    printf("test_opponent_flashinfer: skipped (built without CUDA or without the opponent)\n");
+    return SW_TEST_SKIP;
+}
+#else
+#include <cuda_runtime_api.h>
+
+#define CUDA_OK(x)                                                                         \
+    do {                                                                                   \
+        cudaError_t e_ = (x);                                                              \
+        if (e_ != cudaSuccess) {                                                           \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+            exit(1);                                                                       \
+        }                                                                                  \
+    } while (0)
+
+typedef struct dev_case {
+    void *q, *k, *v, *o, *ws;
+    float *lse;
+    size_t ws_bytes;
+} dev_case;
+
+static size_t bytes_of(const sw_case *c, int64_t rows, int64_t stride)
+{
+    return (size_t)(rows * stride) * sw_dtype_size(c->params.dtype) + 64;
+}
+
+static void upload(const sw_case *c, dev_case *d)
+{
+    memset(d, 0, sizeof *d);
+    CUDA_OK(cudaMalloc(&d->q, bytes_of(c, c->total_q, c->q_stride)));
+    CUDA_OK(cudaMalloc(&d->o, bytes_of(c, c->total_q, c->o_stride)));
+    CUDA_OK(cudaMalloc(&d->k, bytes_of(c, c->total_kv, c->k_stride)));
+    CUDA_OK(cudaMalloc(&d->v, bytes_of(c, c->total_kv, c->v_stride)));
+    CUDA_OK(cudaMalloc((void **)&d->lse, (size_t)c->total_q * c->params.num_qo_heads * 4 + 64));
+    CUDA_OK(cudaMemcpy(d->q, c->q, bytes_of(c, c->total_q, c->q_stride) - 64, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(d->k, c->k, bytes_of(c, c->total_kv, c->k_stride) - 64, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(d->v, c->v, bytes_of(c, c->total_kv, c->v_stride) - 64, cudaMemcpyHostToDevice));
+}
+
+static void release(dev_case *d)
+{
+    cudaFree(d->q); cudaFree(d->k); cudaFree(d->v); cudaFree(d->o); cudaFree(d->lse);
+    cudaFree(d->ws);
+}
+
+static sw_prefill_tensors tensors_of(const sw_case *c, const dev_case *d)
+{
+    sw_prefill_tensors t;
+    sw_prefill_tensors_init(&t);
+    t.q = d->q; t.k = d->k; t.v = d->v; t.o = d->o; t.lse = d->lse;
+    t.q_rows = c->total_q; t.kv_rows = c->total_kv;
+    t.q_row_stride = c->q_stride; t.k_row_stride = c->k_stride;
+    t.v_row_stride = c->v_stride; t.o_row_stride = c->o_stride;
+    t.workspace = d->ws; t.workspace_bytes = d->ws_bytes;
+    return t;
+}
+
+/* FlashInfer writes O dense: give the case a dense O (the reference check
+ * reads c->o with c->o_stride). */
+static void make_o_dense(sw_case *c)
+{
+    const int64_t dq = (int64_t)c->params.num_qo_heads * c->params.head_dim;
+    sw_aligned_free(c->o);
+    c->o_stride = dq;
+    c->o = sw_aligned_alloc(64, (size_t)(c->total_q * dq) * sw_dtype_size(c->params.dtype) + 64);
+}
+
+static int causal_q_longer(const sw_case *c)
+{
+    if (!c->params.causal)
+        return 0;
+    for (int32_t b = 0; b < c->batch; b++)
+        if (c->qo_indptr[b + 1] - c->qo_indptr[b] > c->kv_indptr[b + 1] - c->kv_indptr[b])
+            return 1;
+    return 0;
+}
+
+static int refused, checked;
+
+static uint16_t half_of(sw_dtype dt, double x)
+{
+    return dt == SW_DTYPE_BF16 ? sw_f32_to_bf16((float)x) : sw_f32_to_f16((float)x);
+}
+
+/* Plans the case for the opponent, runs it `layers` times on one plan (fresh
+ * poison each time) and checks the last result. Returns 1 on failure. */
+static int run_case(sw_case *c, int row_sample, cudaStream_t st, int layers)
+{
+    c->params.backend = SW_BACKEND_OPPONENT_FLASHINFER;
+    sw_prefill_plan *pl = NULL;
+    sw_status s = sw_prefill_plan_create(&c->params, c->batch, c->qo_indptr, c->kv_indptr, &pl);
+    if (causal_q_longer(c)) {
+        refused++;
+        if (s != SW_STATUS_UNSUPPORTED || !strstr(sw_last_error(), "q_len")) {
+            fprintf(stderr, "FAIL %s: causal q_len > kv_len: plan returned %s (%s), want "
+                    "SW_STATUS_UNSUPPORTED\n", c->name, sw_status_str(s), sw_last_error());
+            sw_prefill_plan_destroy(pl);
+            return 1;
+        }
+        return 0;
+    }
+    if (s != SW_OK) {
+        fprintf(stderr, "FAIL %s: plan: %s %s\n", c->name, sw_status_str(s), sw_last_error());
+        return 1;
+    }
+    if (sw_prefill_plan_backend(pl) != SW_BACKEND_OPPONENT_FLASHINFER) {
+        fprintf(stderr, "FAIL %s: plan resolved to %s\n", c->name,
+                sw_backend_name(sw_prefill_plan_backend(pl)));
+        sw_prefill_plan_destroy(pl);
+        return 1;
+    }
+    const int64_t dq = (int64_t)c->params.num_qo_heads * c->params.head_dim;
+    dev_case d;
+    if (c->o_stride != dq && c->total_q > 0) {
+        upload(c, &d);
+        d.ws_bytes = sw_prefill_plan_workspace_size(pl);
+        if (d.ws_bytes)
+            CUDA_OK(cudaMalloc(&d.ws, d.ws_bytes));
+        sw_prefill_tensors t = tensors_of(c, &d);
+        s = sw_prefill_run(pl, &t, st);
+        release(&d);
+        if (s != SW_STATUS_UNSUPPORTED || !strstr(sw_last_error(), "o_row_stride")) {
+            fprintf(stderr, "FAIL %s: strided O: run returned %s (%s), want "
+                    "SW_STATUS_UNSUPPORTED\n", c->name, sw_status_str(s), sw_last_error());
+            sw_prefill_plan_destroy(pl);
+            return 1;
+        }
+        refused++;
+    }
+    if (c->o_stride != dq)
+        make_o_dense(c);
+    upload(c, &d);
+    d.ws_bytes = sw_prefill_plan_workspace_size(pl);
+    if (d.ws_bytes)
+        CUDA_OK(cudaMalloc(&d.ws, d.ws_bytes));
+    sw_prefill_tensors t = tensors_of(c, &d);
+    s = SW_OK;
+    for (int l = 0; l < layers && s == SW_OK; l++) {
+        CUDA_OK(cudaMemsetAsync(d.o, 0xff, bytes_of(c, c->total_q, c->o_stride) - 64, st));
+        CUDA_OK(cudaMemsetAsync(d.lse, 0xff, (size_t)c->total_q * c->params.num_qo_heads * 4, st));
+        s = sw_prefill_run(pl, &t, st);
+    }
+    cudaError_t e = cudaStreamSynchronize(st);
+    sw_prefill_plan_destroy(pl);
+    if (s != SW_OK || e != cudaSuccess) {
+        fprintf(stderr, "FAIL %s: run: %s %s / %s\n", c->name, sw_status_str(s), sw_last_error(),
+                cudaGetErrorString(e));
+        release(&d);
+        if (e != cudaSuccess)
+            exit(1); /* a sticky error poisons the context: stop here */
+        return 1;
+    }
+    CUDA_OK(cudaMemcpy(c->o, d.o, bytes_of(c, c->total_q, c->o_stride) - 64, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(c->lse, d.lse, (size_t)c->total_q * c->params.num_qo_heads * 4,
+                       cudaMemcpyDeviceToHost));
+    release(&d);
+    sw_check ck = sw_case_check(c, row_sample);
+    checked++;
+    int bad = ck.rel_l2 > 1e-2 || ck.unwritten || ck.lse_bad || ck.lse_max_abs > 2e-2;
+    if (bad || getenv("SPILLWAY_TEST_VERBOSE"))
+        fprintf(stderr, "%s %s: rel_l2=%.3g unwritten=%lld lse_bad=%lld lse_err=%.3g\n",
+                bad ? "FAIL" : "ok", c->name, ck.rel_l2, (long long)ck.unwritten,
+                (long long)ck.lse_bad, ck.lse_max_abs);
+    return bad;
+}
+
+/* A case with given lengths and shape, dense rows, N(0,1) inputs. */
+static void make_fixed(sw_case *c, uint64_t seed, sw_dtype dt, int32_t hq, int32_t hkv, int32_t d,
+                       int causal, int32_t batch, const int32_t *ql, const int32_t *kl)
+{
+    memset(c, 0, sizeof *c);
+    sw_rng r = {seed};
+    c->seed = seed;
+    sw_prefill_params_init(&c->params);
+    c->params.dtype = dt;
+    c->params.num_qo_heads = hq;
+    c->params.num_kv_heads = hkv;
+    c->params.head_dim = d;
+    c->params.causal = causal;
+    c->batch = batch;
+    c->qo_indptr = calloc((size_t)batch + 1, sizeof(int32_t));
+    c->kv_indptr = calloc((size_t)batch + 1, sizeof(int32_t));
+    for (int32_t b = 0; b < batch; b++) {
+        c->qo_indptr[b + 1] = c->qo_indptr[b] + ql[b];
+        c->kv_indptr[b + 1] = c->kv_indptr[b] + kl[b];
+    }
+    c->total_q = c->qo_indptr[batch];
+    c->total_kv = c->kv_indptr[batch];
+    c->q_stride = c->o_stride = (int64_t)hq * d;
+    c->k_stride = c->v_stride = (int64_t)hkv * d;
+    const size_t es = sw_dtype_size(dt);
+    c->q = sw_aligned_alloc(64, (size_t)(c->total_q * c->q_stride) * es + 64);
+    c->o = sw_aligned_alloc(64, (size_t)(c->total_q * c->o_stride) * es + 64);
+    c->k = sw_aligned_alloc(64, (size_t)(c->total_kv * c->k_stride) * es + 64);
+    c->v = sw_aligned_alloc(64, (size_t)(c->total_kv * c->v_stride) * es + 64);
+    c->lse = sw_aligned_alloc(64, (size_t)c->total_q * (size_t)hq * sizeof(float) + 64);
+    const int64_t nq = c->total_q * c->q_stride, nk = c->total_kv * c->k_stride;
+    uint16_t *q = c->q, *k = c->k, *v = c->v;
+    for (int64_t i = 0; i < nq; i++)
+        q[i] = half_of(dt, sw_rng_normal(&r));
+    for (int64_t i = 0; i < nk; i++) {
+        k[i] = half_of(dt, sw_rng_normal(&r));
+        v[i] = half_of(dt, sw_rng_normal(&r));
+    }
+    int n = snprintf(c->name, sizeof c->name, "fixed %s d%d h%d/%d %s b%d",
+                     dt == SW_DTYPE_BF16 ? "bf16" : "f16", d, hq, hkv,
+                     causal ? "causal" : "full", batch);
+    for (int32_t b = 0; b < batch && n < (int)sizeof c->name - 24; b++)
+        n += snprintf(c->name + n, sizeof c->name - (size_t)n, " %d/%d", ql[b], kl[b]);
+}
+
+static void check_refusals(cudaStream_t st)
+{
+    sw_case c;
+    const int32_t ql[2] = {40, 70}, kl[2] = {40, 90};
+    make_fixed(&c, 7, SW_DTYPE_BF16, 4, 2, 128, 1, 2, ql, kl);
+    c.params.backend = SW_BACKEND_OPPONENT_FLASHINFER;
+    dev_case d;
+    upload(&c, &d);
+    sw_prefill_plan *pl = NULL;
+    CHECK_STATUS(sw_prefill_plan_create(&c.params, c.batch, c.qo_indptr, c.kv_indptr, &pl), SW_OK);
+    if (pl) {
+        const size_t ws = sw_prefill_plan_workspace_size(pl);
+        CHECK(ws > 0);
+        sw_prefill_tensors t = tensors_of(&c, &d);
+        CHECK_STATUS(sw_prefill_run(pl, &t, st), SW_STATUS_WORKSPACE_TOO_SMALL);
+        CUDA_OK(cudaMalloc(&d.ws, ws));
+        d.ws_bytes = ws - 1;
+        t = tensors_of(&c, &d);
+        CHECK_STATUS(sw_prefill_run(pl, &t, st), SW_STATUS_WORKSPACE_TOO_SMALL);
+        d.ws_bytes = ws;
+        t = tensors_of(&c, &d);
+        t.q = (const char *)d.q + 2;
+        CHECK_STATUS(sw_prefill_run(pl, &t, st), SW_STATUS_MISALIGNED);
+        t = tensors_of(&c, &d);
+        t.k_row_stride = c.k_stride + 4;
+        CHECK_STATUS(sw_prefill_run(pl, &t, st), SW_STATUS_MISALIGNED);
+        t = tensors_of(&c, &d);
+        CHECK_STATUS(sw_prefill_run(pl, &t, st), SW_OK);
+        CUDA_OK(cudaStreamSynchronize(st));
+        sw_prefill_plan_destroy(pl);
+    }
+    release(&d);
+    sw_case_free(&c);
+}
+
+int main(void)
+{
+    if (sw_cuda_device_count() == 0) {
+        printf("test_opponent_flashinfer: skipped (no usable CUDA device)\n");
+        return SW_TEST_SKIP;
+    }
+    const char *env = getenv("SPILLWAY_OPPONENT");
+    if (!env || !strstr(env, "flashinfer")) {
+        printf("test_opponent_flashinfer: skipped (SPILLWAY_OPPONENT=flashinfer is not set; "
+               "ctest sets it)\n");
+        return SW_TEST_SKIP;
+    }
+    const uint64_t seed = (uint64_t)sw_env_int("SPILLWAY_TEST_SEED", 20261129);
+    const int ncases = (int)sw_env_int("SPILLWAY_TEST_CASES", 60);
+    cudaStream_t st;
+    CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    check_refusals(st);
+    int failed = 0, total = 0;
+    double t0 = sw_now_seconds();
+    const sw_dtype dts[2] = {SW_DTYPE_BF16, SW_DTYPE_F16};
+    for (int di = 0; di < 2; di++)
+        for (int i = 0; i < ncases; i++) {
+            sw_case c;
+            sw_case_make(&c, seed + (uint64_t)di, i, dts[di], 160);
+            failed += run_case(&c, 1, st, i % 10 == 0 ? 3 : 1);
+            total++;
+            sw_case_free(&c);
+        }
+    for (int di = 0; di < 2; di++)
+        for (int i = 0; i < 12; i++) {
+            sw_case c;
+            sw_case_make(&c, seed + 100 + (uint64_t)di, i, dts[di], 2500);
+            failed += run_case(&c, 29, st, 1);
+            total++;
+            sw_case_free(&c);
+        }
+    /* Fixed shapes of the benchmark's kind (heads 16/2 d256, 32/8 d128 and
+     * d64, causal and not), and short queries on long prefixes: few query
+     * tiles against 132 SMs make FlashInfer split the KV and merge. */
+    static const struct { int32_t hq, hkv, d, causal, batch, ql[4], kl[4]; } fixed[] = {
+        {16, 2, 256, 1, 3, {700, 1031, 129}, {700, 1031, 129}},
+        {32, 8, 128, 1, 3, {700, 1031, 129}, {700, 1031, 129}},
+        {32, 8, 64, 0, 3, {700, 1031, 129}, {700, 1031, 129}},
+        {32, 8, 128, 1, 1, {17}, {3000}},
+        {16, 2, 256, 1, 2, {5, 33}, {2100, 900}},
+        {32, 8, 64, 0, 4, {1, 16, 0, 64}, {4000, 2000, 100, 64}},
+        {32, 8, 128, 0, 2, {48, 9}, {0, 1500}},
+    };
+    for (int di = 0; di < 2; di++)
+        for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
+            sw_case c;
+            make_fixed(&c, seed + 200 + i, dts[di], fixed[i].hq, fixed[i].hkv, fixed[i].d,
+                       fixed[i].causal, fixed[i].batch, fixed[i].ql, fixed[i].kl);
+            failed += run_case(&c, 7, st, 2);
+            total++;
+            sw_case_free(&c);
+        }
+    cudaStreamDestroy(st);
+    printf("test_opponent_flashinfer: %s; %d cases (seed %llu), %d checked against the "
+           "reference, %d refusals verified, %d failed, %.1f s\n", sw_version_string(), total,
+           (unsigned long long)seed, checked, refused, failed, sw_now_seconds() - t0);
+    return failed || sw_test_failures ? 1 : 0;
+}
+#endif

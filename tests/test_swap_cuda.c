@@ -1,0 +1,613 @@
+/* Swap engine, device pool (GPU): attention through GPU-resident slots
+ * equals the fp64 reference over every offloaded token (relative L2 <=
+ * 1e-2, LSE within 1e-2, every output element written) for pool sizes from
+ * one tile to all blocks, with and without read-ahead, ragged last blocks,
+ * several sequences per call, decode rows and prefill chunks (causal and
+ * not), BF16, FP8 E4M3 and mixed blocks, reads from the data file and from
+ * the host tier, cold and warm pools, both eviction policies, a sequence
+ * that grows between calls (its overwritten last block must not be served
+ * from the pool), and large tiles (many CTAs per kv head, many row groups).
+ * The device predictor (projection + scoring kernels) is compared with the
+ * host engine's CPU reference on the same blocks and queries, and the
+ * needle test runs on the device path. Error paths: bad device ordinal,
+ * head_dim without a kernel, unknown sequence, a stripe deleted or
+ * rewritten behind the engine's back.
+ * Exit 77 (skipped) without CUDA or a GPU. Seeded; SW_TEST_SEED overrides.
+ * Every failing row prints its parameters and the seed. */
+#include "test_swap_util.h"
+
+#if defined(SPILLWAY_HAVE_CUDA)
+#include <cuda_runtime.h>
+
+#define CU(call)                                                                          \
+    do {                                                                                  \
+        cudaError_t e_ = (call);                                                          \
+        if (e_ != cudaSuccess) {                                                          \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,                 \
+                    cudaGetErrorString(e_));                                              \
+            exit(1);                                                                      \
+        }                                                                                 \
+    } while (0)
+
+typedef struct shape {
+    int32_t H, Hq, D, B;
+} shape;
+
+static sw_swap *make_engine(sw_store *store, const shape *sh, int32_t L, int32_t pool,
+                            int32_t tile, int prefetch, sw_swap_policy pol, sw_swap_pool_kind k)
+{
+    sw_swap_model m;
+    sw_swap_model_init(&m);
+    m.num_layers = L;
+    m.num_kv_heads = sh->H;
+    m.num_qo_heads = sh->Hq;
+    m.head_dim = sh->D;
+    m.block_size = sh->B;
+    sw_swap_config c;
+    sw_swap_config_init(&c);
+    c.resident_blocks = pool;
+    c.tile_blocks = tile;
+    c.predictor_rank = 16;
+    c.prefetch_depth = prefetch;
+    c.policy = pol;
+    c.pool = k;
+    c.device = 0;
+    sw_swap *s = NULL;
+    sw_status st = sw_swap_create(&m, &c, store, &s);
+    if (st != SW_OK)
+        fprintf(stderr, "sw_swap_create(%s pool): %s: %s\n",
+                k == SW_SWAP_POOL_DEVICE ? "device" : "host", sw_status_str(st), sw_last_error());
+    CHECK_STATUS(st, SW_OK);
+    return s;
+}
+
+/* Device attend of `rows` query rows; returns the host copies of o/lse. */
+static sw_status dev_attend(sw_swap *s, const sw_swap_attend_params *hp, const shape *sh,
+                            int32_t rows, uint16_t *o, float *lse, sw_swap_attend_result *res,
+                            cudaStream_t stream)
+{
+    const size_t qn = (size_t)rows * sh->Hq * sh->D;
+    void *dq = NULL, *dout = NULL, *dl = NULL;
+    CU(cudaMalloc(&dq, qn * 2 + 16));
+    CU(cudaMalloc(&dout, qn * 2 + 16));
+    CU(cudaMalloc(&dl, (size_t)rows * sh->Hq * 4 + 16));
+    CU(cudaMemcpy(dq, hp->q, qn * 2, cudaMemcpyHostToDevice));
+    /* poison: 0xffff is a BF16 NaN, 0xffffffff a float NaN */
+    CU(cudaMemset(dout, 0xff, qn * 2));
+    CU(cudaMemset(dl, 0xff, (size_t)rows * sh->Hq * 4));
+    sw_swap_attend_params p = *hp;
+    p.q = dq;
+    p.o = dout;
+    p.lse = dl;
+    sw_status st = sw_swap_attend(s, &p, res, stream);
+    CU(cudaStreamSynchronize(stream));
+    CU(cudaMemcpy(o, dout, qn * 2, cudaMemcpyDeviceToHost));
+    CU(cudaMemcpy(lse, dl, (size_t)rows * sh->Hq * 4, cudaMemcpyDeviceToHost));
+    CU(cudaFree(dq));
+    CU(cudaFree(dout));
+    CU(cudaFree(dl));
+    return st;
+}
+
+/* Device vs host predictor over every block of (seq, layer): the kernels
+ * follow the CPU reference's order and roundings. */
+static void compare_scores(sw_swap *sd, sw_swap *sh_, uint64_t id_d, uint64_t id_h, int32_t layer,
+                           const uint16_t *q, int32_t ql, const char *name)
+{
+    float a[4096], b[4096];
+    int32_t na = 0, nb = 0;
+    CHECK_STATUS(sw_swap_score_blocks(sd, id_d, layer, q, ql, a, 4096, &na), SW_OK);
+    CHECK_STATUS(sw_swap_score_blocks(sh_, id_h, layer, q, ql, b, 4096, &nb), SW_OK);
+    CHECK(na == nb);
+    int32_t exact = 0, worst_i = -1;
+    double worst = 0, mag = 0;
+    for (int32_t i = 0; i < na && i < nb; i++) {
+        if (a[i] == b[i] || (isinf(a[i]) && isinf(b[i]) && a[i] == b[i])) {
+            exact++;
+            continue;
+        }
+        const double d = isfinite(a[i]) && isfinite(b[i]) ? fabs((double)a[i] - b[i]) : INFINITY;
+        if (!(d <= worst)) {
+            worst = d;
+            worst_i = i;
+        }
+    }
+    for (int32_t i = 0; i < nb; i++)
+        if (isfinite(b[i]) && fabs(b[i]) > mag)
+            mag = fabs(b[i]);
+    const int ok = worst <= 1e-5 * (mag > 1 ? mag : 1);
+    if (!ok || exact != na)
+        printf("  scores %s: %d of %d bit-exact; worst |dev - host| %.3g at block %d (dev %.9g "
+               "host %.9g), max |score| %.3g %s\n", name, exact, na, worst, worst_i,
+               worst_i >= 0 ? a[worst_i] : 0.0, worst_i >= 0 ? b[worst_i] : 0.0, mag,
+               ok ? "ok" : "FAIL");
+    CHECK(ok);
+}
+
+typedef struct ccase {
+    shape sh;
+    int32_t nseq, maxlen, tile, pool_kind; /* pool_kind: 0 one tile, 1 few, 2 all */
+    int dtmode, prefetch, lru, host_tier, chunk_max;
+} ccase;
+
+static int run_case(sw_store *store, sw_store *hstore, uint64_t seed, int idx, const ccase *cc,
+                    uint64_t ns)
+{
+    sw_rng r = {seed * 7919u + (uint64_t)idx};
+    const shape sh = cc->sh;
+    const int32_t L = 2, nseq = cc->nseq;
+    tsw_seq seqs[3], hseqs[3];
+    float *raw_k[3][2], *raw_v[3][2];
+    int64_t lens[3];
+    int32_t total_blocks = 0;
+    for (int32_t i = 0; i < nseq; i++) {
+        lens[i] = sw_rng_int(&r, 1, cc->maxlen);
+        total_blocks += (int32_t)((lens[i] + sh.B - 1) / sh.B);
+    }
+    const int32_t tile = cc->tile;
+    const int32_t pools[3] = {tile, 3 * tile + sw_rng_int(&r, 0, 2), total_blocks + 2 + sh.B};
+    const int32_t pool = pools[cc->pool_kind];
+    char name[320];
+    snprintf(name, sizeof name,
+             "seed=%llu#%d H%d/%d D%d B%d nseq=%d len<=%d %s pool=%d tile=%d pf=%d %s %s",
+             (unsigned long long)seed, idx, sh.H, sh.Hq, sh.D, sh.B, nseq, cc->maxlen,
+             cc->dtmode == 0 ? "bf16" : cc->dtmode == 1 ? "fp8" : "mixed", pool, tile,
+             cc->prefetch, cc->lru ? "lru" : "score", cc->host_tier ? "host-tier" : "file");
+    const sw_swap_policy pol = cc->lru ? SW_SWAP_POLICY_LRU : SW_SWAP_POLICY_SCORE;
+    sw_swap *s = make_engine(store, &sh, L, pool, tile, cc->prefetch, pol, SW_SWAP_POOL_DEVICE);
+    sw_swap *h = make_engine(hstore, &sh, L, pool, tile, cc->prefetch, pol, SW_SWAP_POOL_HOST);
+    if (!s || !h) {
+        sw_swap_destroy(s);
+        sw_swap_destroy(h);
+        printf("%s: engine creation failed\n", name);
+        return 1;
+    }
+    const int before = sw_test_failures;
+    const size_t row = (size_t)sh.H * sh.D;
+    for (int32_t i = 0; i < nseq; i++) {
+        tsw_seq_init(&seqs[i], 100 + (uint64_t)i, L, sh.H, sh.D, sh.B);
+        tsw_seq_init(&hseqs[i], 100 + (uint64_t)i, L, sh.H, sh.D, sh.B);
+        CHECK_STATUS(sw_swap_seq_add(s, seqs[i].id, ns, (uint32_t)i * 10000u, 10000), SW_OK);
+        CHECK_STATUS(sw_swap_seq_add(h, seqs[i].id, ns, (uint32_t)i * 10000u, 10000), SW_OK);
+        /* round 2 grows sequence 0 by up to B + 3 tokens (B = 1: more than 3 B) */
+        const int64_t cap = lens[i] + 2 * sh.B + 3;
+        for (int32_t l = 0; l < L; l++) {
+            raw_k[i][l] = malloc(sizeof(float) * row * (size_t)cap);
+            raw_v[i][l] = malloc(sizeof(float) * row * (size_t)cap);
+            for (size_t e = 0; e < row * (size_t)cap; e++) {
+                raw_k[i][l][e] = (float)sw_rng_normal(&r);
+                raw_v[i][l][e] = (float)sw_rng_normal(&r);
+            }
+            const int32_t nb = (int32_t)((lens[i] + sh.B - 1) / sh.B);
+            for (int32_t b = 0; b < nb; b++) {
+                sw_swap_kv_dtype dt = cc->dtmode == 0   ? SW_SWAP_KV_BF16
+                                      : cc->dtmode == 1 ? SW_SWAP_KV_FP8_E4M3
+                                      : (b % 2 ? SW_SWAP_KV_FP8_E4M3 : SW_SWAP_KV_BF16);
+                CHECK_STATUS(tsw_offload_block(s, &seqs[i], l, b, raw_k[i][l], raw_v[i][l],
+                                               lens[i], dt), SW_OK);
+                CHECK_STATUS(tsw_offload_block(h, &hseqs[i], l, b, raw_k[i][l], raw_v[i][l],
+                                               lens[i], dt), SW_OK);
+            }
+        }
+    }
+    cudaStream_t stream = NULL;
+    if (idx % 2)
+        CU(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    /* rounds: cold decode, warm prefill chunk (causal), grow seq 0 then
+     * decode, non-causal chunk */
+    for (int round = 0; round < 4; round++) {
+        const int32_t layer = sw_rng_int(&r, 0, L - 1);
+        if (round == 2) {
+            const int64_t grow = sw_rng_int(&r, 1, sh.B + 3);
+            const int64_t nl = lens[0] + grow;
+            const int32_t b0 = (int32_t)(lens[0] / sh.B);
+            const int32_t b1 = (int32_t)((nl - 1) / sh.B);
+            for (int32_t b = b0; b <= b1; b++) {
+                const sw_swap_kv_dtype dt =
+                    cc->dtmode == 1 ? SW_SWAP_KV_FP8_E4M3 : SW_SWAP_KV_BF16;
+                CHECK_STATUS(tsw_offload_block(s, &seqs[0], layer, b, raw_k[0][layer],
+                                               raw_v[0][layer], nl, dt), SW_OK);
+                CHECK_STATUS(tsw_offload_block(h, &hseqs[0], layer, b, raw_k[0][layer],
+                                               raw_v[0][layer], nl, dt), SW_OK);
+            }
+            lens[0] = nl;
+        }
+        const int causal = round != 3;
+        int32_t qind[4] = {0};
+        for (int32_t i = 0; i < nseq; i++) {
+            int32_t ql = 1;
+            if (round == 1 || round == 3) {
+                const int64_t len = seqs[i].layers[layer].len;
+                ql = sw_rng_int(&r, 1, (int32_t)(len < cc->chunk_max ? len : cc->chunk_max));
+            }
+            qind[i + 1] = qind[i] + ql;
+        }
+        const int32_t rows = qind[nseq];
+        const size_t qn = (size_t)rows * sh.Hq * sh.D;
+        uint16_t *q = malloc(sizeof(uint16_t) * qn);
+        uint16_t *o = malloc(sizeof(uint16_t) * qn);
+        float *lse = malloc(sizeof(float) * (size_t)rows * sh.Hq);
+        for (size_t e = 0; e < qn; e++)
+            q[e] = sw_f32_to_bf16((float)(2.0 * sw_rng_normal(&r)));
+        uint64_t ids[3];
+        for (int32_t i = 0; i < nseq; i++)
+            ids[i] = seqs[i].id;
+        if (round == 0)
+            compare_scores(s, h, ids[0], ids[0], layer, q, qind[1], name);
+        sw_swap_attend_params p;
+        sw_swap_attend_params_init(&p);
+        p.layer = layer;
+        p.batch = nseq;
+        p.seq_ids = ids;
+        p.q_indptr = qind;
+        p.q = q;
+        p.causal = causal;
+        sw_swap_attend_result res;
+        memset(&res, 0, sizeof res);
+        res.struct_size = sizeof res;
+        sw_status st = dev_attend(s, &p, &sh, rows, o, lse, &res, stream);
+        if (st != SW_OK)
+            printf("%s round %d: attend: %s: %s\n", name, round, sw_status_str(st),
+                   sw_last_error());
+        CHECK_STATUS(st, SW_OK);
+        CHECK(res.blocks_attended == res.blocks_total);
+        CHECK(res.hits + res.misses == res.blocks_total);
+        double num = 0, den = 0, lse_err = 0;
+        int64_t bad = 0, first_bad = -1, worst_seq = -1;
+        double worst_seq_rel = 0;
+        for (int32_t i = 0; i < nseq; i++) {
+            const int32_t ql = qind[i + 1] - qind[i];
+            double *ref = malloc(sizeof(double) * (size_t)ql * sh.Hq * sh.D);
+            double *rl = malloc(sizeof(double) * (size_t)ql * sh.Hq);
+            tsw_reference(&seqs[i], layer, sh.Hq, q + (size_t)qind[i] * sh.Hq * sh.D, ql, causal,
+                          1.0 / sqrt((double)sh.D), ref, rl);
+            double sn = 0, sd = 0;
+            for (size_t e = 0; e < (size_t)ql * sh.Hq * sh.D; e++) {
+                const double g = sw_bf16_to_f32(o[(size_t)qind[i] * sh.Hq * sh.D + e]);
+                if (!isfinite(g)) {
+                    if (first_bad < 0)
+                        first_bad = (int64_t)((size_t)qind[i] * sh.Hq * sh.D + e);
+                    bad++;
+                    continue;
+                }
+                sn += (g - ref[e]) * (g - ref[e]);
+                sd += ref[e] * ref[e];
+            }
+            num += sn;
+            den += sd;
+            const double sr = sqrt(sn / (sd > 0 ? sd : 1));
+            if (sr > worst_seq_rel) {
+                worst_seq_rel = sr;
+                worst_seq = i;
+            }
+            for (size_t e = 0; e < (size_t)ql * sh.Hq; e++) {
+                const double g = lse[(size_t)qind[i] * sh.Hq + e];
+                if (isinf(rl[e]))
+                    bad += !(isinf(g) && g < 0);
+                else if (!isfinite(g))
+                    bad++;
+                else if (fabs(g - rl[e]) > lse_err)
+                    lse_err = fabs(g - rl[e]);
+            }
+            free(ref);
+            free(rl);
+        }
+        const double rel = sqrt(num / (den > 0 ? den : 1));
+        const int ok = st == SW_OK && rel <= 1e-2 && lse_err <= 1e-2 && bad == 0;
+        printf("%-100s r%d %s rows %3d: rel_l2 %.2e lse %.1e hits %lld misses %lld tiles %lld %s\n",
+               name, round, causal ? "causal" : "full", rows, rel, lse_err, (long long)res.hits,
+               (long long)res.misses, (long long)res.tiles, ok ? "ok" : "FAIL");
+        if (!ok)
+            printf("    detail: %lld non-finite outputs/LSE (first output index %lld = row %lld "
+                   "head %lld dim %lld), worst sequence %lld at rel %.2e, q_indptr {%d,%d,%d,%d}\n",
+                   (long long)bad, (long long)first_bad,
+                   first_bad >= 0 ? (long long)(first_bad / ((int64_t)sh.Hq * sh.D)) : -1LL,
+                   first_bad >= 0 ? (long long)(first_bad / sh.D % sh.Hq) : -1LL,
+                   first_bad >= 0 ? (long long)(first_bad % sh.D) : -1LL, (long long)worst_seq,
+                   worst_seq_rel, qind[0], qind[1], qind[2], qind[3]);
+        CHECK(ok);
+        free(q);
+        free(o);
+        free(lse);
+    }
+    sw_swap_stats st;
+    memset(&st, 0, sizeof st);
+    st.struct_size = sizeof st;
+    CHECK_STATUS(sw_swap_get_stats(s, &st), SW_OK);
+    CHECK(st.resident_used <= (uint64_t)pool);
+    CHECK(st.bytes_read == st.host_bytes_read + st.file_bytes_read);
+    CHECK(st.kernel_kv_bytes > 0);
+    if (cc->prefetch && pool >= 2 * tile && st.read_calls > 1)
+        CHECK(st.prefetched_tiles > 0);
+    for (int32_t i = 0; i < nseq; i++) {
+        CHECK_STATUS(sw_swap_seq_remove(s, seqs[i].id, 1), SW_OK);
+        CHECK_STATUS(sw_swap_seq_remove(h, seqs[i].id, 1), SW_OK);
+        for (int32_t l = 0; l < L; l++) {
+            free(raw_k[i][l]);
+            free(raw_v[i][l]);
+        }
+        tsw_seq_free(&seqs[i]);
+        tsw_seq_free(&hseqs[i]);
+    }
+    if (stream)
+        CU(cudaStreamDestroy(stream));
+    sw_swap_destroy(s);
+    sw_swap_destroy(h);
+    if (sw_test_failures != before)
+        fprintf(stderr, "FAILED: %s\n", name);
+    return sw_test_failures != before;
+}
+
+/* A needle key aligned with one head's query ranks its block first on the
+ * device predictor too (tsw_plant_needle: the gain comes from the engine's
+ * projection, so the ranking is guaranteed, not likely; the engine's rank
+ * here is 16); sparse top-1 + recent-1 on the device path. */
+static void test_needle(sw_store *store, uint64_t seed)
+{
+    const shape sh = {2, 8, 128, 16};
+    const int32_t G = 4, nb = 64;
+    int firsts = 0;
+    const int trials = 6;
+    for (int tr = 0; tr < trials; tr++) {
+        sw_rng r = {seed * 977 + (uint64_t)tr};
+        sw_swap *s = make_engine(store, &sh, 1, 8, 2, 1, SW_SWAP_POLICY_SCORE,
+                                 SW_SWAP_POOL_DEVICE);
+        if (!s)
+            return;
+        tsw_seq q;
+        tsw_seq_init(&q, 9, 1, sh.H, sh.D, sh.B);
+        CHECK_STATUS(sw_swap_seq_add(s, 9, 900 + (uint64_t)tr, 0, nb), SW_OK);
+        const int64_t len = (int64_t)nb * sh.B - sw_rng_int(&r, 0, sh.B - 1);
+        float *rk = malloc(sizeof(float) * (size_t)len * sh.H * sh.D);
+        float *rv = malloc(sizeof(float) * (size_t)len * sh.H * sh.D);
+        for (int64_t i = 0; i < len * sh.H * sh.D; i++) {
+            rk[i] = (float)sw_rng_normal(&r);
+            rv[i] = (float)sw_rng_normal(&r);
+        }
+        uint16_t *qb = malloc(sizeof(uint16_t) * sh.Hq * sh.D);
+        for (int i = 0; i < sh.Hq * sh.D; i++)
+            qb[i] = sw_f32_to_bf16((float)sw_rng_normal(&r));
+        const int32_t hq = sw_rng_int(&r, 0, sh.Hq - 1), hk = hq / G;
+        const int32_t nblk = sw_rng_int(&r, 0, nb - 2);
+        const int64_t tok = (int64_t)nblk * sh.B + sw_rng_int(&r, 0, sh.B - 1);
+        (void)hk;
+        const double gain = tsw_plant_needle(s, qb, sh.Hq, hq, rk, len, sh.H, sh.D, tok);
+        CHECK(gain > 0);
+        for (int32_t b = 0; b < nb; b++)
+            CHECK_STATUS(tsw_offload_block(s, &q, 0, b, rk, rv, len, SW_SWAP_KV_BF16), SW_OK);
+        float sc[64];
+        int32_t n = 0;
+        CHECK_STATUS(sw_swap_score_blocks(s, 9, 0, qb, 1, sc, nb, &n), SW_OK);
+        int32_t best = 0;
+        for (int32_t b = 1; b < n; b++)
+            if (sc[b] > sc[best])
+                best = b;
+        firsts += best == nblk;
+        if (best != nblk)
+            printf("needle trial %d: planted in block %d, block %d ranks first (%.2f vs %.2f)\n",
+                   tr, nblk, best, sc[best], sc[nblk]);
+        CHECK(best == nblk);
+        uint16_t *o = malloc(sizeof(uint16_t) * sh.Hq * sh.D);
+        float *lse = malloc(sizeof(float) * sh.Hq);
+        uint64_t id = 9;
+        int32_t qi[2] = {0, 1};
+        sw_swap_attend_params p;
+        sw_swap_attend_params_init(&p);
+        p.batch = 1;
+        p.seq_ids = &id;
+        p.q_indptr = qi;
+        p.q = qb;
+        p.sparse_top_k = 1;
+        p.sparse_recent_blocks = 1;
+        p.sparse_check = 1;
+        sw_swap_attend_result res;
+        memset(&res, 0, sizeof res);
+        res.struct_size = sizeof res;
+        CHECK_STATUS(dev_attend(s, &p, &sh, 1, o, lse, &res, NULL), SW_OK);
+        CHECK(res.blocks_attended == 2 || (nblk == nb - 1 && res.blocks_attended == 1));
+        CHECK(res.sparse_rel_l2 >= 0 && res.sparse_rel_l2 < 2);
+        if (tr < 2)
+            printf("needle trial %d (device): sparse top-1 + recent-1 = %lld of %lld blocks, rel "
+                   "L2 vs exact %.3f\n", tr, (long long)res.blocks_attended,
+                   (long long)res.blocks_total, res.sparse_rel_l2);
+        free(o); free(lse); free(qb); free(rk); free(rv);
+        tsw_seq_free(&q);
+        sw_swap_destroy(s);
+    }
+    printf("needle ranks first on the device predictor in %d of %d trials\n", firsts, trials);
+}
+
+static void test_errors(sw_store *store, uint64_t seed)
+{
+    const shape sh = {2, 4, 64, 8};
+    sw_swap_model m;
+    sw_swap_model_init(&m);
+    m.num_layers = 1;
+    m.num_kv_heads = sh.H;
+    m.num_qo_heads = sh.Hq;
+    m.head_dim = sh.D;
+    m.block_size = sh.B;
+    sw_swap_config c;
+    sw_swap_config_init(&c);
+    c.resident_blocks = 8;
+    c.pool = SW_SWAP_POOL_DEVICE;
+    sw_swap *s = NULL;
+    c.device = sw_cuda_device_count();
+    CHECK_STATUS(sw_swap_create(&m, &c, store, &s), SW_STATUS_NO_DEVICE);
+    CHECK(s == NULL);
+    CHECK(strstr(sw_last_error(), "device") != NULL);
+    printf("device %d: %s\n", c.device, sw_last_error());
+    c.device = -1;
+    CHECK_STATUS(sw_swap_create(&m, &c, store, &s), SW_STATUS_NO_DEVICE);
+    c.device = 0;
+    m.head_dim = 32;
+    CHECK_STATUS(sw_swap_create(&m, &c, store, &s), SW_STATUS_UNSUPPORTED);
+    CHECK(strstr(sw_last_error(), "head_dim") != NULL);
+    printf("head_dim 32: %s\n", sw_last_error());
+    m.head_dim = sh.D;
+    CHECK_STATUS(sw_swap_create(&m, &c, store, &s), SW_OK);
+    if (!s)
+        return;
+    sw_rng r = {seed ^ 0xe77u};
+    tsw_seq q;
+    tsw_seq_init(&q, 5, 1, sh.H, sh.D, sh.B);
+    const uint64_t ns = 77001;
+    CHECK_STATUS(sw_swap_seq_add(s, 5, ns, 0, 64), SW_OK);
+    const int64_t len = 5 * sh.B + 3;
+    float *rk = malloc(sizeof(float) * (size_t)len * sh.H * sh.D);
+    float *rv = malloc(sizeof(float) * (size_t)len * sh.H * sh.D);
+    for (int64_t i = 0; i < len * sh.H * sh.D; i++) {
+        rk[i] = (float)sw_rng_normal(&r);
+        rv[i] = (float)sw_rng_normal(&r);
+    }
+    for (int32_t b = 0; b < 6; b++)
+        CHECK_STATUS(tsw_offload_block(s, &q, 0, b, rk, rv, len, SW_SWAP_KV_BF16), SW_OK);
+    uint16_t qb[4 * 64], o[4 * 64];
+    float lse[4];
+    for (int i = 0; i < sh.Hq * sh.D; i++)
+        qb[i] = sw_f32_to_bf16((float)sw_rng_normal(&r));
+    uint64_t id = 5, bad_id = 6;
+    int32_t qi[2] = {0, 1};
+    sw_swap_attend_params p;
+    sw_swap_attend_params_init(&p);
+    p.batch = 1;
+    p.seq_ids = &bad_id;
+    p.q_indptr = qi;
+    p.q = qb;
+    CHECK_STATUS(dev_attend(s, &p, &sh, 1, o, lse, NULL, NULL), SW_STATUS_NOT_FOUND);
+    /* host buffers handed to a device pool: INVALID, nothing launched */
+    {
+        sw_swap_attend_params hp = p;
+        hp.seq_ids = &id;
+        hp.o = o;
+        hp.lse = lse;
+        sw_status hs = sw_swap_attend(s, &hp, NULL, NULL);
+        CHECK_STATUS(hs, SW_STATUS_INVALID);
+        printf("host q/o: %s (%s)\n", sw_status_str(hs), sw_last_error());
+    }
+    float sc[2];
+    int32_t n = 0;
+    CHECK_STATUS(sw_swap_score_blocks(s, 5, 0, qb, 1, sc, 2, &n), SW_STATUS_WORKSPACE_TOO_SMALL);
+    CHECK(n == 6);
+    /* a stripe deleted behind the engine's back: NOT_FOUND, engine usable */
+    p.seq_ids = &id;
+    sw_store_key k = ts_key(ns, 0, 2, 1, SW_STORE_KIND_V);
+    CHECK_STATUS(sw_store_delete(store, &k), SW_OK);
+    sw_status st = dev_attend(s, &p, &sh, 1, o, lse, NULL, NULL);
+    CHECK_STATUS(st, SW_STATUS_NOT_FOUND);
+    printf("deleted stripe: %s (%s)\n", sw_status_str(st), sw_last_error());
+    CHECK_STATUS(tsw_offload_block(s, &q, 0, 2, rk, rv, len, SW_SWAP_KV_BF16), SW_OK);
+    CHECK_STATUS(dev_attend(s, &p, &sh, 1, o, lse, NULL, NULL), SW_OK);
+    /* a stripe rewritten behind the engine's back (another generation):
+     * CORRUPT, never its bytes (a fresh engine: nothing resident). */
+    sw_swap_destroy(s);
+    s = NULL;
+    c.resident_blocks = 2;
+    c.tile_blocks = 1;
+    CHECK_STATUS(sw_swap_create(&m, &c, store, &s), SW_OK);
+    if (s) {
+        tsw_seq q2;
+        tsw_seq_init(&q2, 5, 1, sh.H, sh.D, sh.B);
+        CHECK_STATUS(sw_swap_seq_add(s, 5, ns + 1, 0, 64), SW_OK);
+        for (int32_t b = 0; b < 6; b++)
+            CHECK_STATUS(tsw_offload_block(s, &q2, 0, b, rk, rv, len, SW_SWAP_KV_BF16), SW_OK);
+        uint8_t junk[8 * 64 * 2];
+        memset(junk, 0x11, sizeof junk);
+        sw_store_key k2 = ts_key(ns + 1, 0, 1, 0, SW_STORE_KIND_K);
+        CHECK_STATUS(sw_store_write(store, &k2, junk, sizeof junk, NULL), SW_OK);
+        st = dev_attend(s, &p, &sh, 1, o, lse, NULL, NULL);
+        CHECK_STATUS(st, SW_STATUS_CORRUPT);
+        printf("rewritten stripe: %s (%s)\n", sw_status_str(st), sw_last_error());
+        tsw_seq_free(&q2);
+        sw_swap_destroy(s);
+    }
+    free(rk);
+    free(rv);
+    tsw_seq_free(&q);
+}
+
+int main(void)
+{
+    if (sw_cuda_device_count() < 1) {
+        printf("SKIPPED: no usable GPU\n");
+        return SW_TEST_SKIP;
+    }
+    struct cudaDeviceProp prop;
+    CU(cudaGetDeviceProperties(&prop, 0));
+    const uint64_t seed = ts_seed(20250301);
+    printf("device 0: %s, sm_%d%d, %d SMs; seed %llu\n", prop.name, prop.major, prop.minor,
+           prop.multiProcessorCount, (unsigned long long)seed);
+    ts_dir d, dh, dt;
+    ts_dir_make(&d, "swap_cuda");
+    ts_dir_make(&dh, "swap_cuda_host");
+    ts_dir_make(&dt, "swap_cuda_tier");
+    /* stripes up to 32 tokens x 256 dims x BF16 = 16 KiB */
+    sw_store *file = tsw_store_open(d.store, 16384, 40000, 0);
+    sw_store *tier = tsw_store_open(dt.store, 16384, 40000, 512ull << 20);
+    sw_store *hst = tsw_store_open(dh.store, 16384, 40000, 0);
+    if (!file || !tier || !hst) {
+        sw_store_close(file);
+        sw_store_close(tier);
+        sw_store_close(hst);
+        return 1;
+    }
+    const double t0 = sw_now_seconds();
+    static const shape shapes[] = {{1, 1, 64, 16}, {2, 8, 64, 16},  {2, 4, 128, 8},
+                                   {2, 16, 256, 16}, {4, 8, 128, 4}, {1, 8, 256, 32},
+                                   {8, 8, 64, 1},   {2, 2, 128, 5}};
+    int ncases = 0, nfail = 0;
+    for (int i = 0; i < 48; i++) {
+        sw_rng r = {seed * 31 + (uint64_t)i};
+        ccase cc;
+        memset(&cc, 0, sizeof cc);
+        cc.sh = shapes[i % 8];
+        cc.nseq = sw_rng_int(&r, 1, 3);
+        cc.maxlen = cc.sh.B * 12 + 5;
+        cc.tile = sw_rng_int(&r, 1, 4);
+        cc.pool_kind = (i / 8) % 3;
+        cc.dtmode = i % 3;
+        cc.prefetch = (i / 2) % 2;
+        cc.lru = (i / 5) % 2;
+        cc.host_tier = (i / 3) % 2;
+        cc.chunk_max = 40;
+        ncases++;
+        nfail += run_case(cc.host_tier ? tier : file, hst, seed, i, &cc, 1 + (uint64_t)i);
+    }
+    /* Large tiles: many block ranges per kv head, several token chunks per
+     * CTA, many row groups (64-row chunks x 8 group heads). */
+    static const shape big[] = {{2, 16, 256, 16}, {8, 64, 128, 16}, {4, 32, 64, 32}};
+    for (int i = 0; i < 6; i++) {
+        ccase cc;
+        memset(&cc, 0, sizeof cc);
+        cc.sh = big[i % 3];
+        cc.nseq = 1 + i % 2;
+        cc.maxlen = 6000;
+        cc.tile = i < 3 ? 400 : 96;
+        cc.pool_kind = i < 3 ? 2 : 1;
+        cc.dtmode = i % 3;
+        cc.prefetch = 1;
+        cc.host_tier = i % 2;
+        cc.chunk_max = 48;
+        ncases++;
+        nfail += run_case(cc.host_tier ? tier : file, hst, seed, 100 + i, &cc, 200 + (uint64_t)i);
+    }
+    test_needle(file, seed);
+    test_errors(file, seed);
+    sw_store_close(file);
+    sw_store_close(tier);
+    sw_store_close(hst);
+    ts_rm_rf(d.base);
+    ts_rm_rf(dh.base);
+    ts_rm_rf(dt.base);
+    printf("%d cases (%d failed) in %.2f s, %d failed checks (seed %llu)\n", ncases, nfail,
+           sw_now_seconds() - t0, sw_test_failures, (unsigned long long)seed);
+    return sw_test_failures ? 1 : 0;
+}
+
+#else /* no CUDA in this build */
+int main(void)
+{
+    printf("SKIPPED: built without CUDA\n");
+    return SW_TEST_SKIP;
+}
+#endif
