@@ -25,7 +25,7 @@ B=.carry/build-h200
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader
 for stage in "$@"; do case $stage in
   test)
-    timeout 200 $B/tests/test_prefill_cuda >"$OUT/t.log" 2>&1; echo "test_prefill_cuda rc=$?"
+    timeout 120 $B/tests/test_prefill_cuda >"$OUT/t.log" 2>&1; echo "test_prefill_cuda rc=$?"
     grep -m8 -E "FAIL" "$OUT/t.log"; tail -2 "$OUT/t.log"; cat "$OUT/t.log" >>"$OUT/run.log"; rm "$OUT/t.log"
     timeout 60 $B/tests/test_prefill_errors >>"$OUT/run.log" 2>&1; echo "test_prefill_errors rc=$?" ;;
   testp)
@@ -63,6 +63,23 @@ for stage in "$@"; do case $stage in
     done
     grep -E "^(case|disk-bound|host-tier-bound|all-resident|==)|GB/s;|raw O_DIRECT" "$OUT/swap-bench.log" \
       | grep -vE "pool_hit|host_tier_hit|tokens_per_s|bytes_read_per" ;;
+  swapq)
+    # quick swap check: the GPU test and one default bench (no demo, no CTA sweep)
+    { timeout 170 $B/tests/test_swap_cuda; echo "test_swap_cuda rc=$?"; } >"$OUT/swap-gpu.log" 2>&1
+    grep -E "FAIL|CHECK|needle ranks|rc=|cases \(" "$OUT/swap-gpu.log" | tail -12
+    timeout 110 $B/spillway bench swap --dir /var/tmp --json "$OUT/swap-h200.json" >"$OUT/swap-bench.log" 2>&1
+    echo "bench swap rc=$?"
+    grep -E "^(case|disk-bound|host-tier-bound|all-resident)|GB/s;|raw O_DIRECT" "$OUT/swap-bench.log" \
+      | grep -vE "pool_hit|host_tier_hit|tokens_per_s|bytes_read_per" ;;
+  opp)
+    SPILLWAY_OPPONENT=flashinfer LD_LIBRARY_PATH=$PWD/.carry/build-opp:$LD_LIBRARY_PATH \
+      timeout 200 .carry/build-opp/tests/test_opponent_flashinfer >"$OUT/t.log" 2>&1
+    echo "test_opponent_flashinfer rc=$?"; tail -3 "$OUT/t.log"; cat "$OUT/t.log" >>"$OUT/run.log"; rm "$OUT/t.log"
+    SPILLWAY_LIB=$PWD/.carry/build-opp/libspillway.so SPILLWAY_OPPONENT=flashinfer timeout 400 \
+      python3 bench/prefill.py --impls spillway,flashinfer-c,fa2-varlen,sdpa-cudnn --md "" \
+      --out "$OUT/prefill-opp.json" --reps 10 2>&1 | tee -a "$OUT/run.log" | grep -E "^==|spillway|flashinfer|cudnn|fa2" ;;
+  cpu)
+    OUT="$OUT" timeout 250 sh bench/dev/cpu_fast_xeon.sh | tail -24 ;;
   pytest)
     timeout 300 python3 -m pytest -q -rs tests/python >"$OUT/t.log" 2>&1; echo "pytest rc=$?"
     tail -3 "$OUT/t.log"; cat "$OUT/t.log" >>"$OUT/run.log"; rm "$OUT/t.log" ;;
