@@ -80,6 +80,9 @@ for stage in "$@"; do case $stage in
       --out "$OUT/prefill-opp.json" --reps 10 2>&1 | tee -a "$OUT/run.log" | grep -E "^==|spillway|flashinfer|cudnn|fa2" ;;
   cpu)
     OUT="$OUT" timeout 250 sh bench/dev/cpu_fast_xeon.sh | tail -24 ;;
+  demo)
+    { timeout 150 $B/spillway demo; echo "spillway demo rc=$?"; } >"$OUT/t.log" 2>&1
+    grep -E "rc=|check|ok|FAIL|TFLOP" "$OUT/t.log" | tail -12; cat "$OUT/t.log" >>"$OUT/run.log"; rm "$OUT/t.log" ;;
   pytest)
     timeout 300 python3 -m pytest -q -rs tests/python >"$OUT/t.log" 2>&1; echo "pytest rc=$?"
     tail -3 "$OUT/t.log"; cat "$OUT/t.log" >>"$OUT/run.log"; rm "$OUT/t.log" ;;
