@@ -503,9 +503,19 @@ def time_cpu(fn, warmup, reps):
     return times
 
 
+# Quiet gap before every timed CPU call. torch's OpenMP workers keep spinning
+# on the pinned CPUs for a while after torch returns (1-5 ms seen on a Zen 4
+# box; bench/results/cpu_fast_short_zen4_2026-11-30.log), so whichever call
+# follows torch's shares its CPUs with them. The gap lets them park before
+# either implementation runs; it does not change what torch does inside its
+# call (unlike OMP_WAIT_POLICY=passive). Recorded in the JSON as cpu_gap_ms.
+CPU_GAP_S = 0.1
+
+
 def time_cpu_interleaved(fns, warmup, reps):
-    """Runs fns rep by rep, the order reversed every other rep; returns one
-    list of times (ms) per fn, index i of each from the same rep."""
+    """Runs fns rep by rep, the order reversed every other rep, each timed
+    call after a CPU_GAP_S pause; returns one list of times (ms) per fn,
+    index i of each from the same rep."""
     for _ in range(warmup):
         for fn in fns:
             fn()
@@ -513,6 +523,7 @@ def time_cpu_interleaved(fns, warmup, reps):
     order = list(range(len(fns)))
     for rep in range(reps):
         for j in (order if rep % 2 == 0 else order[::-1]):
+            time.sleep(CPU_GAP_S)
             t0 = time.perf_counter()
             fns[j]()
             times[j].append((time.perf_counter() - t0) * 1e3)
@@ -706,6 +717,7 @@ def env_info(args, device, argv):
         info["cpu_env"] = {
             "cpu": info["cpu"], "spillway_cpu_isa": info["spillway_cpu_isa"],
             "threads": args.threads, "cpus": cpus, "cpu_topology": topo,
+            "cpu_gap_ms": CPU_GAP_S * 1e3,
             "torch_num_threads": torch.get_num_threads(),
             "torch_cpu_capability": info["torch_cpu_capability"],
             "spillway_num_threads_env": os.environ.get("SPILLWAY_NUM_THREADS"),
@@ -984,7 +996,8 @@ def main(argv=None):
                           f"L2 {'not flushed' if args.no_flush else 'flushed before each run'}")
     else:
         info["timing"] = (f"median of {args.reps} runs after {args.warmup} warm-up of each, "
-                          "implementations interleaved rep by rep (order alternating), wall "
+                          "implementations interleaved rep by rep (order alternating), "
+                          f"{CPU_GAP_S * 1e3:.0f} ms idle before each timed call, wall "
                           "clock, process pinned to the listed CPUs; ratio = median of "
                           "per-rep ratios")
     if device.type == "cuda":

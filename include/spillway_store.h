@@ -130,6 +130,20 @@ typedef struct sw_store_config {
                                  * also written into the local store (a new
                                  * local generation; not queued back to the
                                  * remote); 0 = not written back (default) */
+    /* ---- appended: a caller compiled against the older struct gets 0. */
+    int32_t zero_fill;          /* 1 = creating the store also writes the
+                                 * whole data file once, sequentially (zeros,
+                                 * 4 MiB O_DIRECT writes, then fsync), after
+                                 * posix_fallocate, which only reserves the
+                                 * blocks. On a thin-provisioned or virtual
+                                 * disk the first write of a block decides
+                                 * where the backing store puts it; filled
+                                 * stripe by stripe, a stream's runs end up
+                                 * scattered there and reading them in file
+                                 * order was 10-20% slower on the bench VM
+                                 * (docs/perf/store.md, v8). Costs one
+                                 * sequential write of the capacity at
+                                 * creation; 0 = fallocate only (default) */
 } sw_store_config;
 
 /* Fills the defaults documented above; dir = NULL, capacity_bytes = 0. */

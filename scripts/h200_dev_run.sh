@@ -46,30 +46,38 @@ for stage in "$@"; do case $stage in
       --out "$OUT/mixa3.json" --reps 10 2>&1 | grep -E "^==|spillway" ;;
   swap)
     # 3 files: swap-gpu.log (test_swap_cuda + demo part 2), swap-bench.log
-    # (bench swap, then the all-resident case at 4 and 8 tile CTAs per SM),
-    # swap-h200.json (the default bench's records).
+    # (bench swap with the CUDA-core tile kernel, the default; then the
+    # all-resident case with the tensor-core kernel, SPILLWAY_SWAP_TILE_KERNEL=0,
+    # also at 2 CTAs per SM), swap-h200.json. The GPU test runs on both kernels.
     { df -hT /var/tmp | tail -1; timeout 300 $B/tests/test_swap_cuda; echo "test_swap_cuda rc=$?"
+      SPILLWAY_SWAP_TILE_KERNEL=0 timeout 300 $B/tests/test_swap_cuda; echo "test_swap_cuda (tensor cores) rc=$?"
       t0=$(date +%s%N); timeout 240 $B/spillway demo --part swap --dir /var/tmp; rc=$?
       echo "demo --part swap rc=$rc in $(( ($(date +%s%N) - t0) / 1000000 )) ms"; } \
       >"$OUT/swap-gpu.log" 2>&1
     grep -E "FAIL|CHECK|needle ranks|rc=|cases \(" "$OUT/swap-gpu.log" | tail -12
     timeout 300 $B/spillway bench swap --dir /var/tmp --json "$OUT/swap-h200.json" >"$OUT/swap-bench.log" 2>&1
     echo "bench swap rc=$?"
-    for n in 4 8; do
-      echo "== SPILLWAY_SWAP_TILE_CTAS_PER_SM=$n, all-resident only ==" >>"$OUT/swap-bench.log"
-      SPILLWAY_SWAP_TILE_CTAS_PER_SM=$n timeout 120 $B/spillway bench swap --dir /var/tmp \
-        --cases resident --json /tmp/swap-ctas$n.json >>"$OUT/swap-bench.log" 2>&1
-      echo "ctas/SM $n rc=$?"
+    for v in "SPILLWAY_SWAP_TILE_KERNEL=0" "SPILLWAY_SWAP_TILE_KERNEL=0 SPILLWAY_SWAP_TILE_CTAS_PER_SM=2"; do
+      echo "== $v, all-resident only ==" >>"$OUT/swap-bench.log"
+      env $v timeout 120 $B/spillway bench swap --dir /var/tmp \
+        --cases resident --json /tmp/swap-var.json >>"$OUT/swap-bench.log" 2>&1
+      echo "$v rc=$?"
     done
     grep -E "^(case|disk-bound|host-tier-bound|all-resident|==)|GB/s;|raw O_DIRECT" "$OUT/swap-bench.log" \
       | grep -vE "pool_hit|host_tier_hit|tokens_per_s|bytes_read_per" ;;
   swapq)
-    # quick swap check: the GPU test and one default bench (no demo, no CTA sweep)
-    { timeout 170 $B/tests/test_swap_cuda; echo "test_swap_cuda rc=$?"; } >"$OUT/swap-gpu.log" 2>&1
+    # quick swap check: the GPU test on the tensor-core tile kernel (opt-in,
+    # SPILLWAY_SWAP_TILE_KERNEL=0), one default bench (CUDA-core kernel), and
+    # the all-resident case with the tensor-core kernel for A/B
+    { SPILLWAY_SWAP_TILE_KERNEL=0 timeout 200 $B/tests/test_swap_cuda; echo "test_swap_cuda rc=$?"; } >"$OUT/swap-gpu.log" 2>&1
     grep -E "FAIL|CHECK|needle ranks|rc=|cases \(" "$OUT/swap-gpu.log" | tail -12
     timeout 110 $B/spillway bench swap --dir /var/tmp --json "$OUT/swap-h200.json" >"$OUT/swap-bench.log" 2>&1
     echo "bench swap rc=$?"
-    grep -E "^(case|disk-bound|host-tier-bound|all-resident)|GB/s;|raw O_DIRECT" "$OUT/swap-bench.log" \
+    echo "== SPILLWAY_SWAP_TILE_KERNEL=0 (tensor cores), all-resident only ==" >>"$OUT/swap-bench.log"
+    SPILLWAY_SWAP_TILE_KERNEL=0 timeout 60 $B/spillway bench swap --dir /var/tmp --cases resident \
+      --json /tmp/swap-mma.json >>"$OUT/swap-bench.log" 2>&1
+    echo "tensor-core resident rc=$?"
+    grep -E "^(case|disk-bound|host-tier-bound|all-resident|==)|GB/s;|raw O_DIRECT" "$OUT/swap-bench.log" \
       | grep -vE "pool_hit|host_tier_hit|tokens_per_s|bytes_read_per" ;;
   opp)
     SPILLWAY_OPPONENT=flashinfer LD_LIBRARY_PATH=$PWD/.carry/build-opp:$LD_LIBRARY_PATH \

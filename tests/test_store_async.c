@@ -4,7 +4,9 @@
  * bad keys, bad arguments and unknown tickets; more than 64 outstanding;
  * an overwrite, delete or eviction between submit and wait returns the
  * version of the submit, never a mix; close with tickets outstanding; reads
- * too large for the bounce buffer; random interleavings of submits, waits
+ * too large for the bounce buffer; adjacent runs merged into one request
+ * (corrupt extents inside it fail their keys only; zero-filled creation);
+ * random interleavings of submits, waits
  * and writes checked against a model. Runs on io_uring and (ctest's
  * *_pread variant) on the pread fallback. */
 #include "test_store_util.h"
@@ -223,6 +225,103 @@ static void test_corrupt_and_missing(const char *dir)
         tile_free(&ts[i]);
     }
     CHECK(ts_stats(s).corruptions == 1);
+    CHECK_STATUS(sw_store_close(s), SW_OK);
+}
+
+/* Adjacent whole runs (the tiles of consecutive streams, filled in the
+ * same order) come back in one merged request per ticket -- on a store
+ * created with zero_fill -- and a corrupt payload and a corrupt extent
+ * header inside that merged request fail their keys only; sw_store_read
+ * returns the same. With SPILLWAY_STORE_READ_CHUNK set (the *_chunk run)
+ * the ranges are cut and not merged. */
+static void test_merged(const char *dir)
+{
+    enum { STREAMS = 4, BLOCKS = 32, N = STREAMS * RUN };
+    sw_store_config c = ts_config(dir, STRIPE, RUN, 16);
+    c.zero_fill = 1;
+    sw_store *s = NULL;
+    CHECK_STATUS(sw_store_open(&c, &s), SW_OK);
+    if (!s)
+        return;
+    CHECK_STATUS(sw_store_close(s), SW_OK);
+    {
+        /* the whole data file was written (zeros) at creation */
+        char path[400];
+        snprintf(path, sizeof path, "%s/data", dir);
+        FILE *f = fopen(path, "rb");
+        CHECK(f != NULL);
+        size_t nz = 0, total = 0, r;
+        uint8_t buf[65536];
+        while (f && (r = fread(buf, 1, sizeof buf, f)) > 0)
+            for (size_t i = 0; i < r; i++, total++)
+                nz += buf[i] != 0;
+        if (f)
+            fclose(f);
+        struct stat st;
+        CHECK(stat(path, &st) == 0 && (uint64_t)st.st_blocks * 512 >= (uint64_t)st.st_size);
+        CHECK(nz == 0 && total == (size_t)st.st_size && total > 0);
+    }
+    CHECK_STATUS(sw_store_open(&c, &s), SW_OK);
+    if (!s)
+        return;
+    fill(s, STREAMS, BLOCKS, 3); /* block-major: chunk 0 of streams 0..3 in runs 0..3 */
+    sw_store_key bad_pay = key_of(2, 5), bad_hdr = key_of(3, 0);
+    uint64_t gp = 0, gh = 0;
+    uint8_t tmp[STRIPE];
+    CHECK_STATUS(ts_read1(s, &bad_pay, tmp, STRIPE, NULL, &gp), SW_OK);
+    CHECK_STATUS(ts_read1(s, &bad_hdr, tmp, STRIPE, NULL, &gh), SW_OK);
+    CHECK_STATUS(sw_store_close(s), SW_OK);
+    long long pay = -1, pay2 = -1;
+    CHECK(ts_find_extent(dir, &bad_pay, gp, STRIPE, RUN, &pay) >= 0);
+    long long hdr = ts_find_extent(dir, &bad_hdr, gh, STRIPE, RUN, &pay2);
+    CHECK(hdr >= 0);
+    CHECK(ts_flip_byte(dir, "data", pay + 77) == 0);
+    CHECK(ts_flip_byte(dir, "data", hdr + 9) == 0);
+    CHECK_STATUS(sw_store_open(&c, &s), SW_OK);
+    if (!s)
+        return;
+    const int cut = getenv("SPILLWAY_STORE_READ_CHUNK") != NULL;
+    sw_store_key keys[N];
+    void *dst[N];
+    size_t lens[N];
+    uint64_t gens[N];
+    sw_status sts[N];
+    uint8_t *mem = (uint8_t *)malloc((size_t)N * STRIPE);
+    for (int pass = 0; pass < 2; pass++) { /* 0: ticket, 1: sw_store_read */
+        memset(mem, POISON, (size_t)N * STRIPE);
+        for (uint32_t i = 0; i < N; i++) {
+            keys[i] = key_of(i / RUN, i % RUN); /* block 0..15 of streams 0..3 */
+            dst[i] = mem + (size_t)i * STRIPE;
+        }
+        sw_store_stats a = ts_stats(s);
+        sw_status r;
+        if (pass == 0) {
+            uint64_t t = 0;
+            CHECK_STATUS(sw_store_read_submit(s, N, keys, dst, STRIPE, &t), SW_OK);
+            r = sw_store_read_wait(s, t, N, lens, gens, sts);
+        } else {
+            r = sw_store_read(s, N, keys, dst, STRIPE, lens, gens, sts);
+        }
+        CHECK_STATUS(r, SW_STATUS_CORRUPT);
+        sw_store_stats b = ts_stats(s);
+        CHECK(b.read_requests - a.read_requests == STREAMS);
+        if (cut)
+            CHECK(b.read_ios - a.read_ios >= STREAMS);
+        else if (pass == 0 || b.io_backend == SW_STORE_IO_PREAD)
+            CHECK(b.read_ios - a.read_ios == 1); /* four runs, one request */
+        CHECK(b.corruptions - a.corruptions == 2);
+        for (uint32_t i = 0; i < N; i++) {
+            if (sw_store_key_eq(&keys[i], &bad_pay) || sw_store_key_eq(&keys[i], &bad_hdr)) {
+                CHECK_STATUS(sts[i], SW_STATUS_CORRUPT);
+                CHECK(lens[i] == 0 && untouched(dst[i]));
+                continue;
+            }
+            size_t wl = len_of(i / RUN, i % RUN, 3);
+            CHECK_STATUS(sts[i], SW_OK);
+            CHECK(lens[i] == wl && ts_check(dst[i], wl, &keys[i], 3));
+        }
+    }
+    free(mem);
     CHECK_STATUS(sw_store_close(s), SW_OK);
 }
 
@@ -612,6 +711,7 @@ int main(void)
     RUN_CASE("pipe", test_pipeline(sub, 0));
     RUN_CASE("pipe_host", test_pipeline(sub, (uint64_t)40 * STRIPE));
     RUN_CASE("corrupt", test_corrupt_and_missing(sub));
+    RUN_CASE("merged", test_merged(sub));
     RUN_CASE("args", test_bad_args(sub));
     RUN_CASE("change", test_change_in_flight(sub));
     RUN_CASE("close", test_close_outstanding(sub));

@@ -34,5 +34,6 @@ int cmd_bench_prefill(int argc, char **argv);
 int cmd_bench_swap(int argc, char **argv);    /* swap_cmds.c */
 int cmd_store(int argc, char **argv); /* store_cmds.c */
 int cmd_store_bench_remote(int argc, char **argv); /* remote_bench.c */
+int cmd_store_bench_disk(int argc, char **argv); /* store_bench.c */
 
 #endif

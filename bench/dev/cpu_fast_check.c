@@ -21,14 +21,16 @@
  * Build (from the repo root; see the flags comment in src/attn/cpu_fast.c):
  *   sh bench/dev/cpu_fast_check.sh     -> build/dev/cpu_fast_check[_emul]
  * Run: cpu_fast_check [--cases N] [--seed S] [--threads T] [--reps R] [--isa-min I]
- *                     [--dtype f32|f16|bf16] [--emul-only] [--shapes report|bench]
+ *                     [--dtype f32|f16|bf16] [--emul-only] [--shapes report|bench] [--qamp A]
  *                     [--json FILE] [--perf-only|--check-only]
  * --shapes bench times the bench/prefill.py --cpu cases (x 0.125) where the
  * v0 AMX kernel trailed torch, instead of the four 1 x 2048 reporting shapes;
- * where AMX runs, the previous kernel (bench/dev/cpu_fast_amx_v0.c) is timed
- * too, as "amx-v0". SPILLWAY_CPU_AMX_KEYS sets the AMX kernel's keys per tile.
- * --isa-min skips the ISAs below I in the checks and the timings; --dtype
- * fixes the dtype of the random cases; --emul-only checks only amx(emul).
+ * where AMX runs, the previous kernels (bench/dev/cpu_fast_amx_v0.c, _v1.c) are
+ * timed too, as "amx-v0" and "amx-v1". SPILLWAY_CPU_AMX_KEYS sets the AMX
+ * kernel's keys per tile. --isa-min skips the ISAs below I in the checks and
+ * the timings; --dtype fixes the dtype of the random cases; --emul-only
+ * checks only amx(emul); --qamp A multiplies Q's amplitude (scores spread
+ * over ~A times more log2 units; the LSE check is relative above 1).
  * Timing: median (and best) of --reps runs after one warm-up run.
  * Exit status 0 when every case passed, 1 otherwise.
  *
@@ -60,6 +62,7 @@ static const sw_cpu_kernel sw_emul_kernel = {sw_cpu_unit_amx_emul, sw_cpu_amx_pa
 #define SW_HAVE_EMUL 0
 #endif
 static int opt_dtype = -1, opt_emul_only = 0;
+static float opt_qamp = 1.0f;
 
 static uint64_t rng_state;
 static uint64_t rng_next(void)
@@ -155,8 +158,10 @@ static void problem_make(problem *p, sw_dtype dt, int batch, const int32_t *ql, 
     p->v = malloc(es * (size_t)(p->total_kv * pb->v_stride + 1));
     p->o = malloc(es * (size_t)(p->total_q * pb->o_stride + 1));
     p->lse = malloc(sizeof(float) * (size_t)(p->total_q * hq + 1));
-    /* amplitude 2 on Q and K: scores spread over several units, softmax not flat */
-    fill(p->q, dt, (size_t)(p->total_q * pb->q_stride), 2.0f);
+    /* amplitude 2 on Q and K: scores spread over several units, softmax not flat
+     * (--qamp scales Q: with 100, scores spread over hundreds of log2 units, so
+     * most probabilities fall below 2^-125, where the AMX softmax gives 0) */
+    fill(p->q, dt, (size_t)(p->total_q * pb->q_stride), 2.0f * opt_qamp);
     fill(p->k, dt, (size_t)(p->total_kv * pb->k_stride), 2.0f);
     fill(p->v, dt, (size_t)(p->total_kv * pb->v_stride), 1.0f);
     pb->q = p->q;
@@ -207,7 +212,8 @@ static int check_case(problem *p, sw_cpu_isa isa, const sw_cpu_kernel *kn, int t
                     if (!(isinf(lse) && isinf(got) && got < 0))
                         bad_lse++;
                 } else {
-                    double e = fabs(got - lse);
+                    /* relative above 1: fp32 scores of magnitude ~|lse| (--qamp) */
+                    double e = fabs(got - lse) / (fabs(lse) > 1.0 ? fabs(lse) : 1.0);
                     if (e > lse_err)
                         lse_err = e;
                 }
@@ -330,12 +336,18 @@ static int cmp_double(const void *a, const void *b)
 }
 
 #if defined(__x86_64__)
-/* bench/dev/cpu_fast_amx_v0.c: the previous AMX kernel, timed as "amx-v0" */
+/* bench/dev/cpu_fast_amx_v0.c, _v1.c: the previous AMX kernels, timed as
+ * "amx-v0" and "amx-v1" */
 void sw_cpu_unit_amx_v0(const sw_attn_problem *pb, const sw_cpu_unit *u, const sw_cpu_scratch *s);
-static sw_cpu_unit_fn perf_v0_fn(void) { return sw_cpu_unit_amx_v0; }
+void sw_cpu_unit_amx_v1(const sw_attn_problem *pb, const sw_cpu_unit *u, const sw_cpu_scratch *s);
+void sw_cpu_amx_pack_v1(const sw_attn_problem *pb, int32_t req, int32_t kvh, uint16_t *kt,
+                        uint16_t *vp);
+static const sw_cpu_kernel perf_old[2] = {{sw_cpu_unit_amx_v0, NULL},
+                                          {sw_cpu_unit_amx_v1, sw_cpu_amx_pack_v1}};
 #else
-static sw_cpu_unit_fn perf_v0_fn(void) { return sw_cpu_unit_scalar; }
+static const sw_cpu_kernel perf_old[2] = {{sw_cpu_unit_scalar, NULL}, {sw_cpu_unit_scalar, NULL}};
 #endif
+static const char *const perf_old_name[2] = {"amx-v0", "amx-v1"};
 
 typedef struct perf_shape {
     const char *name;
@@ -377,8 +389,8 @@ static void run_perf(int threads, int reps, int isa_min, int bench_shapes, FILE 
     const size_t nshapes = bench_shapes ? sizeof perf_bench / sizeof perf_bench[0]
                                         : sizeof perf_report / sizeof perf_report[0];
     sw_cpu_isa best = sw_cpu_isa_best();
-    /* the library's ISAs, then amx-v0 where AMX runs */
-    const int nvar = (int)best + 1 + (best == SW_CPU_ISA_AMX ? 1 : 0);
+    /* the library's ISAs, then amx-v0 and amx-v1 where AMX runs */
+    const int nvar = (int)best + 1 + (best == SW_CPU_ISA_AMX ? 2 : 0);
     double *ts = malloc(sizeof(double) * (reps > 0 ? reps : 1));
     int first = 1;
     if (json)
@@ -392,10 +404,11 @@ static void run_perf(int threads, int reps, int isa_min, int bench_shapes, FILE 
                      sh->causal, 0);
         double flops = sw_attn_flops_local(&p.pb);
         for (int v = isa_min; v < nvar; v++) {
-            const char *iname = v <= (int)best ? sw_cpu_isa_name((sw_cpu_isa)v) : "amx-v0";
+            const char *iname =
+                v <= (int)best ? sw_cpu_isa_name((sw_cpu_isa)v) : perf_old_name[v - best - 1];
 #define RUN_ONCE()                                                                      \
     (v <= (int)best ? sw_cpu_prefill_fast_isa(&p.pb, threads, (sw_cpu_isa)v)             \
-                    : sw_cpu_prefill_fast_fn(&p.pb, threads, perf_v0_fn()))
+                    : sw_cpu_prefill_fast_kernel(&p.pb, threads, &perf_old[v - best - 1]))
             RUN_ONCE(); /* warm-up */
             for (int r = 0; r < reps; r++) {
                 double t0 = now_s();
@@ -453,7 +466,9 @@ int main(int argc, char **argv)
                 fprintf(stderr, "--dtype: f32, f16 or bf16\n");
                 return 2;
             }
-        } else if (!strcmp(argv[i], "--emul-only"))
+        } else if (!strcmp(argv[i], "--qamp") && i + 1 < argc)
+            opt_qamp = (float)atof(argv[++i]);
+        else if (!strcmp(argv[i], "--emul-only"))
             opt_emul_only = 1;
         else if (!strcmp(argv[i], "--json") && i + 1 < argc)
             json_path = argv[++i];

@@ -227,6 +227,7 @@ void sw_cpu_scratch_bind(sw_cpu_scratch *s, void *mem, int32_t head_dim)
     SW_TAKE(sx, float, (size_t)SW_CPU_MROWS * (SW_CPU_AMX_NKEYS_MAX + 16));
     SW_TAKE(px, uint16_t, (size_t)SW_CPU_MROWS * (SW_CPU_AMX_NKEYS_MAX + 32));
     s->pack = NULL;
+    s->next = NULL;
 #undef SW_TAKE
 }
 
@@ -489,6 +490,7 @@ typedef struct sw_cpu_job {
     int64_t num_units;
     atomic_int_fast64_t next;
     sw_cpu_unit_fn fn;
+    int ahead; /* claim each thread's next unit before running the current one */
 } sw_cpu_job;
 
 typedef struct sw_cpu_worker {
@@ -501,6 +503,20 @@ static void *sw_cpu_worker_main(void *arg)
 {
     sw_cpu_worker *w = (sw_cpu_worker *)arg;
     sw_cpu_job *job = w->job;
+    if (job->ahead) {
+        /* short requests: the unit after this one is known while this one
+         * runs (the kernel may prefetch its inputs); the order stays longest
+         * first, a thread holds at most one unit more than it runs */
+        int64_t i = atomic_fetch_add_explicit(&job->next, 1, memory_order_relaxed);
+        while (i < job->num_units) {
+            int64_t j = atomic_fetch_add_explicit(&job->next, 1, memory_order_relaxed);
+            w->scratch.next = j < job->num_units ? &job->units[j] : NULL;
+            job->fn(job->pb, &job->units[i], &w->scratch);
+            i = j;
+        }
+        w->scratch.next = NULL;
+        return NULL;
+    }
     for (;;) {
         int64_t i = atomic_fetch_add_explicit(&job->next, 1, memory_order_relaxed);
         if (i >= job->num_units)
@@ -574,6 +590,15 @@ static sw_status sw_cpu_run(const sw_attn_problem *pb, int64_t nt, const sw_cpu_
     job.num_units = num_units;
     atomic_init(&job.next, 0);
     job.fn = kn->unit;
+    job.ahead = 0;
+    if (kn->pack) {
+        int32_t max_kv = 0;
+        for (int32_t b = 0; b < pb->batch; b++) {
+            int32_t kv_len = pb->kv_indptr[b + 1] - pb->kv_indptr[b];
+            max_kv = kv_len > max_kv ? kv_len : max_kv;
+        }
+        job.ahead = max_kv < SW_CPU_SHORT_KV;
+    }
 
     int64_t started = 0;
     for (int64_t i = 0; i < nt; i++) {

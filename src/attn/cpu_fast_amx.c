@@ -20,7 +20,7 @@
  *    per unit), 2 x 2 tiles of C per step (2 row groups x 2 key blocks), so
  *    every tile load feeds two tdpbf16ps.
  *  - Softmax per row (horizontal max/sum once per row and tile), scale and
- *    max subtraction folded into one FMA, 2^x by sw_exp2_avx512_nonpos;
+ *    max subtraction folded into one FMA, 2^x by sw_exp2_avx512_nonpos_z;
  *    two 16-key vectors of P convert to 32 consecutive bf16 keys, already the
  *    A layout: no scatter, no transpose.
  *  - O[row][d] += P.V: 2 x 2 C tiles (2 row groups x 32 dims) per step,
@@ -30,6 +30,17 @@
  *  - Keys per tile: 128, or 256 for units that see more than 512 keys
  *    (sw_amx_keys; SPILLWAY_CPU_AMX_KEYS=32..256 fixes it for measurements):
  *    more keys per tile means fewer O tile loads/stores and rescales per FLOP.
+ * Short units (2026-11-30; v1 is kept as bench/dev/cpu_fast_amx_v1.c):
+ *  - 2^x by sw_exp2_avx512_nonpos_z: excluded keys are zeroed by a mask,
+ *    never sent through an underflowing vscalefps (-inf -> 2^-160 in v1: a
+ *    microcode assist per instruction on Intel without FTZ, on every
+ *    partially masked vector of every causal diagonal tile);
+ *  - the softmax reads and exponentiates only the 16-key vectors holding a
+ *    visible key of the row, S stops at the tile's keys rounded up to 16;
+ *  - Q rows copied with vector moves, not a memcpy call per row;
+ *  - calls of short requests (driver: every kv_len < SW_CPU_SHORT_KV): the
+ *    next unit's Q rows are prefetched and this unit's output lines
+ *    prefetched for writing while the tiles run.
  * Tiles: 8 registers, all 16 rows x 64 bytes (palette 1). S and P.V: 0-3 C,
  * 4-5 A, 6-7 B.
  *
@@ -201,17 +212,38 @@ void SW_AMX_PACK(const sw_attn_problem *pb, int32_t req, int32_t kvh, uint16_t *
 
 /* ------------------------------------------------------------ the unit -- */
 
-/* S[0..mv)[0..nk32) = Q . K^T for the 16-key blocks kb0.. of kt; ld in floats. */
+/* S[0..mv)[0..nk16) = Q . K^T for the 16-key blocks kb0.. of kt; ld in
+ * floats. nk16: the tile's keys rounded up to 16 (the softmax reads no
+ * further), so a last odd 16-key block runs as one B tile. */
 static void sw_amx_s(const uint16_t *qb, int d, int mv, const uint32_t *kt, int64_t kb0,
-                     int nk32, float *sx, int ld)
+                     int nk16, float *sx, int ld)
 {
     const int64_t qst = (int64_t)d * 2, sst = (int64_t)ld * 4;
     const size_t kblk = (size_t)(d / 2) * 16; /* words per 16-key block */
     for (int r0 = 0; r0 < mv; r0 += 32) {
         const int two = r0 + 16 < mv;
-        for (int n0 = 0; n0 < nk32; n0 += 32) {
+        for (int n0 = 0; n0 < nk16; n0 += 32) {
             const uint32_t *b0 = kt + (size_t)(kb0 + n0 / 16) * kblk;
             const uint32_t *b1 = b0 + kblk;
+            float *c = sx + (size_t)r0 * ld + n0;
+            if (n0 + 16 >= nk16) { /* one 16-key block left */
+                SW_TILE_ZERO(0);
+                if (two)
+                    SW_TILE_ZERO(2);
+                for (int k = 0; k < d; k += 32) {
+                    SW_TILE_LOADD(4, qb + (size_t)r0 * d + k, qst);
+                    SW_TILE_LOADD(6, b0 + (size_t)(k / 2) * 16, 64);
+                    SW_TILE_DP(0, 4, 6);
+                    if (two) {
+                        SW_TILE_LOADD(5, qb + (size_t)(r0 + 16) * d + k, qst);
+                        SW_TILE_DP(2, 5, 6);
+                    }
+                }
+                SW_TILE_STORED(0, c, sst);
+                if (two)
+                    SW_TILE_STORED(2, c + (size_t)16 * ld, sst);
+                continue;
+            }
             SW_TILE_ZERO(0);
             SW_TILE_ZERO(1);
             if (two) {
@@ -230,7 +262,6 @@ static void sw_amx_s(const uint16_t *qb, int d, int mv, const uint32_t *kt, int6
                     SW_TILE_DP(3, 5, 7);
                 }
             }
-            float *c = sx + (size_t)r0 * ld + n0;
             SW_TILE_STORED(0, c, sst);
             SW_TILE_STORED(1, c + 16, sst);
             if (two) {
@@ -297,8 +328,14 @@ static inline __mmask16 sw_amx_keymask(int lim, int n)
 }
 
 /* Online softmax of one tile, row by row: keys of row r past lim(r) (its
- * visible keys in the tile, <= nn) are -inf; P = 2^(c*s - m) in bf16 to
- * px[r][0..nk32), exactly 0 past lim. alpha[r] = 2^(m_old - m_new). */
+ * visible keys in the tile, <= nn) are excluded; P = 2^(c*s - m) in bf16 to
+ * px[r][0..nk32), exactly 0 past lim. alpha[r] = 2^(m_old - m_new).
+ * Only the 16-key vectors that hold a visible key are read and
+ * exponentiated (S is not computed past nn rounded up to 16, see
+ * sw_amx_s); the rest of P is stored as zeros. On a causal diagonal tile
+ * that skips about half the rounding and mask waste of short units.
+ * sw_exp2_avx512_nonpos_z: excluded keys never reach an underflowing
+ * vscalefps (a microcode assist per instruction on Intel; v1 fed it -inf). */
 static void sw_amx_softmax(const float *sx, int lds, uint16_t *px, int ldp, int mv, int nn,
                            int nk32, int masked, const int32_t *vis, int32_t j0, float c, float *m,
                            float *l, float *alpha, float *rowsum)
@@ -313,41 +350,70 @@ static void sw_amx_softmax(const float *sx, int lds, uint16_t *px, int ldp, int 
             lim = v < 0 ? 0 : v > nn ? nn : v;
         }
         __m512 mx = ninf;
-        for (int n = 0; n < nk32; n += 16) {
+        for (int n = 0; n < lim; n += 16) {
             __m512 x = _mm512_mul_ps(_mm512_loadu_ps(s + n), cv);
             mx = _mm512_max_ps(mx, _mm512_mask_mov_ps(ninf, sw_amx_keymask(lim, n), x));
         }
         float mold = m[r];
         float mnew = _mm512_reduce_max_ps(mx);
         mnew = mnew > mold ? mnew : mold;
-        /* a row that has seen no key keeps m = -inf: subtract -FLT_MAX instead,
-         * so every exponent is -inf (P = 0, alpha = 0), never NaN */
+        /* a row that has seen no key keeps m = -inf: subtract -FLT_MAX instead
+         * (its keys are all excluded, so P = 0 and alpha = 0, never NaN) */
         float muse = mnew > -FLT_MAX ? mnew : -FLT_MAX;
         const __m512 mv16 = _mm512_set1_ps(muse);
         __m512 sum = _mm512_setzero_ps();
         uint16_t *p = px + (size_t)r * ldp;
-        for (int n = 0; n < nk32; n += 32) {
+        int n = 0;
+        for (; n < lim; n += 32) {
             __m512 x0 = _mm512_fmsub_ps(_mm512_loadu_ps(s + n), cv, mv16);
-            __m512 x1 = _mm512_fmsub_ps(_mm512_loadu_ps(s + n + 16), cv, mv16);
-            if (n + 32 > lim) {
-                x0 = _mm512_mask_mov_ps(ninf, sw_amx_keymask(lim, n), x0);
-                x1 = _mm512_mask_mov_ps(ninf, sw_amx_keymask(lim, n + 16), x1);
+            __m512 p0 = sw_exp2_avx512_nonpos_z(x0, sw_amx_keymask(lim, n));
+            __m512 p1 = _mm512_setzero_ps();
+            if (n + 16 < lim) {
+                __m512 x1 = _mm512_fmsub_ps(_mm512_loadu_ps(s + n + 16), cv, mv16);
+                p1 = sw_exp2_avx512_nonpos_z(x1, sw_amx_keymask(lim, n + 16));
             }
-            __m512 p0 = sw_exp2_avx512_nonpos(x0);
-            __m512 p1 = sw_exp2_avx512_nonpos(x1);
             sum = _mm512_add_ps(sum, _mm512_add_ps(p0, p1));
             /* low half <- p0 (keys n..n+15), high half <- p1: key order */
             _mm512_storeu_si512(p + n, (__m512i)_mm512_cvtne2ps_pbh(p1, p0));
         }
+        for (; n < nk32; n += 32)
+            _mm512_storeu_si512(p + n, _mm512_setzero_si512());
         alpha[r] = mold - muse; /* exponent; -inf while the row has seen no key */
         rowsum[r] = _mm512_reduce_add_ps(sum);
         m[r] = mnew;
     }
     for (int r = 0; r < mv; r += 16) {
-        __m512 a = sw_exp2_avx512_nonpos(_mm512_loadu_ps(alpha + r)); /* 2^0 is exactly 1 */
+        /* 2^0 is exactly 1; -inf (no key seen before) and < -125 give 0 */
+        __m512 a = sw_exp2_avx512_nonpos_z(_mm512_loadu_ps(alpha + r), (__mmask16)0xffff);
         _mm512_storeu_ps(alpha + r, a);
         _mm512_storeu_ps(l + r,
                          _mm512_fmadd_ps(_mm512_loadu_ps(l + r), a, _mm512_loadu_ps(rowsum + r)));
+    }
+}
+
+/* Short requests (the driver sets s->next): a 64-row unit reads its Q rows
+ * and writes its O rows once, in runs of nh * d * 2 bytes (512 B..4 KiB)
+ * one token apart; with little arithmetic per row that memory latency was a
+ * large part of the unit (profile on the Zen 4 box, docs/perf/NOTES.md
+ * 2026-11-30). So the next unit's Q rows are prefetched into L2 and this
+ * unit's output lines are fetched for writing (prefetchw) while the tiles
+ * run. write: 0 Q of u, 1 O of u. */
+static void sw_amx_prefetch_unit(const sw_attn_problem *pb, const sw_cpu_unit *u, int write)
+{
+    const int d = pb->head_dim;
+    const int G = pb->num_qo_heads / pb->num_kv_heads;
+    const int64_t q0 = pb->qo_indptr[u->req] + u->tok0;
+    const size_t bytes = (size_t)u->nh * d * 2;
+    for (int t = 0; t < u->ntok; t++) {
+        const size_t off = ((size_t)((q0 + t) * (write ? pb->o_stride : pb->q_stride)) +
+                            (size_t)(u->kvh * G + u->h0) * d) * 2;
+        const char *p = (const char *)(write ? (const void *)pb->o : pb->q) + off;
+        for (size_t b = 0; b < bytes; b += 64) {
+            if (write)
+                __asm__ volatile("prefetchw %0" ::"m"(*(p + b)));
+            else
+                _mm_prefetch(p + b, _MM_HINT_T1);
+        }
     }
 }
 
@@ -398,6 +464,10 @@ void SW_AMX_UNIT(const sw_attn_problem *pb, const sw_cpu_unit *u, const sw_cpu_s
         sw_cpu_store_o_avx512(pb, u, s->o, s->m, s->l);
         return;
     }
+    if (s->next) { /* a short call: see sw_amx_prefetch_unit */
+        sw_amx_prefetch_unit(pb, u, 1);
+        sw_amx_prefetch_unit(pb, s->next, 0);
+    }
     const uint16_t *kt, *vpk;
     sw_cpu_pack_get(s, pb, u->req, u->kvh, &kt, &vpk);
     const int32_t kv_len = pb->kv_indptr[u->req + 1] - pb->kv_indptr[u->req];
@@ -417,20 +487,26 @@ void SW_AMX_UNIT(const sw_attn_problem *pb, const sw_cpu_unit *u, const sw_cpu_s
     SW_AMX_POISON(s->px, (size_t)mv * ldp * 2);
     SW_AMX_POISON(s->o, (size_t)mv * d * 4);
 
-    for (int r = 0; r < rows; r++)
-        memcpy(qb + (size_t)r * d,
-               (const char *)pb->q + ((size_t)((q0 + r / u->nh) * pb->q_stride) +
-                                      (size_t)(u->kvh * G + u->h0 + r % u->nh) * d) * 2,
-               (size_t)d * 2);
-    if (rows < mv)
-        memset(qb + (size_t)rows * d, 0, (size_t)(mv - rows) * d * 2);
+    /* Q rows: d is a multiple of 32, so 64-byte vector copies (not a libc
+     * memcpy call per row: 64 calls of 128..512 bytes per unit) */
+    for (int r = 0; r < rows; r++) {
+        const uint16_t *src =
+            (const uint16_t *)pb->q + (size_t)((q0 + r / u->nh) * pb->q_stride) +
+            (size_t)(u->kvh * G + u->h0 + r % u->nh) * d;
+        uint16_t *dst = qb + (size_t)r * d;
+        for (int k = 0; k < d; k += 32)
+            _mm512_storeu_si512(dst + k, _mm512_loadu_si512(src + k));
+    }
+    for (int r = rows; r < mv; r++)
+        for (int k = 0; k < d; k += 32)
+            _mm512_storeu_si512(qb + (size_t)r * d + k, _mm512_setzero_si512());
     SW_TILE_CONFIG(&sw_amx_cfg16);
 
     for (int32_t j0 = 0; j0 < vis_max; j0 += nk) {
         const int nn = vis_max - j0 < nk ? vis_max - j0 : nk;
         const int nk32 = (nn + 31) / 32 * 32; /* within the packed keys */
         const int masked = j0 + nn > vis_min;
-        sw_amx_s(qb, d, mv, (const uint32_t *)kt, j0 / 16, nk32, s->sx, lds);
+        sw_amx_s(qb, d, mv, (const uint32_t *)kt, j0 / 16, (nn + 15) / 16 * 16, s->sx, lds);
         sw_amx_softmax(s->sx, lds, s->px, ldp, mv, nn, nk32, masked, s->vis, j0, c, s->m, s->l,
                        s->alpha, s->visr);
         if (j0 > 0)

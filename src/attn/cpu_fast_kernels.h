@@ -82,7 +82,15 @@ typedef struct sw_cpu_scratch {
     float *sx;     /* [MROWS][AMX_NKEYS_MAX + 16] AMX kernel: S, row-major */
     uint16_t *px;  /* [MROWS][AMX_NKEYS_MAX + 32] AMX kernel: P in bf16, row-major */
     sw_cpu_pack *pack; /* shared by the call's threads; NULL when the kernel packs nothing */
+    /* The unit this thread runs after the current one, or NULL. Set by the
+     * driver only for calls of short requests with a packing kernel (every
+     * kv_len < SW_CPU_SHORT_KV): the AMX kernel prefetches its Q rows. */
+    const sw_cpu_unit *next;
 } sw_cpu_scratch;
+
+/* Calls whose requests all have fewer keys than this count as short: the
+ * driver claims each thread's next unit ahead (sw_cpu_scratch.next). */
+#define SW_CPU_SHORT_KV 512
 
 size_t sw_cpu_scratch_bytes(int32_t head_dim);
 void sw_cpu_scratch_bind(sw_cpu_scratch *s, void *mem, int32_t head_dim);

@@ -78,6 +78,31 @@ static inline __m512 sw_exp2_avx512_nonpos(__m512 x)
     p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
     return _mm512_scalef_ps(p, n);
 }
+
+/* 2^x for x <= 0 on the lanes of `keep`, exactly 0 on the others and where
+ * x < -125 (-inf and NaN included), with no operation on any lane that
+ * produces a denormal or underflows. sw_exp2_avx512_nonpos takes -inf to
+ * 2^-160 through vscalefps, an underflow; on Intel cores an FP result that
+ * underflows while MXCSR.FTZ is off costs a microcode assist (~150 cycles
+ * for the whole instruction), and the AMX kernel's softmax fed it -inf for
+ * every masked key of every causal diagonal tile. Here excluded lanes
+ * compute 2^0 and are zeroed by the final masked vscalefps; kept lanes
+ * have n >= -125 and p >= 2^-0.5, so every result is a normal number
+ * (>= 2^-125.5). Same polynomial as sw_exp2_avx512_nonpos. */
+static inline __m512 sw_exp2_avx512_nonpos_z(__m512 x, __mmask16 keep)
+{
+    keep &= _mm512_cmp_ps_mask(x, _mm512_set1_ps(-125.0f), _CMP_GE_OQ);
+    x = _mm512_maskz_mov_ps(keep, x);
+    __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 f = _mm512_sub_ps(x, n);
+    __m512 p = _mm512_set1_ps(SW_EXP2_C5);
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(SW_EXP2_C4));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(SW_EXP2_C3));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(SW_EXP2_C2));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(SW_EXP2_C1));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
+    return _mm512_maskz_scalef_ps(keep, p, n);
+}
 #endif
 
 #endif /* __x86_64__ */

@@ -100,7 +100,8 @@ static void handle_req(sw_read_batch *b, size_t o)
     const sw_read_group *g = &b->gs[q->group];
     const uint64_t sb = s->g.slot_bytes;
     const uint32_t R = s->g.run_blocks;
-    int ok = g->hdr_ok && b->ops[o].res == (int64_t)b->ops[o].len;
+    const sw_io_op *op = &b->ops[q->op];
+    int ok = g->hdr_ok && op->res == (int64_t)op->len;
     q->handled = 1;
     for (size_t t = q->first; t <= q->last && q->first <= q->last; t++) {
         if (!ok) {
@@ -124,27 +125,46 @@ static void read_io_error(sw_store *s, const sw_io_op *op)
                       "%llu)", (long long)op->res, op->len, (unsigned long long)op->off);
 }
 
-/* Completion of request o: its stripes are checked and copied out while
- * the batch's other requests are still in flight. A payload request waits
- * for its group's header request. */
+/* Piece k of the batch arrived: its stripes are checked and copied out
+ * (while the batch's other requests are still in flight). A payload piece
+ * waits for its group's header piece. */
+static void piece_done(sw_read_batch *b, size_t k)
+{
+    sw_read_req *q = &b->rq[k];
+    sw_read_group *g = &b->gs[q->group];
+    const sw_io_op *op = &b->ops[q->op];
+    q->done = 1;
+    if (q->has_hdr) {
+        g->hdr_done = 1;
+        g->hdr_ok = op->res == (int64_t)op->len;
+        for (size_t j = 0; j < b->nrq; j++)
+            if (b->rq[j].group == q->group && b->rq[j].done && !b->rq[j].handled)
+                handle_req(b, j);
+    } else if (g->hdr_done) {
+        handle_req(b, k);
+    }
+}
+
+/* Completion of request o: the pieces it carries, in order (a merged
+ * request holds several groups' pieces; each group's header piece comes
+ * before its payload pieces). */
 void sw_store_read_done(void *ctx, size_t o)
 {
     sw_read_batch *b = (sw_read_batch *)ctx;
     sw_store *s = b->c->s;
-    sw_read_req *q = &b->rq[o];
-    sw_read_group *g = &b->gs[q->group];
-    q->done = 1;
     if (b->ops[o].res != (int64_t)b->ops[o].len)
         read_io_error(s, &b->ops[o]);
-    if (q->has_hdr) {
-        g->hdr_done = 1;
-        g->hdr_ok = b->ops[o].res == (int64_t)b->ops[o].len;
-        for (size_t k = 0; k < b->nops; k++)
-            if (b->rq[k].group == q->group && b->rq[k].done && !b->rq[k].handled)
-                handle_req(b, k);
-    } else if (g->hdr_done) {
-        handle_req(b, o);
+    /* first piece of op o (rq[].op is non-decreasing) */
+    size_t lo = 0, hi = b->nrq;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (b->rq[mid].op < o)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
+    for (size_t k = lo; k < b->nrq && b->rq[k].op == o; k++)
+        piece_done(b, k);
 }
 
 static size_t read_chunk_bytes(const sw_store *s, int ticket)
@@ -167,6 +187,22 @@ static size_t read_chunk_bytes(const sw_store *s, int ticket)
     return c;
 }
 
+static size_t read_merge_bytes(const sw_store *s, size_t chunk)
+{
+    /* Whole runs of consecutive runs are contiguous in the file ([header |
+     * slots][header | slots]...) and the plan lays their groups out back to
+     * back in the bounce buffer, so a caller that reads a stream's tiles, or
+     * the streams of one tile, in the order they were written gets one
+     * request for several runs. Default 4 MiB (the device's largest request
+     * here, max_sectors_kb); not when the ranges are cut into pieces on
+     * purpose (chunk), 0 = never merge. */
+    int64_t env = sw_env_int("SPILLWAY_STORE_READ_MERGE", chunk ? 0 : (int64_t)4 << 20);
+    size_t m = env > 0 ? (size_t)env : 0;
+    if (m > ((size_t)1 << 30))
+        m = (size_t)1 << 30; /* a request's length is 32-bit */
+    return m > s->run_bytes ? m : 0;
+}
+
 size_t sw_store_read_plan(sw_store *s, sw_read_item *items, size_t i, size_t n, char *bounce,
                           size_t bounce_cap, size_t ops_cap, int ticket, sw_read_batch *b)
 {
@@ -176,13 +212,14 @@ size_t sw_store_read_plan(sw_store *s, sw_read_item *items, size_t i, size_t n, 
     const uint32_t max_gap = (uint32_t)(65536 / sb) + 1;
     const size_t chunk = read_chunk_bytes(s, ticket);
     const uint32_t chunk_slots = chunk ? (uint32_t)(chunk / sb) : 0;
+    const size_t merge = read_merge_bytes(s, chunk);
     sw_read_group *gs = b->gs;
     sw_read_req *rq = b->rq;
     sw_io_op *ops = b->ops;
-    size_t ng = 0, nops = 0, used = 0;
+    size_t ng = 0, nrq = 0, nops = 0, used = 0;
     b->items = items;
     b->bounce = bounce;
-    while (i < n && nops + 2 <= ops_cap) {
+    while (i < n && nrq + 2 <= ops_cap) {
         sw_read_group g;
         memset(&g, 0, sizeof g);
         g.first = i;
@@ -205,7 +242,7 @@ size_t sw_store_read_plan(sw_store *s, sw_read_item *items, size_t i, size_t n, 
         uint32_t span = g.split ? g.p1 - g.p0 + 1 : g.p1 + 1;
         size_t gops = chunk_slots ? (span + chunk_slots - 1) / chunk_slots : 1;
         gops += (size_t)g.split;
-        if (used + need > bounce_cap || nops + gops > ops_cap)
+        if (used + need > bounce_cap || nrq + gops > ops_cap)
             break;
         g.hdr_off = used;
         g.pay_off = used + hb + (g.split ? 0 : (size_t)g.p0 * sb);
@@ -215,7 +252,7 @@ size_t sw_store_read_plan(sw_store *s, sw_read_item *items, size_t i, size_t n, 
         uint32_t base = g.split ? g.p0 : 0;
         size_t t = i;
         if (g.split) {
-            rq[nops] = (sw_read_req){(uint32_t)ng, 1, 0, 0, 1, 0};
+            rq[nrq++] = (sw_read_req){(uint32_t)ng, 1, 0, 0, (uint32_t)nops, 1, 0};
             ops[nops++] = (sw_io_op){s->data_fd, 0, bounce + used, hb, roff, 0};
         }
         for (uint32_t a = base; a <= g.p1;) {
@@ -223,7 +260,7 @@ size_t sw_store_read_plan(sw_store *s, sw_read_item *items, size_t i, size_t n, 
             if (e > g.p1)
                 e = g.p1;
             int with_hdr = !g.split && a == 0;
-            sw_read_req q = {(uint32_t)ng, (uint8_t)with_hdr, 0, 0, t, t - 1};
+            sw_read_req q = {(uint32_t)ng, (uint8_t)with_hdr, 0, 0, 0, t, t - 1};
             while (t <= g.last && items[t].slot % R <= e)
                 t++;
             q.last = t - 1;
@@ -233,9 +270,17 @@ size_t sw_store_read_plan(sw_store *s, sw_read_item *items, size_t i, size_t n, 
             }
             size_t off = used + (with_hdr ? 0 : hb + (size_t)(a - base) * sb);
             size_t len = (size_t)((uint64_t)(e - a + 1) * sb + (with_hdr ? hb : 0));
-            rq[nops] = q;
-            ops[nops++] = (sw_io_op){s->data_fd, 0, bounce + off, len,
-                                     roff + (with_hdr ? 0 : hb + (uint64_t)a * sb), 0};
+            uint64_t foff = roff + (with_hdr ? 0 : hb + (uint64_t)a * sb);
+            sw_io_op *prev = nops ? &ops[nops - 1] : NULL;
+            if (merge && prev && a == base && prev->off + prev->len == foff &&
+                (char *)prev->buf + prev->len == bounce + off && prev->len + len <= merge) {
+                prev->len += len; /* the previous group's run ends where this one starts */
+                q.op = (uint32_t)(nops - 1);
+            } else {
+                q.op = (uint32_t)nops;
+                ops[nops++] = (sw_io_op){s->data_fd, 0, bounce + off, len, foff, 0};
+            }
+            rq[nrq++] = q;
             a = e + 1;
         }
         used += need;
@@ -243,6 +288,7 @@ size_t sw_store_read_plan(sw_store *s, sw_read_item *items, size_t i, size_t n, 
         i = j;
     }
     b->ng = ng;
+    b->nrq = nrq;
     b->nops = nops;
     b->used = used;
     return i;
@@ -273,7 +319,7 @@ sw_status sw_store_read_file(sw_read_ctx *c, sw_read_item *items, size_t n)
         sw_io_run_cb(s->io, b.ops, b.nops, sw_store_read_done, &b);
         s->st.read_requests += b.ng; /* merged ranges; read_ios counts the pieces */
         s->st.read_ios += b.nops;
-        for (size_t k = 0; k < b.nops; k++)
+        for (size_t k = 0; k < b.nrq; k++)
             SW_ASSERT_RET(b.rq[k].handled);
         sw_read_sink_barrier(c->out);
     }

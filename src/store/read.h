@@ -52,11 +52,17 @@ typedef struct sw_read_group {
     int hdr_done, hdr_ok;
 } sw_read_group;
 
-/* What each request carries: its group, the items whose payload it holds
- * (first > last: none), whether it holds the group's header area. */
+/* A piece of a group: the items whose payload it holds (first > last:
+ * none), whether it holds the group's header area, and the device request
+ * (op) that reads it. Pieces that are adjacent both in the file and in the
+ * bounce buffer -- the whole runs of consecutive runs, [header | slots] after
+ * [header | slots] -- share one request (up to the merge limit, see
+ * read_merge_bytes), so the ops of a batch are at most as many as its
+ * pieces, and the pieces of one op are consecutive (op is non-decreasing). */
 typedef struct sw_read_req {
     uint32_t group;
     uint8_t has_hdr, done, handled;
+    uint32_t op;
     size_t first, last;
 } sw_read_req;
 
@@ -68,7 +74,7 @@ typedef struct sw_read_batch {
     sw_read_req *rq;
     sw_io_op *ops;
     char *bounce;
-    size_t ng, nops, used;
+    size_t ng, nrq, nops, used; /* groups, pieces (rq), device requests (ops) */
 } sw_read_batch;
 
 /* Sets every key's status (NOT_FOUND until delivered; INVALID for a bad
@@ -79,17 +85,18 @@ typedef struct sw_read_batch {
 size_t sw_store_read_lookup(sw_read_ctx *c, size_t n, const sw_store_key *keys,
                             sw_read_item *items, uint64_t *hs);
 
-/* Plans one batch from items[i..n): groups and requests that fit in
- * bounce_cap bytes from `bounce` and in ops_cap requests; `ticket` selects
- * the read tickets' default cut (see read_chunk_bytes). Fills b (gs, rq,
- * ops must have room for ops_cap entries) and returns the index after the
- * batch's last item; b->ng == 0 when not even the first group fits. */
+/* Plans one batch from items[i..n): groups and pieces that fit in
+ * bounce_cap bytes from `bounce` and in ops_cap pieces (so also ops_cap
+ * requests); `ticket` selects the read tickets' default cut and merge (see
+ * read_chunk_bytes, read_merge_bytes). Fills b (gs, rq, ops must have room
+ * for ops_cap entries) and returns the index after the batch's last item;
+ * b->ng == 0 when not even the first group fits. */
 size_t sw_store_read_plan(sw_store *s, sw_read_item *items, size_t i, size_t n, char *bounce,
                           size_t bounce_cap, size_t ops_cap, int ticket, sw_read_batch *b);
 
-/* Completion of request o of batch ctx (a sw_read_batch): its stripes are
- * verified and delivered (or marked IO/CORRUPT) once its group's header is
- * in. */
+/* Completion of request (op) o of batch ctx (a sw_read_batch): the
+ * stripes of its pieces are verified and delivered (or marked IO/CORRUPT)
+ * once their group's header is in. */
 void sw_store_read_done(void *ctx, size_t o);
 
 /* Reads items[0..n) synchronously in batches through s->bounce / s->ops

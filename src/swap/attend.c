@@ -59,6 +59,11 @@ typedef struct run {
     int64_t attended, hits, misses, tiles;
     void *stream;           /* device pool: the caller's stream */
     int32_t nplanned;       /* device pool: tiles planned (staging parity) */
+    /* victims of the tile being planned (sw_swap_pool_rank at its first
+     * miss; vn < 0: not ranked yet) */
+    int32_t *vrank;
+    void *vscratch;
+    int32_t vn, vpos;
 } run;
 
 static int cmp_score_asc(const void *a, const void *b, void *ctx)
@@ -182,6 +187,7 @@ static int plan_tile(run *R, tile *t)
     t->nmiss = 0;
     t->nkeys = 0;
     t->in_worker = 0;
+    R->vn = -1;
     if (s->dev) {
         t->buf = R->nplanned++ & 1;
         t->layout = sw_swap_dev_next_layout(s);
@@ -193,7 +199,17 @@ static int plan_tile(run *R, tile *t)
         if (slot >= 0) {
             R->hits++;
         } else {
-            slot = sw_swap_pool_victim(s);
+            if (R->vrank) {
+                if (R->vn < 0) {
+                    R->vn = sw_swap_pool_rank(s, R->vrank, R->vscratch);
+                    R->vpos = 0;
+                }
+                while (R->vpos < R->vn && s->slots[R->vrank[R->vpos]].pin)
+                    R->vpos++; /* pinned since the ranking */
+                slot = R->vpos < R->vn ? R->vrank[R->vpos++] : -1;
+            } else {
+                slot = sw_swap_pool_victim(s);
+            }
             if (slot < 0)
                 return -2; /* every slot pinned: a bug in the tile sizing */
             sw_swap_slot *v = &s->slots[slot];
@@ -518,6 +534,15 @@ static sw_status run_pass(run *R, int sparse)
             !t->gens || !t->sts)
             st = sw_fail(SW_STATUS_NO_MEMORY, "tile tables");
     }
+    /* victim ranking (optional: without it, one scan per missing block) */
+    R->vrank = malloc(sizeof(int32_t) * (size_t)(s->c.resident_blocks > 0 ? s->c.resident_blocks : 1));
+    R->vscratch = malloc(sw_swap_pool_rank_scratch(s));
+    if (!R->vrank || !R->vscratch) {
+        free(R->vrank);
+        free(R->vscratch);
+        R->vrank = NULL;
+        R->vscratch = NULL;
+    }
     tile *cur = &tl[0], *nxt = &tl[1];
     int have = 0;
     if (st == SW_OK) {
@@ -583,6 +608,10 @@ static sw_status run_pass(run *R, int sparse)
                 sw_swap_pool_drop(s, &q->layers[p->layer].blk[tl[i].miss_blocks[m]]);
             }
     }
+    free(R->vrank);
+    free(R->vscratch);
+    R->vrank = NULL;
+    R->vscratch = NULL;
     for (int i = 0; i < 2; i++) {
         free(tl[i].blocks);
         free(tl[i].slots);

@@ -32,7 +32,11 @@
 typedef struct sw_swap_dev {
     int32_t device, sms;
     int32_t ctas;             /* tile-kernel CTAs wanted per launch: sms x
-                               * SPILLWAY_SWAP_TILE_CTAS_PER_SM (default 2) */
+                               * SPILLWAY_SWAP_TILE_CTAS_PER_SM (default: what
+                               * one SM holds, tile_ctas_per_sm) */
+    int32_t kernel;           /* SPILLWAY_SWAP_TILE_KERNEL: 1 CUDA cores
+                               * (default, verified on the H200), 0 tensor
+                               * cores (opt-in until an H200 run verifies it) */
     void *copy_stream, *own_stream;
     uint8_t *pool;
     size_t v_off;
@@ -69,6 +73,17 @@ typedef struct sw_swap_dev {
 } sw_swap_dev;
 
 /* ------------------------------------------------------- heuristics -- */
+/* CTAs of the tile kernel one SM holds at once on an H100/H200 (228 KiB of
+ * shared memory): the tensor-core kernel stages 3 x 16 tokens of K and V per
+ * warp, 4 warps (48 KiB per warp at head_dim 256: one CTA; 24 KiB at 128:
+ * two; 12 KiB at 64: four). The CUDA-core kernel was measured with 2. */
+static int32_t tile_ctas_per_sm(int kernel, int32_t D)
+{
+    if (kernel != 0)
+        return 2;
+    return D >= 256 ? 1 : D >= 128 ? 2 : 4;
+}
+
 int32_t sw_swap_dev_chunks(int32_t nblk, int32_t H, int32_t nrg, int32_t ctas)
 {
     if (nblk < 1)
@@ -165,8 +180,10 @@ sw_status sw_swap_dev_create(sw_swap *s)
     SW_TRY(sw_cuda_set_device(d->device));
     SW_TRY(sw_cuda_swap_sm_count(d->device, &d->sms));
     {
-        /* A measurement knob (bench swap sweeps it on the H200); 1..32. */
-        int per = sw_env_int("SPILLWAY_SWAP_TILE_CTAS_PER_SM", 2);
+        /* Measurement knobs (bench swap sweeps them on the H200): the
+         * kernel, and CTAs per SM 1..32. */
+        d->kernel = sw_env_int("SPILLWAY_SWAP_TILE_KERNEL", 1) == 0 ? 0 : 1;
+        int per = sw_env_int("SPILLWAY_SWAP_TILE_CTAS_PER_SM", tile_ctas_per_sm(d->kernel, D));
         per = per < 1 ? 1 : per > 32 ? 32 : per;
         d->ctas = d->sms * per;
     }
@@ -569,6 +586,7 @@ sw_status sw_swap_dev_compute(sw_swap *s, const sw_swap_attend_params *p, const 
         return sw_fail(SW_STATUS_INTERNAL, "tile partials: %d chunks x %d row groups exceed "
                        "the %zu floats planned", a.nchunks, a.nrg, d->part_floats);
     a.part = d->d_part;
+    a.kernel = d->kernel;
     a.row0 = r0;
     a.m = d->d_m;
     a.l = d->d_l;

@@ -4,6 +4,7 @@
 #include "swap_internal.h"
 
 #include <math.h>
+#include <stdlib.h>
 
 /* 1 when slot a should be evicted before slot b. */
 static int evict_before(sw_swap_policy pol, const sw_swap_slot *a, const sw_swap_slot *b)
@@ -26,6 +27,54 @@ int32_t sw_swap_pool_victim(sw_swap *s)
             best = i;
     }
     return best;
+}
+
+typedef struct vkey {
+    float score;
+    uint64_t last;
+    int32_t idx;
+} vkey;
+
+/* evict_before as a total order: score (SCORE policy only), then last
+ * access, then slot index (the sequential scan keeps the first of equals). */
+static int vkey_cmp(const void *pa, const void *pb)
+{
+    const vkey *a = pa, *b = pb;
+    if (a->score < b->score)
+        return -1;
+    if (b->score < a->score)
+        return 1;
+    if (a->last != b->last)
+        return a->last < b->last ? -1 : 1;
+    return (a->idx > b->idx) - (a->idx < b->idx);
+}
+
+int32_t sw_swap_pool_rank(sw_swap *s, int32_t *out, void *scratch)
+{
+    vkey *k = scratch;
+    int32_t n = 0, nk = 0;
+    for (int32_t i = 0; i < s->c.resident_blocks; i++) {
+        const sw_swap_slot *sl = &s->slots[i];
+        if (sl->pin)
+            continue;
+        if (!sl->seq) {
+            out[n++] = i; /* free slots first, in index order */
+            continue;
+        }
+        k[nk].score = s->c.policy == SW_SWAP_POLICY_SCORE && !isnan(sl->score) ? sl->score : 0.0f;
+        k[nk].last = sl->last_access;
+        k[nk].idx = i;
+        nk++;
+    }
+    qsort(k, (size_t)nk, sizeof *k, vkey_cmp);
+    for (int32_t i = 0; i < nk; i++)
+        out[n++] = k[i].idx;
+    return n;
+}
+
+size_t sw_swap_pool_rank_scratch(const sw_swap *s)
+{
+    return sizeof(vkey) * (size_t)(s->c.resident_blocks > 0 ? s->c.resident_blocks : 1);
 }
 
 void sw_swap_pool_drop(sw_swap *s, sw_swap_blk *b)

@@ -80,13 +80,16 @@ typedef struct sw_cuda_swap_tile_args {
     int32_t causal;
     float qscale;                  /* sm_scale * log2(e) */
     int32_t nchunks, nrg;          /* grid: nchunks x H x nrg */
+    int32_t kernel;                /* 0 = tensor cores (swap_tile_mma.cu; the
+                                    * CUDA-core kernel where it has no instance),
+                                    * 1 = CUDA cores (swap_tile.cu) */
     float *part;                   /* [nchunks][H][nrg][8][D + 2] */
     /* merge */
     int32_t row0;                  /* first query row of the sequence */
     float *m, *l, *acc;            /* running state [rows][Hq] (acc x D) */
 } sw_cuda_swap_tile_args;
 
-/* Rows of one tile-kernel CTA (query rows x group heads). */
+/* Rows of one tile-kernel CTA (query rows x group heads), both kernels. */
 #define SW_CUDA_SWAP_RG 8
 
 /* 1 when the tile kernel has an instance for head_dim d. */

@@ -426,11 +426,21 @@ extern "C" int sw_cuda_swap_head_dim_ok(int32_t d)
     return d == 64 || d == 128 || d == 256;
 }
 
+/* swap_tile_mma.cu */
+extern "C" sw_status sw_cuda_swap_tile_mma(const sw_cuda_swap_tile_args *a, void *stream,
+                                           int *launched);
+
 extern "C" sw_status sw_cuda_swap_tile(const sw_cuda_swap_tile_args *a, void *stream)
 {
     cudaStream_t st = (cudaStream_t)stream;
     if (a->nblk <= 0 || a->ql <= 0)
         return SW_OK;
+    if (a->kernel == 0) {
+        int launched = 0;
+        SW_TRY(sw_cuda_swap_tile_mma(a, stream, &launched));
+        if (launched)
+            return SW_OK;
+    }
     switch (a->D) {
     case 64: SW_TRY(launch_tile<64>(a, st)); break;
     case 128: SW_TRY(launch_tile<128>(a, st)); break;

@@ -1,0 +1,7 @@
+/* cpu_fast_amx_v1_nodp.c - DEVELOPMENT ONLY: the AMX kernel v1
+ * (cpu_fast_amx_v1.c) without the tile arithmetic, as
+ * sw_cpu_unit_amx_v1_nodp / sw_cpu_amx_pack_v1_nodp (see
+ * cpu_fast_amx_nodp.h). Needs AVX-512 F/BW/VL/DQ + AVX512_BF16 flags. */
+#define SW_AMX_EMULATE 1
+#include "cpu_fast_amx_nodp.h"
+#include "cpu_fast_amx_v1.c"

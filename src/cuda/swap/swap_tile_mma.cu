@@ -1,0 +1,480 @@
+/* Tile kernel of the swap engine's device pool on tensor cores (the default;
+ * docs/swap.md, "Tile kernel"). Same contract as the CUDA-core kernel of
+ * swap_tile.cu: CTA (block range c, kv head h, row group y of 8 (query row,
+ * group head) pairs) writes the (max, sum, acc) partial state of its 8 rows
+ * into a.part; swap_merge_kernel folds the partials.
+ *
+ * Decode attention is memory-bound (8 FLOP per byte of K/V for a GQA group
+ * of 8), so the kernel is built to keep loads in flight, not to compute:
+ * - every warp streams its own 16-token groups (groups warp, warp + NW, ...
+ *   of the CTA's range) through MSTAGES shared-memory stages filled with
+ *   16-byte cp.async (zero-fill for tokens no row may see), so MSTAGES - 1
+ *   groups of 16 tokens (16 KiB at head_dim 256) per warp are in flight
+ *   while one is used; there is no block-wide barrier in the loop;
+ * - S^T (16 tokens x 8 rows) = K Q^T and O^T (16 dims x 8 rows) += V^T P^T
+ *   are mma.sync m16n8k16 BF16 products with fp32 accumulation. The
+ *   reduction index of both products may be permuted freely (the same
+ *   permutation on both operands), which lets every operand come from
+ *   16-byte shared-memory loads of plain token rows:
+ *     S^T, k-step pair (2j, 2j+1): lane (g = lane/4, t = lane%4) holds dims
+ *     32j + 8t .. +7 of token rows g and g + 8 (the A operand) and of query
+ *     row g (the B operand, kept in registers);
+ *     O^T, m-tile (c, i): row M = g is dim 64c + 8g + 2i, M = g + 8 is dim
+ *     64c + 8g + 2i + 1; the lane loads dims 64c + 8g .. +7 of tokens 2t,
+ *     2t + 1, 2t + 8, 2t + 9 and pairs them per dim with byte permutes;
+ * - P^T (the B operand of O^T) is the S^T accumulator transposed per 8x8
+ *   quarter with movmatrix.trans, so a lane's softmax rows (2t, 2t + 1)
+ *   are also its O^T accumulator columns: the rescale is lane-local;
+ * - the running max is shared by the 8 lanes of a row (3 shuffles per
+ *   group), the running sum stays per lane until the end;
+ * - shared-memory rows are XOR-swizzled per 16-byte piece (swz) so that
+ *   both the K and the V fragment loads are free of bank conflicts.
+ * FP8 E4M3 rows are widened to BF16 through a 256-entry table (exact);
+ * k_scale multiplies S, v_scale multiplies P before its BF16 rounding.
+ * P is rounded to BF16 for the product (the sum uses fp32 P). */
+#include "swap/swap_cuda.h"
+#include "core/sw_core.h"
+#include "cuda/sw_cuda_check.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <climits>
+#include <math.h>
+#include <stdint.h>
+
+#define MW_MAX 4                  /* warps per CTA at most */
+#define MSTAGES 3                 /* shared-memory stages per warp */
+#define FULL 0xffffffffu
+#define HEAD_BYTES 768            /* table (512 B) + per-warp m, l (256 B) */
+
+template <int D> struct mma_geo {
+    static constexpr int ROWB = D * 2;                 /* bytes of a staged row */
+    static constexpr size_t STAGE = (size_t)32 * ROWB; /* 16 K rows, then 16 V rows */
+    static constexpr size_t WARP = (size_t)MSTAGES * STAGE;
+};
+
+/* ------------------------------------------------------------ helpers -- */
+static __device__ __forceinline__ void cp_async16z(void *smem, const void *gmem, int bytes)
+{
+    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem),
+                 "r"(bytes));
+}
+static __device__ __forceinline__ void cp_commit()
+{
+    asm volatile("cp.async.commit_group;\n" ::);
+}
+template <int N> static __device__ __forceinline__ void cp_wait()
+{
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+static __device__ __forceinline__ void mma16816(float *c, uint32_t a0, uint32_t a1, uint32_t a2,
+                                                uint32_t a3, uint32_t b0, uint32_t b1)
+{
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+/* 8x8 b16 transpose across the warp (lane holds row lane/4, cols 2(lane%4), +1). */
+static __device__ __forceinline__ uint32_t mov_trans(uint32_t x)
+{
+    uint32_t y;
+    asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(y) : "r"(x));
+    return y;
+}
+
+static __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi)
+{
+    const uint32_t l = __bfloat16_as_ushort(__float2bfloat16_rn(lo));
+    const uint32_t h = __bfloat16_as_ushort(__float2bfloat16_rn(hi));
+    return l | (h << 16);
+}
+
+/* Swizzle of a staged row's 16-byte pieces (low 3 bits of the piece index):
+ * K fragment loads (rows g, g + 1 of a quarter warp, 4 consecutive pieces)
+ * and V fragment loads (rows 2t, t = 0..3, 2 consecutive pieces) both hit 8
+ * distinct bank groups. Rows r and r + 16 (K and V of a token) share it. */
+static __device__ __forceinline__ int swz(int row)
+{
+    return (((row >> 1) & 3) << 1) ^ ((row & 1) << 2);
+}
+template <int D> static __device__ __forceinline__ int soff(int row, int piece)
+{
+    return row * mma_geo<D>::ROWB + ((piece ^ swz(row)) << 4);
+}
+
+/* E4M3 -> fp32 (as swap_tile.cu: through fp16's exponent, NaN for S.1111.111). */
+static __device__ __forceinline__ float e4m3_f32(uint32_t b)
+{
+    const uint32_t x = b & 0x7fu;
+    float v = __half2float(__ushort_as_half((unsigned short)(x << 7))) * 256.0f;
+    if (x == 0x7fu)
+        v = __int_as_float(0x7fc00000);
+    return (b & 0x80u) ? -v : v;
+}
+
+/* Elements e0 .. e0 + 7 of staged row `row` as 4 BF16 pairs: one 16-byte
+ * load for a BF16 row, 8 bytes widened through the table for FP8. */
+template <int D>
+static __device__ __forceinline__ void row8(const uint8_t *st, int row, int e0, bool fp8,
+                                            const uint16_t *lut, uint32_t *w)
+{
+    if (!fp8) {
+        const uint4 u = *reinterpret_cast<const uint4 *>(st + soff<D>(row, e0 >> 3));
+        w[0] = u.x;
+        w[1] = u.y;
+        w[2] = u.z;
+        w[3] = u.w;
+    } else {
+        const uint2 u = *reinterpret_cast<const uint2 *>(st + soff<D>(row, e0 >> 4) + (e0 & 8));
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const uint32_t src = i < 2 ? u.x : u.y;
+            const int sh = (i & 1) * 16;
+            w[i] = (uint32_t)lut[(src >> sh) & 0xffu] | ((uint32_t)lut[(src >> (sh + 8)) & 0xffu] << 16);
+        }
+    }
+}
+
+static __device__ __forceinline__ long long shfl_ll(long long v, int src)
+{
+    const int lo = __shfl_sync(FULL, (int)(v & 0xffffffffll), src);
+    const int hi = __shfl_sync(FULL, (int)(v >> 32), src);
+    return (long long)(((unsigned long long)(unsigned)hi << 32) | (unsigned)lo);
+}
+static __device__ __forceinline__ unsigned long long shfl_ull(unsigned long long v, int src)
+{
+    const unsigned lo = __shfl_sync(FULL, (unsigned)v, src);
+    const unsigned hi = __shfl_sync(FULL, (unsigned)(v >> 32), src);
+    return ((unsigned long long)hi << 32) | lo;
+}
+
+/* One token of the tile as a lane sees it. */
+struct tok_t {
+    long long pos;            /* key position; LLONG_MAX when not a valid token */
+    unsigned long long koff;  /* byte offset of its K row in the pool */
+    float ks, vs;
+    int fp8;
+    int load;                 /* some row of the CTA may see it */
+};
+
+/* -------------------------------------------------------------- tile -- */
+template <int D>
+__global__ void __launch_bounds__(MW_MAX * 32, 1) swap_tile_mma_kernel(const sw_cuda_swap_tile_args a)
+{
+    constexpr int PPR = D / 8;       /* 16-byte pieces of a BF16 row */
+    constexpr int RPI = 32 / PPR;    /* rows per cp.async instruction of the warp */
+    constexpr int NJ = D / 32;       /* k-step pairs of S^T */
+    constexpr int NC = D / 64;       /* 64-dim groups of O^T (4 m-tiles each) */
+    constexpr size_t STAGE = mma_geo<D>::STAGE;
+    constexpr int ROWB = mma_geo<D>::ROWB;
+    extern __shared__ __align__(16) uint8_t smem[];
+    uint16_t *lut = reinterpret_cast<uint16_t *>(smem);
+    float *wm = reinterpret_cast<float *>(smem + 512); /* [MW_MAX][8] */
+    float *wl = wm + MW_MAX * 8;
+    uint8_t *stages = smem + HEAD_BYTES;
+
+    const int NW = (int)(blockDim.x / 32);
+    const int c = blockIdx.x, h = blockIdx.y, y = blockIdx.z;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int g = lane >> 2, t = lane & 3;
+    for (int i = tid; i < 256; i += blockDim.x)
+        lut[i] = __bfloat16_as_ushort(__float2bfloat16_rn(e4m3_f32((uint32_t)i)));
+
+    const int32_t B = a.B, G = a.G;
+    const int b0 = (int)((int64_t)a.nblk * c / a.nchunks);
+    const int b1 = (int)((int64_t)a.nblk * (c + 1) / a.nchunks);
+    const int ntok = (b1 - b0) * B;
+    const int rows = a.ql * G;
+
+    /* Rows: n = 0..7 is (query row, group head) pair y * 8 + n. */
+    auto row_lim = [&](int n) -> long long {
+        const int r = y * 8 + n;
+        if (r >= rows)
+            return -1;
+        return a.causal ? (long long)(r / G) + a.len - a.ql : a.len - 1;
+    };
+    long long maxlim = -1;
+#pragma unroll
+    for (int n = 0; n < 8; n++) {
+        const long long l = row_lim(n);
+        maxlim = l > maxlim ? l : maxlim;
+    }
+    const long long lim0 = row_lim(2 * t), lim1 = row_lim(2 * t + 1);
+
+    /* Q^T fragments (B operand of S^T): query row n = g, dims 32j + 8t .. +7. */
+    uint4 qf[NJ];
+    {
+        const int r = y * 8 + g;
+        if (r < rows) {
+            const uint16_t *qp =
+                a.q + ((size_t)(r / G) * a.Hq + (size_t)h * G + (size_t)(r % G)) * D;
+#pragma unroll
+            for (int j = 0; j < NJ; j++)
+                qf[j] = *reinterpret_cast<const uint4 *>(qp + 32 * j + 8 * t);
+        } else {
+#pragma unroll
+            for (int j = 0; j < NJ; j++)
+                qf[j] = make_uint4(0u, 0u, 0u, 0u);
+        }
+    }
+
+    auto info = [&](int k, int tok) -> tok_t {
+        tok_t r;
+        r.pos = LLONG_MAX;
+        r.koff = 0;
+        r.ks = r.vs = 0.0f;
+        r.fp8 = 0;
+        r.load = 0;
+        const int j = k * 16 + tok;
+        if (j >= ntok)
+            return r;
+        const sw_cuda_swap_blk e = a.blk[b0 + j / B];
+        const int tt = j % B;
+        if (tt >= e.valid)
+            return r;
+        r.fp8 = e.dtype != 0;
+        r.ks = e.k_scale;
+        r.vs = e.v_scale;
+        r.pos = (long long)e.block * B + tt;
+        r.koff = (unsigned long long)e.slot * a.slot_bytes +
+                 ((unsigned long long)h * B + (unsigned long long)tt) * D * (r.fp8 ? 1u : 2u);
+        r.load = r.pos <= maxlim;
+        return r;
+    };
+
+    const int ngr = (ntok + 15) / 16;
+    const int nwg = warp < ngr ? (ngr - warp + NW - 1) / NW : 0;
+    uint8_t *ws = stages + (size_t)warp * mma_geo<D>::WARP;
+
+    /* Stages the warp's i-th group: row r < 16 is token r's K, r >= 16 token
+     * r - 16's V. Offsets are multiples of 16: bit 0 = load, bit 1 = FP8. */
+    auto issue = [&](int i) {
+        if (i < nwg) {
+            const tok_t ti = info(warp + NW * i, lane & 15);
+            const unsigned long long fl = (ti.load ? 1ull : 0ull) | (ti.fp8 ? 2ull : 0ull);
+            const unsigned long long kenc = ti.koff | fl, venc = (ti.koff + a.v_off) | fl;
+            uint8_t *st = ws + (size_t)(i % MSTAGES) * STAGE;
+#pragma unroll 4
+            for (int it = 0; it < 32 / RPI; it++) {
+                const int row = it * RPI + lane / PPR, pc = lane % PPR;
+                /* rows of one instruction are all K or all V (RPI divides 16) */
+                const unsigned long long enc = shfl_ull(it * RPI < 16 ? kenc : venc, row & 15);
+                if ((enc & 2ull) && pc >= PPR / 2)
+                    continue; /* an FP8 row has D bytes */
+                const bool ok = (enc & 1ull) != 0;
+                const uint8_t *src = ok ? a.pool + (enc & ~15ull) + pc * 16 : a.pool;
+                cp_async16z(st + soff<D>(row, pc), src, ok ? 16 : 0);
+            }
+        }
+        cp_commit();
+    };
+
+    float mr0 = -INFINITY, mr1 = -INFINITY, lr0 = 0.0f, lr1 = 0.0f;
+    float o[NC][4][4];
+#pragma unroll
+    for (int cc = 0; cc < NC; cc++)
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                o[cc][i][e] = 0.0f;
+
+    __syncthreads(); /* the table */
+#pragma unroll
+    for (int i = 0; i < MSTAGES - 1; i++)
+        issue(i);
+    for (int i = 0; i < nwg; i++) {
+        issue(i + MSTAGES - 1);
+        cp_wait<MSTAGES - 1>();
+        __syncwarp(); /* every lane's copies of group i are visible */
+        const uint8_t *st = ws + (size_t)(i % MSTAGES) * STAGE;
+        const tok_t ti = info(warp + NW * i, lane & 15);
+        const unsigned vis = __ballot_sync(FULL, ti.load) & 0xffffu;
+        const unsigned f8 = __ballot_sync(FULL, ti.fp8) & 0xffffu;
+        const long long pos0 = shfl_ll(ti.pos, g), pos1 = shfl_ll(ti.pos, g + 8);
+        const float ks0 = __shfl_sync(FULL, ti.ks, g), ks1 = __shfl_sync(FULL, ti.ks, g + 8);
+        const float vs0 = __shfl_sync(FULL, ti.vs, g), vs1 = __shfl_sync(FULL, ti.vs, g + 8);
+        if (vis) { /* warp-uniform: some row sees some token of the group */
+            /* ---- S^T = K Q^T: c0 (tok g, row 2t), c1 (g, 2t+1), c2 (g+8, 2t), c3 ---- */
+            float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            const bool kf0 = (f8 >> g) & 1u, kf1 = (f8 >> (g + 8)) & 1u;
+#pragma unroll
+            for (int j = 0; j < NJ; j++) {
+                uint32_t w[4], x[4];
+                row8<D>(st, g, 32 * j + 8 * t, kf0, lut, w);
+                row8<D>(st, g + 8, 32 * j + 8 * t, kf1, lut, x);
+                mma16816(s, w[0], x[0], w[1], x[1], qf[j].x, qf[j].y);
+                mma16816(s, w[2], x[2], w[3], x[3], qf[j].z, qf[j].w);
+            }
+            /* ---- online softmax (log2 domain), rows 2t and 2t + 1 ---- */
+            const float sc0 = a.qscale * ks0, sc1 = a.qscale * ks1;
+            const float v0 = pos0 <= lim0 ? s[0] * sc0 : -INFINITY;
+            const float v1 = pos0 <= lim1 ? s[1] * sc0 : -INFINITY;
+            const float v2 = pos1 <= lim0 ? s[2] * sc1 : -INFINITY;
+            const float v3 = pos1 <= lim1 ? s[3] * sc1 : -INFINITY;
+            float mx0 = fmaxf(v0, v2), mx1 = fmaxf(v1, v3);
+#pragma unroll
+            for (int off = 4; off <= 16; off <<= 1) {
+                mx0 = fmaxf(mx0, __shfl_xor_sync(FULL, mx0, off));
+                mx1 = fmaxf(mx1, __shfl_xor_sync(FULL, mx1, off));
+            }
+            const float mn0 = fmaxf(mr0, mx0), mn1 = fmaxf(mr1, mx1);
+            const float cr0 = mr0 == -INFINITY ? 0.0f : exp2f(mr0 - mn0);
+            const float cr1 = mr1 == -INFINITY ? 0.0f : exp2f(mr1 - mn1);
+            mr0 = mn0;
+            mr1 = mn1;
+            const float p0 = v0 == -INFINITY ? 0.0f : exp2f(v0 - mn0);
+            const float p1 = v1 == -INFINITY ? 0.0f : exp2f(v1 - mn1);
+            const float p2 = v2 == -INFINITY ? 0.0f : exp2f(v2 - mn0);
+            const float p3 = v3 == -INFINITY ? 0.0f : exp2f(v3 - mn1);
+            lr0 = lr0 * cr0 + p0 + p2;
+            lr1 = lr1 * cr1 + p1 + p3;
+            /* P^T (B operand of O^T): k = tokens 2t, 2t+1 | 2t+8, 2t+9, n = row g */
+            const uint32_t pb0 = mov_trans(pack_bf16(p0 * vs0, p1 * vs0));
+            const uint32_t pb1 = mov_trans(pack_bf16(p2 * vs1, p3 * vs1));
+            /* ---- O^T = O^T * corr + V^T P^T ---- */
+            const bool vf0 = (f8 >> (2 * t)) & 1u, vf1 = (f8 >> (2 * t + 1)) & 1u;
+            const bool vf2 = (f8 >> (2 * t + 8)) & 1u, vf3 = (f8 >> (2 * t + 9)) & 1u;
+#pragma unroll
+            for (int cc = 0; cc < NC; cc++) {
+                uint32_t va[4], vb[4], vc[4], vd[4];
+                const int e0 = 64 * cc + 8 * g;
+                row8<D>(st, 16 + 2 * t, e0, vf0, lut, va);
+                row8<D>(st, 17 + 2 * t, e0, vf1, lut, vb);
+                row8<D>(st, 24 + 2 * t, e0, vf2, lut, vc);
+                row8<D>(st, 25 + 2 * t, e0, vf3, lut, vd);
+#pragma unroll
+                for (int i2 = 0; i2 < 4; i2++) {
+                    float *acc = o[cc][i2];
+                    acc[0] *= cr0;
+                    acc[1] *= cr1;
+                    acc[2] *= cr0;
+                    acc[3] *= cr1;
+                    mma16816(acc, __byte_perm(va[i2], vb[i2], 0x5410),
+                             __byte_perm(va[i2], vb[i2], 0x7632),
+                             __byte_perm(vc[i2], vd[i2], 0x5410),
+                             __byte_perm(vc[i2], vd[i2], 0x7632), pb0, pb1);
+                }
+            }
+        }
+        __syncwarp(); /* the stage is refilled by the issue of group i + MSTAGES */
+    }
+    cp_wait<0>();
+
+    /* ---- combine the warps' states into the CTA's partial ---- */
+#pragma unroll
+    for (int off = 4; off <= 16; off <<= 1) {
+        lr0 += __shfl_xor_sync(FULL, lr0, off);
+        lr1 += __shfl_xor_sync(FULL, lr1, off);
+    }
+    if (g == 0) {
+        wm[warp * 8 + 2 * t] = mr0;
+        wm[warp * 8 + 2 * t + 1] = mr1;
+        wl[warp * 8 + 2 * t] = lr0;
+        wl[warp * 8 + 2 * t + 1] = lr1;
+    }
+    __syncthreads(); /* also: every warp is done with its stages */
+    float M0 = -INFINITY, M1 = -INFINITY;
+    for (int w = 0; w < NW; w++) {
+        M0 = fmaxf(M0, wm[w * 8 + 2 * t]);
+        M1 = fmaxf(M1, wm[w * 8 + 2 * t + 1]);
+    }
+    const float f0 = mr0 == -INFINITY ? 0.0f : exp2f(mr0 - M0);
+    const float f1 = mr1 == -INFINITY ? 0.0f : exp2f(mr1 - M1);
+    float *co = reinterpret_cast<float *>(stages); /* [NW][8][D] */
+    float *r0p = co + ((size_t)warp * 8 + 2 * t) * D, *r1p = r0p + D;
+#pragma unroll
+    for (int cc = 0; cc < NC; cc++)
+#pragma unroll
+        for (int i2 = 0; i2 < 4; i2++) {
+            const int d0 = 64 * cc + 8 * g + 2 * i2;
+            r0p[d0] = o[cc][i2][0] * f0;
+            r1p[d0] = o[cc][i2][1] * f1;
+            r0p[d0 + 1] = o[cc][i2][2] * f0;
+            r1p[d0 + 1] = o[cc][i2][3] * f1;
+        }
+    __syncthreads();
+    const size_t base = (((size_t)c * a.H + h) * a.nrg + y) * 8;
+    for (int i = tid; i < 8 * D; i += blockDim.x) {
+        const int r = i / D, d = i % D;
+        float sum = 0.0f;
+        for (int w = 0; w < NW; w++)
+            sum += co[((size_t)w * 8 + r) * D + d];
+        a.part[(base + r) * (D + 2) + 2 + d] = sum;
+    }
+    if (tid < 8) {
+        float M = -INFINITY, L = 0.0f;
+        for (int w = 0; w < NW; w++)
+            M = fmaxf(M, wm[w * 8 + tid]);
+        for (int w = 0; w < NW; w++) {
+            const float mw = wm[w * 8 + tid];
+            if (mw != -INFINITY)
+                L += exp2f(mw - M) * wl[w * 8 + tid];
+        }
+        a.part[(base + tid) * (D + 2)] = M;
+        a.part[(base + tid) * (D + 2) + 1] = L;
+    }
+    (void)ROWB;
+}
+
+/* Warps per CTA for head_dim D on the current device (what its shared
+ * memory opt-in allows, at most MW_MAX); the attribute is set once per
+ * device. 0 = the device cannot run this kernel. */
+template <int D> static sw_status mma_warps(int *nw)
+{
+    static volatile int cached[64];
+    int dev = 0;
+    SW_CUDA_CHECK(cudaGetDevice(&dev));
+    if (dev < 64 && cached[dev]) {
+        *nw = cached[dev] - 1;
+        return SW_OK;
+    }
+    int optin = 0;
+    SW_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    long long n = ((long long)optin - HEAD_BYTES) / (long long)mma_geo<D>::WARP;
+    n = n > MW_MAX ? MW_MAX : n < 0 ? 0 : n;
+    if (n > 0)
+        SW_CUDA_CHECK(cudaFuncSetAttribute(swap_tile_mma_kernel<D>,
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           (int)(HEAD_BYTES + n * mma_geo<D>::WARP)));
+    if (dev < 64)
+        cached[dev] = (int)n + 1;
+    *nw = (int)n;
+    return SW_OK;
+}
+
+template <int D> static sw_status launch_mma(const sw_cuda_swap_tile_args *a, cudaStream_t st,
+                                             int *launched)
+{
+    int nw = 0;
+    *launched = 0;
+    SW_TRY(mma_warps<D>(&nw));
+    if (nw < 1)
+        return SW_OK; /* the caller falls back to the CUDA-core kernel */
+    const size_t smem = HEAD_BYTES + (size_t)nw * mma_geo<D>::WARP;
+    dim3 grid((unsigned)a->nchunks, (unsigned)a->H, (unsigned)a->nrg);
+    swap_tile_mma_kernel<D><<<grid, 32 * nw, smem, st>>>(*a);
+    SW_CUDA_CHECK(cudaGetLastError());
+    *launched = 1;
+    return SW_OK;
+}
+
+/* Called by sw_cuda_swap_tile (swap_tile.cu); *launched = 0 when this
+ * device or head_dim has no tensor-core instance. */
+extern "C" sw_status sw_cuda_swap_tile_mma(const sw_cuda_swap_tile_args *a, void *stream,
+                                           int *launched)
+{
+    cudaStream_t st = (cudaStream_t)stream;
+    *launched = 0;
+    switch (a->D) {
+    case 64: return launch_mma<64>(a, st, launched);
+    case 128: return launch_mma<128>(a, st, launched);
+    case 256: return launch_mma<256>(a, st, launched);
+    default: return SW_OK;
+    }
+}
