@@ -202,12 +202,18 @@ SW_API sw_status sw_store_write(sw_store *s, const sw_store_key *key, const void
  * dst_bytes bytes (any alignment). Reads are sorted by placement, adjacent
  * extents are merged into large requests and issued in batches of up to
  * queue_depth; host-tier hits are copied from RAM. Every extent's key,
- * generation, length and CRC32C are checked before a byte reaches dst[i].
+ * generation and length are checked before a byte reaches dst[i], its
+ * payload's CRC32C while it is copied there (the payload is read from
+ * memory once); on a CRC mismatch the copy is overwritten with zeros.
  * Per key: statuses[i] (required) is SW_OK, SW_STATUS_NOT_FOUND,
- * SW_STATUS_CORRUPT (nothing copied), SW_STATUS_IO or SW_STATUS_INVALID
+ * SW_STATUS_CORRUPT, SW_STATUS_IO or SW_STATUS_INVALID
  * (bad key, NULL dst[i], stripe larger than dst_bytes); lengths[i] and
  * generations[i] (both optional) receive the stripe's length and generation
- * (0 when not OK). dst[i] is untouched unless statuses[i] is SW_OK.
+ * (0 when not OK). dst[i] never holds bytes of a stripe that is not OK: it
+ * is untouched unless statuses[i] is SW_OK, except after a payload CRC
+ * mismatch (SW_STATUS_CORRUPT), when its first `length` bytes are zeros.
+ * dst[i] is written with non-temporal stores on x86-64 when the stripe
+ * comes from the file (it is not left in the CPU cache).
  * Returns SW_OK when every key is SW_OK, else the status of the first key
  * that is not; SW_STATUS_INVALID (null store/keys/dst/statuses) and
  * SW_STATUS_FAILED are returned without reading (statuses set to it).
@@ -223,6 +229,12 @@ SW_API sw_status sw_store_read(sw_store *s, size_t n, const sw_store_key *keys,
  * buffer and in device memory, enqueued on `stream` (a cudaStream_t, NULL =
  * legacy default stream). The call synchronises `stream` before it reuses a
  * bounce buffer and before it returns, so the copies are complete on return.
+ * Each extent is checked completely (CRC included) before its copy is
+ * enqueued: on SW_STATUS_CORRUPT nothing is written to dst[i]. A dst[i] that
+ * is not device memory makes the whole call SW_STATUS_INVALID before any
+ * I/O; destinations are looked up per gap-free run in call order (the first
+ * and the last of each run), so back-to-back destinations cost two
+ * cudaPointerGetAttributes per call.
  * Returns as sw_store_read, plus SW_STATUS_NO_DEVICE in a build without CUDA
  * or on a machine without a GPU, SW_STATUS_CUDA (a copy failed; detail).
  */
@@ -270,8 +282,9 @@ SW_API sw_status sw_store_read_submit(sw_store *s, size_t n, const sw_store_key 
  * Waits until the reads of `ticket` (n keys, as submitted) have completed
  * and returns their results exactly as sw_store_read would: statuses[i]
  * (required), lengths[i] and generations[i] (optional), dst[i] untouched
- * unless statuses[i] is SW_OK (every extent's key, generation, length and
- * CRC32C were checked before a byte reached dst[i]); the return value is
+ * unless statuses[i] is SW_OK or it is zeros after a payload CRC mismatch
+ * (as sw_store_read: no byte of a stripe that failed a check is left in
+ * dst[i]); the return value is
  * SW_OK when every key is SW_OK, else the status of the first key that is
  * not. With a remote tier, local misses are fetched from it here.
  * Tickets may be waited for in any order and from any thread; waiting

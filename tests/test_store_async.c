@@ -1,7 +1,7 @@
 /* Read tickets (sw_store_read_submit / sw_store_read_wait): several tiles in
  * flight return exactly what sw_store_read returns; a corrupt extent in a
- * pipelined batch fails its key only (destination untouched); missing and
- * bad keys, bad arguments and unknown tickets; more than 64 outstanding;
+ * pipelined batch fails its key only (destination wiped to zeros, never its
+ * bytes); missing and bad keys, bad arguments and unknown tickets; more than 64 outstanding;
  * an overwrite, delete or eviction between submit and wait returns the
  * version of the submit, never a mix; close with tickets outstanding; reads
  * too large for the bounce buffer; adjacent runs merged into one request
@@ -72,6 +72,17 @@ static int untouched(const void *p)
     const uint8_t *b = (const uint8_t *)p;
     for (size_t i = 0; i < STRIPE; i++)
         if (b[i] != POISON)
+            return 0;
+    return 1;
+}
+
+/* The first len bytes zero (a payload that failed its CRC while it was
+ * copied is wiped), the rest untouched. */
+static int wiped(const void *p, size_t len)
+{
+    const uint8_t *b = (const uint8_t *)p;
+    for (size_t i = 0; i < STRIPE; i++)
+        if (b[i] != (i < len ? 0 : POISON))
             return 0;
     return 1;
 }
@@ -171,7 +182,8 @@ static void test_pipeline(const char *dir, uint64_t host_bytes)
 }
 
 /* A flipped payload byte in one extent: in a batch of tiles in flight,
- * only that key is CORRUPT (its buffer untouched), everything else OK. A
+ * only that key is CORRUPT (its buffer wiped to zeros: the CRC is computed
+ * while the payload is copied), everything else OK. A
  * missing key in another tile: NOT_FOUND for it alone. */
 static void test_corrupt_and_missing(const char *dir)
 {
@@ -215,7 +227,10 @@ static void test_corrupt_and_missing(const char *dir)
             if (sw_store_key_eq(&ts[i].keys[j], &vk) || sw_store_key_eq(&ts[i].keys[j], &gone)) {
                 CHECK_STATUS(ts[i].sts[j], want);
                 CHECK(ts[i].lengths[j] == 0 && ts[i].gens[j] == 0);
-                CHECK(untouched(ts[i].dst[j]));
+                if (want == SW_STATUS_CORRUPT)
+                    CHECK(wiped(ts[i].dst[j], len_of(q, ts[i].keys[j].block, 1)));
+                else
+                    CHECK(untouched(ts[i].dst[j]));
                 continue;
             }
             size_t wl = len_of(q, ts[i].keys[j].block, 1);
@@ -313,7 +328,12 @@ static void test_merged(const char *dir)
         for (uint32_t i = 0; i < N; i++) {
             if (sw_store_key_eq(&keys[i], &bad_pay) || sw_store_key_eq(&keys[i], &bad_hdr)) {
                 CHECK_STATUS(sts[i], SW_STATUS_CORRUPT);
-                CHECK(lens[i] == 0 && untouched(dst[i]));
+                /* the payload failed its CRC while it was copied: wiped;
+                 * the header failed before any byte was copied: untouched */
+                CHECK(lens[i] == 0);
+                CHECK(sw_store_key_eq(&keys[i], &bad_pay)
+                          ? wiped(dst[i], len_of(i / RUN, i % RUN, 3))
+                          : untouched(dst[i]));
                 continue;
             }
             size_t wl = len_of(i / RUN, i % RUN, 3);

@@ -1,8 +1,10 @@
 /* Block store round trips: random keys and lengths written and read back in
  * shuffled batches; overwrite; delete; namespace isolation; reopen after a
  * clean close; host-tier hits; adjacent blocks coalesced into one request;
- * argument errors. */
+ * argument errors; device destinations checked per run (GPU only). */
 #include "test_store_util.h"
+#include "store/store_internal.h"
+#include "swap/swap_cuda.h"
 
 #define STRIPE 8192u
 #define RUN 16u
@@ -326,6 +328,80 @@ static void test_generation_after_compaction(const char *dir)
     CHECK_STATUS(sw_store_close(s), SW_OK);
 }
 
+/* sw_store_read_device checks its destinations per gap-free run (first and
+ * last one looked up): contiguous device destinations read; a host pointer
+ * anywhere -- alone, inside or at the end of the list -- is refused before
+ * any I/O; the trusted variant (the swap engine's) reads the same bytes.
+ * Without a GPU: only the NO_DEVICE answers. */
+static void test_device_runs(const char *dir)
+{
+    enum { K = 6 };
+    sw_store_config c = ts_config(dir, STRIPE, RUN, 4);
+    sw_store *s = NULL;
+    CHECK_STATUS(sw_store_open(&c, &s), SW_OK);
+    if (!s)
+        return;
+    sw_store_key ks[K];
+    uint8_t *buf = (uint8_t *)malloc((size_t)K * STRIPE);
+    for (int i = 0; i < K; i++) {
+        ks[i] = ts_key(3, 0, (uint32_t)i, 0, SW_STORE_KIND_V);
+        ts_fill(buf, STRIPE, &ks[i], 1);
+        CHECK_STATUS(sw_store_write(s, &ks[i], buf, STRIPE, NULL), SW_OK);
+    }
+    sw_status sts[K];
+    void *dst[K];
+    void *dev = NULL;
+    if (sw_cuda_devices() <= 0 || sw_cuda_swap_alloc(&dev, (size_t)K * STRIPE) != SW_OK || !dev) {
+        for (int i = 0; i < K; i++)
+            dst[i] = buf + (size_t)i * STRIPE;
+        sw_status want = SW_STATUS_NO_DEVICE;
+        CHECK_STATUS(sw_store_read_device(s, K, ks, dst, STRIPE, NULL, NULL, sts, NULL), want);
+        CHECK_STATUS(sw_store_read_device_owned(s, K, ks, dst, STRIPE, NULL, NULL, sts, NULL),
+                     want);
+        CHECK(sts[0] == want && sts[K - 1] == want);
+        free(buf);
+        CHECK_STATUS(sw_store_close(s), SW_OK);
+        return;
+    }
+    for (int variant = 0; variant < 2; variant++) {
+        /* in call order: 0..K-1 back to back, or two runs (odd then even) */
+        for (int i = 0; i < K; i++) {
+            int slot = variant == 0 ? i : (i < K / 2 ? 2 * i + 1 : 2 * (i - K / 2));
+            dst[i] = (uint8_t *)dev + (size_t)slot * STRIPE;
+        }
+        CHECK(sw_store_first_host_dst(K, dst, STRIPE) == K);
+        for (int owned = 0; owned < 2; owned++) {
+            CHECK_STATUS(sw_cuda_memset_async(dev, 0, (size_t)K * STRIPE, NULL), SW_OK);
+            CHECK_STATUS(owned ? sw_store_read_device_owned(s, K, ks, dst, STRIPE, NULL, NULL,
+                                                            sts, NULL)
+                               : sw_store_read_device(s, K, ks, dst, STRIPE, NULL, NULL, sts,
+                                                      NULL),
+                         SW_OK);
+            for (int i = 0; i < K; i++) {
+                CHECK_STATUS(sw_cuda_swap_copy(buf, dst[i], STRIPE, NULL), SW_OK);
+                CHECK_STATUS(sw_cuda_stream_sync(NULL), SW_OK);
+                CHECK(ts_check(buf, STRIPE, &ks[i], 1));
+            }
+        }
+    }
+    uint8_t host[STRIPE];
+    for (int at = 0; at < K; at++) {
+        for (int i = 0; i < K; i++)
+            dst[i] = (uint8_t *)dev + (size_t)i * STRIPE;
+        dst[at] = host;
+        CHECK(sw_store_first_host_dst(K, dst, STRIPE) == (size_t)at);
+        sw_store_stats a = ts_stats(s);
+        CHECK_STATUS(sw_store_read_device(s, K, ks, dst, STRIPE, NULL, NULL, sts, NULL),
+                     SW_STATUS_INVALID);
+        sw_store_stats b = ts_stats(s);
+        CHECK(sts[0] == SW_STATUS_INVALID && sts[K - 1] == SW_STATUS_INVALID);
+        CHECK(b.file_hits == a.file_hits && b.host_hits == a.host_hits); /* nothing read */
+    }
+    sw_cuda_swap_free(dev);
+    free(buf);
+    CHECK_STATUS(sw_store_close(s), SW_OK);
+}
+
 int main(void)
 {
     uint64_t seed = ts_seed(0x5107e);
@@ -342,6 +418,8 @@ int main(void)
     test_errors(sub);
     snprintf(sub, sizeof sub, "%s/gen", d.base);
     test_generation_after_compaction(sub);
+    snprintf(sub, sizeof sub, "%s/dev", d.base);
+    test_device_runs(sub);
     ts_rm_rf(d.base);
     if (sw_test_failures)
         fprintf(stderr, "test_store_basic: %d failures (seed 0x%llx)\n", sw_test_failures,

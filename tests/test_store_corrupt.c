@@ -20,8 +20,10 @@ static void write_all(sw_store *s, uint64_t *gens, int from, int to)
     }
 }
 
-/* Returns a bitmask-ish count: number of keys OK; bad_key's status in *bad. */
-static int read_all(sw_store *s, int n, int bad_key, sw_status want_bad)
+/* Returns the number of keys OK; bad_key must have status want_bad and its
+ * destination must hold none of its bytes: untouched, or, with `wiped` (a
+ * payload that failed its CRC after it was copied), all zeros. */
+static int read_all_w(sw_store *s, int n, int bad_key, sw_status want_bad, int wiped)
 {
     sw_store_key keys[N];
     void *dst[N];
@@ -37,8 +39,13 @@ static int read_all(sw_store *s, int n, int bad_key, sw_status want_bad)
     for (int i = 0; i < n; i++) {
         if (i == bad_key) {
             CHECK_STATUS(sts[i], want_bad);
-            /* never bytes: the destination is untouched */
-            CHECK(want_bad == SW_OK || ((uint8_t *)dst[i])[0] == 0xee);
+            /* never bytes: the destination is untouched, or wiped to zeros
+             * when the payload failed its CRC while it was copied */
+            const uint8_t *d = (const uint8_t *)dst[i];
+            int clean = 1;
+            for (size_t k = 0; k < STRIPE; k++)
+                clean &= d[k] == (wiped ? 0x00 : 0xee);
+            CHECK(want_bad == SW_OK || clean);
             continue;
         }
         CHECK_STATUS(sts[i], SW_OK);
@@ -49,6 +56,11 @@ static int read_all(sw_store *s, int n, int bad_key, sw_status want_bad)
         CHECK(r == want_bad);
     free(mem);
     return ok;
+}
+
+static int read_all(sw_store *s, int n, int bad_key, sw_status want_bad)
+{
+    return read_all_w(s, n, bad_key, want_bad, 0);
 }
 
 static void test_flip(const char *dir, int in_header)
@@ -69,12 +81,15 @@ static void test_flip(const char *dir, int in_header)
     CHECK_STATUS(sw_store_open(&c, &s), SW_OK);
     if (!s)
         return;
-    CHECK(read_all(s, N, victim, SW_STATUS_CORRUPT) == N - 1);
+    CHECK(read_all_w(s, N, victim, SW_STATUS_CORRUPT, !in_header) == N - 1);
     sw_store_stats st = ts_stats(s);
     CHECK(st.corruptions == 1);
     /* Reading it alone again: still corrupt, counted again. */
     uint8_t buf[STRIPE];
+    memset(buf, 0xee, STRIPE);
     CHECK_STATUS(ts_read1(s, &vk, buf, STRIPE, NULL, NULL), SW_STATUS_CORRUPT);
+    for (size_t k = 0; k < STRIPE; k++)
+        CHECK(buf[k] == (in_header ? 0xee : 0x00));
     CHECK(ts_stats(s).corruptions == 2);
     /* Overwriting the key heals it. */
     ts_fill(buf, STRIPE, &vk, 1);

@@ -39,6 +39,25 @@ static void test_crc(void)
         size_t len = t < 100 ? 1000 + (size_t)t * 37 : (size_t)(sw_rng_next(&r) % 70001);
         CHECK(sw_crc32c(big + off, len) == sw_crc32c_update_table(0, big + off, len));
     }
+    /* The fused check and copy (the read path): the same CRC as sw_crc32c,
+     * the bytes copied exactly, nothing written outside [dst, dst + len),
+     * for destinations of every alignment mod 16 (its streaming stores) and
+     * lengths around its 12 KiB chunks. */
+    static uint8_t out[70000 + 64];
+    for (int t = 0; t < 400; t++) {
+        size_t off = (size_t)(sw_rng_next(&r) % 9), doff = 8 + (size_t)(t % 17);
+        size_t len = t < 40    ? (size_t)t * 7
+                     : t < 120 ? 12288 * (size_t)(1 + t % 3) - 2 + (size_t)(t % 5)
+                               : (size_t)(sw_rng_next(&r) % 70001);
+        memset(out, 0xa5, sizeof out);
+        uint32_t want = sw_crc32c(big + off, len);
+        CHECK(sw_crc32c_copy(out + doff, big + off, len) == want);
+        CHECK(memcmp(out + doff, big + off, len) == 0);
+        for (size_t i = 0; i < doff; i++)
+            CHECK(out[i] == 0xa5);
+        for (size_t i = doff + len; i < sizeof out; i++)
+            CHECK(out[i] == 0xa5);
+    }
     printf("crc32c implementation: %s\n", sw_crc32c_impl());
 }
 

@@ -104,6 +104,12 @@ uint32_t sw_crc32c(const void *data, size_t len);
 uint32_t sw_crc32c_update(uint32_t crc, const void *data, size_t len);
 uint32_t sw_crc32c_update_table(uint32_t crc, const void *data, size_t len); /* portable path */
 const char *sw_crc32c_impl(void); /* "sse4.2" or "table" */
+/* Copies len bytes from src to dst (not overlapping) and returns
+ * sw_crc32c(src, len), reading src from memory once: per chunk, the copy
+ * brings it into the cache and the CRC runs over the cached bytes (the
+ * store's read path over DMA'd, cache-cold data). On x86-64 dst is written
+ * with non-temporal stores (not left in the cache), fenced before return. */
+uint32_t sw_crc32c_copy(void *dst, const void *src, size_t len);
 
 static inline uint64_t sw_store_run_bytes(const sw_store_geometry *g)
 {

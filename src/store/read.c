@@ -49,11 +49,14 @@ void sw_read_sink_barrier(sw_read_sink *k)
         k->err = sw_cuda_stream_sync(k->stream);
 }
 
+/* src NULL: the bytes are already in dst[idx] (verify_deliver's fused
+ * check and copy). */
 static void deliver(sw_read_ctx *c, uint32_t idx, uint32_t slot, const char *src, int from_host)
 {
     sw_store *s = c->s;
     const sw_slot *e = &s->slots[slot];
-    sink_put(c->out, idx, src, e->length);
+    if (src)
+        sink_put(c->out, idx, src, e->length);
     c->statuses[idx] = SW_OK;
     if (c->lengths)
         c->lengths[idx] = e->length;
@@ -72,23 +75,40 @@ static void deliver(sw_read_ctx *c, uint32_t idx, uint32_t slot, const char *src
  * at pay) against the index; delivers it or marks the key corrupt. The slot
  * must still hold the generation of the lookup: the index cannot change
  * while a read is in flight (sw_store_enter drains the tickets first), so a
- * mismatch here is a bug, reported as CORRUPT rather than bytes. */
+ * mismatch here is a bug, reported as CORRUPT rather than bytes.
+ *
+ * Into host memory the payload's CRC32C is computed while it is copied
+ * (sw_crc32c_copy: the DMA'd bounce bytes are read from memory once, not
+ * once by the CRC and again by a memcpy); when the CRC then does not match,
+ * the copy is overwritten with zeros, so dst never holds a byte that failed
+ * its check. A header that fails is found before any byte is copied. Device
+ * destinations are checked first and copied after (cudaMemcpyAsync). */
 static void verify_deliver(sw_read_ctx *c, const sw_read_item *it, const char *hdr,
                            const char *pay)
 {
     sw_store *s = c->s;
     const sw_slot *e = &s->slots[it->slot];
     sw_store_extent_hdr h;
-    if (!e->used || e->generation != it->gen ||
-        sw_store_decode_extent_hdr((const uint8_t *)hdr, SW_STORE_HDR_BYTES, &h) != SW_OK ||
-        !sw_store_key_eq(&h.key, &e->key) || h.generation != e->generation ||
-        h.length != e->length || h.payload_crc != e->crc || h.slot != it->slot ||
-        sw_crc32c(pay, h.length) != h.payload_crc) {
+    int ok = e->used && e->generation == it->gen &&
+             sw_store_decode_extent_hdr((const uint8_t *)hdr, SW_STORE_HDR_BYTES, &h) == SW_OK &&
+             sw_store_key_eq(&h.key, &e->key) && h.generation == e->generation &&
+             h.length == e->length && h.payload_crc == e->crc && h.slot == it->slot;
+    const char *src = pay;
+    if (ok && !c->out->device) {
+        void *d = c->out->dst[it->idx];
+        ok = sw_crc32c_copy(d, pay, h.length) == h.payload_crc;
+        if (!ok)
+            memset(d, 0, h.length);
+        src = NULL; /* already in dst */
+    } else if (ok) {
+        ok = sw_crc32c(pay, h.length) == h.payload_crc;
+    }
+    if (!ok) {
         s->st.corruptions++;
         c->statuses[it->idx] = SW_STATUS_CORRUPT;
         return;
     }
-    deliver(c, it->idx, it->slot, pay, 0);
+    deliver(c, it->idx, it->slot, src, 0);
     sw_store_host_put(s, it->slot, pay); /* only verified bytes enter the host tier */
 }
 
@@ -486,28 +506,76 @@ sw_status sw_store_read(sw_store *s, size_t n, const sw_store_key *keys, void *c
     return read_common(s, n, keys, &out, dst_bytes, lengths, generations, statuses);
 }
 
+static sw_status no_device(size_t n, sw_status *statuses)
+{
+    sw_status st = sw_fail(SW_STATUS_NO_DEVICE, "sw_store_read_device: %s",
+                           sw_cuda_built() ? "no usable GPU" : "built without CUDA");
+    for (size_t i = 0; statuses && i < n; i++)
+        statuses[i] = st;
+    return st;
+}
+
+/* Host memory passed as a device destination would fail inside the copy
+ * after the read; it is refused up front. One cudaPointerGetAttributes per
+ * destination cost more than the read's own bookkeeping, so destinations are
+ * checked per gap-free run, in call order: dst[i] continues the run when it
+ * starts inside the run or right at its end (lo <= dst[i] <= hi, hi the end
+ * of the run's furthest dst_bytes room); only the first and the last
+ * destination of each run are looked up. Both being device memory is taken
+ * to mean the run is: a host mapping does not lie between two pieces of a
+ * device allocation range without a gap the rule would see. The swap
+ * engine's staging buffers, K and V stripes back to back, are one run per
+ * call. Returns the index of a destination that is not device memory, or n. */
+size_t sw_store_first_host_dst(size_t n, void *const *dst, size_t dst_bytes)
+{
+    size_t i = 0;
+    while (i < n) {
+        uintptr_t lo = (uintptr_t)dst[i];
+        uintptr_t room = dst_bytes ? (uintptr_t)dst_bytes : 1;
+        uintptr_t hi = lo > UINTPTR_MAX - room ? UINTPTR_MAX : lo + room;
+        size_t j = i + 1;
+        while (j < n && dst[j]) {
+            uintptr_t p = (uintptr_t)dst[j];
+            if (p < lo || p > hi)
+                break;
+            uintptr_t e = p > UINTPTR_MAX - room ? UINTPTR_MAX : p + room;
+            if (e > hi)
+                hi = e;
+            j++;
+        }
+        if (!sw_cuda_is_device_ptr(dst[i]))
+            return i;
+        if (j - 1 > i && !sw_cuda_is_device_ptr(dst[j - 1]))
+            return j - 1;
+        i = j;
+    }
+    return n;
+}
+
 sw_status sw_store_read_device(sw_store *s, size_t n, const sw_store_key *keys,
                                void *const *dst, size_t dst_bytes, size_t *lengths,
                                uint64_t *generations, sw_status *statuses, void *stream)
 {
-    if (!sw_cuda_built() || sw_cuda_devices() <= 0) {
-        sw_status st = sw_fail(SW_STATUS_NO_DEVICE, "sw_store_read_device: %s",
-                               sw_cuda_built() ? "no usable GPU" : "built without CUDA");
-        for (size_t i = 0; statuses && i < n; i++)
-            statuses[i] = st;
-        return st;
-    }
-    /* Host memory passed as a device destination would fail inside the copy
-     * after the read; refuse it up front, per key. */
-    for (size_t i = 0; dst && i < n; i++) {
-        if (sw_cuda_is_device_ptr(dst[i]))
-            continue;
+    if (!sw_cuda_built() || sw_cuda_devices() <= 0)
+        return no_device(n, statuses);
+    size_t i = dst ? sw_store_first_host_dst(n, dst, dst_bytes) : n;
+    if (i < n) {
         sw_status bad = sw_fail(SW_STATUS_INVALID, "sw_store_read_device: dst[%zu]=%p is not "
                                 "device memory; nothing was read", i, dst[i]);
         for (size_t j = 0; statuses && j < n; j++)
             statuses[j] = bad;
         return bad;
     }
+    sw_read_sink out = {1, stream, dst, NULL, NULL, 0, SW_OK};
+    return read_common(s, n, keys, &out, dst_bytes, lengths, generations, statuses);
+}
+
+sw_status sw_store_read_device_owned(sw_store *s, size_t n, const sw_store_key *keys,
+                                     void *const *dst, size_t dst_bytes, size_t *lengths,
+                                     uint64_t *generations, sw_status *statuses, void *stream)
+{
+    if (!sw_cuda_built() || sw_cuda_devices() <= 0)
+        return no_device(n, statuses);
     sw_read_sink out = {1, stream, dst, NULL, NULL, 0, SW_OK};
     return read_common(s, n, keys, &out, dst_bytes, lengths, generations, statuses);
 }

@@ -198,6 +198,19 @@ sw_status sw_store_remote_fetch(sw_store *s, size_t n, const sw_store_key *keys,
                                 size_t *lengths, uint64_t *generations, sw_status *statuses);
 void sw_store_remote_stats(sw_store *s, sw_store_stats *st);
 
+/* read.c: sw_store_read_device without the destination check, for callers
+ * whose destinations are device memory by construction (the swap engine's
+ * staging buffers, which it cudaMalloc'ed itself): same results otherwise,
+ * including SW_STATUS_NO_DEVICE without CUDA or a GPU. A host pointer here
+ * fails in the copy (SW_STATUS_CUDA) after the read instead of up front.
+ * first_host_dst: the check sw_store_read_device makes (a gap-free run of
+ * destinations is looked up at its first and last one); the index of a
+ * destination that is not device memory, or n. */
+sw_status sw_store_read_device_owned(sw_store *s, size_t n, const sw_store_key *keys,
+                                     void *const *dst, size_t dst_bytes, size_t *lengths,
+                                     uint64_t *generations, sw_status *statuses, void *stream);
+size_t sw_store_first_host_dst(size_t n, void *const *dst, size_t dst_bytes);
+
 /* Thin CUDA wrapper added for the store (cuda_rt.cu / cuda_stub.c). */
 sw_status sw_cuda_stream_sync(void *stream);
 int sw_cuda_is_device_ptr(const void *p);

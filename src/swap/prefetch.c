@@ -5,6 +5,7 @@
 #include "swap_cuda.h"
 #include "attn/attn_internal.h"
 #include "core/sw_core.h"
+#include "store/store_internal.h"
 
 #include <string.h>
 
@@ -18,8 +19,10 @@ void sw_swap_read_run(sw_store *store, sw_swap_read_job *job)
     if (job->device) {
         /* Device pool: the store copies into the staging buffer on the
          * engine's copy stream, once the scatter that last read the buffer
-         * has run, and synchronises the stream before it returns. The seam
-         * for an asynchronous store read is here. */
+         * has run, and synchronises the stream before it returns. The
+         * staging buffers are the engine's own cudaMalloc memory, so the
+         * store's per-destination pointer check is skipped (the _owned
+         * variant). The seam for an asynchronous store read is here. */
         sw_status st = sw_cuda_set_device(job->devno);
         if (st == SW_OK)
             st = sw_cuda_swap_stream_wait(job->stream, job->wait_ev);
@@ -28,9 +31,9 @@ void sw_swap_read_run(sw_store *store, sw_swap_read_job *job)
                 job->statuses[i] = st;
             job->result = st;
         } else {
-            job->result = sw_store_read_device(store, job->n, job->keys, job->dst,
-                                               job->dst_bytes, job->lengths, job->gens,
-                                               job->statuses, job->stream);
+            job->result = sw_store_read_device_owned(store, job->n, job->keys, job->dst,
+                                                     job->dst_bytes, job->lengths, job->gens,
+                                                     job->statuses, job->stream);
         }
     } else {
         job->result = sw_store_read(store, job->n, job->keys, job->dst, job->dst_bytes,
