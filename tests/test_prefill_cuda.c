@@ -5,7 +5,9 @@
 #include "sw_test.h"
 
 #include "core/sw_core.h"
+#include "core/sw_half.h"
 
+#include <math.h>
 #include <string.h>
 
 #ifndef SPILLWAY_HAVE_CUDA
@@ -116,6 +118,117 @@ static int run_case(sw_case *c, int row_sample, cudaStream_t st, int layers, sw_
     return bad;
 }
 
+/* A request's result depends on its own rows only: request 1's K rows are NaN
+ * and its V rows +inf, request 0's kv_len is not a multiple of any tile, so
+ * every kernel loads some of request 1's rows into request 0's last tile
+ * (TMA and cp.async load whole tiles). Masked scores must be replaced, not
+ * multiplied, and those V rows must not meet a zero probability (0 * inf =
+ * NaN). Request 0's rows are compared with the CPU reference run on request 0
+ * alone; request 1's own rows are not checked (NaN in, NaN out). */
+static int check_isolation(cudaStream_t st, sw_backend backend)
+{
+    int bad = 0;
+    const int32_t qo[3] = {0, 37, 42}, kv[3] = {0, 77, 207};
+    const int32_t hq = 4, hkv = 2;
+    for (int di = 0; di < 3; di++)
+        for (int causal = 0; causal < 2; causal++) {
+            const int32_t d = 64 << di;
+            const int64_t nq = (int64_t)qo[2] * hq * d, nk = (int64_t)kv[2] * hkv * d;
+            const int64_t nq0 = (int64_t)qo[1] * hq * d, nk0 = (int64_t)kv[1] * hkv * d;
+            uint16_t *q = malloc((size_t)nq * 2), *k = malloc((size_t)nk * 2);
+            uint16_t *v = malloc((size_t)nk * 2), *o = malloc((size_t)nq * 2);
+            uint16_t *ref = malloc((size_t)nq0 * 2);
+            float *lse = malloc((size_t)qo[2] * hq * 4), *lse_ref = malloc((size_t)qo[1] * hq * 4);
+            sw_rng r = {0x150a7e0ull + (uint64_t)(di * 2 + causal)};
+            for (int64_t i = 0; i < nq; i++)
+                q[i] = sw_f32_to_bf16((float)sw_rng_normal(&r));
+            for (int64_t i = 0; i < nk; i++) {
+                k[i] = i < nk0 ? sw_f32_to_bf16((float)sw_rng_normal(&r)) : 0x7fc0; /* NaN */
+                v[i] = i < nk0 ? sw_f32_to_bf16((float)sw_rng_normal(&r)) : 0x7f80; /* +inf */
+            }
+            sw_prefill_params p;
+            sw_prefill_params_init(&p);
+            p.dtype = SW_DTYPE_BF16;
+            p.num_qo_heads = hq;
+            p.num_kv_heads = hkv;
+            p.head_dim = d;
+            p.causal = causal;
+            /* the reference: request 0 alone, on the CPU */
+            sw_prefill_params pr = p;
+            pr.backend = SW_BACKEND_CPU_REF;
+            sw_prefill_tensors tr;
+            sw_prefill_tensors_init(&tr);
+            tr.q = q;
+            tr.k = k;
+            tr.v = v;
+            tr.o = ref;
+            tr.lse = lse_ref;
+            tr.q_rows = qo[1];
+            tr.kv_rows = kv[1];
+            CHECK_STATUS(sw_prefill_host(&pr, 1, qo, kv, &tr), SW_OK);
+            /* the kernel: both requests */
+            void *dq, *dk, *dv, *dout, *dws = NULL;
+            float *dlse;
+            CUDA_OK(cudaMalloc(&dq, (size_t)nq * 2));
+            CUDA_OK(cudaMalloc(&dk, (size_t)nk * 2));
+            CUDA_OK(cudaMalloc(&dv, (size_t)nk * 2));
+            CUDA_OK(cudaMalloc(&dout, (size_t)nq * 2));
+            CUDA_OK(cudaMalloc((void **)&dlse, (size_t)qo[2] * hq * 4));
+            CUDA_OK(cudaMemcpy(dq, q, (size_t)nq * 2, cudaMemcpyHostToDevice));
+            CUDA_OK(cudaMemcpy(dk, k, (size_t)nk * 2, cudaMemcpyHostToDevice));
+            CUDA_OK(cudaMemcpy(dv, v, (size_t)nk * 2, cudaMemcpyHostToDevice));
+            p.backend = backend;
+            sw_prefill_plan *pl = NULL;
+            sw_status s = sw_prefill_plan_create(&p, 2, qo, kv, &pl);
+            if (s == SW_OK && sw_prefill_plan_workspace_size(pl))
+                CUDA_OK(cudaMalloc(&dws, sw_prefill_plan_workspace_size(pl)));
+            if (s == SW_OK) {
+                sw_prefill_tensors t;
+                sw_prefill_tensors_init(&t);
+                t.q = dq;
+                t.k = dk;
+                t.v = dv;
+                t.o = dout;
+                t.lse = dlse;
+                t.q_rows = qo[2];
+                t.kv_rows = kv[2];
+                t.workspace = dws;
+                t.workspace_bytes = sw_prefill_plan_workspace_size(pl);
+                s = sw_prefill_run(pl, &t, st);
+            }
+            CUDA_OK(cudaStreamSynchronize(st));
+            sw_prefill_plan_destroy(pl);
+            double num = 0, den = 0, lse_err = 0;
+            int nonfinite = 0;
+            if (s == SW_OK) {
+                CUDA_OK(cudaMemcpy(o, dout, (size_t)nq * 2, cudaMemcpyDeviceToHost));
+                CUDA_OK(cudaMemcpy(lse, dlse, (size_t)qo[2] * hq * 4, cudaMemcpyDeviceToHost));
+                for (int64_t i = 0; i < nq0; i++) {
+                    const double a = sw_bf16_to_f32(o[i]), b = sw_bf16_to_f32(ref[i]);
+                    if (!isfinite(a))
+                        nonfinite++;
+                    num += (a - b) * (a - b);
+                    den += b * b;
+                }
+                for (int64_t i = 0; i < (int64_t)qo[1] * hq; i++) {
+                    const double e = fabs((double)lse[i] - lse_ref[i]);
+                    lse_err = isfinite(e) ? (e > lse_err ? e : lse_err) : 1e30;
+                }
+            }
+            const double rel = den > 0 ? sqrt(num / den) : 0;
+            const int fail = s != SW_OK || nonfinite || !(rel <= 1e-2) || !(lse_err <= 2e-2);
+            if (fail)
+                fprintf(stderr, "FAIL isolation [%s] d%d %s: %s %s, request 0: %d non-finite, "
+                        "rel_l2 %.3g, lse err %.3g\n", sw_backend_name(backend), (int)d,
+                        causal ? "causal" : "full", sw_status_str(s),
+                        s == SW_OK ? "" : sw_last_error(), nonfinite, rel, lse_err);
+            bad += fail;
+            cudaFree(dq); cudaFree(dk); cudaFree(dv); cudaFree(dout); cudaFree(dlse); cudaFree(dws);
+            free(q); free(k); free(v); free(o); free(ref); free(lse); free(lse_ref);
+        }
+    return bad;
+}
+
 static void check_refusals(cudaStream_t st)
 {
     sw_case c;
@@ -203,6 +316,8 @@ int main(void)
                 total++;
                 sw_case_free(&c);
             }
+        failed += check_isolation(st, backends[bi]);
+        total += 6;
         printf("test_prefill_cuda: %s: %d cases, %d failed\n", sw_backend_name(backends[bi]),
                total - n0, failed - f0);
     }
