@@ -91,11 +91,13 @@ typedef struct sw_swap_config {
                                * to resident_blocks */
     int32_t predictor_rank;   /* 1..128 (default 32) */
     uint64_t projection_seed; /* seed of the projection (default 0x5157) */
-    int32_t prefetch_depth;   /* tiles read ahead: 0 = none, 1 (default) =
-                               * tile i+1 read while tile i computes; larger
-                               * values act as 1 in this build. Needs
+    int32_t prefetch_depth;   /* tiles whose store reads are in flight while
+                               * a tile computes: 0 = none, default 4, at
+                               * most 32 (staging of depth + 1 tiles). Needs
                                * resident_blocks >= 2 * tile_blocks, else the
-                               * engine runs without read-ahead. */
+                               * engine runs without read-ahead. Hits,
+                               * evictions and results do not depend on it
+                               * (for any depth >= 1). */
     sw_swap_policy policy;    /* default SW_SWAP_POLICY_SCORE */
     sw_swap_pool_kind pool;   /* default SW_SWAP_POOL_HOST */
     int32_t device;           /* CUDA ordinal for a device pool (default 0) */
@@ -234,11 +236,12 @@ typedef struct sw_swap_attend_result {
  * Attention of one layer for a batch of sequences over all of their
  * offloaded tokens (or the sparse selection). Per sequence: scores its
  * blocks with the predictor, attends the blocks already resident first,
- * then the missing ones in ascending score order, in tiles of at most
+ * then the missing ones in block order, in tiles of at most
  * tile_blocks blocks; a tile's missing blocks are read with ONE batched
- * sw_store_read (K and V stripes of every kv head), issued while the
- * previous tile computes. fp32 running (max, sum, acc) per query row and
- * head, merged across tiles, finalised to BF16 (and LSE).
+ * store read ticket (K and V stripes of every kv head), submitted up to
+ * prefetch_depth tiles ahead of the tile being computed. fp32 running
+ * (max, sum, acc) per query row and head, merged across tiles, finalised
+ * to BF16 (and LSE).
  * `stream` is for a device pool; ignored for a host pool.
  * res (optional; res->struct_size set by the caller) receives counters.
  * Returns SW_OK; SW_STATUS_INVALID (null argument, bad struct_size, layer
@@ -275,7 +278,8 @@ SW_API sw_status sw_swap_get_projection(const sw_swap *s, float *out, size_t cap
 typedef struct sw_swap_stats {
     uint32_t struct_size;      /* sizeof(sw_swap_stats), set by the caller */
     sw_swap_policy policy;
-    int32_t resident_blocks, tile_blocks, predictor_rank, prefetch; /* effective */
+    int32_t resident_blocks, tile_blocks, predictor_rank; /* effective */
+    int32_t prefetch;          /* effective read-ahead depth in tiles */
     int32_t failed;            /* 1 when the handle refuses further work */
     int32_t reserved;
     uint64_t sequences, resident_used;   /* now */

@@ -2,7 +2,9 @@
  * device pool in a CPU build, wrong block buffer sizes, unknown sequences,
  * layers out of range, partial blocks in the middle, overlapping block
  * ranges, bad attend parameters, and a stripe deleted behind the engine's
- * back (NOT_FOUND, the pool stays usable). */
+ * back (NOT_FOUND, the pool stays usable), also while it is several tiles
+ * ahead in the read-ahead; read-ahead depth changes neither hits nor
+ * results. */
 #include "test_swap_util.h"
 
 /* The device pool's host heuristics are pure functions: checked here,
@@ -40,9 +42,142 @@ static void test_dev_heuristics(void)
     CHECK(sw_swap_dev_layout(50, 50, 1) == 0);
 }
 
+static uint16_t bf16_of(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return (uint16_t)(u >> 16);
+}
+
+/* One engine per depth on namespaces 20 + i of one store, the same 12
+ * blocks, pool 4, tile 1: depth 1 (the reference), 3 and 8 must give the
+ * same outputs bit for bit and the same hits, misses and evictions. Then a
+ * stripe of block 9 deleted: with depth 8 its read is in flight from the
+ * start of the pass; the attend returns NOT_FOUND and, once the stripe is
+ * rewritten, the next attend equals the reference again (no slot kept
+ * bytes of a failed read). */
+static void test_depth(sw_store *store)
+{
+    sw_swap_model m;
+    sw_swap_model_init(&m);
+    m.num_layers = 1;
+    m.num_kv_heads = 2;
+    m.num_qo_heads = 4;
+    m.head_dim = 64;
+    m.block_size = 16;
+    const int32_t nblk = 12, depths[3] = {1, 3, 8};
+    const size_t elems = 2 * 16 * 64;
+    uint16_t *k = malloc(elems * 2), *v = malloc(elems * 2);
+    uint16_t q[4 * 64], o[3][3][4 * 64];
+    uint64_t x = 12345;
+    for (int i = 0; i < 4 * 64; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        q[i] = bf16_of((float)((x >> 40) % 2001) / 1000.0f - 1.0f);
+    }
+    sw_swap *e[3] = {NULL, NULL, NULL};
+    sw_swap_stats st[3];
+    for (int d = 0; d < 3; d++) {
+        sw_swap_config c;
+        sw_swap_config_init(&c);
+        c.resident_blocks = 4;
+        c.tile_blocks = 1;
+        c.prefetch_depth = depths[d];
+        CHECK_STATUS(sw_swap_create(&m, &c, store, &e[d]), SW_OK);
+        if (!e[d])
+            goto out;
+        CHECK_STATUS(sw_swap_seq_add(e[d], 7, 20 + (uint64_t)d, 0, 64), SW_OK);
+        for (int32_t blk = 0; blk < nblk; blk++) {
+            uint64_t y = 777 + (uint64_t)blk;
+            for (size_t i = 0; i < elems; i++) {
+                y = y * 6364136223846793005ull + 1442695040888963407ull;
+                k[i] = bf16_of((float)((y >> 40) % 2001) / 1000.0f - 1.0f);
+                v[i] = bf16_of((float)((y >> 20) % 2001) / 1000.0f - 1.0f);
+            }
+            sw_swap_block b;
+            sw_swap_block_init(&b);
+            b.dtype = SW_SWAP_KV_BF16;
+            b.valid_tokens = 16;
+            b.k = k;
+            b.v = v;
+            b.k_bytes = b.v_bytes = elems * 2;
+            CHECK_STATUS(sw_swap_offload(e[d], 7, 0, blk, &b), SW_OK);
+        }
+        uint64_t id = 7;
+        int32_t qi[2] = {0, 1};
+        sw_swap_attend_params p;
+        sw_swap_attend_params_init(&p);
+        p.batch = 1;
+        p.seq_ids = &id;
+        p.q_indptr = qi;
+        p.q = q;
+        for (int r = 0; r < 3; r++) {
+            p.o = o[d][r];
+            CHECK_STATUS(sw_swap_attend(e[d], &p, NULL, NULL), SW_OK);
+            if (d > 0)
+                CHECK(memcmp(o[d][r], o[0][r], sizeof o[0][r]) == 0);
+        }
+        memset(&st[d], 0, sizeof st[d]);
+        st[d].struct_size = sizeof st[d];
+        CHECK_STATUS(sw_swap_get_stats(e[d], &st[d]), SW_OK);
+        CHECK(st[d].prefetch == depths[d]);
+        CHECK(st[d].hits == st[0].hits && st[d].misses == st[0].misses &&
+              st[d].evictions == st[0].evictions);
+        CHECK(st[d].misses > 0 && st[d].prefetched_tiles > 0);
+    }
+    printf("read-ahead depth 1/3/8: hits %llu misses %llu evictions %llu, outputs equal\n",
+           (unsigned long long)st[0].hits, (unsigned long long)st[0].misses,
+           (unsigned long long)st[0].evictions);
+    {
+        /* a failing key deep in the read-ahead */
+        sw_store_key key = ts_key(22, 0, 9, 1, SW_STORE_KIND_K);
+        CHECK_STATUS(sw_store_delete(store, &key), SW_OK);
+        uint64_t id = 7;
+        int32_t qi[2] = {0, 1};
+        uint16_t ob[4 * 64];
+        sw_swap_attend_params p;
+        sw_swap_attend_params_init(&p);
+        p.batch = 1;
+        p.seq_ids = &id;
+        p.q_indptr = qi;
+        p.q = q;
+        p.o = ob;
+        CHECK_STATUS(sw_swap_attend(e[2], &p, NULL, NULL), SW_STATUS_NOT_FOUND);
+        printf("deleted stripe in the read-ahead: %s\n", sw_last_error());
+        uint64_t y = 777 + 9;
+        for (size_t i = 0; i < elems; i++) {
+            y = y * 6364136223846793005ull + 1442695040888963407ull;
+            k[i] = bf16_of((float)((y >> 40) % 2001) / 1000.0f - 1.0f);
+            v[i] = bf16_of((float)((y >> 20) % 2001) / 1000.0f - 1.0f);
+        }
+        sw_swap_block b;
+        sw_swap_block_init(&b);
+        b.dtype = SW_SWAP_KV_BF16;
+        b.valid_tokens = 16;
+        b.k = k;
+        b.v = v;
+        b.k_bytes = b.v_bytes = elems * 2;
+        CHECK_STATUS(sw_swap_offload(e[2], 7, 0, 9, &b), SW_OK); /* heals */
+        for (int r = 0; r < 2; r++) {
+            CHECK_STATUS(sw_swap_attend(e[2], &p, NULL, NULL), SW_OK);
+            CHECK(memcmp(ob, o[0][2], sizeof ob) == 0);
+        }
+    }
+out:
+    for (int d = 0; d < 3; d++)
+        sw_swap_destroy(e[d]);
+    free(k);
+    free(v);
+}
+
 int main(void)
 {
     test_dev_heuristics();
+    /* read-ahead depth: as configured up to 32; none below 2 tiles of pool */
+    CHECK(sw_swap_prefetch_depth(4, 64, 8) == 4);
+    CHECK(sw_swap_prefetch_depth(100, 64, 8) == SW_SWAP_MAX_PREFETCH);
+    CHECK(sw_swap_prefetch_depth(4, 15, 8) == 0);
+    CHECK(sw_swap_prefetch_depth(0, 64, 8) == 0);
+    CHECK(sw_swap_prefetch_depth(1, 16, 8) == 1);
     ts_dir d;
     ts_dir_make(&d, "swap_err");
     sw_store *store = tsw_store_open(d.store, 8192, 512, 0);
@@ -210,6 +345,7 @@ int main(void)
     CHECK_STATUS(sw_swap_get_stats(s2, &st), SW_STATUS_INVALID);
     sw_swap_destroy(s2);
     sw_swap_destroy(s);
+    test_depth(store);
     sw_swap_destroy(NULL);
     free(k);
     free(v);

@@ -50,7 +50,7 @@ static int run_case(sw_store *store, uint64_t seed, int idx, uint64_t ns)
     c.resident_blocks = pool;
     c.tile_blocks = tile;
     c.predictor_rank = 16;
-    c.prefetch_depth = idx % 2;
+    c.prefetch_depth = (int32_t[]){0, 1, 4}[idx % 3];
     c.policy = (idx / 3) % 2 ? SW_SWAP_POLICY_LRU : SW_SWAP_POLICY_SCORE;
     sw_swap *s = NULL;
     CHECK_STATUS(sw_swap_create(&m, &c, store, &s), SW_OK);
@@ -176,7 +176,7 @@ static int run_case(sw_store *store, uint64_t seed, int idx, uint64_t ns)
     CHECK_STATUS(sw_swap_get_stats(s, &st), SW_OK);
     CHECK(st.resident_used <= (uint64_t)pool);
     CHECK(st.bytes_read == st.host_bytes_read + st.file_bytes_read);
-    CHECK(st.prefetch == (c.prefetch_depth && pool >= 2 * tile));
+    CHECK(st.prefetch == (pool >= 2 * tile ? c.prefetch_depth : 0));
     if (c.prefetch_depth && pool >= 2 * tile && st.read_calls > 1)
         CHECK(st.prefetched_tiles > 0);
     for (int32_t i = 0; i < nseq; i++) {

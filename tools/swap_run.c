@@ -550,6 +550,8 @@ int swt_run_case(const swt_case *c, const char *store_dir, swt_result *res)
     sw_swap_config_init(&cfg);
     cfg.resident_blocks = c->resident_blocks;
     cfg.tile_blocks = c->tile_blocks;
+    if (c->prefetch_depth >= 0)
+        cfg.prefetch_depth = c->prefetch_depth;
     if (c->device_pool) {
         cfg.pool = SW_SWAP_POOL_DEVICE;
         cfg.device = 0;

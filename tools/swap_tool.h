@@ -23,6 +23,7 @@ typedef struct swt_case {
     int device_pool;            /* 1 = SW_SWAP_POOL_DEVICE on GPU 0 (q, o on
                                  * the GPU; a step ends with a stream sync) */
     int32_t tile_blocks;        /* 0 = the engine's default */
+    int32_t prefetch_depth;     /* engine read-ahead; -1 = its default */
     int32_t kernel_reps;        /* device pool: attends of the last queries
                                  * repeated back to back after the steps (the
                                  * tile kernels' steady state); 0 = none */

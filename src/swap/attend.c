@@ -1,8 +1,8 @@
 /* Attend orchestration: score blocks, walk each sequence tile by tile
- * (resident blocks first, then missing ones in ascending score order, so
- * that the best-scored blocks are the last loaded and stay resident), read a
- * tile's missing stripes with one batched store read issued while the
- * previous tile computes, and merge online-softmax states in fp32. */
+ * (resident blocks first, then missing ones in block order), read a tile's
+ * missing stripes with one store read ticket submitted `prefetch` tiles
+ * ahead of the tile being computed, and merge online-softmax states in
+ * fp32. */
 #include "swap_internal.h"
 #include "swap_cuda.h"
 #include "attn/attn_internal.h"
@@ -27,6 +27,7 @@ typedef struct tile {
     int32_t n;              /* blocks */
     int32_t *blocks, *slots;
     int32_t *miss_blocks;   /* logical ids of the blocks being read */
+    int32_t *miss_slots;    /* the slots plan_tile gave them */
     int32_t nmiss;
     size_t nkeys;
     sw_store_key *keys;
@@ -34,9 +35,9 @@ typedef struct tile {
     size_t *lens;
     uint64_t *gens;
     sw_status *sts;
-    sw_swap_read_job job;
-    int in_worker;
-    int buf, layout;        /* device pool: staging buffer and its layout */
+    sw_swap_read_job job;   /* job.ticket != 0: a read in flight */
+    int hbuf;               /* staging of its reads (ring position) */
+    int buf;                /* device pool: device staging buffer */
 } tile;
 
 /* Per-call state. */
@@ -162,7 +163,7 @@ static size_t v_offset(const sw_swap *s)
 
 /* Plans the next tile; returns 1 when there is one, 0 at the end, <0 on
  * allocation failure. */
-static int plan_tile(run *R, tile *t)
+static int plan_tile(run *R, tile *t, int hbuf)
 {
     sw_swap *s = R->s;
     const sw_swap_attend_params *p = R->p;
@@ -186,12 +187,11 @@ static int plan_tile(run *R, tile *t)
     t->n = 0;
     t->nmiss = 0;
     t->nkeys = 0;
-    t->in_worker = 0;
+    t->job.ticket = 0;
     R->vn = -1;
-    if (s->dev) {
+    t->hbuf = hbuf;
+    if (s->dev)
         t->buf = R->nplanned++ & 1;
-        t->layout = sw_swap_dev_next_layout(s);
-    }
     while (t->n < s->tile_blocks && R->pos < R->norder) {
         const int32_t b = R->order[R->pos++];
         sw_swap_blk *e = &L->blk[b];
@@ -225,24 +225,29 @@ static int plan_tile(run *R, tile *t)
             const size_t es = sw_swap_kv_elem_size((sw_swap_kv_dtype)e->dtype);
             if (s->dev) {
                 /* Keys in the store's write order (offload: per kv head, K
-                 * then V) so that host-tier copies run together; the
-                 * staging layout decides which runs are contiguous. */
+                 * then V) into the tile's host staging, block-major: the
+                 * tile's stripes are one contiguous upload. */
                 for (int32_t h = 0; h < H; h++)
                     for (int kind = 0; kind < 2; kind++) {
                         t->keys[t->nkeys] = key_of(q, p->layer, b, h, kind);
-                        t->dst[t->nkeys] = sw_swap_dev_stage_ptr(s, t->buf, t->layout,
-                                                                 t->nmiss, h, kind);
+                        t->dst[t->nkeys] = sw_swap_dev_hstage_ptr(s, t->hbuf, t->nmiss, h,
+                                                                  kind);
                         t->nkeys++;
                     }
             } else {
+                /* into a staging buffer in slot layout, swapped into the
+                 * slot when the tile computes (commit_tile) */
+                uint8_t *stage = s->stage[(size_t)t->hbuf * (size_t)s->tile_blocks +
+                                          (size_t)t->nmiss];
                 for (int kind = 0; kind < 2; kind++)
                     for (int32_t h = 0; h < H; h++) {
                         t->keys[t->nkeys] = key_of(q, p->layer, b, h, kind);
-                        t->dst[t->nkeys] = v->data + (kind ? v_offset(s) : 0) +
+                        t->dst[t->nkeys] = stage + (kind ? v_offset(s) : 0) +
                                            (size_t)h * s->stripe_elems * es;
                         t->nkeys++;
                     }
             }
+            t->miss_slots[t->nmiss] = slot;
             t->miss_blocks[t->nmiss++] = b;
         }
         sw_swap_slot *sl = &s->slots[slot];
@@ -257,37 +262,26 @@ static int plan_tile(run *R, tile *t)
     return 1;
 }
 
-static void start_read(run *R, tile *t, int async)
+/* Submits the tile's read as a store ticket; `ahead` when another tile
+ * is still to be computed before it (read-ahead). A failed submit leaves
+ * its status on every key, reported by finish_read. */
+static void start_read(run *R, tile *t, int ahead)
 {
     sw_swap *s = R->s;
     t->job.n = t->nkeys;
     t->job.keys = t->keys;
     t->job.dst = t->dst;
     t->job.dst_bytes = s->dev ? sw_swap_dev_stage_stride(s) : s->stripe_elems * 2;
-    t->job.device = s->dev != NULL;
-    if (s->dev) {
-        t->job.devno = s->c.device;
-        t->job.stream = sw_swap_dev_copy_stream(s);
-        t->job.wait_ev = sw_swap_dev_stage_event(s, t->buf);
-    }
     t->job.lengths = t->lens;
     t->job.gens = t->gens;
     t->job.statuses = t->sts;
-    t->job.result = SW_OK;
-    t->job.host_bytes = t->job.file_bytes = 0;
     if (t->nkeys == 0)
         return;
     s->st.read_calls++;
     s->st.stripes_read += t->nkeys;
-    if (async) {
-        sw_swap_worker_submit(&s->worker, &t->job);
-        t->in_worker = 1;
+    if (ahead)
         s->st.prefetched_tiles++;
-    } else {
-        double t0 = now_s();
-        sw_swap_read_run(s->store, &t->job);
-        s->st.read_wait_seconds += now_s() - t0;
-    }
+    (void)sw_swap_read_submit(s->store, &t->job);
 }
 
 /* Waits for the tile's read and checks every stripe: status, length and the
@@ -295,18 +289,13 @@ static void start_read(run *R, tile *t, int async)
 static sw_status finish_read(run *R, tile *t)
 {
     sw_swap *s = R->s;
-    if (t->in_worker) {
-        double t0 = now_s();
-        sw_swap_worker_wait(&s->worker);
-        s->st.read_wait_seconds += now_s() - t0;
-        t->in_worker = 0;
-    }
     if (t->nkeys == 0)
         return SW_OK;
-    s->st.host_bytes_read += t->job.host_bytes;
-    s->st.file_bytes_read += t->job.file_bytes;
-    if (s->dev)
-        sw_swap_dev_note_read(s, t->job.host_bytes, t->job.file_bytes);
+    {
+        double t0 = now_s();
+        sw_swap_read_wait(s->store, &t->job);
+        s->st.read_wait_seconds += now_s() - t0;
+    }
     const sw_swap_seq *q = R->seqs[t->bi];
     sw_swap_layer *L = &q->layers[R->p->layer];
     const int32_t H = s->m.num_kv_heads;
@@ -340,6 +329,12 @@ static sw_status finish_read(run *R, tile *t)
                     s->st.bytes_read += t->lens[i];
                 }
             }
+    }
+    if (bad == SW_OK && s->dev && t->nmiss > 0) {
+        /* verified: to the device staging the tile's scatter reads */
+        double t0 = now_s();
+        bad = sw_swap_dev_upload(s, t->hbuf, t->buf, t->nmiss);
+        s->st.read_wait_seconds += now_s() - t0;
     }
     if (bad != SW_OK)
         for (int32_t m = 0; m < t->nmiss; m++)
@@ -421,7 +416,7 @@ static sw_status compute_tile_dev(run *R, const tile *t)
     dt.n = t->n;
     dt.nmiss = t->nmiss;
     dt.buf = t->buf;
-    dt.layout = t->layout;
+    dt.layout = 0; /* block-major: the host staging's order, uploaded as is */
     dt.blocks = t->blocks;
     dt.slots = t->slots;
     dt.miss_blocks = t->miss_blocks;
@@ -429,11 +424,28 @@ static sw_status compute_tile_dev(run *R, const tile *t)
     return sw_swap_dev_compute(s, R->p, R->seqs[t->bi], &dt, R->stream);
 }
 
+/* Host pool: the tile's verified reads become its slots' bytes. Slots are
+ * assigned when a tile is planned (up to `prefetch` tiles early) but written
+ * only here, in tile order, so a slot that a later tile took over still
+ * holds what every earlier tile reads from it until those have computed:
+ * the victims are what they would be with one tile of read-ahead. */
+static void commit_tile(run *R, const tile *t)
+{
+    sw_swap *s = R->s;
+    for (int32_t m = 0; m < t->nmiss; m++) {
+        uint8_t **st = &s->stage[(size_t)t->hbuf * (size_t)s->tile_blocks + (size_t)m];
+        uint8_t *x = s->slots[t->miss_slots[m]].data;
+        s->slots[t->miss_slots[m]].data = *st;
+        *st = x;
+    }
+}
+
 static sw_status compute_tile(run *R, const tile *t)
 {
     sw_swap *s = R->s;
     if (s->dev)
         return compute_tile_dev(R, t);
+    commit_tile(R, t);
     const sw_swap_attend_params *p = R->p;
     const int32_t H = s->m.num_kv_heads, Hq = s->m.num_qo_heads, G = Hq / H;
     const int32_t D = s->m.head_dim, B = s->m.block_size;
@@ -516,22 +528,32 @@ static sw_status run_pass(run *R, int sparse)
     R->pb = -1;
     R->pos = R->norder = 0;
 
+    /* Tiles i+1..i+D (D = s->prefetch) have their reads in flight while
+     * tile i computes: a ring of D + 1 tiles, each reading into its own
+     * staging (a host pool's slot-sized buffers, a device pool's pinned
+     * host buffer). A tile's slots are assigned when it is planned, with
+     * the pins of one tile of read-ahead (tile j is planned with tile j-1
+     * pinned), and written only when it computes (commit_tile, the device
+     * scatter), so victims, hits and results do not depend on D. With
+     * D = 0 a tile is planned and read after the previous one computed. */
+    const int32_t depth = s->prefetch;
+    const int ntl = depth + 1;
     const size_t maxkeys = (size_t)s->tile_blocks * (size_t)s->m.num_kv_heads * 2;
-    tile tl[2];
-    memset(tl, 0, sizeof tl);
-    sw_status st = SW_OK;
-    for (int i = 0; i < 2; i++) {
+    tile *tl = calloc((size_t)ntl, sizeof *tl);
+    sw_status st = tl ? SW_OK : sw_fail(SW_STATUS_NO_MEMORY, "tile ring");
+    for (int i = 0; tl && i < ntl; i++) {
         tile *t = &tl[i];
         t->blocks = malloc(sizeof(int32_t) * (size_t)s->tile_blocks);
         t->slots = malloc(sizeof(int32_t) * (size_t)s->tile_blocks);
         t->miss_blocks = malloc(sizeof(int32_t) * (size_t)s->tile_blocks);
+        t->miss_slots = malloc(sizeof(int32_t) * (size_t)s->tile_blocks);
         t->keys = malloc(sizeof(sw_store_key) * maxkeys);
         t->dst = malloc(sizeof(void *) * maxkeys);
         t->lens = malloc(sizeof(size_t) * maxkeys);
         t->gens = malloc(sizeof(uint64_t) * maxkeys);
         t->sts = malloc(sizeof(sw_status) * maxkeys);
-        if (!t->blocks || !t->slots || !t->miss_blocks || !t->keys || !t->dst || !t->lens ||
-            !t->gens || !t->sts)
+        if (!t->blocks || !t->slots || !t->miss_blocks || !t->miss_slots || !t->keys ||
+            !t->dst || !t->lens || !t->gens || !t->sts)
             st = sw_fail(SW_STATUS_NO_MEMORY, "tile tables");
     }
     /* victim ranking (optional: without it, one scan per missing block) */
@@ -543,66 +565,80 @@ static sw_status run_pass(run *R, int sparse)
         R->vrank = NULL;
         R->vscratch = NULL;
     }
-    tile *cur = &tl[0], *nxt = &tl[1];
-    int have = 0;
-    if (st == SW_OK) {
-        have = plan_tile(R, cur);
-        if (have < 0)
-            st = have == -1 ? sw_fail(SW_STATUS_NO_MEMORY, "block order")
-                            : sw_fail(SW_STATUS_INTERNAL, "no unpinned slot for a tile");
-        else if (have)
-            start_read(R, cur, 0);
-    }
-    while (st == SW_OK && have) {
+    /* store tier counters over the pass (a ticket's bytes are counted by
+     * the store when it delivers them, not per call) */
+    sw_store_stats ss0;
+    memset(&ss0, 0, sizeof ss0);
+    ss0.struct_size = sizeof ss0;
+    (void)sw_store_get_stats(s->store, &ss0);
+    int64_t ncomp = 0, nplan = 0; /* tiles computed, tiles planned */
+    int end = 0;
+    /* Plans tile nplan into its ring position and submits its read; with
+     * read-ahead, tile nplan - 2 is unpinned first (computed or not). */
+#define PLAN_NEXT()                                                                         \
+    do {                                                                                    \
+        tile *t_ = &tl[nplan % ntl];                                                        \
+        tile *u_ = depth > 0 && nplan >= 2 ? &tl[(nplan - 2) % ntl] : NULL;                 \
+        if (u_ && u_->pin) {                                                                \
+            sw_swap_pool_unpin(s, u_->pin);                                                 \
+            u_->pin = 0;                                                                    \
+        }                                                                                   \
+        const int r_ = plan_tile(R, t_, (int)(nplan % ntl));                                \
+        if (r_ < 0) {                                                                       \
+            st = r_ == -1 ? sw_fail(SW_STATUS_NO_MEMORY, "block order")                     \
+                          : sw_fail(SW_STATUS_INTERNAL, "no unpinned slot for a tile");    \
+        } else if (r_ == 0) {                                                               \
+            end = 1;                                                                        \
+        } else {                                                                            \
+            start_read(R, t_, nplan > ncomp);                                               \
+            nplan++;                                                                        \
+        }                                                                                   \
+    } while (0)
+    while (st == SW_OK && !end && nplan < (depth > 0 ? depth : 1))
+        PLAN_NEXT();
+    while (st == SW_OK && ncomp < nplan) {
+        tile *cur = &tl[ncomp % ntl];
         st = finish_read(R, cur);
         if (st != SW_OK)
             break;
-        int have_next = 0;
-        if (s->prefetch) {
-            have_next = plan_tile(R, nxt);
-            if (have_next > 0)
-                start_read(R, nxt, 1);
-        }
+        if (depth > 0 && !end)
+            PLAN_NEXT(); /* tile ncomp + depth, into the position of ncomp - 1 */
+        if (st != SW_OK)
+            break;
         double t0 = now_s();
         st = compute_tile(R, cur);
         s->st.compute_seconds += now_s() - t0;
-        sw_swap_pool_unpin(s, cur->pin);
-        if (st != SW_OK) {
-            /* the tile's new slots were never filled */
-            const sw_swap_seq *q = R->seqs[cur->bi];
-            for (int32_t m = 0; m < cur->nmiss; m++)
-                sw_swap_pool_drop(s, &q->layers[p->layer].blk[cur->miss_blocks[m]]);
-            cur->nmiss = 0;
-            break;
-        }
+        if (cur->pin)
+            sw_swap_pool_unpin(s, cur->pin);
+        cur->pin = 0;
+        if (st != SW_OK)
+            break; /* cur's new slots are dropped below */
         cur->nmiss = 0; /* filled: not to be dropped by the cleanup below */
-        if (!s->prefetch) {
-            have_next = plan_tile(R, nxt);
-            if (have_next > 0)
-                start_read(R, nxt, 0);
-        }
-        if (have_next < 0) {
-            st = have_next == -1 ? sw_fail(SW_STATUS_NO_MEMORY, "block order")
-                                 : sw_fail(SW_STATUS_INTERNAL, "no unpinned slot for a tile");
-            break;
-        }
-        tile *x = cur;
-        cur = nxt;
-        nxt = x;
-        have = have_next;
+        ncomp++;
+        if (depth == 0 && !end)
+            PLAN_NEXT();
     }
-    /* Never leave a read in flight or a slot pinned. */
-    for (int i = 0; i < 2; i++) {
-        if (tl[i].in_worker) {
-            sw_swap_worker_wait(&s->worker);
-            tl[i].in_worker = 0;
-        }
+#undef PLAN_NEXT
+    /* Never leave a read in flight (the store would still write into its
+     * slots) or a slot pinned. */
+    for (int i = 0; tl && i < ntl; i++) {
+        sw_swap_read_wait(s->store, &tl[i].job);
         if (tl[i].pin)
             sw_swap_pool_unpin(s, tl[i].pin);
     }
+    {
+        sw_store_stats ss1;
+        memset(&ss1, 0, sizeof ss1);
+        ss1.struct_size = sizeof ss1;
+        if (sw_store_get_stats(s->store, &ss1) == SW_OK) {
+            s->st.host_bytes_read += ss1.host_bytes_read - ss0.host_bytes_read;
+            s->st.file_bytes_read += ss1.file_bytes_read - ss0.file_bytes_read;
+        }
+    }
     if (st != SW_OK) {
-        /* Slots whose read was planned but not verified hold garbage. */
-        for (int i = 0; i < 2; i++)
+        /* Slots whose read was planned but not verified and consumed hold
+         * garbage (or a failed key's bytes): never to be used. */
+        for (int i = 0; tl && i < ntl; i++)
             for (int32_t m = 0; tl[i].miss_blocks && m < tl[i].nmiss && R->seqs; m++) {
                 const sw_swap_seq *q = R->seqs[tl[i].bi];
                 sw_swap_pool_drop(s, &q->layers[p->layer].blk[tl[i].miss_blocks[m]]);
@@ -612,16 +648,18 @@ static sw_status run_pass(run *R, int sparse)
     free(R->vscratch);
     R->vrank = NULL;
     R->vscratch = NULL;
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; tl && i < ntl; i++) {
         free(tl[i].blocks);
         free(tl[i].slots);
         free(tl[i].miss_blocks);
+        free(tl[i].miss_slots);
         free(tl[i].keys);
         free(tl[i].dst);
         free(tl[i].lens);
         free(tl[i].gens);
         free(tl[i].sts);
     }
+    free(tl);
     if (st != SW_OK)
         return st;
     if (s->dev)

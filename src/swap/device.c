@@ -8,10 +8,12 @@
  * - compute: the caller's stream. Scatter, tile, merge and finalise run on
  *   it in tile order, so a slot refilled for tile i+1 is written only after
  *   every earlier kernel that read it.
- * - copy: the engine's stream for the store's device reads (issued by the
- *   prefetch worker). It waits (GPU side) for the scatter that last read
- *   the staging buffer it is about to overwrite; the store synchronises it
- *   before it returns, so a verified read is complete on the device.
+ * - copy: the engine's stream for the uploads of verified reads. The store
+ *   reads a tile (a read ticket, prefetch.c) into one of prefetch + 1 pinned
+ *   host staging buffers; once its wait has checked every stripe, one
+ *   cudaMemcpyAsync moves it to a device staging buffer after the scatter
+ *   that last read that buffer (GPU-side wait), and the host waits for the
+ *   copy (so the host buffer can take the next ticket).
  * - own: the engine's stream for offload projections and score_blocks.
  *   The next attend waits for the last offload's event; an offload waits
  *   for the last attend's event before it rewrites projected keys.
@@ -47,11 +49,14 @@ typedef struct sw_swap_dev {
     int32_t *free_list;
     int32_t nfree, free_cap;
     size_t entry_floats;
-    /* staging of the reads: 2 buffers of tile_blocks * 2H stripes */
+    /* staging of the reads: 2 device buffers of tile_blocks * 2H stripes
+     * (the scatter of tile i reads stage[i & 1]) and prefetch + 1 pinned
+     * host buffers the store's tickets fill */
     uint8_t *stage[2];
-    size_t stage_stride;
+    size_t stage_stride, stage_bytes;
     void *ev_stage[2];
-    int layout;
+    uint8_t **hstage;
+    int32_t nhstage;
     /* offload upload: pinned host + device */
     uint16_t *up_host, *up_dev;
     void *ev_offload, *ev_done;
@@ -146,6 +151,9 @@ void sw_swap_dev_destroy(sw_swap *s)
         sw_cuda_swap_event_destroy(d->ev_stage[i]);
         sw_cuda_swap_free(d->stage[i]);
     }
+    for (int32_t i = 0; d->hstage && i < d->nhstage; i++)
+        sw_cuda_host_free(d->hstage[i]);
+    free(d->hstage);
     sw_cuda_swap_event_destroy(d->ev_offload);
     sw_cuda_swap_event_destroy(d->ev_done);
     sw_cuda_swap_free(d->pool);
@@ -175,7 +183,6 @@ sw_status sw_swap_dev_create(sw_swap *s)
         return sw_fail(SW_STATUS_NO_MEMORY, "device pool state");
     s->dev = d;
     d->device = s->c.device;
-    d->layout = 0;
     d->timing = sw_env_int("SPILLWAY_SWAP_KERNEL_TIMING", 0) > 0;
     SW_TRY(sw_cuda_set_device(d->device));
     SW_TRY(sw_cuda_swap_sm_count(d->device, &d->sms));
@@ -208,10 +215,17 @@ sw_status sw_swap_dev_create(sw_swap *s)
         d->stage_stride = sw_align_up(s->stripe_elems * 2, 4096);
     d->stage_stride = sw_align_up(d->stage_stride, 16);
     const size_t sb = (size_t)s->tile_blocks * 2 * (size_t)H * d->stage_stride;
+    d->stage_bytes = sb;
     for (int i = 0; i < 2; i++) {
         SW_TRY(sw_cuda_swap_alloc((void **)&d->stage[i], sb));
         SW_TRY(sw_cuda_swap_event_create(&d->ev_stage[i], 0));
     }
+    d->hstage = calloc((size_t)s->prefetch + 1, sizeof *d->hstage);
+    if (!d->hstage)
+        return sw_fail(SW_STATUS_NO_MEMORY, "device pool: host staging table");
+    d->nhstage = s->prefetch + 1;
+    for (int32_t i = 0; i < d->nhstage; i++)
+        SW_TRY(sw_cuda_host_alloc((void **)&d->hstage[i], sb));
     const size_t up = (size_t)H * s->stripe_elems * 2;
     SW_TRY(sw_cuda_host_alloc((void **)&d->up_host, up));
     SW_TRY(sw_cuda_swap_alloc((void **)&d->up_dev, up));
@@ -313,35 +327,24 @@ size_t sw_swap_dev_stage_stride(const sw_swap *s)
     return s->dev->stage_stride;
 }
 
-void *sw_swap_dev_stage_ptr(const sw_swap *s, int buf, int layout, int32_t m, int32_t h,
-                            int kind)
+void *sw_swap_dev_hstage_ptr(const sw_swap *s, int hbuf, int32_t m, int32_t h, int kind)
 {
     const sw_swap_dev *d = s->dev;
     const size_t H = (size_t)s->m.num_kv_heads;
-    const size_t idx = layout == 0 ? ((size_t)m * H + (size_t)h) * 2 + (size_t)kind
-                                   : ((size_t)kind * H + (size_t)h) * (size_t)s->tile_blocks +
-                                         (size_t)m;
-    return d->stage[buf] + idx * d->stage_stride;
+    const size_t idx = ((size_t)m * H + (size_t)h) * 2 + (size_t)kind;
+    return d->hstage[hbuf] + idx * d->stage_stride;
 }
 
-void *sw_swap_dev_copy_stream(const sw_swap *s)
+sw_status sw_swap_dev_upload(sw_swap *s, int hbuf, int buf, int32_t nmiss)
 {
-    return s->dev->copy_stream;
-}
-
-void *sw_swap_dev_stage_event(const sw_swap *s, int buf)
-{
-    return s->dev->ev_stage[buf];
-}
-
-int sw_swap_dev_next_layout(sw_swap *s)
-{
-    return s->dev->layout;
-}
-
-void sw_swap_dev_note_read(sw_swap *s, uint64_t host_bytes, uint64_t file_bytes)
-{
-    s->dev->layout = sw_swap_dev_layout(host_bytes, file_bytes, s->dev->layout);
+    sw_swap_dev *d = s->dev;
+    const size_t bytes = (size_t)nmiss * 2 * (size_t)s->m.num_kv_heads * d->stage_stride;
+    if (hbuf < 0 || hbuf >= d->nhstage || buf < 0 || buf > 1 || bytes > d->stage_bytes)
+        return sw_fail(SW_STATUS_INTERNAL, "device pool: upload of %d blocks from host staging "
+                       "%d to %d", nmiss, hbuf, buf);
+    SW_TRY(sw_cuda_swap_stream_wait(d->copy_stream, d->ev_stage[buf]));
+    SW_TRY(sw_cuda_swap_copy(d->stage[buf], d->hstage[hbuf], bytes, d->copy_stream));
+    return sw_cuda_stream_sync(d->copy_stream);
 }
 
 /* --------------------------------------------------------- workspace -- */

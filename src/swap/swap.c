@@ -21,7 +21,7 @@ void sw_swap_config_init(sw_swap_config *c)
     c->tile_blocks = 0;
     c->predictor_rank = 32;
     c->projection_seed = 0x5157;
-    c->prefetch_depth = 1;
+    c->prefetch_depth = 4;
     c->policy = SW_SWAP_POLICY_SCORE;
     c->pool = SW_SWAP_POOL_HOST;
 }
@@ -156,7 +156,7 @@ sw_status sw_swap_create(const sw_swap_model *model, const sw_swap_config *confi
     if (tb > config->resident_blocks)
         tb = config->resident_blocks;
     s->tile_blocks = tb;
-    s->prefetch = config->prefetch_depth > 0 && config->resident_blocks >= 2 * tb;
+    s->prefetch = sw_swap_prefetch_depth(config->prefetch_depth, config->resident_blocks, tb);
     s->elem_max = 2;
     s->stripe_elems = (size_t)model->block_size * (size_t)model->head_dim;
     s->slot_bytes = 2 * (size_t)model->num_kv_heads * s->stripe_elems * s->elem_max;
@@ -167,9 +167,17 @@ sw_status sw_swap_create(const sw_swap_model *model, const sw_swap_config *confi
     s->proj = malloc(sizeof(float) * (size_t)d * (size_t)r);
     s->slots = calloc((size_t)config->resident_blocks, sizeof *s->slots);
     /* A device pool's slot bytes live in GPU memory (device.c). */
-    if (config->pool == SW_SWAP_POOL_HOST)
+    const size_t nstage = ((size_t)s->prefetch + 1) * (size_t)tb;
+    if (config->pool == SW_SWAP_POOL_HOST) {
         s->pool = sw_aligned_alloc(64, s->slot_bytes * (size_t)config->resident_blocks);
-    if (!pd || !s->proj || !s->slots || (config->pool == SW_SWAP_POOL_HOST && !s->pool)) {
+        s->stage_mem = sw_aligned_alloc(64, s->slot_bytes * nstage);
+        s->stage = malloc(sizeof *s->stage * nstage);
+        if (s->stage_mem && s->stage)
+            for (size_t i = 0; i < nstage; i++)
+                s->stage[i] = s->stage_mem + i * s->slot_bytes;
+    }
+    if (!pd || !s->proj || !s->slots ||
+        (config->pool == SW_SWAP_POOL_HOST && (!s->pool || !s->stage_mem || !s->stage))) {
         free(pd);
         sw_swap_destroy(s);
         return sw_fail(SW_STATUS_NO_MEMORY, "sw_swap_create: %d slots of %zu bytes",
@@ -191,13 +199,6 @@ sw_status sw_swap_create(const sw_swap_model *model, const sw_swap_config *confi
         }
     } else {
         sw_status st = sw_swap_tile_init(s);
-        if (st != SW_OK) {
-            sw_swap_destroy(s);
-            return st;
-        }
-    }
-    if (s->prefetch) {
-        sw_status st = sw_swap_worker_start(&s->worker, store);
         if (st != SW_OK) {
             sw_swap_destroy(s);
             return st;
@@ -231,7 +232,6 @@ void sw_swap_destroy(sw_swap *s)
 {
     if (!s)
         return;
-    sw_swap_worker_stop(&s->worker);
     sw_swap_tile_fini(s);
     for (size_t i = 0; i < s->nseqs; i++)
         free_seq(s, s->seqs[i]);
@@ -239,6 +239,8 @@ void sw_swap_destroy(sw_swap *s)
     free(s->seqs);
     free(s->slots);
     sw_aligned_free(s->pool);
+    sw_aligned_free(s->stage_mem);
+    free(s->stage);
     free(s->proj);
     free(s);
 }

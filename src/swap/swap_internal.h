@@ -50,7 +50,10 @@ typedef struct sw_swap_slot {
     uint8_t *data;        /* K then V, slot layout, slot_bytes */
 } sw_swap_slot;
 
-/* A read job for the prefetch worker: n stripes into dst. */
+/* One tile's batched store read, issued as a read ticket
+ * (sw_store_read_submit) and collected by sw_swap_read_wait. dst are host
+ * addresses: pool slots (host pool) or the tile's pinned host staging
+ * (device pool). */
 typedef struct sw_swap_read_job {
     size_t n;
     const sw_store_key *keys;
@@ -59,25 +62,8 @@ typedef struct sw_swap_read_job {
     size_t *lengths;
     uint64_t *gens;
     sw_status *statuses;
-    sw_status result;
-    uint64_t host_bytes, file_bytes; /* store counter deltas */
-    /* device pool: dst are device pointers (staging), read with
-     * sw_store_read_device on `stream` after it waited for `wait_ev` (the
-     * scatter that last read that staging buffer). */
-    int device;
-    int32_t devno;
-    void *stream, *wait_ev;
+    uint64_t ticket;         /* 0 = nothing outstanding */
 } sw_swap_read_job;
-
-typedef struct sw_swap_worker {
-    pthread_t thread;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int started, stop;
-    sw_swap_read_job *job;   /* pending or running */
-    int busy, done;
-    sw_store *store;
-} sw_swap_worker;
 
 /* Persistent compute pool (tpool.c): nthreads - 1 workers + the caller. */
 typedef void (*sw_swap_task_fn)(void *ctx, int task, int tid);
@@ -109,7 +95,7 @@ struct sw_swap {
     sw_swap_config c;
     sw_store *store;
     int32_t tile_blocks;
-    int32_t prefetch;       /* effective 0/1 */
+    int32_t prefetch;       /* effective read-ahead depth in tiles (0 = none) */
     int32_t failed;
     size_t elem_max;        /* 2 */
     size_t stripe_elems;    /* block_size * head_dim */
@@ -120,9 +106,13 @@ struct sw_swap {
     size_t nseqs, seqs_cap;
     sw_swap_slot *slots;
     uint8_t *pool;
+    /* host pool: (prefetch + 1) * tile_blocks slot-sized buffers that the
+     * reads of the tiles in flight land in; a tile's read block is swapped
+     * into its slot (data pointers exchanged) when the tile computes */
+    uint8_t *stage_mem;
+    uint8_t **stage;
     uint64_t tick;
     uint64_t pin_seq;
-    sw_swap_worker worker;
     sw_swap_tpool tp;       /* compute pool */
     sw_swap_tscratch *ts;   /* [tp.nthreads] */
     void *ts_mem;
@@ -169,14 +159,19 @@ void sw_swap_pool_unpin(sw_swap *s, uint64_t pin);
 uint64_t sw_swap_pool_used(const sw_swap *s);
 
 /* ---- prefetch.c ---- */
-sw_status sw_swap_worker_start(sw_swap_worker *w, sw_store *store);
-void sw_swap_worker_stop(sw_swap_worker *w);
-/* Hands a job to the worker (which must be idle). */
-void sw_swap_worker_submit(sw_swap_worker *w, sw_swap_read_job *job);
-/* Waits for the submitted job. */
-void sw_swap_worker_wait(sw_swap_worker *w);
-/* Runs a job on the calling thread (no worker). */
-void sw_swap_read_run(sw_store *store, sw_swap_read_job *job);
+/* Read-ahead depth for a config and tile size: the configured depth, at
+ * most SW_SWAP_MAX_PREFETCH (staging: depth + 1 tiles), 0 when
+ * resident_blocks < 2 * tile_blocks (a tile and the next are pinned at
+ * once). Pure. */
+#define SW_SWAP_MAX_PREFETCH 32
+int32_t sw_swap_prefetch_depth(int32_t configured, int32_t resident_blocks, int32_t tile_blocks);
+/* Submits a job as a store read ticket (n = 0: nothing). On failure every
+ * status is the submit's error, no ticket is outstanding, and that status
+ * is returned. Before the wait, statuses read SW_STATUS_INTERNAL. */
+sw_status sw_swap_read_submit(sw_store *store, sw_swap_read_job *job);
+/* Waits for the job's ticket (none: returns at once); results land in
+ * lengths / gens / statuses as sw_store_read would leave them. */
+void sw_swap_read_wait(sw_store *store, sw_swap_read_job *job);
 
 /* ---- tpool.c ---- */
 sw_status sw_swap_tpool_start(sw_swap_tpool *p, int nthreads);
@@ -253,16 +248,15 @@ sw_status sw_swap_dev_entry(sw_swap *s, sw_swap_blk *e);
 void sw_swap_dev_entry_free(sw_swap *s, sw_swap_blk *e);
 /* Projects the block's keys k [H][B][D] (host BF16) into its entry. */
 sw_status sw_swap_dev_project_block(sw_swap *s, const sw_swap_blk *e, const uint16_t *k);
-/* Staging address of stripe (h, kind) of the m-th missing block. */
-void *sw_swap_dev_stage_ptr(const sw_swap *s, int buf, int layout, int32_t m, int32_t h,
-                            int kind);
+/* Pinned host staging `hbuf` (0..prefetch: one per tile in flight) of the
+ * store's read tickets, block-major (layout 0): address of stripe (h, kind)
+ * of the m-th missing block. */
+void *sw_swap_dev_hstage_ptr(const sw_swap *s, int hbuf, int32_t m, int32_t h, int kind);
 size_t sw_swap_dev_stage_stride(const sw_swap *s);
-void *sw_swap_dev_copy_stream(const sw_swap *s);
-void *sw_swap_dev_stage_event(const sw_swap *s, int buf);
-/* The staging layout for the next read (sw_swap_dev_layout over the last
- * verified read) and the feedback of a finished one. */
-int sw_swap_dev_next_layout(sw_swap *s);
-void sw_swap_dev_note_read(sw_swap *s, uint64_t host_bytes, uint64_t file_bytes);
+/* Moves the first nmiss blocks of host staging `hbuf` into device staging
+ * `buf` with one copy on the engine's copy stream, after the scatter that
+ * last read `buf`, and waits for it (the host buffer is free on return). */
+sw_status sw_swap_dev_upload(sw_swap *s, int hbuf, int buf, int32_t nmiss);
 
 /* Per attend call. begin: waits for the previous call's buffers, sizes the
  * workspaces, projects the queries (q device BF16) and scores every block
