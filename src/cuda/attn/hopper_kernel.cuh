@@ -5,8 +5,9 @@
  * portable kernel):
  *   warpgroup 0  gives most of its registers back (setmaxnreg). One thread
  *                (the producer) claims items and issues every bulk tensor
- *                copy: the item's Q tile, then K and V tiles into a
- *                K_ST/V_ST-deep rings, each slot guarded by full/empty mbarriers.
+ *                copy: the item's Q tile, then K and V tiles into two
+ *                rings (K_ST and V_ST stages; K one tile ahead of V), each
+ *                slot guarded by full/empty mbarriers.
  *                One warp (the V fixer) zeroes the rows of a request's last
  *                V tile that lie past its end, then releases the tile.
  *   warpgroups 1, 2  consumers: 64 query rows each of the item's 128-row
@@ -16,7 +17,8 @@
  *                layout is the A-operand layout; V read transposed by the
  *                instruction); the softmax of S_j then runs while P V still
  *                does. The two warpgroups take turns issuing (ping-pong), so
- *                one's softmax overlaps the other's products.
+ *                one's softmax overlaps the other's products. The epilogue
+ *                stores O / l and the LSE straight from the accumulators.
  *
  * Shared-memory tiles are [chunk][row][64 elements], 128-byte rows in the
  * 128-byte swizzle that TMA writes and wgmma reads (one descriptor layout
