@@ -25,8 +25,8 @@
  *                     [--json FILE] [--perf-only|--check-only]
  * --shapes bench times the bench/prefill.py --cpu cases (x 0.125) where the
  * v0 AMX kernel trailed torch, instead of the four 1 x 2048 reporting shapes;
- * where AMX runs, the previous kernels (bench/dev/cpu_fast_amx_v0.c, _v1.c) are
- * timed too, as "amx-v0" and "amx-v1". SPILLWAY_CPU_AMX_KEYS sets the AMX
+ * where AMX runs, the previous kernel (bench/dev/cpu_fast_amx_v1.c) is
+ * timed too, as "amx-v1". SPILLWAY_CPU_AMX_KEYS sets the AMX
  * kernel's keys per tile. --isa-min skips the ISAs below I in the checks and
  * the timings; --dtype fixes the dtype of the random cases; --emul-only
  * checks only amx(emul); --qamp A multiplies Q's amplitude (scores spread
@@ -336,18 +336,15 @@ static int cmp_double(const void *a, const void *b)
 }
 
 #if defined(__x86_64__)
-/* bench/dev/cpu_fast_amx_v0.c, _v1.c: the previous AMX kernels, timed as
- * "amx-v0" and "amx-v1" */
-void sw_cpu_unit_amx_v0(const sw_attn_problem *pb, const sw_cpu_unit *u, const sw_cpu_scratch *s);
+/* bench/dev/cpu_fast_amx_v1.c: the previous AMX kernel, timed as "amx-v1" */
 void sw_cpu_unit_amx_v1(const sw_attn_problem *pb, const sw_cpu_unit *u, const sw_cpu_scratch *s);
 void sw_cpu_amx_pack_v1(const sw_attn_problem *pb, int32_t req, int32_t kvh, uint16_t *kt,
                         uint16_t *vp);
-static const sw_cpu_kernel perf_old[2] = {{sw_cpu_unit_amx_v0, NULL},
-                                          {sw_cpu_unit_amx_v1, sw_cpu_amx_pack_v1}};
+static const sw_cpu_kernel perf_old[1] = {{sw_cpu_unit_amx_v1, sw_cpu_amx_pack_v1}};
 #else
-static const sw_cpu_kernel perf_old[2] = {{sw_cpu_unit_scalar, NULL}, {sw_cpu_unit_scalar, NULL}};
+static const sw_cpu_kernel perf_old[1] = {{sw_cpu_unit_scalar, NULL}};
 #endif
-static const char *const perf_old_name[2] = {"amx-v0", "amx-v1"};
+static const char *const perf_old_name[1] = {"amx-v1"};
 
 typedef struct perf_shape {
     const char *name;
@@ -389,8 +386,8 @@ static void run_perf(int threads, int reps, int isa_min, int bench_shapes, FILE 
     const size_t nshapes = bench_shapes ? sizeof perf_bench / sizeof perf_bench[0]
                                         : sizeof perf_report / sizeof perf_report[0];
     sw_cpu_isa best = sw_cpu_isa_best();
-    /* the library's ISAs, then amx-v0 and amx-v1 where AMX runs */
-    const int nvar = (int)best + 1 + (best == SW_CPU_ISA_AMX ? 2 : 0);
+    /* the library's ISAs, then amx-v1 where AMX runs */
+    const int nvar = (int)best + 1 + (best == SW_CPU_ISA_AMX ? 1 : 0);
     double *ts = malloc(sizeof(double) * (reps > 0 ? reps : 1));
     int first = 1;
     if (json)

@@ -2,8 +2,8 @@
 # Builds bench/dev/cpu_fast_check.c with the per-file flags the library uses
 # for the CPU fast path (see the comment at the top of src/attn/cpu_fast.c):
 #   build/dev/cpu_fast_check       library ISAs (amx included where the CPU has it) and
-#                                  the previous AMX kernels bench/dev/cpu_fast_amx_v0.c,
-#                                  _v1.c ("amx-v0", "amx-v1")
+#                                  the previous AMX kernel bench/dev/cpu_fast_amx_v1.c
+#                                  ("amx-v1")
 #   build/dev/cpu_fast_check_emul  the same + the AMX kernel over the scalar tile
 #                                  model (bench/dev/cpu_fast_amx_emul.h), "amx(emul)"
 #   build/dev/cpu_fast_overhead    costs per call on the short-request shapes (driver, K/V
@@ -50,15 +50,14 @@ for f in src/attn/cpu_ref.c src/core/status.c src/core/sys.c; do
   build $f $OUT/$o.o
   OBJS="$OBJS $OUT/$o.o"
 done
-# the previous AMX kernels (bench/dev/cpu_fast_amx_v0.c, _v1.c), timed as "amx-v0",
+# the previous AMX kernel (bench/dev/cpu_fast_amx_v1.c), timed as
 # "amx-v1"; the library's kernel and v1 without the tile arithmetic ("nodp",
 # "nodp-v1", bench/dev/cpu_fast_amx_nodp.h) for cpu_fast_overhead
 if [ "$X86" != 0 ]; then
-  build bench/dev/cpu_fast_amx_v0.c $OUT/cpu_fast_amx_v0.o $AMXF
   build bench/dev/cpu_fast_amx_v1.c $OUT/cpu_fast_amx_v1.o $AMXF
   build bench/dev/cpu_fast_amx_nodp.c $OUT/cpu_fast_amx_nodp.o $BF16
   build bench/dev/cpu_fast_amx_v1_nodp.c $OUT/cpu_fast_amx_v1_nodp.o $BF16
-  OBJS="$OBJS $OUT/cpu_fast_amx_v0.o $OUT/cpu_fast_amx_v1.o $OUT/cpu_fast_amx_nodp.o"
+  OBJS="$OBJS $OUT/cpu_fast_amx_v1.o $OUT/cpu_fast_amx_nodp.o"
   OBJS="$OBJS $OUT/cpu_fast_amx_v1_nodp.o"
 fi
 $CC $CFLAGS bench/dev/cpu_fast_check.c $OBJS -o $OUT/cpu_fast_check -lm -pthread

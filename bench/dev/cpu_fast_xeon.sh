@@ -15,7 +15,7 @@
 #                           then nodp-v1 / nodp = kernel v1 / the library's
 #                           kernel without tdpbf16ps, and amx-v1 / amx on real
 #                           tiles, interleaved), then the variants on the
-#                           bench's cases: amx (library), amx-v0, amx-v1
+#                           bench's cases: amx (library), amx-v1
 #                           (bench/dev/cpu_fast_amx_v1.c, the kernel before
 #                           2026-11-30), amx at fixed 128 keys per tile; then
 #                           bench/dev/cpu_fast_short.py (16 x 128 vs torch: our
