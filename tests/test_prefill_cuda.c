@@ -17,59 +17,7 @@ int main(void)
     return SW_TEST_SKIP;
 }
 #else
-#include <cuda_runtime_api.h>
-
-#define CUDA_OK(x)                                                                         \
-    do {                                                                                   \
-        cudaError_t e_ = (x);                                                              \
-        if (e_ != cudaSuccess) {                                                           \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-            exit(1);                                                                       \
-        }                                                                                  \
-    } while (0)
-
-typedef struct dev_case {
-    void *q, *k, *v, *o, *ws;
-    float *lse;
-    size_t ws_bytes;
-} dev_case;
-
-static size_t bytes_of(const sw_case *c, int64_t rows, int64_t stride)
-{
-    return (size_t)(rows * stride) * sw_dtype_size(c->params.dtype) + 64;
-}
-
-static void upload(const sw_case *c, dev_case *d)
-{
-    CUDA_OK(cudaMalloc(&d->q, bytes_of(c, c->total_q, c->q_stride)));
-    CUDA_OK(cudaMalloc(&d->o, bytes_of(c, c->total_q, c->o_stride)));
-    CUDA_OK(cudaMalloc(&d->k, bytes_of(c, c->total_kv, c->k_stride)));
-    CUDA_OK(cudaMalloc(&d->v, bytes_of(c, c->total_kv, c->v_stride)));
-    CUDA_OK(cudaMalloc((void **)&d->lse, (size_t)c->total_q * c->params.num_qo_heads * 4 + 64));
-    CUDA_OK(cudaMemcpy(d->q, c->q, bytes_of(c, c->total_q, c->q_stride) - 64, cudaMemcpyHostToDevice));
-    CUDA_OK(cudaMemcpy(d->k, c->k, bytes_of(c, c->total_kv, c->k_stride) - 64, cudaMemcpyHostToDevice));
-    CUDA_OK(cudaMemcpy(d->v, c->v, bytes_of(c, c->total_kv, c->v_stride) - 64, cudaMemcpyHostToDevice));
-    d->ws = NULL;
-    d->ws_bytes = 0;
-}
-
-static void release(dev_case *d)
-{
-    cudaFree(d->q); cudaFree(d->k); cudaFree(d->v); cudaFree(d->o); cudaFree(d->lse);
-    cudaFree(d->ws);
-}
-
-static sw_prefill_tensors tensors_of(const sw_case *c, const dev_case *d)
-{
-    sw_prefill_tensors t;
-    sw_prefill_tensors_init(&t);
-    t.q = d->q; t.k = d->k; t.v = d->v; t.o = d->o; t.lse = d->lse;
-    t.q_rows = c->total_q; t.kv_rows = c->total_kv;
-    t.q_row_stride = c->q_stride; t.k_row_stride = c->k_stride;
-    t.v_row_stride = c->v_stride; t.o_row_stride = c->o_stride;
-    t.workspace = d->ws; t.workspace_bytes = d->ws_bytes;
-    return t;
-}
+#include "sw_test_cuda.h"
 
 /* Runs the case on the GPU `layers` times with one plan (fresh poison each
  * time) and checks the last result. */
