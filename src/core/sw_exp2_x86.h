@@ -59,6 +59,19 @@ static inline __m512 sw_exp2_avx512(__m512 x)
     return _mm512_mul_ps(p, _mm512_castsi512_ps(e));
 }
 
+/* 2^f for f in [-0.5, 0.5]: the degree-5 polynomial of the two variants
+ * below (relative error ~2.4e-6). */
+static inline __m512 sw_exp2_poly5_avx512(__m512 f)
+{
+    __m512 p = _mm512_set1_ps(SW_EXP2_C5);
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(SW_EXP2_C4));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(SW_EXP2_C3));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(SW_EXP2_C2));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(SW_EXP2_C1));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
+    return p;
+}
+
 /* 2^x for x <= 0 (and -inf, which gives exactly 0), with fewer operations
  * for the AMX kernel's softmax, whose P is rounded to bf16 (8 bits) right
  * after: degree-5 polynomial (relative error ~2.4e-6) and vscalefps for 2^n.
@@ -69,14 +82,7 @@ static inline __m512 sw_exp2_avx512_nonpos(__m512 x)
 {
     x = _mm512_max_ps(x, _mm512_set1_ps(-160.0f));
     __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 f = _mm512_sub_ps(x, n);
-    __m512 p = _mm512_set1_ps(SW_EXP2_C5);
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(SW_EXP2_C4));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(SW_EXP2_C3));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(SW_EXP2_C2));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(SW_EXP2_C1));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
-    return _mm512_scalef_ps(p, n);
+    return _mm512_scalef_ps(sw_exp2_poly5_avx512(_mm512_sub_ps(x, n)), n);
 }
 
 /* 2^x for x <= 0 on the lanes of `keep`, exactly 0 on the others and where
@@ -94,14 +100,7 @@ static inline __m512 sw_exp2_avx512_nonpos_z(__m512 x, __mmask16 keep)
     keep &= _mm512_cmp_ps_mask(x, _mm512_set1_ps(-125.0f), _CMP_GE_OQ);
     x = _mm512_maskz_mov_ps(keep, x);
     __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 f = _mm512_sub_ps(x, n);
-    __m512 p = _mm512_set1_ps(SW_EXP2_C5);
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(SW_EXP2_C4));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(SW_EXP2_C3));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(SW_EXP2_C2));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(SW_EXP2_C1));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
-    return _mm512_maskz_scalef_ps(keep, p, n);
+    return _mm512_maskz_scalef_ps(keep, sw_exp2_poly5_avx512(_mm512_sub_ps(x, n)), n);
 }
 #endif
 
