@@ -191,8 +191,11 @@ extern "C" sw_status sw_cuda_prefill_hopper_launch(const sw_cuda_prefill_args *a
     /* GQA-packed tiles: `group` heads x tile_m/group tokens (the planner
      * packs only when the group divides tile_m). */
     const int g = (group >= 1 && k.tile_m % group == 0) ? group : 1;
-    SW_TRY(make_map(encode, &maps[1], a->dtype, a->q, a->total_q, a->num_qo_heads, a->head_dim,
-                    a->q_stride, g, k.tile_m / g, "q packed"));
+    if (g == 1)
+        maps[1] = maps[0]; /* no packed items: the plain map */
+    else
+        SW_TRY(make_map(encode, &maps[1], a->dtype, a->q, a->total_q, a->num_qo_heads,
+                        a->head_dim, a->q_stride, g, k.tile_m / g, "q packed"));
     SW_TRY(make_map(encode, &maps[2], a->dtype, a->k, a->total_kv, a->num_kv_heads, a->head_dim,
                     a->k_stride, 1, k.tile_n, "k"));
     SW_TRY(make_map(encode, &maps[3], a->dtype, a->v, a->total_kv, a->num_kv_heads, a->head_dim,
