@@ -420,6 +420,7 @@ static sw_status compute_tile_dev(run *R, const tile *t)
     dt.blocks = t->blocks;
     dt.slots = t->slots;
     dt.miss_blocks = t->miss_blocks;
+    dt.miss_slots = t->miss_slots;
     R->attended += t->n;
     return sw_swap_dev_compute(s, R->p, R->seqs[t->bi], &dt, R->stream);
 }

@@ -534,7 +534,9 @@ sw_status sw_swap_dev_compute(sw_swap *s, const sw_swap_attend_params *p, const 
     }
     for (int32_t m = 0; m < t->nmiss; m++) {
         const sw_swap_blk *e = &L->blk[t->miss_blocks[m]];
-        fd[m].slot = e->slot;
+        /* the slot the tile planned, not the block's current one: a tile
+         * planned since (read-ahead) may already have evicted this block */
+        fd[m].slot = t->miss_slots[m];
         fd[m].m = m;
         fd[m].valid = e->valid;
         fd[m].dtype = e->dtype;

@@ -269,7 +269,7 @@ sw_status sw_swap_dev_pass_begin(sw_swap *s, const sw_swap_attend_params *p, voi
  * (layout), then the tile kernel + merge for batch entry bi. */
 typedef struct sw_swap_dev_tile {
     int32_t bi, n, nmiss, buf, layout;
-    const int32_t *blocks, *slots, *miss_blocks;
+    const int32_t *blocks, *slots, *miss_blocks, *miss_slots;
 } sw_swap_dev_tile;
 sw_status sw_swap_dev_compute(sw_swap *s, const sw_swap_attend_params *p, const sw_swap_seq *q,
                               const sw_swap_dev_tile *t, void *stream);
