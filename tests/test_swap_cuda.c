@@ -11,7 +11,13 @@
  * host engine's CPU reference on the same blocks and queries, and the
  * needle test runs on the device path. Error paths: bad device ordinal,
  * head_dim without a kernel, unknown sequence, a stripe deleted or
- * rewritten behind the engine's back.
+ * rewritten behind the engine's back. Host-tier hits gathered by the GPU
+ * (store/host_lease.h, swap_gather.cu): results equal the reference and the
+ * ticket path's, every stripe served from the host tier (no file read); a
+ * host tier smaller than a call's stripes (leases held while the call's
+ * file reads fill the tier: mixed tiles, entries pinned under eviction
+ * pressure); a byte flipped in a host-tier entry gives SW_STATUS_CORRUPT
+ * naming its block, and its slot is not used again.
  * Exit 77 (skipped) without CUDA or a GPU. Seeded; SW_TEST_SEED overrides.
  * Every failing row prints its parameters and the seed. */
 #include "test_swap_util.h"
@@ -417,6 +423,241 @@ static void test_needle(sw_store *store, uint64_t seed)
     printf("needle ranks first on the device predictor in %d of %d trials\n", firsts, trials);
 }
 
+/* One sequence (id, ns) of nb blocks offloaded through engine s, in block
+ * order or the reverse (every third block FP8); raw K/V returned (caller
+ * frees). */
+/* Sequence `id` of nb blocks offloaded in order (offload appends), then its
+ * first `rewrite` blocks offloaded again, last to first (same bytes): the
+ * newest writes, so the host tier holds those. */
+static void gather_seq_id(sw_swap *s, tsw_seq *q, uint64_t id, const shape *sh, uint64_t ns,
+                          int32_t nb, int64_t len, int32_t rewrite, sw_rng *r, float **rk,
+                          float **rv)
+{
+    tsw_seq_init(q, id, 1, sh->H, sh->D, sh->B);
+    CHECK_STATUS(sw_swap_seq_add(s, id, ns, 0, (uint32_t)nb + 8), SW_OK);
+    *rk = malloc(sizeof(float) * (size_t)len * sh->H * sh->D);
+    *rv = malloc(sizeof(float) * (size_t)len * sh->H * sh->D);
+    for (int64_t i = 0; i < len * sh->H * sh->D; i++) {
+        (*rk)[i] = (float)sw_rng_normal(r);
+        (*rv)[i] = (float)sw_rng_normal(r);
+    }
+    for (int32_t i = 0; i < nb + rewrite; i++) {
+        const int32_t b = i < nb ? i : nb + rewrite - 1 - i;
+        CHECK_STATUS(tsw_offload_block(s, q, 0, b, *rk, *rv, len,
+                                       b % 3 == 2 ? SW_SWAP_KV_FP8_E4M3 : SW_SWAP_KV_BF16),
+                     SW_OK);
+    }
+}
+
+static void gather_seq(sw_swap *s, tsw_seq *q, const shape *sh, uint64_t ns, int32_t nb,
+                       int64_t len, sw_rng *r, float **rk, float **rv)
+{
+    gather_seq_id(s, q, 5, sh, ns, nb, len, 0, r, rk, rv);
+}
+
+/* Attend of ql rows over sequence 5 of s; rel L2 against the reference
+ * (-1 when the call failed); o (host, ql x Hq x D) filled. */
+static double gather_attend(sw_swap *s, const tsw_seq *q, const shape *sh, const uint16_t *qb,
+                            int32_t ql, uint16_t *o, sw_status *st_out)
+{
+    uint64_t id = 5;
+    int32_t qi[2] = {0, ql};
+    sw_swap_attend_params p;
+    sw_swap_attend_params_init(&p);
+    p.batch = 1;
+    p.seq_ids = &id;
+    p.q_indptr = qi;
+    p.q = qb;
+    p.causal = 1;
+    float *lse = malloc(sizeof(float) * (size_t)ql * sh->Hq);
+    const sw_status st = dev_attend(s, &p, sh, ql, o, lse, NULL, NULL);
+    *st_out = st;
+    double rel = -1;
+    if (st == SW_OK) {
+        const size_t n = (size_t)ql * sh->Hq * sh->D;
+        double *ref = malloc(sizeof(double) * n), *rl = malloc(sizeof(double) * (size_t)ql * sh->Hq);
+        tsw_reference(q, 0, sh->Hq, qb, ql, 1, 1.0 / sqrt((double)sh->D), ref, rl);
+        double num = 0, den = 0;
+        for (size_t e = 0; e < n; e++) {
+            const double g = sw_bf16_to_f32(o[e]);
+            num += isfinite(g) ? (g - ref[e]) * (g - ref[e]) : INFINITY;
+            den += ref[e] * ref[e];
+        }
+        rel = sqrt(num / (den > 0 ? den : 1));
+        free(ref);
+        free(rl);
+    }
+    free(lse);
+    return rel;
+}
+
+static sw_store_stats store_stats(sw_store *st)
+{
+    sw_store_stats x;
+    memset(&x, 0, sizeof x);
+    x.struct_size = sizeof x;
+    CHECK_STATUS(sw_store_get_stats(st, &x), SW_OK);
+    return x;
+}
+
+static void test_host_gather(sw_store *tier, sw_store *small, uint64_t seed)
+{
+    const shape sh = {2, 8, 128, 16}; /* 4 KiB BF16 stripes, 2 KiB FP8 */
+    sw_rng r = {seed ^ 0x9a7e5u};
+    if (!sw_store_host_mapped(tier)) {
+        printf("host gather: the host tier is not pinned: nothing to test\n");
+        CHECK(0);
+        return;
+    }
+    const int32_t ql = 3;
+    uint16_t qb[3 * 8 * 128], o1[3 * 8 * 128], o2[3 * 8 * 128];
+    for (int i = 0; i < ql * sh.Hq * sh.D; i++)
+        qb[i] = sw_f32_to_bf16((float)(2.0 * sw_rng_normal(&r)));
+    /* 1. every stripe in the host tier: all gathered, none from the file;
+     * the same result as the ticket path (SPILLWAY_SWAP_HOST_GATHER=0) */
+    {
+        const int32_t nb = 40;
+        const int64_t len = (int64_t)nb * sh.B - 5;
+        sw_swap *s = make_engine(tier, &sh, 1, 8, 3, 2, SW_SWAP_POLICY_SCORE,
+                                 SW_SWAP_POOL_DEVICE);
+        setenv("SPILLWAY_SWAP_HOST_GATHER", "0", 1);
+        sw_swap *t = make_engine(tier, &sh, 1, 8, 3, 2, SW_SWAP_POLICY_SCORE,
+                                 SW_SWAP_POOL_DEVICE);
+        unsetenv("SPILLWAY_SWAP_HOST_GATHER");
+        if (!s || !t) {
+            sw_swap_destroy(s);
+            sw_swap_destroy(t);
+            return;
+        }
+        tsw_seq q, q2;
+        float *rk, *rv, *rk2, *rv2;
+        sw_rng r2 = r;
+        gather_seq(s, &q, &sh, 81001, nb, len, &r, &rk, &rv);
+        gather_seq(t, &q2, &sh, 81002, nb, len, &r2, &rk2, &rv2); /* same values */
+        const sw_store_stats a = store_stats(tier);
+        sw_status st1, st2;
+        const double rel1 = gather_attend(s, &q, &sh, qb, ql, o1, &st1);
+        const sw_store_stats b = store_stats(tier);
+        const double rel2 = gather_attend(t, &q2, &sh, qb, ql, o2, &st2);
+        CHECK_STATUS(st1, SW_OK);
+        CHECK_STATUS(st2, SW_OK);
+        int differ = 0;
+        for (int i = 0; i < ql * sh.Hq * sh.D; i++)
+            differ += o1[i] != o2[i];
+        sw_swap_stats ss;
+        memset(&ss, 0, sizeof ss);
+        ss.struct_size = sizeof ss;
+        CHECK_STATUS(sw_swap_get_stats(s, &ss), SW_OK);
+        printf("host gather: %d blocks all in the host tier: rel_l2 %.2e (ticket path %.2e, %d "
+               "of %d outputs differ), store host hits +%llu file hits +%llu, engine host "
+               "bytes %llu\n", nb, rel1, rel2, differ, ql * sh.Hq * sh.D,
+               (unsigned long long)(b.host_hits - a.host_hits),
+               (unsigned long long)(b.file_hits - a.file_hits),
+               (unsigned long long)ss.host_bytes_read);
+        CHECK(rel1 >= 0 && rel1 <= 1e-2 && rel2 >= 0 && rel2 <= 1e-2);
+        CHECK(differ == 0); /* same bytes in the slots, same kernels */
+        CHECK(b.host_hits - a.host_hits == (uint64_t)nb * 2 * sh.H);
+        CHECK(b.file_hits == a.file_hits);
+        CHECK(ss.host_bytes_read > 0 && ss.bytes_read == ss.host_bytes_read);
+        /* 2. a byte flipped in a host-tier entry: CORRUPT naming the block;
+         * its slot is not used again (restored, the next call is exact) */
+        const uint32_t bad_block = 7;
+        sw_store_key k = ts_key(81001, 0, bad_block, 1, SW_STORE_KIND_V);
+        CHECK_STATUS(sw_store_test_host_poke(tier, &k, 100, 0x10), SW_OK);
+        sw_status st;
+        (void)gather_attend(s, &q, &sh, qb, ql, o1, &st);
+        CHECK_STATUS(st, SW_STATUS_CORRUPT);
+        printf("host gather, flipped byte: %s (%s)\n", sw_status_str(st), sw_last_error());
+        CHECK(strstr(sw_last_error(), "block 7,") != NULL);
+        CHECK(strstr(sw_last_error(), "kv head 1, V") != NULL);
+        (void)gather_attend(s, &q, &sh, qb, ql, o1, &st); /* still bad: again */
+        CHECK_STATUS(st, SW_STATUS_CORRUPT);
+        CHECK_STATUS(sw_store_test_host_poke(tier, &k, 100, 0x10), SW_OK);
+        const double rel3 = gather_attend(s, &q, &sh, qb, ql, o1, &st);
+        CHECK_STATUS(st, SW_OK);
+        CHECK(rel3 >= 0 && rel3 <= 1e-2);
+        /* pool larger than the sequence: after a flip, the resident slots
+         * stay good and the bad block's slot is dropped */
+        sw_swap_destroy(s);
+        s = make_engine(tier, &sh, 1, nb + 4, 3, 2, SW_SWAP_POLICY_SCORE, SW_SWAP_POOL_DEVICE);
+        if (s) {
+            tsw_seq q3;
+            float *rk3, *rv3;
+            sw_rng r3 = r2;
+            gather_seq(s, &q3, &sh, 81003, nb, len, &r3, &rk3, &rv3);
+            /* block 10 is BF16: byte 65 is the high byte of V element 32,
+             * 0x40 its top exponent bit (a slot kept after the flip would
+             * put the next result far off the reference) */
+            sw_store_key k3 = ts_key(81003, 0, 10, 0, SW_STORE_KIND_V);
+            CHECK_STATUS(sw_store_test_host_poke(tier, &k3, 65, 0x40), SW_OK);
+            (void)gather_attend(s, &q3, &sh, qb, ql, o1, &st);
+            CHECK_STATUS(st, SW_STATUS_CORRUPT);
+            CHECK_STATUS(sw_store_test_host_poke(tier, &k3, 65, 0x40), SW_OK);
+            const double rel4 = gather_attend(s, &q3, &sh, qb, ql, o1, &st);
+            CHECK_STATUS(st, SW_OK);
+            CHECK(rel4 >= 0 && rel4 <= 1e-2);
+            printf("host gather, resident pool after a flip: rel_l2 %.2e\n", rel4);
+            tsw_seq_free(&q3);
+            free(rk3);
+            free(rv3);
+        }
+        tsw_seq_free(&q);
+        tsw_seq_free(&q2);
+        free(rk);
+        free(rv);
+        free(rk2);
+        free(rv2);
+        sw_swap_destroy(s);
+        sw_swap_destroy(t);
+    }
+    /* 3. a host tier (62 entries) smaller than the call's stripes (48 x 4).
+     * Sequence 5 offloaded in order with blocks 12..0 written again (the
+     * newest), then sequence 6 (3 blocks):
+     * the tier holds blocks 0..11 of sequence 5, the last two stripes of
+     * block 12 (kv head 1, K and V) and sequence 6. The call leases blocks
+     * 0..12 as their tiles' reads are submitted, before any file read; the
+     * file reads of blocks 12..47 then fill the tier around the leased
+     * entries (CLOCK evicts sequence 6's, then finds no victim). Block 12
+     * is half gathered, half read (scattered whole, then overwritten). */
+    {
+        const int32_t nb = 48;
+        const int64_t len = (int64_t)nb * sh.B - 9;
+        sw_swap *s = make_engine(small, &sh, 1, 8, 3, 2, SW_SWAP_POLICY_LRU,
+                                 SW_SWAP_POOL_DEVICE);
+        if (!s)
+            return;
+        tsw_seq q, q6;
+        float *rk, *rv, *rk6, *rv6;
+        gather_seq_id(s, &q, 5, &sh, 82001, nb, len, 13, &r, &rk, &rv);
+        gather_seq_id(s, &q6, 6, &sh, 82002, 3, 3 * sh.B, 0, &r, &rk6, &rv6);
+        for (int call = 0; call < 3; call++) {
+            const sw_store_stats a = store_stats(small);
+            sw_status st;
+            const double rel = gather_attend(s, &q, &sh, qb, ql, o1, &st);
+            const sw_store_stats b = store_stats(small);
+            printf("host gather, small host tier, call %d: %s rel_l2 %.2e, host hits +%llu, "
+                   "file hits +%llu, host evictions +%llu\n", call, sw_status_str(st), rel,
+                   (unsigned long long)(b.host_hits - a.host_hits),
+                   (unsigned long long)(b.file_hits - a.file_hits),
+                   (unsigned long long)(b.host_evictions - a.host_evictions));
+            CHECK_STATUS(st, SW_OK);
+            CHECK(rel >= 0 && rel <= 1e-2);
+            /* the first call mixes gathered and read stripes (after it, the
+             * file reads have taken the tier) */
+            if (call == 0)
+                CHECK(b.host_hits > a.host_hits && b.file_hits > a.file_hits &&
+                      b.host_evictions > a.host_evictions);
+        }
+        tsw_seq_free(&q);
+        tsw_seq_free(&q6);
+        free(rk);
+        free(rv);
+        free(rk6);
+        free(rv6);
+        sw_swap_destroy(s);
+    }
+}
+
 static void test_errors(sw_store *store, uint64_t seed)
 {
     const shape sh = {2, 4, 64, 8};
@@ -537,26 +778,34 @@ int main(void)
     const uint64_t seed = ts_seed(20250301);
     printf("device 0: %s, sm_%d%d, %d SMs; seed %llu\n", prop.name, prop.major, prop.minor,
            prop.multiProcessorCount, (unsigned long long)seed);
-    ts_dir d, dh, dt;
+    ts_dir d, dh, dt, ds;
     ts_dir_make(&d, "swap_cuda");
     ts_dir_make(&dh, "swap_cuda_host");
     ts_dir_make(&dt, "swap_cuda_tier");
+    ts_dir_make(&ds, "swap_cuda_small");
     /* stripes up to 32 tokens x 256 dims x BF16 = 16 KiB */
     sw_store *file = tsw_store_open(d.store, 16384, 40000, 0);
     sw_store *tier = tsw_store_open(dt.store, 16384, 40000, 512ull << 20);
     sw_store *hst = tsw_store_open(dh.store, 16384, 40000, 0);
-    if (!file || !tier || !hst) {
+    /* 62 host-tier entries: fewer than one call's 48 x 4 stripes */
+    sw_store *small = tsw_store_open(ds.store, 16384, 4000, 62ull * 16384);
+    if (!file || !tier || !hst || !small) {
         sw_store_close(file);
         sw_store_close(tier);
         sw_store_close(hst);
+        sw_store_close(small);
         return 1;
     }
     const double t0 = sw_now_seconds();
     static const shape shapes[] = {{1, 1, 64, 16}, {2, 8, 64, 16},  {2, 4, 128, 8},
                                    {2, 16, 256, 16}, {4, 8, 128, 4}, {1, 8, 256, 32},
                                    {8, 8, 64, 1},   {2, 2, 128, 5}};
+    /* SW_TEST_SWAP_CASES=n: the first n random cases only, and the large
+     * ones only with all 48 (a quick run of the other tests on a GPU) */
+    const char *nc_env = getenv("SW_TEST_SWAP_CASES");
+    const int nrand = nc_env && *nc_env ? atoi(nc_env) : 48;
     int ncases = 0, nfail = 0;
-    for (int i = 0; i < 48; i++) {
+    for (int i = 0; i < 48 && i < nrand; i++) {
         sw_rng r = {seed * 31 + (uint64_t)i};
         ccase cc;
         memset(&cc, 0, sizeof cc);
@@ -576,7 +825,7 @@ int main(void)
     /* Large tiles: many block ranges per kv head, several token chunks per
      * CTA, many row groups (64-row chunks x 8 group heads). */
     static const shape big[] = {{2, 16, 256, 16}, {8, 64, 128, 16}, {4, 32, 64, 32}};
-    for (int i = 0; i < 6; i++) {
+    for (int i = 0; i < 6 && nrand >= 48; i++) {
         ccase cc;
         memset(&cc, 0, sizeof cc);
         cc.sh = big[i % 3];
@@ -593,12 +842,15 @@ int main(void)
     }
     test_needle(file, seed);
     test_errors(file, seed);
+    test_host_gather(tier, small, seed);
     sw_store_close(file);
     sw_store_close(tier);
     sw_store_close(hst);
+    sw_store_close(small);
     ts_rm_rf(d.base);
     ts_rm_rf(dh.base);
     ts_rm_rf(dt.base);
+    ts_rm_rf(ds.base);
     printf("%d cases (%d failed) in %.2f s, %d failed checks (seed %llu)\n", ncases, nfail,
            sw_now_seconds() - t0, sw_test_failures, (unsigned long long)seed);
     return sw_test_failures ? 1 : 0;

@@ -364,28 +364,43 @@ uint32_t sw_store_place(sw_store *s, const sw_store_key *key, uint32_t avoid)
 /* ------------------------------------------------------------ host tier -- */
 void sw_store_host_touch(sw_store *s, uint32_t h) { s->host[h].ref = 1; }
 
+void sw_store_host_free(sw_store *s, uint32_t h)
+{
+    s->host[h].slot = SW_NIL;
+    s->host[h].ref = 0;
+    s->host[h].zombie = 0;
+    s->host[h].next_free = s->host_free_head;
+    s->host_free_head = h;
+}
+
 void sw_store_host_drop(sw_store *s, uint32_t slot)
 {
     uint32_t h = s->slots[slot].host;
     if (h == SW_NIL)
         return;
-    s->host[h].slot = SW_NIL;
-    s->host[h].ref = 0;
-    s->host[h].next_free = s->host_free_head;
-    s->host_free_head = h;
     s->host_used--;
     s->slots[slot].host = SW_NIL;
+    if (s->host[h].lease) {
+        /* A GPU may be reading these bytes (a leased entry): unmapped now,
+         * reused only after the last release (sw_store_host_release). */
+        s->host[h].slot = SW_NIL;
+        s->host[h].ref = 0;
+        s->host[h].zombie = 1;
+        return;
+    }
+    sw_store_host_free(s, h);
 }
 
-/* CLOCK: the first used entry from the hand on without a ref bit (bits are
- * cleared on the way; at most two sweeps, as every entry is used here). */
+/* CLOCK: the first used, unleased entry from the hand on without a ref bit
+ * (bits are cleared on the way). Two sweeps find one when any exists;
+ * SW_NIL when every used entry is leased. */
 static uint32_t host_victim(sw_store *s)
 {
-    for (;;) {
+    for (uint64_t n = 0; n < 2 * (uint64_t)s->host_n + 1; n++) {
         uint32_t h = s->host_hand;
         s->host_hand = h + 1 < s->host_n ? h + 1 : 0;
         sw_host_entry *e = &s->host[h];
-        if (e->slot == SW_NIL)
+        if (e->slot == SW_NIL || e->lease)
             continue;
         if (e->ref) {
             e->ref = 0;
@@ -393,6 +408,7 @@ static uint32_t host_victim(sw_store *s)
         }
         return h;
     }
+    return SW_NIL;
 }
 
 void sw_store_host_put(sw_store *s, uint32_t slot, const void *payload)
@@ -402,7 +418,10 @@ void sw_store_host_put(sw_store *s, uint32_t slot, const void *payload)
     sw_store_host_drop(s, slot);
     uint32_t h = s->host_free_head;
     if (h == SW_NIL) {
-        sw_store_host_drop(s, s->host[host_victim(s)].slot);
+        uint32_t v = host_victim(s);
+        if (v == SW_NIL)
+            return; /* every entry leased or a zombie: not cached */
+        sw_store_host_drop(s, s->host[v].slot);
         s->st.host_evictions++;
         h = s->host_free_head;
     }

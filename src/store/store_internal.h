@@ -39,7 +39,10 @@ typedef struct sw_run {
 typedef struct sw_host_entry {
     uint32_t slot;               /* file slot whose stripe this copies; SW_NIL = free */
     uint32_t next_free;          /* free list */
+    uint32_t lease;              /* outstanding leases (host_lease.c): never reused
+                                  * while > 0 */
     uint8_t ref;                 /* hit since the hand last passed */
+    uint8_t zombie;              /* dropped while leased: freed by the last release */
 } sw_host_entry;
 
 struct sw_store {
@@ -78,6 +81,7 @@ struct sw_store {
     sw_host_entry *host;
     uint32_t host_free_head;     /* free list through next_free */
     uint32_t host_hand;          /* CLOCK hand */
+    uint32_t host_leased;        /* entries with lease > 0 (zombies included) */
 
     /* I/O */
     sw_io *io;
@@ -144,9 +148,15 @@ static inline char *sw_store_host_ptr(const sw_store *s, uint32_t h)
 {
     return s->host_mem + (uint64_t)h * s->g.slot_bytes;
 }
-/* Copies the stripe of `slot` into the host tier (evicting by CLOCK). */
+/* Copies the stripe of `slot` into the host tier (evicting by CLOCK; a
+ * leased entry is never the victim, and when every entry is leased the
+ * stripe is not cached). */
 void sw_store_host_put(sw_store *s, uint32_t slot, const void *payload);
+/* Unmaps the slot's host entry; a leased entry keeps its bytes until its
+ * last lease is released (zombie), any other goes back to the free list. */
 void sw_store_host_drop(sw_store *s, uint32_t slot);
+/* Returns entry h to the free list. */
+void sw_store_host_free(sw_store *s, uint32_t h);
 void sw_store_host_touch(sw_store *s, uint32_t h);
 
 static inline uint64_t sw_store_slot_off(const sw_store *s, uint32_t slot)

@@ -38,6 +38,17 @@ typedef struct tile {
     sw_swap_read_job job;   /* job.ticket != 0: a read in flight */
     int hbuf;               /* staging of its reads (ring position) */
     int buf;                /* device pool: device staging buffer */
+    /* device pool, host-tier gather: a lease per key (keys' order); with
+     * nleased > 0 the ticket reads only the other keys, listed in r* with
+     * rmap giving each one's index among the tile's keys */
+    sw_store_lease *lease;
+    size_t nleased;
+    sw_store_key *rkeys;
+    void **rdst;
+    size_t *rlens;
+    uint64_t *rgens;
+    sw_status *rsts;
+    uint32_t *rmap;
 } tile;
 
 /* Per-call state. */
@@ -187,6 +198,7 @@ static int plan_tile(run *R, tile *t, int hbuf)
     t->n = 0;
     t->nmiss = 0;
     t->nkeys = 0;
+    t->nleased = 0;
     t->job.ticket = 0;
     R->vn = -1;
     t->hbuf = hbuf;
@@ -275,12 +287,43 @@ static void start_read(run *R, tile *t, int ahead)
     t->job.lengths = t->lens;
     t->job.gens = t->gens;
     t->job.statuses = t->sts;
+    t->nleased = 0;
     if (t->nkeys == 0)
         return;
     s->st.read_calls++;
     s->st.stripes_read += t->nkeys;
     if (ahead)
         s->st.prefetched_tiles++;
+    if (t->lease && sw_swap_dev_gathers(s)) {
+        /* Host-tier hits are leased and gathered by the GPU (device.c);
+         * a failed lease leases nothing: the ticket reads every key. */
+        size_t nl = 0;
+        if (sw_swap_dev_lease(s, t->nkeys, t->keys, t->lease, &nl) != SW_OK)
+            nl = 0;
+        t->nleased = nl;
+        if (nl) {
+            size_t k = 0;
+            for (size_t i = 0; i < t->nkeys; i++) {
+                const sw_store_lease *l = &t->lease[i];
+                if (l->ptr) {
+                    t->sts[i] = SW_OK;
+                    t->lens[i] = l->length;
+                    t->gens[i] = l->generation;
+                    continue;
+                }
+                t->rkeys[k] = t->keys[i];
+                t->rdst[k] = t->dst[i];
+                t->rmap[k] = (uint32_t)i;
+                k++;
+            }
+            t->job.n = k;
+            t->job.keys = t->rkeys;
+            t->job.dst = t->rdst;
+            t->job.lengths = t->rlens;
+            t->job.gens = t->rgens;
+            t->job.statuses = t->rsts;
+        }
+    }
     (void)sw_swap_read_submit(s->store, &t->job);
 }
 
@@ -295,6 +338,12 @@ static sw_status finish_read(run *R, tile *t)
         double t0 = now_s();
         sw_swap_read_wait(s->store, &t->job);
         s->st.read_wait_seconds += now_s() - t0;
+    }
+    for (size_t k = 0; t->nleased && k < t->job.n; k++) {
+        const uint32_t i = t->rmap[k]; /* the ticket's results in key order */
+        t->sts[i] = t->rsts[k];
+        t->lens[i] = t->rlens[k];
+        t->gens[i] = t->rgens[k];
     }
     const sw_swap_seq *q = R->seqs[t->bi];
     sw_swap_layer *L = &q->layers[R->p->layer];
@@ -333,7 +382,7 @@ static sw_status finish_read(run *R, tile *t)
     if (bad == SW_OK && s->dev && t->nmiss > 0) {
         /* verified: to the device staging the tile's scatter reads */
         double t0 = now_s();
-        bad = sw_swap_dev_upload(s, t->hbuf, t->buf, t->nmiss);
+        bad = sw_swap_dev_upload(s, t->hbuf, t->buf, t->nmiss, t->nleased ? t->lease : NULL);
         s->st.read_wait_seconds += now_s() - t0;
     }
     if (bad != SW_OK)
@@ -421,6 +470,7 @@ static sw_status compute_tile_dev(run *R, const tile *t)
     dt.slots = t->slots;
     dt.miss_blocks = t->miss_blocks;
     dt.miss_slots = t->miss_slots;
+    dt.lease = t->nleased ? t->lease : NULL;
     R->attended += t->n;
     return sw_swap_dev_compute(s, R->p, R->seqs[t->bi], &dt, R->stream);
 }
@@ -556,6 +606,18 @@ static sw_status run_pass(run *R, int sparse)
         if (!t->blocks || !t->slots || !t->miss_blocks || !t->miss_slots || !t->keys ||
             !t->dst || !t->lens || !t->gens || !t->sts)
             st = sw_fail(SW_STATUS_NO_MEMORY, "tile tables");
+        if (sw_swap_dev_gathers(s)) {
+            t->lease = malloc(sizeof(sw_store_lease) * maxkeys);
+            t->rkeys = malloc(sizeof(sw_store_key) * maxkeys);
+            t->rdst = malloc(sizeof(void *) * maxkeys);
+            t->rlens = malloc(sizeof(size_t) * maxkeys);
+            t->rgens = malloc(sizeof(uint64_t) * maxkeys);
+            t->rsts = malloc(sizeof(sw_status) * maxkeys);
+            t->rmap = malloc(sizeof(uint32_t) * maxkeys);
+            if (!t->lease || !t->rkeys || !t->rdst || !t->rlens || !t->rgens || !t->rsts ||
+                !t->rmap)
+                st = sw_fail(SW_STATUS_NO_MEMORY, "tile lease tables");
+        }
     }
     /* victim ranking (optional: without it, one scan per missing block) */
     R->vrank = malloc(sizeof(int32_t) * (size_t)(s->c.resident_blocks > 0 ? s->c.resident_blocks : 1));
@@ -659,6 +721,13 @@ static sw_status run_pass(run *R, int sparse)
         free(tl[i].lens);
         free(tl[i].gens);
         free(tl[i].sts);
+        free(tl[i].lease);
+        free(tl[i].rkeys);
+        free(tl[i].rdst);
+        free(tl[i].rlens);
+        free(tl[i].rgens);
+        free(tl[i].rsts);
+        free(tl[i].rmap);
     }
     free(tl);
     if (st != SW_OK)
@@ -804,6 +873,11 @@ static sw_status attend_dev(run *R, sw_swap_attend_result *res, void *stream)
     free(exact);
     free(got);
     if (s->dev) {
+        /* the gathers' CRC verdict and the leases' release, on every path
+         * (a failed call still drops the slots of stripes that failed) */
+        sw_status v = sw_swap_dev_attend_verdict(s, stream, st == SW_OK);
+        if (st == SW_OK)
+            st = v;
         /* recorded even after a failure: the next call waits for what was
          * enqueued */
         sw_status e = sw_swap_dev_attend_end(s, stream);

@@ -19,26 +19,51 @@
  *   for the last attend's event before it rewrites projected keys.
  * The host waits once per attend (the scores it plans with) and where a
  * pinned buffer is reused (the offload upload buffer, the descriptors of
- * the previous call). */
+ * the previous call).
+ *
+ * Host-tier hits (the gather path, swap_gather.cu): a tile's stripes that
+ * are in the store's pinned host tier are leased (store/host_lease.h) when
+ * its read is submitted, not read through the ticket; the tile's gather
+ * kernel, after its scatter on the compute stream, reads them straight from
+ * the host tier into their slots and checks their CRC32C on the GPU. The
+ * leases are held until the call's end, where one synchronisation brings
+ * the mismatch report back (sw_swap_dev_attend_verdict): a call that
+ * gathered a stripe whose CRC did not match returns SW_STATUS_CORRUPT and
+ * its slot is dropped. The upload then moves only the stripes the ticket
+ * read. */
 #include "swap_internal.h"
 #include "swap_cuda.h"
 #include "attn/attn_internal.h"
 #include "core/sw_core.h"
 #include "core/sw_half.h"
+#include "store/crc32c_gf2.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+/* A stripe the call's gather kernels wrote: enough to name its key and to
+ * drop its slot when its CRC did not match. */
+typedef struct gather_rec {
+    const sw_swap_seq *q;
+    int32_t layer, block, slot;
+    int32_t h, kind;
+} gather_rec;
+
+/* Mismatches the device reports by id (more are counted, not named). */
+#define SW_SWAP_BAD_CAP 63u
+
 typedef struct sw_swap_dev {
     int32_t device, sms;
     int32_t ctas;             /* tile-kernel CTAs wanted per launch: sms x
                                * SPILLWAY_SWAP_TILE_CTAS_PER_SM (default: what
                                * one SM holds, tile_ctas_per_sm) */
-    int32_t kernel;           /* SPILLWAY_SWAP_TILE_KERNEL: 1 CUDA cores
-                               * (default, verified on the H200), 0 tensor
-                               * cores (opt-in until an H200 run verifies it) */
+    int32_t kernel;           /* SPILLWAY_SWAP_TILE_KERNEL: 2 tensor cores,
+                               * streaming (swap_tile_stream.cu, the
+                               * default), 0 tensor cores (swap_tile_mma.cu),
+                               * 1 CUDA cores (swap_tile.cu); all three
+                               * verified on the H200 */
     void *copy_stream, *own_stream;
     uint8_t *pool;
     size_t v_off;
@@ -71,6 +96,19 @@ typedef struct sw_swap_dev {
     /* per-call plan */
     int64_t hrows;
     size_t part_floats;
+    /* host-tier gather: enabled (SPILLWAY_SWAP_HOST_GATHER, default 1, and a
+     * host tier pinned by CUDA); the call's leased entries and gathered
+     * stripes; the device's mismatch report and its pinned copy
+     * ([0] count, [1..SW_SWAP_BAD_CAP] gather ids); raw-CRC offsets of the
+     * last stripe lengths seen (sw_crc32c_to_raw is ~30 GF(2) products) */
+    int gather;
+    uint32_t *lease_ent;
+    size_t nlease, lease_cap;
+    gather_rec *grec;
+    size_t ngrec, grec_cap;
+    uint32_t *d_bad, *h_bad;
+    uint32_t crc_len[4], crc_off[4];
+    int crc_next;
     /* kernel timing (SPILLWAY_SWAP_KERNEL_TIMING=1) */
     int timing;
     void **tev;               /* start/stop pairs, reused from call to call */
@@ -84,6 +122,8 @@ typedef struct sw_swap_dev {
  * two; 12 KiB at 64: four). The CUDA-core kernel was measured with 2. */
 static int32_t tile_ctas_per_sm(int kernel, int32_t D)
 {
+    if (kernel == 2)
+        return 1; /* swap_tile_stream.cu: ~195 KiB of stages per CTA at every head_dim */
     if (kernel != 0)
         return 2;
     return D >= 256 ? 1 : D >= 128 ? 2 : 4;
@@ -147,6 +187,13 @@ void sw_swap_dev_destroy(sw_swap *s)
     for (int32_t i = 0; i < d->ntev; i++)
         sw_cuda_swap_event_destroy(d->tev[i]);
     free(d->tev);
+    /* every call releases its leases; this is for a call that never ended */
+    if (d->nlease)
+        sw_store_host_release_entries(s->store, d->nlease, d->lease_ent);
+    free(d->lease_ent);
+    free(d->grec);
+    sw_cuda_swap_free(d->d_bad);
+    sw_cuda_host_free(d->h_bad);
     for (int i = 0; i < 2; i++) {
         sw_cuda_swap_event_destroy(d->ev_stage[i]);
         sw_cuda_swap_free(d->stage[i]);
@@ -189,7 +236,9 @@ sw_status sw_swap_dev_create(sw_swap *s)
     {
         /* Measurement knobs (bench swap sweeps them on the H200): the
          * kernel, and CTAs per SM 1..32. */
-        d->kernel = sw_env_int("SPILLWAY_SWAP_TILE_KERNEL", 1) == 0 ? 0 : 1;
+        d->kernel = sw_env_int("SPILLWAY_SWAP_TILE_KERNEL", 2);
+        if (d->kernel < 0 || d->kernel > 2)
+            d->kernel = 2;
         int per = sw_env_int("SPILLWAY_SWAP_TILE_CTAS_PER_SM", tile_ctas_per_sm(d->kernel, D));
         per = per < 1 ? 1 : per > 32 ? 32 : per;
         d->ctas = d->sms * per;
@@ -230,6 +279,12 @@ sw_status sw_swap_dev_create(sw_swap *s)
     SW_TRY(sw_cuda_host_alloc((void **)&d->up_host, up));
     SW_TRY(sw_cuda_swap_alloc((void **)&d->up_dev, up));
     d->entry_floats = (size_t)H * (size_t)B * (size_t)R;
+    /* A/B knob for the bench: 0 reads host-tier hits through the tickets */
+    d->gather = sw_env_int("SPILLWAY_SWAP_HOST_GATHER", 1) != 0 && sw_store_host_mapped(s->store);
+    const size_t bad_bytes = sizeof(uint32_t) * (1 + SW_SWAP_BAD_CAP);
+    SW_TRY(sw_cuda_swap_alloc((void **)&d->d_bad, bad_bytes));
+    SW_TRY(sw_cuda_host_alloc((void **)&d->h_bad, bad_bytes));
+    SW_TRY(sw_cuda_memset_async(d->d_bad, 0, bad_bytes, d->own_stream));
     return sw_cuda_stream_sync(d->own_stream);
 }
 
@@ -335,16 +390,156 @@ void *sw_swap_dev_hstage_ptr(const sw_swap *s, int hbuf, int32_t m, int32_t h, i
     return d->hstage[hbuf] + idx * d->stage_stride;
 }
 
-sw_status sw_swap_dev_upload(sw_swap *s, int hbuf, int buf, int32_t nmiss)
+sw_status sw_swap_dev_upload(sw_swap *s, int hbuf, int buf, int32_t nmiss,
+                             const sw_store_lease *lease)
 {
     sw_swap_dev *d = s->dev;
-    const size_t bytes = (size_t)nmiss * 2 * (size_t)s->m.num_kv_heads * d->stage_stride;
+    const size_t nstripes = (size_t)nmiss * 2 * (size_t)s->m.num_kv_heads;
+    const size_t bytes = nstripes * d->stage_stride;
     if (hbuf < 0 || hbuf >= d->nhstage || buf < 0 || buf > 1 || bytes > d->stage_bytes)
         return sw_fail(SW_STATUS_INTERNAL, "device pool: upload of %d blocks from host staging "
                        "%d to %d", nmiss, hbuf, buf);
-    SW_TRY(sw_cuda_swap_stream_wait(d->copy_stream, d->ev_stage[buf]));
-    SW_TRY(sw_cuda_swap_copy(d->stage[buf], d->hstage[hbuf], bytes, d->copy_stream));
-    return sw_cuda_stream_sync(d->copy_stream);
+    /* Only the runs of stripes the ticket read (leased ones are gathered):
+     * one copy when none is leased, none when all are. */
+    int copied = 0;
+    for (size_t i = 0; i < nstripes;) {
+        if (lease && lease[i].ptr) {
+            i++;
+            continue;
+        }
+        size_t j = i + 1;
+        while (j < nstripes && !(lease && lease[j].ptr))
+            j++;
+        if (!copied)
+            SW_TRY(sw_cuda_swap_stream_wait(d->copy_stream, d->ev_stage[buf]));
+        copied = 1;
+        SW_TRY(sw_cuda_swap_copy(d->stage[buf] + i * d->stage_stride,
+                                 d->hstage[hbuf] + i * d->stage_stride,
+                                 (j - i) * d->stage_stride, d->copy_stream));
+        i = j;
+    }
+    return copied ? sw_cuda_stream_sync(d->copy_stream) : SW_OK;
+}
+
+/* ------------------------------------------------------------ gather -- */
+int sw_swap_dev_gathers(const sw_swap *s)
+{
+    return s->dev && s->dev->gather;
+}
+
+sw_status sw_swap_dev_lease(sw_swap *s, size_t n, const sw_store_key *keys,
+                            sw_store_lease *lease, size_t *nleased)
+{
+    sw_swap_dev *d = s->dev;
+    *nleased = 0;
+    if (d->nlease + n > d->lease_cap) {
+        size_t nc = d->lease_cap ? 2 * d->lease_cap : 4096;
+        while (nc < d->nlease + n)
+            nc *= 2;
+        uint32_t *ne = realloc(d->lease_ent, sizeof(uint32_t) * nc);
+        if (!ne)
+            return sw_fail(SW_STATUS_NO_MEMORY, "lease table of %zu entries", nc);
+        d->lease_ent = ne;
+        d->lease_cap = nc;
+    }
+    /* 16: the gather kernel moves 16-byte pieces (every stripe the engine
+     * writes qualifies: valid rows x head_dim >= 64 x 1 or 2 bytes) */
+    size_t got = 0;
+    SW_TRY(sw_store_host_lease(s->store, n, keys, 16, lease, &got));
+    for (size_t i = 0; i < n && got; i++)
+        if (lease[i].ptr)
+            d->lease_ent[d->nlease++] = lease[i].entry;
+    *nleased = got;
+    return SW_OK;
+}
+
+/* The store's CRC of a `len`-byte stripe as the raw register the kernel
+ * computes: crc ^ off(len), off(len) = (~0 * x^(8 len)) ^ ~0. */
+static uint32_t crc_raw_of(sw_swap_dev *d, uint32_t crc, uint32_t len)
+{
+    for (int i = 0; i < 4; i++)
+        if (d->crc_len[i] == len) /* (unset entries: length 0, offset 0, right for 0) */
+            return crc ^ d->crc_off[i];
+    const uint32_t off = sw_crc32c_to_raw(0, len);
+    d->crc_len[d->crc_next] = len;
+    d->crc_off[d->crc_next] = off;
+    d->crc_next = (d->crc_next + 1) & 3;
+    return crc ^ off;
+}
+
+static sw_status grec_push(sw_swap_dev *d, const gather_rec *r)
+{
+    if (d->ngrec == d->grec_cap) {
+        size_t nc = d->grec_cap ? 2 * d->grec_cap : 4096;
+        gather_rec *n = realloc(d->grec, sizeof *n * nc);
+        if (!n)
+            return sw_fail(SW_STATUS_NO_MEMORY, "gather records");
+        d->grec = n;
+        d->grec_cap = nc;
+    }
+    d->grec[d->ngrec++] = *r;
+    return SW_OK;
+}
+
+sw_status sw_swap_dev_attend_verdict(sw_swap *s, void *stream, int report)
+{
+    sw_swap_dev *d = s->dev;
+    if (d->nlease == 0 && d->ngrec == 0)
+        return SW_OK;
+    const size_t bad_bytes = sizeof(uint32_t) * (1 + SW_SWAP_BAD_CAP);
+    sw_status st = SW_OK;
+    if (d->ngrec)
+        st = sw_cuda_swap_copy(d->h_bad, d->d_bad, bad_bytes, stream);
+    /* the one wait: the gathers are done with the leased memory, and the
+     * report is here */
+    const sw_status sy = sw_cuda_stream_sync(stream);
+    if (st == SW_OK)
+        st = sy;
+    sw_store_host_release_entries(s->store, d->nlease, d->lease_ent);
+    d->nlease = 0;
+    sw_status out = st;
+    if (st == SW_OK && d->ngrec && d->h_bad[0]) {
+        const uint32_t nbad = d->h_bad[0];
+        const gather_rec *first = NULL;
+        if (nbad > SW_SWAP_BAD_CAP) {
+            /* not every one named: drop every slot the call gathered */
+            for (size_t i = 0; i < d->ngrec; i++) {
+                const gather_rec *r = &d->grec[i];
+                sw_swap_blk *b = &r->q->layers[r->layer].blk[r->block];
+                if (b->slot == r->slot)
+                    sw_swap_pool_drop(s, b);
+            }
+        }
+        for (uint32_t i = 0; i < nbad && i < SW_SWAP_BAD_CAP; i++) {
+            const uint32_t id = d->h_bad[1 + i];
+            if (id >= d->ngrec)
+                continue;
+            const gather_rec *r = &d->grec[id];
+            sw_swap_blk *b = &r->q->layers[r->layer].blk[r->block];
+            if (b->slot == r->slot) /* still the slot it filled */
+                sw_swap_pool_drop(s, b);
+            if (!first || id < (uint32_t)(first - d->grec))
+                first = r;
+        }
+        if (report && first)
+            out = sw_fail(SW_STATUS_CORRUPT, "stripe (ns %llu, layer %d, block %u, kv head %d, "
+                          "%s) of sequence %llu: its host-tier copy failed the CRC32C check on "
+                          "the GPU (%u stripe(s) of this call); its slot is dropped",
+                          (unsigned long long)first->q->ns, first->layer,
+                          first->q->block_base + (uint32_t)first->block, first->h,
+                          first->kind ? "V" : "K", (unsigned long long)first->q->id, nbad);
+        else if (report)
+            out = sw_fail(SW_STATUS_CORRUPT, "%u host-tier stripe(s) of this call failed the "
+                          "CRC32C check on the GPU; their slots are dropped", nbad);
+        else
+            out = SW_STATUS_CORRUPT;
+        /* reset for the next call (before its wait on ev_done) */
+        const sw_status ms = sw_cuda_memset_async(d->d_bad, 0, bad_bytes, stream);
+        if (ms != SW_OK)
+            out = ms;
+    }
+    d->ngrec = 0;
+    return out;
 }
 
 /* --------------------------------------------------------- workspace -- */
@@ -429,10 +624,15 @@ sw_status sw_swap_dev_attend_begin(sw_swap *s, const sw_swap_attend_params *p,
     d->d_f32 = d->ws + o_f32;
     /* descriptors: scored blocks, 2 passes of tile blocks and fills, scores */
     const size_t nb = (size_t)total + 1;
+    /* gathers: every stripe of every block, once per pass (two with a
+     * sparse check) */
+    const size_t passes = p->sparse_top_k > 0 && p->sparse_check ? 2 : 1;
+    const size_t gbytes =
+        d->gather ? passes * nb * 2 * (size_t)H * sizeof(sw_cuda_swap_gather_item) : 0;
     const size_t dbytes = sw_align_up(nb * sizeof(sw_cuda_swap_sblk), 16) +
                           2 * (nb + 2 * (size_t)p->batch + 64) *
                               (sizeof(sw_cuda_swap_blk) + sizeof(sw_cuda_swap_fill) + 32) +
-                          sw_align_up(nb * sizeof(float), 16) + 4096;
+                          gbytes + sw_align_up(nb * sizeof(float), 16) + 4096;
     SW_TRY(ensure_desc(d, dbytes));
     d->desc_used = 0;
     size_t so = 0, fo = 0;
@@ -510,13 +710,24 @@ sw_status sw_swap_dev_compute(sw_swap *s, const sw_swap_attend_params *p, const 
     const int32_t H = s->m.num_kv_heads, Hq = s->m.num_qo_heads, G = Hq / H;
     const int32_t D = s->m.head_dim, B = s->m.block_size;
     const sw_swap_layer *L = &q->layers[p->layer];
-    /* descriptors of the tile (and of its fills) in one upload */
-    size_t bo = 0, fo = 0;
+    /* descriptors of the tile, its fills and its gathers in one upload */
+    const size_t spb = 2 * (size_t)H; /* stripes per block */
+    int32_t nfill = 0, ngather = 0;
+    for (int32_t m = 0; m < t->nmiss; m++) {
+        int32_t leased = 0;
+        for (size_t x = 0; t->lease && x < spb; x++)
+            leased += t->lease[(size_t)m * spb + x].ptr != NULL;
+        ngather += leased;
+        nfill += (size_t)leased < spb;
+    }
+    size_t bo = 0, fo = 0, go = 0;
     sw_cuda_swap_blk *bd = desc_take(d, sizeof(sw_cuda_swap_blk) * (size_t)t->n, &bo);
-    sw_cuda_swap_fill *fd = t->nmiss > 0
-                                ? desc_take(d, sizeof(sw_cuda_swap_fill) * (size_t)t->nmiss, &fo)
+    sw_cuda_swap_fill *fd = nfill > 0
+                                ? desc_take(d, sizeof(sw_cuda_swap_fill) * (size_t)nfill, &fo)
                                 : NULL;
-    if (!bd || (t->nmiss > 0 && !fd))
+    sw_cuda_swap_gather_item *gd =
+        ngather > 0 ? desc_take(d, sizeof(*gd) * (size_t)ngather, &go) : NULL;
+    if (!bd || (nfill > 0 && !fd) || (ngather > 0 && !gd))
         return sw_fail(SW_STATUS_INTERNAL, "device descriptors exhausted (%zu of %zu bytes)",
                        d->desc_used, d->desc_bytes);
     uint64_t kv_bytes = 0;
@@ -532,20 +743,47 @@ sw_status sw_swap_dev_compute(sw_swap *s, const sw_swap_attend_params *p, const 
         kv_bytes += 2 * (uint64_t)H * (uint64_t)e->valid * (uint64_t)D *
                     sw_swap_kv_elem_size((sw_swap_kv_dtype)e->dtype);
     }
+    int32_t nf = 0, ng = 0;
     for (int32_t m = 0; m < t->nmiss; m++) {
         const sw_swap_blk *e = &L->blk[t->miss_blocks[m]];
+        const size_t es = sw_swap_kv_elem_size((sw_swap_kv_dtype)e->dtype);
+        int32_t leased = 0;
+        for (size_t x = 0; t->lease && x < spb; x++) {
+            const sw_store_lease *l = &t->lease[(size_t)m * spb + x];
+            if (!l->ptr)
+                continue;
+            /* block-major key order (plan_tile): x = h * 2 + kind */
+            const int32_t h = (int32_t)(x / 2), kind = (int32_t)(x % 2);
+            sw_cuda_swap_gather_item *g = &gd[ng++];
+            g->src = l->ptr;
+            g->dst = (uint64_t)t->miss_slots[m] * s->slot_bytes + (kind ? d->v_off : 0) +
+                     (uint64_t)h * (uint64_t)B * (uint64_t)D * es;
+            g->length = l->length; /* = valid rows x D x es: finish_read checked it */
+            g->crc_raw = crc_raw_of(d, l->crc, l->length);
+            g->id = (uint32_t)d->ngrec;
+            g->pad = 0;
+            const gather_rec r = {q, p->layer, t->miss_blocks[m], t->miss_slots[m], h, kind};
+            SW_TRY(grec_push(d, &r));
+            leased++;
+        }
+        if ((size_t)leased == spb)
+            continue; /* nothing of it in the staging */
         /* the slot the tile planned, not the block's current one: a tile
          * planned since (read-ahead) may already have evicted this block */
-        fd[m].slot = t->miss_slots[m];
-        fd[m].m = m;
-        fd[m].valid = e->valid;
-        fd[m].dtype = e->dtype;
+        fd[nf].slot = t->miss_slots[m];
+        fd[nf].m = m;
+        fd[nf].valid = e->valid;
+        fd[nf].dtype = e->dtype;
+        nf++;
     }
-    /* fills follow the blocks in the descriptor space: one copy */
-    const size_t end = t->nmiss > 0 ? fo + sizeof(sw_cuda_swap_fill) * (size_t)t->nmiss
-                                    : bo + sizeof(sw_cuda_swap_blk) * (size_t)t->n;
+    /* fills and gathers follow the blocks in the descriptor space: one copy */
+    const size_t end = ngather > 0 ? go + sizeof(*gd) * (size_t)ngather
+                       : nfill > 0 ? fo + sizeof(sw_cuda_swap_fill) * (size_t)nfill
+                                   : bo + sizeof(sw_cuda_swap_blk) * (size_t)t->n;
     SW_TRY(sw_cuda_swap_copy(d->desc_dev + bo, d->desc_host + bo, end - bo, stream));
-    if (t->nmiss > 0) {
+    if (nfill > 0) {
+        /* A block with some stripes gathered (the host tier held part of
+         * it) is scattered whole: the gather below overwrites those. */
         sw_cuda_swap_scatter_args sa;
         memset(&sa, 0, sizeof sa);
         sa.stage = d->stage[t->buf];
@@ -553,7 +791,7 @@ sw_status sw_swap_dev_compute(sw_swap *s, const sw_swap_attend_params *p, const 
         sa.stage_blocks = s->tile_blocks;
         sa.layout = t->layout;
         sa.fill = (const sw_cuda_swap_fill *)(d->desc_dev + fo);
-        sa.nfill = t->nmiss;
+        sa.nfill = nfill;
         sa.pool = d->pool;
         sa.slot_bytes = s->slot_bytes;
         sa.v_off = d->v_off;
@@ -561,6 +799,16 @@ sw_status sw_swap_dev_compute(sw_swap *s, const sw_swap_attend_params *p, const 
         sa.B = B;
         sa.D = D;
         SW_TRY(sw_cuda_swap_scatter(&sa, stream));
+    }
+    if (ngather > 0) {
+        sw_cuda_swap_gather_args ga;
+        memset(&ga, 0, sizeof ga);
+        ga.g = (const sw_cuda_swap_gather_item *)(d->desc_dev + go);
+        ga.n = ngather;
+        ga.pool = d->pool;
+        ga.bad = d->d_bad;
+        ga.bad_cap = SW_SWAP_BAD_CAP;
+        SW_TRY(sw_cuda_swap_gather(&ga, stream));
     }
     /* the staging buffer may be refilled once the scatter has run */
     SW_TRY(sw_cuda_swap_event_record(d->ev_stage[t->buf], stream));
@@ -689,3 +937,14 @@ sw_status sw_swap_dev_score_host(sw_swap *s, const sw_swap_layer *L, const void 
     memcpy(scores, sh, sizeof(float) * (size_t)n);
     return SW_OK;
 }
+
+#ifndef SPILLWAY_HAVE_CUDA
+/* A build without CUDA never creates a device pool; src/core/cuda_stub.c
+ * has no entry for the gather kernel, so its stub lives here. */
+sw_status sw_cuda_swap_gather(const sw_cuda_swap_gather_args *a, void *stream)
+{
+    (void)a;
+    (void)stream;
+    return sw_fail(SW_STATUS_NO_DEVICE, "this build of Spillway has no CUDA support");
+}
+#endif

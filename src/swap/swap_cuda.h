@@ -64,6 +64,30 @@ typedef struct sw_cuda_swap_scatter_args {
     int32_t H, B, D;
 } sw_cuda_swap_scatter_args;
 
+/* One stripe of a tile's host-tier hits: read straight from the store's
+ * pinned host tier (a leased entry, store/host_lease.h; under unified
+ * addressing its host address is a device address), written into its
+ * slot, and its CRC32C computed on the way and compared with the store's
+ * (as a raw register, sw_crc32c_to_raw of store/crc32c_gf2.h). A stripe
+ * that does not match adds its id to the mismatch report; its bytes are in
+ * the slot all the same (the engine drops the slot after the call). */
+typedef struct sw_cuda_swap_gather_item {
+    const void *src;       /* pinned host payload, 16-byte aligned */
+    uint64_t dst;          /* byte offset of the stripe in the pool */
+    uint32_t length;       /* bytes, a multiple of 16 */
+    uint32_t crc_raw;      /* the store's CRC32C of them, raw */
+    uint32_t id;           /* reported in bad[] on a mismatch */
+    uint32_t pad;
+} sw_cuda_swap_gather_item;
+
+typedef struct sw_cuda_swap_gather_args {
+    const sw_cuda_swap_gather_item *g;  /* device [n] */
+    int32_t n;
+    uint8_t *pool;
+    uint32_t *bad;                 /* device: [0] = mismatches, [1..bad_cap] their ids */
+    uint32_t bad_cap;
+} sw_cuda_swap_gather_args;
+
 /* Attention of one sequence's query rows over one tile's blocks: CTA (c,
  * kv head h, row group y) writes the (max, sum, acc) state of RG=8 (row,
  * group head) pairs over its block range into part; the merge kernel folds
@@ -82,7 +106,8 @@ typedef struct sw_cuda_swap_tile_args {
     int32_t nchunks, nrg;          /* grid: nchunks x H x nrg */
     int32_t kernel;                /* 0 = tensor cores (swap_tile_mma.cu; the
                                     * CUDA-core kernel where it has no instance),
-                                    * 1 = CUDA cores (swap_tile.cu) */
+                                    * 1 = CUDA cores (swap_tile.cu), 2 = tensor
+                                    * cores, streaming (swap_tile_stream.cu) */
     float *part;                   /* [nchunks][H][nrg][8][D + 2] */
     /* merge */
     int32_t row0;                  /* first query row of the sequence */
@@ -95,6 +120,8 @@ typedef struct sw_cuda_swap_tile_args {
 /* 1 when the tile kernel has an instance for head_dim d. */
 int sw_cuda_swap_head_dim_ok(int32_t d);
 sw_status sw_cuda_swap_scatter(const sw_cuda_swap_scatter_args *a, void *stream);
+/* swap_gather.cu: one CTA per stripe (n = 0: nothing). */
+sw_status sw_cuda_swap_gather(const sw_cuda_swap_gather_args *a, void *stream);
 sw_status sw_cuda_swap_tile(const sw_cuda_swap_tile_args *a, void *stream);
 sw_status sw_cuda_swap_merge(const sw_cuda_swap_tile_args *a, void *stream);
 /* m = -inf, l = 0, acc = 0 for n (row, head) pairs. */

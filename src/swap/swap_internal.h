@@ -6,6 +6,7 @@
 
 #include "spillway.h"
 #include "spillway_swap.h"
+#include "store/host_lease.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -254,9 +255,26 @@ sw_status sw_swap_dev_project_block(sw_swap *s, const sw_swap_blk *e, const uint
 void *sw_swap_dev_hstage_ptr(const sw_swap *s, int hbuf, int32_t m, int32_t h, int kind);
 size_t sw_swap_dev_stage_stride(const sw_swap *s);
 /* Moves the first nmiss blocks of host staging `hbuf` into device staging
- * `buf` with one copy on the engine's copy stream, after the scatter that
- * last read `buf`, and waits for it (the host buffer is free on return). */
-sw_status sw_swap_dev_upload(sw_swap *s, int hbuf, int buf, int32_t nmiss);
+ * `buf` on the engine's copy stream, after the scatter that last read `buf`,
+ * and waits for it (the host buffer is free on return): one copy per run of
+ * stripes whose lease (per stripe, block-major; NULL: none leased) has no
+ * ptr, so nothing when every stripe is gathered. */
+sw_status sw_swap_dev_upload(sw_swap *s, int hbuf, int buf, int32_t nmiss,
+                             const sw_store_lease *lease);
+/* Host-tier gather (swap_gather.cu): 1 when this device pool reads
+ * host-tier hits straight from the store's pinned host tier. */
+int sw_swap_dev_gathers(const sw_swap *s);
+/* Leases keys[0..n) (sw_store_host_lease; lease[i].ptr NULL: read it
+ * through the ticket). The entries stay leased until the call's verdict. */
+sw_status sw_swap_dev_lease(sw_swap *s, size_t n, const sw_store_key *keys,
+                            sw_store_lease *lease, size_t *nleased);
+/* End of an attend call, before sw_swap_dev_attend_end, on every path:
+ * when the call leased or gathered anything, waits for `stream` (the call's
+ * one wait for this), releases the leases and reads the gathers' mismatch
+ * report; a mismatch drops the slot it filled (if the block still has it)
+ * and returns SW_STATUS_CORRUPT naming the first such stripe's key (with
+ * the detail only when `report`; a failed call keeps its own). */
+sw_status sw_swap_dev_attend_verdict(sw_swap *s, void *stream, int report);
 
 /* Per attend call. begin: waits for the previous call's buffers, sizes the
  * workspaces, projects the queries (q device BF16) and scores every block
@@ -270,6 +288,10 @@ sw_status sw_swap_dev_pass_begin(sw_swap *s, const sw_swap_attend_params *p, voi
 typedef struct sw_swap_dev_tile {
     int32_t bi, n, nmiss, buf, layout;
     const int32_t *blocks, *slots, *miss_blocks, *miss_slots;
+    /* per stripe of the missing blocks, block-major ((m * H + h) * 2 +
+     * kind): leased host-tier copies, gathered after the scatter; NULL:
+     * none (everything from the staging) */
+    const sw_store_lease *lease;
 } sw_swap_dev_tile;
 sw_status sw_swap_dev_compute(sw_swap *s, const sw_swap_attend_params *p, const sw_swap_seq *q,
                               const sw_swap_dev_tile *t, void *stream);

@@ -54,69 +54,9 @@ template <int D> struct mma_geo {
     static constexpr size_t WARP = (size_t)MSTAGES * STAGE;
 };
 
+#include "cuda/swap/swap_mma_common.cuh"
+
 /* ------------------------------------------------------------ helpers -- */
-static __device__ __forceinline__ void cp_async16z(void *smem, const void *gmem, int bytes)
-{
-    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem),
-                 "r"(bytes));
-}
-static __device__ __forceinline__ void cp_commit()
-{
-    asm volatile("cp.async.commit_group;\n" ::);
-}
-template <int N> static __device__ __forceinline__ void cp_wait()
-{
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-
-static __device__ __forceinline__ void mma16816(float *c, uint32_t a0, uint32_t a1, uint32_t a2,
-                                                uint32_t a3, uint32_t b0, uint32_t b1)
-{
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
-/* 8x8 b16 transpose across the warp (lane holds row lane/4, cols 2(lane%4), +1). */
-static __device__ __forceinline__ uint32_t mov_trans(uint32_t x)
-{
-    uint32_t y;
-    asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(y) : "r"(x));
-    return y;
-}
-
-static __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi)
-{
-    const uint32_t l = __bfloat16_as_ushort(__float2bfloat16_rn(lo));
-    const uint32_t h = __bfloat16_as_ushort(__float2bfloat16_rn(hi));
-    return l | (h << 16);
-}
-
-/* Swizzle of a staged row's 16-byte pieces (low 3 bits of the piece index):
- * K fragment loads (rows g, g + 1 of a quarter warp, 4 consecutive pieces)
- * and V fragment loads (rows 2t, t = 0..3, 2 consecutive pieces) both hit 8
- * distinct bank groups. Rows r and r + 16 (K and V of a token) share it. */
-static __device__ __forceinline__ int swz(int row)
-{
-    return (((row >> 1) & 3) << 1) ^ ((row & 1) << 2);
-}
-template <int D> static __device__ __forceinline__ int soff(int row, int piece)
-{
-    return row * mma_geo<D>::ROWB + ((piece ^ swz(row)) << 4);
-}
-
-/* E4M3 -> fp32 (as swap_tile.cu: through fp16's exponent, NaN for S.1111.111). */
-static __device__ __forceinline__ float e4m3_f32(uint32_t b)
-{
-    const uint32_t x = b & 0x7fu;
-    float v = __half2float(__ushort_as_half((unsigned short)(x << 7))) * 256.0f;
-    if (x == 0x7fu)
-        v = __int_as_float(0x7fc00000);
-    return (b & 0x80u) ? -v : v;
-}
-
 /* Elements e0 .. e0 + 7 of staged row `row` as 4 BF16 pairs: one 16-byte
  * load for a BF16 row, 8 bytes widened through the table for FP8. */
 template <int D>
@@ -422,46 +362,16 @@ __global__ void __launch_bounds__(MW_MAX * 32, 1) swap_tile_mma_kernel(const sw_
     (void)ROWB;
 }
 
-/* Warps per CTA for head_dim D on the current device (what its shared
- * memory opt-in allows, at most MW_MAX); the attribute is set once per
- * device. 0 = the device cannot run this kernel. */
-template <int D> static sw_status mma_warps(int *nw)
-{
-    static volatile int cached[64];
-    int dev = 0;
-    SW_CUDA_CHECK(cudaGetDevice(&dev));
-    if (dev < 64 && cached[dev]) {
-        *nw = cached[dev] - 1;
-        return SW_OK;
-    }
-    int optin = 0;
-    SW_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    long long n = ((long long)optin - HEAD_BYTES) / (long long)mma_geo<D>::WARP;
-    n = n > MW_MAX ? MW_MAX : n < 0 ? 0 : n;
-    if (n > 0)
-        SW_CUDA_CHECK(cudaFuncSetAttribute(swap_tile_mma_kernel<D>,
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           (int)(HEAD_BYTES + n * mma_geo<D>::WARP)));
-    if (dev < 64)
-        cached[dev] = (int)n + 1;
-    *nw = (int)n;
-    return SW_OK;
-}
-
 template <int D> static sw_status launch_mma(const sw_cuda_swap_tile_args *a, cudaStream_t st,
                                              int *launched)
 {
+    static volatile int cached[64];
     int nw = 0;
     *launched = 0;
-    SW_TRY(mma_warps<D>(&nw));
-    if (nw < 1)
-        return SW_OK; /* the caller falls back to the CUDA-core kernel */
-    const size_t smem = HEAD_BYTES + (size_t)nw * mma_geo<D>::WARP;
-    dim3 grid((unsigned)a->nchunks, (unsigned)a->H, (unsigned)a->nrg);
-    swap_tile_mma_kernel<D><<<grid, 32 * nw, smem, st>>>(*a);
-    SW_CUDA_CHECK(cudaGetLastError());
-    *launched = 1;
-    return SW_OK;
+    SW_TRY(tile_kernel_warps(swap_tile_mma_kernel<D>, HEAD_BYTES, mma_geo<D>::WARP, MW_MAX, 0,
+                             cached, &nw));
+    return tile_kernel_launch(swap_tile_mma_kernel<D>, nw, HEAD_BYTES, mma_geo<D>::WARP, a, st,
+                              launched);
 }
 
 /* Called by sw_cuda_swap_tile (swap_tile.cu); *launched = 0 when this

@@ -1,0 +1,120 @@
+/* Gather of a tile's host-tier hits (swap/swap_cuda.h, sw_cuda_swap_gather):
+ * each stripe is read by the GPU straight out of the store's pinned host
+ * tier, written into its pool slot, and checked against the CRC32C the
+ * store holds for it, with no CPU copy of the payload (the path it replaces
+ * -- the store memcpy'd every stripe into pinned staging, one upload per
+ * tile -- moved 4.6 GB/s of the H200's 55.5 GB/s pinned host-to-device
+ * rate, docs/perf/NOTES.md).
+ *
+ * One CTA of 128 threads per stripe, in segments of 8 KiB (one segment for
+ * the usual 8 KiB stripe): the threads read the segment with coalesced
+ * 16-byte loads, all four of a thread's loads in flight at once (PCIe
+ * latency is hidden by the many CTAs of a tile in flight together), store
+ * them to the slot, and park them in shared memory so that thread t can run
+ * the byte-table CRC over its own 64 contiguous bytes. The 128 chunk CRCs
+ * are combined with the GF(2) shift operators of store/crc32c_gf2.h (the
+ * split is modelled on the CPU there and checked against the store's CRC by
+ * tests/test_crc32c_gf2.c). */
+#include "swap/swap_cuda.h"
+#include "store/crc32c_gf2.h"
+#include "core/sw_core.h"
+#include "cuda/sw_cuda_check.h"
+
+#include <cuda_runtime.h>
+
+#define NT SW_CRC32C_GATHER_NT
+#define CB SW_CRC32C_GATHER_C
+#define SEG SW_CRC32C_GATHER_SEG
+#define PPT (CB / 16)     /* 16-byte pieces per thread and segment */
+#define WPC (CB / 4 + 1)  /* words per chunk in shared memory: one of padding,
+                           * so that thread t's reads (word t * WPC + i) fall
+                           * in 32 different banks */
+
+static_assert(NT % 32 == 0 && CB % 16 == 0, "gather split");
+
+__global__ void __launch_bounds__(NT)
+    swap_gather_kernel(const sw_cuda_swap_gather_args a, const sw_crc32c_gather_consts k)
+{
+    __shared__ uint32_t tab[256];
+    __shared__ uint32_t words[NT * WPC];
+    __shared__ uint32_t red[NT / 32];
+    const int t = threadIdx.x;
+    for (int i = t; i < 256; i += NT)
+        tab[i] = sw_crc32c_tab_entry((uint32_t)i);
+    const sw_cuda_swap_gather_item g = a.g[blockIdx.x];
+    const uint64_t len = g.length;
+    const uint64_t nseg = (len + SEG - 1) / SEG;
+    const uint64_t pad = nseg * SEG - len; /* leading zeros: a multiple of 16 */
+    const uint4 *src = reinterpret_cast<const uint4 *>(g.src);
+    uint4 *dst = reinterpret_cast<uint4 *>(a.pool + g.dst);
+    const uint32_t lane_mul = k.lane[t];
+    uint32_t acc = 0;
+    for (uint64_t sg = 0; sg < nseg; sg++) {
+        uint4 v[PPT];
+#pragma unroll
+        for (int j = 0; j < PPT; j++) {
+            const uint64_t o = sg * SEG + ((uint64_t)j * NT + (uint64_t)t) * 16;
+            v[j] = o >= pad ? __ldcs(src + (o - pad) / 16) : make_uint4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int j = 0; j < PPT; j++) {
+            const uint32_t piece = (uint32_t)j * NT + (uint32_t)t;
+            const uint64_t o = sg * SEG + (uint64_t)piece * 16;
+            if (o >= pad)
+                dst[(o - pad) / 16] = v[j];
+            uint32_t *w = &words[(piece / PPT) * WPC + (piece % PPT) * 4];
+            w[0] = v[j].x;
+            w[1] = v[j].y;
+            w[2] = v[j].z;
+            w[3] = v[j].w;
+        }
+        __syncthreads();
+        uint32_t c = 0;
+        const uint32_t *w = &words[t * WPC];
+#pragma unroll 4
+        for (int i = 0; i < CB / 4; i++) {
+            const uint32_t x = w[i]; /* bytes in memory order: little-endian */
+            c = sw_crc32c_raw_byte(c, x & 0xffu, tab);
+            c = sw_crc32c_raw_byte(c, (x >> 8) & 0xffu, tab);
+            c = sw_crc32c_raw_byte(c, (x >> 16) & 0xffu, tab);
+            c = sw_crc32c_raw_byte(c, x >> 24, tab);
+        }
+        c = sw_crc32c_gf2_mul(c, lane_mul);
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1)
+            c ^= __shfl_xor_sync(0xffffffffu, c, off);
+        if ((t & 31) == 0)
+            red[t >> 5] = c;
+        __syncthreads();
+        if (t == 0) {
+            uint32_t s = 0;
+#pragma unroll
+            for (int i = 0; i < NT / 32; i++)
+                s ^= red[i];
+            acc = (sg ? sw_crc32c_gf2_mul(acc, k.seg) : 0u) ^ s;
+        }
+        __syncthreads(); /* words and red are refilled by the next segment */
+    }
+    if (t == 0 && acc != g.crc_raw) {
+        const uint32_t i = atomicAdd(a.bad, 1u);
+        if (i < a.bad_cap)
+            a.bad[1 + i] = g.id;
+    }
+}
+
+static sw_crc32c_gather_consts make_consts()
+{
+    sw_crc32c_gather_consts k;
+    sw_crc32c_gather_consts_fill(&k);
+    return k;
+}
+
+extern "C" sw_status sw_cuda_swap_gather(const sw_cuda_swap_gather_args *a, void *stream)
+{
+    if (a->n <= 0)
+        return SW_OK;
+    static const sw_crc32c_gather_consts k = make_consts(); /* thread-safe init */
+    swap_gather_kernel<<<(unsigned)a->n, NT, 0, (cudaStream_t)stream>>>(*a, k);
+    SW_CUDA_CHECK(cudaGetLastError());
+    return SW_OK;
+}

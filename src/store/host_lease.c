@@ -1,0 +1,139 @@
+/* Leases of host-tier entries (host_lease.h). Everything runs under the
+ * handle's lock. A lease changes nothing in the index but the LRU/CLOCK
+ * touch a read makes, so it needs no drain of the read tickets in flight
+ * (like the lookups of sw_store_read_submit); the tickets' own host-tier
+ * fills (sw_store_host_put) never pick a leased entry. */
+#include "store/host_lease.h"
+#include "store/store_internal.h"
+
+#include <string.h>
+
+int sw_store_host_mapped(sw_store *s)
+{
+    if (!s)
+        return 0;
+    pthread_mutex_lock(&s->lock);
+    int m = s->host_n > 0 && s->host_pinned;
+    pthread_mutex_unlock(&s->lock);
+    return m;
+}
+
+static void lease_none(sw_store_lease *l)
+{
+    memset(l, 0, sizeof *l);
+    l->entry = SW_NIL;
+}
+
+sw_status sw_store_host_lease(sw_store *s, size_t n, const sw_store_key *keys,
+                              uint32_t len_multiple, sw_store_lease *out, size_t *nleased)
+{
+    if (nleased)
+        *nleased = 0;
+    if (!s || (n && (!keys || !out)))
+        return sw_fail(SW_STATUS_INVALID, "sw_store_host_lease: null store, keys or out");
+    for (size_t i = 0; i < n; i++)
+        lease_none(&out[i]);
+    pthread_mutex_lock(&s->lock);
+    if (s->failed) {
+        pthread_mutex_unlock(&s->lock);
+        return sw_fail(SW_STATUS_FAILED, "the store handle hit an unrecoverable error before");
+    }
+    size_t got = 0;
+    if (s->host_used == 0) {
+        pthread_mutex_unlock(&s->lock);
+        return SW_OK;
+    }
+    /* Windows of keys: hash and prefetch every bucket, then probe (the
+     * lookups' cache misses overlap, as in sw_store_read_lookup). */
+    enum { WINDOW = 32 };
+    uint64_t hs[WINDOW];
+    for (size_t w0 = 0; w0 < n; w0 += WINDOW) {
+        const size_t w1 = n - w0 < WINDOW ? n : w0 + WINDOW;
+        for (size_t i = w0; i < w1; i++) {
+            hs[i - w0] = sw_store_key_hash(&keys[i]);
+            __builtin_prefetch(sw_store_index_bucket(s, hs[i - w0]));
+        }
+        for (size_t i = w0; i < w1; i++) {
+            const sw_store_key *k = &keys[i];
+            if (k->kind > SW_STORE_KIND_V || k->reserved != 0)
+                continue; /* the read reports it */
+            const uint32_t v = sw_store_index_find_h(s, k, hs[i - w0]);
+            if (v == SW_NIL)
+                continue;
+            const sw_slot *e = &s->slots[v];
+            const uint32_t h = e->host;
+            if (h == SW_NIL || (len_multiple > 1 && e->length % len_multiple != 0))
+                continue;
+            if (s->host[h].lease == UINT32_MAX)
+                continue; /* cannot count another: read it instead */
+            if (s->host[h].lease++ == 0)
+                s->host_leased++;
+            sw_store_lru_touch(s, v);
+            sw_store_host_touch(s, h);
+            s->st.host_hits++;
+            s->st.host_bytes_read += e->length;
+            out[i].ptr = sw_store_host_ptr(s, h);
+            out[i].generation = e->generation;
+            out[i].length = e->length;
+            out[i].crc = e->crc;
+            out[i].entry = h;
+            got++;
+        }
+    }
+    pthread_mutex_unlock(&s->lock);
+    if (nleased)
+        *nleased = got;
+    return SW_OK;
+}
+
+static void release_one(sw_store *s, uint32_t h)
+{
+    if (h >= s->host_n || s->host[h].lease == 0)
+        return; /* not leased: a caller's bug, never a count below zero */
+    if (--s->host[h].lease == 0) {
+        s->host_leased--;
+        if (s->host[h].zombie)
+            sw_store_host_free(s, h); /* unmapped while leased: free only now */
+    }
+}
+
+void sw_store_host_release(sw_store *s, size_t n, const sw_store_lease *leases)
+{
+    if (!s || !leases)
+        return;
+    pthread_mutex_lock(&s->lock);
+    for (size_t i = 0; i < n; i++)
+        if (leases[i].ptr)
+            release_one(s, leases[i].entry);
+    pthread_mutex_unlock(&s->lock);
+}
+
+void sw_store_host_release_entries(sw_store *s, size_t n, const uint32_t *entries)
+{
+    if (!s || !entries)
+        return;
+    pthread_mutex_lock(&s->lock);
+    for (size_t i = 0; i < n; i++)
+        release_one(s, entries[i]);
+    pthread_mutex_unlock(&s->lock);
+}
+
+sw_status sw_store_test_host_poke(sw_store *s, const sw_store_key *key, size_t off,
+                                  uint8_t mask)
+{
+    if (!s || !key)
+        return sw_fail(SW_STATUS_INVALID, "sw_store_test_host_poke: null argument");
+    pthread_mutex_lock(&s->lock);
+    const uint32_t v = s->host_n ? sw_store_index_find(s, key) : SW_NIL;
+    const uint32_t h = v != SW_NIL ? s->slots[v].host : SW_NIL;
+    sw_status st = SW_OK;
+    if (h == SW_NIL)
+        st = sw_fail(SW_STATUS_NOT_FOUND, "sw_store_test_host_poke: no host-tier copy");
+    else if (off >= s->slots[v].length)
+        st = sw_fail(SW_STATUS_INVALID, "sw_store_test_host_poke: offset %zu >= length %u", off,
+                     s->slots[v].length);
+    else
+        sw_store_host_ptr(s, h)[off] ^= (char)mask;
+    pthread_mutex_unlock(&s->lock);
+    return st;
+}
