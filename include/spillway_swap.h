@@ -304,6 +304,17 @@ typedef struct sw_swap_stats {
                                           * has SPILLWAY_SWAP_KERNEL_TIMING=1
                                           * at sw_swap_create (each attend
                                           * then waits for its kernels) */
+    /* ---- appended: where an attend's host time goes (with
+     * read_wait_seconds and compute_seconds above) ---- */
+    double plan_seconds;                 /* planning tiles: block order,
+                                          * victims, keys */
+    double submit_seconds;               /* submitting the tiles' reads (store
+                                          * lookups and queueing; may complete
+                                          * older reads when the store's
+                                          * buffers are full) */
+    double score_seconds;                /* projecting the queries and scoring
+                                          * every block (a device pool: with
+                                          * its one wait for the scores) */
 } sw_swap_stats;
 
 /* Snapshot of the counters; st->struct_size must be set (a smaller, older

@@ -276,6 +276,10 @@ static void print_case(const swt_case *c, const swt_result *r, double raw)
            "(%llu of %llu tiles read ahead)\n",
            r->compute_seconds / r->steps * 1e3, r->read_wait_seconds / r->steps * 1e3,
            (unsigned long long)r->prefetched_tiles, (unsigned long long)r->tiles);
+    printf("    per step, host side: %.1f ms scoring, %.1f ms planning tiles, %.1f ms "
+           "submitting reads\n",
+           r->score_seconds / r->steps * 1e3, r->plan_seconds / r->steps * 1e3,
+           r->submit_seconds / r->steps * 1e3);
     printf("    read per step: %.1f MiB (host tier %.1f MiB, disk %.1f MiB) = %.3f GB/s\n",
            d.read_per_step / MIB, r->host_bytes_read / MIB / r->steps,
            r->file_bytes_read / MIB / r->steps, d.gbps);
@@ -748,6 +752,12 @@ int cmd_bench_swap(int argc, char **argv)
                                  res[k].compute_seconds / res[k].steps * 1e3, 0, 0, 0};
         rows[nr++] = (bench_row){"read_wait_ms_per_step",
                                  res[k].read_wait_seconds / res[k].steps * 1e3, 0, 0, 0};
+        rows[nr++] = (bench_row){"score_ms_per_step",
+                                 res[k].score_seconds / res[k].steps * 1e3, 0, 0, 0};
+        rows[nr++] = (bench_row){"plan_ms_per_step",
+                                 res[k].plan_seconds / res[k].steps * 1e3, 0, 0, 0};
+        rows[nr++] = (bench_row){"submit_ms_per_step",
+                                 res[k].submit_seconds / res[k].steps * 1e3, 0, 0, 0};
         rows[nr++] = (bench_row){"read_ahead_tiles", res[k].swap.prefetch, 0, 0, 0};
         rows[nr++] = (bench_row){"max_rel_l2", res[k].max_rel_l2, 1e-2, 1, -1.0};
         for (int i = 0; i < nr; i++) {

@@ -41,7 +41,7 @@ typedef struct swt_result {
     uint64_t bytes_read, host_bytes_read, file_bytes_read;
     uint64_t host_stripes, file_stripes;
     uint64_t tiles, prefetched_tiles, evictions;
-    double read_wait_seconds, compute_seconds;
+    double read_wait_seconds, compute_seconds, plan_seconds, submit_seconds, score_seconds;
     double attend_seconds;      /* timed steps: the attend calls alone */
     double kernel_seconds;      /* timed steps: tile kernels (GPU events;
                                  * needs SPILLWAY_SWAP_KERNEL_TIMING=1) */

@@ -646,7 +646,10 @@ static sw_status run_pass(run *R, int sparse)
             sw_swap_pool_unpin(s, u_->pin);                                                 \
             u_->pin = 0;                                                                    \
         }                                                                                   \
+        const double p0_ = now_s();                                                         \
         const int r_ = plan_tile(R, t_, (int)(nplan % ntl));                                \
+        const double p1_ = now_s();                                                         \
+        s->st.plan_seconds += p1_ - p0_;                                                    \
         if (r_ < 0) {                                                                       \
             st = r_ == -1 ? sw_fail(SW_STATUS_NO_MEMORY, "block order")                     \
                           : sw_fail(SW_STATUS_INTERNAL, "no unpinned slot for a tile");    \
@@ -654,6 +657,7 @@ static sw_status run_pass(run *R, int sparse)
             end = 1;                                                                        \
         } else {                                                                            \
             start_read(R, t_, nplan > ncomp);                                               \
+            s->st.submit_seconds += now_s() - p1_;                                          \
             nplan++;                                                                        \
         }                                                                                   \
     } while (0)
@@ -838,8 +842,11 @@ static sw_status attend_dev(run *R, sw_swap_attend_result *res, void *stream)
          (p->lse && !sw_cuda_is_device_ptr(p->lse))))
         st = sw_fail(SW_STATUS_INVALID, "device pool: q (%p), o (%p) and lse (%p) must be device "
                      "memory", p->q, p->o, (void *)p->lse);
-    if (st == SW_OK)
+    if (st == SW_OK) {
+        const double t0 = now_s();
         st = sw_swap_dev_attend_begin(s, p, R->seqs, R->scores, stream);
+        s->st.score_seconds += now_s() - t0;
+    }
     const uint64_t h0 = s->st.hits, m0 = s->st.misses;
     const int sparse = p->sparse_top_k > 0;
     float *exact = NULL, *got = NULL;
@@ -970,6 +977,7 @@ sw_status sw_swap_attend(sw_swap *s, const sw_swap_attend_params *p, sw_swap_att
                        (long long)nrows);
     }
     const uint16_t *q16 = p->q;
+    const double ts0 = now_s();
     {
         /* scores in the log2 domain: exp2 in the kernels */
         const float scale = p->sm_scale != 0.0f ? p->sm_scale : 1.0f / sqrtf((float)D);
@@ -994,6 +1002,7 @@ sw_status sw_swap_attend(sw_swap *s, const sw_swap_attend_params *p, sw_swap_att
                 R.scores[b][i] = -INFINITY;
     }
     free(qp);
+    s->st.score_seconds += now_s() - ts0;
     const uint64_t h0 = s->st.hits, m0 = s->st.misses;
     double rel = -1.0;
     const int sparse = p->sparse_top_k > 0;
