@@ -6,7 +6,10 @@
  * under a stream of new writes, an overwrite and a delete of its key --
  * until released, after which every entry is usable again. With every
  * entry leased, writes still succeed (not cached). The test hook flips a
- * byte that the lease's CRC then no longer matches. Seeded (SW_TEST_SEED). */
+ * byte that the lease's CRC then no longer matches; a copy its reader found
+ * corrupt leaves the tier (sw_store_host_invalidate: counted, freed after
+ * the last release, the key then read from the file; a stale generation or
+ * a reused entry is left alone). Seeded (SW_TEST_SEED). */
 #include "test_store_util.h"
 #include "store/host_lease.h"
 
@@ -163,6 +166,42 @@ static void test_all_leased(sw_store *s)
     sw_store_host_release(s, HOST_N, l);
 }
 
+static void test_invalidate(sw_store *s)
+{
+    const uint64_t ns = 44;
+    sw_store_key k = ts_key(ns, 0, 0, 0, SW_STORE_KIND_V);
+    uint64_t gen = 0;
+    CHECK_STATUS(put(s, &k, 5, &gen), SW_OK);
+    sw_store_lease l, l2;
+    size_t got = 0;
+    CHECK_STATUS(sw_store_host_lease(s, 1, &k, 16, &l, &got), SW_OK);
+    CHECK(got == 1 && l.ptr != NULL);
+    if (!l.ptr)
+        return;
+    CHECK_STATUS(sw_store_test_host_poke(s, &k, 7, 0x01), SW_OK);
+    const sw_store_stats a = ts_stats(s);
+    CHECK(sw_store_host_invalidate(s, l.entry, gen + 1) == 0); /* another version */
+    CHECK(sw_store_host_invalidate(s, l.entry, gen) == 1);
+    CHECK(sw_store_host_invalidate(s, l.entry, gen) == 0);     /* already gone */
+    const sw_store_stats b = ts_stats(s);
+    CHECK(b.corruptions == a.corruptions + 1);
+    CHECK(b.host_entries + 1 == a.host_entries);
+    /* leased: the bytes stay put (zombie) until the release */
+    CHECK(sw_crc32c(l.ptr, STRIPE) != l.crc);
+    CHECK_STATUS(sw_store_test_host_poke(s, &k, 7, 0x01), SW_STATUS_NOT_FOUND);
+    CHECK_STATUS(sw_store_host_lease(s, 1, &k, 16, &l2, &got), SW_OK);
+    CHECK(got == 0 && l2.ptr == NULL);
+    sw_store_host_release(s, 1, &l);
+    /* the key reads back from the file, intact */
+    uint8_t buf[STRIPE];
+    const uint64_t fh = ts_stats(s).file_hits;
+    CHECK_STATUS(ts_read1(s, &k, buf, STRIPE, NULL, NULL), SW_OK);
+    CHECK(ts_check(buf, STRIPE, &k, 5));
+    CHECK(ts_stats(s).file_hits == fh + 1);
+    CHECK(sw_store_host_invalidate(s, 1u << 30, gen) == 0); /* out of range */
+    CHECK(sw_store_host_invalidate(NULL, 0, 0) == 0);
+}
+
 int main(void)
 {
     seed = ts_seed(20250612);
@@ -180,6 +219,7 @@ int main(void)
     test_lease_basic(s);
     test_lease_pressure(s, &r);
     test_all_leased(s);
+    test_invalidate(s);
     CHECK_STATUS(sw_store_close(s), SW_OK);
     ts_rm_rf(d.base);
     printf("store leases: %d failed checks (seed %llu)\n", sw_test_failures,

@@ -18,6 +18,16 @@ int sw_store_host_mapped(sw_store *s)
     return m;
 }
 
+size_t sw_store_host_entries(sw_store *s)
+{
+    if (!s)
+        return 0;
+    pthread_mutex_lock(&s->lock);
+    const size_t n = s->host_n;
+    pthread_mutex_unlock(&s->lock);
+    return n;
+}
+
 static void lease_none(sw_store_lease *l)
 {
     memset(l, 0, sizeof *l);
@@ -116,6 +126,24 @@ void sw_store_host_release_entries(sw_store *s, size_t n, const uint32_t *entrie
     for (size_t i = 0; i < n; i++)
         release_one(s, entries[i]);
     pthread_mutex_unlock(&s->lock);
+}
+
+int sw_store_host_invalidate(sw_store *s, uint32_t entry, uint64_t generation)
+{
+    if (!s)
+        return 0;
+    pthread_mutex_lock(&s->lock);
+    int dropped = 0;
+    if (entry < s->host_n && !s->host[entry].zombie) {
+        const uint32_t v = s->host[entry].slot;
+        if (v != SW_NIL && s->slots[v].host == entry && s->slots[v].generation == generation) {
+            sw_store_host_drop(s, v);
+            s->st.corruptions++;
+            dropped = 1;
+        }
+    }
+    pthread_mutex_unlock(&s->lock);
+    return dropped;
 }
 
 sw_status sw_store_test_host_poke(sw_store *s, const sw_store_key *key, size_t off,

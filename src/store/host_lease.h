@@ -35,6 +35,10 @@ typedef struct sw_store_lease {
  * (no host tier, or a build or machine without CUDA). */
 int sw_store_host_mapped(sw_store *s);
 
+/* Entries of the host tier (each holds one stripe): the most keys one
+ * holder of leases can have leased at once. 0 without a host tier. */
+size_t sw_store_host_entries(sw_store *s);
+
 /* Leases the host-tier copies of keys[0..n) that have one and whose length
  * is a multiple of len_multiple (0 or 1: any). A leased key counts as a
  * host-tier hit in the store's stats (host_hits, host_bytes_read) and is
@@ -50,6 +54,14 @@ sw_status sw_store_host_lease(sw_store *s, size_t n, const sw_store_key *keys,
  * is NULL are skipped), or, with entries[] instead, n entry numbers. */
 void sw_store_host_release(sw_store *s, size_t n, const sw_store_lease *leases);
 void sw_store_host_release_entries(sw_store *s, size_t n, const uint32_t *entries);
+
+/* A leased copy found corrupt by its reader (the GPU's CRC check): when
+ * entry `entry` still holds generation `generation` of its key, the copy
+ * leaves the host tier (freed after the last release) and the store's
+ * `corruptions` counter counts it, so the next read of the key comes from
+ * the file tier, with its own check. Returns 1 when it dropped the copy,
+ * 0 when the entry had already left or holds another version. */
+int sw_store_host_invalidate(sw_store *s, uint32_t entry, uint64_t generation);
 
 /* Test hook: XORs byte `off` of the key's host-tier copy with `mask`
  * (a flipped byte in RAM that the store's CRC no longer matches).

@@ -890,6 +890,8 @@ static sw_status attend_dev(run *R, sw_swap_attend_result *res, void *stream)
         sw_status e = sw_swap_dev_attend_end(s, stream);
         if (st == SW_OK)
             st = e;
+        if (v == SW_STATUS_CUDA || e == SW_STATUS_CUDA)
+            s->failed = 1; /* even when the call had failed before for another reason */
     }
     if (st == SW_STATUS_CUDA)
         s->failed = 1; /* the context or a queued copy is broken */

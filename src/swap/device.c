@@ -49,6 +49,8 @@ typedef struct gather_rec {
     const sw_swap_seq *q;
     int32_t layer, block, slot;
     int32_t h, kind;
+    uint32_t entry;      /* the leased host-tier entry and its generation */
+    uint64_t generation;
 } gather_rec;
 
 /* Mismatches the device reports by id (more are counted, not named). */
@@ -495,19 +497,30 @@ sw_status sw_swap_dev_attend_verdict(sw_swap *s, void *stream, int report)
     const sw_status sy = sw_cuda_stream_sync(stream);
     if (st == SW_OK)
         st = sy;
-    sw_store_host_release_entries(s->store, d->nlease, d->lease_ent);
-    d->nlease = 0;
     sw_status out = st;
-    if (st == SW_OK && d->ngrec && d->h_bad[0]) {
+    if (st != SW_OK && d->ngrec) {
+        /* the report is unknown: no slot the call gathered is to be trusted */
+        for (size_t i = 0; i < d->ngrec; i++) {
+            const gather_rec *r = &d->grec[i];
+            sw_swap_blk *b = &r->q->layers[r->layer].blk[r->block];
+            if (b->slot == r->slot)
+                sw_swap_pool_drop(s, b);
+        }
+    } else if (d->ngrec && d->h_bad[0]) {
+        /* Each bad stripe's slot is dropped and its host-tier copy leaves
+         * the tier (still leased here, so the entry cannot have been reused
+         * for another key): the next read of the key comes from the file
+         * tier, with the store's own check. */
         const uint32_t nbad = d->h_bad[0];
         const gather_rec *first = NULL;
         if (nbad > SW_SWAP_BAD_CAP) {
-            /* not every one named: drop every slot the call gathered */
+            /* not every one named: every stripe the call gathered */
             for (size_t i = 0; i < d->ngrec; i++) {
                 const gather_rec *r = &d->grec[i];
                 sw_swap_blk *b = &r->q->layers[r->layer].blk[r->block];
                 if (b->slot == r->slot)
                     sw_swap_pool_drop(s, b);
+                (void)sw_store_host_invalidate(s->store, r->entry, r->generation);
             }
         }
         for (uint32_t i = 0; i < nbad && i < SW_SWAP_BAD_CAP; i++) {
@@ -518,19 +531,22 @@ sw_status sw_swap_dev_attend_verdict(sw_swap *s, void *stream, int report)
             sw_swap_blk *b = &r->q->layers[r->layer].blk[r->block];
             if (b->slot == r->slot) /* still the slot it filled */
                 sw_swap_pool_drop(s, b);
+            (void)sw_store_host_invalidate(s->store, r->entry, r->generation);
             if (!first || id < (uint32_t)(first - d->grec))
                 first = r;
         }
         if (report && first)
             out = sw_fail(SW_STATUS_CORRUPT, "stripe (ns %llu, layer %d, block %u, kv head %d, "
                           "%s) of sequence %llu: its host-tier copy failed the CRC32C check on "
-                          "the GPU (%u stripe(s) of this call); its slot is dropped",
+                          "the GPU (%u gather(s) of this call failed); the copy left the host "
+                          "tier and its slot is dropped, so the next read comes from the file",
                           (unsigned long long)first->q->ns, first->layer,
                           first->q->block_base + (uint32_t)first->block, first->h,
                           first->kind ? "V" : "K", (unsigned long long)first->q->id, nbad);
         else if (report)
-            out = sw_fail(SW_STATUS_CORRUPT, "%u host-tier stripe(s) of this call failed the "
-                          "CRC32C check on the GPU; their slots are dropped", nbad);
+            out = sw_fail(SW_STATUS_CORRUPT, "%u host-tier gather(s) of this call failed the "
+                          "CRC32C check on the GPU; the copies left the host tier and their "
+                          "slots are dropped", nbad);
         else
             out = SW_STATUS_CORRUPT;
         /* reset for the next call (before its wait on ev_done) */
@@ -538,6 +554,8 @@ sw_status sw_swap_dev_attend_verdict(sw_swap *s, void *stream, int report)
         if (ms != SW_OK)
             out = ms;
     }
+    sw_store_host_release_entries(s->store, d->nlease, d->lease_ent);
+    d->nlease = 0;
     d->ngrec = 0;
     return out;
 }
@@ -624,11 +642,16 @@ sw_status sw_swap_dev_attend_begin(sw_swap *s, const sw_swap_attend_params *p,
     d->d_f32 = d->ws + o_f32;
     /* descriptors: scored blocks, 2 passes of tile blocks and fills, scores */
     const size_t nb = (size_t)total + 1;
-    /* gathers: every stripe of every block, once per pass (two with a
-     * sparse check) */
+    /* gathers: per pass (two with a sparse check) every stripe of every
+     * block at most, and at most one per host-tier entry (a pass leases a
+     * key once and holds its leases to the end of the call) */
     const size_t passes = p->sparse_top_k > 0 && p->sparse_check ? 2 : 1;
-    const size_t gbytes =
-        d->gather ? passes * nb * 2 * (size_t)H * sizeof(sw_cuda_swap_gather_item) : 0;
+    size_t gmax = nb * 2 * (size_t)H;
+    if (d->gather) {
+        const size_t he = sw_store_host_entries(s->store);
+        gmax = he < gmax ? he : gmax;
+    }
+    const size_t gbytes = d->gather ? passes * gmax * sizeof(sw_cuda_swap_gather_item) : 0;
     const size_t dbytes = sw_align_up(nb * sizeof(sw_cuda_swap_sblk), 16) +
                           2 * (nb + 2 * (size_t)p->batch + 64) *
                               (sizeof(sw_cuda_swap_blk) + sizeof(sw_cuda_swap_fill) + 32) +
@@ -762,7 +785,8 @@ sw_status sw_swap_dev_compute(sw_swap *s, const sw_swap_attend_params *p, const 
             g->crc_raw = crc_raw_of(d, l->crc, l->length);
             g->id = (uint32_t)d->ngrec;
             g->pad = 0;
-            const gather_rec r = {q, p->layer, t->miss_blocks[m], t->miss_slots[m], h, kind};
+            const gather_rec r = {q, p->layer, t->miss_blocks[m], t->miss_slots[m], h, kind,
+                                  l->entry, l->generation};
             SW_TRY(grec_push(d, &r));
             leased++;
         }
