@@ -258,8 +258,9 @@ SW_API sw_status sw_store_read_device(sw_store *s, size_t n, const sw_store_key 
  *
  * sw_store_read_submit looks the n keys up (host-tier hits are copied into
  * dst[i] at once), plans the file reads as sw_store_read does (adjacent
- * extents merged, in a region of the bounce buffer) and queues them on the
- * ring; with the pread fallback, or when the read does not fit the bounce
+ * extents merged, in a region of the bounce buffer) and queues them (at
+ * most SPILLWAY_STORE_READ_INFLIGHT bytes of reads on the device at once,
+ * default 4 MiB, oldest ticket first); with the pread fallback, or when the read does not fit the bounce
  * buffer (io_buffer_bytes) or the queue (queue_depth requests) as one
  * batch, it reads synchronously instead and the wait only hands over the
  * result. `keys` and the `dst` pointer array are copied (they may be reused
@@ -267,7 +268,8 @@ SW_API sw_status sw_store_read_device(sw_store *s, size_t n, const sw_store_key 
  * been waited for (or the store closed): the extents are verified and
  * copied into them by the ticket's wait, or earlier by another call on the
  * handle (a write, delete, sw_store_read or verify first finishes every
- * outstanding ticket; a submit that needs bounce space finishes the oldest).
+ * outstanding ticket; a queued ticket that needs bounce space has the oldest
+ * arrived ticket checked and copied early).
  * *ticket receives a non-zero id (0 on failure).
  * Returns SW_OK (also when keys are missing or bad: their statuses come
  * with the wait); SW_STATUS_INVALID (null store/keys/dst/ticket, n >

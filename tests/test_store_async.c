@@ -6,7 +6,8 @@
  * version of the submit, never a mix; close with tickets outstanding; reads
  * too large for the bounce buffer; adjacent runs merged into one request
  * (corrupt extents inside it fail their keys only; zero-filled creation);
- * random interleavings of submits, waits
+ * more tickets than the device may have in flight (queued, bounce regions
+ * freed early); random interleavings of submits, waits
  * and writes checked against a model. Runs on io_uring and (ctest's
  * *_pread variant) on the pread fallback. */
 #include "test_store_util.h"
@@ -578,6 +579,78 @@ static void test_large(const char *dir)
     CHECK_STATUS(sw_store_close(s), SW_OK);
 }
 
+/* More tickets than the device may have in flight (a bounce buffer of two
+ * runs: one tile each, so at most two on the device, the rest queued until
+ * a region comes free): waited for newest first (the store then checks and
+ * copies the older arrived tickets early to free their regions), a write
+ * while most are still queued (it waits for every queued read: they return
+ * the version of their submit), then waited for in a shuffled order. With
+ * SPILLWAY_STORE_READ_INFLIGHT=1 (ctest's *_inflight1 run) every test here
+ * runs with at most one ticket on the device. */
+static void test_queued(const char *dir, uint64_t seed)
+{
+    enum { STREAMS = 8, BLOCKS = 64, NT = 40 };
+    sw_store_config c = ts_config(dir, STRIPE, RUN, 48);
+    c.io_buffer_bytes = 1; /* the minimum: two runs */
+    sw_store *s = NULL;
+    CHECK_STATUS(sw_store_open(&c, &s), SW_OK);
+    if (!s)
+        return;
+    fill(s, STREAMS, BLOCKS, 1);
+    const uint32_t tiles_per_stream = BLOCKS / TILE;
+    tile *t = (tile *)calloc(NT, sizeof *t);
+    sw_rng r = {seed};
+    for (int round = 0; round < 2; round++) {
+        for (uint32_t i = 0; i < NT; i++) {
+            uint32_t q = i % STREAMS, b0 = (i / STREAMS) % tiles_per_stream * TILE;
+            tile_init(&t[i], q, b0);
+            CHECK_STATUS(submit(s, &t[i]), SW_OK);
+        }
+        if (round == 0) {
+            for (uint32_t i = NT; i-- > 0;) {
+                CHECK_STATUS(wait_tile(s, &t[i]), SW_OK);
+                check_tile(&t[i], i % STREAMS, 1);
+            }
+        } else {
+            /* overwrite every block of stream 0 (tag 2) with tickets queued */
+            uint8_t buf[STRIPE];
+            for (uint32_t b = 0; b < BLOCKS; b++) {
+                sw_store_key k = key_of(0, b);
+                ts_fill(buf, STRIPE, &k, 2);
+                CHECK_STATUS(sw_store_write(s, &k, buf, STRIPE, NULL), SW_OK);
+            }
+            uint32_t order[NT];
+            for (uint32_t i = 0; i < NT; i++)
+                order[i] = i;
+            for (uint32_t i = NT - 1; i > 0; i--) {
+                uint32_t j = (uint32_t)(sw_rng_next(&r) % (i + 1)), x = order[i];
+                order[i] = order[j];
+                order[j] = x;
+            }
+            for (uint32_t k = 0; k < NT; k++) {
+                uint32_t i = order[k];
+                CHECK_STATUS(wait_tile(s, &t[i]), SW_OK);
+                check_tile(&t[i], i % STREAMS, 1); /* the version of the submit */
+            }
+            /* and the new version afterwards */
+            tile n;
+            tile_init(&n, 0, 0);
+            CHECK_STATUS(submit(s, &n), SW_OK);
+            CHECK_STATUS(wait_tile(s, &n), SW_OK);
+            for (uint32_t i = 0; i < TILE; i++)
+                CHECK(n.sts[i] == SW_OK && n.lengths[i] == STRIPE &&
+                      ts_check(n.dst[i], STRIPE, &n.keys[i], 2));
+            tile_free(&n);
+        }
+        for (uint32_t i = 0; i < NT; i++)
+            tile_free(&t[i]);
+    }
+    free(t);
+    sw_store_stats st = ts_stats(s);
+    CHECK(st.corruptions == 0 && st.io_errors == 0);
+    CHECK_STATUS(sw_store_close(s), SW_OK);
+}
+
 /* Random interleaving of submits, waits (any order), writes, deletes and
  * synchronous reads against a model: a ticket returns, per key, exactly the
  * version that was live at its submit. */
@@ -736,6 +809,7 @@ int main(void)
     RUN_CASE("change", test_change_in_flight(sub));
     RUN_CASE("close", test_close_outstanding(sub));
     RUN_CASE("large", test_large(sub));
+    RUN_CASE("queued", test_queued(sub, seed));
     RUN_CASE("random", test_random(sub, seed));
     RUN_CASE("threads", test_threads(sub));
     ts_rm_rf(d.base);

@@ -760,6 +760,10 @@ int cmd_store_bench_disk(int argc, char **argv)
            (unsigned long long)ss.extents_total, nstreams, o.stream_blocks,
            (unsigned long long)(ss.io_buffer_bytes >> 20), cdt,
            o.zero_fill ? "posix_fallocate + zero fill" : "posix_fallocate only");
+    /* The read tickets' device bytes in flight are the library's setting
+     * (src/store/read_async.c); printed so that a run says which it used. */
+    const char *cap = getenv("SPILLWAY_STORE_READ_INFLIGHT");
+    printf("  read tickets: SPILLWAY_STORE_READ_INFLIGHT=%s\n", cap ? cap : "(unset: 4 MiB)");
     char stripe[STRIPE];
     t0 = tool_now();
     for (uint32_t b = 0; b < o.stream_blocks; b++)

@@ -66,7 +66,10 @@ typedef struct sw_read_req {
     size_t first, last;
 } sw_read_req;
 
-/* One planned batch; its requests' buffers lie in [bounce, bounce + used). */
+/* One planned batch; its requests' buffers lie in [bounce, bounce + used).
+ * poll (optional): called every few extents while the batch's stripes are
+ * checked and copied (the read tickets take completions and submit queued
+ * requests there). */
 typedef struct sw_read_batch {
     sw_read_ctx *c;
     sw_read_item *items;
@@ -75,6 +78,8 @@ typedef struct sw_read_batch {
     sw_io_op *ops;
     char *bounce;
     size_t ng, nrq, nops, used; /* groups, pieces (rq), device requests (ops) */
+    void (*poll)(void *ctx);
+    void *poll_ctx;
 } sw_read_batch;
 
 /* Sets every key's status (NOT_FOUND until delivered; INVALID for a bad

@@ -2,24 +2,32 @@
  *
  * A ticket is one batched read (typically one tile) whose file I/O stays in
  * flight after submit returns, so that a caller can keep several tiles'
- * reads queued while earlier ones are checked and copied. The bounce buffer
- * is shared as a ring of regions, one per ticket, reclaimed oldest first.
+ * reads queued while earlier ones are checked and copied. Submit looks the
+ * keys up and plans the requests; the ticket then waits in a queue until
+ * the device has room: at most SPILLWAY_STORE_READ_INFLIGHT bytes of ticket
+ * requests are on the device at once (read_inflight_bytes), the rest are
+ * submitted, in order, as completions come in -- when any call of the
+ * handle takes completions, and every few extents while a ticket's extents
+ * are checked and copied. A submitted ticket holds a region of the bounce
+ * buffer until it has been processed; the regions go round a window at the
+ * start of the buffer (region_alloc).
  * A completion only records its result; a ticket's extents are checked and
- * copied into the caller's buffers by its own wait (or earlier, by a drain,
- * or by a submit that needs the ticket's bounce region).
+ * copied into the caller's buffers by its own wait (or earlier: by a drain,
+ * or when a queued ticket needs its bounce region).
  *
  * Ordering with everything else: anything that uses the ring or the bounce
  * buffer synchronously, or changes the index (write, delete, eviction,
- * sw_store_read, verify), first completes every ticket's I/O
- * (sw_store_reads_drain through sw_store_enter). So a ticket always reads
- * the extents its lookup found, with the generation it found: an overwrite
- * or delete between submit and wait returns the version of the submit (its
- * generation tells which), never a torn or foreign extent, and a freed
- * extent is never reused while a read of it is in flight.
+ * sw_store_read, verify), first completes every ticket's I/O, the queued
+ * ones included (sw_store_reads_drain through sw_store_enter). So a ticket
+ * always reads the extents its lookup found, with the generation it found:
+ * an overwrite or delete between submit and wait returns the version of the
+ * submit (its generation tells which), never a torn or foreign extent, and a
+ * freed extent is never reused while a read of it is in flight.
  *
  * Without io_uring (the pread fallback), or for a read too large for the
  * bounce buffer or the queue, submit does the read synchronously; wait then
- * only hands over the result. */
+ * only hands over the result. When the ring breaks, the queued tickets are
+ * read synchronously too (queue_sync). */
 #include "store/read.h"
 
 #include <stdlib.h>
@@ -27,16 +35,16 @@
 
 #define SW_READ_TICKETS 64u /* outstanding tickets per handle (a power of 2) */
 
-/* INFLIGHT: requests in flight; ARRIVED: every request completed, the
+/* QUEUED: planned, waiting for room on the device (no bounce region yet);
+ * INFLIGHT: requests in flight; ARRIVED: every request completed, the
  * extents not yet checked nor copied; DONE: results final, region freed. */
-enum { T_FREE = 0, T_INFLIGHT, T_ARRIVED, T_DONE, T_REMOTE };
+enum { T_FREE = 0, T_QUEUED, T_INFLIGHT, T_ARRIVED, T_DONE, T_REMOTE };
 
 typedef struct ticket {
     uint64_t id;        /* (sequence << 6) | index; 0 when free */
     uint8_t state;
     uint8_t abandoned;  /* store closing: completions deliver nothing */
-    uint8_t in_fifo;    /* holds a bounce region */
-    uint8_t region_free;
+    uint8_t has_region; /* holds a bounce region (in live[]) */
     size_t n, cap;      /* keys; capacity of the per-key arrays */
     size_t m;           /* stripes read from the file */
     size_t dst_bytes;
@@ -65,43 +73,53 @@ typedef struct ticket {
 struct sw_read_async {
     ticket t[SW_READ_TICKETS];
     uint64_t seq;
-    size_t inflight_ops;
-    uint32_t fifo[SW_READ_TICKETS]; /* tickets holding bounce regions, oldest first */
-    size_t fifo_head, fifo_n;
+    size_t inflight_ops, inflight_bytes;
+    size_t cap_bytes;   /* device bytes in flight at most (read_inflight_bytes); 0 = any */
+    uint32_t live[SW_READ_TICKETS]; /* tickets holding bounce regions, by offset */
+    size_t live_n;
+    size_t window;      /* regions of small tickets lie in [0, window) (region_alloc) */
+    size_t rover;       /* the next region is placed from here (next fit) */
+    uint32_t queue[SW_READ_TICKETS]; /* QUEUED tickets, in submit order */
+    size_t queue_head, queue_n;
+    int processing;     /* inside ticket_process: pump does not process other tickets */
 };
 
 static uint64_t tag_of(uint32_t t, size_t o) { return ((uint64_t)t << 16) | o; }
 
 /* ------------------------------------------------------ bounce regions -- */
-/* Room for `need` bytes after the newest region or before the oldest one.
- * Regions are freed in any order but reclaimed oldest first. */
+/* Next fit (after the newest region, wrapping to the start) inside a window
+ * of the bounce buffer's first `window` bytes (2 x the in-flight cap; a
+ * ticket larger than half the window may use the whole buffer). On the
+ * 2-core VM's virtio disk the footprint of the DMA buffers matters: the same
+ * 1 MiB reads went at 3.2 GB/s into 4 buffers taken in turn, 2.7 into 16 and
+ * 30; the store's tickets over all 32 MiB of the bounce buffer (a ring, as
+ * before) read at ~80% of raw-seq, in a ring of 8 MiB at 93.7% and 95.5%
+ * (two 1 GiB bench runs). Always
+ * reusing the lowest free offset (first fit) was as fast at first but
+ * fell to ~1.6 GB/s for several passes at a time (docs/perf/store.md, v10).
+ * At most SW_READ_TICKETS regions: linear scans. */
 static int region_alloc(sw_store *s, size_t need, size_t *off)
 {
     struct sw_read_async *ra = s->ra;
-    size_t cap = s->bounce_bytes;
-    if (ra->fifo_n == 0) {
-        if (need > cap)
-            return 0;
-        *off = 0;
-        return 1;
-    }
-    const ticket *front = &ra->t[ra->fifo[ra->fifo_head]];
-    const ticket *back = &ra->t[ra->fifo[(ra->fifo_head + ra->fifo_n - 1) % SW_READ_TICKETS]];
-    size_t back_end = back->region_off + back->region_len;
-    if (back->region_off >= front->region_off) { /* not wrapped */
-        if (cap - back_end >= need) {
-            *off = back_end;
+    size_t lim = s->bounce_bytes;
+    if (ra->window && ra->window < lim && need <= ra->window / 2)
+        lim = ra->window;
+    for (int pass = 0; pass < 2; pass++) {
+        size_t at = pass ? 0 : ra->rover;
+        for (size_t i = 0; i < ra->live_n; i++) {
+            const ticket *t = &ra->t[ra->live[i]];
+            size_t end = t->region_off + t->region_len;
+            if (end <= at)
+                continue;
+            if (t->region_off >= at && t->region_off - at >= need)
+                break;
+            at = end;
+        }
+        if (at <= lim && lim - at >= need) {
+            *off = at;
+            ra->rover = at + need;
             return 1;
         }
-        if (front->region_off >= need) {
-            *off = 0;
-            return 1;
-        }
-        return 0;
-    }
-    if (front->region_off - back_end >= need) {
-        *off = back_end;
-        return 1;
     }
     return 0;
 }
@@ -109,21 +127,41 @@ static int region_alloc(sw_store *s, size_t need, size_t *off)
 static void region_push(sw_store *s, uint32_t ti)
 {
     struct sw_read_async *ra = s->ra;
-    ra->fifo[(ra->fifo_head + ra->fifo_n) % SW_READ_TICKETS] = ti;
-    ra->fifo_n++;
-    ra->t[ti].in_fifo = 1;
-    ra->t[ti].region_free = 0;
+    size_t i = ra->live_n;
+    while (i > 0 && ra->t[ra->live[i - 1]].region_off > ra->t[ti].region_off) {
+        ra->live[i] = ra->live[i - 1];
+        i--;
+    }
+    ra->live[i] = ti;
+    ra->live_n++;
+    ra->t[ti].has_region = 1;
 }
 
 static void region_release(sw_store *s, ticket *t)
 {
     struct sw_read_async *ra = s->ra;
-    t->region_free = 1;
-    while (ra->fifo_n && ra->t[ra->fifo[ra->fifo_head]].region_free) {
-        ra->t[ra->fifo[ra->fifo_head]].in_fifo = 0;
-        ra->fifo_head = (ra->fifo_head + 1) % SW_READ_TICKETS;
-        ra->fifo_n--;
+    if (!t->has_region)
+        return;
+    size_t i = 0;
+    while (i < ra->live_n && &ra->t[ra->live[i]] != t)
+        i++;
+    for (; i + 1 < ra->live_n; i++)
+        ra->live[i] = ra->live[i + 1];
+    ra->live_n--;
+    t->has_region = 0;
+}
+
+/* The ticket that arrived first among those holding a region, or NULL. */
+static ticket *oldest_arrived(sw_store *s)
+{
+    struct sw_read_async *ra = s->ra;
+    ticket *best = NULL;
+    for (size_t i = 0; i < ra->live_n; i++) {
+        ticket *t = &ra->t[ra->live[i]];
+        if (t->state == T_ARRIVED && (!best || t->id < best->id))
+            best = t;
     }
+    return best;
 }
 
 /* ---------------------------------------------------------- completion -- */
@@ -136,17 +174,25 @@ static void region_release(sw_store *s, ticket *t)
 static void op_arrived(sw_store *s, ticket *t, size_t o)
 {
     s->ra->inflight_ops--;
+    s->ra->inflight_bytes -= t->b.ops[o].len;
     t->arrived[o] = 1;
     if (--t->pending == 0)
         t->state = T_ARRIVED;
 }
 
-/* Checks and copies out an ARRIVED ticket's extents, frees its region. */
+/* Checks and copies out an ARRIVED ticket's extents, frees its region.
+ * Meanwhile (b.poll, every few extents) completions are taken and queued
+ * tickets submitted, so that the device is not left short of requests for
+ * the length of a tile's check and copy. */
 static void ticket_process(sw_store *s, ticket *t)
 {
+    struct sw_read_async *ra = s->ra;
+    int was = ra->processing;
+    ra->processing = 1;
     if (!t->abandoned)
         for (size_t o = 0; o < t->b.nops; o++)
             sw_store_read_done(&t->b, o);
+    ra->processing = was;
     region_release(s, t);
     t->state = T_DONE;
 }
@@ -188,25 +234,37 @@ static void ring_broke(sw_store *s)
     ra->inflight_ops = 0;
 }
 
-/* Handles completions; with `wait`, blocks until at least one arrived. */
-static void reap(sw_store *s, int wait)
-{
-    if (!s->ra || !s->ra->inflight_ops)
-        return;
-    int r = sw_io_reap(s->io, wait, on_cqe, s);
-    if (r < 0 || (wait && r == 0))
-        ring_broke(s);
-}
+static void pump(sw_store *s);
 
-void sw_store_reads_drain(sw_store *s)
+/* Handles completions; with `wait`, blocks until at least one arrived.
+ * Then submits the queued tickets that now fit. */
+static void reap(sw_store *s, int wait)
 {
     if (!s->ra)
         return;
-    while (s->ra->inflight_ops)
-        reap(s, 1);
+    if (s->ra->inflight_ops) {
+        int r = sw_io_reap(s->io, wait, on_cqe, s);
+        if (r < 0 || (wait && r == 0))
+            ring_broke(s);
+    }
+    pump(s);
+}
+
+/* The poll hook of a ticket's processing (sw_read_batch.poll). */
+static void poll_hook(void *ctx) { reap((sw_store *)ctx, 0); }
+
+void sw_store_reads_drain(sw_store *s)
+{
+    struct sw_read_async *ra = s->ra;
+    if (!ra)
+        return;
+    /* Not while a ticket is being processed: pump always makes progress
+     * here (nothing in flight: it frees regions and submits the head). */
+    while (ra->inflight_ops || ra->queue_n)
+        reap(s, ra->inflight_ops != 0);
     for (uint32_t i = 0; i < SW_READ_TICKETS; i++)
-        if (s->ra->t[i].state == T_ARRIVED)
-            ticket_process(s, &s->ra->t[i]);
+        if (ra->t[i].state == T_ARRIVED)
+            ticket_process(s, &ra->t[i]);
 }
 
 static void ticket_free_mem(ticket *t)
@@ -228,6 +286,9 @@ void sw_store_reads_close(sw_store *s)
          * the bounce buffer before it is freed), nothing is delivered. */
         for (uint32_t i = 0; i < SW_READ_TICKETS; i++)
             ra->t[i].abandoned = 1;
+        /* queued tickets were never submitted: nothing to read */
+        for (; ra->queue_n; ra->queue_n--, ra->queue_head = (ra->queue_head + 1) % SW_READ_TICKETS)
+            ra->t[ra->queue[ra->queue_head]].state = T_DONE;
         sw_store_reads_drain(s);
         for (uint32_t i = 0; i < SW_READ_TICKETS; i++)
             ticket_free_mem(&ra->t[i]);
@@ -292,8 +353,108 @@ static void ticket_read_sync(sw_store *s, ticket *t)
     t->state = T_DONE;
 }
 
-/* Plans the ticket's stripes as one batch in a bounce region and submits
- * it; falls back to a synchronous read when it cannot be one batch. */
+static size_t read_inflight_bytes(void)
+{
+    /* Ticket requests are submitted while fewer than this many bytes are on
+     * the device (so one ticket more may pass it; a larger one goes alone).
+     * On the 2-core VM's virtio disk 1 MiB reads from one io_uring thread
+     * went at 3.2-3.6 GB/s with 4 in flight and 2.4-3.0 with 16, and the
+     * store's engine-order tickets (1 MiB, 16 outstanding) read faster with
+     * 4 MiB on the device than with all of them, 2 or 8 MiB
+     * (docs/perf/store.md, v10). 0 = no limit. */
+    int64_t v = sw_env_int("SPILLWAY_STORE_READ_INFLIGHT", (int64_t)4 << 20);
+    return v > 0 ? (size_t)v : 0;
+}
+
+/* Submits QUEUED ticket ti into the bounce region at off. */
+static void ticket_launch(sw_store *s, uint32_t ti, size_t off)
+{
+    struct sw_read_async *ra = s->ra;
+    ticket *t = &ra->t[ti];
+    /* The plan was made at the start of the bounce buffer: move it into
+     * its region. */
+    size_t bytes = 0;
+    for (size_t o = 0; o < t->b.nops; o++) {
+        t->b.ops[o].buf = (char *)t->b.ops[o].buf + off;
+        bytes += t->b.ops[o].len;
+    }
+    t->b.bounce = s->bounce + off;
+    t->region_off = off;
+    t->region_len = t->b.used;
+    region_push(s, ti);
+    t->pending = t->b.nops;
+    memset(t->arrived, 0, t->b.nops);
+    t->state = T_INFLIGHT;
+    ra->inflight_ops += t->b.nops;
+    ra->inflight_bytes += bytes;
+    s->st.read_requests += t->b.ng;
+    s->st.read_ios += t->b.nops;
+    size_t sub = sw_io_submit(s->io, t->b.ops, t->b.nops, tag_of(ti, 0));
+    if (sub < t->b.nops)
+        ring_broke(s);
+}
+
+/* Without io_uring (the ring broke): every ticket that has arrived is
+ * processed (the bounce buffer is then free), the queued ones are read
+ * synchronously, in order. */
+static void queue_sync(sw_store *s)
+{
+    struct sw_read_async *ra = s->ra;
+    for (uint32_t i = 0; i < SW_READ_TICKETS; i++)
+        if (ra->t[i].state == T_ARRIVED)
+            ticket_process(s, &ra->t[i]);
+    while (ra->queue_n) {
+        ticket *t = &ra->t[ra->queue[ra->queue_head]];
+        ra->queue_head = (ra->queue_head + 1) % SW_READ_TICKETS;
+        ra->queue_n--;
+        sw_status st = sw_store_read_file(&t->c, t->items, t->m);
+        if (st != SW_OK) {
+            t->err = st;
+            for (size_t k = 0; k < t->m; k++)
+                if (t->statuses[t->items[k].idx] == SW_STATUS_NOT_FOUND)
+                    t->statuses[t->items[k].idx] = st;
+        }
+        t->state = T_DONE;
+    }
+}
+
+/* Submits queued tickets, oldest first, while the device has room (queue
+ * depth, read_inflight_bytes) and the bounce buffer a region. A region held
+ * by a ticket that has arrived but not been waited for yet is freed by
+ * checking and copying that ticket now (work its wait would do anyway),
+ * except inside another ticket's processing. With nothing in flight and
+ * outside processing this always submits the head. */
+static void pump(sw_store *s)
+{
+    struct sw_read_async *ra = s->ra;
+    while (ra->queue_n) {
+        if (!sw_io_async(s->io)) {
+            if (!ra->processing)
+                queue_sync(s);
+            return;
+        }
+        uint32_t ti = ra->queue[ra->queue_head];
+        ticket *t = &ra->t[ti];
+        if (ra->inflight_ops && (ra->inflight_ops + t->b.nops > s->queue_depth ||
+                                 (ra->cap_bytes && ra->inflight_bytes >= ra->cap_bytes)))
+            return; /* a completion will pump again */
+        size_t off = 0;
+        if (!region_alloc(s, t->b.used, &off)) {
+            ticket *old = ra->processing ? NULL : oldest_arrived(s);
+            if (old) {
+                ticket_process(s, old); /* frees its region */
+                continue;
+            }
+            return;
+        }
+        ra->queue_head = (ra->queue_head + 1) % SW_READ_TICKETS;
+        ra->queue_n--;
+        ticket_launch(s, ti, off);
+    }
+}
+
+/* Plans the ticket's stripes as one batch and queues it for the device;
+ * falls back to a synchronous read when it cannot be one batch. */
 static void ticket_start(sw_store *s, uint32_t ti)
 {
     struct sw_read_async *ra = s->ra;
@@ -313,40 +474,12 @@ static void ticket_start(sw_store *s, uint32_t ti)
         ticket_read_sync(s, t); /* larger than the bounce buffer or the queue */
         return;
     }
-    size_t off = 0;
-    for (;;) {
-        if (ra->inflight_ops + t->b.nops <= s->queue_depth &&
-            region_alloc(s, t->b.used, &off))
-            break;
-        ticket *front = ra->fifo_n ? &ra->t[ra->fifo[ra->fifo_head]] : NULL;
-        if (front && front->state == T_ARRIVED) {
-            ticket_process(s, front); /* its region is the next to come free */
-            continue;
-        }
-        if (!ra->inflight_ops || !sw_io_async(s->io)) {
-            /* cannot happen: an idle ring has room for any planned batch */
-            ticket_read_sync(s, t);
-            return;
-        }
-        reap(s, 1);
-    }
-    /* The plan was made at the start of the bounce buffer: move it into
-     * its region. */
-    for (size_t o = 0; o < t->b.nops; o++)
-        t->b.ops[o].buf = (char *)t->b.ops[o].buf + off;
-    t->b.bounce = s->bounce + off;
-    t->region_off = off;
-    t->region_len = t->b.used;
-    region_push(s, ti);
-    t->pending = t->b.nops;
-    memset(t->arrived, 0, t->b.nops);
-    t->state = T_INFLIGHT;
-    ra->inflight_ops += t->b.nops;
-    s->st.read_requests += t->b.ng;
-    s->st.read_ios += t->b.nops;
-    size_t sub = sw_io_submit(s->io, t->b.ops, t->b.nops, tag_of(ti, 0));
-    if (sub < t->b.nops)
-        ring_broke(s);
+    t->b.poll = poll_hook;
+    t->b.poll_ctx = s;
+    t->state = T_QUEUED;
+    ra->queue[(ra->queue_head + ra->queue_n) % SW_READ_TICKETS] = ti;
+    ra->queue_n++;
+    pump(s);
 }
 
 sw_status sw_store_read_submit(sw_store *s, size_t n, const sw_store_key *keys,
@@ -370,6 +503,8 @@ sw_status sw_store_read_submit(sw_store *s, size_t n, const sw_store_key *keys,
             pthread_mutex_unlock(&s->lock);
             return sw_fail(SW_STATUS_NO_MEMORY, "read tickets");
         }
+        s->ra->cap_bytes = read_inflight_bytes();
+        s->ra->window = s->ra->cap_bytes <= s->bounce_bytes / 2 ? 2 * s->ra->cap_bytes : 0;
     }
     struct sw_read_async *ra = s->ra;
     uint32_t ti = SW_READ_TICKETS;
@@ -438,8 +573,8 @@ sw_status sw_store_read_wait(sw_store *s, uint64_t ticket_id, size_t n, size_t *
         return sw_fail(SW_STATUS_INVALID, "sw_store_read_wait: n = %zu but the ticket has %zu "
                        "keys (the ticket stays outstanding)", n, t->n);
     }
-    while (t->state == T_INFLIGHT)
-        reap(s, 1);
+    while (t->state == T_QUEUED || t->state == T_INFLIGHT)
+        reap(s, ra->inflight_ops != 0); /* nothing in flight: pump submits the head */
     if (t->state == T_ARRIVED)
         ticket_process(s, t);
     memcpy(statuses, t->statuses, sizeof *statuses * n);
