@@ -8,6 +8,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+#include <math.h>
 #include <stdint.h>
 
 #include "cuda/sw_cuda_check.h"
@@ -73,6 +74,76 @@ static __device__ __forceinline__ float e4m3_f32(uint32_t b)
     if (x == 0x7fu)
         v = __int_as_float(0x7fc00000);
     return (b & 0x80u) ? -v : v;
+}
+
+/* The CTA's partial state from its warps' (every thread of the CTA calls
+ * it): each warp holds, for rows 2t and 2t + 1 of its lanes (g = lane / 4,
+ * t = lane % 4), the running max m0/m1, its lane's share of the sums
+ * l0/l1 and the O^T fragments o. Per row: the max over the warps, each
+ * warp's O and sum rescaled to it and added up, written as (M, L, O[D]) to
+ * a.part at (chunk, kv head, row group) = blockIdx. wm, wl: [>= NW][8]
+ * floats; co: [NW][8][D] floats of shared memory that the warps may reuse
+ * once every warp is past the barrier here (their stages). */
+template <int D>
+static __device__ __forceinline__ void tile_partial_out(const float (&o)[D / 64][4][4], float m0,
+                                                        float m1, float l0, float l1, float *wm,
+                                                        float *wl, float *co,
+                                                        const sw_cuda_swap_tile_args &a)
+{
+    const int NW = (int)(blockDim.x / 32);
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int off = 4; off <= 16; off <<= 1) {
+        l0 += __shfl_xor_sync(0xffffffffu, l0, off);
+        l1 += __shfl_xor_sync(0xffffffffu, l1, off);
+    }
+    if (g == 0) {
+        wm[warp * 8 + 2 * t] = m0;
+        wm[warp * 8 + 2 * t + 1] = m1;
+        wl[warp * 8 + 2 * t] = l0;
+        wl[warp * 8 + 2 * t + 1] = l1;
+    }
+    __syncthreads(); /* also: every warp is done with its stages */
+    float M0 = -INFINITY, M1 = -INFINITY;
+    for (int w = 0; w < NW; w++) {
+        M0 = fmaxf(M0, wm[w * 8 + 2 * t]);
+        M1 = fmaxf(M1, wm[w * 8 + 2 * t + 1]);
+    }
+    const float f0 = m0 == -INFINITY ? 0.0f : exp2f(m0 - M0);
+    const float f1 = m1 == -INFINITY ? 0.0f : exp2f(m1 - M1);
+    float *r0p = co + ((size_t)warp * 8 + 2 * t) * D, *r1p = r0p + D;
+#pragma unroll
+    for (int cc = 0; cc < D / 64; cc++)
+#pragma unroll
+        for (int i2 = 0; i2 < 4; i2++) {
+            const int d0 = 64 * cc + 8 * g + 2 * i2;
+            r0p[d0] = o[cc][i2][0] * f0;
+            r1p[d0] = o[cc][i2][1] * f1;
+            r0p[d0 + 1] = o[cc][i2][2] * f0;
+            r1p[d0 + 1] = o[cc][i2][3] * f1;
+        }
+    __syncthreads();
+    const size_t base = (((size_t)blockIdx.x * a.H + blockIdx.y) * a.nrg + blockIdx.z) * 8;
+    for (int i = tid; i < 8 * D; i += blockDim.x) {
+        const int r = i / D, d = i % D;
+        float sum = 0.0f;
+        for (int w = 0; w < NW; w++)
+            sum += co[((size_t)w * 8 + r) * D + d];
+        a.part[(base + r) * (D + 2) + 2 + d] = sum;
+    }
+    if (tid < 8) {
+        float M = -INFINITY, L = 0.0f;
+        for (int w = 0; w < NW; w++)
+            M = fmaxf(M, wm[w * 8 + tid]);
+        for (int w = 0; w < NW; w++) {
+            const float mw = wm[w * 8 + tid];
+            if (mw != -INFINITY)
+                L += exp2f(mw - M) * wl[w * 8 + tid];
+        }
+        a.part[(base + tid) * (D + 2)] = M;
+        a.part[(base + tid) * (D + 2) + 1] = L;
+    }
 }
 
 /* Warps per CTA for a tile kernel with `head` + nw x `warp` bytes of dynamic

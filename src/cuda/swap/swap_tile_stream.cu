@@ -337,59 +337,8 @@ __global__ void __launch_bounds__(st_geo<D>::NW * 32, 1)
     cp_wait<0>();
 
     /* ---- combine the warps' states into the CTA's partial ---- */
-    float lr0 = S.l0, lr1 = S.l1;
-#pragma unroll
-    for (int off = 4; off <= 16; off <<= 1) {
-        lr0 += __shfl_xor_sync(SW_FULL, lr0, off);
-        lr1 += __shfl_xor_sync(SW_FULL, lr1, off);
-    }
-    if (g == 0) {
-        wm[warp * 8 + 2 * t] = S.m0;
-        wm[warp * 8 + 2 * t + 1] = S.m1;
-        wl[warp * 8 + 2 * t] = lr0;
-        wl[warp * 8 + 2 * t + 1] = lr1;
-    }
-    __syncthreads(); /* also: every warp is done with its stages */
-    float M0 = -INFINITY, M1 = -INFINITY;
-    for (int w = 0; w < NW; w++) {
-        M0 = fmaxf(M0, wm[w * 8 + 2 * t]);
-        M1 = fmaxf(M1, wm[w * 8 + 2 * t + 1]);
-    }
-    const float f0 = S.m0 == -INFINITY ? 0.0f : exp2f(S.m0 - M0);
-    const float f1 = S.m1 == -INFINITY ? 0.0f : exp2f(S.m1 - M1);
-    float *co = reinterpret_cast<float *>(smem + SW_HEAD); /* [NW][8][D] */
-    float *r0p = co + ((size_t)warp * 8 + 2 * t) * D, *r1p = r0p + D;
-#pragma unroll
-    for (int cc = 0; cc < NC; cc++)
-#pragma unroll
-        for (int i2 = 0; i2 < 4; i2++) {
-            const int d0 = 64 * cc + 8 * g + 2 * i2;
-            r0p[d0] = S.o[cc][i2][0] * f0;
-            r1p[d0] = S.o[cc][i2][1] * f1;
-            r0p[d0 + 1] = S.o[cc][i2][2] * f0;
-            r1p[d0 + 1] = S.o[cc][i2][3] * f1;
-        }
-    __syncthreads();
-    const size_t base = (((size_t)c * a.H + h) * a.nrg + y) * 8;
-    for (int i = tid; i < 8 * D; i += blockDim.x) {
-        const int r = i / D, d = i % D;
-        float sum = 0.0f;
-        for (int w = 0; w < NW; w++)
-            sum += co[((size_t)w * 8 + r) * D + d];
-        a.part[(base + r) * (D + 2) + 2 + d] = sum;
-    }
-    if (tid < 8) {
-        float M = -INFINITY, L = 0.0f;
-        for (int w = 0; w < NW; w++)
-            M = fmaxf(M, wm[w * 8 + tid]);
-        for (int w = 0; w < NW; w++) {
-            const float mw = wm[w * 8 + tid];
-            if (mw != -INFINITY)
-                L += exp2f(mw - M) * wl[w * 8 + tid];
-        }
-        a.part[(base + tid) * (D + 2)] = M;
-        a.part[(base + tid) * (D + 2) + 1] = L;
-    }
+    tile_partial_out<D>(S.o, S.m0, S.m1, S.l0, S.l1, wm, wl,
+                        reinterpret_cast<float *>(smem + SW_HEAD), a);
 }
 
 /* at most st_geo<D>::NW warps; the epilogue's [NW][8][D] fp32 sums live in
