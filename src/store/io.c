@@ -104,6 +104,22 @@ static void op_finish(sw_io_op *ops, size_t k, sw_io_done_fn done, void *ctx)
         done(ctx, k);
 }
 
+/* Prepares sqe for op: the fixed-buffer form when op's buffer lies in the
+ * registered region. */
+static void prep_sqe(const sw_io *io, struct io_uring_sqe *sqe, const sw_io_op *op)
+{
+    const int fixed = io->registered && (char *)op->buf >= io->reg &&
+                      (char *)op->buf + op->len <= io->reg + io->reg_len;
+    if (op->write && fixed)
+        io_uring_prep_write_fixed(sqe, op->fd, op->buf, (unsigned)op->len, op->off, 0);
+    else if (op->write)
+        io_uring_prep_write(sqe, op->fd, op->buf, (unsigned)op->len, op->off);
+    else if (fixed)
+        io_uring_prep_read_fixed(sqe, op->fd, op->buf, (unsigned)op->len, op->off, 0);
+    else
+        io_uring_prep_read(sqe, op->fd, op->buf, (unsigned)op->len, op->off);
+}
+
 static size_t run_uring(sw_io *io, sw_io_op *ops, size_t n, sw_io_done_fn done, void *ctx)
 {
     size_t i = 0;
@@ -115,16 +131,7 @@ static size_t run_uring(sw_io *io, sw_io_op *ops, size_t n, sw_io_done_fn done, 
             if (!sqe)
                 break;
             sw_io_op *op = &ops[i + queued];
-            int fixed = io->registered && (char *)op->buf >= io->reg &&
-                        (char *)op->buf + op->len <= io->reg + io->reg_len;
-            if (op->write && fixed)
-                io_uring_prep_write_fixed(sqe, op->fd, op->buf, (unsigned)op->len, op->off, 0);
-            else if (op->write)
-                io_uring_prep_write(sqe, op->fd, op->buf, (unsigned)op->len, op->off);
-            else if (fixed)
-                io_uring_prep_read_fixed(sqe, op->fd, op->buf, (unsigned)op->len, op->off, 0);
-            else
-                io_uring_prep_read(sqe, op->fd, op->buf, (unsigned)op->len, op->off);
+            prep_sqe(io, sqe, op);
             io_uring_sqe_set_data64(sqe, (uint64_t)(i + queued));
             op->res = -EIO;
             io->finished[queued] = 0;
@@ -241,16 +248,7 @@ size_t sw_io_submit(sw_io *io, sw_io_op *ops, size_t n, uint64_t tag0)
         if (!sqe)
             break;
         sw_io_op *op = &ops[queued];
-        int fixed = io->registered && (char *)op->buf >= io->reg &&
-                    (char *)op->buf + op->len <= io->reg + io->reg_len;
-        if (op->write && fixed)
-            io_uring_prep_write_fixed(sqe, op->fd, op->buf, (unsigned)op->len, op->off, 0);
-        else if (op->write)
-            io_uring_prep_write(sqe, op->fd, op->buf, (unsigned)op->len, op->off);
-        else if (fixed)
-            io_uring_prep_read_fixed(sqe, op->fd, op->buf, (unsigned)op->len, op->off, 0);
-        else
-            io_uring_prep_read(sqe, op->fd, op->buf, (unsigned)op->len, op->off);
+        prep_sqe(io, sqe, op);
         io_uring_sqe_set_data64(sqe, tag0 + queued);
         op->res = -EIO;
     }

@@ -339,10 +339,10 @@ static sw_status ticket_reserve(sw_store *s, ticket *t, size_t n)
     return SW_OK;
 }
 
-/* Reads the ticket's stripes synchronously (nothing else in flight). */
-static void ticket_read_sync(sw_store *s, ticket *t)
+/* Reads the ticket's stripes with synchronous I/O; a failure of the whole
+ * read is the status of every key it left unresolved. */
+static void ticket_read_file(ticket *t)
 {
-    sw_store_reads_drain(s);
     sw_status st = sw_store_read_file(&t->c, t->items, t->m);
     if (st != SW_OK) {
         t->err = st;
@@ -351,6 +351,13 @@ static void ticket_read_sync(sw_store *s, ticket *t)
                 t->statuses[t->items[k].idx] = st;
     }
     t->state = T_DONE;
+}
+
+/* Reads the ticket's stripes synchronously (nothing else in flight). */
+static void ticket_read_sync(sw_store *s, ticket *t)
+{
+    sw_store_reads_drain(s);
+    ticket_read_file(t);
 }
 
 static size_t read_inflight_bytes(void)
@@ -407,14 +414,7 @@ static void queue_sync(sw_store *s)
         ticket *t = &ra->t[ra->queue[ra->queue_head]];
         ra->queue_head = (ra->queue_head + 1) % SW_READ_TICKETS;
         ra->queue_n--;
-        sw_status st = sw_store_read_file(&t->c, t->items, t->m);
-        if (st != SW_OK) {
-            t->err = st;
-            for (size_t k = 0; k < t->m; k++)
-                if (t->statuses[t->items[k].idx] == SW_STATUS_NOT_FOUND)
-                    t->statuses[t->items[k].idx] = st;
-        }
-        t->state = T_DONE;
+        ticket_read_file(t);
     }
 }
 
