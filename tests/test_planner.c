@@ -1,22 +1,95 @@
 /* The ragged work-list planner: every (token, head) of every request is
- * covered exactly once, items are sorted longest first, packing happens only
- * where allowed. Pure host code, no GPU needed. */
+ * covered exactly once; the list is cut into L2 sections of (request, kv
+ * head) groups whose K/V fit the budget (a larger group alone), longest
+ * group first, items longest first within a section (plain longest first
+ * with no budget); packing happens only where allowed. Pure host code, no
+ * GPU needed. */
 #include "sw_test.h"
 
 #include <string.h>
 
-static void check_plan(uint64_t seed, int32_t batch, const int32_t *qo, const int32_t *kv,
-                       int32_t hq, int32_t hkv, int32_t causal, int32_t tile_m, int32_t pack_max)
+static int64_t item_cost(sw_work_item it, const int32_t *qo, const int32_t *kv, int32_t causal,
+                         int32_t tile_m)
 {
-    int64_t n = sw_plan_work(qo, kv, batch, hq, hkv, causal, tile_m, pack_max, NULL, 0);
+    const int32_t ql = qo[it.req + 1] - qo[it.req];
+    const int32_t kl = kv[it.req + 1] - kv[it.req];
+    const int32_t toks = tile_m / it.pack;
+    int32_t last = it.q_tok0 + toks - 1 < ql - 1 ? it.q_tok0 + toks - 1 : ql - 1;
+    return sw_visible_keys(last, ql, kl, causal);
+}
+
+/* Section structure of the list: runs of items whose groups' K/V fit the
+ * budget. Checked from the output alone: walking the list, a group that was
+ * seen before must belong to the current run (a group never comes back after
+ * another section started); a run never holds groups of more than `budget`
+ * bytes unless it is one group; costs do not increase inside a run; and each
+ * section boundary is forced (the next group would overflow the run) and
+ * runs start with groups no longer than the previous run's first. */
+static void check_sections(sw_work_item *items, int64_t n, const int32_t *qo, const int32_t *kv,
+                           int32_t batch, int32_t hq, int32_t hkv, int32_t causal, int32_t tile_m,
+                           int64_t kvtb, int64_t budget)
+{
+    const int32_t group = hq / hkv;
+    int64_t ng = (int64_t)batch * hkv;
+    int *state = calloc((size_t)ng + 1, sizeof *state); /* 0 unseen, 1 current run, 2 closed */
+    int64_t *gmax = calloc((size_t)ng + 1, sizeof *gmax);
+    for (int64_t i = 0; i < n; i++) {
+        int64_t g = (int64_t)items[i].req * hkv + items[i].head0 / group;
+        int64_t c = item_cost(items[i], qo, kv, causal, tile_m);
+        if (c > gmax[g])
+            gmax[g] = c;
+    }
+    int64_t fill = 0, ngroups = 0, prev_cost = INT64_MAX, run_first = INT64_MAX;
+    int64_t prev_run_first = INT64_MAX;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t g = (int64_t)items[i].req * hkv + items[i].head0 / group;
+        int64_t c = item_cost(items[i], qo, kv, causal, tile_m);
+        int64_t bytes = (int64_t)(kv[items[i].req + 1] - kv[items[i].req]) * kvtb;
+        CHECK(state[g] != 2); /* a group lies in one section */
+        if (state[g] == 0) {
+            int new_run = budget > 0 && ngroups > 0 && fill + bytes > budget;
+            if (new_run || c > prev_cost) {
+                /* only a full run may end, and only where a new group starts */
+                CHECK(budget > 0 && ngroups > 0 && fill + bytes > budget);
+                for (int64_t h = 0; h < ng; h++)
+                    if (state[h] == 1)
+                        state[h] = 2;
+                prev_run_first = run_first;
+                fill = 0;
+                ngroups = 0;
+                prev_cost = INT64_MAX;
+            }
+            if (ngroups == 0) {
+                run_first = gmax[g];
+                CHECK(run_first <= prev_run_first); /* longest group first */
+            }
+            state[g] = 1;
+            fill += bytes;
+            ngroups++;
+            CHECK(budget <= 0 || ngroups == 1 || fill <= budget);
+        }
+        CHECK(c <= prev_cost); /* longest first within the run */
+        prev_cost = c;
+    }
+    free(state);
+    free(gmax);
+}
+
+static void check_plan(uint64_t seed, int32_t batch, const int32_t *qo, const int32_t *kv,
+                       int32_t hq, int32_t hkv, int32_t causal, int32_t tile_m, int32_t pack_max,
+                       int64_t kvtb, int64_t budget)
+{
+    int64_t n = sw_plan_work(qo, kv, batch, hq, hkv, causal, tile_m, pack_max, kvtb, budget,
+                             NULL, 0);
     CHECK(n >= 0);
     sw_work_item *items = malloc(sizeof *items * (size_t)(n + 1));
-    int64_t m = sw_plan_work(qo, kv, batch, hq, hkv, causal, tile_m, pack_max, items, n);
+    int64_t m = sw_plan_work(qo, kv, batch, hq, hkv, causal, tile_m, pack_max, kvtb, budget,
+                             items, n);
     CHECK(m == n);
     const int64_t total_q = qo[batch];
     unsigned char *seen = calloc((size_t)(total_q * hq + 1), 1);
     const int32_t group = hq / hkv;
-    int64_t prev_cost = INT64_MAX;
+    check_sections(items, n, qo, kv, batch, hq, hkv, causal, tile_m, kvtb, budget);
     for (int64_t i = 0; i < n; i++) {
         sw_work_item it = items[i];
         CHECK(it.req >= 0 && it.req < batch);
@@ -28,11 +101,7 @@ static void check_plan(uint64_t seed, int32_t batch, const int32_t *qo, const in
             CHECK(tile_m % it.pack == 0);
             CHECK(it.head0 % group == 0);
         }
-        const int32_t toks = tile_m / it.pack;
-        int32_t last = it.q_tok0 + toks - 1 < ql - 1 ? it.q_tok0 + toks - 1 : ql - 1;
-        int64_t cost = sw_visible_keys(last, ql, kl, causal);
-        CHECK(cost <= prev_cost); /* longest first */
-        prev_cost = cost;
+        (void)kl;
         for (int32_t r = 0; r < tile_m; r++) {
             int32_t t = it.q_tok0 + r / it.pack, h = it.head0 + r % it.pack;
             if (t >= ql)
@@ -70,11 +139,11 @@ int main(void)
     /* A fixed case: one long request and one short GQA-8 request packs. */
     {
         int32_t qo[3] = {0, 1000, 1010}, kv[3] = {0, 1000, 1510};
-        int64_t n = sw_plan_work(qo, kv, 2, 32, 4, 1, 128, 128, NULL, 0);
+        int64_t n = sw_plan_work(qo, kv, 2, 32, 4, 1, 128, 128, 512, 0, NULL, 0);
         /* 8 tiles x 32 heads for the long one; 10 tokens x 8 heads = 80 rows: 1 tile x 4 groups. */
         CHECK(n == 8 * 32 + 4);
         sw_work_item items[8 * 32 + 4];
-        CHECK(sw_plan_work(qo, kv, 2, 32, 4, 1, 128, 128, items, n) == n);
+        CHECK(sw_plan_work(qo, kv, 2, 32, 4, 1, 128, 128, 512, 0, items, n) == n);
         /* Longest first: the long request's last tile (tokens 896..999) sees
          * 1000 keys, more than any other tile. */
         CHECK(items[0].req == 0 && items[0].q_tok0 == 896);
@@ -83,10 +152,33 @@ int main(void)
             packed += items[i].pack == 8;
         CHECK(packed == 4);
     }
+    /* 16 requests of 1024 tokens, 32/8 heads, d128 (512 bytes of K+V per
+     * token and kv head), 16 MiB sections: a group is 512 KiB, so a section
+     * is 32 groups = 4 requests x 8 kv heads, and the whole first section
+     * (4 requests, 32 packed items each per kv head) comes before any item
+     * of request 4; within it the longest items first. */
+    {
+        int32_t qo[17], kv[17];
+        for (int i = 0; i <= 16; i++)
+            qo[i] = kv[i] = 1024 * i;
+        int64_t n = sw_plan_work(qo, kv, 16, 32, 8, 1, 128, INT32_MAX, 512, 16 << 20, NULL, 0);
+        CHECK(n == 16 * 8 * 32);
+        sw_work_item *items = malloc(sizeof *items * (size_t)n);
+        CHECK(sw_plan_work(qo, kv, 16, 32, 8, 1, 128, INT32_MAX, 512, 16 << 20, items, n) == n);
+        for (int i = 0; i < 4 * 8 * 32; i++)
+            CHECK(items[i].req < 4 && items[i].pack == 4);
+        CHECK(items[4 * 8 * 32].req == 4);
+        CHECK(items[0].q_tok0 == 1024 - 32 && items[4 * 8 * 32 - 1].q_tok0 == 0);
+        free(items);
+        check_plan(1, 16, qo, kv, 32, 8, 1, 128, INT32_MAX, 512, 16 << 20);
+        check_plan(2, 16, qo, kv, 32, 8, 1, 128, INT32_MAX, 512, 0);
+        check_plan(3, 16, qo, kv, 32, 8, 0, 128, 0, 512, 1 << 20);
+    }
     /* Empty requests produce no items; empty KV still produces items. */
     {
         int32_t qo[4] = {0, 0, 5, 5}, kv[4] = {0, 3, 3, 9};
-        CHECK(sw_plan_work(qo, kv, 3, 2, 2, 0, 64, 0, NULL, 0) == 2);
+        CHECK(sw_plan_work(qo, kv, 3, 2, 2, 0, 64, 0, 512, 0, NULL, 0) == 2);
+        CHECK(sw_plan_work(qo, kv, 3, 2, 2, 0, 64, 0, 512, 1 << 20, NULL, 0) == 2);
     }
 
     sw_rng r = {12345};
@@ -103,7 +195,10 @@ int main(void)
         static const int32_t groups[] = {1, 2, 3, 4, 8};
         int32_t hkv = sw_rng_int(&r, 1, 3), g = groups[sw_rng_int(&r, 0, 4)];
         int32_t tile_m = sw_rng_int(&r, 0, 1) ? 64 : 128;
-        check_plan(r.s, batch, qo, kv, hkv * g, hkv, causal, tile_m, sw_rng_int(&r, 0, 300));
+        int64_t kvtb = 256 << sw_rng_int(&r, 0, 2);
+        int64_t budget = sw_rng_int(&r, 0, 2) ? (int64_t)sw_rng_int(&r, 0, 2048) << 10 : 0;
+        check_plan(r.s, batch, qo, kv, hkv * g, hkv, causal, tile_m, sw_rng_int(&r, 0, 300),
+                   kvtb, budget);
     }
 
     if (sw_test_failures) {

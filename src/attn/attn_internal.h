@@ -54,16 +54,21 @@ typedef struct sw_work_item {
  * height `tile_m`. A request is packed (pack = group size) when the group has
  * more than one query head, the group size divides tile_m and
  * q_len <= pack_max_q_len; otherwise pack = 1.
- * Items are sorted by descending cost (visible keys of the tile's last token;
- * ties by request, head, token), so a persistent grid that takes items in
- * list order starts the longest tiles first. Requests with q_len = 0 yield
+ * Order: the (request, kv head) groups, longest item first, are cut into
+ * sections whose K/V (kv_len * kv_token_bytes per group) fit in
+ * section_bytes (a group larger than that is a section of its own); the
+ * list is section by section, and within a section by descending cost
+ * (visible keys of the tile's last token; ties by request, head, token).
+ * So a persistent grid that takes items in list order starts the longest
+ * tiles first within a section while the section's K/V stay in L2.
+ * section_bytes <= 0: one section, plain longest-first order. Requests with q_len = 0 yield
  * no items; requests with kv_len = 0 yield items (the kernel writes zeros and
  * LSE = -inf). Returns the number of items, -1 if it exceeds INT32_MAX, -2
  * if a temporary allocation failed. */
 int64_t sw_plan_work(const int32_t *qo_indptr, const int32_t *kv_indptr, int32_t batch,
                      int32_t num_qo_heads, int32_t num_kv_heads, int32_t causal,
-                     int32_t tile_m, int32_t pack_max_q_len, sw_work_item *items,
-                     int64_t capacity);
+                     int32_t tile_m, int32_t pack_max_q_len, int64_t kv_token_bytes,
+                     int64_t section_bytes, sw_work_item *items, int64_t capacity);
 
 /* Visible keys of query token t (0-based) of a request: causal bottom-right
  * alignment; clamped to [0, kv_len]. */

@@ -117,8 +117,13 @@ static sw_status plan_cuda(sw_prefill_plan *pl)
      * (docs/perf/NOTES.md, "GQA packing sweep"): +2..7% at d64/d128 on
      * 16x1k and both mixes, neutral at d256 and at 1x16k. */
     const int32_t pack_max = (int32_t)sw_env_int("SPILLWAY_PACK_MAX_Q", INT32_MAX);
+    /* L2 sections of the work list (planner.c): the K/V of the groups whose
+     * items run together. SPILLWAY_PLAN_SECTION_MB overrides (0 = plain
+     * longest-first order). */
+    const int64_t kv_token_bytes = 2 * (int64_t)p->head_dim * 2; /* K + V, 16-bit */
+    const int64_t section_bytes = sw_env_int("SPILLWAY_PLAN_SECTION_MB", 16) << 20;
     int64_t n = sw_plan_work(pl->qo_indptr, pl->kv_indptr, pl->batch, p->num_qo_heads,
-                             p->num_kv_heads, p->causal, tile_m, pack_max, NULL, 0);
+                             p->num_kv_heads, p->causal, tile_m, pack_max, kv_token_bytes, section_bytes, NULL, 0);
     if (n < 0)
         return sw_fail(SW_STATUS_UNSUPPORTED, "work list exceeds INT32_MAX items");
     pl->reqs_off = SW_WS_ALIGN;
@@ -136,7 +141,7 @@ static sw_status plan_cuda(sw_prefill_plan *pl)
     }
     sw_work_item *work = (sw_work_item *)((char *)pl->blob + pl->work_off);
     int64_t m = sw_plan_work(pl->qo_indptr, pl->kv_indptr, pl->batch, p->num_qo_heads,
-                             p->num_kv_heads, p->causal, tile_m, pack_max, work, n);
+                             p->num_kv_heads, p->causal, tile_m, pack_max, kv_token_bytes, section_bytes, work, n);
     if (m == -2)
         return sw_fail(SW_STATUS_NO_MEMORY, "cannot allocate the planner's sort buffer");
     SW_ASSERT_RET(m == n);

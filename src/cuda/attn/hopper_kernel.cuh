@@ -18,7 +18,10 @@
  *                instruction); the softmax of S_j then runs while P V still
  *                does. The two warpgroups take turns issuing (ping-pong), so
  *                one's softmax overlaps the other's products. The epilogue
- *                stores O / l and the LSE straight from the accumulators.
+ *                stores O / l (16 bytes per thread after a transpose across
+ *                each quad) and the LSE straight from the accumulators.
+ *   The producer publishes each item's geometry in shared memory (item_slot),
+ *   so that an item starts without global loads.
  *
  * Shared-memory tiles are [chunk][row][64 elements], 128-byte rows in the
  * 128-byte swizzle that TMA writes and wgmma reads (one descriptor layout
@@ -69,8 +72,8 @@ template <int D> struct traits {
     static constexpr int Q_CHUNK = BM * 128;       /* bytes of one chunk column */
     static constexpr int KV_CHUNK = BN * 128;
     static constexpr int NT = 384;
-    /* barriers and the item slots after the tiles; 1024 of alignment slack */
-    static constexpr int BAR_BYTES = 256;
+    /* barriers and the two item slots after the tiles; 1024 of alignment slack */
+    static constexpr int BAR_BYTES = 384;
     /* Q double buffered where it fits (d64, d128): the next item's Q loads
      * while this one computes. */
     static constexpr int Q_BUFS = D == 256 ? 1 : 2;
@@ -95,8 +98,20 @@ enum {
     B_V_FULL = 128,
     B_V_EMPTY = 160,
     B_V_READY = 192,
-    B_ITEMS = 224       /* int[2] */
+    B_SLOTS = 256       /* item_slot[2] */
 };
+
+/* A claimed item as the producer publishes it (slot n & 1 for the n-th item):
+ * its index (>= num_work: no more work) and its geometry, so that the
+ * consumers and the V fixer start an item without global loads or integer
+ * divisions (those were ~2 dependent L2 round trips per item, in both
+ * consumer warpgroups at once). */
+struct item_slot {
+    int item;
+    int pad[3];
+    item_geom g;
+};
+static_assert(sizeof(item_slot) == 64, "two slots fill B_SLOTS..B_SLOTS+128");
 enum {
     CONSUMERS = 256,
     SCHED_READERS = CONSUMERS + 1, /* + the V fixer's lane 0 */
@@ -109,26 +124,31 @@ __device__ __forceinline__ void producer(const CUtensorMap *tm_q1, const CUtenso
                                          const CUtensorMap *tm_k, const CUtensorMap *tm_v,
                                          const sw_cuda_prefill_args &a, uint32_t sQ,
                                          uint32_t sK, uint32_t sV, uint32_t bars,
-                                         volatile int *items)
+                                         item_slot *slots)
 {
     tma_prefetch_desc(tm_q1);
     tma_prefetch_desc(tm_qg);
     tma_prefetch_desc(tm_k);
     tma_prefetch_desc(tm_v);
     int it = 0;
-    /* Item n: claimed, published to the consumers through slot n & 1, its Q
-     * loaded into buffer n % Q_BUFS. With two Q buffers the producer runs
-     * one item ahead: it claims and loads item n + 1's Q before issuing item
-     * n's K/V tiles. */
+    /* Item n: claimed, published with its geometry through slot n & 1, its
+     * Q loaded into buffer n % Q_BUFS. With two Q buffers the producer runs
+     * one item ahead: it claims item n + 1 and loads its Q right after item
+     * n's first K tile (before: ahead of it, so the claim's atomic and the
+     * geometry loads delayed the K that both consumers wait for at the item
+     * boundary). */
     auto claim = [&](int n) -> int {
         const int item = atomicAdd(a.counter, 1);
         const int slot = n & 1;
         mbar_wait(bars + B_SCHED_EMPTY + 8 * slot, ((n >> 1) & 1) ^ 1);
-        items[slot] = item;
+        slots[slot].item = item;
+        if (item < a.num_work)
+            slots[slot].g = item_geom::of<TR::BM, TR::BN, CAUSAL>(a, item);
         mbar_arrive(bars + B_SCHED_FULL + 8 * slot);
         return item;
     };
-    auto load_q = [&](int n, const item_geom &g) {
+    auto load_q = [&](int n) {
+        const item_geom &g = slots[n & 1].g;
         const int qb = n % TR::Q_BUFS;
         /* the buffer's previous item must be done with its S products */
         mbar_wait(bars + B_Q_EMPTY + 8 * qb, ((n / TR::Q_BUFS) & 1) ^ 1);
@@ -138,17 +158,20 @@ __device__ __forceinline__ void producer(const CUtensorMap *tm_q1, const CUtenso
     };
     int item = claim(0);
     if (TR::Q_BUFS > 1 && item < a.num_work)
-        load_q(0, item_geom::of<TR::BM, TR::BN, CAUSAL>(a, item));
+        load_q(0);
     for (int n = 0; item < a.num_work; ++n) {
-        const item_geom g = item_geom::of<TR::BM, TR::BN, CAUSAL>(a, item);
-        int next = 0;
-        if (TR::Q_BUFS > 1) {
+        /* slot n & 1 holds this item until claim(n + 2), after this loop */
+        const item_geom g = slots[n & 1].g;
+        int next = a.num_work;
+        bool claimed = false;
+        auto claim_next = [&]() {
             next = claim(n + 1);
-            if (next < a.num_work)
-                load_q(n + 1, item_geom::of<TR::BM, TR::BN, CAUSAL>(a, next));
-        } else {
-            load_q(n, g);
-        }
+            if (TR::Q_BUFS > 1 && next < a.num_work)
+                load_q(n + 1);
+            claimed = true;
+        };
+        if (TR::Q_BUFS == 1)
+            load_q(n);
         auto load_v = [&](int t, int row) {
             const int sv = t % TR::V_ST;
             mbar_wait(bars + B_V_EMPTY + 8 * sv, ((uint32_t)(t / TR::V_ST) & 1) ^ 1);
@@ -163,11 +186,13 @@ __device__ __forceinline__ void producer(const CUtensorMap *tm_q1, const CUtenso
             tma_load_4d(sK + sk * TR::KV_BYTES, tm_k, bars + B_K_FULL + 8 * sk, 0, g.kvh, row, 0);
             if (j < g.n_tiles - 1)
                 load_v(it - 1, row + TR::BN); /* V of the previous (later-keyed) tile */
+            else if (TR::Q_BUFS > 1)
+                claim_next();
         }
         if (g.n_tiles > 0)
             load_v(it - 1, g.kv_start); /* V of the item's first keys */
-        if (TR::Q_BUFS == 1)
-            next = claim(n + 1);
+        if (!claimed)
+            claim_next(); /* one Q buffer, or an item without keys */
         item = next;
     }
 }
@@ -181,20 +206,20 @@ __device__ __forceinline__ void producer(const CUtensorMap *tm_q1, const CUtenso
  * line per chunk whatever the swizzle. */
 template <class TR, bool CAUSAL>
 __device__ __forceinline__ void v_fixer(const sw_cuda_prefill_args &a, uint32_t bars,
-                                        volatile int *items, unsigned char *sV_generic,
+                                        item_slot *slots, unsigned char *sV_generic,
                                         int lane)
 {
     int it = 0;
     for (int n = 0;; ++n) {
         const int slot = n & 1;
         mbar_wait(bars + B_SCHED_FULL + 8 * slot, (n >> 1) & 1);
-        const int item = items[slot];
+        const int item = slots[slot].item;
+        const item_geom g = slots[slot].g;
         __syncwarp();
         if (lane == 0)
             mbar_arrive(bars + B_SCHED_EMPTY + 8 * slot);
         if (item >= a.num_work)
             break;
-        const item_geom g = item_geom::of<TR::BM, TR::BN, CAUSAL>(a, item);
         for (int j = g.n_tiles - 1; j >= 0; --j, ++it) {
             const int st = it % TR::V_ST;
             const uint32_t ph = (uint32_t)(it / TR::V_ST) & 1;
@@ -396,10 +421,80 @@ __device__ __forceinline__ void step(int j, int it, float (&s)[TR::BN / 2],
     pack_p<T, TR::BN>(s, pn);
 }
 
+/* The epilogue: O / l rounded to T, and the LSE. Both rows' l sums first
+ * (their shuffles would otherwise queue behind the first row's stores).
+ * The accumulator layout gives each thread of a quad 2 columns of every
+ * 8-column block; a 4x4 transpose across the quad (two shuffle steps)
+ * gives each thread whole 8-column blocks, stored as 16 bytes: a quarter of
+ * the store instructions, and every 32-byte sector written whole (the
+ * 4-byte stores filled half a sector each and queued the warp behind them:
+ * ~15% of the consumers' stall samples on 16x1k d128, docs/perf/NOTES.md). */
+__device__ __forceinline__ void quad_transpose(uint32_t (&v)[4], int t4)
+{
+    /* step 1 (xor 2): swap the off-diagonal 2x2 blocks */
+#pragma unroll
+    for (int b = 0; b < 2; ++b) {
+        const uint32_t x = (t4 & 2) ? v[b] : v[2 + b];
+        const uint32_t y = __shfl_xor_sync(0xffffffffu, x, 2);
+        if (t4 & 2)
+            v[b] = y;
+        else
+            v[2 + b] = y;
+    }
+    /* step 2 (xor 1): transpose inside the 2x2 blocks */
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+        const uint32_t x = (t4 & 1) ? v[2 * c] : v[2 * c + 1];
+        const uint32_t y = __shfl_xor_sync(0xffffffffu, x, 1);
+        if (t4 & 1)
+            v[2 * c] = y;
+        else
+            v[2 * c + 1] = y;
+    }
+}
+
+template <class T, int D, int BN>
+__device__ __forceinline__ void store_o(const sw_cuda_prefill_args &a, const item_geom &g,
+                                        const float (&o)[D / 2], const row_softmax<BN> &sm,
+                                        int r0, int t4)
+{
+    float lt[2] = {sm.l[0], sm.l[1]};
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+        lt[h] += __shfl_xor_sync(0xffffffffu, lt[h], 1);
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+        lt[h] += __shfl_xor_sync(0xffffffffu, lt[h], 2);
+    char *out = (char *)a.o;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const float inv = lt[h] > 0.f ? 1.f / lt[h] : 0.f;
+        const int r = r0 + 8 * h;
+        const bool valid = g.row_valid(r); /* the same for the 4 threads of a quad */
+        const int64_t row = (int64_t)(g.q_start + g.tok_of(r));
+        char *dst = out + (row * a.o_stride + (int64_t)g.head_of(r) * D) * 2;
+#pragma unroll
+        for (int grp = 0; grp < D / 32; ++grp) {
+            uint32_t v[4];
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                const int nb = 4 * grp + j;
+                v[j] = T::pack(o[4 * nb + 2 * h] * inv, o[4 * nb + 2 * h + 1] * inv);
+            }
+            quad_transpose(v, t4);
+            if (valid)
+                *(uint4 *)(dst + (4 * grp + t4) * 16) = make_uint4(v[0], v[1], v[2], v[3]);
+        }
+        if (valid && a.lse != nullptr && t4 == 0)
+            a.lse[row * a.num_qo_heads + g.head_of(r)] =
+                lt[h] > 0.f ? (sm.m[h] + __log2f(lt[h])) * 0.6931471805599453f : -INFINITY;
+    }
+}
+
 template <class TR, class T, bool CAUSAL>
 __device__ __forceinline__ void consumer(const sw_cuda_prefill_args &a, uint32_t sQ,
                                          uint32_t sK, uint32_t sV, uint32_t bars,
-                                         volatile int *items)
+                                         item_slot *slots)
 {
     constexpr int BN = TR::BN, D = TR::HEAD_DIM;
     using WS = wgmma<BN, typename wg_type<T>::type>;
@@ -419,11 +514,11 @@ __device__ __forceinline__ void consumer(const sw_cuda_prefill_args &a, uint32_t
     for (int n = 0;; ++n) {
         const int slot = n & 1;
         mbar_wait(bars + B_SCHED_FULL + 8 * slot, (n >> 1) & 1);
-        const int item = items[slot];
+        const int item = slots[slot].item;
+        const item_geom g = slots[slot].g;
         mbar_arrive(bars + B_SCHED_EMPTY + 8 * slot);
         if (item >= a.num_work)
             break;
-        const item_geom g = item_geom::of<TR::BM, BN, CAUSAL>(a, item);
         const int lim[2] = {row_limit<CAUSAL>(g, r0), row_limit<CAUSAL>(g, r0 + 8)};
 
         float o[D / 2];
@@ -509,26 +604,7 @@ __device__ __forceinline__ void consumer(const sw_cuda_prefill_args &a, uint32_t
         }
 
         /* ---- epilogue: O / l, rounded, straight to global ---- */
-        char *out = (char *)a.o;
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            float lt = sm.l[h];
-            lt += __shfl_xor_sync(0xffffffffu, lt, 1);
-            lt += __shfl_xor_sync(0xffffffffu, lt, 2);
-            const float inv = lt > 0.f ? 1.f / lt : 0.f;
-            const int r = r0 + 8 * h;
-            if (!g.row_valid(r))
-                continue;
-            const int64_t row = (int64_t)(g.q_start + g.tok_of(r));
-            char *dst = out + (row * a.o_stride + (int64_t)g.head_of(r) * D + 2 * t4) * 2;
-#pragma unroll
-            for (int nb = 0; nb < D / 8; ++nb)
-                *(uint32_t *)(dst + nb * 16) =
-                    T::pack(o[4 * nb + 2 * h] * inv, o[4 * nb + 2 * h + 1] * inv);
-            if (a.lse != nullptr && t4 == 0)
-                a.lse[row * a.num_qo_heads + g.head_of(r)] =
-                    lt > 0.f ? (sm.m[h] + __log2f(lt)) * 0.6931471805599453f : -INFINITY;
-        }
+        store_o<T, D>(a, g, o, sm, r0, t4);
     }
     if (pp && cw == 0)
         turn_wait(cw); /* the hand-off warpgroup 1 made after its last turn */
@@ -549,7 +625,7 @@ __global__ void __launch_bounds__(384, 1)
     const uint32_t sK = sQ + TR::Q_BUFS * TR::Q_BYTES;
     const uint32_t sV = sK + TR::K_ST * TR::KV_BYTES;
     const uint32_t bars = sV + TR::V_ST * TR::KV_BYTES;
-    volatile int *items = (volatile int *)(smem_raw + (bars - raw) + B_ITEMS);
+    item_slot *slots = (item_slot *)(smem_raw + (bars - raw) + B_SLOTS);
 
     if (threadIdx.x == 0) {
         for (int i = 0; i < 2; ++i) {
@@ -576,12 +652,12 @@ __global__ void __launch_bounds__(384, 1)
     if (threadIdx.x < 128) {
         regs_dealloc<TR::PRODUCER_REGS>();
         if (threadIdx.x == 0)
-            producer<TR, CAUSAL>(&tm_q1, &tm_qg, &tm_k, &tm_v, a, sQ, sK, sV, bars, items);
+            producer<TR, CAUSAL>(&tm_q1, &tm_qg, &tm_k, &tm_v, a, sQ, sK, sV, bars, slots);
         else if (threadIdx.x >= 32 && threadIdx.x < 64)
-            v_fixer<TR, CAUSAL>(a, bars, items, smem_raw + (sV - raw), threadIdx.x & 31);
+            v_fixer<TR, CAUSAL>(a, bars, slots, smem_raw + (sV - raw), threadIdx.x & 31);
     } else {
         regs_alloc<TR::CONSUMER_REGS>();
-        consumer<TR, T, CAUSAL>(a, sQ, sK, sV, bars, items);
+        consumer<TR, T, CAUSAL>(a, sQ, sK, sV, bars, slots);
     }
 #else
     __trap();
