@@ -12,7 +12,10 @@
  * *_pread variant) on the pread fallback. */
 #include "test_store_util.h"
 
+#include "spillway_store_profile.h"
+
 #include <pthread.h>
+#include <stdlib.h>
 
 #define STRIPE 8192u
 #define RUN 16u
@@ -296,7 +299,13 @@ static void test_merged(const char *dir)
     CHECK_STATUS(sw_store_open(&c, &s), SW_OK);
     if (!s)
         return;
-    const int cut = getenv("SPILLWAY_STORE_READ_CHUNK") != NULL;
+    /* SPILLWAY_STORE_READ_CHUNK > 0 cuts ranges into pieces (no merge); 0
+     * merges adjacent runs into one request everywhere; unset: tickets on
+     * io_uring take one request per run (the 512 KiB ticket default cuts,
+     * so no merge), sw_store_read cuts at 128 KiB, pread merges. */
+    const char *chunk_env = getenv("SPILLWAY_STORE_READ_CHUNK");
+    const int cut = chunk_env && atol(chunk_env) > 0;
+    const int merge_all = chunk_env && atol(chunk_env) <= 0;
     sw_store_key keys[N];
     void *dst[N];
     size_t lens[N];
@@ -323,8 +332,10 @@ static void test_merged(const char *dir)
         CHECK(b.read_requests - a.read_requests == STREAMS);
         if (cut)
             CHECK(b.read_ios - a.read_ios >= STREAMS);
-        else if (pass == 0 || b.io_backend == SW_STORE_IO_PREAD)
+        else if (merge_all || b.io_backend == SW_STORE_IO_PREAD)
             CHECK(b.read_ios - a.read_ios == 1); /* four runs, one request */
+        else if (pass == 0)
+            CHECK(b.read_ios - a.read_ios == STREAMS); /* a ticket: one request per run */
         CHECK(b.corruptions - a.corruptions == 2);
         for (uint32_t i = 0; i < N; i++) {
             if (sw_store_key_eq(&keys[i], &bad_pay) || sw_store_key_eq(&keys[i], &bad_hdr)) {
@@ -790,6 +801,82 @@ static void test_threads(const char *dir)
     CHECK_STATUS(sw_store_close(s), SW_OK);
 }
 
+/* The read tickets' profile (sw_store_read_profile_get): bad arguments; zeros
+ * before the first ticket; after a pipeline of tiles, one request counted
+ * per device read (the stats' read_ios), the size histogram adding up to
+ * them, times within the elapsed time; a reset starts from zero. With
+ * poll_enter (SPILLWAY_STORE_READ_POLL_ENTER=1: the poll hook enters the
+ * kernel) the tiles still read back exactly. */
+static void test_profile(const char *dir, int poll_enter)
+{
+    enum { STREAMS = 4, BLOCKS = 64, D = 6 };
+    sw_store *s = open_store(dir, 32, 0, 0);
+    if (!s)
+        return;
+    fill(s, STREAMS, BLOCKS, 1);
+    sw_store_read_profile p;
+    memset(&p, 0, sizeof p);
+    CHECK_STATUS(sw_store_read_profile_get(s, &p, 0), SW_STATUS_INVALID); /* struct_size 0 */
+    p.struct_size = sizeof p;
+    CHECK_STATUS(sw_store_read_profile_get(NULL, &p, 0), SW_STATUS_INVALID);
+    CHECK_STATUS(sw_store_read_profile_get(s, NULL, 0), SW_STATUS_INVALID);
+    CHECK_STATUS(sw_store_read_profile_get(s, &p, 1), SW_OK);
+    CHECK(p.requests == 0 && p.elapsed_ns == 0 && p.struct_size == sizeof p);
+    char old[64] = "";
+    const char *e = getenv("SPILLWAY_STORE_READ_POLL_ENTER");
+    if (e)
+        snprintf(old, sizeof old, "%s", e);
+    setenv("SPILLWAY_STORE_READ_POLL_ENTER", poll_enter ? "1" : "0", 1);
+    sw_store_stats st0 = ts_stats(s);
+    uint32_t ntiles = STREAMS * (BLOCKS / TILE);
+    tile ts[D];
+    for (uint32_t q = 0; q < ntiles + D; q++) {
+        if (q >= D) {
+            tile *t = &ts[(q - D) % D];
+            CHECK_STATUS(wait_tile(s, t), SW_OK);
+            check_tile(t, (q - D) / (BLOCKS / TILE), 1);
+            tile_free(t);
+        }
+        if (q < ntiles) {
+            tile_init(&ts[q % D], q / (BLOCKS / TILE), q % (BLOCKS / TILE) * TILE);
+            CHECK_STATUS(submit(s, &ts[q % D]), SW_OK);
+        }
+    }
+    if (e)
+        setenv("SPILLWAY_STORE_READ_POLL_ENTER", old, 1);
+    else
+        unsetenv("SPILLWAY_STORE_READ_POLL_ENTER");
+    sw_store_stats st1 = ts_stats(s);
+    CHECK_STATUS(sw_store_read_profile_get(s, &p, 1), SW_OK);
+    uint64_t nsz = 0;
+    for (int i = 0; i < SW_STORE_PROFILE_SIZES; i++)
+        nsz += p.sizes[i];
+    CHECK(nsz == p.requests);
+    CHECK(p.elapsed_ns > 0);
+    CHECK(p.busy_ns <= p.elapsed_ns && p.below_cap_ns <= p.elapsed_ns);
+    CHECK(p.below_cap_queued_ns <= p.below_cap_ns && p.below_cap_processing_ns <= p.below_cap_ns &&
+          p.below_cap_waiting_ns <= p.below_cap_ns);
+    CHECK(p.process_ns + p.wait_ns <= p.elapsed_ns);
+    if (st1.io_backend == SW_STORE_IO_URING) {
+        CHECK(p.requests == st1.read_ios - st0.read_ios);
+        CHECK(p.requests > 0 && p.process_ns > 0 && p.busy_ns > 0);
+        /* every stripe's run was read: at least the tiles' payload */
+        CHECK(p.request_bytes >= (uint64_t)ntiles * TILE * STRIPE);
+        CHECK(p.peak_bytes >= p.request_bytes / p.requests);
+        CHECK(p.mean_bytes >= 0 && p.mean_bytes <= (double)p.peak_bytes);
+        /* submitted while under the cap: at most one ticket (TILE + header) over it */
+        if (p.cap_bytes)
+            CHECK(p.peak_bytes <= p.cap_bytes + (TILE + 1) * (uint64_t)STRIPE + 65536);
+    } else {
+        CHECK(p.requests == 0); /* pread: tickets are read synchronously */
+    }
+    CHECK_STATUS(sw_store_read_profile_get(s, &p, 0), SW_OK);
+    CHECK(p.requests == 0 && p.busy_ns == 0 && p.peak_bytes == 0);
+    sw_store_stats st = ts_stats(s);
+    CHECK(st.corruptions == 0 && st.io_errors == 0);
+    CHECK_STATUS(sw_store_close(s), SW_OK);
+}
+
 int main(void)
 {
     ts_dir d;
@@ -812,6 +899,8 @@ int main(void)
     RUN_CASE("queued", test_queued(sub, seed));
     RUN_CASE("random", test_random(sub, seed));
     RUN_CASE("threads", test_threads(sub));
+    RUN_CASE("profile", test_profile(sub, 0));
+    RUN_CASE("profile_enter", test_profile(sub, 1));
     ts_rm_rf(d.base);
     if (sw_test_failures)
         fprintf(stderr, "test_store_async: %d failures (seed %llu)\n", sw_test_failures,

@@ -14,6 +14,8 @@
 #endif
 #include "tool_common.h"
 
+#include "spillway_store_profile.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -76,6 +78,7 @@ typedef struct bench_opts {
     uint64_t io_buffer_mb;
     int zero_fill;
     uint32_t passes, host_passes;
+    const char *engine_ab; /* "NAME=VALUE[,NAME=VALUE]": engine order again with these */
 } bench_opts;
 
 #define MAX_PASSES 64
@@ -302,6 +305,12 @@ static void bench_usage(FILE *f)
             "  --passes N           interleaved raw-seq / store passes over the whole file\n"
             "                       (default 5; medians and the median per-pass ratio)\n"
             "  --host-passes N      interleaved host-tier / memcpy passes (default 11)\n"
+            "  --engine-ab NAME=VALUE[,NAME=VALUE...]\n"
+            "                       also read the engine order in every pass with these\n"
+            "                       environment variables set (e.g.\n"
+            "                       SPILLWAY_STORE_READ_INFLIGHT=8388608) on a handle\n"
+            "                       reopened for it: an A/B of library settings in the same\n"
+            "                       passes\n"
             "  --json PATH          results (default bench/results/store-<host>.json when\n"
             "                       bench/results exists, else ./store-<host>.json)\n"
             "  --keep               keep the scratch directory\n"
@@ -334,6 +343,8 @@ static int parse_bench(int argc, char **argv, bench_opts *o)
             o->dir = v;
         else if (!strcmp(a, "--json"))
             o->json = v;
+        else if (!strcmp(a, "--engine-ab"))
+            o->engine_ab = v;
         else if (!strcmp(a, "--size-mb"))
             o->size_mb = strtoull(v, NULL, 10);
         else if (!strcmp(a, "--host-mb"))
@@ -571,19 +582,84 @@ static void get_stats(sw_store *s, sw_store_stats *st)
     sw_store_get_stats(s, st);
 }
 
-/* One store pass over `order`; adds the pass's read counters to *acc. */
+/* Adds the read tickets' profile of one pass to *acc (times and counts
+ * summed, the mean weighted by time, the peak the largest). */
+static void profile_add(sw_store_read_profile *acc, const sw_store_read_profile *p)
+{
+    double t = (double)acc->elapsed_ns + (double)p->elapsed_ns;
+    if (t > 0)
+        acc->mean_bytes = (acc->mean_bytes * (double)acc->elapsed_ns +
+                           p->mean_bytes * (double)p->elapsed_ns) / t;
+    acc->cap_bytes = p->cap_bytes;
+    acc->elapsed_ns += p->elapsed_ns;
+    acc->busy_ns += p->busy_ns;
+    acc->below_cap_ns += p->below_cap_ns;
+    acc->below_cap_queued_ns += p->below_cap_queued_ns;
+    acc->below_cap_processing_ns += p->below_cap_processing_ns;
+    acc->below_cap_waiting_ns += p->below_cap_waiting_ns;
+    if (p->peak_bytes > acc->peak_bytes)
+        acc->peak_bytes = p->peak_bytes;
+    acc->process_ns += p->process_ns;
+    acc->wait_ns += p->wait_ns;
+    acc->requests += p->requests;
+    acc->request_bytes += p->request_bytes;
+    acc->reaps_found += p->reaps_found;
+    acc->reap_gap_ns += p->reap_gap_ns;
+    for (int i = 0; i < SW_STORE_PROFILE_SIZES; i++)
+        acc->sizes[i] += p->sizes[i];
+}
+
+/* The device queue of a case's read tickets, summed over its passes. */
+static void print_profile(const char *what, const sw_store_read_profile *p)
+{
+    if (!p->elapsed_ns || !p->requests)
+        return;
+    double T = (double)p->elapsed_ns / 100.0;
+    printf("  %-12s: tickets' device queue (cap %.0f KiB): mean %.2f MiB, peak %.2f MiB; "
+           "busy %.1f%%, below the cap %.1f%% of the time (with a ticket held back %.1f%%, "
+           "while checking/copying %.1f%%, while waiting %.1f%%)\n",
+           what, p->cap_bytes / 1024.0,
+           p->mean_bytes / 1048576.0, p->peak_bytes / 1048576.0, p->busy_ns / T,
+           p->below_cap_ns / T, p->below_cap_queued_ns / T, p->below_cap_processing_ns / T,
+           p->below_cap_waiting_ns / T);
+    printf("  %-12s  calling thread: checking/copying %.1f%%, blocked in io_uring %.1f%%, "
+           "other %.1f%%; %llu completions-found looks, %.1f us since the previous look\n",
+           "", p->process_ns / T, p->wait_ns / T,
+           100.0 - (p->process_ns + p->wait_ns) / T, (unsigned long long)p->reaps_found,
+           p->reaps_found ? p->reap_gap_ns / 1e3 / (double)p->reaps_found : 0.0);
+    printf("  %-12s  %llu requests, %.0f KiB mean:", "", (unsigned long long)p->requests,
+           p->request_bytes / 1024.0 / (double)p->requests);
+    for (int i = 0; i < SW_STORE_PROFILE_SIZES; i++) {
+        if (!p->sizes[i])
+            continue;
+        if (i + 1 < SW_STORE_PROFILE_SIZES)
+            printf(" <=%uK %.1f%%", 4u << i, 100.0 * (double)p->sizes[i] / (double)p->requests);
+        else
+            printf(" >4M %.1f%%", 100.0 * (double)p->sizes[i] / (double)p->requests);
+    }
+    printf("\n");
+}
+
+/* One store pass over `order`; adds the pass's read counters to *acc and
+ * the tickets' profile to *prof. */
 static int store_pass(sw_store *s, const bench_opts *o0, uint32_t per, uint32_t inflight,
                       const uint32_t *order, uint32_t ntiles, char *dst, result *r,
-                      sw_store_stats *acc)
+                      sw_store_stats *acc, sw_store_read_profile *prof)
 {
     bench_opts o1 = *o0, *o = &o1;
     o1.tiles_per_call = per;
     o1.inflight = inflight;
     sw_store_stats b0, b1;
+    sw_store_read_profile pf;
+    memset(&pf, 0, sizeof pf);
+    pf.struct_size = sizeof pf;
+    (void)sw_store_read_profile_get(s, &pf, 1);
     get_stats(s, &b0);
     int rc = o->inflight ? store_tiles_async(s, o, order, ntiles, dst, r)
                          : store_tiles(s, o, order, ntiles, dst, r);
     get_stats(s, &b1);
+    if (sw_store_read_profile_get(s, &pf, 0) == SW_OK)
+        profile_add(prof, &pf);
     acc->file_hits += b1.file_hits - b0.file_hits;
     acc->file_bytes_read += b1.file_bytes_read - b0.file_bytes_read;
     acc->host_hits += b1.host_hits - b0.host_hits;
@@ -666,12 +742,65 @@ static void print_passes(const char *what, const double *v, int n)
     printf("   median %7.3f\n", median(v, n));
 }
 
+/* --engine-ab: sets (set = 1) or restores (0) the variables of spec. */
+#define AB_VARS 8
+typedef struct ab_env {
+    char name[AB_VARS][96];
+    char *old[AB_VARS];
+    int n;
+} ab_env;
+
+static int ab_parse(const char *spec, ab_env *e, char val[AB_VARS][128])
+{
+    memset(e, 0, sizeof *e);
+    const char *p = spec;
+    while (*p && e->n < AB_VARS) {
+        const char *eq = strchr(p, '='), *end = strchr(p, ',');
+        if (!end)
+            end = p + strlen(p);
+        if (!eq || eq > end || eq == p || (size_t)(eq - p) >= sizeof e->name[0] ||
+            (size_t)(end - eq - 1) >= 128)
+            return -1;
+        memcpy(e->name[e->n], p, (size_t)(eq - p));
+        memcpy(val[e->n], eq + 1, (size_t)(end - eq - 1));
+        e->n++;
+        p = *end ? end + 1 : end;
+    }
+    return *p ? -1 : 0;
+}
+
+static void ab_apply(ab_env *e, char val[AB_VARS][128], int set)
+{
+    for (int i = 0; i < e->n; i++) {
+        if (set) {
+            const char *o = getenv(e->name[i]);
+            e->old[i] = o ? strdup(o) : NULL;
+            setenv(e->name[i], val[i], 1);
+        } else {
+            if (e->old[i])
+                setenv(e->name[i], e->old[i], 1);
+            else
+                unsetenv(e->name[i]);
+            free(e->old[i]);
+            e->old[i] = NULL;
+        }
+    }
+}
+
 int cmd_store_bench_disk(int argc, char **argv)
 {
     bench_opts o;
     int pr = parse_bench(argc, argv, &o);
     if (pr)
         return pr == 1 ? 0 : 2;
+    ab_env ab;
+    char ab_val[AB_VARS][128];
+    memset(&ab, 0, sizeof ab);
+    if (o.engine_ab && ab_parse(o.engine_ab, &ab, ab_val)) {
+        fprintf(stderr, "spillway store bench: --engine-ab wants NAME=VALUE[,NAME=VALUE] (at "
+                        "most %d)\n", AB_VARS);
+        return 2;
+    }
 
     char work[4096];
     snprintf(work, sizeof work, "%s/spillway-bench-XXXXXX", o.dir);
@@ -845,6 +974,19 @@ int cmd_store_bench_disk(int argc, char **argv)
     sw_store_stats eng_st, shuf_st;
     memset(&eng_st, 0, sizeof eng_st);
     memset(&shuf_st, 0, sizeof shuf_st);
+    sw_store_read_profile eng_pf, shuf_pf, ab_pf;
+    memset(&eng_pf, 0, sizeof eng_pf);
+    memset(&shuf_pf, 0, sizeof shuf_pf);
+    memset(&ab_pf, 0, sizeof ab_pf);
+    sw_store_stats ab_st;
+    memset(&ab_st, 0, sizeof ab_st);
+    double ab_ratio[MAX_PASSES];
+    result *ab_r = NULL;
+    if (o.engine_ab) {
+        ab_r = &res[nres++];
+        snprintf(ab_r->name, sizeof ab_r->name, "engine order, --engine-ab");
+        ab_r->impl = "store-ab";
+    }
     int np = 0;
     for (uint32_t p = 0; p < o.passes && np < MAX_PASSES; p++, np++) {
         result a, b, c8, t, e;
@@ -853,10 +995,40 @@ int cmd_store_bench_disk(int argc, char **argv)
             raw_read(raw_path, bytes, 512u << 10, 8, 0, 0, &c8))
             goto out;
         engine_order(eorder, groups, nstreams, tiles_per_stream);
-        if (store_pass(s, &o, o.eng_per, o.eng_inflight, eorder, ntiles, dst, &e, &eng_st))
+        if (store_pass(s, &o, o.eng_per, o.eng_inflight, eorder, ntiles, dst, &e, &eng_st,
+                       &eng_pf))
             goto out;
+        if (ab_r) {
+            /* the same order on a handle opened with the variables set (the
+             * read tickets take their settings when a handle's first ticket
+             * is submitted) */
+            result e2;
+            sw_store_close(s);
+            s = NULL;
+            ab_apply(&ab, ab_val, 1);
+            st = open_existing(store_dir, 0, o.io_buffer_mb << 20, &s);
+            int bad = st != SW_OK ||
+                      store_pass(s, &o, o.eng_per, o.eng_inflight, eorder, ntiles, dst, &e2,
+                                 &ab_st, &ab_pf);
+            if (s)
+                sw_store_close(s);
+            s = NULL;
+            ab_apply(&ab, ab_val, 0);
+            if (bad) {
+                if (st != SW_OK)
+                    die_status("reopen (--engine-ab)", st);
+                goto out;
+            }
+            st = open_existing(store_dir, 0, o.io_buffer_mb << 20, &s);
+            if (st != SW_OK) {
+                die_status("reopen", st);
+                goto out;
+            }
+            add_pass(ab_r, &e2);
+        }
         shuffle(order, ntiles);
-        if (store_pass(s, &o, o.tiles_per_call, o.inflight, order, ntiles, dst, &t, &shuf_st))
+        if (store_pass(s, &o, o.tiles_per_call, o.inflight, order, ntiles, dst, &t, &shuf_st,
+                       &shuf_pf))
             goto out;
         result rt;
         if (raw_read(data_path, ss.runs_total * run_bytes, (size_t)run_bytes, (int)rt_threads, 1,
@@ -878,6 +1050,11 @@ int cmd_store_bench_disk(int argc, char **argv)
                "order %.3f GB/s: %.1f%%, shuffled %.3f: %.1f%%; raw-tiles %.3f\n",
                p, a.gbps, b.gbps, c8.gbps, e.gbps, 100.0 * eng_ratio[np], t.gbps,
                100.0 * pair_ratio[np], rt.gbps);
+        if (ab_r) {
+            ab_ratio[np] = ab_r->pass[ab_r->npass - 1] / raw_best[np];
+            printf("  pass %u: engine order with %s %.3f GB/s: %.1f%%\n", p, o.engine_ab,
+                   ab_r->pass[ab_r->npass - 1], 100.0 * ab_ratio[np]);
+        }
     }
     double eng_ratio_pp = median(eng_ratio, np);
     double eng_ratio_med = eng_r->gbps / median(raw_best, np);
@@ -891,10 +1068,18 @@ int cmd_store_bench_disk(int argc, char **argv)
            (unsigned long long)ss.host_capacity_bytes);
     print_store_delta("engine order", &eng_st, (uint64_t)np * ntiles * o.tile_blocks);
     print_store_delta("shuffled", &shuf_st, (uint64_t)np * ntiles * o.tile_blocks);
+    print_profile("engine order", &eng_pf);
+    print_profile("shuffled", &shuf_pf);
+    if (ab_r) {
+        print_store_delta("engine A/B", &ab_st, (uint64_t)np * ntiles * o.tile_blocks);
+        print_profile("engine A/B", &ab_pf);
+    }
     if (!ss.direct_io || ss.host_capacity_bytes || eng_st.host_hits || shuf_st.host_hits ||
         eng_st.file_hits != (uint64_t)np * ntiles * o.tile_blocks ||
         shuf_st.file_hits != (uint64_t)np * ntiles * o.tile_blocks || eng_st.corruptions ||
-        shuf_st.corruptions || eng_st.io_errors || shuf_st.io_errors) {
+        shuf_st.corruptions || eng_st.io_errors || shuf_st.io_errors || ab_st.corruptions ||
+        ab_st.io_errors || ab_st.host_hits ||
+        (ab_r && ab_st.file_hits != (uint64_t)np * ntiles * o.tile_blocks)) {
         fprintf(stderr, "spillway store bench: the disk passes did not read every stripe from "
                         "the file with O_DIRECT (see the counters above)\n");
         goto out;
@@ -975,6 +1160,10 @@ int cmd_store_bench_disk(int argc, char **argv)
     print_passes("raw-seq best", raw_best, np);
     print_passes("store engine order", eng_r->pass, eng_r->npass);
     print_passes("engine/raw per pass", eng_ratio, np);
+    if (ab_r) {
+        print_passes("engine A/B", ab_r->pass, ab_r->npass);
+        print_passes("engine A/B/raw per pass", ab_ratio, np);
+    }
     print_passes("store shuffled", store_r->pass, store_r->npass);
     print_passes("shuffled/raw per pass", pair_ratio, np);
     print_passes("raw-tiles (context)", rtile->pass, rtile->npass);
@@ -989,6 +1178,9 @@ int cmd_store_bench_disk(int argc, char **argv)
     printf("\n  store (engine order) / raw-seq: median of per-pass ratios = %6.1f%%, ratio of "
            "medians = %6.1f%%  (target >= 90%%)\n",
            100.0 * eng_ratio_pp, 100.0 * eng_ratio_med);
+    if (ab_r)
+        printf("  store (engine order, %s) / raw-seq: median of per-pass ratios = %6.1f%%\n",
+               o.engine_ab, 100.0 * median(ab_ratio, np));
     printf("  store (shuffled tiles, context) / raw-seq: median of per-pass ratios = %6.1f%%, "
            "ratio of medians = %6.1f%%\n",
            100.0 * store_ratio, 100.0 * store_ratio_med);
@@ -1035,6 +1227,10 @@ int cmd_store_bench_disk(int argc, char **argv)
             fprintf(f, ", \"ratio\": %.4f, \"ratio_of_medians\": %.4f, \"note\": \"context: "
                     "every tile in a shuffled order (no locality); same checks\"",
                     store_ratio, store_ratio_med);
+        if (&res[i] == ab_r)
+            fprintf(f, ", \"ratio\": %.4f, \"env\": \"%s\", \"note\": \"the engine order "
+                    "again, on a handle opened with these environment variables\"",
+                    median(ab_ratio, np), o.engine_ab);
         if (&res[i] == rtile)
             fprintf(f, ", \"store_over_this\": %.4f, \"note\": \"context: the store's "
                     "shuffled case's access pattern on its own data file, not the verdict "

@@ -288,6 +288,7 @@ static void print_case(const swt_case *c, const swt_result *r, double raw)
                d.disk_gbps, 100 * d.disk_gbps / raw, raw);
     else
         printf("    disk reads: %.3f GB/s (no raw figure to hold them against)\n", d.disk_gbps);
+    swt_print_disk_path(r);
     printf("    block visits per step: %.0f, served by: pool %.1f%%, host tier %.1f%%, "
            "disk %.1f%%\n",
            d.visits_per_step, 100 * d.pool_rate, 100 * d.host_share, 100 * d.disk_share);
@@ -691,7 +692,7 @@ int cmd_bench_swap(int argc, char **argv)
             continue;
         const derived d = derive(&cs[k], &res[k]);
         const char *n = cases[k].name;
-        bench_row rows[20];
+        bench_row rows[40];
         int nr = 0;
         const swt_result *rr = &res[k];
         if (cs[k].device_pool) {
@@ -759,6 +760,28 @@ int cmd_bench_swap(int argc, char **argv)
         rows[nr++] = (bench_row){"submit_ms_per_step",
                                  res[k].submit_seconds / res[k].steps * 1e3, 0, 0, 0};
         rows[nr++] = (bench_row){"read_ahead_tiles", res[k].swap.prefetch, 0, 0, 0};
+        const swt_diskpath dp = swt_disk_path(&res[k]);
+        if (dp.has_store) {
+            rows[nr++] = (bench_row){"read_tickets_per_step", dp.tickets, 0, 0, 0};
+            rows[nr++] = (bench_row){"store_requests_per_step", dp.ios, 0, 0, 0};
+            rows[nr++] = (bench_row){"store_request_KiB", dp.io_kib, 0, 0, 0};
+        }
+        if (dp.has_proc)
+            rows[nr++] = (bench_row){"read_through_ratio", dp.through, 0, 0, 0};
+        const swt_qprof *qp = &res[k].qp;
+        if (qp->ok && qp->elapsed_ns > 0 && qp->requests > 0) {
+            const double e = qp->elapsed_ns;
+            rows[nr++] = (bench_row){"queue_mean_MiB_on_device", qp->byte_ns / e / MIB, 0, 0, 0};
+            rows[nr++] = (bench_row){"queue_idle_frac", 1 - qp->busy_ns / e, 0, 0, 0};
+            rows[nr++] = (bench_row){"queue_request_KiB",
+                                     (double)qp->request_bytes / qp->requests / 1024, 0, 0, 0};
+        }
+        if (dp.has_dev) {
+            rows[nr++] = (bench_row){"dev_read_KiB", dp.dev_kib, 0, 0, 0};
+            rows[nr++] = (bench_row){"dev_busy_frac", dp.busy, 0, 0, 0};
+            rows[nr++] = (bench_row){"dev_reads_in_flight", dp.in_flight, 0, 0, 0};
+            rows[nr++] = (bench_row){"dev_ms_per_read", dp.read_ms, 0, 0, 0};
+        }
         rows[nr++] = (bench_row){"max_rel_l2", res[k].max_rel_l2, 1e-2, 1, -1.0};
         for (int i = 0; i < nr; i++) {
             if (rows[i].has && rows[i].target != 0) {

@@ -646,6 +646,9 @@ int swt_run_case(const swt_case *c, const char *store_dir, swt_result *res)
     t0s.struct_size = t1s.struct_size = sizeof t0s;
     const int32_t nsteps = c->warmup + c->steps;
     const int32_t heads = c->check_heads > 0 && c->check_heads < x.Hq ? c->check_heads : x.Hq;
+    swt_iosrc ios;
+    swt_iosrc_open(&ios, store_dir);
+    snprintf(res->io_dev, sizeof res->io_dev, "%s", ios.have_dev ? ios.name : "");
     swt_progress_start(&pg, "decode", nsteps);
     for (int32_t step = 0; step < nsteps; step++) {
         if (step == c->warmup) {
@@ -666,6 +669,10 @@ int swt_run_case(const swt_case *c, const char *store_dir, swt_result *res)
         }
 #endif
         const int32_t last = (int32_t)((x.len - 1) / x.B);
+        swt_iostat io0, io1;
+        swt_iostat_read(&ios, &io0); /* outside the timed region */
+        if (step >= c->warmup)
+            swt_qprof_begin(x.store);
         double ts = tool_now();
         for (int32_t b = 0; b < c->batch && st == SW_OK; b++)
             for (int32_t l = 0; l < c->layers && st == SW_OK; l++)
@@ -698,10 +705,13 @@ int swt_run_case(const swt_case *c, const char *store_dir, swt_result *res)
             goto out;
         }
 #endif
-        const double dt = tool_now() - ts;
+        const double te = tool_now(), dt = te - ts;
+        swt_iostat_read(&ios, &io1);
         if (step >= c->warmup) {
+            swt_iostat_add(&res->io, &io0, &io1);
+            swt_qprof_add(x.store, &res->qp);
             res->step_seconds += dt;
-            res->attend_seconds += tool_now() - ta;
+            res->attend_seconds += te - ta;
         } else {
             res->warmup_seconds += dt;
         }
@@ -793,6 +803,9 @@ int swt_run_case(const swt_case *c, const char *store_dir, swt_result *res)
     res->prefetched_tiles = s1.prefetched_tiles - s0.prefetched_tiles;
     res->tiles = s1.tiles - s0.tiles;
     res->evictions = s1.evictions - s0.evictions;
+    res->read_calls = s1.read_calls - s0.read_calls;
+    res->store_ranges = t1s.read_requests - t0s.read_requests;
+    res->store_ios = t1s.read_ios - t0s.read_ios;
     res->swap = s1;
     res->store = t1s;
     res->ok = res->max_rel_l2 <= 1e-2;

@@ -29,6 +29,41 @@ typedef struct swt_case {
                                  * tile kernels' steady state); 0 = none */
 } swt_case;
 
+/* Disk-side counters (swap_iostat.c). Totals, or deltas summed over the
+ * timed steps (swt_iostat_add). */
+typedef struct swt_iostat {
+    int ok_dev, ok_proc;        /* the fields below were read */
+    uint64_t reads, read_sectors; /* device: reads completed, 512-byte sectors */
+    uint64_t read_ms;           /* device: ms spent by reads (summed over reads) */
+    uint64_t busy_ms;           /* device: ms with any request in flight */
+    uint64_t proc_read_bytes;   /* this process: bytes read from storage */
+} swt_iostat;
+typedef struct swt_iosrc {
+    int have_dev, have_proc;
+    char sys_stat[128], name[64];
+} swt_iosrc;
+/* Finds the block device under `path` (none for tmpfs, overlay and the like). */
+void swt_iosrc_open(swt_iosrc *src, const char *path);
+void swt_iostat_read(const swt_iosrc *src, swt_iostat *out);
+/* acc += b - a */
+void swt_iostat_add(swt_iostat *acc, const swt_iostat *a, const swt_iostat *b);
+
+/* The store's profile of its read tickets' device queue over the timed
+ * steps (sw_store_read_profile_get, when this build has it; ok = 0
+ * otherwise): summed per step, the mean bytes weighted by time. */
+#define SWT_QPROF_SIZES 12
+typedef struct swt_qprof {
+    int ok, worker;
+    uint64_t cap_bytes, peak_bytes;
+    double elapsed_ns, busy_ns, below_cap_ns, below_cap_queued_ns, below_cap_processing_ns;
+    double below_cap_waiting_ns, byte_ns, process_ns, wait_ns;
+    uint64_t requests, request_bytes;
+    uint64_t sizes[SWT_QPROF_SIZES]; /* requests of <= 4 KiB << i bytes; [11]: larger */
+} swt_qprof;
+/* Starts the profile of a step (a reset) / adds the step's profile. */
+void swt_qprof_begin(sw_store *s);
+void swt_qprof_add(sw_store *s, swt_qprof *acc);
+
 typedef struct swt_result {
     int ok;                     /* every checked head within 1e-2 */
     double max_rel_l2;
@@ -41,6 +76,11 @@ typedef struct swt_result {
     uint64_t bytes_read, host_bytes_read, file_bytes_read;
     uint64_t host_stripes, file_stripes;
     uint64_t tiles, prefetched_tiles, evictions;
+    uint64_t read_calls;        /* timed steps: store read tickets */
+    uint64_t store_ranges, store_ios; /* timed steps: merged ranges, device requests */
+    swt_iostat io;              /* timed steps: disk-side counters */
+    swt_qprof qp;               /* timed steps: the store's ticket queue */
+    char io_dev[64];            /* the device they come from ("" = none) */
     double read_wait_seconds, compute_seconds, plan_seconds, submit_seconds, score_seconds;
     double attend_seconds;      /* timed steps: the attend calls alone */
     double kernel_seconds;      /* timed steps: tile kernels (GPU events;
@@ -61,6 +101,21 @@ typedef struct swt_progress {
 } swt_progress;
 
 int swt_run_case(const swt_case *c, const char *store_dir, swt_result *res);
+
+/* The disk path's counters over the timed steps (issue 4), per step: what
+ * the engine asked (tickets), what the store issued (requests), what the
+ * device saw (swap_iostat.c). */
+typedef struct swt_diskpath {
+    int has_store, has_dev, has_proc;
+    double tickets, ticket_kib;        /* per step; payload per ticket */
+    double ios, io_kib, ranges;        /* store requests per step, payload per request */
+    double dev_reads, dev_kib, dev_mib; /* device reads per step, mean size, MiB per step */
+    double busy, in_flight, read_ms;   /* fraction of the step time; reads; ms per read */
+    double proc_mib, through;          /* this process' bytes read per step; / payload */
+} swt_diskpath;
+swt_diskpath swt_disk_path(const swt_result *r);
+/* Its lines of the bench report (nothing for a case without disk reads). */
+void swt_print_disk_path(const swt_result *r);
 void swt_progress_start(swt_progress *p, const char *what, int64_t total);
 void swt_progress_update(swt_progress *p, int64_t done, const char *extra);
 void swt_rmtree(const char *dir);

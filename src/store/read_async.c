@@ -30,8 +30,11 @@
  * read synchronously too (queue_sync). */
 #include "store/read.h"
 
+#include "spillway_store_profile.h"
+
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define SW_READ_TICKETS 64u /* outstanding tickets per handle (a power of 2) */
 
@@ -82,7 +85,72 @@ struct sw_read_async {
     uint32_t queue[SW_READ_TICKETS]; /* QUEUED tickets, in submit order */
     size_t queue_head, queue_n;
     int processing;     /* inside ticket_process: pump does not process other tickets */
+    int poll_enter;     /* the poll hook enters the kernel (read_poll_enter) */
+    /* profile (sw_store_read_profile_get): every change of the bytes on the
+     * device, the queue or the thread's state first accounts the time since
+     * the previous change (prof_tick); a clock read per request and per
+     * ticket, next to microseconds of I/O each */
+    struct {
+        uint64_t t_last, t_reset, t_look;
+        int waiting;
+        sw_store_read_profile p;
+        double byte_ns;
+    } pf;
 };
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Accounts [t_last, now) to the state before a change; returns now. */
+static uint64_t prof_tick(struct sw_read_async *ra)
+{
+    uint64_t t = now_ns();
+    uint64_t dt = t > ra->pf.t_last ? t - ra->pf.t_last : 0;
+    sw_store_read_profile *p = &ra->pf.p;
+    ra->pf.t_last = t;
+    ra->pf.byte_ns += (double)ra->inflight_bytes * (double)dt;
+    if (ra->inflight_bytes)
+        p->busy_ns += dt;
+    if (!ra->cap_bytes || ra->inflight_bytes < ra->cap_bytes) {
+        p->below_cap_ns += dt;
+        if (ra->queue_n)
+            p->below_cap_queued_ns += dt;
+        if (ra->processing)
+            p->below_cap_processing_ns += dt;
+        if (ra->pf.waiting)
+            p->below_cap_waiting_ns += dt;
+    }
+    if (ra->processing)
+        p->process_ns += dt;
+    if (ra->pf.waiting)
+        p->wait_ns += dt;
+    return t;
+}
+
+static void prof_reset(struct sw_read_async *ra)
+{
+    uint64_t t = now_ns();
+    memset(&ra->pf.p, 0, sizeof ra->pf.p);
+    ra->pf.byte_ns = 0;
+    ra->pf.t_last = ra->pf.t_reset = ra->pf.t_look = t;
+}
+
+static void prof_request(struct sw_read_async *ra, size_t len)
+{
+    sw_store_read_profile *p = &ra->pf.p;
+    unsigned b = 0;
+    while (b + 1 < SW_STORE_PROFILE_SIZES && len > ((size_t)4096 << b))
+        b++;
+    p->sizes[b]++;
+    p->requests++;
+    p->request_bytes += len;
+    if (ra->inflight_bytes > p->peak_bytes)
+        p->peak_bytes = ra->inflight_bytes;
+}
 
 static uint64_t tag_of(uint32_t t, size_t o) { return ((uint64_t)t << 16) | o; }
 
@@ -173,6 +241,7 @@ static ticket *oldest_arrived(sw_store *s)
  * first version: 2.1 GB/s where the bare ring does 2.7, docs/perf/store.md). */
 static void op_arrived(sw_store *s, ticket *t, size_t o)
 {
+    prof_tick(s->ra);
     s->ra->inflight_ops--;
     s->ra->inflight_bytes -= t->b.ops[o].len;
     t->arrived[o] = 1;
@@ -188,10 +257,12 @@ static void ticket_process(sw_store *s, ticket *t)
 {
     struct sw_read_async *ra = s->ra;
     int was = ra->processing;
+    prof_tick(ra);
     ra->processing = 1;
     if (!t->abandoned)
         for (size_t o = 0; o < t->b.nops; o++)
             sw_store_read_done(&t->b, o);
+    prof_tick(ra);
     ra->processing = was;
     region_release(s, t);
     t->state = T_DONE;
@@ -236,22 +307,42 @@ static void ring_broke(sw_store *s)
 
 static void pump(sw_store *s);
 
-/* Handles completions; with `wait`, blocks until at least one arrived.
- * Then submits the queued tickets that now fit. */
+/* Handles completions; with `wait` 1, blocks until at least one arrived
+ * (2: enters the kernel without blocking, sw_io_reap). Then submits the
+ * queued tickets that now fit. */
 static void reap(sw_store *s, int wait)
 {
     if (!s->ra)
         return;
-    if (s->ra->inflight_ops) {
+    struct sw_read_async *ra = s->ra;
+    if (ra->inflight_ops) {
+        int block = wait == 1;
+        if (block) {
+            prof_tick(ra);
+            ra->pf.waiting = 1;
+        }
+        uint64_t look = now_ns();
         int r = sw_io_reap(s->io, wait, on_cqe, s);
-        if (r < 0 || (wait && r == 0))
+        if (block) {
+            prof_tick(ra);
+            ra->pf.waiting = 0;
+        } else if (r > 0) {
+            ra->pf.p.reaps_found++;
+            ra->pf.p.reap_gap_ns += look - ra->pf.t_look;
+        }
+        ra->pf.t_look = look;
+        if (r < 0 || (block && r == 0))
             ring_broke(s);
     }
     pump(s);
 }
 
 /* The poll hook of a ticket's processing (sw_read_batch.poll). */
-static void poll_hook(void *ctx) { reap((sw_store *)ctx, 0); }
+static void poll_hook(void *ctx)
+{
+    sw_store *s = (sw_store *)ctx;
+    reap(s, s->ra->poll_enter ? 2 : 0);
+}
 
 void sw_store_reads_drain(sw_store *s)
 {
@@ -364,12 +455,11 @@ static size_t read_inflight_bytes(void)
 {
     /* Ticket requests are submitted while fewer than this many bytes are on
      * the device (so one ticket more may pass it; a larger one goes alone).
-     * On the 2-core VM's virtio disk 1 MiB reads from one io_uring thread
-     * went at 3.2-3.6 GB/s with 4 in flight and 2.4-3.0 with 16, and the
-     * store's engine-order tickets (1 MiB, 16 outstanding) read faster with
-     * 4 MiB on the device than with all of them, 2 or 8 MiB
-     * (docs/perf/store.md, v10). 0 = no limit. */
-    int64_t v = sw_env_int("SPILLWAY_STORE_READ_INFLIGHT", (int64_t)4 << 20);
+     * v10 chose 4 MiB for whole merged runs (1 MiB requests: faster than 2
+     * or 8 MiB on the 2-core VM); with tickets cut into 512 KiB requests
+     * (read_chunk_bytes) 8 MiB in flight measured better on both disks, in
+     * the same passes (docs/perf/store.md, v11). 0 = no limit. */
+    int64_t v = sw_env_int("SPILLWAY_STORE_READ_INFLIGHT", (int64_t)8 << 20);
     return v > 0 ? (size_t)v : 0;
 }
 
@@ -392,8 +482,11 @@ static void ticket_launch(sw_store *s, uint32_t ti, size_t off)
     t->pending = t->b.nops;
     memset(t->arrived, 0, t->b.nops);
     t->state = T_INFLIGHT;
+    prof_tick(ra);
     ra->inflight_ops += t->b.nops;
     ra->inflight_bytes += bytes;
+    for (size_t o = 0; o < t->b.nops; o++)
+        prof_request(ra, t->b.ops[o].len);
     s->st.read_requests += t->b.ng;
     s->st.read_ios += t->b.nops;
     size_t sub = sw_io_submit(s->io, t->b.ops, t->b.nops, tag_of(ti, 0));
@@ -447,6 +540,7 @@ static void pump(sw_store *s)
             }
             return;
         }
+        prof_tick(ra);
         ra->queue_head = (ra->queue_head + 1) % SW_READ_TICKETS;
         ra->queue_n--;
         ticket_launch(s, ti, off);
@@ -477,6 +571,7 @@ static void ticket_start(sw_store *s, uint32_t ti)
     t->b.poll = poll_hook;
     t->b.poll_ctx = s;
     t->state = T_QUEUED;
+    prof_tick(ra);
     ra->queue[(ra->queue_head + ra->queue_n) % SW_READ_TICKETS] = ti;
     ra->queue_n++;
     pump(s);
@@ -505,6 +600,13 @@ sw_status sw_store_read_submit(sw_store *s, size_t n, const sw_store_key *keys,
         }
         s->ra->cap_bytes = read_inflight_bytes();
         s->ra->window = s->ra->cap_bytes <= s->bounce_bytes / 2 ? 2 * s->ra->cap_bytes : 0;
+        /* Off by default: on the 2-core VM the polls during a ticket's check
+         * and copy found completions 0 times in ~3000 tickets with and
+         * without entering the kernel (the virtio disk completes a burst of
+         * requests at once), and the syscall per 8 extents gained nothing
+         * (bench/results/store-vm-h6-*.log). A knob for other hosts. */
+        s->ra->poll_enter = (int)sw_env_int("SPILLWAY_STORE_READ_POLL_ENTER", 0) != 0;
+        prof_reset(s->ra);
     }
     struct sw_read_async *ra = s->ra;
     uint32_t ti = SW_READ_TICKETS;
@@ -575,8 +677,13 @@ sw_status sw_store_read_wait(sw_store *s, uint64_t ticket_id, size_t n, size_t *
     }
     while (t->state == T_QUEUED || t->state == T_INFLIGHT)
         reap(s, ra->inflight_ops != 0); /* nothing in flight: pump submits the head */
-    if (t->state == T_ARRIVED)
+    if (t->state == T_ARRIVED) {
         ticket_process(s, t);
+        /* its region is free: a ticket queued for room goes now, not at the
+         * caller's next store call */
+        if (ra->queue_n)
+            pump(s);
+    }
     memcpy(statuses, t->statuses, sizeof *statuses * n);
     if (lengths)
         memcpy(lengths, t->lengths, sizeof *lengths * n);
@@ -600,4 +707,31 @@ sw_status sw_store_read_wait(sw_store *s, uint64_t ticket_id, size_t n, size_t *
     t->id = 0;
     pthread_mutex_unlock(&s->lock);
     return st;
+}
+
+/* ------------------------------------------------------------- profile -- */
+sw_status sw_store_read_profile_get(sw_store *s, sw_store_read_profile *p, int reset)
+{
+    if (!s || !p || p->struct_size < sizeof *p)
+        return sw_fail(SW_STATUS_INVALID, "sw_store_read_profile_get: null argument or "
+                       "struct_size < %zu", sizeof *p);
+    pthread_mutex_lock(&s->lock);
+    struct sw_read_async *ra = s->ra;
+    sw_store_read_profile out;
+    memset(&out, 0, sizeof out);
+    if (ra) {
+        uint64_t t = prof_tick(ra);
+        out = ra->pf.p;
+        out.elapsed_ns = t - ra->pf.t_reset;
+        out.mean_bytes = out.elapsed_ns ? ra->pf.byte_ns / (double)out.elapsed_ns : 0;
+        out.cap_bytes = ra->cap_bytes;
+        if (reset)
+            prof_reset(ra);
+    } else {
+        out.cap_bytes = read_inflight_bytes();
+    }
+    out.struct_size = p->struct_size < sizeof out ? p->struct_size : (uint32_t)sizeof out;
+    *p = out;
+    pthread_mutex_unlock(&s->lock);
+    return SW_OK;
 }

@@ -172,6 +172,33 @@ static size_t v_offset(const sw_swap *s)
     return (size_t)s->m.num_kv_heads * s->stripe_elems * 2;
 }
 
+int sw_swap_tile_takes(int64_t cur, int64_t next, int32_t ahead, int32_t room)
+{
+    if (room < 1)
+        return 0;
+    /* A chunk change: only when all of the next chunk's missing blocks fit
+     * (small chunks pack together); a chunk larger than a tile is cut by
+     * count, in a tile of its own. */
+    return cur < 0 || next == cur || ahead <= room;
+}
+
+/* Missing blocks of store chunk `chunk` that come next in the order of the
+ * batch entry being planned, from position pos (missing blocks are in block
+ * order); counted up to limit + 1. */
+static int32_t chunk_ahead(const run *R, const sw_swap_layer *L, uint64_t base, int64_t chunk,
+                           int32_t pos, int32_t limit)
+{
+    const uint64_t a = R->s->align_blocks;
+    int32_t c = 0;
+    for (int32_t i = pos; i < R->norder && c <= limit; i++) {
+        const int32_t b = R->order[i];
+        if (L->blk[b].slot >= 0 || (int64_t)((base + (uint64_t)b) / a) != chunk)
+            break;
+        c++;
+    }
+    return c;
+}
+
 /* Plans the next tile; returns 1 when there is one, 0 at the end, <0 on
  * allocation failure. */
 static int plan_tile(run *R, tile *t, int hbuf)
@@ -204,10 +231,23 @@ static int plan_tile(run *R, tile *t, int hbuf)
     t->hbuf = hbuf;
     if (s->dev)
         t->buf = R->nplanned++ & 1;
+    int64_t chunk = -1; /* store chunk of the tile's missing blocks */
     while (t->n < s->tile_blocks && R->pos < R->norder) {
-        const int32_t b = R->order[R->pos++];
+        const int32_t b = R->order[R->pos];
         sw_swap_blk *e = &L->blk[b];
         int32_t slot = e->slot;
+        if (slot < 0 && s->align_blocks) {
+            const int64_t c = (int64_t)(((uint64_t)q->block_base + (uint64_t)b) /
+                                        s->align_blocks);
+            const int32_t room = s->tile_blocks - t->n;
+            const int32_t ahead = chunk >= 0 && c != chunk
+                                      ? chunk_ahead(R, L, q->block_base, c, R->pos, room)
+                                      : 1;
+            if (!sw_swap_tile_takes(chunk, c, ahead, room))
+                break;
+            chunk = c;
+        }
+        R->pos++;
         if (slot >= 0) {
             R->hits++;
         } else {

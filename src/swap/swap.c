@@ -145,6 +145,10 @@ sw_status sw_swap_create(const sw_swap_model *model, const sw_swap_config *confi
     s->c = *config;
     s->store = store;
     s->store_stripe_bytes = (uint32_t)sst.stripe_bytes;
+    s->align_blocks = sw_env_int("SPILLWAY_SWAP_ALIGN_TILES", 1) != 0 && sst.run_blocks > 1 &&
+                              sst.run_blocks <= UINT32_MAX
+                          ? (uint32_t)sst.run_blocks
+                          : 0;
     int32_t tb = config->tile_blocks;
     if (tb == 0) {
         tb = config->resident_blocks / 8;

@@ -102,6 +102,10 @@ struct sw_swap {
     size_t stripe_elems;    /* block_size * head_dim */
     size_t slot_bytes;      /* 2 * num_kv_heads * stripe_elems * 2 */
     uint32_t store_stripe_bytes;
+    /* Store chunk that a tile's missing blocks stay within (plan_tile):
+     * the store's run_blocks, 0 = tiles cut by count only
+     * (SPILLWAY_SWAP_ALIGN_TILES=0). */
+    uint32_t align_blocks;
     float *proj;            /* P[head_dim][rank] */
     sw_swap_seq **seqs;
     size_t nseqs, seqs_cap;
@@ -158,6 +162,17 @@ void sw_swap_pool_drop_seq(sw_swap *s, sw_swap_seq *q);
 /* Unpins every slot pinned by tile `pin`. */
 void sw_swap_pool_unpin(sw_swap *s, uint64_t pin);
 uint64_t sw_swap_pool_used(const sw_swap *s);
+
+/* Whether a tile whose missing blocks lie in store chunk `cur` (of
+ * align_blocks blocks; cur < 0: none missing yet) and that has `room` blocks
+ * left takes a missing block of chunk `next`, of which `ahead` missing
+ * blocks (this one included) come next in the tile order. A tile's read is
+ * then one request per stream run instead of a cut through two runs of each
+ * stream with a separate header read for the second part (the disk case of
+ * `spillway bench swap`, tile 64: 11 device requests per tile, a third of
+ * them 4 KiB header reads; 2.3 per tile with this rule,
+ * bench/results/swap-vm-h5-gpuemul.log). Pure. */
+int sw_swap_tile_takes(int64_t cur, int64_t next, int32_t ahead, int32_t room);
 
 /* ---- prefetch.c ---- */
 /* Read-ahead depth for a config and tile size: the configured depth, at
