@@ -197,13 +197,14 @@ static size_t read_chunk_bytes(const sw_store *s, int ticket)
     /* The pread fallback runs the pieces one after the other, so a cut only
      * adds system calls there (256 MiB bench: 21% of raw-seq cut, see
      * docs/perf/store.md): uncut by default. */
-    /* A read ticket is one of several tiles in flight: 512 KiB pieces (one
-     * request per 64-block run, runs not merged) with 8 MiB in flight
-     * (read_inflight_bytes) beat whole merged runs (1 MiB, 4 MiB in flight)
-     * in the same passes on both disks measured: engine order 93.6% vs
-     * 69.7% of raw-seq on the H200's host, 92.7% vs 76.4% on the 2-core VM
-     * (docs/perf/store.md, v11). */
-    int64_t def = sw_io_backend(s->io) == SW_STORE_IO_PREAD ? 0 : ticket ? 524288 : 131072;
+    /* A read ticket is one of several tiles in flight, which keep the
+     * device busy without cutting: uncut (fewer requests and completions;
+     * 2.42 vs 2.32 and 2.21 vs 2.18 GB/s with 8 tiles in flight, same
+     * session, docs/perf/store.md v7). Cutting tickets into 512 KiB pieces
+     * with 8 MiB in flight won one in-run A/B on the H200's host and lost
+     * the next, and cut the swap engine's disk reads to half their size
+     * (step 48 -> 61 ms; docs/perf/store.md, "v11 tried"). */
+    int64_t def = sw_io_backend(s->io) == SW_STORE_IO_PREAD || ticket ? 0 : 131072;
     int64_t env = sw_env_int("SPILLWAY_STORE_READ_CHUNK", def);
     size_t c = env > 0 ? (size_t)env : 0;
     if (c && c < s->g.slot_bytes)
