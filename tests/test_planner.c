@@ -95,13 +95,11 @@ static void check_plan(uint64_t seed, int32_t batch, const int32_t *qo, const in
         CHECK(it.req >= 0 && it.req < batch);
         CHECK(it.pack == 1 || it.pack == group);
         const int32_t ql = qo[it.req + 1] - qo[it.req];
-        const int32_t kl = kv[it.req + 1] - kv[it.req];
         if (it.pack > 1) {
             CHECK(ql <= pack_max);
             CHECK(tile_m % it.pack == 0);
             CHECK(it.head0 % group == 0);
         }
-        (void)kl;
         for (int32_t r = 0; r < tile_m; r++) {
             int32_t t = it.q_tok0 + r / it.pack, h = it.head0 + r % it.pack;
             if (t >= ql)

@@ -9,6 +9,7 @@
 #include "test_swap_util.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 static void test_rule(void)
 {
@@ -25,7 +26,7 @@ static void test_rule(void)
 }
 
 typedef struct run_out {
-    uint64_t ranges, ios;
+    uint64_t ranges, ios, tickets;
     double worst;
 } run_out;
 
@@ -42,7 +43,7 @@ static uint16_t bf16_rand(uint64_t *x)
 static run_out run_engine(sw_store *store, uint64_t ns, int aligned, int32_t nblk, int calls,
                           uint64_t seed)
 {
-    run_out r = {0, 0, 0.0};
+    run_out r = {0, 0, 0, 0.0};
     const int32_t H = 2, Hq = 4, D = 64, B = 16;
     setenv("SPILLWAY_SWAP_ALIGN_TILES", aligned ? "1" : "0", 1); /* read at create */
     sw_swap_model m;
@@ -92,11 +93,18 @@ static run_out run_engine(sw_store *store, uint64_t ns, int aligned, int32_t nbl
         p.o = o;
         p.causal = 1;
         const sw_store_stats s0 = ts_stats(store);
+        sw_swap_stats w0, w1;
+        memset(&w0, 0, sizeof w0);
+        memset(&w1, 0, sizeof w1);
+        w0.struct_size = w1.struct_size = sizeof w0;
+        CHECK_STATUS(sw_swap_get_stats(s, &w0), SW_OK);
         CHECK_STATUS(sw_swap_attend(s, &p, NULL, NULL), SW_OK);
         const sw_store_stats s1 = ts_stats(store);
+        CHECK_STATUS(sw_swap_get_stats(s, &w1), SW_OK);
         if (call == 0) {
             r.ranges = s1.read_requests - s0.read_requests;
             r.ios = s1.read_ios - s0.read_ios;
+            r.tickets = w1.read_calls - w0.read_calls;
         }
         double num = 0, den = 0;
         for (int i = 0; i < Hq * D; i++) {
@@ -144,6 +152,18 @@ int main(void)
     CHECK(u.ranges > a.ranges);       /* cut by count: runs read by two tiles */
     CHECK(a.ios <= u.ios);
     CHECK(a.worst < 1e-2 && u.worst < 1e-2);
+    /* Chunks that fit together share a tile: 30 blocks at block_base 40 are
+     * chunk 0's last 24 and chunk 1's first 6, all of chunk 1's missing
+     * blocks fit beside chunk 0's in one 64-block tile: one read ticket,
+     * at most one range per run (2 chunks x 4 streams; the store merges
+     * runs that lie back to back in the file). */
+    const run_out f = run_engine(store, 13, 1, 30, 2, seed + 1);
+    printf("30 blocks at block_base 40 (2 chunks), aligned tiles: %llu ticket(s), %llu ranges; "
+           "worst rel L2 %.1e\n", (unsigned long long)f.tickets, (unsigned long long)f.ranges,
+           f.worst);
+    CHECK(f.tickets == 1);
+    CHECK(f.ranges >= 1 && f.ranges <= 2 * 4);
+    CHECK(f.worst < 1e-2);
     sw_store_close(store);
     ts_rm_rf(d.base);
     printf("%d failures\n", sw_test_failures);

@@ -747,6 +747,7 @@ static void print_passes(const char *what, const double *v, int n)
 typedef struct ab_env {
     char name[AB_VARS][96];
     char *old[AB_VARS];
+    int had[AB_VARS]; /* the variable was set before (old[i] may still be NULL: no memory) */
     int n;
 } ab_env;
 
@@ -763,6 +764,7 @@ static int ab_parse(const char *spec, ab_env *e, char val[AB_VARS][128])
             return -1;
         memcpy(e->name[e->n], p, (size_t)(eq - p));
         memcpy(val[e->n], eq + 1, (size_t)(end - eq - 1));
+        val[e->n][end - eq - 1] = '\0';
         e->n++;
         p = *end ? end + 1 : end;
     }
@@ -771,19 +773,23 @@ static int ab_parse(const char *spec, ab_env *e, char val[AB_VARS][128])
 
 static void ab_apply(ab_env *e, char val[AB_VARS][128], int set)
 {
-    for (int i = 0; i < e->n; i++) {
-        if (set) {
+    if (set) {
+        for (int i = 0; i < e->n; i++) {
             const char *o = getenv(e->name[i]);
             e->old[i] = o ? strdup(o) : NULL;
+            e->had[i] = o != NULL;
             setenv(e->name[i], val[i], 1);
-        } else {
-            if (e->old[i])
-                setenv(e->name[i], e->old[i], 1);
-            else
-                unsetenv(e->name[i]);
-            free(e->old[i]);
-            e->old[i] = NULL;
         }
+        return;
+    }
+    /* in reverse, so that a name given twice gets its original value back */
+    for (int i = e->n - 1; i >= 0; i--) {
+        if (e->had[i] && e->old[i])
+            setenv(e->name[i], e->old[i], 1);
+        else if (!e->had[i])
+            unsetenv(e->name[i]);
+        free(e->old[i]);
+        e->old[i] = NULL;
     }
 }
 
@@ -1001,6 +1007,17 @@ int cmd_store_bench_disk(int argc, char **argv)
          * passes whatever its settings (docs/perf/store.md, v11 tried). */
         for (int k = 0; k < (ab_r ? 2 : 1); k++) {
             if (!ab_r || k == (int)(p & 1)) {
+                if (ab_r) {
+                    /* a fresh handle too, as the variant gets: the first
+                     * ticket's setup falls in both timed reads alike */
+                    sw_store_close(s);
+                    s = NULL;
+                    st = open_existing(store_dir, 0, o.io_buffer_mb << 20, &s);
+                    if (st != SW_OK) {
+                        die_status("reopen", st);
+                        goto out;
+                    }
+                }
                 if (store_pass(s, &o, o.eng_per, o.eng_inflight, eorder, ntiles, dst, &e,
                                &eng_st, &eng_pf))
                     goto out;

@@ -95,6 +95,10 @@ void swt_iostat_add(swt_iostat *acc, const swt_iostat *a, const swt_iostat *b)
 {
     acc->ok_dev |= a->ok_dev && b->ok_dev;
     acc->ok_proc |= a->ok_proc && b->ok_proc;
+    /* per-step figures divide by every timed step: a step that could not
+     * be read would understate them, so they are then not shown */
+    acc->bad_dev |= !(a->ok_dev && b->ok_dev);
+    acc->bad_proc |= !(a->ok_proc && b->ok_proc);
     if (a->ok_dev && b->ok_dev) {
         acc->reads += b->reads - a->reads;
         acc->read_sectors += b->read_sectors - a->read_sectors;
@@ -164,7 +168,7 @@ swt_diskpath swt_disk_path(const swt_result *r)
         p.ranges = r->store_ranges / n;
     }
     const swt_iostat *io = &r->io;
-    p.has_dev = io->ok_dev && io->reads > 0 && st > 0;
+    p.has_dev = io->ok_dev && !io->bad_dev && io->reads > 0 && st > 0;
     if (p.has_dev) {
         p.dev_reads = io->reads / n;
         p.dev_kib = io->read_sectors * 512.0 / io->reads / 1024;
@@ -173,7 +177,7 @@ swt_diskpath swt_disk_path(const swt_result *r)
         p.in_flight = io->read_ms * 1e-3 / st;
         p.read_ms = (double)io->read_ms / io->reads;
     }
-    p.has_proc = io->ok_proc && io->proc_read_bytes > 0 && file > 0;
+    p.has_proc = io->ok_proc && !io->bad_proc && io->proc_read_bytes > 0 && file > 0;
     if (p.has_proc) {
         p.proc_mib = io->proc_read_bytes / MIB / n;
         p.through = io->proc_read_bytes / file;

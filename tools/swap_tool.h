@@ -33,6 +33,7 @@ typedef struct swt_case {
  * timed steps (swt_iostat_add). */
 typedef struct swt_iostat {
     int ok_dev, ok_proc;        /* the fields below were read */
+    int bad_dev, bad_proc;      /* sums: some step could not be read (figures not shown) */
     uint64_t reads, read_sectors; /* device: reads completed, 512-byte sectors */
     uint64_t read_ms;           /* device: ms spent by reads (summed over reads) */
     uint64_t busy_ms;           /* device: ms with any request in flight */

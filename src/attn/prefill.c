@@ -121,7 +121,10 @@ static sw_status plan_cuda(sw_prefill_plan *pl)
      * items run together. SPILLWAY_PLAN_SECTION_MB overrides (0 = plain
      * longest-first order). */
     const int64_t kv_token_bytes = 2 * (int64_t)p->head_dim * 2; /* K + V, 16-bit */
-    const int64_t section_bytes = sw_env_int("SPILLWAY_PLAN_SECTION_MB", 16) << 20;
+    const int64_t section_mb = sw_env_int("SPILLWAY_PLAN_SECTION_MB", 16);
+    const int64_t section_bytes =
+        section_mb > 0 ? (section_mb < ((int64_t)1 << 30) ? section_mb : (int64_t)1 << 30) << 20
+                       : 0;
     int64_t n = sw_plan_work(pl->qo_indptr, pl->kv_indptr, pl->batch, p->num_qo_heads,
                              p->num_kv_heads, p->causal, tile_m, pack_max, kv_token_bytes, section_bytes, NULL, 0);
     if (n < 0)
