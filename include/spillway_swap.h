@@ -315,6 +315,12 @@ typedef struct sw_swap_stats {
     double score_seconds;                /* projecting the queries and scoring
                                           * every block (a device pool: with
                                           * its one wait for the scores) */
+    /* ---- appended ---- */
+    double finish_seconds;               /* a device pool: after the last
+                                          * tile, merging the partials, the
+                                          * host-tier gathers' CRC verdict
+                                          * and lease release, and the
+                                          * call's wait for the GPU */
 } sw_swap_stats;
 
 /* Snapshot of the counters; st->struct_size must be set (a smaller, older

@@ -277,9 +277,10 @@ static void print_case(const swt_case *c, const swt_result *r, double raw)
            r->compute_seconds / r->steps * 1e3, r->read_wait_seconds / r->steps * 1e3,
            (unsigned long long)r->prefetched_tiles, (unsigned long long)r->tiles);
     printf("    per step, host side: %.1f ms scoring, %.1f ms planning tiles, %.1f ms "
-           "submitting reads\n",
+           "submitting reads, %.1f ms finishing (device pool: merge, gather verdict, wait for "
+           "the GPU)\n",
            r->score_seconds / r->steps * 1e3, r->plan_seconds / r->steps * 1e3,
-           r->submit_seconds / r->steps * 1e3);
+           r->submit_seconds / r->steps * 1e3, r->finish_seconds / r->steps * 1e3);
     printf("    read per step: %.1f MiB (host tier %.1f MiB, disk %.1f MiB) = %.3f GB/s\n",
            d.read_per_step / MIB, r->host_bytes_read / MIB / r->steps,
            r->file_bytes_read / MIB / r->steps, d.gbps);
@@ -692,7 +693,7 @@ int cmd_bench_swap(int argc, char **argv)
             continue;
         const derived d = derive(&cs[k], &res[k]);
         const char *n = cases[k].name;
-        bench_row rows[40];
+        bench_row rows[48];
         int nr = 0;
         const swt_result *rr = &res[k];
         if (cs[k].device_pool) {
@@ -759,6 +760,8 @@ int cmd_bench_swap(int argc, char **argv)
                                  res[k].plan_seconds / res[k].steps * 1e3, 0, 0, 0};
         rows[nr++] = (bench_row){"submit_ms_per_step",
                                  res[k].submit_seconds / res[k].steps * 1e3, 0, 0, 0};
+        rows[nr++] = (bench_row){"finish_ms_per_step",
+                                 res[k].finish_seconds / res[k].steps * 1e3, 0, 0, 0};
         rows[nr++] = (bench_row){"read_ahead_tiles", res[k].swap.prefetch, 0, 0, 0};
         const swt_diskpath dp = swt_disk_path(&res[k]);
         if (dp.has_store) {

@@ -798,6 +798,7 @@ int swt_run_case(const swt_case *c, const char *store_dir, swt_result *res)
     res->plan_seconds = s1.plan_seconds - s0.plan_seconds;
     res->submit_seconds = s1.submit_seconds - s0.submit_seconds;
     res->score_seconds = s1.score_seconds - s0.score_seconds;
+    res->finish_seconds = s1.finish_seconds - s0.finish_seconds;
     res->kernel_seconds = s1.kernel_seconds - s0.kernel_seconds;
     res->kernel_kv_bytes = s1.kernel_kv_bytes - s0.kernel_kv_bytes;
     res->prefetched_tiles = s1.prefetched_tiles - s0.prefetched_tiles;

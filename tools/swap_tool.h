@@ -83,6 +83,7 @@ typedef struct swt_result {
     swt_qprof qp;               /* timed steps: the store's ticket queue */
     char io_dev[64];            /* the device they come from ("" = none) */
     double read_wait_seconds, compute_seconds, plan_seconds, submit_seconds, score_seconds;
+    double finish_seconds;
     double attend_seconds;      /* timed steps: the attend calls alone */
     double kernel_seconds;      /* timed steps: tile kernels (GPU events;
                                  * needs SPILLWAY_SWAP_KERNEL_TIMING=1) */

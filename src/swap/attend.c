@@ -906,6 +906,7 @@ static sw_status attend_dev(run *R, sw_swap_attend_result *res, void *stream)
         R->attended = 0;
         st = run_pass(R, sparse);
     }
+    const double tf0 = now_s();
     if (st == SW_OK)
         st = sw_swap_dev_pass_end(s, p, p->o, p->lse, exact ? got : NULL, stream);
     if (st == SW_OK && exact) {
@@ -933,6 +934,7 @@ static sw_status attend_dev(run *R, sw_swap_attend_result *res, void *stream)
         if (v == SW_STATUS_CUDA || e == SW_STATUS_CUDA)
             s->failed = 1; /* even when the call had failed before for another reason */
     }
+    s->st.finish_seconds += now_s() - tf0;
     if (st == SW_STATUS_CUDA)
         s->failed = 1; /* the context or a queued copy is broken */
     s->st.hits += (uint64_t)R->hits;
