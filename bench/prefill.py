@@ -31,6 +31,11 @@ GPU mode (default; an NVIDIA GPU, torch with CUDA):
                  (sw_version_string names it) and SPILLWAY_OPPONENT=flashinfer
                  is set; for GPUs where the flashinfer package cannot be
                  installed. Its record names the FlashInfer version compiled in.
+  flashinfer-c-fa3
+                 the same for FlashInfer's FA3 (sm90) ragged prefill, the
+                 kernel its Python picks on Hopper (backend="flashinfer-fa3"):
+                 an opponent build with 90a in SPILLWAY_CUDA_ARCHS, on an sm_90
+                 GPU.
 
 What is timed: CUDA events around one call (or, for dense SDPA, the sequence
 of calls) on the current stream; --warmup untimed runs first, then --reps
@@ -103,7 +108,7 @@ import spillway  # noqa: E402
 import torch  # noqa: E402
 
 GPU_IMPLS = ["spillway", "sdpa-flash", "sdpa-cudnn", "fa2-varlen", "flashinfer", "flashinfer-fa3",
-             "flashinfer-c"]
+             "flashinfer-c", "flashinfer-c-fa3"]
 CPU_IMPLS = ["spillway-cpu", "torch-cpu-sdpa"]
 HEAD_CONFIGS = [(16, 2, 256), (32, 8, 128), (32, 8, 64)]
 MIN_LEN, MAX_LEN = 100, 8192
@@ -423,28 +428,35 @@ def setup_flashinfer(case, inp, args, fi_backend):
     return run, (lambda o: o), note
 
 
-def setup_flashinfer_c(case, inp, args):
+def setup_flashinfer_c(case, inp, args, path="fa2"):
     """The FlashInfer opponent compiled into libspillway, through the binding
     (same call, plan cache and workspace as "spillway"; only the backend
-    differs). Refuses, with the reason, unless the library has it and the
-    environment enables it."""
+    differs): its FA2 path (backend "flashinfer") or its FA3 path (backend
+    "flashinfer-fa3"). Refuses, with the reason, unless the library has it and
+    the environment enables it."""
     ver = spillway.version()
     m = re.search(r"opponent: ([^\]]+)", ver)
     if not m or "flashinfer" not in m.group(1):
         raise RuntimeError(f"libspillway {ver!r} was built without the FlashInfer opponent "
                            "(configure with -DSPILLWAY_OPPONENT_FLASHINFER=<include dir>)")
+    backend = "flashinfer-fa3" if path == "fa3" else "flashinfer"
+    if path == "fa3" and "fa3" not in m.group(1):
+        raise RuntimeError(f"libspillway {ver!r} has FlashInfer's FA2 path only (its FA3 path "
+                           "needs 90a in SPILLWAY_CUDA_ARCHS)")
     if "flashinfer" not in os.environ.get("SPILLWAY_OPPONENT", "").split(","):
         raise RuntimeError("the FlashInfer opponent is compiled in but not enabled: "
                            "set SPILLWAY_OPPONENT=flashinfer")
     plan = spillway.get_plan(inp.cu_host, inp.cu_host, case.hq, case.hkv, case.d, inp.q.dtype,
-                             causal=case.causal, device=str(inp.q.device), backend="flashinfer")
-    if plan.backend != "flashinfer":
+                             causal=case.causal, device=str(inp.q.device), backend=backend)
+    if plan.backend != backend:
         raise RuntimeError(f"plan resolved to {plan.backend}, not the opponent")
     q, k, v, cu = inp.q, inp.k, inp.v, inp.cu_host
 
     def run():
-        return spillway.varlen_attention(q, k, v, cu, cu, causal=case.causal, backend="flashinfer")
-    note = (f"{m.group(1)} compiled into libspillway (backend={plan.backend}), "
+        return spillway.varlen_attention(q, k, v, cu, cu, causal=case.causal, backend=backend)
+    ver_fi = re.match(r"flashinfer \S+", m.group(1))
+    what = f"{ver_fi.group(0)} ({path})" if ver_fi else m.group(1)
+    note = (f"{what} compiled into libspillway (backend={plan.backend}), "
             f"workspace={plan.workspace_size} B")
     return run, (lambda o: o), note
 
@@ -460,6 +472,7 @@ def make_setup(name):
         "flashinfer": lambda c, i, a: setup_flashinfer(c, i, a, None),
         "flashinfer-fa3": lambda c, i, a: setup_flashinfer(c, i, a, "fa3"),
         "flashinfer-c": setup_flashinfer_c,
+        "flashinfer-c-fa3": lambda c, i, a: setup_flashinfer_c(c, i, a, "fa3"),
     }[name]
 
 

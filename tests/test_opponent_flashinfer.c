@@ -1,17 +1,24 @@
-/* The FlashInfer opponent against the fp64 reference, so that the opponent a
- * benchmark measures is known to compute the same attention: the seeded
+/* The FlashInfer opponents against the fp64 reference, so that the opponent a
+ * benchmark measures is known to compute the same attention: its FA2 path
+ * and, when compiled in (sw_opp_fi_has_fa3) and the GPU is sm_90, its FA3
+ * path, each on the seeded
  * random family of the CUDA test (ragged lengths incl. 0, GQA, head_dim
  * 64/128/256, causal bottom-right with q_len < kv_len, strided Q/K/V, sm_scale,
  * LSE), BF16 and F16, plus longer ragged batches and short-query/long-prefix
  * cases that make its scheduler split the KV. Cases it refuses must be refused
- * with SW_STATUS_UNSUPPORTED (causal q_len > kv_len at plan time; a strided O
- * at run time, after which the case is rerun with a dense O).
+ * with SW_STATUS_UNSUPPORTED (causal q_len > kv_len at plan time; for FA2 a
+ * strided O at run time, after which the case is rerun with a dense O; FA3
+ * writes O with its stride and is checked on it). For FA3 every case's work
+ * list is also compared with the one FlashInfer's own planner
+ * (PrefillSM90Plan) makes, and its own refusals (a device other than sm_90,
+ * a batch large enough to share one schedule among heads) are checked.
  * Registered only in an opponent build (-DSPILLWAY_OPPONENT_FLASHINFER) with
  * SPILLWAY_OPPONENT=flashinfer set by ctest; exit 77 without a GPU. */
 #include "sw_test.h"
 
 #include "core/sw_core.h"
 #include "core/sw_half.h"
+#include "opponents/opponent.h"
 
 #include <string.h>
 
@@ -44,7 +51,9 @@ static int causal_q_longer(const sw_case *c)
     return 0;
 }
 
-static int refused, checked;
+static int refused, checked, schedules;
+/* The opponent under test: SW_BACKEND_OPPONENT_FLASHINFER or _FA3. */
+static sw_backend g_backend = SW_BACKEND_OPPONENT_FLASHINFER;
 
 static uint16_t half_of(sw_dtype dt, double x)
 {
@@ -55,32 +64,47 @@ static uint16_t half_of(sw_dtype dt, double x)
  * poison each time) and checks the last result. Returns 1 on failure. */
 static int run_case(sw_case *c, int row_sample, cudaStream_t st, int layers)
 {
-    c->params.backend = SW_BACKEND_OPPONENT_FLASHINFER;
+    const char *bn = sw_backend_name(g_backend);
+    const int fa3 = g_backend == SW_BACKEND_OPPONENT_FLASHINFER_FA3;
+    c->params.backend = g_backend;
     sw_prefill_plan *pl = NULL;
     sw_status s = sw_prefill_plan_create(&c->params, c->batch, c->qo_indptr, c->kv_indptr, &pl);
     if (causal_q_longer(c)) {
         refused++;
         if (s != SW_STATUS_UNSUPPORTED || !strstr(sw_last_error(), "q_len")) {
-            fprintf(stderr, "FAIL %s: causal q_len > kv_len: plan returned %s (%s), want "
-                    "SW_STATUS_UNSUPPORTED\n", c->name, sw_status_str(s), sw_last_error());
+            fprintf(stderr, "FAIL %s %s: causal q_len > kv_len: plan returned %s (%s), want "
+                    "SW_STATUS_UNSUPPORTED\n", bn, c->name, sw_status_str(s), sw_last_error());
             sw_prefill_plan_destroy(pl);
             return 1;
         }
         return 0;
     }
     if (s != SW_OK) {
-        fprintf(stderr, "FAIL %s: plan: %s %s\n", c->name, sw_status_str(s), sw_last_error());
+        fprintf(stderr, "FAIL %s %s: plan: %s %s\n", bn, c->name, sw_status_str(s),
+                sw_last_error());
         return 1;
     }
-    if (sw_prefill_plan_backend(pl) != SW_BACKEND_OPPONENT_FLASHINFER) {
-        fprintf(stderr, "FAIL %s: plan resolved to %s\n", c->name,
+    if (sw_prefill_plan_backend(pl) != g_backend) {
+        fprintf(stderr, "FAIL %s %s: plan resolved to %s\n", bn, c->name,
                 sw_backend_name(sw_prefill_plan_backend(pl)));
         sw_prefill_plan_destroy(pl);
         return 1;
     }
+#ifdef SW_HAVE_OPPONENT_FLASHINFER_FA3
+    if (fa3) {
+        s = sw_opp_fi3_schedule_check(&c->params, c->batch, c->qo_indptr, c->kv_indptr);
+        if (s != SW_OK) {
+            fprintf(stderr, "FAIL %s %s: work list: %s %s\n", bn, c->name, sw_status_str(s),
+                    sw_last_error());
+            sw_prefill_plan_destroy(pl);
+            return 1;
+        }
+        schedules++;
+    }
+#endif
     const int64_t dq = (int64_t)c->params.num_qo_heads * c->params.head_dim;
     dev_case d;
-    if (c->o_stride != dq && c->total_q > 0) {
+    if (!fa3 && c->o_stride != dq && c->total_q > 0) {
         upload(c, &d);
         d.ws_bytes = sw_prefill_plan_workspace_size(pl);
         if (d.ws_bytes)
@@ -89,14 +113,14 @@ static int run_case(sw_case *c, int row_sample, cudaStream_t st, int layers)
         s = sw_prefill_run(pl, &t, st);
         release(&d);
         if (s != SW_STATUS_UNSUPPORTED || !strstr(sw_last_error(), "o_row_stride")) {
-            fprintf(stderr, "FAIL %s: strided O: run returned %s (%s), want "
-                    "SW_STATUS_UNSUPPORTED\n", c->name, sw_status_str(s), sw_last_error());
+            fprintf(stderr, "FAIL %s %s: strided O: run returned %s (%s), want "
+                    "SW_STATUS_UNSUPPORTED\n", bn, c->name, sw_status_str(s), sw_last_error());
             sw_prefill_plan_destroy(pl);
             return 1;
         }
         refused++;
     }
-    if (c->o_stride != dq)
+    if (!fa3 && c->o_stride != dq)
         make_o_dense(c);
     upload(c, &d);
     d.ws_bytes = sw_prefill_plan_workspace_size(pl);
@@ -112,8 +136,8 @@ static int run_case(sw_case *c, int row_sample, cudaStream_t st, int layers)
     cudaError_t e = cudaStreamSynchronize(st);
     sw_prefill_plan_destroy(pl);
     if (s != SW_OK || e != cudaSuccess) {
-        fprintf(stderr, "FAIL %s: run: %s %s / %s\n", c->name, sw_status_str(s), sw_last_error(),
-                cudaGetErrorString(e));
+        fprintf(stderr, "FAIL %s %s: run: %s %s / %s\n", bn, c->name, sw_status_str(s),
+                sw_last_error(), cudaGetErrorString(e));
         release(&d);
         if (e != cudaSuccess)
             exit(1); /* a sticky error poisons the context: stop here */
@@ -127,8 +151,8 @@ static int run_case(sw_case *c, int row_sample, cudaStream_t st, int layers)
     checked++;
     int bad = ck.rel_l2 > 1e-2 || ck.unwritten || ck.lse_bad || ck.lse_max_abs > 2e-2;
     if (bad || getenv("SPILLWAY_TEST_VERBOSE"))
-        fprintf(stderr, "%s %s: rel_l2=%.3g unwritten=%lld lse_bad=%lld lse_err=%.3g\n",
-                bad ? "FAIL" : "ok", c->name, ck.rel_l2, (long long)ck.unwritten,
+        fprintf(stderr, "%s %s %s: rel_l2=%.3g unwritten=%lld lse_bad=%lld lse_err=%.3g\n",
+                bad ? "FAIL" : "ok", bn, c->name, ck.rel_l2, (long long)ck.unwritten,
                 (long long)ck.lse_bad, ck.lse_max_abs);
     return bad;
 }
@@ -183,7 +207,7 @@ static void check_refusals(cudaStream_t st)
     sw_case c;
     const int32_t ql[2] = {40, 70}, kl[2] = {40, 90};
     make_fixed(&c, 7, SW_DTYPE_BF16, 4, 2, 128, 1, 2, ql, kl);
-    c.params.backend = SW_BACKEND_OPPONENT_FLASHINFER;
+    c.params.backend = g_backend;
     dev_case d;
     upload(&c, &d);
     sw_prefill_plan *pl = NULL;
@@ -213,6 +237,99 @@ static void check_refusals(cudaStream_t st)
     sw_case_free(&c);
 }
 
+/* FA3's own plan refusals: a batch of more than 4096 query tiles per head
+ * (FlashInfer would share one schedule among heads, not instantiated here);
+ * plan only, no tensors. */
+static void check_fa3_refusals(void)
+{
+    sw_prefill_params p;
+    sw_prefill_params_init(&p);
+    p.backend = SW_BACKEND_OPPONENT_FLASHINFER_FA3;
+    p.dtype = SW_DTYPE_BF16;
+    p.num_qo_heads = 8;
+    p.num_kv_heads = 8;
+    p.head_dim = 128;
+    const int32_t qo[2] = {0, 4097 * 128}, kv[2] = {0, 4097 * 128};
+    sw_prefill_plan *pl = NULL;
+    CHECK_STATUS(sw_prefill_plan_create(&p, 1, qo, kv, &pl), SW_STATUS_UNSUPPORTED);
+    CHECK(strstr(sw_last_error(), "schedule") != NULL);
+    sw_prefill_plan_destroy(pl);
+    refused++;
+}
+
+/* All cases for the backend in g_backend; returns the number that failed. */
+static int run_backend(uint64_t seed, int ncases, cudaStream_t st, int *total)
+{
+    int failed = 0, n = 0;
+    const double t0 = sw_now_seconds();
+    check_refusals(st);
+    if (g_backend == SW_BACKEND_OPPONENT_FLASHINFER_FA3)
+        check_fa3_refusals();
+    const sw_dtype dts[2] = {SW_DTYPE_BF16, SW_DTYPE_F16};
+    for (int di = 0; di < 2; di++)
+        for (int i = 0; i < ncases; i++) {
+            sw_case c;
+            sw_case_make(&c, seed + (uint64_t)di, i, dts[di], 160);
+            failed += run_case(&c, 1, st, i % 10 == 0 ? 3 : 1);
+            n++;
+            sw_case_free(&c);
+        }
+    for (int di = 0; di < 2; di++)
+        for (int i = 0; i < 12; i++) {
+            sw_case c;
+            sw_case_make(&c, seed + 100 + (uint64_t)di, i, dts[di], 2500);
+            failed += run_case(&c, 29, st, 1);
+            n++;
+            sw_case_free(&c);
+        }
+    /* Fixed shapes of the benchmark's kind (heads 16/2 d256, 32/8 d128 and
+     * d64, causal and not), and short queries on long prefixes: few query
+     * tiles against 132 SMs make FA2 split the KV and merge. The last one
+     * gives FA3's per-SM work lists several tiles of unequal cost each. */
+    static const struct { int32_t hq, hkv, d, causal, batch, ql[4], kl[4]; } fixed[] = {
+        {16, 2, 256, 1, 3, {700, 1031, 129}, {700, 1031, 129}},
+        {32, 8, 128, 1, 3, {700, 1031, 129}, {700, 1031, 129}},
+        {32, 8, 64, 0, 3, {700, 1031, 129}, {700, 1031, 129}},
+        {32, 8, 128, 1, 1, {17}, {3000}},
+        {16, 2, 256, 1, 2, {5, 33}, {2100, 900}},
+        {32, 8, 64, 0, 4, {1, 16, 0, 64}, {4000, 2000, 100, 64}},
+        {32, 8, 128, 0, 2, {48, 9}, {0, 1500}},
+        {32, 4, 128, 1, 4, {2000, 513, 1, 1200}, {2000, 900, 64, 1200}},
+    };
+    for (int di = 0; di < 2; di++)
+        for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
+            sw_case c;
+            make_fixed(&c, seed + 200 + i, dts[di], fixed[i].hq, fixed[i].hkv, fixed[i].d,
+                       fixed[i].causal, fixed[i].batch, fixed[i].ql, fixed[i].kl);
+            failed += run_case(&c, 7, st, 2);
+            n++;
+            sw_case_free(&c);
+        }
+    printf("test_opponent_flashinfer: %s: %d cases, %d failed, %.1f s\n",
+           sw_backend_name(g_backend), n, failed, sw_now_seconds() - t0);
+    *total += n;
+    return failed;
+}
+
+/* FA3 compiled in but the device is not sm_90: its plan must refuse, naming
+ * the architecture it needs. */
+static void check_fa3_device_refusal(int major, int minor)
+{
+    sw_case c;
+    const int32_t ql[1] = {64}, kl[1] = {64};
+    make_fixed(&c, 3, SW_DTYPE_BF16, 4, 2, 128, 0, 1, ql, kl);
+    c.params.backend = SW_BACKEND_OPPONENT_FLASHINFER_FA3;
+    sw_prefill_plan *pl = NULL;
+    CHECK_STATUS(sw_prefill_plan_create(&c.params, c.batch, c.qo_indptr, c.kv_indptr, &pl),
+                 SW_STATUS_UNSUPPORTED);
+    CHECK(strstr(sw_last_error(), "sm_90") != NULL);
+    sw_prefill_plan_destroy(pl);
+    sw_case_free(&c);
+    refused++;
+    printf("test_opponent_flashinfer: fa3 is compiled in but device 0 is sm_%d%d: its refusal "
+           "checked, its cases skipped\n", major, minor);
+}
+
 int main(void)
 {
     if (sw_cuda_device_count() == 0) {
@@ -227,53 +344,32 @@ int main(void)
     }
     const uint64_t seed = (uint64_t)sw_env_int("SPILLWAY_TEST_SEED", 20261129);
     const int ncases = (int)sw_env_int("SPILLWAY_TEST_CASES", 60);
+    /* SPILLWAY_TEST_OPPONENT=fa2|fa3 runs one path only. */
+    const char *only = getenv("SPILLWAY_TEST_OPPONENT");
+    int major = 0, minor = 0;
+    CUDA_OK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
+    CUDA_OK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0));
     cudaStream_t st;
     CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-    check_refusals(st);
     int failed = 0, total = 0;
-    double t0 = sw_now_seconds();
-    const sw_dtype dts[2] = {SW_DTYPE_BF16, SW_DTYPE_F16};
-    for (int di = 0; di < 2; di++)
-        for (int i = 0; i < ncases; i++) {
-            sw_case c;
-            sw_case_make(&c, seed + (uint64_t)di, i, dts[di], 160);
-            failed += run_case(&c, 1, st, i % 10 == 0 ? 3 : 1);
-            total++;
-            sw_case_free(&c);
+    const double t0 = sw_now_seconds();
+    if (!only || strcmp(only, "fa3") != 0) {
+        g_backend = SW_BACKEND_OPPONENT_FLASHINFER;
+        failed += run_backend(seed, ncases, st, &total);
+    }
+    if (sw_opp_fi_has_fa3() && (!only || strcmp(only, "fa2") != 0)) {
+        if (major == 9 && minor == 0) {
+            g_backend = SW_BACKEND_OPPONENT_FLASHINFER_FA3;
+            failed += run_backend(seed, ncases, st, &total);
+        } else {
+            check_fa3_device_refusal(major, minor);
         }
-    for (int di = 0; di < 2; di++)
-        for (int i = 0; i < 12; i++) {
-            sw_case c;
-            sw_case_make(&c, seed + 100 + (uint64_t)di, i, dts[di], 2500);
-            failed += run_case(&c, 29, st, 1);
-            total++;
-            sw_case_free(&c);
-        }
-    /* Fixed shapes of the benchmark's kind (heads 16/2 d256, 32/8 d128 and
-     * d64, causal and not), and short queries on long prefixes: few query
-     * tiles against 132 SMs make FlashInfer split the KV and merge. */
-    static const struct { int32_t hq, hkv, d, causal, batch, ql[4], kl[4]; } fixed[] = {
-        {16, 2, 256, 1, 3, {700, 1031, 129}, {700, 1031, 129}},
-        {32, 8, 128, 1, 3, {700, 1031, 129}, {700, 1031, 129}},
-        {32, 8, 64, 0, 3, {700, 1031, 129}, {700, 1031, 129}},
-        {32, 8, 128, 1, 1, {17}, {3000}},
-        {16, 2, 256, 1, 2, {5, 33}, {2100, 900}},
-        {32, 8, 64, 0, 4, {1, 16, 0, 64}, {4000, 2000, 100, 64}},
-        {32, 8, 128, 0, 2, {48, 9}, {0, 1500}},
-    };
-    for (int di = 0; di < 2; di++)
-        for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
-            sw_case c;
-            make_fixed(&c, seed + 200 + i, dts[di], fixed[i].hq, fixed[i].hkv, fixed[i].d,
-                       fixed[i].causal, fixed[i].batch, fixed[i].ql, fixed[i].kl);
-            failed += run_case(&c, 7, st, 2);
-            total++;
-            sw_case_free(&c);
-        }
+    }
     cudaStreamDestroy(st);
     printf("test_opponent_flashinfer: %s; %d cases (seed %llu), %d checked against the "
-           "reference, %d refusals verified, %d failed, %.1f s\n", sw_version_string(), total,
-           (unsigned long long)seed, checked, refused, failed, sw_now_seconds() - t0);
+           "reference, %d fa3 work lists equal to PrefillSM90Plan's, %d refusals verified, "
+           "%d failed, %.1f s\n", sw_version_string(), total, (unsigned long long)seed, checked,
+           schedules, refused, failed, sw_now_seconds() - t0);
     return failed || sw_test_failures ? 1 : 0;
 }
 #endif

@@ -407,9 +407,10 @@ def varlen_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=None,
         return_lse: also return the log-sum-exp (natural log) per row and head.
         backend: keyword-only, "cpu", "cpu_ref" (the fp64 oracle) for host
             data; "cuda", "cuda_portable", "cuda_hopper" for CUDA tensors. Default: "cuda" for
-            CUDA tensors, "cpu" for host data (never AUTO). "flashinfer" (an
-            opponent, for measurement only: docs/opponents.md) runs only in a
-            library built with it and with SPILLWAY_OPPONENT=flashinfer set.
+            CUDA tensors, "cpu" for host data (never AUTO). "flashinfer" and
+            "flashinfer-fa3" (opponents, FlashInfer's FA2 and sm90 FA3 paths,
+            for measurement only: docs/opponents.md) run only in a library
+            built with them and with SPILLWAY_OPPONENT=flashinfer set.
         num_threads: keyword-only, CPU backends: 0 = all cores.
 
     Returns:

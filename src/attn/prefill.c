@@ -415,7 +415,8 @@ sw_status sw_prefill_run(sw_prefill_plan *plan, const sw_prefill_tensors *t, voi
     case SW_BACKEND_CUDA_PORTABLE:
     case SW_BACKEND_CUDA_HOPPER: return run_cuda(plan, &pb, t, stream);
 #ifdef SW_HAVE_OPPONENT_FLASHINFER
-    case SW_BACKEND_OPPONENT_FLASHINFER: {
+    case SW_BACKEND_OPPONENT_FLASHINFER:
+    case SW_BACKEND_OPPONENT_FLASHINFER_FA3: {
         sw_status s = sw_opp_fi_run(plan->opp, &pb, t->workspace, t->workspace_bytes, stream);
         if (s == SW_STATUS_CUDA)
             plan->failed = 1;

@@ -1,7 +1,9 @@
 /* FlashInfer's ragged prefill (its FA2-style kernel, BatchPrefillWithRaggedKVCache)
  * behind Spillway's plan/run contract, for measurement only (opponent.h,
- * docs/opponents.md). Compiled only with -DSPILLWAY_OPPONENT_FLASHINFER; this
- * is the one file that includes FlashInfer's headers.
+ * docs/opponents.md). Compiled only with -DSPILLWAY_OPPONENT_FLASHINFER; with
+ * flashinfer_prefill_fa3.cu (its sm90 path, to which the entry points below
+ * hand SW_BACKEND_OPPONENT_FLASHINFER_FA3 plans) the only files that include
+ * FlashInfer's headers.
  *
  * What is FlashInfer's and what is ours:
  *  - the schedule is FlashInfer's own host function (PrefillSplitQOKVIndptr,
@@ -137,19 +139,32 @@ struct sw_opp_fi_plan {
     bool pdl;
     void *blob;               /* pinned, layout.int_bytes */
     Layout layout;
+    sw_opp_fi3_plan *fa3;     /* an FA3 plan (flashinfer_prefill_fa3.cu); the rest unused */
 };
 
+#ifdef SW_HAVE_OPPONENT_FLASHINFER_FA3
+extern "C" const char *sw_opp_fi_describe(void)
+{
+    return "flashinfer " SW_FLASHINFER_VERSION " (fa2, fa3)";
+}
+
+extern "C" int sw_opp_fi_has_fa3(void) { return 1; }
+#else
 extern "C" const char *sw_opp_fi_describe(void)
 {
     return "flashinfer " SW_FLASHINFER_VERSION " (fa2)";
 }
 
 extern "C" int sw_opp_fi_has_fa3(void) { return 0; }
+#endif
 
 extern "C" void sw_opp_fi_plan_destroy(sw_opp_fi_plan *plan)
 {
     if (!plan)
         return;
+#ifdef SW_HAVE_OPPONENT_FLASHINFER_FA3
+    sw_opp_fi3_plan_destroy(plan->fa3);
+#endif
     if (plan->blob)
         sw_cuda_host_free(plan->blob);
     delete plan;
@@ -157,6 +172,10 @@ extern "C" void sw_opp_fi_plan_destroy(sw_opp_fi_plan *plan)
 
 extern "C" size_t sw_opp_fi_workspace_size(const sw_opp_fi_plan *plan)
 {
+#ifdef SW_HAVE_OPPONENT_FLASHINFER_FA3
+    if (plan && plan->fa3)
+        return sw_opp_fi3_workspace_size(plan->fa3);
+#endif
     return plan ? plan->layout.total : 0;
 }
 
@@ -232,6 +251,20 @@ extern "C" sw_status sw_opp_fi_plan_create(const sw_prefill_params *p, sw_backen
                                            const int32_t *kv_indptr, sw_opp_fi_plan **out)
 {
     *out = nullptr;
+#ifdef SW_HAVE_OPPONENT_FLASHINFER_FA3
+    if (backend == SW_BACKEND_OPPONENT_FLASHINFER_FA3) {
+        sw_opp_fi3_plan *fa3 = nullptr;
+        SW_TRY(sw_opp_fi3_plan_create(p, batch, qo_indptr, kv_indptr, &fa3));
+        sw_opp_fi_plan *pl = new (std::nothrow) sw_opp_fi_plan();
+        if (!pl) {
+            sw_opp_fi3_plan_destroy(fa3);
+            return sw_fail(SW_STATUS_NO_MEMORY, "cannot allocate an opponent plan");
+        }
+        pl->fa3 = fa3;
+        *out = pl;
+        return SW_OK;
+    }
+#endif
     if (backend != SW_BACKEND_OPPONENT_FLASHINFER)
         return sw_fail(SW_STATUS_UNSUPPORTED, "opponent backend %s is not compiled into this "
                        "build", sw_backend_name(backend));
@@ -337,6 +370,10 @@ static sw_status check_align(const char *name, const void *ptr)
 extern "C" sw_status sw_opp_fi_run(sw_opp_fi_plan *pl, const sw_attn_problem *pb, void *ws,
                                    size_t ws_bytes, void *stream)
 {
+#ifdef SW_HAVE_OPPONENT_FLASHINFER_FA3
+    if (pl->fa3)
+        return sw_opp_fi3_run(pl->fa3, pb, ws, ws_bytes, stream);
+#endif
     if (pl->padded_batch_size == 0)
         return SW_OK;
     if (!ws)

@@ -6,7 +6,8 @@
  * it is made only while the environment variable SPILLWAY_OPPONENT names it.
  * The gate (gate.c) is in every build, so a build without the opponent refuses
  * the backend with a sentence that says how to get it; the wrappers
- * (flashinfer_prefill.cu) exist only in an opponent build. */
+ * (flashinfer_prefill.cu, and flashinfer_prefill_fa3.cu where sm_90a is
+ * built) exist only in an opponent build. */
 #ifndef SW_OPPONENT_H
 #define SW_OPPONENT_H
 
@@ -52,8 +53,32 @@ sw_status sw_opp_fi_run(sw_opp_fi_plan *plan, const sw_attn_problem *pb, void *w
                         size_t workspace_bytes, void *stream);
 /* What is compiled in: "flashinfer <version of its headers> (fa2[, fa3])". */
 const char *sw_opp_fi_describe(void);
-/* 1 when the FA3 (sm90) path is compiled in. */
+/* 1 when the FA3 (sm90) path is compiled in (an opponent build whose
+ * SPILLWAY_CUDA_ARCHS holds 90a; SW_HAVE_OPPONENT_FLASHINFER_FA3). */
 int sw_opp_fi_has_fa3(void);
+
+/* FlashInfer's FA3 ragged prefill (flashinfer_prefill_fa3.cu, sm_90a only),
+ * reached through the calls above for SW_BACKEND_OPPONENT_FLASHINFER_FA3: the
+ * same contract, with FlashInfer's sm90 work list (PrefillSM90Plan's) in the
+ * blob. Plan refusals (SW_STATUS_UNSUPPORTED): causal with q_len > kv_len, a
+ * device other than compute capability 9.0, a batch so large that FlashInfer
+ * would share one schedule among all heads (not instantiated). It writes O
+ * with its row stride, so unlike the FA2 path it takes any o_row_stride that
+ * is a multiple of 8 elements. */
+typedef struct sw_opp_fi3_plan sw_opp_fi3_plan;
+sw_status sw_opp_fi3_plan_create(const sw_prefill_params *p, int32_t batch,
+                                 const int32_t *qo_indptr, const int32_t *kv_indptr,
+                                 sw_opp_fi3_plan **out);
+void sw_opp_fi3_plan_destroy(sw_opp_fi3_plan *plan);
+size_t sw_opp_fi3_workspace_size(const sw_opp_fi3_plan *plan);
+sw_status sw_opp_fi3_run(sw_opp_fi3_plan *plan, const sw_attn_problem *pb, void *workspace,
+                         size_t workspace_bytes, void *stream);
+/* Test hook (GPU): makes a plan for the batch and runs FlashInfer's own
+ * PrefillSM90Plan on it (into a scratch device buffer it allocates and frees);
+ * SW_OK when the two work lists agree entry by entry, else SW_STATUS_INTERNAL
+ * naming the first difference, or the plan's refusal. */
+sw_status sw_opp_fi3_schedule_check(const sw_prefill_params *p, int32_t batch,
+                                    const int32_t *qo_indptr, const int32_t *kv_indptr);
 #endif
 
 #ifdef __cplusplus
