@@ -19,8 +19,7 @@ extern "C" {
  * looked (so the figures are an upper bound of the device's queue). */
 typedef struct sw_store_read_profile {
     uint32_t struct_size;       /* sizeof(sw_store_read_profile), set by the caller */
-    uint32_t worker;            /* 1 when a helper thread takes completions
-                                 * (none in this version: 0) */
+    uint32_t pad;
     uint64_t cap_bytes;         /* in-flight cap in effect (0 = none) */
     uint64_t elapsed_ns;        /* since the reset */
     uint64_t busy_ns;           /* at least one request on the device */

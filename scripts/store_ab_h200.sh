@@ -14,8 +14,7 @@ export LD_LIBRARY_PATH=$PWD/$(dirname "$B"):$PWD/.carry/debs/root/usr/lib/x86_64
 { uptime; df -hT /var/tmp | tail -1; nproc; } >"$OUT/store-ab-host.txt" 2>&1
 i=0
 for ab in SPILLWAY_STORE_READ_CHUNK=524288 SPILLWAY_STORE_READ_INFLIGHT=8388608 \
-          SPILLWAY_STORE_READ_CHUNK=524288,SPILLWAY_STORE_READ_INFLIGHT=8388608 \
-          SPILLWAY_STORE_READ_POLL_ENTER=1; do
+          SPILLWAY_STORE_READ_CHUNK=524288,SPILLWAY_STORE_READ_INFLIGHT=8388608; do
   i=$((i + 1))
   cmd="$B store bench --size-mb ${SIZE_MB:-1024} --passes 3 --host-passes 1 --engine-ab $ab --json $OUT/store-ab$i.json"
   echo "\$ $cmd" >"$OUT/store-ab$i.log"

@@ -801,10 +801,8 @@ static void test_threads(const char *dir)
 /* The read tickets' profile (sw_store_read_profile_get): bad arguments; zeros
  * before the first ticket; after a pipeline of tiles, one request counted
  * per device read (the stats' read_ios), the size histogram adding up to
- * them, times within the elapsed time; a reset starts from zero. With
- * poll_enter (SPILLWAY_STORE_READ_POLL_ENTER=1: the poll hook enters the
- * kernel) the tiles still read back exactly. */
-static void test_profile(const char *dir, int poll_enter)
+ * them, times within the elapsed time; a reset starts from zero. */
+static void test_profile(const char *dir)
 {
     enum { STREAMS = 4, BLOCKS = 64, D = 6 };
     sw_store *s = open_store(dir, 32, 0, 0);
@@ -819,11 +817,6 @@ static void test_profile(const char *dir, int poll_enter)
     CHECK_STATUS(sw_store_read_profile_get(s, NULL, 0), SW_STATUS_INVALID);
     CHECK_STATUS(sw_store_read_profile_get(s, &p, 1), SW_OK);
     CHECK(p.requests == 0 && p.elapsed_ns == 0 && p.struct_size == sizeof p);
-    char old[64] = "";
-    const char *e = getenv("SPILLWAY_STORE_READ_POLL_ENTER");
-    if (e)
-        snprintf(old, sizeof old, "%s", e);
-    setenv("SPILLWAY_STORE_READ_POLL_ENTER", poll_enter ? "1" : "0", 1);
     sw_store_stats st0 = ts_stats(s);
     uint32_t ntiles = STREAMS * (BLOCKS / TILE);
     tile ts[D];
@@ -839,10 +832,6 @@ static void test_profile(const char *dir, int poll_enter)
             CHECK_STATUS(submit(s, &ts[q % D]), SW_OK);
         }
     }
-    if (e)
-        setenv("SPILLWAY_STORE_READ_POLL_ENTER", old, 1);
-    else
-        unsetenv("SPILLWAY_STORE_READ_POLL_ENTER");
     sw_store_stats st1 = ts_stats(s);
     CHECK_STATUS(sw_store_read_profile_get(s, &p, 1), SW_OK);
     uint64_t nsz = 0;
@@ -896,8 +885,7 @@ int main(void)
     RUN_CASE("queued", test_queued(sub, seed));
     RUN_CASE("random", test_random(sub, seed));
     RUN_CASE("threads", test_threads(sub));
-    RUN_CASE("profile", test_profile(sub, 0));
-    RUN_CASE("profile_enter", test_profile(sub, 1));
+    RUN_CASE("profile", test_profile(sub));
     ts_rm_rf(d.base);
     if (sw_test_failures)
         fprintf(stderr, "test_store_async: %d failures (seed %llu)\n", sw_test_failures,

@@ -11,12 +11,7 @@
  *   (O_DIRECT included), i.e. the payload plus what the store read through
  *   (gaps between wanted extents, run headers). */
 #include "swap_tool.h"
-#if defined(__has_include)
-#if __has_include("spillway_store_profile.h")
 #include "spillway_store_profile.h"
-#define SWT_HAVE_QPROF 1
-#endif
-#endif
 
 #define MIB 1048576.0
 
@@ -111,26 +106,20 @@ void swt_iostat_add(swt_iostat *acc, const swt_iostat *a, const swt_iostat *b)
 
 void swt_qprof_begin(sw_store *s)
 {
-#ifdef SWT_HAVE_QPROF
     sw_store_read_profile p;
     memset(&p, 0, sizeof p);
     p.struct_size = sizeof p;
     (void)sw_store_read_profile_get(s, &p, 1);
-#else
-    (void)s;
-#endif
 }
 
 void swt_qprof_add(sw_store *s, swt_qprof *acc)
 {
-#ifdef SWT_HAVE_QPROF
     sw_store_read_profile p;
     memset(&p, 0, sizeof p);
     p.struct_size = sizeof p;
     if (sw_store_read_profile_get(s, &p, 0) != SW_OK)
         return;
     acc->ok = 1;
-    acc->worker = (int)p.worker;
     acc->cap_bytes = p.cap_bytes;
     if (p.peak_bytes > acc->peak_bytes)
         acc->peak_bytes = p.peak_bytes;
@@ -147,10 +136,6 @@ void swt_qprof_add(sw_store *s, swt_qprof *acc)
     acc->request_bytes += p.request_bytes;
     for (int i = 0; i < SWT_QPROF_SIZES && i < SW_STORE_PROFILE_SIZES; i++)
         acc->sizes[i] += p.sizes[i];
-#else
-    (void)s;
-    (void)acc;
-#endif
 }
 
 swt_diskpath swt_disk_path(const swt_result *r)
@@ -209,13 +194,12 @@ void swt_print_disk_path(const swt_result *r)
         printf("); on the device %.2f MiB on average (peak %.2f, cap %.2f MiB); nothing on the "
                "device %.1f%% of the time; under the cap %.1f%% (a ticket queued %.1f%%, "
                "while checking/copying %.1f%%, while blocked %.1f%%); checking/copying %.1f "
-               "ms per step%s\n",
+               "ms per step\n",
                q->byte_ns / e / MIB, q->peak_bytes / MIB, q->cap_bytes / MIB,
                100 * (1 - q->busy_ns / e), 100 * q->below_cap_ns / e,
                100 * q->below_cap_queued_ns / e, 100 * q->below_cap_processing_ns / e,
                100 * q->below_cap_waiting_ns / e,
-               q->process_ns * 1e-6 / (r->steps > 0 ? r->steps : 1),
-               q->worker ? " (a helper thread takes completions)" : "");
+               q->process_ns * 1e-6 / (r->steps > 0 ? r->steps : 1));
     }
     if (p.has_dev)
         printf("    device %s in the steps (every process' I/O): %.1f reads per step of %.0f "

@@ -54,7 +54,7 @@ void swt_iostat_add(swt_iostat *acc, const swt_iostat *a, const swt_iostat *b);
  * otherwise): summed per step, the mean bytes weighted by time. */
 #define SWT_QPROF_SIZES 12
 typedef struct swt_qprof {
-    int ok, worker;
+    int ok;
     uint64_t cap_bytes, peak_bytes;
     double elapsed_ns, busy_ns, below_cap_ns, below_cap_queued_ns, below_cap_processing_ns;
     double below_cap_waiting_ns, byte_ns, process_ns, wait_ns;

@@ -21,9 +21,7 @@
  *    log of our contract (only when the caller asks for LSE).
  * Launch options follow FlashInfer's Python defaults: no split-size override,
  * split-KV when its heuristic wants it, PDL on sm_90 and newer. */
-#include "opponents/opponent.h"
-#include "core/sw_core.h"
-#include "cuda/sw_cuda_check.h"
+#include "opponents/flashinfer_common.cuh"
 
 #include <flashinfer/attention/default_prefill_params.cuh>
 #include <flashinfer/attention/prefill.cuh>
@@ -115,16 +113,6 @@ cudaError_t launch_mask(int causal, uint32_t cta_tile_q, const RaggedParams<T> &
     if (causal)
         return launch_tile<T, D, fi::MaskMode::kCausal>(cta_tile_q, p, tmp_v, tmp_s, pdl, st);
     return launch_tile<T, D, fi::MaskMode::kNone>(cta_tile_q, p, tmp_v, tmp_s, pdl, st);
-}
-
-/* FlashInfer's LSE is log2 of the softmax denominator; ours is the natural
- * log. -inf (a row that sees no key) stays -inf. */
-__global__ void lse_log2_to_ln(float *lse, int64_t n)
-{
-    const float ln2 = 0.6931471805599453f;
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x)
-        lse[i] *= ln2;
 }
 
 } // namespace
@@ -268,16 +256,8 @@ extern "C" sw_status sw_opp_fi_plan_create(const sw_prefill_params *p, sw_backen
     if (backend != SW_BACKEND_OPPONENT_FLASHINFER)
         return sw_fail(SW_STATUS_UNSUPPORTED, "opponent backend %s is not compiled into this "
                        "build", sw_backend_name(backend));
-    /* Its causal mask is bottom-right aligned like ours, but the kernel's
-     * tile bounds compute kv_len - q_len in unsigned arithmetic, and
-     * FlashInfer's single-request entry refuses this case outright. */
-    for (int32_t b = 0; b < batch; b++) {
-        const int32_t ql = qo_indptr[b + 1] - qo_indptr[b], kl = kv_indptr[b + 1] - kv_indptr[b];
-        if (p->causal && ql > kl)
-            return sw_fail(SW_STATUS_UNSUPPORTED, "opponent flashinfer: request %d has q_len=%d > "
-                           "kv_len=%d with causal; FlashInfer's kernel needs kv_len >= q_len there",
-                           b, ql, kl);
-    }
+    /* Its causal mask is bottom-right aligned like ours, but not for q_len > kv_len. */
+    SW_TRY(fi_check_causal_lengths("flashinfer", p, batch, qo_indptr, kv_indptr));
     SW_CUDA_CHECK(cudaSetDevice(p->device));
     int num_sm = 0, major = 0;
     SW_CUDA_CHECK(cudaDeviceGetAttribute(&num_sm, cudaDevAttrMultiProcessorCount, p->device));
@@ -376,14 +356,7 @@ extern "C" sw_status sw_opp_fi_run(sw_opp_fi_plan *pl, const sw_attn_problem *pb
 #endif
     if (pl->padded_batch_size == 0)
         return SW_OK;
-    if (!ws)
-        return sw_fail(SW_STATUS_WORKSPACE_TOO_SMALL, "workspace is NULL; the plan needs %zu bytes",
-                       pl->layout.total);
-    if (ws_bytes < pl->layout.total)
-        return sw_fail(SW_STATUS_WORKSPACE_TOO_SMALL, "workspace_bytes=%zu but the plan needs %zu",
-                       ws_bytes, pl->layout.total);
-    if (((uintptr_t)ws) % kAlign != 0)
-        return sw_fail(SW_STATUS_MISALIGNED, "workspace=%p is not %zu-byte aligned", ws, kAlign);
+    SW_TRY(fi_check_workspace(ws, ws_bytes, pl->layout.total, kAlign));
     SW_TRY(check_align("q", pb->q));
     SW_TRY(check_align("k", pb->k));
     SW_TRY(check_align("v", pb->v));
@@ -429,13 +402,7 @@ extern "C" sw_status sw_opp_fi_run(sw_opp_fi_plan *pl, const sw_attn_problem *pb
         return sw_fail(SW_STATUS_CUDA, "opponent flashinfer: launch: %s (%s)", cudaGetErrorName(e),
                        cudaGetErrorString(e));
     }
-    if (pb->lse) {
-        const int64_t n = pl->total_q * pb->num_qo_heads;
-        const int threads = 256;
-        const int blocks = (int)((n + threads - 1) / threads < 1024 ? (n + threads - 1) / threads
-                                                                     : 1024);
-        lse_log2_to_ln<<<blocks, threads, 0, cs>>>(pb->lse, n);
-        SW_CUDA_CHECK(cudaGetLastError());
-    }
+    if (pb->lse)
+        SW_TRY(fi_lse_to_ln(pb->lse, pl->total_q * pb->num_qo_heads, cs));
     return SW_OK;
 }

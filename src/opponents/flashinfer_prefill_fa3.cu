@@ -28,9 +28,7 @@
  *    natural log of our contract (only when the caller asks for LSE).
  * Its launcher ignores PDL for the ragged sm90 kernel, so there is no launch
  * option to follow. */
-#include "opponents/opponent.h"
-#include "core/sw_core.h"
-#include "cuda/sw_cuda_check.h"
+#include "opponents/flashinfer_common.cuh"
 
 #include <flashinfer/attention/hopper/default_params.cuh>
 #include <flashinfer/attention/hopper/prefill_sm90.cuh>
@@ -173,16 +171,6 @@ cudaError_t launch_mask(int causal, RaggedParams<T> &p, cudaStream_t st)
     return launch_dim<T, D, fi::MaskMode::kNone>(p, st);
 }
 
-/* FlashInfer's LSE is log2 of the softmax denominator; ours is the natural
- * log. -inf (a row that sees no key) stays -inf. */
-__global__ void lse_log2_to_ln_fa3(float *lse, int64_t n)
-{
-    const float ln2 = 0.6931471805599453f;
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x)
-        lse[i] *= ln2;
-}
-
 } // namespace
 
 struct sw_opp_fi3_plan {
@@ -244,13 +232,7 @@ extern "C" sw_status sw_opp_fi3_plan_create(const sw_prefill_params *p, int32_t 
     *out = nullptr;
     /* Its causal bounds (the planner's packed_causal_kv_end, the kernel's
      * number of key tiles) assume kv_len >= q_len, as the FA2 path does. */
-    for (int32_t b = 0; b < batch; b++) {
-        const int32_t ql = qo_indptr[b + 1] - qo_indptr[b], kl = kv_indptr[b + 1] - kv_indptr[b];
-        if (p->causal && ql > kl)
-            return sw_fail(SW_STATUS_UNSUPPORTED, "opponent flashinfer-fa3: request %d has "
-                           "q_len=%d > kv_len=%d with causal; FlashInfer's kernel needs kv_len >= "
-                           "q_len there", b, ql, kl);
-    }
+    SW_TRY(fi_check_causal_lengths("flashinfer-fa3", p, batch, qo_indptr, kv_indptr));
     SW_CUDA_CHECK(cudaSetDevice(p->device));
     int num_sm = 0, major = 0, minor = 0;
     SW_CUDA_CHECK(cudaDeviceGetAttribute(&num_sm, cudaDevAttrMultiProcessorCount, p->device));
@@ -375,14 +357,7 @@ extern "C" sw_status sw_opp_fi3_run(sw_opp_fi3_plan *pl, const sw_attn_problem *
 {
     if (pl->num_works == 0)
         return SW_OK;
-    if (!ws)
-        return sw_fail(SW_STATUS_WORKSPACE_TOO_SMALL, "workspace is NULL; the plan needs %zu bytes",
-                       pl->layout.total);
-    if (ws_bytes < pl->layout.total)
-        return sw_fail(SW_STATUS_WORKSPACE_TOO_SMALL, "workspace_bytes=%zu but the plan needs %zu",
-                       ws_bytes, pl->layout.total);
-    if (((uintptr_t)ws) % kWsAlign != 0)
-        return sw_fail(SW_STATUS_MISALIGNED, "workspace=%p is not %zu-byte aligned", ws, kWsAlign);
+    SW_TRY(fi_check_workspace(ws, ws_bytes, pl->layout.total, kWsAlign));
     SW_TRY(check_tensor("q", pb->q, pb->q_stride));
     SW_TRY(check_tensor("k", pb->k, pb->k_stride));
     SW_TRY(check_tensor("v", pb->v, pb->v_stride));
@@ -412,13 +387,8 @@ extern "C" sw_status sw_opp_fi3_run(sw_opp_fi3_plan *pl, const sw_attn_problem *
         return sw_fail(SW_STATUS_CUDA, "opponent flashinfer-fa3: launch: %s (%s)",
                        cudaGetErrorName(e), cudaGetErrorString(e));
     }
-    if (pb->lse) {
-        const int64_t n = pl->total_q * pb->num_qo_heads;
-        const int threads = 256;
-        const int64_t want = (n + threads - 1) / threads;
-        lse_log2_to_ln_fa3<<<(int)(want < 1024 ? want : 1024), threads, 0, cs>>>(pb->lse, n);
-        SW_CUDA_CHECK(cudaGetLastError());
-    }
+    if (pb->lse)
+        SW_TRY(fi_lse_to_ln(pb->lse, pl->total_q * pb->num_qo_heads, cs));
     return SW_OK;
 }
 

@@ -6,7 +6,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #if defined(SPILLWAY_HAVE_URING)
@@ -269,14 +268,6 @@ int sw_io_reap(sw_io *io, int wait, sw_io_cqe_fn fn, void *ctx)
     if (io->backend != SW_STORE_IO_URING)
         return -1;
     int got = 0;
-    if (wait == 2) {
-        /* Completions of block-device reads are posted by task work of
-         * the submitting thread; entering the kernel runs it, in case a
-         * busy thread's bare peek would not see them yet. */
-        (void)syscall(__NR_io_uring_enter, io->ring.ring_fd, 0, 0, IORING_ENTER_GETEVENTS, NULL,
-                      0); /* io_uring_get_events() without needing liburing >= 2.3 */
-        wait = 0;
-    }
     for (;;) {
         struct io_uring_cqe *cqe;
         int e = wait && got == 0 ? io_uring_wait_cqe(&io->ring, &cqe)

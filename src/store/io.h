@@ -48,9 +48,7 @@ size_t sw_io_run_cb(sw_io *io, sw_io_op *ops, size_t n, sw_io_done_fn done, void
  * reaps what is in flight, completes the rest with sw_io_op_sync and calls
  * sw_io_retire.
  * reap: hands each available completion to fn(ctx, tag, res); with `wait`
- * 1 blocks until at least one arrived; with `wait` 2 does not block but
- * enters the kernel first, so that completions still pending as task work
- * of the calling thread are posted. Returns the number handed out, or -1
+ * blocks until at least one arrived. Returns the number handed out, or -1
  * when the ring broke while waiting (then as above).
  * op_finish: makes an op's result final once its completion arrived
  * (EAGAIN/EINTR redone, a short transfer completed synchronously).

@@ -85,7 +85,6 @@ struct sw_read_async {
     uint32_t queue[SW_READ_TICKETS]; /* QUEUED tickets, in submit order */
     size_t queue_head, queue_n;
     int processing;     /* inside ticket_process: pump does not process other tickets */
-    int poll_enter;     /* the poll hook enters the kernel (read_poll_enter) */
     /* profile (sw_store_read_profile_get): every change of the bytes on the
      * device, the queue or the thread's state first accounts the time since
      * the previous change (prof_tick); a clock read per request and per
@@ -307,16 +306,15 @@ static void ring_broke(sw_store *s)
 
 static void pump(sw_store *s);
 
-/* Handles completions; with `wait` 1, blocks until at least one arrived
- * (2: enters the kernel without blocking, sw_io_reap). Then submits the
- * queued tickets that now fit. */
+/* Handles completions; with `wait`, blocks until at least one arrived.
+ * Then submits the queued tickets that now fit. */
 static void reap(sw_store *s, int wait)
 {
     if (!s->ra)
         return;
     struct sw_read_async *ra = s->ra;
     if (ra->inflight_ops) {
-        int block = wait == 1;
+        int block = wait != 0;
         if (block) {
             prof_tick(ra);
             ra->pf.waiting = 1;
@@ -338,11 +336,7 @@ static void reap(sw_store *s, int wait)
 }
 
 /* The poll hook of a ticket's processing (sw_read_batch.poll). */
-static void poll_hook(void *ctx)
-{
-    sw_store *s = (sw_store *)ctx;
-    reap(s, s->ra->poll_enter ? 2 : 0);
-}
+static void poll_hook(void *ctx) { reap((sw_store *)ctx, 0); }
 
 void sw_store_reads_drain(sw_store *s)
 {
@@ -601,12 +595,6 @@ sw_status sw_store_read_submit(sw_store *s, size_t n, const sw_store_key *keys,
         }
         s->ra->cap_bytes = read_inflight_bytes();
         s->ra->window = s->ra->cap_bytes <= s->bounce_bytes / 2 ? 2 * s->ra->cap_bytes : 0;
-        /* Off by default: on the 2-core VM the polls during a ticket's check
-         * and copy found completions 0 times in ~3000 tickets with and
-         * without entering the kernel (the virtio disk completes a burst of
-         * requests at once), and the syscall per 8 extents gained nothing
-         * (bench/results/store-vm-h6-*.log). A knob for other hosts. */
-        s->ra->poll_enter = (int)sw_env_int("SPILLWAY_STORE_READ_POLL_ENTER", 0) != 0;
         prof_reset(s->ra);
     }
     struct sw_read_async *ra = s->ra;
