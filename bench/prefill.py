@@ -38,9 +38,15 @@ GPU mode (default; an NVIDIA GPU, torch with CUDA):
                  GPU.
 
 What is timed: CUDA events around one call (or, for dense SDPA, the sequence
-of calls) on the current stream; --warmup untimed runs first, then --reps
-timed runs enqueued back to back (no host sync between them, so host launch
-overhead overlaps the previous run); the median is reported. Before every
+of calls) on the current stream; --warmup untimed runs of each implementation
+first, then --reps timed runs of each, interleaved: rep r runs every
+implementation once, starting at a different one each rep, all enqueued back
+to back (no host sync between them, so host launch overhead overlaps the
+previous run). A slow phase of the machine (seen on the H200: whole stretches
+of runs ~1.4x slower, docs/perf/NOTES.md) then falls on every implementation
+alike instead of on whichever one was timed then. --no-interleave times each
+implementation's reps in one block instead. The median is reported; the JSON
+keeps every rep's time (times_ms). Before every
 timed run the L2 cache is flushed by writing a 256 MiB buffer (outside the
 events). The inputs are one fixed set per case rather than rotated sets: Q
 alone is 64-218 MiB in every case, more than the 50-60 MB L2 of an H100/H200,
@@ -505,6 +511,29 @@ def time_cuda(fn, warmup, reps, flush):
     return [s.elapsed_time(e) for s, e in evs]
 
 
+def time_cuda_interleaved(fns, warmup, reps, flush):
+    """time_cuda for several implementations at once: rep r runs each once,
+    starting at implementation r % n. Returns one list of times per fn."""
+    n = len(fns)
+    for _ in range(warmup):
+        for fn in fns:
+            fn()
+    torch.cuda.synchronize()
+    evs = [[] for _ in fns]
+    for r in range(reps):
+        for i in range(n):
+            j = (r + i) % n
+            flush()
+            s = torch.cuda.Event(enable_timing=True)
+            e = torch.cuda.Event(enable_timing=True)
+            s.record()
+            fns[j]()
+            e.record()
+            evs[j].append((s, e))
+    torch.cuda.synchronize()
+    return [[s.elapsed_time(e) for s, e in ev] for ev in evs]
+
+
 def time_cpu(fn, warmup, reps):
     for _ in range(warmup):
         fn()
@@ -872,51 +901,56 @@ def run_case(case, impls, args, device, dtype, flusher, info):
           f"{case.flops / 1e12:.3f} TFLOP", flush=True)
     inp = Inputs(case, dtype, device, args.seed)
     ref = None
-    records = []
+    records, timed = [], []  # timed: (rec, run, note) of the implementations that ran
     for name in impls:
         rec = {"case": case.name, "impl": name, "tflops": None, "ms": None, "max_rel_err": None,
                "flops": case.flops}
-        if device.type == "cpu":
-            rec["gflops"] = None
         rec["cmd"] = info["cmd"]
         try:
             run, collect, note = make_setup(name)(case, inp, args)
             if note:
                 rec["note"] = note
             res = run()
-            if device.type == "cuda":
-                torch.cuda.synchronize()
+            torch.cuda.synchronize()
             out = collect(res)
             if ref is None:
                 ref = reference(case, inp)
             rec["max_rel_err"] = max_rel_err(case, out, ref)
             del out, res
-            if device.type == "cuda":
-                times = time_cuda(run, args.warmup, args.reps, flusher)
-            else:
-                times = time_cpu(run, args.warmup, args.reps)
-            ms = statistics.median(times)
-            rec["ms"] = ms
-            rec["tflops"] = case.flops / (ms * 1e-3) / 1e12
-            if device.type == "cpu":
-                rec["gflops"] = rec["tflops"] * 1e3
-            spread = (max(times) - min(times)) / ms if ms > 0 else 0.0
-            rate = (f"{rec['gflops']:8.1f} GFLOP/s" if device.type == "cpu"
-                    else f"{rec['tflops']:7.1f} TFLOP/s")
-            print(f"  {name:15s} {ms:9.3f} ms  {rate}  max_rel_err {rec['max_rel_err']:.2e}"
-                  f"  (spread {spread:.0%})  {note or ''}", flush=True)
+            timed.append((rec, run, note))
         except Exception as e:
             rec["error"] = _one_line(e)
             print(f"  {name:15s} FAILED: {rec['error']}", flush=True)
             if args.verbose:
                 traceback.print_exc()
         records.append(rec)
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-    del inp, ref
+        torch.cuda.synchronize()
+    del ref
+    if timed:
+        fns = [run for _, run, _ in timed]
+        try:
+            if args.no_interleave:
+                all_times = [time_cuda(fn, args.warmup, args.reps, flusher) for fn in fns]
+            else:
+                all_times = time_cuda_interleaved(fns, args.warmup, args.reps, flusher)
+        except Exception as e:  # one failing call fails the case's timing for all
+            for rec, _, _ in timed:
+                rec["error"] = "timing: " + _one_line(e)
+                print(f"  {rec['impl']:15s} FAILED: {rec['error']}", flush=True)
+            all_times = None
+        for (rec, _, note), times in zip(timed, all_times or []):
+            ms = statistics.median(times)
+            rec["ms"] = ms
+            rec["tflops"] = case.flops / (ms * 1e-3) / 1e12
+            rec["times_ms"] = [round(t, 5) for t in times]
+            spread = (max(times) - min(times)) / ms if ms > 0 else 0.0
+            print(f"  {rec['impl']:15s} {ms:9.3f} ms  {rec['tflops']:7.1f} TFLOP/s  max_rel_err "
+                  f"{rec['max_rel_err']:.2e}  (spread {spread:.0%})  {note or ''}", flush=True)
+    del timed
+    torch.cuda.synchronize()
+    del inp
     spillway.clear_caches()
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
+    torch.cuda.empty_cache()
     return records
 
 
@@ -955,6 +989,9 @@ def main(argv=None):
                          "timing (bhsd, default: SDPA's canonical layout) or zero-copy "
                          "transposed views of the packed [T, H, d] buffers (bshd)")
     ap.add_argument("--no-flush", action="store_true", help="do not flush L2 between timed runs")
+    ap.add_argument("--no-interleave", action="store_true",
+                    help="GPU: time each implementation's reps in one block instead of "
+                         "interleaving the implementations rep by rep")
     ap.add_argument("--peak-tflops", type=float, default=None,
                     help="dense BF16 rate for the %%-of-peak column (default 770 on an H200)")
     ap.add_argument("--cpu", action="store_true", help="CPU mode: spillway-cpu vs torch-cpu-sdpa")
@@ -1006,7 +1043,9 @@ def main(argv=None):
     info = env_info(args, device, argv)
     if device.type == "cuda":
         info["timing"] = (f"median of {args.reps} runs after {args.warmup} warm-up, CUDA events, "
-                          f"L2 {'not flushed' if args.no_flush else 'flushed before each run'}")
+                          f"L2 {'not flushed' if args.no_flush else 'flushed before each run'}, "
+                          + ("each implementation's runs in one block" if args.no_interleave
+                             else "implementations interleaved rep by rep (order rotating)"))
     else:
         info["timing"] = (f"median of {args.reps} runs after {args.warmup} warm-up of each, "
                           "implementations interleaved rep by rep (order alternating), "

@@ -96,7 +96,7 @@ for stage in "$@"; do case $stage in
     tail -3 "$OUT/t.log"; cat "$OUT/t.log" >>"$OUT/run.log"; rm "$OUT/t.log" ;;
   official)
     SPILLWAY_LIB=$PWD/.carry/build-opp/libspillway.so SPILLWAY_OPPONENT=flashinfer timeout 500 \
-      python3 bench/prefill.py --impls spillway,sdpa-flash,sdpa-cudnn,fa2-varlen,flashinfer-c \
+      python3 bench/prefill.py --impls spillway,sdpa-flash,sdpa-cudnn,fa2-varlen,flashinfer-c,flashinfer-c-fa3 \
       --out "$OUT/prefill-h200.json" --md docs/perf/prefill.md 2>&1 | tee -a "$OUT/run.log" |
       grep -E "^==|spillway|cudnn|fa2|flashinfer"
     cp docs/perf/prefill.md "$OUT/prefill.md" ;;

@@ -1,6 +1,6 @@
 /* The Hopper prefill kernel (sm_90a): warp-specialised, TMA-fed, wgmma.
  *
- * One CTA = 3 warpgroups (384 threads), persistent over the planner's work
+ * One CTA = 3 warpgroups (384 threads; d64: 4, 512), persistent over the planner's work
  * list (longest first, claimed through the same atomic counter as the
  * portable kernel):
  *   warpgroup 0  gives most of its registers back (setmaxnreg). One thread
@@ -10,8 +10,8 @@
  *                slot guarded by full/empty mbarriers.
  *                One warp (the V fixer) zeroes the rows of a request's last
  *                V tile that lie past its end, then releases the tile.
- *   warpgroups 1, 2  consumers: 64 query rows each of the item's 128-row
- *                tile. Per K/V tile j: S_j = Q K_j^T (wgmma, both operands in
+ *   warpgroups 1, 2  consumers (d64: 1, 2, 3): 64 query rows each of the
+ *                item's 128-row (d64: 192-row) tile. Per K/V tile j: S_j = Q K_j^T (wgmma, both operands in
  *                shared memory) is issued together with the previous tile's
  *                O += P V (P straight from registers: the S accumulator
  *                layout is the A-operand layout; V read transposed by the
@@ -59,8 +59,14 @@ template <> struct wg_type<f16_t> { using type = wg_f16; };
 
 template <int D> struct traits {
     static constexpr int HEAD_DIM = D;
-    static constexpr int BM = 128;                 /* query rows per item (2 x 64) */
-    static constexpr int BN = D == 256 ? 64 : 128; /* keys per K/V tile */
+    /* Consumer warpgroups, 64 query rows each. d64 (v9): three, as
+     * FlashAttention-3 does there: a d64 step has half the products of d128
+     * for the same softmax, and a third warpgroup gives the tensor cores
+     * another one's products to run while two are in their softmax. Its
+     * 96-key tiles keep S, two P buffers and O within 160 registers. */
+    static constexpr int NCW = D == 64 ? 3 : 2;
+    static constexpr int BM = 64 * NCW;            /* query rows per item */
+    static constexpr int BN = D == 256 ? 64 : D == 64 ? 96 : 128; /* keys per K/V tile */
     /* K and V rings: K one tile ahead of V (the producer issues K_t before
      * V_{t-1}), one more K stage where shared memory allows, so the next
      * item's first K can land while this item's last tiles still compute. */
@@ -71,17 +77,19 @@ template <int D> struct traits {
     static constexpr int KV_BYTES = BN * D * 2;
     static constexpr int Q_CHUNK = BM * 128;       /* bytes of one chunk column */
     static constexpr int KV_CHUNK = BN * 128;
-    static constexpr int NT = 384;
+    static constexpr int NT = 128 * (NCW + 1);
+    static constexpr int CONSUMERS = 128 * NCW;
     /* barriers and the two item slots after the tiles; 1024 of alignment slack */
     static constexpr int BAR_BYTES = 384;
     /* Q double buffered where it fits (d64, d128): the next item's Q loads
      * while this one computes. */
     static constexpr int Q_BUFS = D == 256 ? 1 : 2;
-    /* setmaxnreg split (128 x P + 256 x C <= 64K): d256's 128 O
+    /* setmaxnreg split (128 x P + CONSUMERS x C <= 64K): d256's 128 O
      * accumulators leave the consumers short at 232, so its producer warps
      * make do with 24 (a few spills in one thread, off the hot loop). */
-    static constexpr int PRODUCER_REGS = D == 256 ? 24 : 40;
-    static constexpr int CONSUMER_REGS = D == 256 ? 240 : 232;
+    static constexpr int PRODUCER_REGS = D == 128 ? 40 : D == 64 ? 32 : 24;
+    static constexpr int CONSUMER_REGS = D == 256 ? 240 : D == 128 ? 232 : 160;
+    static_assert(128 * PRODUCER_REGS + CONSUMERS * CONSUMER_REGS <= 65536, "register file");
     static constexpr int SMEM = 1024 + Q_BUFS * Q_BYTES + (K_ST + V_ST) * KV_BYTES + BAR_BYTES;
     static_assert(SMEM <= 227 * 1024, "over sm_90's 227 KB of shared memory per block");
     static_assert(K_ST <= 4 && V_ST <= 4, "the barrier block holds 4 stages per ring");
@@ -113,10 +121,8 @@ struct item_slot {
 };
 static_assert(sizeof(item_slot) == 64, "two slots fill B_SLOTS..B_SLOTS+128");
 enum {
-    CONSUMERS = 256,
-    SCHED_READERS = CONSUMERS + 1, /* + the V fixer's lane 0 */
-    BAR_TURN0 = 1,                 /* named barriers of the consumer ping-pong */
-    BAR_TURN1 = 2
+    BAR_TURN0 = 1, /* named barriers of the consumer turns: BAR_TURN0 + warpgroup */
+    TURN_THREADS = 256 /* each turn barrier: the waiting and the passing warpgroup */
 };
 
 template <class TR, bool CAUSAL>
@@ -331,19 +337,21 @@ __device__ __forceinline__ void rescale(float (&o)[D / 2], const float (&corr)[2
         }
 }
 
-/* The two consumer warpgroups take turns issuing their tensor-core work
- * (ping-pong): a warpgroup waits for its turn, issues its products, and
- * passes the turn, then runs its softmax while the other's products run.
- * Both do the same number of turns per item, so the turns alternate
- * strictly (warpgroup 1 hands warpgroup 0 its first turn at the start, and
- * warpgroup 0 takes one last turn at the end to consume the final hand-off). */
-__device__ __forceinline__ void turn_wait(int cw)
+/* The consumer warpgroups take turns issuing their tensor-core work
+ * (ping-pong, round robin): a warpgroup waits for its turn, issues its
+ * products, and passes the turn to the next, then runs its softmax while
+ * the others' products run. All do the same number of turns per item, so
+ * the turns go round strictly (the last warpgroup hands warpgroup 0 its
+ * first turn at the start, and warpgroup 0 takes one last turn at the end
+ * to consume the final hand-off). */
+template <int NCW> __device__ __forceinline__ void turn_wait(int cw)
 {
-    named_sync(cw ? BAR_TURN1 : BAR_TURN0, CONSUMERS);
+    named_sync(BAR_TURN0 + cw, TURN_THREADS);
 }
-__device__ __forceinline__ void turn_pass(int cw)
+template <int NCW> __device__ __forceinline__ void turn_pass(int cw)
 {
-    asm volatile("bar.arrive %0, %1;" ::"r"(cw ? (int)BAR_TURN0 : (int)BAR_TURN1), "n"((int)CONSUMERS)
+    const int next = cw + 1 == NCW ? 0 : cw + 1;
+    asm volatile("bar.arrive %0, %1;" ::"r"(BAR_TURN0 + next), "n"((int)TURN_THREADS)
                  : "memory");
 }
 
@@ -390,7 +398,7 @@ __device__ __forceinline__ void step(int j, int it, float (&s)[TR::BN / 2],
     mbar_wait(bars + B_K_FULL + 8 * st, (uint32_t)(it / TR::K_ST) & 1);
     mbar_wait(bars + B_V_READY + 8 * pv, (uint32_t)((it - 1) / TR::V_ST) & 1);
     if (pp)
-        turn_wait(cw);
+        turn_wait<TR::NCW>(cw);
     reg_fence(s);
     wg_fence();
     issue_s<TR, WS>(s, qa, sK + st * TR::KV_BYTES);
@@ -406,7 +414,7 @@ __device__ __forceinline__ void step(int j, int it, float (&s)[TR::BN / 2],
     issue_pv<TR, WO>(o, pa, sV + pv * TR::KV_BYTES);
     wg_commit();
     if (pp)
-        turn_pass(cw);
+        turn_pass<TR::NCW>(cw);
     wg_wait<1>();
     reg_fence(s);
     mbar_arrive(bars + B_K_EMPTY + 8 * st);
@@ -499,7 +507,7 @@ __device__ __forceinline__ void consumer(const sw_cuda_prefill_args &a, uint32_t
     constexpr int BN = TR::BN, D = TR::HEAD_DIM;
     using WS = wgmma<BN, typename wg_type<T>::type>;
     using WO = wgmma<D, typename wg_type<T>::type>;
-    const int ctid = threadIdx.x - 128; /* 0..255 */
+    const int ctid = threadIdx.x - 128; /* 0 .. CONSUMERS - 1 */
     const int cw = ctid >> 7;           /* consumer warpgroup */
     const int warp = (ctid >> 5) & 3, lane = ctid & 31;
     const int g8 = lane >> 2, t4 = lane & 3;
@@ -507,8 +515,8 @@ __device__ __forceinline__ void consumer(const sw_cuda_prefill_args &a, uint32_t
     const float scale_log2 = a.sm_scale * 1.4426950408889634f;
 
     const bool pp = true; /* ping-pong on (a switch kept for development A/B builds) */
-    if (pp && cw == 1)
-        turn_pass(cw); /* warpgroup 0 goes first */
+    if (pp && cw == TR::NCW - 1)
+        turn_pass<TR::NCW>(cw); /* warpgroup 0 goes first */
 
     int it = 0;
     for (int n = 0;; ++n) {
@@ -541,13 +549,13 @@ __device__ __forceinline__ void consumer(const sw_cuda_prefill_args &a, uint32_t
             const int st = it % TR::K_ST;
             mbar_wait(bars + B_K_FULL + 8 * st, (uint32_t)(it / TR::K_ST) & 1);
             if (pp)
-                turn_wait(cw);
+                turn_wait<TR::NCW>(cw);
             reg_fence(s);
             wg_fence();
             issue_s<TR, WS>(s, qa, sK + st * TR::KV_BYTES);
             wg_commit();
             if (pp)
-                turn_pass(cw);
+                turn_pass<TR::NCW>(cw);
             wg_wait<0>();
             reg_fence(s);
             mbar_arrive(bars + B_K_EMPTY + 8 * st);
@@ -587,7 +595,7 @@ __device__ __forceinline__ void consumer(const sw_cuda_prefill_args &a, uint32_t
             const int pv = (it - 1) % TR::V_ST;
             mbar_wait(bars + B_V_READY + 8 * pv, (uint32_t)((it - 1) / TR::V_ST) & 1);
             if (pp)
-                turn_wait(cw);
+                turn_wait<TR::NCW>(cw);
             rescale<D>(o, corr);
             reg_fence(o);
             wg_fence();
@@ -597,7 +605,7 @@ __device__ __forceinline__ void consumer(const sw_cuda_prefill_args &a, uint32_t
                 issue_pv<TR, WO>(o, pa, sV + pv * TR::KV_BYTES);
             wg_commit();
             if (pp)
-                turn_pass(cw);
+                turn_pass<TR::NCW>(cw);
             wg_wait<0>();
             reg_fence(o);
             mbar_arrive(bars + B_V_EMPTY + 8 * pv);
@@ -607,11 +615,11 @@ __device__ __forceinline__ void consumer(const sw_cuda_prefill_args &a, uint32_t
         store_o<T, D>(a, g, o, sm, r0, t4);
     }
     if (pp && cw == 0)
-        turn_wait(cw); /* the hand-off warpgroup 1 made after its last turn */
+        turn_wait<TR::NCW>(cw); /* the hand-off the last warpgroup made after its last turn */
 }
 
 template <int D, class T, bool CAUSAL>
-__global__ void __launch_bounds__(384, 1)
+__global__ void __launch_bounds__(traits<D>::NT, 1)
     prefill_kernel(const __grid_constant__ CUtensorMap tm_q1,
                    const __grid_constant__ CUtensorMap tm_qg,
                    const __grid_constant__ CUtensorMap tm_k,
@@ -630,19 +638,19 @@ __global__ void __launch_bounds__(384, 1)
     if (threadIdx.x == 0) {
         for (int i = 0; i < 2; ++i) {
             mbar_init(bars + B_Q_FULL + 8 * i, 1);
-            mbar_init(bars + B_Q_EMPTY + 8 * i, CONSUMERS);
+            mbar_init(bars + B_Q_EMPTY + 8 * i, TR::CONSUMERS);
         }
         for (int i = 0; i < 2; ++i) {
             mbar_init(bars + B_SCHED_FULL + 8 * i, 1);
-            mbar_init(bars + B_SCHED_EMPTY + 8 * i, SCHED_READERS);
+            mbar_init(bars + B_SCHED_EMPTY + 8 * i, TR::CONSUMERS + 1); /* + the V fixer */
         }
         for (int i = 0; i < TR::K_ST; ++i) {
             mbar_init(bars + B_K_FULL + 8 * i, 1);
-            mbar_init(bars + B_K_EMPTY + 8 * i, CONSUMERS);
+            mbar_init(bars + B_K_EMPTY + 8 * i, TR::CONSUMERS);
         }
         for (int i = 0; i < TR::V_ST; ++i) {
             mbar_init(bars + B_V_FULL + 8 * i, 1);
-            mbar_init(bars + B_V_EMPTY + 8 * i, CONSUMERS);
+            mbar_init(bars + B_V_EMPTY + 8 * i, TR::CONSUMERS);
             mbar_init(bars + B_V_READY + 8 * i, 1);
         }
         mbar_init_fence();
