@@ -5,7 +5,7 @@ only in accumulator count and operand numbering, so they are generated here
 and written out in full (ptxas diagnostics point into plain code). Edit this
 script, not the header; run from anywhere: python3 scripts/gen_hopper_wgmma.py"""
 import os
-Ns_ss = [64, 96, 128]
+Ns_ss = [64, 96, 128, 144, 160, 192]
 Ns_rs = [64, 128, 256]
 types = [("bf16", "bf16"), ("f16", "f16")]
 out = []

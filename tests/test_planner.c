@@ -172,6 +172,41 @@ int main(void)
         check_plan(2, 16, qo, kv, 32, 8, 1, 128, INT32_MAX, 512, 0);
         check_plan(3, 16, qo, kv, 32, 8, 0, 128, 0, 512, 1 << 20);
     }
+    /* The wide K/V tile choice (sw_plan_wide_kv): the bench's shapes as
+     * measured (docs/perf/NOTES.md, v10): 1x16k and mix-a wide, 16x1k, 4x4k
+     * and mix-b narrow; the 75% line exactly; no work at all narrow. */
+    {
+        static const int32_t mixa[] = {8192, 3000, 1500, 1200, 800, 600, 400, 300, 200, 100};
+        static const int32_t mixb[] = {4096, 4096, 2048, 2048, 2048, 1777, 1500, 1024, 1024, 1000,
+                                       900,  800,  700,  600,  513,  500,  400,  300,  257,  200,
+                                       150,  100,  100,  100,  3000, 2500, 1200, 999,  640,  333,
+                                       129,  100};
+        int32_t ind[33];
+        ind[0] = 0;
+        for (int i = 0; i < 10; i++)
+            ind[i + 1] = ind[i] + mixa[i];
+        CHECK(sw_plan_wide_kv(ind, ind, 10) == 1);
+        for (int i = 0; i < 32; i++)
+            ind[i + 1] = ind[i] + mixb[i];
+        CHECK(sw_plan_wide_kv(ind, ind, 32) == 0);
+        for (int i = 0; i <= 16; i++)
+            ind[i] = 1024 * i;
+        CHECK(sw_plan_wide_kv(ind, ind, 16) == 0);
+        for (int i = 0; i <= 4; i++)
+            ind[i] = 4096 * i;
+        CHECK(sw_plan_wide_kv(ind, ind, 4) == 0);
+        int32_t one[2] = {0, 16384};
+        CHECK(sw_plan_wide_kv(one, one, 1) == 1);
+        /* q 3 x 8192 keys + q 4 x 8191 keys: 24576 of 57340 long -> narrow;
+         * q 3 x 8192 + q 1 x 8191: 24576 of 32767 = 75.0023% -> wide. */
+        int32_t qa[3] = {0, 3, 7}, ka[3] = {0, 8192, 16383};
+        CHECK(sw_plan_wide_kv(qa, ka, 2) == 0);
+        qa[2] = 4;
+        CHECK(sw_plan_wide_kv(qa, ka, 2) == 1);
+        int32_t none[3] = {0, 0, 0};
+        CHECK(sw_plan_wide_kv(none, none, 2) == 0);
+        CHECK(sw_plan_wide_kv(none, none, 0) == 0);
+    }
     /* Empty requests produce no items; empty KV still produces items. */
     {
         int32_t qo[4] = {0, 0, 5, 5}, kv[4] = {0, 3, 3, 9};

@@ -266,6 +266,29 @@ int main(void)
             }
         failed += check_isolation(st, backends[bi]);
         total += 6;
+        /* Hopper's wide K/V tile kernel (non-causal d128, chosen by the plan
+         * for long batches): forced on the non-causal d128 cases of both
+         * families, so its partial tiles (lengths not multiples of 144) and
+         * q_len != kv_len are checked whatever the random lengths. */
+        if (backends[bi] == SW_BACKEND_CUDA_HOPPER) {
+            setenv("SPILLWAY_HOPPER_WIDE_KV", "1", 1);
+            int wide = 0;
+            for (int fam = 0; fam < 2; fam++)
+                for (int di = 0; di < 2; di++)
+                    for (int i = 0; i < 60; i++) {
+                        sw_case c;
+                        sw_case_make(&c, seed + (fam ? 100 : 0) + (uint64_t)di, i, dts[di],
+                                     fam ? 2500 : 160);
+                        if (c.params.head_dim == 128 && !c.params.causal) {
+                            failed += run_case(&c, fam ? 29 : 1, st, 1, backends[bi]);
+                            total++;
+                            wide++;
+                        }
+                        sw_case_free(&c);
+                    }
+            unsetenv("SPILLWAY_HOPPER_WIDE_KV");
+            CHECK(wide >= 12); /* the families do hold such cases */
+        }
         printf("test_prefill_cuda: %s: %d cases, %d failed\n", sw_backend_name(backends[bi]),
                total - n0, failed - f0);
     }

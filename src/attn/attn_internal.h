@@ -65,6 +65,14 @@ typedef struct sw_work_item {
  * no items; requests with kv_len = 0 yield items (the kernel writes zeros and
  * LSE = -inf). Returns the number of items, -1 if it exceeds INT32_MAX, -2
  * if a temporary allocation failed. */
+/* Whether the Hopper kernel's wide K/V tiles (non-causal d128: 144 keys
+ * instead of 128) pay for this batch: they gain 3-4.5% on long requests
+ * (1x16k, mix-a) but pad every request's last tile further and leave the
+ * K ring one stage shallower, which costs short requests (16x1k: -27%; 4x4k
+ * about even; docs/perf/NOTES.md, v10). 1 when requests of >= 8192 keys
+ * hold >= 75% of the batch's non-causal work (q_len x kv_len). */
+int32_t sw_plan_wide_kv(const int32_t *qo_indptr, const int32_t *kv_indptr, int32_t batch);
+
 int64_t sw_plan_work(const int32_t *qo_indptr, const int32_t *kv_indptr, int32_t batch,
                      int32_t num_qo_heads, int32_t num_kv_heads, int32_t causal,
                      int32_t tile_m, int32_t pack_max_q_len, int64_t kv_token_bytes,
@@ -120,6 +128,7 @@ typedef struct sw_cuda_prefill_args {
     int32_t *counter;           /* device int, zeroed by run() before the launch */
     int32_t grid;               /* persistent grid size chosen at plan time */
     int32_t total_q, total_kv;  /* rows of Q/O and of K/V (last indptr entries) */
+    int32_t wide_kv;            /* Hopper, non-causal d128: the wide K/V tile kernel */
 } sw_cuda_prefill_args;
 
 /* Device query for planning: SM count and the tile height the portable kernel

@@ -62,6 +62,20 @@ static int cmp_group_id(const void *a, const void *b)
     return x->id < y->id ? -1 : (x->id > y->id);
 }
 
+int32_t sw_plan_wide_kv(const int32_t *qo_indptr, const int32_t *kv_indptr, int32_t batch)
+{
+    double all = 0, longw = 0;
+    for (int32_t b = 0; b < batch; b++) {
+        const double q = (double)(qo_indptr[b + 1] - qo_indptr[b]);
+        const int32_t kl = kv_indptr[b + 1] - kv_indptr[b];
+        const double w = q * (double)kl;
+        all += w;
+        if (kl >= 8192)
+            longw += w;
+    }
+    return all > 0 && longw >= 0.75 * all;
+}
+
 static int32_t pack_for(int32_t q_len, int32_t group, int32_t tile_m, int32_t pack_max_q_len)
 {
     if (group > 1 && tile_m % group == 0 && q_len <= pack_max_q_len)

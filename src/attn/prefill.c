@@ -30,6 +30,7 @@ struct sw_prefill_plan {
     int32_t num_work;
     int32_t grid;
     int32_t tile_m;
+    int32_t wide_kv;            /* Hopper: sw_plan_wide_kv's choice (or SPILLWAY_HOPPER_WIDE_KV) */
 
     void *opp;                  /* an opponent backend's plan (src/opponents/) */
 };
@@ -150,6 +151,13 @@ static sw_status plan_cuda(sw_prefill_plan *pl)
     SW_ASSERT_RET(m == n);
     pl->num_work = (int32_t)n;
     pl->tile_m = tile_m;
+    /* Wide K/V tiles (non-causal d128 on Hopper) where the batch is long;
+     * SPILLWAY_HOPPER_WIDE_KV=0/1 forces the choice (A/B runs). */
+    if (pl->backend == SW_BACKEND_CUDA_HOPPER && !p->causal && p->head_dim == 128) {
+        const int64_t force = sw_env_int("SPILLWAY_HOPPER_WIDE_KV", -1);
+        pl->wide_kv = force >= 0 ? force != 0
+                                 : sw_plan_wide_kv(pl->qo_indptr, pl->kv_indptr, pl->batch);
+    }
     pl->grid = grid < (int32_t)n ? grid : (int32_t)(n > 0 ? n : 1);
     return SW_OK;
 }
@@ -393,6 +401,7 @@ static sw_status run_cuda(sw_prefill_plan *pl, const sw_attn_problem *pb,
     a.grid = pl->grid;
     a.total_q = pl->qo_indptr[pl->batch];
     a.total_kv = pl->kv_indptr[pl->batch];
+    a.wide_kv = pl->wide_kv;
     s = pl->backend == SW_BACKEND_CUDA_HOPPER ? sw_cuda_prefill_hopper_launch(&a, stream)
                                               : sw_cuda_prefill_portable_launch(&a, stream);
     if (s == SW_STATUS_CUDA)

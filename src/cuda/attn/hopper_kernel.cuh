@@ -57,7 +57,16 @@ template <class T> struct wg_type;
 template <> struct wg_type<bf16_t> { using type = wg_bf16; };
 template <> struct wg_type<f16_t> { using type = wg_f16; };
 
-template <int D> struct traits {
+/* Keys per K/V tile of the wide d128 kernel (v10, non-causal batches of
+ * long requests, sw_plan_wide_kv): the per-tile costs (waits, row max
+ * shuffles, the O rescale) spread over more keys. 144 is the widest at which
+ * S, both P buffers and O still fit in 240 registers (160 spills). */
+#ifndef SW_HOPPER_WIDE_BN
+#define SW_HOPPER_WIDE_BN 144
+#endif
+
+template <int D, bool WIDE = false> struct traits {
+    static_assert(!WIDE || D == 128, "wide K/V tiles exist for d128 only");
     static constexpr int HEAD_DIM = D;
     /* Consumer warpgroups, 64 query rows each. d64 (v9): three, as
      * FlashAttention-3 does there: a d64 step has half the products of d128
@@ -66,11 +75,11 @@ template <int D> struct traits {
      * 96-key tiles keep S, two P buffers and O within 160 registers. */
     static constexpr int NCW = D == 64 ? 3 : 2;
     static constexpr int BM = 64 * NCW;            /* query rows per item */
-    static constexpr int BN = D == 256 ? 64 : D == 64 ? 96 : 128; /* keys per K/V tile */
+    static constexpr int BN = D == 256 ? 64 : D == 64 ? 96 : WIDE ? SW_HOPPER_WIDE_BN : 128;
     /* K and V rings: K one tile ahead of V (the producer issues K_t before
      * V_{t-1}), one more K stage where shared memory allows, so the next
      * item's first K can land while this item's last tiles still compute. */
-    static constexpr int K_ST = 3;
+    static constexpr int K_ST = WIDE ? 2 : 3;
     static constexpr int V_ST = D == 64 ? 3 : 2;
     static constexpr int CH = D / 64;              /* 128-byte chunks per row */
     static constexpr int Q_BYTES = BM * D * 2;
@@ -87,8 +96,8 @@ template <int D> struct traits {
     /* setmaxnreg split (128 x P + CONSUMERS x C <= 64K): d256's 128 O
      * accumulators leave the consumers short at 232, so its producer warps
      * make do with 24 (a few spills in one thread, off the hot loop). */
-    static constexpr int PRODUCER_REGS = D == 128 ? 40 : D == 64 ? 32 : 24;
-    static constexpr int CONSUMER_REGS = D == 256 ? 240 : D == 128 ? 232 : 160;
+    static constexpr int PRODUCER_REGS = D == 128 && !WIDE ? 40 : D == 64 ? 32 : 24;
+    static constexpr int CONSUMER_REGS = D == 256 || WIDE ? 240 : D == 128 ? 232 : 160;
     static_assert(128 * PRODUCER_REGS + CONSUMERS * CONSUMER_REGS <= 65536, "register file");
     static constexpr int SMEM = 1024 + Q_BUFS * Q_BYTES + (K_ST + V_ST) * KV_BYTES + BAR_BYTES;
     static_assert(SMEM <= 227 * 1024, "over sm_90's 227 KB of shared memory per block");
@@ -618,15 +627,15 @@ __device__ __forceinline__ void consumer(const sw_cuda_prefill_args &a, uint32_t
         turn_wait<TR::NCW>(cw); /* the hand-off the last warpgroup made after its last turn */
 }
 
-template <int D, class T, bool CAUSAL>
-__global__ void __launch_bounds__(traits<D>::NT, 1)
+template <int D, class T, bool CAUSAL, bool WIDE>
+__global__ void __launch_bounds__(traits<D, WIDE>::NT, 1)
     prefill_kernel(const __grid_constant__ CUtensorMap tm_q1,
                    const __grid_constant__ CUtensorMap tm_qg,
                    const __grid_constant__ CUtensorMap tm_k,
                    const __grid_constant__ CUtensorMap tm_v, const sw_cuda_prefill_args a)
 {
 #ifdef SW_HOPPER_ARCH
-    using TR = traits<D>;
+    using TR = traits<D, WIDE>;
     extern __shared__ unsigned char smem_raw[];
     const uint32_t raw = smem_addr(smem_raw);
     const uint32_t sQ = (raw + 1023u) & ~1023u;

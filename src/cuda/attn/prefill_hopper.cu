@@ -46,14 +46,18 @@ sw_status get_encode(PFN_cuTensorMapEncodeTiled_v12000 *out)
     return SW_OK;
 }
 
-sw_status get_kernel(int32_t head_dim, sw_dtype dtype, int causal, sw_hopper_kernel *k,
-                     int *index)
+sw_status get_kernel(int32_t head_dim, sw_dtype dtype, int causal, int wide,
+                     sw_hopper_kernel *k, int *index)
 {
     int ok = 0, slot = 0;
     switch (head_dim) {
-    case 64: ok = sw_hopper_kernel_d64(dtype, causal, k); slot = 0; break;
-    case 128: ok = sw_hopper_kernel_d128(dtype, causal, k); slot = 1; break;
-    case 256: ok = sw_hopper_kernel_d256(dtype, causal, k); slot = 2; break;
+    case 64: ok = sw_hopper_kernel_d64(dtype, causal, 0, k); slot = 0; break;
+    case 128:
+        wide = wide && !causal; /* the only wide kernel */
+        ok = sw_hopper_kernel_d128(dtype, causal, wide, k);
+        slot = wide ? 3 : 1;
+        break;
+    case 256: ok = sw_hopper_kernel_d256(dtype, causal, 0, k); slot = 2; break;
     default: break;
     }
     if (!ok)
@@ -83,10 +87,11 @@ sw_status device_state(int dev, dev_state **out)
 }
 
 /* The kernel for this problem on `dev` (current), its smem limit raised. */
-sw_status select(int dev, int32_t head_dim, sw_dtype dtype, int causal, sw_hopper_kernel *k)
+sw_status select(int dev, int32_t head_dim, sw_dtype dtype, int causal, int wide,
+                 sw_hopper_kernel *k)
 {
 #ifndef SW_HAVE_SM90A
-    (void)dev; (void)head_dim; (void)dtype; (void)causal; (void)k;
+    (void)dev; (void)head_dim; (void)dtype; (void)causal; (void)wide; (void)k;
     return sw_fail(SW_STATUS_UNSUPPORTED,
                    "Hopper CUDA prefill: this build does not target sm_90a (SPILLWAY_CUDA_ARCHS)");
 #else
@@ -96,7 +101,7 @@ sw_status select(int dev, int32_t head_dim, sw_dtype dtype, int causal, sw_hoppe
     if (__atomic_load_n(&s->checked, __ATOMIC_ACQUIRE) != 1)
         return sw_fail(SW_STATUS_UNSUPPORTED,
                        "Hopper CUDA prefill: device %d is not compute capability 9.0", dev);
-    SW_TRY(get_kernel(head_dim, dtype, causal, k, &index));
+    SW_TRY(get_kernel(head_dim, dtype, causal, wide, k, &index));
     const unsigned bit = 1u << index;
     if (!(__atomic_load_n(&s->prepared, __ATOMIC_RELAXED) & bit)) {
         int optin = 0;
@@ -162,7 +167,7 @@ extern "C" sw_status sw_cuda_prefill_hopper_config(int32_t device, int32_t head_
     int tm = 0;
     for (int causal = 0; causal < 2 && st == SW_OK; ++causal) {
         sw_hopper_kernel k;
-        st = select(device, head_dim, dtype, causal, &k);
+        st = select(device, head_dim, dtype, causal, 0, &k);
         tm = k.tile_m;
     }
     (void)cudaSetDevice(old);
@@ -180,7 +185,7 @@ extern "C" sw_status sw_cuda_prefill_hopper_launch(const sw_cuda_prefill_args *a
     int dev = 0;
     SW_CUDA_CHECK(cudaGetDevice(&dev));
     sw_hopper_kernel k;
-    SW_TRY(select(dev, a->head_dim, a->dtype, a->causal, &k));
+    SW_TRY(select(dev, a->head_dim, a->dtype, a->causal, a->wide_kv, &k));
     PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
     SW_TRY(get_encode(&encode));
 

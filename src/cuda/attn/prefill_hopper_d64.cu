@@ -4,7 +4,7 @@
 #include "hopper_kernel.cuh"
 #include "hopper_launch.h"
 
-int sw_hopper_kernel_d64(sw_dtype dtype, int causal, sw_hopper_kernel *k)
+int sw_hopper_kernel_d64(sw_dtype dtype, int causal, int wide, sw_hopper_kernel *k)
 {
-    return hopper_describe<64>(dtype, causal, k);
+    return hopper_describe<64>(dtype, causal, wide, k);
 }
