@@ -5,7 +5,9 @@
  * whose sequence starts off a chunk boundary (block_base 40, run_blocks 64,
  * tile 64): the first exact pass reads every run exactly once with aligned
  * tiles, more often with SPILLWAY_SWAP_ALIGN_TILES=0 (tiles cut by count),
- * and both match the fp64 reference on every call. */
+ * and both match the fp64 reference on every call. Also: a tile's victims
+ * from sw_swap_victims_first are sw_swap_pool_rank's first entries (random
+ * pools: free, pinned, equal and NaN scores, both policies). */
 #include "test_swap_util.h"
 
 #include <stdlib.h>
@@ -123,10 +125,61 @@ static run_out run_engine(sw_store *store, uint64_t ns, int aligned, int32_t nbl
     return r;
 }
 
+static uint64_t vt_rand(uint64_t *x)
+{
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    return *x * 0x2545f4914f6cdd1dull;
+}
+
+/* sw_swap_victims_first(k) against the full ranking on random slot states. */
+static void test_victims_first(uint64_t seed)
+{
+    enum { S = 300 };
+    sw_swap s;
+    memset(&s, 0, sizeof s);
+    sw_swap_slot *slots = calloc(S, sizeof *slots);
+    int32_t *full = malloc(sizeof(int32_t) * S), *first = malloc(sizeof(int32_t) * S);
+    s.slots = slots;
+    sw_swap_seq dummy;
+    memset(&dummy, 0, sizeof dummy);
+    uint64_t x = seed | 1;
+    for (int round = 0; round < 400; round++) {
+        s.c.resident_blocks = 1 + (int32_t)(vt_rand(&x) % S);
+        s.c.policy = round & 1 ? SW_SWAP_POLICY_LRU : SW_SWAP_POLICY_SCORE;
+        void *scr = malloc(sw_swap_pool_rank_scratch(&s));
+        for (int32_t i = 0; i < s.c.resident_blocks; i++) {
+            const uint64_t r = vt_rand(&x);
+            slots[i].seq = r % 7 == 0 ? NULL : &dummy;
+            slots[i].pin = (r >> 8) % 4 == 0 ? 5 : 0;
+            /* few distinct values: ties decided by last access, then index */
+            const int v = (int)((r >> 16) % 6);
+            slots[i].score = v == 0 ? -INFINITY : v == 1 ? NAN : (float)(v % 3);
+            slots[i].last_access = (r >> 32) % 5;
+        }
+        const int32_t k = (int32_t)(vt_rand(&x) % (S + 2));
+        const int32_t nf = sw_swap_pool_rank(&s, full, scr);
+        const int32_t n1 = sw_swap_victims_first(&s, k, first, scr);
+        CHECK(n1 == (nf < k ? nf : k));
+        for (int32_t i = 0; i < n1; i++)
+            if (first[i] != full[i]) {
+                fprintf(stderr, "seed %llu round %d: victim %d is slot %d, full ranking %d\n",
+                        (unsigned long long)seed, round, i, first[i], full[i]);
+                CHECK(0);
+            }
+        free(scr);
+    }
+    free(slots);
+    free(full);
+    free(first);
+}
+
 int main(void)
 {
     test_rule();
     const uint64_t seed = ts_seed(20261130);
+    test_victims_first(seed);
     ts_dir d;
     ts_dir_make(&d, "swap_tiles");
     /* run_blocks 64 (tsw_store_open); stripes of 16 x 64 BF16 */

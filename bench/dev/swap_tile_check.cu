@@ -1,13 +1,15 @@
 /* bench/dev/swap_tile_check.cu - development driver for the swap engine's
  * tile kernels (src/cuda/swap/swap_tile*.cu): correctness of every kernel
- * (SPILLWAY_SWAP_TILE_KERNEL values 0, 1, 2) against an fp64 CPU reference
+ * (SPILLWAY_SWAP_TILE_KERNEL values 0, 1, 2, 3) against an fp64 CPU reference
  * on random shapes, and the all-resident timing of `spillway bench swap`
  * (h16-2/d256, block 16, one tile of 2050 blocks = 32774 tokens of BF16 K/V,
  * one decode row), in one program so that one device call does both.
  *
  * Kernels: 1 CUDA cores (swap_tile.cu, the default), 0 tensor cores
  * (swap_tile_mma.cu; 1109 GB/s in the bench), 2 tensor cores with a
- * descriptor-free streaming loop (swap_tile_stream.cu, new).
+ * descriptor-free streaming loop (swap_tile_stream.cu, the default; ~1800
+ * GB/s iso), 3 bulk copies into an mbarrier ring, producer warp + 8 consumer
+ * warps (swap_tile_bulk.cu, sm_90+, new).
  *
  * Timing, per kernel (CTAs per SM as device.c picks them, --per overrides):
  *   iso   as the bench's events: stream idle (synchronised), a small
@@ -23,7 +25,7 @@
  *   nvcc -std=c++17 -O3 -Iinclude -Isrc -gencode=arch=compute_90a,code=sm_90a \
  *        -o /tmp/stc bench/dev/swap_tile_check.cu src/cuda/swap/swap_tile*.cu
  * Run: /tmp/stc [--check] [--bench] [--cases N] [--seed N] [--reps N]
- *               [--kernels 0,1,2] [--per K]
+ *               [--kernels 0,1,2,3] [--per K]
  * Exit: 0 pass, 1 fail, 77 no GPU (skip). */
 #include "swap/swap_cuda.h"
 #include "core/sw_core.h"
@@ -129,11 +131,11 @@ static int32_t dev_chunks(int32_t nblk, int32_t H, int32_t nrg, int32_t ctas)
         c = 1;
     return (int32_t)c;
 }
-/* CTAs per SM per kernel (device.c's tile_ctas_per_sm, with kernel 2 at 1:
- * its ~195 KiB of stages fill an SM). */
+/* CTAs per SM per kernel (device.c's tile_ctas_per_sm, with kernels 2 and 3
+ * at 1: their ~195-217 KiB of stages fill an SM). */
 static int ctas_per_sm(int kernel, int D)
 {
-    if (kernel == 2)
+    if (kernel == 2 || kernel == 3)
         return 1;
     if (kernel != 0)
         return 2;
@@ -511,7 +513,7 @@ int main(int argc, char **argv)
 {
     int check = 0, bench = 0, ncases = 40, reps = 50, per = 0;
     uint64_t seed = 20250301;
-    std::vector<int> kernels = {1, 0, 2};
+    std::vector<int> kernels = {1, 0, 2, 3};
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--check"))
             check = 1;
@@ -536,7 +538,7 @@ int main(int argc, char **argv)
             }
         } else {
             fprintf(stderr, "usage: %s [--check] [--bench] [--cases N] [--seed N] [--reps N] "
-                            "[--kernels 0,1,2] [--per K]\n", argv[0]);
+                            "[--kernels 0,1,2,3] [--per K]\n", argv[0]);
             return 2;
         }
     }

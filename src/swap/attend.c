@@ -49,6 +49,9 @@ typedef struct tile {
     uint64_t *rgens;
     sw_status *rsts;
     uint32_t *rmap;
+    int gathered;           /* device pool: 1 its gathers issued ahead, -1 not
+                             * to be (sw_swap_dev_gather declined), 0 not
+                             * tried yet */
 } tile;
 
 /* Per-call state. */
@@ -76,6 +79,8 @@ typedef struct run {
     int32_t *vrank;
     void *vscratch;
     int32_t vn, vpos;
+    int rank_first;         /* sw_swap_victims_first (SPILLWAY_SWAP_RANK_FIRST,
+                             * default 1), else the full sw_swap_pool_rank */
 } run;
 
 static int cmp_score_asc(const void *a, const void *b, void *ctx)
@@ -199,6 +204,94 @@ static int32_t chunk_ahead(const run *R, const sw_swap_layer *L, uint64_t base, 
     return c;
 }
 
+/* pool.c's victim order (vkey_cmp): score (SCORE policy; NaN as 0), then
+ * last access, then slot index. */
+typedef struct vkey {
+    float score;
+    int32_t idx;
+    uint64_t last;
+} vkey;
+
+static inline int vkey_less(const vkey *a, const vkey *b)
+{
+    if (a->score != b->score)
+        return a->score < b->score;
+    if (a->last != b->last)
+        return a->last < b->last;
+    return a->idx < b->idx;
+}
+
+static void vkey_sift(vkey *h, int32_t n, int32_t i)
+{
+    const vkey x = h[i];
+    for (;;) {
+        int32_t c = 2 * i + 1;
+        if (c >= n)
+            break;
+        if (c + 1 < n && vkey_less(&h[c], &h[c + 1]))
+            c++;
+        if (!vkey_less(&x, &h[c]))
+            break;
+        h[i] = h[c];
+        i = c;
+    }
+    h[i] = x;
+}
+
+int32_t sw_swap_victims_first(sw_swap *s, int32_t k, int32_t *out, void *scratch)
+{
+    /* A tile takes at most tile_blocks places of its ranking (each of its
+     * blocks is a victim or a hit pinning at most one ranked slot), so the
+     * k smallest keys suffice: a bounded max-heap with the comparison
+     * inline instead of qsort over every unpinned slot with a callback,
+     * which was most of the planning time of `spillway bench swap`'s
+     * host-tier case (tile 128 of 512 slots, 12 rankings per step; on the
+     * CPU VM, bench/dev/swap_host_plan.c: 29-41 us -> 10-13 us per
+     * ranking, planning 1.8 -> 0.9 ms per step under load,
+     * bench/results/swap-vm-h9-hostplan.log). Free slots first by index,
+     * as in sw_swap_pool_rank. */
+    vkey *h = scratch;
+    int32_t n = 0, nh = 0;
+    if (k <= 0)
+        return 0;
+    const int score = s->c.policy == SW_SWAP_POLICY_SCORE;
+    for (int32_t i = 0; i < s->c.resident_blocks && n < k; i++)
+        if (!s->slots[i].pin && !s->slots[i].seq)
+            out[n++] = i;
+    const int32_t want = k - n;
+    for (int32_t i = 0; i < s->c.resident_blocks && want > 0; i++) {
+        const sw_swap_slot *sl = &s->slots[i];
+        if (sl->pin || !sl->seq)
+            continue;
+        vkey x;
+        x.score = score && !isnan(sl->score) ? sl->score : 0.0f;
+        x.idx = i;
+        x.last = sl->last_access;
+        if (nh < want) {
+            /* sift up into the max-heap */
+            int32_t j = nh++;
+            while (j > 0 && vkey_less(&h[(j - 1) / 2], &x)) {
+                h[j] = h[(j - 1) / 2];
+                j = (j - 1) / 2;
+            }
+            h[j] = x;
+        } else if (vkey_less(&x, &h[0])) {
+            h[0] = x;
+            vkey_sift(h, nh, 0);
+        }
+    }
+    /* heap sort: ascending */
+    for (int32_t m = nh - 1; m > 0; m--) {
+        const vkey x = h[0];
+        h[0] = h[m];
+        h[m] = x;
+        vkey_sift(h, m, 0);
+    }
+    for (int32_t i = 0; i < nh; i++)
+        out[n++] = h[i].idx;
+    return n;
+}
+
 /* Plans the next tile; returns 1 when there is one, 0 at the end, <0 on
  * allocation failure. */
 static int plan_tile(run *R, tile *t, int hbuf)
@@ -226,6 +319,7 @@ static int plan_tile(run *R, tile *t, int hbuf)
     t->nmiss = 0;
     t->nkeys = 0;
     t->nleased = 0;
+    t->gathered = 0;
     t->job.ticket = 0;
     R->vn = -1;
     t->hbuf = hbuf;
@@ -253,11 +347,21 @@ static int plan_tile(run *R, tile *t, int hbuf)
         } else {
             if (R->vrank) {
                 if (R->vn < 0) {
-                    R->vn = sw_swap_pool_rank(s, R->vrank, R->vscratch);
+                    R->vn = R->rank_first ? sw_swap_victims_first(s, s->tile_blocks,
+                                                                  R->vrank, R->vscratch)
+                                          : sw_swap_pool_rank(s, R->vrank, R->vscratch);
                     R->vpos = 0;
                 }
                 while (R->vpos < R->vn && s->slots[R->vrank[R->vpos]].pin)
                     R->vpos++; /* pinned since the ranking */
+                if (R->rank_first && R->vpos == R->vn && R->vn == s->tile_blocks) {
+                    /* never reached (a tile consumes at most tile_blocks
+                     * places), but the full ranking is the safe answer */
+                    R->vn = sw_swap_pool_rank(s, R->vrank, R->vscratch);
+                    R->vpos = 0;
+                    while (R->vpos < R->vn && s->slots[R->vrank[R->vpos]].pin)
+                        R->vpos++;
+                }
                 slot = R->vpos < R->vn ? R->vrank[R->vpos++] : -1;
             } else {
                 slot = sw_swap_pool_victim(s);
@@ -511,8 +615,42 @@ static sw_status compute_tile_dev(run *R, const tile *t)
     dt.miss_blocks = t->miss_blocks;
     dt.miss_slots = t->miss_slots;
     dt.lease = t->nleased ? t->lease : NULL;
+    dt.hbuf = t->hbuf;
+    dt.gathered = t->gathered > 0;
     R->attended += t->n;
     return sw_swap_dev_compute(s, R->p, R->seqs[t->bi], &dt, R->stream);
+}
+
+/* Device pool: issues the gathers of the planned tiles j < upto not yet
+ * issued (sw_swap_dev_gather): tile j's once tile j-2's kernels are
+ * enqueued, i.e. upto = tiles computed + 2. */
+static sw_status issue_gathers(run *R, tile *tl, int ntl, int64_t from, int64_t upto)
+{
+    sw_swap *s = R->s;
+    if (!sw_swap_dev_gathers(s))
+        return SW_OK;
+    const double t0 = now_s();
+    sw_status st = SW_OK;
+    for (int64_t j = from; j < upto && st == SW_OK; j++) {
+        tile *t = &tl[j % ntl];
+        if (t->gathered || !t->nleased)
+            continue;
+        int issued = 0;
+        sw_swap_dev_tile dt;
+        memset(&dt, 0, sizeof dt);
+        dt.bi = t->bi;
+        dt.n = t->n;
+        dt.nmiss = t->nmiss;
+        dt.buf = t->buf;
+        dt.miss_blocks = t->miss_blocks;
+        dt.miss_slots = t->miss_slots;
+        dt.lease = t->lease;
+        dt.hbuf = t->hbuf;
+        st = sw_swap_dev_gather(s, R->p, R->seqs[t->bi], &dt, &issued);
+        t->gathered = issued ? 1 : -1;
+    }
+    s->st.submit_seconds += now_s() - t0;
+    return st;
 }
 
 /* Host pool: the tile's verified reads become its slots' bytes. Slots are
@@ -662,6 +800,7 @@ static sw_status run_pass(run *R, int sparse)
     /* victim ranking (optional: without it, one scan per missing block) */
     R->vrank = malloc(sizeof(int32_t) * (size_t)(s->c.resident_blocks > 0 ? s->c.resident_blocks : 1));
     R->vscratch = malloc(sw_swap_pool_rank_scratch(s));
+    R->rank_first = sw_env_int("SPILLWAY_SWAP_RANK_FIRST", 1) != 0;
     if (!R->vrank || !R->vscratch) {
         free(R->vrank);
         free(R->vscratch);
@@ -703,6 +842,8 @@ static sw_status run_pass(run *R, int sparse)
     } while (0)
     while (st == SW_OK && !end && nplan < (depth > 0 ? depth : 1))
         PLAN_NEXT();
+    if (st == SW_OK)
+        st = issue_gathers(R, tl, ntl, 0, nplan < 2 ? nplan : 2);
     while (st == SW_OK && ncomp < nplan) {
         tile *cur = &tl[ncomp % ntl];
         st = finish_read(R, cur);
@@ -710,6 +851,10 @@ static sw_status run_pass(run *R, int sparse)
             break;
         if (depth > 0 && !end)
             PLAN_NEXT(); /* tile ncomp + depth, into the position of ncomp - 1 */
+        if (st != SW_OK)
+            break;
+        if (cur->gathered == 0) /* every earlier tile's kernels are enqueued */
+            st = issue_gathers(R, tl, ntl, ncomp, ncomp + 1);
         if (st != SW_OK)
             break;
         double t0 = now_s();
@@ -722,6 +867,9 @@ static sw_status run_pass(run *R, int sparse)
             break; /* cur's new slots are dropped below */
         cur->nmiss = 0; /* filled: not to be dropped by the cleanup below */
         ncomp++;
+        st = issue_gathers(R, tl, ntl, ncomp, ncomp + 2 < nplan ? ncomp + 2 : nplan);
+        if (st != SW_OK)
+            break;
         if (depth == 0 && !end)
             PLAN_NEXT();
     }

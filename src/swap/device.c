@@ -30,7 +30,24 @@
  * the mismatch report back (sw_swap_dev_attend_verdict): a call that
  * gathered a stripe whose CRC did not match returns SW_STATUS_CORRUPT and
  * its slot is dropped. The upload then moves only the stripes the ticket
- * read. */
+ * read.
+ *
+ * Gathers issued ahead (SPILLWAY_SWAP_GATHER_AHEAD, default 1): a tile whose
+ * blocks are each wholly leased or wholly read through the ticket has its
+ * gather launched on one of two gather streams as soon as the slots it
+ * writes are free on the GPU, not after the previous tile's kernels on the
+ * compute stream. Tile j's victims were chosen with tile j-1 pinned, so
+ * they are slots that tiles <= j-2 read: the gather waits for `ev_k` (the
+ * compute stream after the last tile enqueued) recorded once tile j-2's
+ * kernels were enqueued (attend.c issues it then), and tile j's kernel
+ * waits for its gather's event. Two gathers are then in flight while a tile
+ * computes and PCIe stays busy between tiles (H200, one stream: the gather
+ * of tile j started after tile j-1's kernel, merge and descriptor upload,
+ * 21.7 GB/s = 39% of the pinned copy rate, docs/perf/swap.md). The gather
+ * items are read by the kernel from the pinned descriptor space (no upload
+ * on the way). With 0, or for a tile with a block partly leased (scattered
+ * whole, then overwritten by its gathered stripes: the order matters), the
+ * gather runs on the compute stream after the tile's scatter, as before. */
 #include "swap_internal.h"
 #include "swap_cuda.h"
 #include "attn/attn_internal.h"
@@ -65,7 +82,9 @@ typedef struct sw_swap_dev {
                                * streaming (swap_tile_stream.cu, the
                                * default), 0 tensor cores (swap_tile_mma.cu),
                                * 1 CUDA cores (swap_tile.cu); all three
-                               * verified on the H200 */
+                               * verified on the H200; 3 bulk copies into
+                               * an mbarrier ring (swap_tile_bulk.cu, sm_90+;
+                               * else kernel 2) */
     void *copy_stream, *own_stream;
     uint8_t *pool;
     size_t v_off;
@@ -111,6 +130,15 @@ typedef struct sw_swap_dev {
     uint32_t *d_bad, *h_bad;
     uint32_t crc_len[4], crc_off[4];
     int crc_next;
+    /* gathers issued ahead: enabled, the two gather streams (alternating),
+     * the compute stream's event after the last tile enqueued, each tile's
+     * gather-done event by ring position (nhstage), and whether this call
+     * issued any (the verdict then waits for the gather streams too) */
+    int ahead;
+    void *gstream[2];
+    void *ev_k;
+    void **ev_g;
+    int gnext, gissued;
     /* kernel timing (SPILLWAY_SWAP_KERNEL_TIMING=1) */
     int timing;
     void **tev;               /* start/stop pairs, reused from call to call */
@@ -124,8 +152,8 @@ typedef struct sw_swap_dev {
  * two; 12 KiB at 64: four). The CUDA-core kernel was measured with 2. */
 static int32_t tile_ctas_per_sm(int kernel, int32_t D)
 {
-    if (kernel == 2)
-        return 1; /* swap_tile_stream.cu: ~195 KiB of stages per CTA at every head_dim */
+    if (kernel == 2 || kernel == 3)
+        return 1; /* swap_tile_stream.cu / swap_tile_bulk.cu: ~195-214 KiB of stages per CTA */
     if (kernel != 0)
         return 2;
     return D >= 256 ? 1 : D >= 128 ? 2 : 4;
@@ -186,9 +214,18 @@ void sw_swap_dev_destroy(sw_swap *s)
         if (d->copy_stream)
             (void)sw_cuda_stream_sync(d->copy_stream);
     }
+    for (int i = 0; i < 2; i++)
+        if (d->gstream[i] && sw_cuda_set_device(d->device) == SW_OK)
+            (void)sw_cuda_stream_sync(d->gstream[i]);
     for (int32_t i = 0; i < d->ntev; i++)
         sw_cuda_swap_event_destroy(d->tev[i]);
     free(d->tev);
+    for (int32_t i = 0; d->ev_g && i < d->nhstage; i++)
+        sw_cuda_swap_event_destroy(d->ev_g[i]);
+    free(d->ev_g);
+    sw_cuda_swap_event_destroy(d->ev_k);
+    for (int i = 0; i < 2; i++)
+        sw_cuda_swap_stream_destroy(d->gstream[i]);
     /* every call releases its leases; this is for a call that never ended */
     if (d->nlease)
         sw_store_host_release_entries(s->store, d->nlease, d->lease_ent);
@@ -239,7 +276,7 @@ sw_status sw_swap_dev_create(sw_swap *s)
         /* Measurement knobs (bench swap sweeps them on the H200): the
          * kernel, and CTAs per SM 1..32. */
         d->kernel = sw_env_int("SPILLWAY_SWAP_TILE_KERNEL", 2);
-        if (d->kernel < 0 || d->kernel > 2)
+        if (d->kernel < 0 || d->kernel > 3)
             d->kernel = 2;
         int per = sw_env_int("SPILLWAY_SWAP_TILE_CTAS_PER_SM", tile_ctas_per_sm(d->kernel, D));
         per = per < 1 ? 1 : per > 32 ? 32 : per;
@@ -287,6 +324,18 @@ sw_status sw_swap_dev_create(sw_swap *s)
     SW_TRY(sw_cuda_swap_alloc((void **)&d->d_bad, bad_bytes));
     SW_TRY(sw_cuda_host_alloc((void **)&d->h_bad, bad_bytes));
     SW_TRY(sw_cuda_memset_async(d->d_bad, 0, bad_bytes, d->own_stream));
+    /* A/B knob: 0 gathers on the compute stream after each tile's scatter */
+    d->ahead = d->gather && sw_env_int("SPILLWAY_SWAP_GATHER_AHEAD", 1) != 0;
+    if (d->ahead) {
+        for (int i = 0; i < 2; i++)
+            SW_TRY(sw_cuda_swap_stream_create(&d->gstream[i]));
+        SW_TRY(sw_cuda_swap_event_create(&d->ev_k, 0));
+        d->ev_g = calloc((size_t)d->nhstage, sizeof *d->ev_g);
+        if (!d->ev_g)
+            return sw_fail(SW_STATUS_NO_MEMORY, "device pool: gather events");
+        for (int32_t i = 0; i < d->nhstage; i++)
+            SW_TRY(sw_cuda_swap_event_create(&d->ev_g[i], 0));
+    }
     return sw_cuda_stream_sync(d->own_stream);
 }
 
@@ -494,7 +543,15 @@ sw_status sw_swap_dev_attend_verdict(sw_swap *s, void *stream, int report)
         st = sw_cuda_swap_copy(d->h_bad, d->d_bad, bad_bytes, stream);
     /* the one wait: the gathers are done with the leased memory, and the
      * report is here */
-    const sw_status sy = sw_cuda_stream_sync(stream);
+    sw_status sy = sw_cuda_stream_sync(stream);
+    /* gathers issued ahead of a tile that never computed (a failed call)
+     * are waited by no kernel of `stream`: the leases outlive them */
+    for (int i = 0; d->gissued && i < 2; i++) {
+        const sw_status g = sw_cuda_stream_sync(d->gstream[i]);
+        if (sy == SW_OK)
+            sy = g;
+    }
+    d->gissued = 0;
     if (st == SW_OK)
         st = sy;
     sw_status out = st;
@@ -726,6 +783,100 @@ static sw_status timing_event(sw_swap_dev *d, int32_t i, void **ev)
     return SW_OK;
 }
 
+/* Gather items of the tile's leased stripes into gd (room for every one),
+ * each with its record (grec) for the verdict. */
+static sw_status gather_items(sw_swap *s, const sw_swap_attend_params *p, const sw_swap_seq *q,
+                              const sw_swap_dev_tile *t, sw_cuda_swap_gather_item *gd,
+                              int32_t *n)
+{
+    sw_swap_dev *d = s->dev;
+    const int32_t H = s->m.num_kv_heads, B = s->m.block_size, D = s->m.head_dim;
+    const sw_swap_layer *L = &q->layers[p->layer];
+    const size_t spb = 2 * (size_t)H;
+    int32_t ng = 0;
+    for (int32_t m = 0; m < t->nmiss; m++) {
+        const sw_swap_blk *e = &L->blk[t->miss_blocks[m]];
+        const size_t es = sw_swap_kv_elem_size((sw_swap_kv_dtype)e->dtype);
+        for (size_t x = 0; x < spb; x++) {
+            const sw_store_lease *l = &t->lease[(size_t)m * spb + x];
+            if (!l->ptr)
+                continue;
+            /* block-major key order (plan_tile): x = h * 2 + kind */
+            const int32_t h = (int32_t)(x / 2), kind = (int32_t)(x % 2);
+            sw_cuda_swap_gather_item *g = &gd[ng++];
+            g->src = l->ptr;
+            g->dst = (uint64_t)t->miss_slots[m] * s->slot_bytes + (kind ? d->v_off : 0) +
+                     (uint64_t)h * (uint64_t)B * (uint64_t)D * es;
+            g->length = l->length; /* = valid rows x D x es: finish_read checked it */
+            g->crc_raw = crc_raw_of(d, l->crc, l->length);
+            g->id = (uint32_t)d->ngrec;
+            g->pad = 0;
+            const gather_rec r = {q, p->layer, t->miss_blocks[m], t->miss_slots[m], h, kind,
+                                  l->entry, l->generation};
+            SW_TRY(grec_push(d, &r));
+        }
+    }
+    *n = ng;
+    return SW_OK;
+}
+
+sw_status sw_swap_dev_gather(sw_swap *s, const sw_swap_attend_params *p, const sw_swap_seq *q,
+                             const sw_swap_dev_tile *t, int *issued)
+{
+    sw_swap_dev *d = s->dev;
+    *issued = 0;
+    if (!d->ahead || !t->lease || t->hbuf < 0 || t->hbuf >= d->nhstage)
+        return SW_OK;
+    const size_t spb = 2 * (size_t)s->m.num_kv_heads;
+    const sw_swap_layer *L = &q->layers[p->layer];
+    int32_t ngather = 0;
+    for (int32_t m = 0; m < t->nmiss; m++) {
+        /* Issued before finish_read has checked the leases: a length other
+         * than the block's would write past its stripe, so such a tile
+         * waits for that check (which fails the call) on the old path. */
+        const sw_swap_blk *e = &L->blk[t->miss_blocks[m]];
+        const size_t want = (size_t)e->valid * (size_t)s->m.head_dim *
+                            sw_swap_kv_elem_size((sw_swap_kv_dtype)e->dtype);
+        size_t leased = 0;
+        for (size_t x = 0; x < spb; x++) {
+            const sw_store_lease *l = &t->lease[(size_t)m * spb + x];
+            if (!l->ptr)
+                continue;
+            if (l->length != want)
+                return SW_OK;
+            leased++;
+        }
+        if (leased != 0 && leased != spb)
+            return SW_OK; /* scattered whole first: on the compute stream */
+        ngather += (int32_t)leased;
+    }
+    if (ngather == 0)
+        return SW_OK;
+    size_t go = 0;
+    sw_cuda_swap_gather_item *gd = desc_take(d, sizeof(*gd) * (size_t)ngather, &go);
+    if (!gd)
+        return sw_fail(SW_STATUS_INTERNAL, "device descriptors exhausted (%zu of %zu bytes)",
+                       d->desc_used, d->desc_bytes);
+    int32_t n = 0;
+    SW_TRY(gather_items(s, p, q, t, gd, &n));
+    void *gs = d->gstream[d->gnext];
+    d->gnext ^= 1;
+    /* after every kernel enqueued so far (tile j-2's and earlier) */
+    SW_TRY(sw_cuda_swap_stream_wait(gs, d->ev_k));
+    sw_cuda_swap_gather_args ga;
+    memset(&ga, 0, sizeof ga);
+    ga.g = gd; /* pinned: the kernel reads the items over PCIe, no upload */
+    ga.n = n;
+    ga.pool = d->pool;
+    ga.bad = d->d_bad;
+    ga.bad_cap = SW_SWAP_BAD_CAP;
+    d->gissued = 1; /* from here the verdict waits for the gather streams */
+    SW_TRY(sw_cuda_swap_gather(&ga, gs));
+    SW_TRY(sw_cuda_swap_event_record(d->ev_g[t->hbuf], gs));
+    *issued = 1;
+    return SW_OK;
+}
+
 sw_status sw_swap_dev_compute(sw_swap *s, const sw_swap_attend_params *p, const sw_swap_seq *q,
                               const sw_swap_dev_tile *t, void *stream)
 {
@@ -740,7 +891,8 @@ sw_status sw_swap_dev_compute(sw_swap *s, const sw_swap_attend_params *p, const 
         int32_t leased = 0;
         for (size_t x = 0; t->lease && x < spb; x++)
             leased += t->lease[(size_t)m * spb + x].ptr != NULL;
-        ngather += leased;
+        if (!t->gathered)
+            ngather += leased;
         nfill += (size_t)leased < spb;
     }
     size_t bo = 0, fo = 0, go = 0;
@@ -767,30 +919,14 @@ sw_status sw_swap_dev_compute(sw_swap *s, const sw_swap_attend_params *p, const 
                     sw_swap_kv_elem_size((sw_swap_kv_dtype)e->dtype);
     }
     int32_t nf = 0, ng = 0;
+    if (ngather > 0)
+        SW_TRY(gather_items(s, p, q, t, gd, &ng));
     for (int32_t m = 0; m < t->nmiss; m++) {
         const sw_swap_blk *e = &L->blk[t->miss_blocks[m]];
-        const size_t es = sw_swap_kv_elem_size((sw_swap_kv_dtype)e->dtype);
-        int32_t leased = 0;
-        for (size_t x = 0; t->lease && x < spb; x++) {
-            const sw_store_lease *l = &t->lease[(size_t)m * spb + x];
-            if (!l->ptr)
-                continue;
-            /* block-major key order (plan_tile): x = h * 2 + kind */
-            const int32_t h = (int32_t)(x / 2), kind = (int32_t)(x % 2);
-            sw_cuda_swap_gather_item *g = &gd[ng++];
-            g->src = l->ptr;
-            g->dst = (uint64_t)t->miss_slots[m] * s->slot_bytes + (kind ? d->v_off : 0) +
-                     (uint64_t)h * (uint64_t)B * (uint64_t)D * es;
-            g->length = l->length; /* = valid rows x D x es: finish_read checked it */
-            g->crc_raw = crc_raw_of(d, l->crc, l->length);
-            g->id = (uint32_t)d->ngrec;
-            g->pad = 0;
-            const gather_rec r = {q, p->layer, t->miss_blocks[m], t->miss_slots[m], h, kind,
-                                  l->entry, l->generation};
-            SW_TRY(grec_push(d, &r));
-            leased++;
-        }
-        if ((size_t)leased == spb)
+        size_t leased = 0;
+        for (size_t x = 0; t->lease && x < spb; x++)
+            leased += t->lease[(size_t)m * spb + x].ptr != NULL;
+        if (leased == spb)
             continue; /* nothing of it in the staging */
         /* the slot the tile planned, not the block's current one: a tile
          * planned since (read-ahead) may already have evicted this block */
@@ -836,6 +972,8 @@ sw_status sw_swap_dev_compute(sw_swap *s, const sw_swap_attend_params *p, const 
     }
     /* the staging buffer may be refilled once the scatter has run */
     SW_TRY(sw_cuda_swap_event_record(d->ev_stage[t->buf], stream));
+    if (t->gathered) /* its gathers, issued ahead on a gather stream */
+        SW_TRY(sw_cuda_swap_stream_wait(stream, d->ev_g[t->hbuf]));
     const int32_t r0 = p->q_indptr[t->bi];
     const int32_t ql = p->q_indptr[t->bi + 1] - r0;
     sw_cuda_swap_tile_args a;
@@ -880,6 +1018,8 @@ sw_status sw_swap_dev_compute(sw_swap *s, const sw_swap_attend_params *p, const 
         d->tev_used++;
     }
     SW_TRY(sw_cuda_swap_merge(&a, stream));
+    if (d->ahead) /* what the gathers of tile j + 2 wait for */
+        SW_TRY(sw_cuda_swap_event_record(d->ev_k, stream));
     s->st.kernel_kv_bytes += kv_bytes;
     return SW_OK;
 }

@@ -107,7 +107,9 @@ typedef struct sw_cuda_swap_tile_args {
     int32_t kernel;                /* 0 = tensor cores (swap_tile_mma.cu; the
                                     * CUDA-core kernel where it has no instance),
                                     * 1 = CUDA cores (swap_tile.cu), 2 = tensor
-                                    * cores, streaming (swap_tile_stream.cu) */
+                                    * cores, streaming (swap_tile_stream.cu),
+                                    * 3 = bulk copies into an mbarrier ring
+                                    * (swap_tile_bulk.cu, sm_90+; else 2) */
     float *part;                   /* [nchunks][H][nrg][8][D + 2] */
     /* merge */
     int32_t row0;                  /* first query row of the sequence */

@@ -174,6 +174,11 @@ uint64_t sw_swap_pool_used(const sw_swap *s);
  * bench/results/swap-vm-h5-gpuemul.log). Pure. */
 int sw_swap_tile_takes(int64_t cur, int64_t next, int32_t ahead, int32_t room);
 
+/* ---- attend.c ---- */
+/* The first min(k, unpinned slots) entries of sw_swap_pool_rank's order
+ * (same out / scratch sizes): what one tile of k blocks can take. */
+int32_t sw_swap_victims_first(sw_swap *s, int32_t k, int32_t *out, void *scratch);
+
 /* ---- prefetch.c ---- */
 /* Read-ahead depth for a config and tile size: the configured depth, at
  * most SW_SWAP_MAX_PREFETCH (staging: depth + 1 tiles), 0 when
@@ -307,7 +312,19 @@ typedef struct sw_swap_dev_tile {
      * kind): leased host-tier copies, gathered after the scatter; NULL:
      * none (everything from the staging) */
     const sw_store_lease *lease;
+    /* the tile's ring position (read-ahead ring, 0..prefetch) and 1 when
+     * sw_swap_dev_gather issued its gathers ahead (then the kernel waits
+     * for them instead of gathering after the scatter) */
+    int32_t hbuf, gathered;
 } sw_swap_dev_tile;
+/* Issues the tile's gathers ahead of its kernel, on a gather stream, after
+ * every kernel enqueued so far: to be called once the kernels of tile j-2
+ * (j = this tile) are enqueued, since its victims were chosen with tile
+ * j-1 pinned. *issued = 0 (nothing done) when gathers ahead are off
+ * (SPILLWAY_SWAP_GATHER_AHEAD=0), nothing is leased, or a block is partly
+ * leased; the tile then gathers in sw_swap_dev_compute. */
+sw_status sw_swap_dev_gather(sw_swap *s, const sw_swap_attend_params *p, const sw_swap_seq *q,
+                             const sw_swap_dev_tile *t, int *issued);
 sw_status sw_swap_dev_compute(sw_swap *s, const sw_swap_attend_params *p, const sw_swap_seq *q,
                               const sw_swap_dev_tile *t, void *stream);
 /* Pass end: outputs. o/lse (device, may be NULL) and/or fp32 copy to host

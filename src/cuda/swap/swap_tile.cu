@@ -426,26 +426,31 @@ extern "C" int sw_cuda_swap_head_dim_ok(int32_t d)
     return d == 64 || d == 128 || d == 256;
 }
 
-/* swap_tile_mma.cu, swap_tile_stream.cu */
+/* swap_tile_mma.cu, swap_tile_stream.cu, swap_tile_bulk.cu */
 extern "C" sw_status sw_cuda_swap_tile_mma(const sw_cuda_swap_tile_args *a, void *stream,
                                            int *launched);
 extern "C" sw_status sw_cuda_swap_tile_stream(const sw_cuda_swap_tile_args *a, void *stream,
                                               int *launched);
+extern "C" sw_status sw_cuda_swap_tile_bulk(const sw_cuda_swap_tile_args *a, void *stream,
+                                            int *launched);
 
 extern "C" sw_status sw_cuda_swap_tile(const sw_cuda_swap_tile_args *a, void *stream)
 {
     cudaStream_t st = (cudaStream_t)stream;
     if (a->nblk <= 0 || a->ql <= 0)
         return SW_OK;
-    /* 0 tensor cores, 2 tensor cores streaming (swap_tile_stream.cu); either
-     * falls back to the CUDA-core kernel where it has no instance. */
-    if (a->kernel == 0 || a->kernel == 2) {
-        int launched = 0;
-        SW_TRY(a->kernel == 0 ? sw_cuda_swap_tile_mma(a, stream, &launched)
-                              : sw_cuda_swap_tile_stream(a, stream, &launched));
-        if (launched)
-            return SW_OK;
-    }
+    /* 0 tensor cores, 2 tensor cores streaming (swap_tile_stream.cu), 3
+     * bulk copies (swap_tile_bulk.cu, sm_90+; else kernel 2); each falls
+     * back to the CUDA-core kernel where it has no instance. */
+    int launched = 0;
+    if (a->kernel == 3)
+        SW_TRY(sw_cuda_swap_tile_bulk(a, stream, &launched));
+    if (!launched && (a->kernel == 2 || a->kernel == 3))
+        SW_TRY(sw_cuda_swap_tile_stream(a, stream, &launched));
+    if (!launched && a->kernel == 0)
+        SW_TRY(sw_cuda_swap_tile_mma(a, stream, &launched));
+    if (launched)
+        return SW_OK;
     switch (a->D) {
     case 64: SW_TRY(launch_tile<64>(a, st)); break;
     case 128: SW_TRY(launch_tile<128>(a, st)); break;
