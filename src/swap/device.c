@@ -78,13 +78,14 @@ typedef struct sw_swap_dev {
     int32_t ctas;             /* tile-kernel CTAs wanted per launch: sms x
                                * SPILLWAY_SWAP_TILE_CTAS_PER_SM (default: what
                                * one SM holds, tile_ctas_per_sm) */
-    int32_t kernel;           /* SPILLWAY_SWAP_TILE_KERNEL: 2 tensor cores,
-                               * streaming (swap_tile_stream.cu, the
-                               * default), 0 tensor cores (swap_tile_mma.cu),
-                               * 1 CUDA cores (swap_tile.cu); all three
-                               * verified on the H200; 3 bulk copies into
-                               * an mbarrier ring (swap_tile_bulk.cu, sm_90+;
-                               * else kernel 2) */
+    int32_t kernel;           /* SPILLWAY_SWAP_TILE_KERNEL: 3 bulk copies
+                               * into an mbarrier ring (swap_tile_bulk.cu,
+                               * the default; sm_90+, elsewhere kernel 2),
+                               * 2 tensor cores, streaming
+                               * (swap_tile_stream.cu), 0 tensor cores
+                               * (swap_tile_mma.cu), 1 CUDA cores
+                               * (swap_tile.cu); all four verified on the
+                               * H200 */
     void *copy_stream, *own_stream;
     uint8_t *pool;
     size_t v_off;
@@ -275,9 +276,9 @@ sw_status sw_swap_dev_create(sw_swap *s)
     {
         /* Measurement knobs (bench swap sweeps them on the H200): the
          * kernel, and CTAs per SM 1..32. */
-        d->kernel = sw_env_int("SPILLWAY_SWAP_TILE_KERNEL", 2);
+        d->kernel = sw_env_int("SPILLWAY_SWAP_TILE_KERNEL", 3);
         if (d->kernel < 0 || d->kernel > 3)
-            d->kernel = 2;
+            d->kernel = 3;
         int per = sw_env_int("SPILLWAY_SWAP_TILE_CTAS_PER_SM", tile_ctas_per_sm(d->kernel, D));
         per = per < 1 ? 1 : per > 32 ? 32 : per;
         d->ctas = d->sms * per;

@@ -60,9 +60,13 @@ template <> struct wg_type<f16_t> { using type = wg_f16; };
 /* Keys per K/V tile of the wide d128 kernel (v10, non-causal batches of
  * long requests, sw_plan_wide_kv): the per-tile costs (waits, row max
  * shuffles, the O rescale) spread over more keys. 144 is the widest at which
- * S, both P buffers and O still fit in 240 registers (160 spills). */
+ * S, both P buffers and O still fit in 240 registers (160 spills). Shared
+ * memory: one Q buffer, 3 K and 2 V stages of 36 KB. */
 #ifndef SW_HOPPER_WIDE_BN
 #define SW_HOPPER_WIDE_BN 144
+#endif
+#ifndef SW_HOPPER_WIDE_KST
+#define SW_HOPPER_WIDE_KST 3
 #endif
 
 template <int D, bool WIDE = false> struct traits {
@@ -79,7 +83,10 @@ template <int D, bool WIDE = false> struct traits {
     /* K and V rings: K one tile ahead of V (the producer issues K_t before
      * V_{t-1}), one more K stage where shared memory allows, so the next
      * item's first K can land while this item's last tiles still compute. */
-    static constexpr int K_ST = WIDE ? 2 : 3;
+    /* the wide kernel: 3 K stages and one Q buffer (its batches are long
+     * requests: one Q load per ~100 tiles), 1.5% ahead of 2 K + 2 Q on
+     * 1x16k (SW_HOPPER_WIDE_KST=2, docs/perf/NOTES.md v10) */
+    static constexpr int K_ST = WIDE ? SW_HOPPER_WIDE_KST : 3;
     static constexpr int V_ST = D == 64 ? 3 : 2;
     static constexpr int CH = D / 64;              /* 128-byte chunks per row */
     static constexpr int Q_BYTES = BM * D * 2;
@@ -92,7 +99,7 @@ template <int D, bool WIDE = false> struct traits {
     static constexpr int BAR_BYTES = 384;
     /* Q double buffered where it fits (d64, d128): the next item's Q loads
      * while this one computes. */
-    static constexpr int Q_BUFS = D == 256 ? 1 : 2;
+    static constexpr int Q_BUFS = D == 256 || (WIDE && K_ST > 2) ? 1 : 2;
     /* setmaxnreg split (128 x P + CONSUMERS x C <= 64K): d256's 128 O
      * accumulators leave the consumers short at 232, so its producer warps
      * make do with 24 (a few spills in one thread, off the hot loop). */
