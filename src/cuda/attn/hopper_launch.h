@@ -33,6 +33,14 @@ template <int D, class T> const void *hopper_fn(int causal, int wide)
     return (const void *)prefill_kernel<D, T, false, false>;
 }
 
+template <class TR> void hopper_geometry(sw_hopper_kernel *k)
+{
+    k->threads = TR::NT;
+    k->tile_m = TR::BM;
+    k->tile_n = TR::BN;
+    k->smem = TR::SMEM;
+}
+
 template <int D> int hopper_describe(sw_dtype dtype, int causal, int wide, sw_hopper_kernel *k)
 {
     using sw_portable::bf16_t;
@@ -44,13 +52,10 @@ template <int D> int hopper_describe(sw_dtype dtype, int causal, int wide, sw_ho
     else
         return 0;
     /* Wide K/V tiles: d128 non-causal only (tile_m and threads are the same). */
-    if (D == 128 && wide && !causal) {
-        using TR = sw_hopper::traits<128, true>;
-        k->threads = TR::NT, k->tile_m = TR::BM, k->tile_n = TR::BN, k->smem = TR::SMEM;
-    } else {
-        using TR = sw_hopper::traits<D, false>;
-        k->threads = TR::NT, k->tile_m = TR::BM, k->tile_n = TR::BN, k->smem = TR::SMEM;
-    }
+    if (D == 128 && wide && !causal)
+        hopper_geometry<sw_hopper::traits<128, true>>(k);
+    else
+        hopper_geometry<sw_hopper::traits<D, false>>(k);
     return 1;
 }
 #endif
