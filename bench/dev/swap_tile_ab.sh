@@ -8,7 +8,9 @@
 #   nvcc -std=c++17 -O3 -Iinclude -Isrc -gencode=arch=compute_90a,code=sm_90a \
 #     -o .carry/swap_tile_check bench/dev/swap_tile_check.cu src/cuda/swap/swap_tile*.cu
 # (default .carry/swap_tile_check; built on the machine with nvcc if absent);
-# kernels: the pair to A/B (default 2,3).
+# kernels: the pair to A/B (default 2,3). SPILLWAY_SWAP_BULK_VARIANT=1 in the
+# environment runs kernel 3's SW_BK_V_FIX variant in both steps (checker and
+# library); bench/dev/swap_stream_probe.cu times all of kernel 3's variants.
 # 1. the checker: each kernel of the pair against the fp64 reference on 40
 #    random shapes (BF16/FP8/mixed, ragged last block, causal ql > 1), then
 #    the bench's all-resident tile timed iso (as the bench's events) and back

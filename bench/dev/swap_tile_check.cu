@@ -9,7 +9,9 @@
  * (swap_tile_mma.cu; 1109 GB/s in the bench), 2 tensor cores with a
  * descriptor-free streaming loop (swap_tile_stream.cu, the default; ~1800
  * GB/s iso), 3 bulk copies into an mbarrier ring, producer warp + 8 consumer
- * warps (swap_tile_bulk.cu, sm_90+, new).
+ * warps (swap_tile_bulk.cu, sm_90+, the default); its descriptor-window
+ * variant with SPILLWAY_SWAP_BULK_VARIANT=1 in the environment (read once
+ * per process; bench/dev/swap_stream_probe.cu times kernel 3's variants).
  *
  * Timing, per kernel (CTAs per SM as device.c picks them, --per overrides):
  *   iso   as the bench's events: stream idle (synchronised), a small
@@ -41,7 +43,8 @@
 #include <vector>
 
 /* ---------------------------------------------------------------- glue -- */
-/* sw_fail lives in src/core; when that is linked it wins over this one. */
+/* sw_fail and sw_env_int live in src/core; when that is linked they win
+ * over these. */
 static char g_err[512];
 extern "C" __attribute__((weak)) sw_status sw_fail(sw_status s, const char *fmt, ...)
 {
@@ -50,6 +53,11 @@ extern "C" __attribute__((weak)) sw_status sw_fail(sw_status s, const char *fmt,
     vsnprintf(g_err, sizeof g_err, fmt, ap);
     va_end(ap);
     return s;
+}
+extern "C" __attribute__((weak)) int64_t sw_env_int(const char *name, int64_t def)
+{
+    const char *v = getenv(name);
+    return v && *v ? strtoll(v, NULL, 10) : def;
 }
 
 #define CK(call)                                                                        \
@@ -133,7 +141,7 @@ static int32_t dev_chunks(int32_t nblk, int32_t H, int32_t nrg, int32_t ctas)
 }
 /* CTAs per SM per kernel (device.c's tile_ctas_per_sm, with kernels 2 and 3
  * at 1: their ~195-217 KiB of stages fill an SM). */
-static int ctas_per_sm(int kernel, int D)
+[[maybe_unused]] static int ctas_per_sm(int kernel, int D)
 {
     if (kernel == 2 || kernel == 3)
         return 1;
@@ -340,7 +348,8 @@ static sw_cuda_swap_tile_args tile_args(const problem &p, const dev_problem &d, 
 }
 
 /* One attend: init, tiles (tile + merge each), finalize to fp32. */
-static void dev_attend(const problem &p, dev_problem &d, int kernel, int ctas, cudaStream_t st)
+[[maybe_unused]] static void dev_attend(const problem &p, dev_problem &d, int kernel, int ctas,
+                                        cudaStream_t st)
 {
     const int64_t hr = (int64_t)p.ql * p.H * p.G;
     SK(sw_cuda_swap_state_init(d.m, d.l, d.acc, hr, p.D, st));
@@ -358,6 +367,7 @@ static void dev_attend(const problem &p, dev_problem &d, int kernel, int ctas, c
 }
 
 /* -------------------------------------------------------------- check -- */
+#ifndef SW_TILE_CHECK_NO_MAIN /* bench/dev/swap_stream_probe.cu includes this file */
 static int run_checks(int ncases, const std::vector<int> &kernels, int sms, uint64_t seed)
 {
     cudaStream_t st;
@@ -416,6 +426,8 @@ static int run_checks(int ncases, const std::vector<int> &kernels, int sms, uint
     return fails;
 }
 
+#endif
+
 /* -------------------------------------------------------------- bench -- */
 static double d2d_gbps(void)
 {
@@ -443,6 +455,46 @@ static double d2d_gbps(void)
     return 2.0 * n / (best * 1e-3) / 1e9;
 }
 
+/* Mean GPU time of one launch(), in ms: *iso as the bench's events (stream
+ * idle, a small host upload, event, launch, event, then after() outside
+ * the window), *b2b with reps launches back to back between two events. */
+template <class L, class A>
+static void time_launch(L launch, A after, cudaStream_t st, int reps, double *iso, double *b2b)
+{
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    void *dbuf, *hbuf;
+    CK(cudaMalloc(&dbuf, 65536));
+    CK(cudaMallocHost(&hbuf, 65536));
+    double sum = 0;
+    for (int r = 0; r < reps; r++) {
+        CK(cudaMemcpyAsync(dbuf, hbuf, 65536, cudaMemcpyHostToDevice, st));
+        CK(cudaEventRecord(e0, st));
+        launch();
+        CK(cudaEventRecord(e1, st));
+        after();
+        CK(cudaStreamSynchronize(st));
+        float ms;
+        CK(cudaEventElapsedTime(&ms, e0, e1));
+        sum += ms;
+    }
+    *iso = sum / reps;
+    CK(cudaEventRecord(e0, st));
+    for (int r = 0; r < reps; r++)
+        launch();
+    CK(cudaEventRecord(e1, st));
+    CK(cudaStreamSynchronize(st));
+    float ms;
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    *b2b = ms / reps;
+    cudaFree(dbuf);
+    cudaFreeHost(hbuf);
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+}
+
+#ifndef SW_TILE_CHECK_NO_MAIN
 static void run_bench(const std::vector<int> &kernels, int sms, int per_override, int reps)
 {
     /* tools/swap_cmds.c make_case + bench cases[] "resident": 16/2 heads,
@@ -460,12 +512,6 @@ static void run_bench(const std::vector<int> &kernels, int sms, int per_override
     dev_upload(p, d, sms, 32); /* partials for up to 32 CTAs per SM (--per) */
     cudaStream_t st;
     CK(cudaStreamCreate(&st));
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
-    void *dbuf, *hbuf;
-    CK(cudaMalloc(&dbuf, 65536));
-    CK(cudaMallocHost(&hbuf, 65536));
     for (int k : kernels) {
         const int per = per_override > 0 ? (per_override > 32 ? 32 : per_override)
                                          : ctas_per_sm(k, p.D);
@@ -473,29 +519,9 @@ static void run_bench(const std::vector<int> &kernels, int sms, int per_override
         for (int i = 0; i < 3; i++)
             dev_attend(p, d, k, sms * per, st);
         CK(cudaStreamSynchronize(st));
-        /* iso: as the bench's per-tile events */
-        double iso = 0;
-        for (int r = 0; r < reps; r++) {
-            CK(cudaMemcpyAsync(dbuf, hbuf, 65536, cudaMemcpyHostToDevice, st));
-            CK(cudaEventRecord(e0, st));
-            SK(sw_cuda_swap_tile(&a, st));
-            CK(cudaEventRecord(e1, st));
-            SK(sw_cuda_swap_merge(&a, st));
-            CK(cudaStreamSynchronize(st));
-            float ms;
-            CK(cudaEventElapsedTime(&ms, e0, e1));
-            iso += ms;
-        }
-        iso /= reps;
-        /* b2b: GPU time per launch */
-        CK(cudaEventRecord(e0, st));
-        for (int r = 0; r < reps; r++)
-            SK(sw_cuda_swap_tile(&a, st));
-        CK(cudaEventRecord(e1, st));
-        CK(cudaStreamSynchronize(st));
-        float ms;
-        CK(cudaEventElapsedTime(&ms, e0, e1));
-        const double b2b = ms / reps;
+        double iso, b2b;
+        time_launch([&] { SK(sw_cuda_swap_tile(&a, st)); },
+                    [&] { SK(sw_cuda_swap_merge(&a, st)); }, st, reps, &iso, &b2b);
         printf("kernel %d: %d CTAs per SM, grid %d x %d x %d: iso %.4f ms = %.1f GB/s (%.1f%% of "
                "D2D); b2b %.4f ms = %.1f GB/s (%.1f%%)\n",
                k, per, a.nchunks, a.H, a.nrg, iso, kv / (iso * 1e-3) / 1e9,
@@ -503,8 +529,6 @@ static void run_bench(const std::vector<int> &kernels, int sms, int per_override
                100.0 * kv / (b2b * 1e-3) / 1e9 / d2d);
         fflush(stdout);
     }
-    cudaFree(dbuf);
-    cudaFreeHost(hbuf);
     CK(cudaStreamDestroy(st));
     dev_free(d);
 }
@@ -560,3 +584,4 @@ int main(int argc, char **argv)
         run_bench(kernels, prop.multiProcessorCount, per, reps);
     return fails ? 1 : 0;
 }
+#endif

@@ -1,15 +1,21 @@
 /* Device helpers shared by the swap engine's tensor-core tile kernels
- * (swap_tile_mma.cu, swap_tile_stream.cu): cp.async with zero fill, the
- * m16n8k16 BF16 product, the 8x8 transpose, BF16 packing, the staged rows'
- * swizzle and E4M3 widening. Included by .cu files only. */
+ * (swap_tile_mma.cu, swap_tile_stream.cu, swap_tile_bulk.cu): cp.async with
+ * zero fill, the m16n8k16 BF16 product, the 8x8 transpose, BF16 packing, the
+ * staged rows' swizzle and E4M3 widening; for the kernels that stage a
+ * 16-token group with a header (stream, bulk): the block descriptor, the
+ * token header, the Q fragments, the running state and the group's
+ * arithmetic; the CTA epilogue and the launch helpers. Included by .cu
+ * files only. */
 #ifndef SW_CUDA_SWAP_MMA_COMMON_CUH
 #define SW_CUDA_SWAP_MMA_COMMON_CUH
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+#include <climits>
 #include <math.h>
 #include <stdint.h>
+#include <type_traits>
 
 #include "cuda/sw_cuda_check.h"
 #include "swap/swap_cuda.h"
@@ -74,6 +80,197 @@ static __device__ __forceinline__ float e4m3_f32(uint32_t b)
     if (x == 0x7fu)
         v = __int_as_float(0x7fc00000);
     return (b & 0x80u) ? -v : v;
+}
+
+static __device__ __forceinline__ unsigned long long tile_shfl_u64(unsigned long long v, int src)
+{
+    const unsigned lo = __shfl_sync(0xffffffffu, (unsigned)v, src);
+    const unsigned hi = __shfl_sync(0xffffffffu, (unsigned)(v >> 32), src);
+    return ((unsigned long long)hi << 32) | lo;
+}
+
+/* ------------------------------------------- staged 16-token groups -- */
+/* A block descriptor as a lane holds it between its load and its use. */
+struct tile_desc {
+    int4 d;   /* slot, block, valid, dtype */
+    float2 s; /* k_scale, v_scale */
+};
+
+/* The descriptor of block bi when `ok`, else zeros (a token that is
+ * dropped). */
+static __device__ __forceinline__ tile_desc tile_load_desc(const sw_cuda_swap_blk *blk, int bi,
+                                                           bool ok)
+{
+    tile_desc r;
+    if (ok) {
+        const int4 *p = reinterpret_cast<const int4 *>(blk + bi);
+        r.d = __ldg(p);
+        r.s = __ldg(reinterpret_cast<const float2 *>(p + 1));
+    } else {
+        r.d = make_int4(0, 0, 0, 0);
+        r.s = make_float2(0.0f, 0.0f);
+    }
+    return r;
+}
+
+/* Row n of row group y (of `rows` rows, G per query row) sees key position
+ * p when p - kbase <= rl[n], kbase = len - ql (causal) or len - 1 (INT_MIN:
+ * no such row); 32-bit limits keep the registers for the pipeline. */
+static __device__ __forceinline__ void tile_row_limits(int y, int rows, int G, int causal,
+                                                       int (&rl)[8])
+{
+#pragma unroll
+    for (int n = 0; n < 8; n++) {
+        const int r = y * 8 + n;
+        rl[n] = r >= rows ? INT_MIN : causal ? r / G : 0;
+    }
+}
+
+/* Q^T fragments (B operand of S^T) of row group y, kv head h: row n = g,
+ * dims 32j + 8t .. +7; zeros for a row past the last (q: [ql][Hq][D]). */
+template <int D>
+static __device__ __forceinline__ void tile_q_frags(const uint16_t *q, int32_t Hq, int rows, int G,
+                                                    int y, int h, int g, int t,
+                                                    uint4 (&qf)[D / 32])
+{
+    const int r = y * 8 + g;
+    if (r < rows) {
+        const uint16_t *qp = q + ((size_t)(r / G) * Hq + (size_t)h * G + (size_t)(r % G)) * D;
+#pragma unroll
+        for (int j = 0; j < D / 32; j++)
+            qf[j] = *reinterpret_cast<const uint4 *>(qp + 32 * j + 8 * t);
+    } else {
+#pragma unroll
+        for (int j = 0; j < D / 32; j++)
+            qf[j] = make_uint4(0u, 0u, 0u, 0u);
+    }
+}
+
+/* Running state of a lane: rows 2t, 2t + 1 (max, sum) and its O^T tiles. */
+template <int D> struct tile_state {
+    float m0, m1, l0, l1;
+    float o[D / 64][4][4];
+};
+template <int D> static __device__ __forceinline__ void tile_state_init(tile_state<D> &S)
+{
+    S.m0 = S.m1 = -INFINITY;
+    S.l0 = S.l1 = 0.0f;
+#pragma unroll
+    for (int cc = 0; cc < D / 64; cc++)
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                S.o[cc][i][e] = 0.0f;
+}
+
+/* Elements e0 .. e0 + 7 of staged row `row` as 4 BF16 pairs: one 16-byte
+ * load for a BF16 row, 8 bytes widened through the table for FP8 (F8: the
+ * group may hold FP8 rows). SWZ: rows swizzled as soff (cp.async staging),
+ * else plain rows at a 2D-byte stride (bulk copies cannot swizzle);
+ * zeros when !keep. */
+template <int D, bool F8, bool SWZ>
+static __device__ __forceinline__ void tile_row8(const uint8_t *st, int row, int e0, bool fp8,
+                                                 const uint16_t *lut, uint32_t *w,
+                                                 bool keep = true)
+{
+    if (!F8 || !fp8) {
+        const uint4 u = *reinterpret_cast<const uint4 *>(
+            SWZ ? st + soff<D>(row, e0 >> 3) : st + (size_t)row * (D * 2) + 2 * e0);
+        w[0] = u.x;
+        w[1] = u.y;
+        w[2] = u.z;
+        w[3] = u.w;
+    } else {
+        const uint2 u = *reinterpret_cast<const uint2 *>(
+            SWZ ? st + soff<D>(row, e0 >> 4) + (e0 & 8) : st + (size_t)row * (D * 2) + e0);
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const uint32_t src = i < 2 ? u.x : u.y;
+            const int sh = (i & 1) * 16;
+            w[i] = (uint32_t)lut[(src >> sh) & 0xffu] |
+                   ((uint32_t)lut[(src >> (sh + 8)) & 0xffu] << 16);
+        }
+    }
+    if (!keep)
+        w[0] = w[1] = w[2] = w[3] = 0u;
+}
+
+/* One staged group (16 K rows, then their 16 V rows): S^T = K Q^T, online
+ * softmax, O^T += V^T P^T. e0, e1: header entries of tokens g and g + 8;
+ * f8: the group's FP8 tokens. PART: some tokens are seen by no row (vis:
+ * the tokens some row sees); their rows may hold stale bytes (NaN), so their
+ * V rows are read as zeros (0 x NaN would poison O); their S is -inf by the
+ * header masks either way. */
+template <int D, bool F8, bool PART, bool SWZ>
+static __device__ __forceinline__ void tile_group(const uint8_t *st, const uint4 *qf, uint4 e0,
+                                                  uint4 e1, unsigned f8, unsigned vis,
+                                                  float qscale, const uint16_t *lut, int g,
+                                                  int t, tile_state<D> &S)
+{
+    constexpr int NJ = D / 32, NC = D / 64;
+    float sa[4] = {0.0f, 0.0f, 0.0f, 0.0f}, sb[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    const bool kf0 = F8 && ((f8 >> g) & 1u), kf1 = F8 && ((f8 >> (g + 8)) & 1u);
+#pragma unroll
+    for (int j = 0; j < NJ; j++) {
+        uint32_t w[4], x[4];
+        tile_row8<D, F8, SWZ>(st, g, 32 * j + 8 * t, kf0, lut, w);
+        tile_row8<D, F8, SWZ>(st, g + 8, 32 * j + 8 * t, kf1, lut, x);
+        mma16816(sa, w[0], x[0], w[1], x[1], qf[j].x, qf[j].y);
+        mma16816(sb, w[2], x[2], w[3], x[3], qf[j].z, qf[j].w);
+    }
+    /* c0 (token g, row 2t), c1 (g, 2t + 1), c2 (g + 8, 2t), c3 (g + 8, 2t + 1) */
+    const float sc0 = qscale * __uint_as_float(e0.y), sc1 = qscale * __uint_as_float(e1.y);
+    const float v0 = (e0.x >> (2 * t)) & 1u ? (sa[0] + sb[0]) * sc0 : -INFINITY;
+    const float v1 = (e0.x >> (2 * t + 1)) & 1u ? (sa[1] + sb[1]) * sc0 : -INFINITY;
+    const float v2 = (e1.x >> (2 * t)) & 1u ? (sa[2] + sb[2]) * sc1 : -INFINITY;
+    const float v3 = (e1.x >> (2 * t + 1)) & 1u ? (sa[3] + sb[3]) * sc1 : -INFINITY;
+    float mx0 = fmaxf(v0, v2), mx1 = fmaxf(v1, v3);
+#pragma unroll
+    for (int off = 4; off <= 16; off <<= 1) {
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, off));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, off));
+    }
+    const float mn0 = fmaxf(S.m0, mx0), mn1 = fmaxf(S.m1, mx1);
+    const float cr0 = S.m0 == -INFINITY ? 0.0f : exp2f(S.m0 - mn0);
+    const float cr1 = S.m1 == -INFINITY ? 0.0f : exp2f(S.m1 - mn1);
+    S.m0 = mn0;
+    S.m1 = mn1;
+    const float p0 = v0 == -INFINITY ? 0.0f : exp2f(v0 - mn0);
+    const float p1 = v1 == -INFINITY ? 0.0f : exp2f(v1 - mn1);
+    const float p2 = v2 == -INFINITY ? 0.0f : exp2f(v2 - mn0);
+    const float p3 = v3 == -INFINITY ? 0.0f : exp2f(v3 - mn1);
+    S.l0 = S.l0 * cr0 + p0 + p2;
+    S.l1 = S.l1 * cr1 + p1 + p3;
+    const float vs0 = __uint_as_float(e0.z), vs1 = __uint_as_float(e1.z);
+    const uint32_t pb0 = mov_trans(pack_bf16(p0 * vs0, p1 * vs0));
+    const uint32_t pb1 = mov_trans(pack_bf16(p2 * vs1, p3 * vs1));
+    /* this lane's V rows: tokens 2t, 2t + 1, 2t + 8, 2t + 9 */
+    const bool vf0 = F8 && ((f8 >> (2 * t)) & 1u), vf1 = F8 && ((f8 >> (2 * t + 1)) & 1u);
+    const bool vf2 = F8 && ((f8 >> (2 * t + 8)) & 1u), vf3 = F8 && ((f8 >> (2 * t + 9)) & 1u);
+    const bool k0 = !PART || ((vis >> (2 * t)) & 1u), k1 = !PART || ((vis >> (2 * t + 1)) & 1u);
+    const bool k2 = !PART || ((vis >> (2 * t + 8)) & 1u),
+               k3 = !PART || ((vis >> (2 * t + 9)) & 1u);
+#pragma unroll
+    for (int cc = 0; cc < NC; cc++) {
+        uint32_t va[4], vb[4], vc[4], vd[4];
+        const int el = 64 * cc + 8 * g;
+        tile_row8<D, F8, SWZ>(st, 16 + 2 * t, el, vf0, lut, va, k0);
+        tile_row8<D, F8, SWZ>(st, 17 + 2 * t, el, vf1, lut, vb, k1);
+        tile_row8<D, F8, SWZ>(st, 24 + 2 * t, el, vf2, lut, vc, k2);
+        tile_row8<D, F8, SWZ>(st, 25 + 2 * t, el, vf3, lut, vd, k3);
+#pragma unroll
+        for (int i2 = 0; i2 < 4; i2++) {
+            float *acc = S.o[cc][i2];
+            acc[0] *= cr0;
+            acc[1] *= cr1;
+            acc[2] *= cr0;
+            acc[3] *= cr1;
+            mma16816(acc, __byte_perm(va[i2], vb[i2], 0x5410), __byte_perm(va[i2], vb[i2], 0x7632),
+                     __byte_perm(vc[i2], vd[i2], 0x5410), __byte_perm(vc[i2], vd[i2], 0x7632),
+                     pb0, pb1);
+        }
+    }
 }
 
 /* The CTA's partial state from its warps' (every thread of the CTA calls
@@ -190,6 +387,18 @@ static sw_status tile_kernel_launch(K kernel, int nw, size_t head, size_t warp,
     SW_CUDA_CHECK(cudaGetLastError());
     *launched = 1;
     return SW_OK;
+}
+
+/* Calls f(std::integral_constant<int, D>()) for head_dim d = 64, 128, 256;
+ * SW_OK without a call for any other (the kernel has no instance). */
+template <class F> static sw_status tile_head_dim_call(int32_t d, F f)
+{
+    switch (d) {
+    case 64: return f(std::integral_constant<int, 64>());
+    case 128: return f(std::integral_constant<int, 128>());
+    case 256: return f(std::integral_constant<int, 256>());
+    default: return SW_OK;
+    }
 }
 
 #endif

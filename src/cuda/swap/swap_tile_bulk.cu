@@ -30,7 +30,10 @@
  *   so every operand is a 16-byte load of a plain row, P^T by movmatrix);
  *   8 warps hide each other's mma / shuffle / exp latencies;
  * - the block descriptors are loaded four groups ahead into the producer's
- *   registers, so their global round trip is not on the issue path.
+ *   registers, so their global round trip is not on the issue path (with
+ *   an empty HBM queue; behind the ~27 MiB the rings keep queued it may
+ *   well be: the variant SW_BK_V_DWIN, below, takes the CTA's descriptors
+ *   into shared memory with one bulk copy at the start instead).
  * Stages are plain rows (D BF16 or D E4M3 bytes at a 2D-byte stride; a bulk
  * copy cannot swizzle): the K fragment loads meet 2-way bank conflicts, V's
  * none; a few % of the SM's shared-memory bandwidth at HBM rate. Rows of
@@ -51,12 +54,12 @@
 #include "cuda/swap/swap_mma_common.cuh"
 
 #define SW_BK_FULL 0xffffffffu
-#define SW_BK_NCW 8                 /* consumer warps */
-#define SW_BK_NT ((SW_BK_NCW + 1) * 32)
 #define SW_BK_NS_MAX 64             /* stages (mbarrier pairs in the head) */
 #define SW_BK_PD 4                  /* groups of descriptors ahead */
+#define SW_BK_DW_MAX 256            /* blocks of a descriptor window (8 KiB) */
 /* head: FP8 table (512 B), per-warp m and l ([16][8] floats each), full and
- * empty mbarriers ([SW_BK_NS_MAX] each) */
+ * empty mbarriers ([SW_BK_NS_MAX] each; the last full one is the descriptor
+ * window's, so at most SW_BK_NS_MAX - 1 stages) */
 #define SW_BK_WM 512
 #define SW_BK_WL (SW_BK_WM + 16 * 8 * 4)
 #define SW_BK_BAR (SW_BK_WL + 16 * 8 * 4)
@@ -68,6 +71,50 @@ template <int D> struct bk_geo {
     static constexpr size_t HDR = 16 * 16;             /* one 16-byte entry per token */
     /* stages wanted: ~208-213 KiB of ring, within the H100/H200 opt-in */
     static constexpr int NS = D >= 256 ? 13 : D >= 128 ? 26 : 48;
+};
+
+/* Kernel variants (template V, bits). The library runs 0, and SW_BK_V_FIX
+ * where a CTA's blocks fit the descriptor window when
+ * SPILLWAY_SWAP_BULK_VARIANT=1 (opt-in until test_swap_cuda has run on it);
+ * the others exist for
+ * bench/dev/swap_stream_probe.cu, which instantiates them to find where the
+ * all-resident stream stops at ~2.1 TB/s (H200; docs/perf/swap.md):
+ * - DWIN: the CTA's block descriptors (<= SW_BK_DW_MAX) come in with one
+ *   bulk copy at the start into shared memory, instead of a global load
+ *   4 groups ahead that waits behind the HBM queue the ring itself fills;
+ * - NOMATH: consumers release each stage unread (memory + producer ceiling);
+ * - L2SRC: every group copies its lane's rows of the CTA's first group
+ *   (L2-resident: producer + consumer ceiling without HBM);
+ * - CONTIG: no block table: group i of CTA (c, h) is the i-th 16 KiB of a
+ *   contiguous region of the pool (BF16, B = 16 only: the bench tile);
+ * - CTA2: 4 consumer warps, 2 CTAs per SM (launch bounds), the launcher's
+ *   half ring each;
+ * - PROD2: two producer warps, even and odd groups;
+ * - NODIV (with DWIN): the producer steps its token's (block, offset) and
+ *   its (stage, round) instead of 3 integer divisions by run-time values
+ *   per group (~70 of the loop's ~250 SASS instructions, dependent chains
+ *   through MUFU.RCP), which the one producer warp pays between copies.
+ * SW_BK_V_FIX = DWIN | NODIV is the library's variant 1 (H200, bench tile,
+ * in the probe, bench/results/swap-stream-probe-h200.log: iso 2056 GB/s
+ * against 1840 for 0, back to back 2483 against 2125, bit-identical output). DWIN | PROD2 |
+ * NODIV passed swap_tile_check's 24 random cases but failed with a launch
+ * error on the bench tile (swap-tile-check-h200-fix.log): PROD2 is for the
+ * probe only until that is understood. */
+#define SW_BK_V_DWIN 1
+#define SW_BK_V_NOMATH 2
+#define SW_BK_V_L2SRC 4
+#define SW_BK_V_CONTIG 8
+#define SW_BK_V_CTA2 16
+#define SW_BK_V_PROD2 32
+#define SW_BK_V_NODIV 64
+/* the library's SPILLWAY_SWAP_BULK_VARIANT=1 */
+#define SW_BK_V_FIX (SW_BK_V_DWIN | SW_BK_V_NODIV)
+template <int V> struct bk_var {
+    static_assert(!(V & SW_BK_V_NODIV) || (V & SW_BK_V_DWIN), "NODIV reads the window");
+    static constexpr int NCW = (V & SW_BK_V_CTA2) ? 4 : 8; /* consumer warps */
+    static constexpr int NP = (V & SW_BK_V_PROD2) ? 2 : 1; /* producer warps */
+    static constexpr int NT = (NCW + NP) * 32;
+    static constexpr int MINB = (V & SW_BK_V_CTA2) ? 2 : 1;
 };
 
 /* ------------------------------------------------------ mbarrier / TMA -- */
@@ -116,128 +163,16 @@ static __device__ __forceinline__ void bk_copy(void *dst, const void *src, unsig
 }
 #endif
 
-/* A block descriptor as the producer holds it between its load and its use. */
-struct bk_desc {
-    int4 d;   /* slot, block, valid, dtype */
-    float2 s; /* k_scale, v_scale */
-};
-
-/* Running state of a consumer lane: rows 2t, 2t + 1 (max, sum), O^T tiles. */
-template <int D> struct bk_state {
-    float m0, m1, l0, l1;
-    float o[D / 64][4][4];
-};
-
-/* Elements e0 .. e0 + 7 of plain staged row `row` as 4 BF16 pairs (zeros
- * when !keep). */
-template <int D, bool F8>
-static __device__ __forceinline__ void bk_row8(const uint8_t *st, int row, int e0, bool fp8,
-                                               bool keep, const uint16_t *lut, uint32_t *w)
-{
-    const uint8_t *p = st + (size_t)row * (D * 2);
-    if (!F8 || !fp8) {
-        const uint4 u = *reinterpret_cast<const uint4 *>(p + 2 * e0);
-        w[0] = u.x;
-        w[1] = u.y;
-        w[2] = u.z;
-        w[3] = u.w;
-    } else {
-        const uint2 u = *reinterpret_cast<const uint2 *>(p + e0);
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            const uint32_t src = i < 2 ? u.x : u.y;
-            const int sh = (i & 1) * 16;
-            w[i] = (uint32_t)lut[(src >> sh) & 0xffu] |
-                   ((uint32_t)lut[(src >> (sh + 8)) & 0xffu] << 16);
-        }
-    }
-    if (!keep)
-        w[0] = w[1] = w[2] = w[3] = 0u;
-}
-
-/* One staged group: S^T = K Q^T, online softmax, O^T += V^T P^T.
- * e0, e1: header entries of tokens g and g + 8; f8: the group's FP8 tokens;
- * vis: the tokens some row sees (PART: not all 16, zero the others' V). */
-template <int D, bool F8, bool PART>
-static __device__ __forceinline__ void bk_group(const uint8_t *st, const uint4 *qf, uint4 e0,
-                                                uint4 e1, unsigned f8, unsigned vis,
-                                                float qscale, const uint16_t *lut, int g, int t,
-                                                bk_state<D> &S)
-{
-    constexpr int NJ = D / 32, NC = D / 64;
-    float sa[4] = {0.0f, 0.0f, 0.0f, 0.0f}, sb[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    const bool kf0 = F8 && ((f8 >> g) & 1u), kf1 = F8 && ((f8 >> (g + 8)) & 1u);
-#pragma unroll
-    for (int j = 0; j < NJ; j++) {
-        uint32_t w[4], x[4];
-        bk_row8<D, F8>(st, g, 32 * j + 8 * t, kf0, true, lut, w);
-        bk_row8<D, F8>(st, g + 8, 32 * j + 8 * t, kf1, true, lut, x);
-        mma16816(sa, w[0], x[0], w[1], x[1], qf[j].x, qf[j].y);
-        mma16816(sb, w[2], x[2], w[3], x[3], qf[j].z, qf[j].w);
-    }
-    /* c0 (token g, row 2t), c1 (g, 2t + 1), c2 (g + 8, 2t), c3 (g + 8, 2t + 1) */
-    const float sc0 = qscale * __uint_as_float(e0.y), sc1 = qscale * __uint_as_float(e1.y);
-    const float v0 = (e0.x >> (2 * t)) & 1u ? (sa[0] + sb[0]) * sc0 : -INFINITY;
-    const float v1 = (e0.x >> (2 * t + 1)) & 1u ? (sa[1] + sb[1]) * sc0 : -INFINITY;
-    const float v2 = (e1.x >> (2 * t)) & 1u ? (sa[2] + sb[2]) * sc1 : -INFINITY;
-    const float v3 = (e1.x >> (2 * t + 1)) & 1u ? (sa[3] + sb[3]) * sc1 : -INFINITY;
-    float mx0 = fmaxf(v0, v2), mx1 = fmaxf(v1, v3);
-#pragma unroll
-    for (int off = 4; off <= 16; off <<= 1) {
-        mx0 = fmaxf(mx0, __shfl_xor_sync(SW_BK_FULL, mx0, off));
-        mx1 = fmaxf(mx1, __shfl_xor_sync(SW_BK_FULL, mx1, off));
-    }
-    const float mn0 = fmaxf(S.m0, mx0), mn1 = fmaxf(S.m1, mx1);
-    const float cr0 = S.m0 == -INFINITY ? 0.0f : exp2f(S.m0 - mn0);
-    const float cr1 = S.m1 == -INFINITY ? 0.0f : exp2f(S.m1 - mn1);
-    S.m0 = mn0;
-    S.m1 = mn1;
-    const float p0 = v0 == -INFINITY ? 0.0f : exp2f(v0 - mn0);
-    const float p1 = v1 == -INFINITY ? 0.0f : exp2f(v1 - mn1);
-    const float p2 = v2 == -INFINITY ? 0.0f : exp2f(v2 - mn0);
-    const float p3 = v3 == -INFINITY ? 0.0f : exp2f(v3 - mn1);
-    S.l0 = S.l0 * cr0 + p0 + p2;
-    S.l1 = S.l1 * cr1 + p1 + p3;
-    const float vs0 = __uint_as_float(e0.z), vs1 = __uint_as_float(e1.z);
-    const uint32_t pb0 = mov_trans(pack_bf16(p0 * vs0, p1 * vs0));
-    const uint32_t pb1 = mov_trans(pack_bf16(p2 * vs1, p3 * vs1));
-    /* this lane's V rows: tokens 2t, 2t + 1, 2t + 8, 2t + 9 */
-    const bool vf0 = F8 && ((f8 >> (2 * t)) & 1u), vf1 = F8 && ((f8 >> (2 * t + 1)) & 1u);
-    const bool vf2 = F8 && ((f8 >> (2 * t + 8)) & 1u), vf3 = F8 && ((f8 >> (2 * t + 9)) & 1u);
-    const bool k0 = !PART || ((vis >> (2 * t)) & 1u), k1 = !PART || ((vis >> (2 * t + 1)) & 1u);
-    const bool k2 = !PART || ((vis >> (2 * t + 8)) & 1u),
-               k3 = !PART || ((vis >> (2 * t + 9)) & 1u);
-#pragma unroll
-    for (int cc = 0; cc < NC; cc++) {
-        uint32_t va[4], vb[4], vc[4], vd[4];
-        const int el = 64 * cc + 8 * g;
-        bk_row8<D, F8>(st, 16 + 2 * t, el, vf0, k0, lut, va);
-        bk_row8<D, F8>(st, 17 + 2 * t, el, vf1, k1, lut, vb);
-        bk_row8<D, F8>(st, 24 + 2 * t, el, vf2, k2, lut, vc);
-        bk_row8<D, F8>(st, 25 + 2 * t, el, vf3, k3, lut, vd);
-#pragma unroll
-        for (int i2 = 0; i2 < 4; i2++) {
-            float *acc = S.o[cc][i2];
-            acc[0] *= cr0;
-            acc[1] *= cr1;
-            acc[2] *= cr0;
-            acc[3] *= cr1;
-            mma16816(acc, __byte_perm(va[i2], vb[i2], 0x5410), __byte_perm(va[i2], vb[i2], 0x7632),
-                     __byte_perm(vc[i2], vd[i2], 0x5410), __byte_perm(vc[i2], vd[i2], 0x7632),
-                     pb0, pb1);
-        }
-    }
-}
-
 /* -------------------------------------------------------------- tile -- */
-/* ns: stages of the ring (1 .. SW_BK_NS_MAX, the launcher's choice). */
-template <int D>
-__global__ void __launch_bounds__(SW_BK_NT, 1)
+/* ns: stages of the ring (1 .. SW_BK_NS_MAX - 1, the launcher's choice). */
+template <int D, int V>
+__global__ void __launch_bounds__(bk_var<V>::NT, bk_var<V>::MINB)
     swap_tile_bulk_kernel(const sw_cuda_swap_tile_args a, const int ns)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    constexpr int NJ = D / 32, NC = D / 64;
+    constexpr int NJ = D / 32;
     constexpr size_t STAGE = bk_geo<D>::STAGE;
+    constexpr int NCW = bk_var<V>::NCW, NP = bk_var<V>::NP, NT = bk_var<V>::NT;
     extern __shared__ __align__(128) uint8_t smem[];
     uint16_t *lut = reinterpret_cast<uint16_t *>(smem);
     float *wm = reinterpret_cast<float *>(smem + SW_BK_WM);
@@ -257,70 +192,120 @@ __global__ void __launch_bounds__(SW_BK_NT, 1)
     const int rows = a.ql * G;
     const int ngr = (ntok + 15) / 16;
 
-    bk_state<D> S;
-    S.m0 = S.m1 = -INFINITY;
-    S.l0 = S.l1 = 0.0f;
-#pragma unroll
-    for (int cc = 0; cc < NC; cc++)
-#pragma unroll
-        for (int i = 0; i < 4; i++)
-#pragma unroll
-            for (int e = 0; e < 4; e++)
-                S.o[cc][i][e] = 0.0f;
+    tile_state<D> S;
+    tile_state_init(S);
 
-    if (warp == 0) {
+    if (NP == 1 ? warp == 0 : warp < NP) {
         /* ------------------------------------------------- producer -- */
-        /* Row n sees key position p when p - kbase <= rl[n] (INT_MIN: no
-         * such row). */
+        const int pw = NP > 1 ? warp : 0; /* this warp's groups: pw, pw + NP, ... */
+        /* Row n sees key position p when p - kbase <= rl[n] */
         const long long kbase = a.causal ? a.len - a.ql : a.len - 1;
         int rl[8];
-#pragma unroll
-        for (int n = 0; n < 8; n++) {
-            const int r = y * 8 + n;
-            rl[n] = r >= rows ? INT_MIN : a.causal ? r / G : 0;
-        }
+        tile_row_limits(y, rows, G, a.causal, rl);
+        /* DWIN: the range's descriptors, after the headers */
+        const sw_cuda_swap_blk *dw =
+            reinterpret_cast<const sw_cuda_swap_blk *>(hdr + (size_t)ns * 16);
+        uint64_t *dbar = full + SW_BK_NS_MAX - 1;
         /* Descriptor of token tk of group i (lanes tk and tk + 16 hold the
          * same one); past the range: zeros, the token is dropped by j < ntok. */
-        auto load_desc = [&](int i) -> bk_desc {
+        auto load_desc = [&](int i) -> tile_desc {
             const int j = i * 16 + tk;
-            bk_desc r;
+            tile_desc r;
             if (i < ngr && j < ntok) {
-                const int4 *p = reinterpret_cast<const int4 *>(a.blk + b0 + j / B);
-                r.d = __ldg(p);
-                r.s = __ldg(reinterpret_cast<const float2 *>(p + 1));
+                if constexpr ((V & SW_BK_V_CONTIG) != 0) {
+                    r.d = make_int4(0, b0 + j / B, B, 0);
+                    r.s = make_float2(1.0f, 1.0f);
+                } else if constexpr ((V & SW_BK_V_DWIN) != 0) {
+                    const int4 *p = reinterpret_cast<const int4 *>(dw + j / B);
+                    r.d = *p;
+                    r.s = *reinterpret_cast<const float2 *>(p + 1);
+                } else {
+                    const int4 *p = reinterpret_cast<const int4 *>(a.blk + b0 + j / B);
+                    r.d = __ldg(p);
+                    r.s = __ldg(reinterpret_cast<const float2 *>(p + 1));
+                }
             } else {
                 r.d = make_int4(0, 0, 0, 0);
                 r.s = make_float2(0.0f, 0.0f);
             }
             return r;
         };
-        bk_desc q0 = load_desc(0), q1 = load_desc(1), q2 = load_desc(2), q3 = load_desc(3);
-        if (lane == 0) {
-            for (int s = 0; s < ns; s++) {
-                bk_bar_init(&full[s], 1u);
-                bk_bar_init(&empty[s], 1u);
-            }
-            /* visible to the consumers (named barrier 1) and to the async
-             * proxy that completes the copies' transactions */
-            asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        constexpr bool REGQ = (V & (SW_BK_V_DWIN | SW_BK_V_CONTIG)) == 0; /* loads ahead */
+        constexpr bool NODIV = (V & SW_BK_V_NODIV) != 0;
+        tile_desc q0, q1, q2, q3;
+        if constexpr (REGQ) {
+            q0 = load_desc(pw);
+            q1 = load_desc(pw + NP);
+            q2 = load_desc(pw + 2 * NP);
+            q3 = load_desc(pw + 3 * NP);
         }
-        __syncwarp();
+        if (NP == 1 || warp == 0) {
+            if (lane == 0) {
+                for (int s = 0; s < ns; s++) {
+                    bk_bar_init(&full[s], 1u);
+                    bk_bar_init(&empty[s], 1u);
+                }
+                if constexpr ((V & SW_BK_V_DWIN) != 0)
+                    bk_bar_init(dbar, 1u);
+                /* visible to the consumers (named barrier 1) and to the
+                 * async proxy that completes the copies' transactions */
+                asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+                asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+                if constexpr ((V & SW_BK_V_DWIN) != 0) {
+                    const unsigned db = (unsigned)(b1 - b0) * (unsigned)sizeof(sw_cuda_swap_blk);
+                    bk_bar_arrive_tx(dbar, db);
+                    bk_copy(const_cast<sw_cuda_swap_blk *>(dw), a.blk + b0, db, dbar);
+                }
+            }
+            __syncwarp();
+        }
+        /* PROD2: warp 1 waits for the barriers' init on a barrier of the
+         * two producer warps only, not for the consumers' Q loads */
+        if constexpr (NP > 1)
+            asm volatile("bar.sync 2, %0;\n" ::"n"(NP * 32) : "memory");
         /* the consumers wait there for the barriers; the producer goes on
          * (its first copies need not wait for their Q loads) */
-        asm volatile("bar.arrive 1, %0;\n" ::"n"(SW_BK_NT) : "memory");
+        asm volatile("bar.arrive 1, %0;\n" ::"n"(NT) : "memory");
+        if constexpr ((V & SW_BK_V_DWIN) != 0)
+            bk_bar_wait(dbar, 0u);
         const bool isv = lane >= 16;
-        for (int i = 0; i < ngr; i++) {
-            const bk_desc dc = q0;
-            q0 = q1;
-            q1 = q2;
-            q2 = q3;
-            q3 = load_desc(i + SW_BK_PD);
-            const int s = i % ns, r = i / ns;
+        unsigned long long src0 = 0;
+        /* NODIV: token j = i * 16 + tk of group i as block jq, offset jt
+         * of the range, and group i's stage cs, round cr, stepped */
+        int jq = 0, jt = 0, sq = 0, sr = 0, cs = 0, cr = 0;
+        if constexpr (NODIV) {
+            jq = (pw * 16 + tk) / B;
+            jt = (pw * 16 + tk) % B;
+            sq = 16 * NP / B;
+            sr = 16 * NP % B;
+            cs = pw % ns;
+            cr = pw / ns;
+        }
+        for (int i = pw; i < ngr; i += NP) {
+            tile_desc dc;
+            if constexpr (REGQ) {
+                dc = q0;
+                q0 = q1;
+                q1 = q2;
+                q2 = q3;
+                q3 = load_desc(i + SW_BK_PD * NP);
+            } else if constexpr (NODIV) {
+                if (i * 16 + tk < ntok) {
+                    const int4 *p = reinterpret_cast<const int4 *>(dw + jq);
+                    dc.d = *p;
+                    dc.s = *reinterpret_cast<const float2 *>(p + 1);
+                } else {
+                    dc.d = make_int4(0, 0, 0, 0);
+                    dc.s = make_float2(0.0f, 0.0f);
+                }
+            } else {
+                dc = load_desc(i);
+            }
+            const int s = NODIV ? cs : i % ns, r = NODIV ? cr : i / ns;
             if (r > 0)
                 bk_bar_wait(&empty[s], (unsigned)(r - 1) & 1u);
             const int j = i * 16 + tk;
-            const int tt = j % B;
+            const int tt = NODIV ? jt : j % B;
             const bool ok = j < ntok && tt < dc.d.z;
             const bool fp8 = ok && dc.d.w != 0;
             long long dp = (long long)dc.d.y * B + tt - kbase;
@@ -340,9 +325,18 @@ __global__ void __launch_bounds__(SW_BK_NT, 1)
              * both are BF16 rows of one block, consecutive in the pool and
              * in the stage: then the run's first lane copies it. */
             const bool ld = mask != 0;
-            const unsigned long long src =
+            unsigned long long src =
                 (unsigned long long)dc.d.x * a.slot_bytes + (isv ? a.v_off : 0) +
                 ((unsigned long long)h * B + (unsigned long long)tt) * D * (fp8 ? 1u : 2u);
+            if constexpr ((V & SW_BK_V_CONTIG) != 0)
+                src = ((unsigned long long)b0 * a.H + (unsigned long long)h * (b1 - b0)) *
+                          (unsigned long long)B * (4 * D) +
+                      (unsigned long long)i * STAGE + (unsigned long long)lane * (D * 2);
+            if constexpr ((V & SW_BK_V_L2SRC) != 0) {
+                if (i == pw)
+                    src0 = src;
+                src = src0;
+            }
             const unsigned long long psrc = __shfl_up_sync(SW_BK_FULL, src, 1);
             const unsigned pok = __shfl_up_sync(SW_BK_FULL, (unsigned)(ld && !fp8), 1);
             const bool cont = tk > 0 && ld && !fp8 && pok && psrc + D * 2 == src;
@@ -361,44 +355,50 @@ __global__ void __launch_bounds__(SW_BK_NT, 1)
             if (mine)
                 bk_copy(ring + (size_t)s * STAGE + (size_t)lane * (D * 2), a.pool + src, mine,
                         &full[s]);
-        }
-    } else {
-        /* ------------------------------------------------- consumers -- */
-        for (int i = tid - 32; i < 256; i += SW_BK_NT - 32)
-            lut[i] = __bfloat16_as_ushort(__float2bfloat16_rn(e4m3_f32((uint32_t)i)));
-        /* Q^T fragments (B operand of S^T): row n = g, dims 32j + 8t .. +7. */
-        uint4 qf[NJ];
-        {
-            const int r = y * 8 + g;
-            if (r < rows) {
-                const uint16_t *qp =
-                    a.q + ((size_t)(r / G) * a.Hq + (size_t)h * G + (size_t)(r % G)) * D;
-#pragma unroll
-                for (int j = 0; j < NJ; j++)
-                    qf[j] = *reinterpret_cast<const uint4 *>(qp + 32 * j + 8 * t);
-            } else {
-#pragma unroll
-                for (int j = 0; j < NJ; j++)
-                    qf[j] = make_uint4(0u, 0u, 0u, 0u);
+            if constexpr (NODIV) {
+                jq += sq;
+                jt += sr;
+                if (jt >= B) {
+                    jt -= B;
+                    jq++;
+                }
+                for (cs += NP; cs >= ns; cs -= ns)
+                    cr++;
             }
         }
+        (void)src0;
+        (void)jq;
+        (void)jt;
+        (void)sq;
+        (void)sr;
+        (void)cs;
+        (void)cr;
+    } else {
+        /* ------------------------------------------------- consumers -- */
+        for (int i = tid - 32 * NP; i < 256; i += NT - 32 * NP)
+            lut[i] = __bfloat16_as_ushort(__float2bfloat16_rn(e4m3_f32((uint32_t)i)));
+        uint4 qf[NJ];
+        tile_q_frags<D>(a.q, a.Hq, rows, G, y, h, g, t, qf);
         /* the barriers are initialised, the table written */
-        asm volatile("bar.sync 1, %0;\n" ::"n"(SW_BK_NT) : "memory");
-        for (int i = warp - 1; i < ngr; i += SW_BK_NCW) {
+        asm volatile("bar.sync 1, %0;\n" ::"n"(NT) : "memory");
+        for (int i = warp - NP; i < ngr; i += NCW) {
             const int s = i % ns, r = i / ns;
             bk_bar_wait(&full[s], (unsigned)r & 1u);
             const uint4 *hd = hdr + (size_t)s * 16;
             const unsigned sum = hd[0].w, vis = sum & 0xffffu;
-            if (vis) { /* warp-uniform: some row sees some token */
+            if ((V & SW_BK_V_NOMATH) == 0 && vis) { /* warp-uniform: some row sees some token */
                 const uint8_t *st = ring + (size_t)s * STAGE;
                 const uint4 e0 = hd[g], e1 = hd[g + 8];
                 const unsigned f8 = sum >> 16;
                 if (f8)
-                    bk_group<D, true, true>(st, qf, e0, e1, f8, vis, a.qscale, lut, g, t, S);
+                    tile_group<D, true, true, false>(st, qf, e0, e1, f8, vis, a.qscale, lut, g,
+                                                     t, S);
                 else if (vis != 0xffffu)
-                    bk_group<D, false, true>(st, qf, e0, e1, 0u, vis, a.qscale, lut, g, t, S);
+                    tile_group<D, false, true, false>(st, qf, e0, e1, 0u, vis, a.qscale, lut, g,
+                                                      t, S);
                 else
-                    bk_group<D, false, false>(st, qf, e0, e1, 0u, vis, a.qscale, lut, g, t, S);
+                    tile_group<D, false, false, false>(st, qf, e0, e1, 0u, vis, a.qscale, lut,
+                                                       g, t, S);
             }
             __syncwarp(); /* every lane is done with the stage */
             if (lane == 0)
@@ -415,50 +415,88 @@ __global__ void __launch_bounds__(SW_BK_NT, 1)
 #endif
 }
 
-/* Stages for head_dim D on the current device (0: no instance: before
- * sm_90, or too little shared memory for the epilogue's [9][8][D] fp32
- * sums); the kernel's attribute is set once per device. */
-template <int D> static sw_status bulk_stages(int *ns)
+/* Shared memory of variant V with ns stages. */
+template <int D, int V> static constexpr size_t bulk_smem(int ns)
 {
-    static volatile int cached[64];
+    return SW_BK_HEAD + (size_t)ns * (bk_geo<D>::STAGE + bk_geo<D>::HDR) +
+           ((V & SW_BK_V_DWIN) ? (size_t)SW_BK_DW_MAX * sizeof(sw_cuda_swap_blk) : 0);
+}
+
+/* Stages of variant V for head_dim D on the current device, with `per`
+ * CTAs per SM sharing its shared memory (0: no instance: before sm_90, or
+ * too little shared memory for the epilogue's [warps][8][D] fp32 sums); the
+ * kernel's attribute is set once per device (`cache`, one per instance). */
+template <int D, int V> static sw_status bulk_stages_per(int per, volatile int *cache, int *ns)
+{
     int dev = 0;
     SW_CUDA_CHECK(cudaGetDevice(&dev));
-    if (dev < 64 && cached[dev]) {
-        *ns = cached[dev] - 1;
+    if (dev < 64 && cache[dev]) {
+        *ns = cache[dev] - 1;
         return SW_OK;
     }
-    int major = 0, optin = 0;
+    int major = 0, optin = 0, sm = 0, rsv = 0;
     SW_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
     SW_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    constexpr size_t per = bk_geo<D>::STAGE + bk_geo<D>::HDR;
-    long long n = ((long long)optin - SW_BK_HEAD) / (long long)per;
+    SW_CUDA_CHECK(
+        cudaDeviceGetAttribute(&sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev));
+    SW_CUDA_CHECK(cudaDeviceGetAttribute(&rsv, cudaDevAttrReservedSharedMemoryPerBlock, dev));
+    long long budget = per > 1 ? (long long)sm / per - rsv : optin;
+    budget = budget > optin ? optin : budget;
+    constexpr size_t per_st = bk_geo<D>::STAGE + bk_geo<D>::HDR;
+    long long n = (budget - (long long)bulk_smem<D, V>(0)) / (long long)per_st;
     n = n > bk_geo<D>::NS ? bk_geo<D>::NS : n < 0 ? 0 : n;
-    if (major < 9 || (size_t)n * bk_geo<D>::STAGE < (size_t)(SW_BK_NCW + 1) * 8 * D * sizeof(float))
+    n = n > SW_BK_NS_MAX - 1 ? SW_BK_NS_MAX - 1 : n;
+    constexpr size_t sums = (size_t)(bk_var<V>::NCW + bk_var<V>::NP) * 8 * D * sizeof(float);
+    if (major < 9 || (size_t)n * bk_geo<D>::STAGE < sums)
         n = 0;
     if (n > 0)
-        SW_CUDA_CHECK(cudaFuncSetAttribute(swap_tile_bulk_kernel<D>,
+        SW_CUDA_CHECK(cudaFuncSetAttribute(swap_tile_bulk_kernel<D, V>,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           (int)(SW_BK_HEAD + (size_t)n * per)));
+                                           (int)bulk_smem<D, V>((int)n)));
     if (dev < 64)
-        cached[dev] = (int)n + 1;
+        cache[dev] = (int)n + 1;
     *ns = (int)n;
     return SW_OK;
+}
+
+/* Launches variant V with its stages for `per` CTAs per SM; *launched = 0
+ * when it has no instance here. */
+template <int D, int V>
+static sw_status launch_bulk_v(const sw_cuda_swap_tile_args *a, cudaStream_t st, int per,
+                               int *launched)
+{
+    static volatile int cached[64];
+    int ns = 0;
+    *launched = 0;
+    SW_TRY((bulk_stages_per<D, V>(per, cached, &ns)));
+    if (ns < 1)
+        return SW_OK;
+    dim3 grid((unsigned)a->nchunks, (unsigned)a->H, (unsigned)a->nrg);
+    swap_tile_bulk_kernel<D, V><<<grid, bk_var<V>::NT, bulk_smem<D, V>(ns), st>>>(*a, ns);
+    SW_CUDA_CHECK(cudaGetLastError());
+    *launched = 1;
+    return SW_OK;
+}
+
+/* SPILLWAY_SWAP_BULK_VARIANT (read once): 0 = the first kernel 3 (the
+ * default: descriptors loaded 4 groups ahead, divisions per group), 1 =
+ * SW_BK_V_FIX. */
+static int bulk_variant(void)
+{
+    static volatile int v = -1;
+    if (v < 0)
+        v = (int)sw_env_int("SPILLWAY_SWAP_BULK_VARIANT", 0);
+    return v;
 }
 
 template <int D> static sw_status launch_bulk(const sw_cuda_swap_tile_args *a, cudaStream_t st,
                                               int *launched)
 {
-    int ns = 0;
-    *launched = 0;
-    SW_TRY(bulk_stages<D>(&ns));
-    if (ns < 1)
-        return SW_OK;
-    const size_t smem = SW_BK_HEAD + (size_t)ns * (bk_geo<D>::STAGE + bk_geo<D>::HDR);
-    dim3 grid((unsigned)a->nchunks, (unsigned)a->H, (unsigned)a->nrg);
-    swap_tile_bulk_kernel<D><<<grid, SW_BK_NT, smem, st>>>(*a, ns);
-    SW_CUDA_CHECK(cudaGetLastError());
-    *launched = 1;
-    return SW_OK;
+    /* the window holds the longest range of blocks a CTA gets */
+    const int64_t most = ((int64_t)a->nblk + a->nchunks - 1) / a->nchunks + 1;
+    if (bulk_variant() == 1 && most <= SW_BK_DW_MAX)
+        return launch_bulk_v<D, SW_BK_V_FIX>(a, st, 1, launched);
+    return launch_bulk_v<D, 0>(a, st, 1, launched);
 }
 
 /* Called by sw_cuda_swap_tile (swap_tile.cu) for kernel 3; *launched = 0
@@ -466,12 +504,8 @@ template <int D> static sw_status launch_bulk(const sw_cuda_swap_tile_args *a, c
 extern "C" sw_status sw_cuda_swap_tile_bulk(const sw_cuda_swap_tile_args *a, void *stream,
                                             int *launched)
 {
-    cudaStream_t st = (cudaStream_t)stream;
     *launched = 0;
-    switch (a->D) {
-    case 64: return launch_bulk<64>(a, st, launched);
-    case 128: return launch_bulk<128>(a, st, launched);
-    case 256: return launch_bulk<256>(a, st, launched);
-    default: return SW_OK;
-    }
+    return tile_head_dim_call(a->D, [&](auto d) {
+        return launch_bulk<decltype(d)::value>(a, (cudaStream_t)stream, launched);
+    });
 }

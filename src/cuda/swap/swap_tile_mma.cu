@@ -57,40 +57,11 @@ template <int D> struct mma_geo {
 #include "cuda/swap/swap_mma_common.cuh"
 
 /* ------------------------------------------------------------ helpers -- */
-/* Elements e0 .. e0 + 7 of staged row `row` as 4 BF16 pairs: one 16-byte
- * load for a BF16 row, 8 bytes widened through the table for FP8. */
-template <int D>
-static __device__ __forceinline__ void row8(const uint8_t *st, int row, int e0, bool fp8,
-                                            const uint16_t *lut, uint32_t *w)
-{
-    if (!fp8) {
-        const uint4 u = *reinterpret_cast<const uint4 *>(st + soff<D>(row, e0 >> 3));
-        w[0] = u.x;
-        w[1] = u.y;
-        w[2] = u.z;
-        w[3] = u.w;
-    } else {
-        const uint2 u = *reinterpret_cast<const uint2 *>(st + soff<D>(row, e0 >> 4) + (e0 & 8));
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            const uint32_t src = i < 2 ? u.x : u.y;
-            const int sh = (i & 1) * 16;
-            w[i] = (uint32_t)lut[(src >> sh) & 0xffu] | ((uint32_t)lut[(src >> (sh + 8)) & 0xffu] << 16);
-        }
-    }
-}
-
 static __device__ __forceinline__ long long shfl_ll(long long v, int src)
 {
     const int lo = __shfl_sync(FULL, (int)(v & 0xffffffffll), src);
     const int hi = __shfl_sync(FULL, (int)(v >> 32), src);
     return (long long)(((unsigned long long)(unsigned)hi << 32) | (unsigned)lo);
-}
-static __device__ __forceinline__ unsigned long long shfl_ull(unsigned long long v, int src)
-{
-    const unsigned lo = __shfl_sync(FULL, (unsigned)v, src);
-    const unsigned hi = __shfl_sync(FULL, (unsigned)(v >> 32), src);
-    return ((unsigned long long)hi << 32) | lo;
 }
 
 /* One token of the tile as a lane sees it. */
@@ -148,20 +119,7 @@ __global__ void __launch_bounds__(MW_MAX * 32, 1) swap_tile_mma_kernel(const sw_
 
     /* Q^T fragments (B operand of S^T): query row n = g, dims 32j + 8t .. +7. */
     uint4 qf[NJ];
-    {
-        const int r = y * 8 + g;
-        if (r < rows) {
-            const uint16_t *qp =
-                a.q + ((size_t)(r / G) * a.Hq + (size_t)h * G + (size_t)(r % G)) * D;
-#pragma unroll
-            for (int j = 0; j < NJ; j++)
-                qf[j] = *reinterpret_cast<const uint4 *>(qp + 32 * j + 8 * t);
-        } else {
-#pragma unroll
-            for (int j = 0; j < NJ; j++)
-                qf[j] = make_uint4(0u, 0u, 0u, 0u);
-        }
-    }
+    tile_q_frags<D>(a.q, a.Hq, rows, G, y, h, g, t, qf);
 
     auto info = [&](int k, int tok) -> tok_t {
         tok_t r;
@@ -203,7 +161,7 @@ __global__ void __launch_bounds__(MW_MAX * 32, 1) swap_tile_mma_kernel(const sw_
             for (int it = 0; it < 32 / RPI; it++) {
                 const int row = it * RPI + lane / PPR, pc = lane % PPR;
                 /* rows of one instruction are all K or all V (RPI divides 16) */
-                const unsigned long long enc = shfl_ull(it * RPI < 16 ? kenc : venc, row & 15);
+                const unsigned long long enc = tile_shfl_u64(it * RPI < 16 ? kenc : venc, row & 15);
                 if ((enc & 2ull) && pc >= PPR / 2)
                     continue; /* an FP8 row has D bytes */
                 const bool ok = (enc & 1ull) != 0;
@@ -246,8 +204,8 @@ __global__ void __launch_bounds__(MW_MAX * 32, 1) swap_tile_mma_kernel(const sw_
 #pragma unroll
             for (int j = 0; j < NJ; j++) {
                 uint32_t w[4], x[4];
-                row8<D>(st, g, 32 * j + 8 * t, kf0, lut, w);
-                row8<D>(st, g + 8, 32 * j + 8 * t, kf1, lut, x);
+                tile_row8<D, true, true>(st, g, 32 * j + 8 * t, kf0, lut, w);
+                tile_row8<D, true, true>(st, g + 8, 32 * j + 8 * t, kf1, lut, x);
                 mma16816(s, w[0], x[0], w[1], x[1], qf[j].x, qf[j].y);
                 mma16816(s, w[2], x[2], w[3], x[3], qf[j].z, qf[j].w);
             }
@@ -284,10 +242,10 @@ __global__ void __launch_bounds__(MW_MAX * 32, 1) swap_tile_mma_kernel(const sw_
             for (int cc = 0; cc < NC; cc++) {
                 uint32_t va[4], vb[4], vc[4], vd[4];
                 const int e0 = 64 * cc + 8 * g;
-                row8<D>(st, 16 + 2 * t, e0, vf0, lut, va);
-                row8<D>(st, 17 + 2 * t, e0, vf1, lut, vb);
-                row8<D>(st, 24 + 2 * t, e0, vf2, lut, vc);
-                row8<D>(st, 25 + 2 * t, e0, vf3, lut, vd);
+                tile_row8<D, true, true>(st, 16 + 2 * t, e0, vf0, lut, va);
+                tile_row8<D, true, true>(st, 17 + 2 * t, e0, vf1, lut, vb);
+                tile_row8<D, true, true>(st, 24 + 2 * t, e0, vf2, lut, vc);
+                tile_row8<D, true, true>(st, 25 + 2 * t, e0, vf3, lut, vd);
 #pragma unroll
                 for (int i2 = 0; i2 < 4; i2++) {
                     float *acc = o[cc][i2];
@@ -328,12 +286,8 @@ template <int D> static sw_status launch_mma(const sw_cuda_swap_tile_args *a, cu
 extern "C" sw_status sw_cuda_swap_tile_mma(const sw_cuda_swap_tile_args *a, void *stream,
                                            int *launched)
 {
-    cudaStream_t st = (cudaStream_t)stream;
     *launched = 0;
-    switch (a->D) {
-    case 64: return launch_mma<64>(a, st, launched);
-    case 128: return launch_mma<128>(a, st, launched);
-    case 256: return launch_mma<256>(a, st, launched);
-    default: return SW_OK;
-    }
+    return tile_head_dim_call(a->D, [&](auto d) {
+        return launch_mma<decltype(d)::value>(a, (cudaStream_t)stream, launched);
+    });
 }
