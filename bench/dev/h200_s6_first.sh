@@ -1,0 +1,43 @@
+#!/bin/bash
+# h200_s6_first.sh STAGE... - the next session's first H200 call, prepared at the end of session 5
+# (2026-11-30; docs/perf/NOTES.md "Open (issue 5)", docs/perf/swap.md, docs/perf/store.md). Stages:
+#   bulkfix  swap kernel 3's opt-in DWIN|NODIV variant through swap_tile_check, test_swap_cuda and the
+#            resident bench (bench/dev/h200_call_s5_bulkfix.sh; .carry/build-h200 + .carry/h12b)
+#   shape    the store's request shape on the H200 host's disk, with --engine-ab's alternating order:
+#            512 KiB pieces with 4 MiB and with 8 MiB in flight against the default (whole runs,
+#            K and V merged, 4 MiB in flight); 1 GiB x 7 passes each (.carry/build-h200)
+#   ncu      full ncu sets with per-SASS stall samples of mix-b d128 and mix-a d64 (where the short
+#            items' time goes; .carry/prof = a build with -DCMAKE_CUDA_FLAGS=-lineinfo)
+# Each stage's files are packed into one archive under $OUT. Run with carry [".carry"].
+set -u
+OUT=${OUT:-out}; mkdir -p "$OUT"
+mkdir -p .carry/debs/root && for f in .carry/debs/*.deb; do dpkg -x "$f" .carry/debs/root; done
+DEB=$PWD/.carry/debs/root/usr/lib/x86_64-linux-gnu
+B=.carry/build-h200
+t0=$(date +%s); el() { echo "($(( $(date +%s) - t0 )) s)"; }
+pack() { tar czf "$OUT/$1.tgz" -C "$OUT" "$1" && rm -rf "${OUT:?}/$1"; }
+for stage in "$@"; do mkdir -p "$OUT/$stage"; case $stage in
+bulkfix)
+  OUT=$OUT/bulkfix timeout 200 bash bench/dev/h200_call_s5_bulkfix.sh ;;
+shape)
+  for v in "SPILLWAY_STORE_READ_CHUNK=524288,SPILLWAY_STORE_READ_INFLIGHT=4194304" \
+           "SPILLWAY_STORE_READ_CHUNK=524288,SPILLWAY_STORE_READ_INFLIGHT=8388608"; do
+    n=$(( ${n:-0} + 1 ))
+    { uptime; LD_LIBRARY_PATH=$PWD/$B:$DEB timeout 150 $B/spillway store bench --dir /var/tmp --size-mb 1024 \
+        --passes 7 --host-passes 1 --engine-ab "$v" --json "$OUT/shape/store-h200-shape$n.json"
+      echo "store bench rc=$?"; } >"$OUT/shape/store-h200-shape$n.log" 2>&1
+    grep -E "rc=|/ raw-seq: median|engine/raw per|A/B/raw per" "$OUT/shape/store-h200-shape$n.log"
+  done ;;
+ncu)
+  NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu | head -1)
+  for cs in "mix-b h32-8/d128" "mix-a h32-8/d64"; do
+    set -- $cs; c=$1-${2//\//-}
+    LD_LIBRARY_PATH=$PWD/.carry/prof:$DEB timeout 200 $NCU --clock-control none --kernel-name regex:prefill_kernel \
+      --launch-skip 2 --launch-count 1 --set full --import-source yes -o "$OUT/ncu/ncu-$c" -f \
+      .carry/prof/spillway bench prefill --cases $1 --shapes $2 --reps 3 --warmup 1 >"$OUT/ncu/ncu-$c.txt" 2>&1
+    $NCU -i "$OUT/ncu/ncu-$c.ncu-rep" --page details >"$OUT/ncu/ncu-$c-details.txt" 2>&1
+    $NCU -i "$OUT/ncu/ncu-$c.ncu-rep" --page source --csv --print-source sass >"$OUT/ncu/ncu-$c-sass.csv" 2>&1
+    rm -f "$OUT/ncu/ncu-$c.ncu-rep"
+  done ;;
+*) echo "unknown stage $stage" >&2 ;;
+esac; echo "$stage $(el)"; pack "$stage"; done
