@@ -3,9 +3,11 @@
 # (2026-11-30; docs/perf/NOTES.md "Open (issue 5)", docs/perf/swap.md, docs/perf/store.md). Stages:
 #   bulkfix  swap kernel 3's opt-in DWIN|NODIV variant through swap_tile_check, test_swap_cuda and the
 #            resident bench (bench/dev/h200_call_s5_bulkfix.sh; .carry/build-h200 + .carry/h12b)
-#   shape    the store's request shape on the H200 host's disk, with --engine-ab's alternating order:
-#            512 KiB pieces with 4 MiB and with 8 MiB in flight against the default (whole runs,
-#            K and V merged, 4 MiB in flight); 1 GiB x 7 passes each (.carry/build-h200)
+#   shape    the store's request shape on the H200 host's disk, with --engine-ab's alternating order,
+#            against the default (K and V runs merged: ~1 MiB requests, 4 MiB in flight): runs not
+#            merged (~516 KiB requests, ~8 in flight: the raw-tiles loop's shape, which reads at
+#            87-104% of raw-seq there), 512 KiB pieces with 4 MiB and with 8 MiB in flight;
+#            1 GiB x 7 passes each (.carry/build-h200)
 #   ncu      full ncu sets with per-SASS stall samples of mix-b d128 and mix-a d64 (where the short
 #            items' time goes; .carry/prof = a build with -DCMAKE_CUDA_FLAGS=-lineinfo)
 # Each stage's files are packed into one archive under $OUT. Run with carry [".carry"].
@@ -20,7 +22,8 @@ for stage in "$@"; do mkdir -p "$OUT/$stage"; case $stage in
 bulkfix)
   OUT=$OUT/bulkfix timeout 200 bash bench/dev/h200_call_s5_bulkfix.sh ;;
 shape)
-  for v in "SPILLWAY_STORE_READ_CHUNK=524288,SPILLWAY_STORE_READ_INFLIGHT=4194304" \
+  for v in "SPILLWAY_STORE_READ_MERGE=0" \
+           "SPILLWAY_STORE_READ_CHUNK=524288,SPILLWAY_STORE_READ_INFLIGHT=4194304" \
            "SPILLWAY_STORE_READ_CHUNK=524288,SPILLWAY_STORE_READ_INFLIGHT=8388608"; do
     n=$(( ${n:-0} + 1 ))
     { uptime; LD_LIBRARY_PATH=$PWD/$B:$DEB timeout 150 $B/spillway store bench --dir /var/tmp --size-mb 1024 \
