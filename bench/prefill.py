@@ -46,7 +46,11 @@ previous run). A slow phase of the machine (seen on the H200: whole stretches
 of runs ~1.4x slower, docs/perf/NOTES.md) then falls on every implementation
 alike instead of on whichever one was timed then. --no-interleave times each
 implementation's reps in one block instead. The median is reported; the JSON
-keeps every rep's time (times_ms). Before every
+keeps every rep's time (times_ms). An implementation whose call raises while
+being timed is reported as failed and dropped; the others' figures stand (a
+sticky CUDA error fails every later call, unavoidably). Every implementation's
+buffers stay allocated while the case is timed, so a case's peak memory is
+the sum over its implementations. Before every
 timed run the L2 cache is flushed by writing a 256 MiB buffer (outside the
 events). The inputs are one fixed set per case rather than rotated sets: Q
 alone is 64-218 MiB in every case, more than the 50-60 MB L2 of an H100/H200,
@@ -513,25 +517,41 @@ def time_cuda(fn, warmup, reps, flush):
 
 def time_cuda_interleaved(fns, warmup, reps, flush):
     """time_cuda for several implementations at once: rep r runs each once,
-    starting at implementation r % n. Returns one list of times per fn."""
+    starting at implementation r % n. Returns (times, errors): one list of
+    times per fn, and per fn None or the exception that stopped it (it is
+    then dropped from the rotation; the others go on)."""
     n = len(fns)
+    errors = [None] * n
+    live = list(range(n))
+
+    def call(j):
+        try:
+            fns[j]()
+            return True
+        except Exception as e:  # this implementation only
+            errors[j] = e
+            return False
+
     for _ in range(warmup):
-        for fn in fns:
-            fn()
+        live = [j for j in live if call(j)]
     torch.cuda.synchronize()
     evs = [[] for _ in fns]
     for r in range(reps):
-        for i in range(n):
-            j = (r + i) % n
+        order = [live[(r + i) % len(live)] for i in range(len(live))] if live else []
+        for j in order:
             flush()
             s = torch.cuda.Event(enable_timing=True)
             e = torch.cuda.Event(enable_timing=True)
             s.record()
-            fns[j]()
+            ok = call(j)
             e.record()
-            evs[j].append((s, e))
+            if ok:
+                evs[j].append((s, e))
+        live = [j for j in live if errors[j] is None]
     torch.cuda.synchronize()
-    return [[s.elapsed_time(e) for s, e in ev] for ev in evs]
+    times = [[s.elapsed_time(e) for s, e in ev] if errors[j] is None else []
+             for j, ev in enumerate(evs)]
+    return times, errors
 
 
 def time_cpu(fn, warmup, reps):
@@ -928,17 +948,24 @@ def run_case(case, impls, args, device, dtype, flusher, info):
     del ref
     if timed:
         fns = [run for _, run, _ in timed]
-        try:
-            if args.no_interleave:
-                all_times = [time_cuda(fn, args.warmup, args.reps, flusher) for fn in fns]
-            else:
-                all_times = time_cuda_interleaved(fns, args.warmup, args.reps, flusher)
-        except Exception as e:  # one failing call fails the case's timing for all
-            for rec, _, _ in timed:
-                rec["error"] = "timing: " + _one_line(e)
+        if args.no_interleave:
+            all_times, errors = [], []
+            for fn in fns:
+                try:
+                    all_times.append(time_cuda(fn, args.warmup, args.reps, flusher))
+                    errors.append(None)
+                except Exception as e:  # this implementation only
+                    all_times.append([])
+                    errors.append(e)
+        else:
+            all_times, errors = time_cuda_interleaved(fns, args.warmup, args.reps, flusher)
+        for (rec, _, note), times, err in zip(timed, all_times, errors):
+            if err is not None:
+                rec["error"] = "timing: " + _one_line(err)
                 print(f"  {rec['impl']:15s} FAILED: {rec['error']}", flush=True)
-            all_times = None
-        for (rec, _, note), times in zip(timed, all_times or []):
+                if args.verbose:
+                    traceback.print_exception(type(err), err, err.__traceback__)
+                continue
             ms = statistics.median(times)
             rec["ms"] = ms
             rec["tflops"] = case.flops / (ms * 1e-3) / 1e12

@@ -271,6 +271,8 @@ int main(void)
          * families, so its partial tiles (lengths not multiples of 144) and
          * q_len != kv_len are checked whatever the random lengths. */
         if (backends[bi] == SW_BACKEND_CUDA_HOPPER) {
+            const char *prev = getenv("SPILLWAY_HOPPER_WIDE_KV");
+            char *saved = prev ? strdup(prev) : NULL;
             setenv("SPILLWAY_HOPPER_WIDE_KV", "1", 1);
             int wide = 0;
             for (int fam = 0; fam < 2; fam++)
@@ -286,7 +288,11 @@ int main(void)
                         }
                         sw_case_free(&c);
                     }
-            unsetenv("SPILLWAY_HOPPER_WIDE_KV");
+            if (saved)
+                setenv("SPILLWAY_HOPPER_WIDE_KV", saved, 1); /* the caller's A/B value */
+            else
+                unsetenv("SPILLWAY_HOPPER_WIDE_KV");
+            free(saved);
             CHECK(wide >= 12); /* the families do hold such cases */
         }
         printf("test_prefill_cuda: %s: %d cases, %d failed\n", sw_backend_name(backends[bi]),

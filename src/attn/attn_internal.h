@@ -65,6 +65,11 @@ typedef struct sw_work_item {
  * no items; requests with kv_len = 0 yield items (the kernel writes zeros and
  * LSE = -inf). Returns the number of items, -1 if it exceeds INT32_MAX, -2
  * if a temporary allocation failed. */
+int64_t sw_plan_work(const int32_t *qo_indptr, const int32_t *kv_indptr, int32_t batch,
+                     int32_t num_qo_heads, int32_t num_kv_heads, int32_t causal,
+                     int32_t tile_m, int32_t pack_max_q_len, int64_t kv_token_bytes,
+                     int64_t section_bytes, sw_work_item *items, int64_t capacity);
+
 /* Whether the Hopper kernel's wide K/V tiles (non-causal d128: 144 keys
  * instead of 128) pay for this batch: they gain 3-4.5% on long requests
  * (1x16k, mix-a) but pad every request's last tile further and leave the
@@ -72,11 +77,6 @@ typedef struct sw_work_item {
  * about even; docs/perf/NOTES.md, v10). 1 when requests of >= 8192 keys
  * hold >= 75% of the batch's non-causal work (q_len x kv_len). */
 int32_t sw_plan_wide_kv(const int32_t *qo_indptr, const int32_t *kv_indptr, int32_t batch);
-
-int64_t sw_plan_work(const int32_t *qo_indptr, const int32_t *kv_indptr, int32_t batch,
-                     int32_t num_qo_heads, int32_t num_kv_heads, int32_t causal,
-                     int32_t tile_m, int32_t pack_max_q_len, int64_t kv_token_bytes,
-                     int64_t section_bytes, sw_work_item *items, int64_t capacity);
 
 /* Visible keys of query token t (0-based) of a request: causal bottom-right
  * alignment; clamped to [0, kv_len]. */

@@ -540,30 +540,35 @@ sw_status sw_swap_dev_attend_verdict(sw_swap *s, void *stream, int report)
         return SW_OK;
     const size_t bad_bytes = sizeof(uint32_t) * (1 + SW_SWAP_BAD_CAP);
     sw_status st = SW_OK;
-    if (d->ngrec)
-        st = sw_cuda_swap_copy(d->h_bad, d->d_bad, bad_bytes, stream);
-    /* the one wait: the gathers are done with the leased memory, and the
-     * report is here */
-    sw_status sy = sw_cuda_stream_sync(stream);
-    /* gathers issued ahead of a tile that never computed (a failed call)
-     * are waited by no kernel of `stream`: the leases outlive them */
+    /* Gathers issued ahead of a tile that never computed (a failed call)
+     * are waited by no kernel of `stream`: wait for them first, so that the
+     * leases outlive them and the report copied below holds their
+     * mismatches too (copied before, it could miss one, and the stale count
+     * would then be read by the next call against its own records). */
     for (int i = 0; d->gissued && i < 2; i++) {
         const sw_status g = sw_cuda_stream_sync(d->gstream[i]);
-        if (sy == SW_OK)
-            sy = g;
+        if (st == SW_OK)
+            st = g;
     }
     d->gissued = 0;
+    if (d->ngrec && st == SW_OK)
+        st = sw_cuda_swap_copy(d->h_bad, d->d_bad, bad_bytes, stream);
+    /* the one wait on the call's stream: the gathers are done with the
+     * leased memory, and the report is here */
+    const sw_status sy = sw_cuda_stream_sync(stream);
     if (st == SW_OK)
         st = sy;
     sw_status out = st;
     if (st != SW_OK && d->ngrec) {
-        /* the report is unknown: no slot the call gathered is to be trusted */
+        /* the report is unknown: no slot the call gathered is to be trusted,
+         * and the report is cleared for the next call (whatever it holds) */
         for (size_t i = 0; i < d->ngrec; i++) {
             const gather_rec *r = &d->grec[i];
             sw_swap_blk *b = &r->q->layers[r->layer].blk[r->block];
             if (b->slot == r->slot)
                 sw_swap_pool_drop(s, b);
         }
+        (void)sw_cuda_memset_async(d->d_bad, 0, bad_bytes, stream);
     } else if (d->ngrec && d->h_bad[0]) {
         /* Each bad stripe's slot is dropped and its host-tier copy leaves
          * the tier (still leased here, so the entry cannot have been reused

@@ -57,8 +57,9 @@ struct item_geom {
     }
 
     /* Token (relative to the request) and head of tile row r. */
-    /* Exact for r < 128, pack <= 128: ceil(2^16 / pack) overshoots r / pack
-     * by less than r / 2^16 < 1 / pack. */
+    /* Exact while r * pack < 2^16 (rows < 256 -- the Hopper d64 items have
+     * 192 -- and pack <= 256): ceil(2^16 / pack) overshoots r / pack by less
+     * than r / 2^16 < 1 / pack. */
     __device__ __forceinline__ int tok_of(int r) const { return q_tok0 + ((r * magic) >> 16); }
     __device__ __forceinline__ int head_of(int r) const
     {

@@ -165,9 +165,12 @@ extern "C" sw_status sw_cuda_prefill_hopper_config(int32_t device, int32_t head_
     SW_CUDA_CHECK(cudaSetDevice(device));
     sw_status st = SW_OK;
     int tm = 0;
-    for (int causal = 0; causal < 2 && st == SW_OK; ++causal) {
+    /* every kernel a plan may choose: causal, non-causal, and at d128 the
+     * wide non-causal one (its shared memory is checked here, not at the
+     * first run) */
+    for (int v = 0; v < (head_dim == 128 ? 3 : 2) && st == SW_OK; ++v) {
         sw_hopper_kernel k;
-        st = select(device, head_dim, dtype, causal, 0, &k);
+        st = select(device, head_dim, dtype, v == 1, v == 2, &k);
         tm = k.tile_m;
     }
     (void)cudaSetDevice(old);
