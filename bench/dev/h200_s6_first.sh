@@ -8,6 +8,8 @@
 #            merged (~516 KiB requests, ~8 in flight: the raw-tiles loop's shape, which reads at
 #            87-104% of raw-seq there), 512 KiB pieces with 4 MiB and with 8 MiB in flight;
 #            1 GiB x 7 passes each (.carry/build-h200)
+#   swapenv  test_swap_cuda under the switches CI on the H200 no longer covers by default (kernel 2,
+#            which every pre-sm_90 GPU runs; gathers on the compute stream; the full victim ranking)
 #   ncu      full ncu sets with per-SASS stall samples of mix-b d128 and mix-a d64 (where the short
 #            items' time goes; .carry/prof = a build with -DCMAKE_CUDA_FLAGS=-lineinfo)
 # Each stage's files are packed into one archive under $OUT. Run with carry [".carry"].
@@ -30,6 +32,12 @@ shape)
         --passes 7 --host-passes 1 --engine-ab "$v" --json "$OUT/shape/store-h200-shape$n.json"
       echo "store bench rc=$?"; } >"$OUT/shape/store-h200-shape$n.log" 2>&1
     grep -E "rc=|/ raw-seq: median|engine/raw per|A/B/raw per" "$OUT/shape/store-h200-shape$n.log"
+  done ;;
+swapenv)
+  for e in SPILLWAY_SWAP_TILE_KERNEL=2 SPILLWAY_SWAP_GATHER_AHEAD=0 SPILLWAY_SWAP_RANK_FIRST=0; do
+    { env $e SW_TEST_SWAP_CASES=16 LD_LIBRARY_PATH=$PWD/$B:$DEB timeout 60 $B/tests/test_swap_cuda
+      echo "$e rc=$?"; } >"$OUT/swapenv/swap-h200-$e.log" 2>&1
+    grep -E "rc=|cases \(|FAIL" "$OUT/swapenv/swap-h200-$e.log" | head -4
   done ;;
 ncu)
   NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu | head -1)
