@@ -87,8 +87,10 @@ typedef struct sw_swap_config {
     uint32_t struct_size;     /* sizeof(sw_swap_config) */
     int32_t resident_blocks;  /* pool slots, >= 1 (default 64) */
     int32_t tile_blocks;      /* blocks per attention tile; 0 = default:
-                               * min(16, max(1, resident_blocks / 8)); clamped
-                               * to resident_blocks */
+                               * min(cap, max(1, resident_blocks / 8)), cap =
+                               * the store's run_blocks (64) for a host pool
+                               * whose store has no host tier, else 16;
+                               * clamped to resident_blocks */
     int32_t predictor_rank;   /* 1..128 (default 32) */
     uint64_t projection_seed; /* seed of the projection (default 0x5157) */
     int32_t prefetch_depth;   /* tiles whose store reads are in flight while

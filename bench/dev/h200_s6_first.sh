@@ -10,6 +10,8 @@
 #            1 GiB x 7 passes each (.carry/build-h200)
 #   swapenv  test_swap_cuda under the switches CI on the H200 no longer covers by default (kernel 2,
 #            which every pre-sm_90 GPU runs; gathers on the compute stream; the full victim ranking)
+#   disk     the device pool's disk case with run-aware eviction off and on (SPILLWAY_SWAP_RUN_EVICT=0 / 4),
+#            two rounds (issue 4's disk line; measured only on a host pool so far)
 #   ncu      full ncu sets with per-SASS stall samples of mix-b d128 and mix-a d64 (where the short
 #            items' time goes; .carry/prof = a build with -DCMAKE_CUDA_FLAGS=-lineinfo)
 # Each stage's files are packed into one archive under $OUT. Run with carry [".carry"].
@@ -39,6 +41,13 @@ swapenv)
       echo "$e rc=$?"; } >"$OUT/swapenv/swap-h200-$e.log" 2>&1
     grep -E "rc=|cases \(|FAIL" "$OUT/swapenv/swap-h200-$e.log" | head -4
   done ;;
+disk)
+  for r in 1 2; do for w in 0 4; do
+    { echo "# SPILLWAY_SWAP_RUN_EVICT=$w spillway bench swap --dir /var/tmp --cases disk"
+      SPILLWAY_SWAP_RUN_EVICT=$w LD_LIBRARY_PATH=$PWD/$B:$DEB timeout 120 $B/spillway bench swap --dir /var/tmp \
+        --cases disk --json "$OUT/disk/swap-h200-runevict$w-r$r.json"; echo "rc=$?"; } >"$OUT/disk/swap-h200-runevict$w-r$r.log" 2>&1
+    grep -E "rc=|ms per step|disk reads:|storage by" "$OUT/disk/swap-h200-runevict$w-r$r.log" | head -5
+  done; done ;;
 ncu)
   NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu | head -1)
   for cs in "mix-b h32-8/d128" "mix-a h32-8/d64"; do

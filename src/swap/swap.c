@@ -149,13 +149,21 @@ sw_status sw_swap_create(const sw_swap_model *model, const sw_swap_config *confi
                               sst.run_blocks <= UINT32_MAX
                           ? (uint32_t)sst.run_blocks
                           : 0;
+    {
+        const int64_t w = sw_env_int("SPILLWAY_SWAP_RUN_EVICT", -1);
+        const int64_t def = sst.host_capacity_bytes > 0 ? 0 : SW_SWAP_RUN_EVICT_DEFAULT;
+        s->run_evict = s->align_blocks ? (int32_t)(w < 0 ? def : w > 64 ? 64 : w) : 0;
+    }
     int32_t tb = config->tile_blocks;
     if (tb == 0) {
         tb = config->resident_blocks / 8;
         if (tb < 1)
             tb = 1;
-        if (tb > 16)
-            tb = 16;
+        const int32_t cap = sw_swap_auto_tile_cap(config->pool == SW_SWAP_POOL_HOST,
+                                                  sst.host_capacity_bytes > 0, s->align_blocks,
+                                                  sw_env_int("SPILLWAY_SWAP_HOST_TILE", 0));
+        if (tb > cap)
+            tb = cap;
     }
     if (tb > config->resident_blocks)
         tb = config->resident_blocks;

@@ -106,6 +106,8 @@ struct sw_swap {
      * the store's run_blocks, 0 = tiles cut by count only
      * (SPILLWAY_SWAP_ALIGN_TILES=0). */
     uint32_t align_blocks;
+    int32_t run_evict;      /* run-aware eviction window in tiles, 0 = off
+                             * (see SW_SWAP_RUN_EVICT_DEFAULT) */
     float *proj;            /* P[head_dim][rank] */
     sw_swap_seq **seqs;
     size_t nseqs, seqs_cap;
@@ -175,6 +177,13 @@ uint64_t sw_swap_pool_used(const sw_swap *s);
 int sw_swap_tile_takes(int64_t cur, int64_t next, int32_t ahead, int32_t room);
 
 /* ---- attend.c ---- */
+/* Run-aware eviction window, in tiles (SPILLWAY_SWAP_RUN_EVICT, read at
+ * sw_swap_create; default SW_SWAP_RUN_EVICT_DEFAULT when the store has no
+ * host tier, else 0): 0 = victims in plain policy order; W > 0 = the first
+ * W x tile_blocks victims of the policy, reordered so that blocks of the
+ * store runs with the fewest resident blocks go first (attend.c,
+ * runs_first). Needs tiles aligned to store runs. */
+#define SW_SWAP_RUN_EVICT_DEFAULT 4
 /* The first min(k, unpinned slots) entries of sw_swap_pool_rank's order
  * (same out / scratch sizes): what one tile of k blocks can take. */
 int32_t sw_swap_victims_first(sw_swap *s, int32_t k, int32_t *out, void *scratch);
@@ -186,6 +195,14 @@ int32_t sw_swap_victims_first(sw_swap *s, int32_t k, int32_t *out, void *scratch
  * once). Pure. */
 #define SW_SWAP_MAX_PREFETCH 32
 int32_t sw_swap_prefetch_depth(int32_t configured, int32_t resident_blocks, int32_t tile_blocks);
+/* Upper bound of the default tile (config tile_blocks 0, which is also
+ * at most resident_blocks / 8): 16 for a device pool; for a host pool
+ * `env` (SPILLWAY_SWAP_HOST_TILE) when > 0, else, when the store has no
+ * host tier (host_tier 0) and tiles are aligned to store runs of
+ * align_blocks >= 16 blocks, align_blocks, else 16; at most
+ * SW_SWAP_MAX_AUTO_TILE. Pure. */
+#define SW_SWAP_MAX_AUTO_TILE 256
+int32_t sw_swap_auto_tile_cap(int host_pool, int host_tier, uint32_t align_blocks, int64_t env);
 /* Submits a job as a store read ticket (n = 0: nothing). On failure every
  * status is the submit's error, no ticket is outstanding, and that status
  * is returned. Before the wait, statuses read SW_STATUS_INTERNAL. */
