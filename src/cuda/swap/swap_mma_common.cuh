@@ -113,6 +113,34 @@ static __device__ __forceinline__ tile_desc tile_load_desc(const sw_cuda_swap_bl
     return r;
 }
 
+/* The header of one staged token (lanes 0..15 each stage one token of a
+ * 16-token group, from block descriptor dc at position tt; ok: the token
+ * exists): its row mask (bit n: row n of the group sees it, from the row
+ * limits rl and kbase as in tile_row_limits) and scales go to hd[lane], and
+ * lane 0's last word carries the group's visible and FP8 token masks.
+ * Returns the row mask; *fp8: whether the token's block is FP8. Every lane
+ * of the warp calls it (two ballots). */
+static __device__ __forceinline__ unsigned tile_token_header(const tile_desc &dc, bool ok, int tt,
+                                                             int B, int kbase,
+                                                             const int (&rl)[8], uint4 *hd,
+                                                             int lane, bool *fp8)
+{
+    const bool f = ok && dc.d.w != 0;
+    long long dp = (long long)dc.d.y * B + tt - kbase;
+    dp = dp > INT_MAX ? INT_MAX : dp < INT_MIN + 1 ? INT_MIN + 1 : dp;
+    unsigned mask = 0;
+#pragma unroll
+    for (int n = 0; n < 8; n++)
+        mask |= (ok && (int)dp <= rl[n]) ? 1u << n : 0u;
+    const unsigned vis = __ballot_sync(0xffffffffu, mask != 0) & 0xffffu;
+    const unsigned f8 = __ballot_sync(0xffffffffu, f) & 0xffffu;
+    if (lane < 16)
+        hd[lane] = make_uint4(mask, __float_as_uint(dc.s.x), __float_as_uint(dc.s.y),
+                              lane == 0 ? (vis | (f8 << 16)) : 0u);
+    *fp8 = f;
+    return mask;
+}
+
 /* Row n of row group y (of `rows` rows, G per query row) sees key position
  * p when p - kbase <= rl[n], kbase = len - ql (causal) or len - 1 (INT_MIN:
  * no such row); 32-bit limits keep the registers for the pipeline. */

@@ -220,13 +220,10 @@ __global__ void __launch_bounds__(bk_var<V>::NT, bk_var<V>::MINB)
                     r.d = *p;
                     r.s = *reinterpret_cast<const float2 *>(p + 1);
                 } else {
-                    const int4 *p = reinterpret_cast<const int4 *>(a.blk + b0 + j / B);
-                    r.d = __ldg(p);
-                    r.s = __ldg(reinterpret_cast<const float2 *>(p + 1));
+                    r = tile_load_desc(a.blk, b0 + j / B, true);
                 }
             } else {
-                r.d = make_int4(0, 0, 0, 0);
-                r.s = make_float2(0.0f, 0.0f);
+                r = tile_load_desc(a.blk, 0, false);
             }
             return r;
         };
@@ -306,20 +303,9 @@ __global__ void __launch_bounds__(bk_var<V>::NT, bk_var<V>::MINB)
                 bk_bar_wait(&empty[s], (unsigned)(r - 1) & 1u);
             const int j = i * 16 + tk;
             const int tt = NODIV ? jt : j % B;
-            const bool ok = j < ntok && tt < dc.d.z;
-            const bool fp8 = ok && dc.d.w != 0;
-            long long dp = (long long)dc.d.y * B + tt - kbase;
-            dp = dp > INT_MAX ? INT_MAX : dp < INT_MIN + 1 ? INT_MIN + 1 : dp;
-            unsigned mask = 0;
-#pragma unroll
-            for (int n = 0; n < 8; n++)
-                mask |= (ok && (int)dp <= rl[n]) ? 1u << n : 0u;
-            const unsigned vis = __ballot_sync(SW_BK_FULL, mask != 0) & 0xffffu;
-            const unsigned f8 = __ballot_sync(SW_BK_FULL, fp8) & 0xffffu;
-            uint4 *hd = hdr + (size_t)s * 16;
-            if (lane < 16)
-                hd[lane] = make_uint4(mask, __float_as_uint(dc.s.x), __float_as_uint(dc.s.y),
-                                      lane == 0 ? (vis | (f8 << 16)) : 0u);
+            bool fp8;
+            const unsigned mask = tile_token_header(dc, j < ntok && tt < dc.d.z, tt, B, kbase, rl,
+                                                    hdr + (size_t)s * 16, lane, &fp8);
             /* This lane's row (K of token tk, or its V) is copied when some
              * row sees the token. It continues the previous lane's run when
              * both are BF16 rows of one block, consecutive in the pool and

@@ -47,7 +47,6 @@
 #include <stdint.h>
 
 #define SW_NW_MAX 8      /* warps per CTA at most */
-#define SW_FULL 0xffffffffu
 #define SW_HEAD 1024     /* FP8 table (512 B) + per-warp m, l (2 x 8 x 8 floats) */
 
 /* Stages per warp and warps per CTA (at most; fewer where the device's
@@ -109,20 +108,9 @@ __global__ void __launch_bounds__(st_geo<D>::NW * 32, 1)
         if (i < nwg) {
             const int j = (warp + NW * i) * 16 + tk;
             const int tt = j % B;
-            const bool ok = j < ntok && tt < dc.d.z;
-            const bool fp8 = ok && dc.d.w != 0;
-            long long dp = (long long)dc.d.y * B + tt - kbase;
-            dp = dp > INT_MAX ? INT_MAX : dp < INT_MIN + 1 ? INT_MIN + 1 : dp;
-            unsigned mask = 0;
-#pragma unroll
-            for (int n = 0; n < 8; n++)
-                mask |= (ok && (int)dp <= rl[n]) ? 1u << n : 0u;
-            const unsigned vis = __ballot_sync(SW_FULL, mask != 0) & 0xffffu;
-            const unsigned f8 = __ballot_sync(SW_FULL, fp8) & 0xffffu;
-            uint4 *hd = hdr + (size_t)(i % NST) * 16;
-            if (lane < 16)
-                hd[lane] = make_uint4(mask, __float_as_uint(dc.s.x), __float_as_uint(dc.s.y),
-                                      lane == 0 ? (vis | (f8 << 16)) : 0u);
+            bool fp8;
+            const unsigned mask = tile_token_header(dc, j < ntok && tt < dc.d.z, tt, B, kbase, rl,
+                                                    hdr + (size_t)(i % NST) * 16, lane, &fp8);
             const unsigned long long koff =
                 (unsigned long long)dc.d.x * a.slot_bytes +
                 ((unsigned long long)h * B + (unsigned long long)tt) * D * (fp8 ? 1u : 2u);
