@@ -512,6 +512,11 @@ static const char bench_usage[] =
     "K/V read rate (CUDA events) vs a device-to-device cudaMemcpy (2 x bytes / time).\n"
     "Defaults: context 32768, batch 1, 1 layer, 5 steps after 1 warm-up;\n"
     "--quick: context 4096, 2 steps, 64 MiB raw file.\n"
+    "  --resident-context N  the all-resident case's context (default with a GPU:\n"
+    "                   524288 tokens = 1 GiB of K/V per attend, the byte count of the\n"
+    "                   device-to-device reference, 2 steps after 1 warm-up: a 64 MiB\n"
+    "                   attend is mostly the launch's fixed cost, docs/perf/swap.md;\n"
+    "                   else, or with --quick, --context)\n"
     "  --json PATH      default bench/results/swap-<host>.json when bench/results exists,\n"
     "                   else ./swap-<host>.json\n";
 
@@ -554,11 +559,20 @@ int cmd_bench_swap(int argc, char **argv)
     o.layers = 1;
     o.steps = 5;
     int set_ctx = 0, set_steps = 0, set_raw = 0;
+    int64_t res_ctx = 0; /* --resident-context; 0 = the default */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             printf("%s", bench_usage);
             return 0;
+        } else if (!strcmp(a, "--resident-context") && i + 1 < argc) {
+            char *end = NULL;
+            res_ctx = strtoll(argv[++i], &end, 10);
+            if (!end || *end || res_ctx < 16 || res_ctx > ((int64_t)1 << 24)) {
+                fprintf(stderr, "spillway bench swap: --resident-context wants 16..16777216 "
+                                "tokens, not '%s'\n", argv[i]);
+                return 2;
+            }
         } else if (!strcmp(a, "--quick")) {
             o.quick = 1;
         } else if ((!strcmp(a, "--json") || !strcmp(a, "--cases")) && i + 1 < argc) {
@@ -627,7 +641,18 @@ int cmd_bench_swap(int argc, char **argv)
     for (int k = 0; k < 3; k++) {
         if (!in_list(o.cases, cases[k].key))
             continue;
-        cs[k] = make_case(cases[k].name, &o, cases[k].pool, cases[k].host, cases[k].dev_tile);
+        swap_opts ok = o;
+        if (k == 2 && use_device(&o) && !o.quick) {
+            /* the all-resident case at the D2D reference's byte count */
+            ok.context = res_ctx > 0 ? res_ctx : 524288;
+            if (ok.context > o.context) {
+                ok.steps = o.steps < 2 ? o.steps : 2;
+                ok.warmup = o.warmup < 1 ? o.warmup : 1;
+            }
+        } else if (k == 2 && res_ctx > 0) {
+            ok.context = res_ctx;
+        }
+        cs[k] = make_case(cases[k].name, &ok, cases[k].pool, cases[k].host, cases[k].dev_tile);
         printf("\n-- %s --\n", cases[k].name);
         print_setup(&cs[k]);
         if (cs[k].device_pool)

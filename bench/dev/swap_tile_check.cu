@@ -9,9 +9,9 @@
  * (swap_tile_mma.cu; 1109 GB/s in the bench), 2 tensor cores with a
  * descriptor-free streaming loop (swap_tile_stream.cu, the default; ~1800
  * GB/s iso), 3 bulk copies into an mbarrier ring, producer warp + 8 consumer
- * warps (swap_tile_bulk.cu, sm_90+, the default); its descriptor-window
- * variant with SPILLWAY_SWAP_BULK_VARIANT=1 in the environment (read once
- * per process; bench/dev/swap_stream_probe.cu times kernel 3's variants).
+ * warps (swap_tile_bulk.cu, sm_90+, the default; its descriptor-window
+ * variant by default, the first form with SPILLWAY_SWAP_BULK_VARIANT=0 in
+ * the environment, read once per process; bench/dev/swap_stream_probe.cu times kernel 3's variants).
  *
  * Timing, per kernel (CTAs per SM as device.c picks them, --per overrides):
  *   iso   as the bench's events: stream idle (synchronised), a small
@@ -27,7 +27,9 @@
  *   nvcc -std=c++17 -O3 -Iinclude -Isrc -gencode=arch=compute_90a,code=sm_90a \
  *        -o /tmp/stc bench/dev/swap_tile_check.cu src/cuda/swap/swap_tile*.cu
  * Run: /tmp/stc [--check] [--bench] [--cases N] [--seed N] [--reps N]
- *               [--kernels 0,1,2,3] [--per K]
+ *               [--kernels 0,1,2,3] [--per K] [--big] [--blocks N]
+ * --big: check cases of 16000-40000 blocks in one tile; --blocks: the bench
+ * tile's blocks (2050: 64 MiB; 32768: 1 GiB, the D2D reference's size).
  * Exit: 0 pass, 1 fail, 77 no GPU (skip). */
 #include "swap/swap_cuda.h"
 #include "core/sw_core.h"
@@ -368,7 +370,8 @@ static sw_cuda_swap_tile_args tile_args(const problem &p, const dev_problem &d, 
 
 /* -------------------------------------------------------------- check -- */
 #ifndef SW_TILE_CHECK_NO_MAIN /* bench/dev/swap_stream_probe.cu includes this file */
-static int run_checks(int ncases, const std::vector<int> &kernels, int sms, uint64_t seed)
+static int run_checks(int ncases, const std::vector<int> &kernels, int sms, uint64_t seed,
+                      int big)
 {
     cudaStream_t st;
     CK(cudaStreamCreate(&st));
@@ -381,13 +384,15 @@ static int run_checks(int ncases, const std::vector<int> &kernels, int sms, uint
                          Gs[5] = {1, 2, 4, 8, 8};
         const int D = Ds[rnd_int(0, 2)], B = Bs[rnd_int(0, 5)], G = Gs[rnd_int(0, 4)];
         const int H = rnd_int(1, 2);
-        const int nblk = rnd_int(1, c < 3 ? 400 : 90);
+        /* --big: long tiles (hundreds of blocks per CTA: kernel 3's
+         * descriptor window beyond 256 blocks, fewer ring stages) */
+        const int nblk = big ? rnd_int(16000, 40000) : rnd_int(1, c < 3 ? 400 : 90);
         const int last_valid = rnd_int(1, B);
         const int64_t len = (int64_t)(nblk - 1) * B + last_valid;
         const int ql = rnd_int(0, 2) == 0 ? 1 : rnd_int(1, (int)(len < 40 ? len : 40));
         const int causal = rnd_int(0, 3) != 0;
         const int dtmode = rnd_int(0, 2);
-        const int tile = rnd_int(0, 1) ? nblk : rnd_int(1, nblk);
+        const int tile = big || rnd_int(0, 1) ? nblk : rnd_int(1, nblk);
         problem p;
         make_problem(p, H, G, D, B, nblk, last_valid, ql, causal, dtmode, tile, rnd_int(0, 8));
         std::vector<double> ref;
@@ -495,14 +500,15 @@ static void time_launch(L launch, A after, cudaStream_t st, int reps, double *is
 }
 
 #ifndef SW_TILE_CHECK_NO_MAIN
-static void run_bench(const std::vector<int> &kernels, int sms, int per_override, int reps)
+static void run_bench(const std::vector<int> &kernels, int sms, int per_override, int reps,
+                      int blocks)
 {
     /* tools/swap_cmds.c make_case + bench cases[] "resident": 16/2 heads,
      * d256, block 16, context 32768 + 1 warm-up + 5 steps = 32774 tokens,
      * pool = every block + 32, one tile of all 2050 blocks, q_len 1. */
     problem p;
     g_rng = 12345;
-    make_problem(p, 2, 8, 256, 16, 2049 + 1, 6, 1, 1, 0, 2050, 32);
+    make_problem(p, 2, 8, 256, 16, blocks, 6, 1, 1, 0, blocks, 32); /* --blocks: other sizes */
     const double kv = 2.0 * p.H * (double)p.len * p.D * 2;
     const double d2d = d2d_gbps();
     printf("bench: h16-2 d256 B16 bf16, %lld tokens in %d blocks (one tile), q_len 1, "
@@ -535,7 +541,7 @@ static void run_bench(const std::vector<int> &kernels, int sms, int per_override
 
 int main(int argc, char **argv)
 {
-    int check = 0, bench = 0, ncases = 40, reps = 50, per = 0;
+    int check = 0, bench = 0, ncases = 40, reps = 50, per = 0, big = 0, blocks = 2050;
     uint64_t seed = 20250301;
     std::vector<int> kernels = {1, 0, 2, 3};
     for (int i = 1; i < argc; i++) {
@@ -551,6 +557,10 @@ int main(int argc, char **argv)
             reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--per") && i + 1 < argc)
             per = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--big"))
+            big = 1;
+        else if (!strcmp(argv[i], "--blocks") && i + 1 < argc)
+            blocks = atoi(argv[++i]) < 2 ? 2 : atoi(argv[i]);
         else if (!strcmp(argv[i], "--kernels") && i + 1 < argc) {
             kernels.clear();
             for (const char *s = argv[++i]; *s;) {
@@ -562,7 +572,7 @@ int main(int argc, char **argv)
             }
         } else {
             fprintf(stderr, "usage: %s [--check] [--bench] [--cases N] [--seed N] [--reps N] "
-                            "[--kernels 0,1,2,3] [--per K]\n", argv[0]);
+                            "[--kernels 0,1,2,3] [--per K] [--big] [--blocks N]\n", argv[0]);
             return 2;
         }
     }
@@ -579,9 +589,9 @@ int main(int argc, char **argv)
            prop.major, prop.minor, prop.multiProcessorCount, prop.sharedMemPerBlockOptin / 1024);
     int fails = 0;
     if (check)
-        fails = run_checks(ncases, kernels, prop.multiProcessorCount, seed);
+        fails = run_checks(ncases, kernels, prop.multiProcessorCount, seed, big);
     if (bench)
-        run_bench(kernels, prop.multiProcessorCount, per, reps);
+        run_bench(kernels, prop.multiProcessorCount, per, reps, blocks);
     return fails ? 1 : 0;
 }
 #endif

@@ -152,6 +152,9 @@ sw_status sw_cuda_memcpy_h2d_async(void *dst, const void *src, size_t bytes, voi
 sw_status sw_cuda_memset_async(void *dst, int value, size_t bytes, void *stream);
 sw_status sw_cuda_host_alloc(void **p, size_t bytes);   /* pinned */
 void sw_cuda_host_free(void *p);
+/* Pins existing host memory (cudaHostRegister) / releases that. */
+sw_status sw_cuda_host_register(void *p, size_t bytes);
+void sw_cuda_host_unregister(void *p);
 int sw_cuda_built(void);   /* 1 when compiled with CUDA */
 const char *sw_cuda_archs(void);
 

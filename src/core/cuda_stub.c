@@ -30,6 +30,8 @@ int sw_cuda_is_device_ptr(const void *p);
 int sw_cuda_is_device_ptr(const void *p) { (void)p; return 0; }
 sw_status sw_cuda_host_alloc(void **p, size_t bytes) { (void)bytes; *p = NULL; return no_cuda(); }
 void sw_cuda_host_free(void *p) { (void)p; }
+sw_status sw_cuda_host_register(void *p, size_t bytes) { (void)p; (void)bytes; return no_cuda(); }
+void sw_cuda_host_unregister(void *p) { (void)p; }
 sw_status sw_cuda_prefill_portable_config(int32_t device, int32_t head_dim, sw_dtype dtype,
                                           int32_t *tile_m, int32_t *grid_ctas)
 {

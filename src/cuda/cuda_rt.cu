@@ -94,6 +94,23 @@ extern "C" void sw_cuda_host_free(void *p)
         (void)cudaFreeHost(p);
 }
 
+extern "C" sw_status sw_cuda_host_register(void *p, size_t bytes)
+{
+    cudaError_t e = cudaHostRegister(p, bytes, cudaHostRegisterDefault);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return sw_fail(e == cudaErrorMemoryAllocation ? SW_STATUS_NO_MEMORY : SW_STATUS_CUDA,
+                       "cudaHostRegister(%zu bytes): %s", bytes, cudaGetErrorString(e));
+    }
+    return SW_OK;
+}
+
+extern "C" void sw_cuda_host_unregister(void *p)
+{
+    if (p && cudaHostUnregister(p) != cudaSuccess)
+        (void)cudaGetLastError();
+}
+
 extern "C" int sw_cuda_built(void) { return 1; }
 
 /* The architectures this object was compiled for: CMake passes the list it

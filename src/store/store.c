@@ -301,19 +301,15 @@ static sw_status replay_journal(sw_store *s)
 }
 
 /* ----------------------------------------------------------------- open -- */
+static void free_io_mem(void *p, int pinned);
+
 static void store_free(sw_store *s)
 {
     if (!s)
         return;
     sw_io_destroy(s->io);
-    if (s->bounce_pinned)
-        sw_cuda_host_free(s->bounce);
-    else
-        sw_aligned_free(s->bounce);
-    if (s->host_pinned)
-        sw_cuda_host_free(s->host_mem);
-    else
-        sw_aligned_free(s->host_mem);
+    free_io_mem(s->bounce, s->bounce_pinned);
+    free_io_mem(s->host_mem, s->host_pinned);
     free(s->ops);
     free(s->rd_scratch);
     free(s->rd_groups);
@@ -338,16 +334,45 @@ static uint64_t random_id(void)
     return z ^ (z >> 31);
 }
 
-/* Pinned memory when a GPU can use it, page-aligned host memory otherwise. */
+/* I/O memory. With a GPU: pinned. By default huge-page memory of
+ * sw_store_big_alloc, touched, then cudaHostRegister'd (*pinned = 2): an
+ * O_DIRECT request into it is a few 2 MiB DMA segments; cudaMallocHost's
+ * 4 KiB pages (*pinned = 1, SPILLWAY_STORE_IO_MEM=0, or when registering
+ * fails) split requests of more than max_segments pages on the H200 host's
+ * virtio disk: 436 -> 648 KiB per device read, the swap disk case's step 45.9
+ * -> 28.9 ms (docs/perf/swap.md, session 6). Without a GPU: the huge-page
+ * memory unpinned (*pinned = 0). */
 static void *alloc_io_mem(size_t bytes, int *pinned)
 {
     void *p = NULL;
     *pinned = 0;
-    if (sw_cuda_built() && sw_cuda_devices() > 0 && sw_cuda_host_alloc(&p, bytes) == SW_OK) {
-        *pinned = 1;
-        return p;
+    if (sw_cuda_built() && sw_cuda_devices() > 0) {
+        if (sw_env_int("SPILLWAY_STORE_IO_MEM", 1) == 1) {
+            p = sw_store_big_alloc(bytes, 1);
+            if (p && sw_cuda_host_register(p, bytes) == SW_OK) {
+                *pinned = 2;
+                return p;
+            }
+            sw_aligned_free(p);
+            p = NULL;
+        }
+        if (sw_cuda_host_alloc(&p, bytes) == SW_OK) {
+            *pinned = 1;
+            return p;
+        }
     }
     return sw_store_big_alloc(bytes, 0);
+}
+
+static void free_io_mem(void *p, int pinned)
+{
+    if (pinned == 1) {
+        sw_cuda_host_free(p);
+        return;
+    }
+    if (pinned == 2)
+        sw_cuda_host_unregister(p);
+    sw_aligned_free(p);
 }
 
 /* sw_store_config.zero_fill: one sequential pass of zero writes over the
