@@ -9,9 +9,10 @@
  * (swap_tile_mma.cu; 1109 GB/s in the bench), 2 tensor cores with a
  * descriptor-free streaming loop (swap_tile_stream.cu, the default; ~1800
  * GB/s iso), 3 bulk copies into an mbarrier ring, producer warp + 8 consumer
- * warps (swap_tile_bulk.cu, sm_90+, the default; its descriptor-window
- * variant by default, the first form with SPILLWAY_SWAP_BULK_VARIANT=0 in
- * the environment, read once per process; bench/dev/swap_stream_probe.cu times kernel 3's variants).
+ * warps (swap_tile_bulk.cu, sm_90+, the default); its descriptor-window
+ * variant with SPILLWAY_SWAP_BULK_VARIANT=1 in the environment (read once
+ * per process; unsafe: docs/perf/swap.md session 6; bench/dev/
+ * swap_stream_probe.cu times kernel 3's variants).
  *
  * Timing, per kernel (CTAs per SM as device.c picks them, --per overrides):
  *   iso   as the bench's events: stream idle (synchronised), a small
