@@ -109,5 +109,33 @@ inflight)
         --cases disk --steps 12 --json "$OUT/inflight/swap-h200-inflight$w-r$r.json"; echo "rc=$?"; } >"$OUT/inflight/swap-h200-inflight$w-r$r.log" 2>&1
     echo "inflight $w r$r"; grep -E "rc=|ms per step|disk_read_GBps|step_ms_vs" "$OUT/inflight/swap-h200-inflight$w-r$r.log" | head -4
   done; done ;;
+thread)
+  # .carry/build-h200 = main + bench/dev/rejected/store_v13_io_thread.patch (an I/O thread per handle)
+  export LD_LIBRARY_PATH=$PWD/$B:$DEB
+  for t in test_store_async test_swap_cuda; do
+    { SW_TEST_SWAP_CASES=16 timeout 120 $B/tests/$t; echo "$t rc=$?"; } >"$OUT/thread/$t-h200-v13.log" 2>&1
+    tail -1 "$OUT/thread/$t-h200-v13.log"; done
+  for r in 1 2 3; do for w in 0 1; do
+    { echo "# SPILLWAY_STORE_READ_THREAD=$w spillway bench swap --dir /var/tmp --cases disk --steps 12"
+      SPILLWAY_STORE_READ_THREAD=$w timeout 100 $B/spillway bench swap --dir /var/tmp \
+        --cases disk --steps 12 --json "$OUT/thread/swap-h200-thread$w-r$r.json"; echo "rc=$?"; } >"$OUT/thread/swap-h200-thread$w-r$r.log" 2>&1
+    echo "thread $w r$r"; grep -E "rc=|ms per step|step_ms_vs|device vda" "$OUT/thread/swap-h200-thread$w-r$r.log" | head -4
+  done; done
+  { uptime; timeout 150 $B/spillway store bench --dir /var/tmp --size-mb 1024 --passes 7 --host-passes 1 \
+      --engine-ab SPILLWAY_STORE_READ_THREAD=0 --json "$OUT/thread/store-h200-v13-iomem.json"; echo "store bench rc=$?"; } >"$OUT/thread/store-h200-v13-iomem.log" 2>&1
+  grep -E "rc=|engine/raw per|A/B/raw per|median of per-pass ratios" "$OUT/thread/store-h200-v13-iomem.log"
+  unset LD_LIBRARY_PATH ;;
+chunk)
+  for v in "SPILLWAY_STORE_READ_CHUNK=524288" "SPILLWAY_STORE_READ_MERGE=0"; do
+    n2=$(( ${n2:-0} + 1 ))
+    { uptime; LD_LIBRARY_PATH=$PWD/$B:$DEB timeout 150 $B/spillway store bench --dir /var/tmp --size-mb 1024 \
+        --passes 7 --host-passes 1 --engine-ab "$v" --json "$OUT/chunk/store-h200-iomem-ab$n2.json"
+      echo "store bench rc=$?"; } >"$OUT/chunk/store-h200-iomem-ab$n2.log" 2>&1
+    grep -E "rc=|engine/raw per|A/B/raw per|median of per-pass ratios" "$OUT/chunk/store-h200-iomem-ab$n2.log"
+  done ;;
+storerec)
+  { uptime; df -h /var/tmp | tail -1; LD_LIBRARY_PATH=$PWD/$B:$DEB timeout 280 $B/spillway store bench --dir /var/tmp \
+      --json "$OUT/storerec/store-h200.json"; echo "store bench rc=$?"; } >"$OUT/storerec/store-h200.log" 2>&1
+  grep -E "rc=|median of per-pass ratios|host-tier / memcpy" "$OUT/storerec/store-h200.log" ;;
 *) echo "unknown stage $stage" >&2 ;;
 esac; echo "$stage $(el)"; pack "$stage"; done
