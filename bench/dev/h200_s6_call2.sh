@@ -137,5 +137,8 @@ storerec)
   { uptime; df -h /var/tmp | tail -1; LD_LIBRARY_PATH=$PWD/$B:$DEB timeout 280 $B/spillway store bench --dir /var/tmp \
       --json "$OUT/storerec/store-h200.json"; echo "store bench rc=$?"; } >"$OUT/storerec/store-h200.log" 2>&1
   grep -E "rc=|median of per-pass ratios|host-tier / memcpy" "$OUT/storerec/store-h200.log" ;;
+demo)
+  { LD_LIBRARY_PATH=$PWD/$B:$DEB timeout 200 $B/spillway demo --dir /var/tmp; echo "demo rc=$?"; } >"$OUT/demo/demo-h200.log" 2>&1
+  grep -E "rc=|PASS|FAIL|tokens/s|max rel|check" "$OUT/demo/demo-h200.log" | tail -12 ;;
 *) echo "unknown stage $stage" >&2 ;;
 esac; echo "$stage $(el)"; pack "$stage"; done
