@@ -140,5 +140,13 @@ storerec)
 demo)
   { LD_LIBRARY_PATH=$PWD/$B:$DEB timeout 200 $B/spillway demo --dir /var/tmp; echo "demo rc=$?"; } >"$OUT/demo/demo-h200.log" 2>&1
   grep -E "rc=|PASS|FAIL|tokens/s|max rel|check" "$OUT/demo/demo-h200.log" | tail -12 ;;
+swapshape)
+  # the store's request-shape variants that won the store bench's pairings, on the swap disk case
+  for r in 1 2; do for v in "X=0" "SPILLWAY_STORE_READ_CHUNK=524288" "SPILLWAY_STORE_READ_MERGE=0"; do
+    { echo "# $v spillway bench swap --dir /var/tmp --cases disk --steps 12"
+      env $v LD_LIBRARY_PATH=$PWD/$B:$DEB timeout 60 $B/spillway bench swap --dir /var/tmp \
+        --cases disk --steps 12 --json "$OUT/swapshape/swap-h200-shape-${v%%=*}-r$r.json"; echo "rc=$?"; } >"$OUT/swapshape/swap-h200-shape-${v%%=*}-r$r.log" 2>&1
+    echo "$v r$r"; grep -E "rc=|steps:|step_ms_vs|device vda" "$OUT/swapshape/swap-h200-shape-${v%%=*}-r$r.log" | head -4
+  done; done ;;
 *) echo "unknown stage $stage" >&2 ;;
 esac; echo "$stage $(el)"; pack "$stage"; done
