@@ -38,6 +38,7 @@ typedef struct swap_opts {
     int keep, quick;
     int host_pool;  /* --host-pool: the CPU engine even with a GPU */
     int32_t prefetch_depth; /* --prefetch-depth; -1 = the engine's default */
+    int32_t tile;           /* --tile: blocks per tile; 0 = the case's / engine's */
 } swap_opts;
 
 /* Parses one swap option at argv[*i]; 1 = taken, 0 = not a swap option,
@@ -56,7 +57,7 @@ static int swap_opt(int argc, char **argv, int *i, swap_opts *o)
     static const char *const with_value[] = {"--context", "--batch", "--layers", "--steps",
                                              "--pool-pct", "--host-pct", "--check-heads",
                                              "--raw-mb", "--dir", "--warmup-steps",
-                                             "--prefetch-depth"};
+                                             "--prefetch-depth", "--tile"};
     int known = 0;
     for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++)
         known |= !strcmp(a, with_value[k]);
@@ -78,6 +79,7 @@ static int swap_opt(int argc, char **argv, int *i, swap_opts *o)
     else if (!strcmp(a, "--host-pct")) o->host_pct = atof(v);
     else if (!strcmp(a, "--raw-mb")) o->raw_mb = strtoull(v, NULL, 10);
     else if (!strcmp(a, "--prefetch-depth")) o->prefetch_depth = atoi(v);
+    else if (!strcmp(a, "--tile")) o->tile = atoi(v);
     return 1;
 }
 
@@ -87,11 +89,11 @@ static int swap_opts_check(const swap_opts *o)
         o->layers < 1 || o->layers > 64 || o->steps < 1 || o->warmup < 0 ||
         o->check_heads < 0 || !(o->pool_pct > 0 && o->pool_pct <= 200) ||
         !(o->host_pct >= 0 && o->host_pct <= 200) || o->raw_mb < 16 ||
-        o->prefetch_depth < -1 || o->prefetch_depth > 32) {
+        o->prefetch_depth < -1 || o->prefetch_depth > 32 || o->tile < 0 || o->tile > 65536) {
         fprintf(stderr, "spillway: need --context 16..16M, --batch 1..64, --layers 1..64, "
                         "--steps >= 1, --warmup-steps >= 0, --check-heads >= 0, "
                         "--pool-pct in (0, 200], --host-pct in [0, 200], --raw-mb >= 16, "
-                        "--prefetch-depth 0..32\n");
+                        "--prefetch-depth 0..32, --tile 0..65536\n");
         return 2;
     }
     return 0;
@@ -133,7 +135,9 @@ static swt_case make_case(const char *name, const swap_opts *o, double pool_pct,
     c.resident_blocks = (int32_t)(pool < 16 ? 16 : pool);
     c.host_tier_bytes = (uint64_t)(blocks * blk_bytes * host_pct / 100.0);
     c.device_pool = use_device(o);
-    if (c.device_pool) {
+    if (o->tile > 0)
+        c.tile_blocks = o->tile < c.resident_blocks ? o->tile : c.resident_blocks;
+    if (c.device_pool && o->tile <= 0) {
         int64_t t = dev_tile > 0 ? dev_tile : blocks / (c.batch * c.layers) + 1;
         if (t > c.resident_blocks / 2 && dev_tile > 0)
             t = c.resident_blocks / 2 > 1 ? c.resident_blocks / 2 : 1; /* keep read-ahead */
@@ -450,6 +454,8 @@ static const char demo_usage[] =
     "                   default a usable GPU gets the device pool (GPU 0)\n"
     "  --prefetch-depth N  tiles whose reads are in flight while one computes, 0..32\n"
     "                   (default: the engine's, 4)\n"
+    "  --tile N         blocks per tile (default: the engine's; bench swap: its case's\n"
+    "                   with a GPU; at most the pool)\n"
     "A progress bar goes to stderr when it is a terminal, plain lines otherwise.\n";
 
 int cmd_demo(int argc, char **argv)
