@@ -47,6 +47,14 @@
 #include "mma_utils.cuh"
 #include "portable_tile.cuh"
 
+/* v11: items software-pipelined in the consumers (consumer(), below). Off
+ * (v10's order) until test_prefill_cuda has passed on an H200 with it:
+ * written and checked in SASS only (session 6, docs/perf/NOTES.md "v11");
+ * -DSW_HOPPER_XITEM=1 in CMAKE_CUDA_FLAGS builds it. */
+#ifndef SW_HOPPER_XITEM
+#define SW_HOPPER_XITEM 0
+#endif
+
 namespace sw_hopper {
 
 using sw_portable::bf16_t;
@@ -515,6 +523,89 @@ __device__ __forceinline__ void store_o(const sw_cuda_prefill_args &a, const ite
     }
 }
 
+/* An item's first K/V tile (its last keys): waits for K and the turn,
+ * issues S = Q K^T alone and passes the turn; the caller waits for it. */
+template <class TR, class T>
+__device__ __forceinline__ int first_s(int it, float (&s)[TR::BN / 2], uint32_t qa, uint32_t sK,
+                                       uint32_t bars, int cw, bool pp)
+{
+    using WS = wgmma<TR::BN, typename wg_type<T>::type>;
+    const int st = it % TR::K_ST;
+    mbar_wait(bars + B_K_FULL + 8 * st, (uint32_t)(it / TR::K_ST) & 1);
+    if (pp)
+        turn_wait<TR::NCW>(cw);
+    reg_fence(s);
+    wg_fence();
+    issue_s<TR, WS>(s, qa, sK + st * TR::KV_BYTES);
+    wg_commit();
+    if (pp)
+        turn_pass<TR::NCW>(cw);
+    return st;
+}
+
+/* The tiles after an item's first: S_j = Q K_j^T together with O +=
+ * P_{j+1} V_{j+1}, the softmax of S_j while P V runs. Masked tiles
+ * (crossing a row's limit) come first; two loops keep the mask out of the
+ * unmasked body: a branch there splits the basic block and ptxas then
+ * hoists the P V wait above the softmax. Returns which P buffer holds the
+ * last tile's P (0: pa, 1: pb); `it` advances by the tiles done. */
+template <class TR, class T>
+__device__ __forceinline__ int item_steps(const item_geom &g, int &it, float (&s)[TR::BN / 2],
+                                          float (&o)[TR::HEAD_DIM / 2],
+                                          uint32_t (&pa)[TR::BN / 16][4],
+                                          uint32_t (&pb)[TR::BN / 16][4], float (&corr)[2],
+                                          row_softmax<TR::BN> &sm, const int (&lim)[2],
+                                          uint32_t qa, uint32_t sK, uint32_t sV, uint32_t bars,
+                                          int cw, int t4, float scale_log2, bool pp)
+{
+    int j = g.n_tiles - 2, par = 0;
+    for (; j >= 0 && j >= g.n_unmasked; --j, ++it, par ^= 1) {
+        if (par)
+            step<TR, T, true>(j, it, s, o, pb, pa, corr, sm, lim, qa, sK, sV, bars, cw, t4,
+                              scale_log2, pp);
+        else
+            step<TR, T, true>(j, it, s, o, pa, pb, corr, sm, lim, qa, sK, sV, bars, cw, t4,
+                              scale_log2, pp);
+    }
+    for (; j >= 0; --j, ++it, par ^= 1) {
+        if (par)
+            step<TR, T, false>(j, it, s, o, pb, pa, corr, sm, lim, qa, sK, sV, bars, cw, t4,
+                               scale_log2, pp);
+        else
+            step<TR, T, false>(j, it, s, o, pa, pb, corr, sm, lim, qa, sK, sV, bars, cw, t4,
+                               scale_log2, pp);
+    }
+    return par;
+}
+
+/* An item's last P V (its first keys), waited for; releases the V stage. */
+template <class TR, class T>
+__device__ __forceinline__ void last_pv(int it, float (&o)[TR::HEAD_DIM / 2],
+                                        const uint32_t (&pa)[TR::BN / 16][4],
+                                        const uint32_t (&pb)[TR::BN / 16][4], int par,
+                                        const float (&corr)[2], uint32_t sV, uint32_t bars,
+                                        int cw, bool pp)
+{
+    using WO = wgmma<TR::HEAD_DIM, typename wg_type<T>::type>;
+    const int pv = (it - 1) % TR::V_ST;
+    mbar_wait(bars + B_V_READY + 8 * pv, (uint32_t)((it - 1) / TR::V_ST) & 1);
+    if (pp)
+        turn_wait<TR::NCW>(cw);
+    rescale<TR::HEAD_DIM>(o, corr);
+    reg_fence(o);
+    wg_fence();
+    if (par)
+        issue_pv<TR, WO>(o, pb, sV + pv * TR::KV_BYTES);
+    else
+        issue_pv<TR, WO>(o, pa, sV + pv * TR::KV_BYTES);
+    wg_commit();
+    if (pp)
+        turn_pass<TR::NCW>(cw);
+    wg_wait<0>();
+    reg_fence(o);
+    mbar_arrive(bars + B_V_EMPTY + 8 * pv);
+}
+
 template <class TR, class T, bool CAUSAL>
 __device__ __forceinline__ void consumer(const sw_cuda_prefill_args &a, uint32_t sQ,
                                          uint32_t sK, uint32_t sV, uint32_t bars,
@@ -535,6 +626,82 @@ __device__ __forceinline__ void consumer(const sw_cuda_prefill_args &a, uint32_t
         turn_pass<TR::NCW>(cw); /* warpgroup 0 goes first */
 
     int it = 0;
+#if SW_HOPPER_XITEM
+    /* Items software-pipelined (v11): an item's epilogue (O / l, the
+     * stores) runs after the warpgroup has issued the next item's first S
+     * product, in its shadow. Both consumer warpgroups share an item, so
+     * before this they reached their epilogues together and the tensor cores
+     * idled through them (with the next item's first softmax, ~17% of the
+     * consumers' stall samples on mix-b d128, docs/perf/NOTES.md). The last
+     * P V is still waited for before the next item's first turn: with a P V
+     * in flight across items ptxas serialised every wgmma of the kernel
+     * (a wait after each). The turns per item and their order are
+     * unchanged. */
+    float o[D / 2];
+    row_softmax<BN> sm;
+    float s[BN / 2];
+    uint32_t pa[BN / 16][4], pb[BN / 16][4]; /* P, double buffered */
+    float corr[2];
+    item_geom gp; /* the item whose epilogue is pending (its O complete) */
+    bool pend = false;
+    for (int n = 0;; ++n) {
+        const int slot = n & 1;
+        mbar_wait(bars + B_SCHED_FULL + 8 * slot, (n >> 1) & 1);
+        const int item = slots[slot].item;
+        const item_geom g = slots[slot].g;
+        mbar_arrive(bars + B_SCHED_EMPTY + 8 * slot);
+        if (item >= a.num_work)
+            break;
+        const int lim[2] = {row_limit<CAUSAL>(g, r0), row_limit<CAUSAL>(g, r0 + 8)};
+        const int qb = n % TR::Q_BUFS;
+        const uint32_t qa = sQ + qb * TR::Q_BYTES + cw * 64 * 128; /* this warpgroup's rows */
+        mbar_wait(bars + B_Q_FULL + 8 * qb, (uint32_t)(n / TR::Q_BUFS) & 1);
+        if (g.n_tiles == 0) {
+            mbar_arrive(bars + B_Q_EMPTY + 8 * qb);
+            if (pend) {
+                store_o<T, D>(a, gp, o, sm, r0, t4);
+                pend = false;
+            }
+#pragma unroll
+            for (int i = 0; i < D / 2; ++i)
+                o[i] = 0.f;
+            sm.init();
+            store_o<T, D>(a, g, o, sm, r0, t4);
+            continue;
+        }
+        /* ---- first tile (the last keys): S only; then the previous
+         * item's epilogue while it runs ---- */
+        const int st = first_s<TR, T>(it, s, qa, sK, bars, cw, pp);
+        if (pend) {
+            store_o<T, D>(a, gp, o, sm, r0, t4);
+            pend = false;
+        }
+        wg_wait<0>();
+        reg_fence(s);
+        mbar_arrive(bars + B_K_EMPTY + 8 * st);
+        if (g.n_tiles == 1)
+            mbar_arrive(bars + B_Q_EMPTY + 8 * qb);
+#pragma unroll
+        for (int i = 0; i < D / 2; ++i)
+            o[i] = 0.f;
+        sm.init();
+        row_softmax<BN>::mask(s, g.n_tiles - 1, t4, lim); /* always a masked tile */
+        sm.update(s, scale_log2, corr);
+        pack_p<T, BN>(s, pa);
+        ++it;
+
+        const int par = item_steps<TR, T>(g, it, s, o, pa, pb, corr, sm, lim, qa, sK, sV, bars,
+                                          cw, t4, scale_log2, pp);
+        if (g.n_tiles > 1)
+            mbar_arrive(bars + B_Q_EMPTY + 8 * qb); /* the last S product is done */
+        /* the first keys' P V; the epilogue waits for the next item's turn */
+        last_pv<TR, T>(it, o, pa, pb, par, corr, sV, bars, cw, pp);
+        gp = g;
+        pend = true;
+    }
+    if (pend)
+        store_o<T, D>(a, gp, o, sm, r0, t4);
+#else
     for (int n = 0;; ++n) {
         const int slot = n & 1;
         mbar_wait(bars + B_SCHED_FULL + 8 * slot, (n >> 1) & 1);
@@ -562,16 +729,7 @@ __device__ __forceinline__ void consumer(const sw_cuda_prefill_args &a, uint32_t
             mbar_arrive(bars + B_Q_EMPTY + 8 * qb);
         } else {
             /* ---- first tile (the last keys): S only ---- */
-            const int st = it % TR::K_ST;
-            mbar_wait(bars + B_K_FULL + 8 * st, (uint32_t)(it / TR::K_ST) & 1);
-            if (pp)
-                turn_wait<TR::NCW>(cw);
-            reg_fence(s);
-            wg_fence();
-            issue_s<TR, WS>(s, qa, sK + st * TR::KV_BYTES);
-            wg_commit();
-            if (pp)
-                turn_pass<TR::NCW>(cw);
+            const int st = first_s<TR, T>(it, s, qa, sK, bars, cw, pp);
             wg_wait<0>();
             reg_fence(s);
             mbar_arrive(bars + B_K_EMPTY + 8 * st);
@@ -582,54 +740,18 @@ __device__ __forceinline__ void consumer(const sw_cuda_prefill_args &a, uint32_t
             pack_p<T, BN>(s, pa);
             ++it;
 
-            /* ---- S_j = Q K_j^T together with O += P_{j+1} V_{j+1}; the
-             * softmax of S_j runs while P V does. Masked tiles (crossing a
-             * row's limit) come first; two loops keep the mask out of the
-             * unmasked body: a branch there splits the basic block and ptxas
-             * then hoists the P V wait above the softmax. ---- */
-            int j = g.n_tiles - 2, par = 0;
-            for (; j >= 0 && j >= g.n_unmasked; --j, ++it, par ^= 1) {
-                if (par)
-                    step<TR, T, true>(j, it, s, o, pb, pa, corr, sm, lim, qa, sK, sV, bars,
-                                      cw, t4, scale_log2, pp);
-                else
-                    step<TR, T, true>(j, it, s, o, pa, pb, corr, sm, lim, qa, sK, sV, bars,
-                                      cw, t4, scale_log2, pp);
-            }
-            for (; j >= 0; --j, ++it, par ^= 1) {
-                if (par)
-                    step<TR, T, false>(j, it, s, o, pb, pa, corr, sm, lim, qa, sK, sV, bars,
-                                       cw, t4, scale_log2, pp);
-                else
-                    step<TR, T, false>(j, it, s, o, pa, pb, corr, sm, lim, qa, sK, sV, bars,
-                                       cw, t4, scale_log2, pp);
-            }
+            /* ---- the other tiles, then the first keys' P V ---- */
+            const int par = item_steps<TR, T>(g, it, s, o, pa, pb, corr, sm, lim, qa, sK, sV,
+                                              bars, cw, t4, scale_log2, pp);
             if (g.n_tiles > 1)
                 mbar_arrive(bars + B_Q_EMPTY + 8 * qb); /* the last S product is done */
-
-            /* ---- the first keys' P V ---- */
-            const int pv = (it - 1) % TR::V_ST;
-            mbar_wait(bars + B_V_READY + 8 * pv, (uint32_t)((it - 1) / TR::V_ST) & 1);
-            if (pp)
-                turn_wait<TR::NCW>(cw);
-            rescale<D>(o, corr);
-            reg_fence(o);
-            wg_fence();
-            if (par)
-                issue_pv<TR, WO>(o, pb, sV + pv * TR::KV_BYTES);
-            else
-                issue_pv<TR, WO>(o, pa, sV + pv * TR::KV_BYTES);
-            wg_commit();
-            if (pp)
-                turn_pass<TR::NCW>(cw);
-            wg_wait<0>();
-            reg_fence(o);
-            mbar_arrive(bars + B_V_EMPTY + 8 * pv);
+            last_pv<TR, T>(it, o, pa, pb, par, corr, sV, bars, cw, pp);
         }
 
         /* ---- epilogue: O / l, rounded, straight to global ---- */
         store_o<T, D>(a, g, o, sm, r0, t4);
     }
+#endif
     if (pp && cw == 0)
         turn_wait<TR::NCW>(cw); /* the hand-off the last warpgroup made after its last turn */
 }

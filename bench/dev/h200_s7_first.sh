@@ -1,0 +1,45 @@
+#!/bin/bash
+# h200_s7_first.sh STAGE... - the next session's first H200 call, prepared at the end of session 6
+# (docs/perf/NOTES.md "v11", docs/perf/swap.md "session 6"). Staging, here, from a clean worktree of main:
+#   .carry/build-h200  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DSPILLWAY_CUDA=ON
+#                      -DSPILLWAY_CUDA_ARCHS=90a -DSPILLWAY_WERROR=OFF (lib, spillway, tests/test_prefill_cuda)
+#   .carry/v11         the same with -DCMAKE_CUDA_FLAGS=-DSW_HOPPER_XITEM=1 (lib, spillway, test_prefill_cuda)
+#   .carry/debs        liburing2, libhiredis0.14 (scripts/h200_stage.sh fetches them)
+# Stages:
+#   v11test   test_prefill_cuda on the v11 build (every case of the portable path's suite, Hopper path)
+#   v11ab     `spillway bench prefill` v10 / v11 interleaved, 3 rounds: mix-a, mix-b, 16x1k, 1x16k at
+#             h32-8/d128 and h32-8/d64, h16-2/d256 (ours only; the opponents' ratios follow from the
+#             recorded run once v11 is the default)
+#   hosttile  the swap host-tier case at tiles of 128 (the case's default), 256 and 64 blocks, 2 rounds
+#             (fewer, larger tiles: fewer per-tile host costs and launches; issue 4's host line)
+# Run with carry [".carry"]; each stage's files are packed into one archive under $OUT.
+set -u
+OUT=${OUT:-out}; mkdir -p "$OUT"
+mkdir -p .carry/debs/root && for f in .carry/debs/*.deb; do dpkg -x "$f" .carry/debs/root; done
+DEB=$PWD/.carry/debs/root/usr/lib/x86_64-linux-gnu
+B=.carry/build-h200
+t0=$(date +%s); el() { echo "($(( $(date +%s) - t0 )) s)"; }
+pack() { tar czf "$OUT/$1.tgz" -C "$OUT" "$1" && rm -rf "${OUT:?}/$1"; }
+for stage in "$@"; do mkdir -p "$OUT/$stage"; case $stage in
+v11test)
+  { LD_LIBRARY_PATH=$PWD/.carry/v11:$DEB timeout 200 .carry/v11/tests/test_prefill_cuda; echo "test_prefill_cuda v11 rc=$?"; } \
+    >"$OUT/v11test/test-prefill-cuda-v11.log" 2>&1
+  grep -m5 FAIL "$OUT/v11test/test-prefill-cuda-v11.log"; tail -2 "$OUT/v11test/test-prefill-cuda-v11.log" ;;
+v11ab)
+  for r in 1 2 3; do for v in v10 v11; do
+    L=.carry/v11; [ $v = v10 ] && L=$B
+    for sh in h32-8/d128 h32-8/d64 h16-2/d256; do
+      LD_LIBRARY_PATH=$PWD/$L:$DEB timeout 60 $L/spillway bench prefill --cases mix-a,mix-b,16x1k,1x16k \
+        --shapes $sh --reps 20 --warmup 3 >>"$OUT/v11ab/prefill-$v-r$r.log" 2>&1
+    done
+    echo "$v r$r"; grep -E "spillway " "$OUT/v11ab/prefill-$v-r$r.log" | awk '{print $1, $5}' | tr '\n' ' '; echo
+  done; done ;;
+hosttile)
+  for r in 1 2; do for t in 128 256 64; do
+    { echo "# spillway bench swap --dir /var/tmp --cases host --tile $t"
+      LD_LIBRARY_PATH=$PWD/$B:$DEB timeout 40 $B/spillway bench swap --dir /var/tmp --cases host --tile $t \
+        --json "$OUT/hosttile/swap-h200-host-tile$t-r$r.json"; echo "rc=$?"; } >"$OUT/hosttile/swap-h200-host-tile$t-r$r.log" 2>&1
+    echo "tile $t r$r"; grep -E "rc=|host_tier_read_GBps|host side|per step: " "$OUT/hosttile/swap-h200-host-tile$t-r$r.log" | head -4
+  done; done ;;
+*) echo "unknown stage $stage" >&2 ;;
+esac; echo "$stage $(el)"; pack "$stage"; done
