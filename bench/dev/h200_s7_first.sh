@@ -2,7 +2,8 @@
 # h200_s7_first.sh STAGE... - the next session's first H200 call, prepared at the end of session 6
 # (docs/perf/NOTES.md "v11", docs/perf/swap.md "session 6"). Staging, here, from a clean worktree of main:
 #   .carry/build-h200  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DSPILLWAY_CUDA=ON
-#                      -DSPILLWAY_CUDA_ARCHS=90a -DSPILLWAY_WERROR=OFF (lib, spillway, tests/test_prefill_cuda)
+#                      -DSPILLWAY_CUDA_ARCHS=90a -DSPILLWAY_WERROR=OFF (lib, spillway, tests/test_prefill_cuda,
+#                      tests/test_store_*, tests/test_swap_* )
 #   .carry/v11         the same with -DCMAKE_CUDA_FLAGS=-DSW_HOPPER_XITEM=1 (lib, spillway, test_prefill_cuda)
 #   .carry/debs        liburing2, libhiredis0.14 (scripts/h200_stage.sh fetches them)
 # Stages:
@@ -10,6 +11,8 @@
 #   v11ab     `spillway bench prefill` v10 / v11 interleaved, 3 rounds: mix-a, mix-b, 16x1k, 1x16k at
 #             h32-8/d128 and h32-8/d64, h16-2/d256 (ours only; the opponents' ratios follow from the
 #             recorded run once v11 is the default)
+#   storetests every test_store_* / test_swap_* program with a GPU present (the store's I/O memory is
+#             pinned huge pages there since session 6; session 6 ran five of them plus test_swap_exact/_cuda)
 #   hosttile  the swap host-tier case at tiles of 128 (the case's default), 256 and 64 blocks, 2 rounds
 #             (fewer, larger tiles: fewer per-tile host costs and launches; issue 4's host line)
 # Run with carry [".carry"]; each stage's files are packed into one archive under $OUT.
@@ -34,6 +37,12 @@ v11ab)
     done
     echo "$v r$r"; grep -E "spillway " "$OUT/v11ab/prefill-$v-r$r.log" | awk '{print $1, $5}' | tr '\n' ' '; echo
   done; done ;;
+storetests)
+  for t in $B/tests/test_store_* $B/tests/test_swap_*; do
+    n=$(basename $t)
+    { SW_TEST_SWAP_CASES=16 LD_LIBRARY_PATH=$PWD/$B:$DEB timeout 120 $t; echo "$n rc=$?"; } >"$OUT/storetests/$n-h200.log" 2>&1
+    tail -1 "$OUT/storetests/$n-h200.log"
+  done ;;
 hosttile)
   for r in 1 2; do for t in 128 256 64; do
     { echo "# spillway bench swap --dir /var/tmp --cases host --tile $t"
