@@ -5,14 +5,20 @@
 #                      -DSPILLWAY_CUDA_ARCHS=90a -DSPILLWAY_WERROR=OFF (lib, spillway, tests/test_prefill_cuda,
 #                      tests/test_store_*, tests/test_swap_* )
 #   .carry/v11         the same with -DCMAKE_CUDA_FLAGS=-DSW_HOPPER_XITEM=1 (lib, spillway, test_prefill_cuda)
+#   .carry/v12         -DCMAKE_CUDA_FLAGS=-DSW_HOPPER_LAZY_RESCALE=1 (lib, spillway)
+#   .carry/v1112       -DCMAKE_CUDA_FLAGS="-DSW_HOPPER_XITEM=1 -DSW_HOPPER_LAZY_RESCALE=1" (lib, spillway,
+#                      test_prefill_cuda)
 #   .carry/debs        liburing2, libhiredis0.14 (scripts/h200_stage.sh fetches them)
 # Stages:
-#   v11test   test_prefill_cuda on the v11 build (every case of the portable path's suite, Hopper path)
-#   v11ab     `spillway bench prefill` v10 / v11 interleaved, 3 rounds: mix-a, mix-b, 16x1k, 1x16k at
+#   v11test   test_prefill_cuda on the v11+v12 build, then on v11 alone if that fails (docs/perf/NOTES.md
+#             "v11", "v12"; every case of the suite, Hopper path)
+#   v11ab     `spillway bench prefill` v10 / v11 / v12 / v11+v12 interleaved, 2 rounds: mix-a, mix-b, 16x1k, 1x16k at
 #             h32-8/d128 and h32-8/d64, h16-2/d256 (ours only; the opponents' ratios follow from the
 #             recorded run once v11 is the default)
-#   storetests every test_store_* / test_swap_* program with a GPU present (the store's I/O memory is
-#             pinned huge pages there since session 6; session 6 ran five of them plus test_swap_exact/_cuda)
+#   storetests every test_store_* / test_swap_* program staged in $B/tests with a GPU present (the store's
+#             I/O memory is pinned huge pages there since session 6; session 6 ran five of them plus
+#             test_swap_exact/_cuda). The programs are static, ~4.5 MB each: with the four prefill builds
+#             they exceed the 64 MiB carry, so stage them for a second call.
 #   hosttile  the swap host-tier case at tiles of 128 (the case's default), 256 and 64 blocks, 2 rounds
 #             (fewer, larger tiles: fewer per-tile host costs and launches; issue 4's host line)
 # Run with carry [".carry"]; each stage's files are packed into one archive under $OUT.
@@ -25,12 +31,15 @@ t0=$(date +%s); el() { echo "($(( $(date +%s) - t0 )) s)"; }
 pack() { tar czf "$OUT/$1.tgz" -C "$OUT" "$1" && rm -rf "${OUT:?}/$1"; }
 for stage in "$@"; do mkdir -p "$OUT/$stage"; case $stage in
 v11test)
-  { LD_LIBRARY_PATH=$PWD/.carry/v11:$DEB timeout 200 .carry/v11/tests/test_prefill_cuda; echo "test_prefill_cuda v11 rc=$?"; } \
-    >"$OUT/v11test/test-prefill-cuda-v11.log" 2>&1
-  grep -m5 FAIL "$OUT/v11test/test-prefill-cuda-v11.log"; tail -2 "$OUT/v11test/test-prefill-cuda-v11.log" ;;
+  for v in v1112 v11; do
+    { LD_LIBRARY_PATH=$PWD/.carry/$v:$DEB timeout 200 .carry/$v/tests/test_prefill_cuda; echo "test_prefill_cuda $v rc=$?"; } \
+      >"$OUT/v11test/test-prefill-cuda-$v.log" 2>&1
+    grep -m5 FAIL "$OUT/v11test/test-prefill-cuda-$v.log"; tail -2 "$OUT/v11test/test-prefill-cuda-$v.log"
+    grep -q "rc=0" "$OUT/v11test/test-prefill-cuda-$v.log" && break
+  done ;;
 v11ab)
-  for r in 1 2 3; do for v in v10 v11; do
-    L=.carry/v11; [ $v = v10 ] && L=$B
+  for r in 1 2; do for v in v10 v11 v12 v1112; do
+    L=.carry/$v; [ $v = v10 ] && L=$B
     for sh in h32-8/d128 h32-8/d64 h16-2/d256; do
       LD_LIBRARY_PATH=$PWD/$L:$DEB timeout 60 $L/spillway bench prefill --cases mix-a,mix-b,16x1k,1x16k \
         --shapes $sh --reps 20 --warmup 3 >>"$OUT/v11ab/prefill-$v-r$r.log" 2>&1

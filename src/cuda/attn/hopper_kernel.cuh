@@ -51,6 +51,13 @@
  * (v10's order) until test_prefill_cuda has passed on an H200 with it:
  * written and checked in SASS only (session 6, docs/perf/NOTES.md "v11");
  * -DSW_HOPPER_XITEM=1 in CMAKE_CUDA_FLAGS builds it. */
+/* v12: the O rescale skipped while a row's max grows by at most 8 (log2
+ * units; row_softmax::update). Off until test_prefill_cuda has passed on an
+ * H200 with it (written and checked in SASS only, session 6);
+ * -DSW_HOPPER_LAZY_RESCALE=1 builds it. */
+#ifndef SW_HOPPER_LAZY_RESCALE
+#define SW_HOPPER_LAZY_RESCALE 0
+#endif
 #ifndef SW_HOPPER_XITEM
 #define SW_HOPPER_XITEM 0
 #endif
@@ -321,10 +328,26 @@ template <int BN> struct row_softmax {
                 mx = fmaxf(mx, fmaxf(s[4 * nb + 2 * h], s[4 * nb + 2 * h + 1]));
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+#if SW_HOPPER_LAZY_RESCALE
+            /* v12: the row's offset moves only when its max grows by more
+             * than 8 (log2 units); otherwise P <= 2^8, exact in BF16/FP16
+             * and in the fp32 sums alike, and O and l keep their scale
+             * (corr = 1), so most steps rescale nothing (rescale() skips a
+             * warp whose rows all have corr 1) and the P V product is
+             * issued right after S. The result is the same softmax: every
+             * term and the LSE use the same offset. */
+            const float m_cand = fmaxf(m[h], mx * scale_log2);
+            const bool grow = m_cand > m[h] + 8.f; /* m = -inf: any finite max grows */
+            const float m_new = grow ? m_cand : m[h];
+            const float off = m_new == -INFINITY ? 0.f : m_new;
+            corr[h] = grow ? sw_portable::fast_exp2(m[h] - off) : 1.f;
+            m[h] = m_new;
+#else
             const float m_new = fmaxf(m[h], mx * scale_log2);
             const float off = m_new == -INFINITY ? 0.f : m_new;
             corr[h] = sw_portable::fast_exp2(m[h] - off);
             m[h] = m_new;
+#endif
             float sum = 0.f;
 #pragma unroll
             for (int nb = 0; nb < BN / 8; ++nb)
@@ -352,6 +375,10 @@ __device__ __forceinline__ void pack_p(const float (&s)[BN / 2], uint32_t (&pa)[
 template <int D>
 __device__ __forceinline__ void rescale(float (&o)[D / 2], const float (&corr)[2])
 {
+#if SW_HOPPER_LAZY_RESCALE
+    if (!__any_sync(0xffffffffu, corr[0] != 1.f || corr[1] != 1.f))
+        return;
+#endif
 #pragma unroll
     for (int nb = 0; nb < D / 8; ++nb)
 #pragma unroll
