@@ -6,8 +6,8 @@
 #                      -DSPILLWAY_CUDA_ARCHS=90a -DSPILLWAY_WERROR=OFF (lib, spillway, tests/test_prefill_cuda,
 #                      tests/test_store_*, tests/test_swap_* )
 #   .carry/v11         the same with -DCMAKE_CUDA_FLAGS=-DSW_HOPPER_XITEM=1 (lib, spillway, test_prefill_cuda)
-#   .carry/v12         -DCMAKE_CUDA_FLAGS=-DSW_HOPPER_LAZY_RESCALE=1 (lib, spillway)
-#   .carry/v1112       -DCMAKE_CUDA_FLAGS="-DSW_HOPPER_XITEM=1 -DSW_HOPPER_LAZY_RESCALE=1" (lib, spillway,
+#   .carry/v12         -DCMAKE_CUDA_FLAGS=-DSW_MAX_SLACK=1 (lib, spillway)
+#   .carry/v1112       -DCMAKE_CUDA_FLAGS="-DSW_HOPPER_XITEM=1 -DSW_MAX_SLACK=1" (lib, spillway,
 #                      test_prefill_cuda)
 #   .carry/debs        liburing2, libhiredis0.14 (scripts/h200_stage.sh fetches them)
 # Stages:
@@ -15,7 +15,8 @@
 #             "v11", "v12"; every case of the suite, Hopper path)
 #   v11ab     `spillway bench prefill` v10 / v11 / v12 / v11+v12 interleaved, 2 rounds: mix-a, mix-b, 16x1k, 1x16k at
 #             h32-8/d128 and h32-8/d64, h16-2/d256 (ours only; the opponents' ratios follow from the
-#             recorded run once v11 is the default)
+#             recorded run once v11 is the default); then the portable kernel v10 / v12
+#             (SPILLWAY_CUDA_KERNEL=portable; v12's lazy rescale is in both kernels)
 #   storetests every test_store_* / test_swap_* program staged in $B/tests with a GPU present (the store's
 #             I/O memory is pinned huge pages there since session 6; session 6 ran five of them plus
 #             test_swap_exact/_cuda). The programs are static, ~4.5 MB each: with the four prefill builds
@@ -46,6 +47,13 @@ v11ab)
         --shapes $sh --reps 20 --warmup 3 >>"$OUT/v11ab/prefill-$v-r$r.log" 2>&1
     done
     echo "$v r$r"; grep -E "spillway " "$OUT/v11ab/prefill-$v-r$r.log" | awk '{print $1, $5}' | tr '\n' ' '; echo
+  done; done
+  # the portable kernel (sm_80 .. sm_121's path, here at sm_90a) with and without the lazy rescale
+  for r in 1 2; do for v in v10 v12; do
+    L=.carry/$v; [ $v = v10 ] && L=$B
+    SPILLWAY_CUDA_KERNEL=portable LD_LIBRARY_PATH=$PWD/$L:$DEB timeout 60 $L/spillway bench prefill \
+      --cases mix-b,16x1k,1x16k --shapes h32-8/d128,h32-8/d64 --reps 10 --warmup 2 >>"$OUT/v11ab/portable-$v-r$r.log" 2>&1
+    echo "portable $v r$r"; grep -E "spillway " "$OUT/v11ab/portable-$v-r$r.log" | awk '{print $1, $5}' | tr '\n' ' '; echo
   done; done ;;
 storetests)
   for t in $B/tests/test_store_* $B/tests/test_swap_*; do

@@ -34,9 +34,9 @@ else
   stage b0 build-h200 test_prefill_cuda
   build b11 "-DSW_HOPPER_XITEM=1" spillway_cli test_prefill_cuda
   stage b11 v11 test_prefill_cuda
-  build b12 "-DSW_HOPPER_LAZY_RESCALE=1" spillway_cli
+  build b12 "-DSW_MAX_SLACK=1" spillway_cli
   stage b12 v12
-  build b1112 "-DSW_HOPPER_XITEM=1 -DSW_HOPPER_LAZY_RESCALE=1" spillway_cli test_prefill_cuda
+  build b1112 "-DSW_HOPPER_XITEM=1 -DSW_MAX_SLACK=1" spillway_cli test_prefill_cuda
   stage b1112 v1112 test_prefill_cuda
 fi
 (cd .carry/debs && apt-get download liburing2 libhiredis0.14 >/dev/null 2>&1) || true

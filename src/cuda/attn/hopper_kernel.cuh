@@ -52,11 +52,11 @@
  * written and checked in SASS only (session 6, docs/perf/NOTES.md "v11");
  * -DSW_HOPPER_XITEM=1 in CMAKE_CUDA_FLAGS builds it. */
 /* v12: the O rescale skipped while a row's max grows by at most 8 (log2
- * units; row_softmax::update). Off until test_prefill_cuda has passed on an
- * H200 with it (written and checked in SASS only, session 6);
- * -DSW_HOPPER_LAZY_RESCALE=1 builds it. */
-#ifndef SW_HOPPER_LAZY_RESCALE
-#define SW_HOPPER_LAZY_RESCALE 0
+ * units; row_softmax::update). SW_MAX_SLACK (portable_softmax.cuh, off
+ * until test_prefill_cuda has passed on an H200 with it; written and checked
+ * in SASS only, session 6); -DSW_MAX_SLACK=1 builds it in both kernels. */
+#ifndef SW_MAX_SLACK
+#define SW_MAX_SLACK 0
 #endif
 #ifndef SW_HOPPER_XITEM
 #define SW_HOPPER_XITEM 0
@@ -328,7 +328,7 @@ template <int BN> struct row_softmax {
                 mx = fmaxf(mx, fmaxf(s[4 * nb + 2 * h], s[4 * nb + 2 * h + 1]));
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-#if SW_HOPPER_LAZY_RESCALE
+#if SW_MAX_SLACK
             /* v12: the row's offset moves only when its max grows by more
              * than 8 (log2 units); otherwise P <= 2^8, exact in BF16/FP16
              * and in the fp32 sums alike, and O and l keep their scale
@@ -375,7 +375,7 @@ __device__ __forceinline__ void pack_p(const float (&s)[BN / 2], uint32_t (&pa)[
 template <int D>
 __device__ __forceinline__ void rescale(float (&o)[D / 2], const float (&corr)[2])
 {
-#if SW_HOPPER_LAZY_RESCALE
+#if SW_MAX_SLACK
     if (!__any_sync(0xffffffffu, corr[0] != 1.f || corr[1] != 1.f))
         return;
 #endif

@@ -16,6 +16,13 @@
 
 #include "mma_utils.cuh"
 
+/* Lazy rescale (docs/perf/NOTES.md "v12"): off until test_prefill_cuda has
+ * passed on a GPU with it; -DSW_MAX_SLACK=1 builds it here and in the
+ * Hopper kernel. */
+#ifndef SW_MAX_SLACK
+#define SW_MAX_SLACK 0
+#endif
+
 namespace sw_portable {
 
 template <int MT> struct softmax_state {
@@ -54,6 +61,14 @@ template <int MT> struct softmax_state {
                     mx = fmaxf(mx, fmaxf(s[mt][nt][2 * h], s[mt][nt][2 * h + 1]));
                 mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
                 mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+#if SW_MAX_SLACK
+                /* the offset moves only when the max grows by more than 8
+                 * in log2 units (P <= 2^8 otherwise, exact; l, O and the LSE
+                 * share the offset): most tiles then skip the rescale
+                 * (-inf - -inf is NaN: no growth) */
+                if (!((mx - m[mt][h]) * scale_log2 > 8.f))
+                    mx = m[mt][h];
+#endif
                 off[mt][h] = mx == -INFINITY ? 0.f : mx * scale_log2;
                 alpha[mt][h] = fast_exp2(m[mt][h] * scale_log2 - off[mt][h]);
                 moved |= mx != m[mt][h];
