@@ -723,6 +723,13 @@ __device__ __forceinline__ void consumer(const sw_cuda_prefill_args &a, uint32_t
             mbar_arrive(bars + B_Q_EMPTY + 8 * qb); /* the last S product is done */
         /* the first keys' P V; the epilogue waits for the next item's turn */
         last_pv<TR, T>(it, o, pa, pb, par, corr, sV, bars, cw, pp);
+        /* O is redefined by plain adds (x + 0 cannot be folded: -0): read
+         * as a wgmma's output after the next S product has been issued,
+         * it made ptxas inject a wait for that product in the middle of the
+         * epilogue (C7517), the whole epilogue now runs in its shadow. */
+#pragma unroll
+        for (int i = 0; i < D / 2; ++i)
+            o[i] = __fadd_rn(o[i], 0.f);
         gp = g;
         pend = true;
     }
