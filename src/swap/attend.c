@@ -209,40 +209,6 @@ static int32_t chunk_ahead(const run *R, const sw_swap_layer *L, uint64_t base, 
     return c;
 }
 
-/* pool.c's victim order (vkey_cmp): score (SCORE policy; NaN as 0), then
- * last access, then slot index. */
-typedef struct vkey {
-    float score;
-    int32_t idx;
-    uint64_t last;
-} vkey;
-
-static inline int vkey_less(const vkey *a, const vkey *b)
-{
-    if (a->score != b->score)
-        return a->score < b->score;
-    if (a->last != b->last)
-        return a->last < b->last;
-    return a->idx < b->idx;
-}
-
-static void vkey_sift(vkey *h, int32_t n, int32_t i)
-{
-    const vkey x = h[i];
-    for (;;) {
-        int32_t c = 2 * i + 1;
-        if (c >= n)
-            break;
-        if (c + 1 < n && vkey_less(&h[c], &h[c + 1]))
-            c++;
-        if (!vkey_less(&x, &h[c]))
-            break;
-        h[i] = h[c];
-        i = c;
-    }
-    h[i] = x;
-}
-
 /* Resident blocks of the store run (align_blocks blocks) that the block in
  * slot `i` lies in, and the run's present blocks (*present). */
 static int32_t run_resident(const sw_swap *s, int32_t i, int32_t *present)
@@ -290,60 +256,6 @@ static void runs_first(const sw_swap *s, int32_t *out, int32_t n, int32_t *tmp)
     for (int32_t i = 0; i < n; i++)
         tmp[at[cls[i]]++] = out[i];
     memcpy(out, tmp, sizeof(int32_t) * (size_t)n);
-}
-
-int32_t sw_swap_victims_first(sw_swap *s, int32_t k, int32_t *out, void *scratch)
-{
-    /* A tile takes at most tile_blocks places of its ranking (each of its
-     * blocks is a victim or a hit pinning at most one ranked slot), so the
-     * k smallest keys suffice: a bounded max-heap with the comparison
-     * inline instead of qsort over every unpinned slot with a callback,
-     * which was most of the planning time of `spillway bench swap`'s
-     * host-tier case (tile 128 of 512 slots, 12 rankings per step; on the
-     * CPU VM, bench/dev/swap_host_plan.c: 29-41 us -> 10-13 us per
-     * ranking, planning 1.8 -> 0.9 ms per step under load,
-     * bench/results/swap-vm-h9-hostplan.log). Free slots first by index,
-     * as in sw_swap_pool_rank. */
-    vkey *h = scratch;
-    int32_t n = 0, nh = 0;
-    if (k <= 0)
-        return 0;
-    const int score = s->c.policy == SW_SWAP_POLICY_SCORE;
-    for (int32_t i = 0; i < s->c.resident_blocks && n < k; i++)
-        if (!s->slots[i].pin && !s->slots[i].seq)
-            out[n++] = i;
-    const int32_t want = k - n;
-    for (int32_t i = 0; i < s->c.resident_blocks && want > 0; i++) {
-        const sw_swap_slot *sl = &s->slots[i];
-        if (sl->pin || !sl->seq)
-            continue;
-        vkey x;
-        x.score = score && !isnan(sl->score) ? sl->score : 0.0f;
-        x.idx = i;
-        x.last = sl->last_access;
-        if (nh < want) {
-            /* sift up into the max-heap */
-            int32_t j = nh++;
-            while (j > 0 && vkey_less(&h[(j - 1) / 2], &x)) {
-                h[j] = h[(j - 1) / 2];
-                j = (j - 1) / 2;
-            }
-            h[j] = x;
-        } else if (vkey_less(&x, &h[0])) {
-            h[0] = x;
-            vkey_sift(h, nh, 0);
-        }
-    }
-    /* heap sort: ascending */
-    for (int32_t m = nh - 1; m > 0; m--) {
-        const vkey x = h[0];
-        h[0] = h[m];
-        h[m] = x;
-        vkey_sift(h, m, 0);
-    }
-    for (int32_t i = 0; i < nh; i++)
-        out[n++] = h[i].idx;
-    return n;
 }
 
 /* Plans the next tile; returns 1 when there is one, 0 at the end, <0 on
@@ -657,9 +569,9 @@ static void tile_task(void *ctx, int task, int tid)
 }
 
 /* Device pool: the tile's scatter, kernel and merge on the caller's stream. */
-static sw_status compute_tile_dev(run *R, const tile *t)
+/* The device pool's view of a planned tile. */
+static sw_swap_dev_tile dev_tile_of(const tile *t)
 {
-    sw_swap *s = R->s;
     sw_swap_dev_tile dt;
     dt.bi = t->bi;
     dt.n = t->n;
@@ -673,6 +585,13 @@ static sw_status compute_tile_dev(run *R, const tile *t)
     dt.lease = t->nleased ? t->lease : NULL;
     dt.hbuf = t->hbuf;
     dt.gathered = t->gathered > 0;
+    return dt;
+}
+
+static sw_status compute_tile_dev(run *R, const tile *t)
+{
+    sw_swap *s = R->s;
+    const sw_swap_dev_tile dt = dev_tile_of(t);
     R->attended += t->n;
     return sw_swap_dev_compute(s, R->p, R->seqs[t->bi], &dt, R->stream);
 }
@@ -692,16 +611,7 @@ static sw_status issue_gathers(run *R, tile *tl, int ntl, int64_t from, int64_t 
         if (t->gathered || !t->nleased)
             continue;
         int issued = 0;
-        sw_swap_dev_tile dt;
-        memset(&dt, 0, sizeof dt);
-        dt.bi = t->bi;
-        dt.n = t->n;
-        dt.nmiss = t->nmiss;
-        dt.buf = t->buf;
-        dt.miss_blocks = t->miss_blocks;
-        dt.miss_slots = t->miss_slots;
-        dt.lease = t->lease;
-        dt.hbuf = t->hbuf;
+        const sw_swap_dev_tile dt = dev_tile_of(t);
         st = sw_swap_dev_gather(s, R->p, R->seqs[t->bi], &dt, &issued);
         t->gathered = issued ? 1 : -1;
     }

@@ -35,18 +35,33 @@ typedef struct vkey {
     int32_t idx;
 } vkey;
 
-/* evict_before as a total order: score (SCORE policy only), then last
- * access, then slot index (the sequential scan keeps the first of equals). */
+/* Slot i's eviction key: score (SCORE policy only; NaN as 0), last access,
+ * index. */
+static inline vkey vkey_of(const sw_swap *s, int32_t i)
+{
+    const sw_swap_slot *sl = &s->slots[i];
+    vkey k;
+    k.score = s->c.policy == SW_SWAP_POLICY_SCORE && !isnan(sl->score) ? sl->score : 0.0f;
+    k.last = sl->last_access;
+    k.idx = i;
+    return k;
+}
+
+/* evict_before as a total order: score, then last access, then slot index
+ * (the sequential scan keeps the first of equals). */
+static inline int vkey_less(const vkey *a, const vkey *b)
+{
+    if (a->score != b->score)
+        return a->score < b->score;
+    if (a->last != b->last)
+        return a->last < b->last;
+    return a->idx < b->idx;
+}
+
 static int vkey_cmp(const void *pa, const void *pb)
 {
     const vkey *a = pa, *b = pb;
-    if (a->score < b->score)
-        return -1;
-    if (b->score < a->score)
-        return 1;
-    if (a->last != b->last)
-        return a->last < b->last ? -1 : 1;
-    return (a->idx > b->idx) - (a->idx < b->idx);
+    return vkey_less(b, a) - vkey_less(a, b);
 }
 
 int32_t sw_swap_pool_rank(sw_swap *s, int32_t *out, void *scratch)
@@ -61,14 +76,78 @@ int32_t sw_swap_pool_rank(sw_swap *s, int32_t *out, void *scratch)
             out[n++] = i; /* free slots first, in index order */
             continue;
         }
-        k[nk].score = s->c.policy == SW_SWAP_POLICY_SCORE && !isnan(sl->score) ? sl->score : 0.0f;
-        k[nk].last = sl->last_access;
-        k[nk].idx = i;
-        nk++;
+        k[nk++] = vkey_of(s, i);
     }
     qsort(k, (size_t)nk, sizeof *k, vkey_cmp);
     for (int32_t i = 0; i < nk; i++)
         out[n++] = k[i].idx;
+    return n;
+}
+
+static void vkey_sift(vkey *h, int32_t n, int32_t i)
+{
+    const vkey x = h[i];
+    for (;;) {
+        int32_t c = 2 * i + 1;
+        if (c >= n)
+            break;
+        if (c + 1 < n && vkey_less(&h[c], &h[c + 1]))
+            c++;
+        if (!vkey_less(&x, &h[c]))
+            break;
+        h[i] = h[c];
+        i = c;
+    }
+    h[i] = x;
+}
+
+int32_t sw_swap_victims_first(sw_swap *s, int32_t k, int32_t *out, void *scratch)
+{
+    /* A tile takes at most tile_blocks places of its ranking (each of its
+     * blocks is a victim or a hit pinning at most one ranked slot), so the
+     * k smallest keys suffice: a bounded max-heap with the comparison
+     * inline instead of qsort over every unpinned slot with a callback,
+     * which was most of the planning time of `spillway bench swap`'s
+     * host-tier case (tile 128 of 512 slots, 12 rankings per step; on the
+     * CPU VM, bench/dev/swap_host_plan.c: 29-41 us -> 10-13 us per
+     * ranking, planning 1.8 -> 0.9 ms per step under load,
+     * bench/results/swap-vm-h9-hostplan.log). Free slots first by index,
+     * as in sw_swap_pool_rank. */
+    vkey *h = scratch;
+    int32_t n = 0, nh = 0;
+    if (k <= 0)
+        return 0;
+    for (int32_t i = 0; i < s->c.resident_blocks && n < k; i++)
+        if (!s->slots[i].pin && !s->slots[i].seq)
+            out[n++] = i;
+    const int32_t want = k - n;
+    for (int32_t i = 0; i < s->c.resident_blocks && want > 0; i++) {
+        const sw_swap_slot *sl = &s->slots[i];
+        if (sl->pin || !sl->seq)
+            continue;
+        const vkey x = vkey_of(s, i);
+        if (nh < want) {
+            /* sift up into the max-heap */
+            int32_t j = nh++;
+            while (j > 0 && vkey_less(&h[(j - 1) / 2], &x)) {
+                h[j] = h[(j - 1) / 2];
+                j = (j - 1) / 2;
+            }
+            h[j] = x;
+        } else if (vkey_less(&x, &h[0])) {
+            h[0] = x;
+            vkey_sift(h, nh, 0);
+        }
+    }
+    /* heap sort: ascending */
+    for (int32_t m = nh - 1; m > 0; m--) {
+        const vkey x = h[0];
+        h[0] = h[m];
+        h[m] = x;
+        vkey_sift(h, m, 0);
+    }
+    for (int32_t i = 0; i < nh; i++)
+        out[n++] = h[i].idx;
     return n;
 }
 

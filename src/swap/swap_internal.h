@@ -157,6 +157,9 @@ int32_t sw_swap_pool_victim(sw_swap *s);
  * O(S log S) pass per tile instead of an O(S) scan per missing block. */
 int32_t sw_swap_pool_rank(sw_swap *s, int32_t *out, void *scratch);
 size_t sw_swap_pool_rank_scratch(const sw_swap *s);
+/* The first min(k, unpinned slots) entries of sw_swap_pool_rank's order
+ * (same out / scratch sizes): what one tile of k blocks can take. */
+int32_t sw_swap_victims_first(sw_swap *s, int32_t k, int32_t *out, void *scratch);
 /* Drops the resident copy of a block (if any). */
 void sw_swap_pool_drop(sw_swap *s, sw_swap_blk *b);
 /* Drops every resident block of a sequence. */
@@ -184,9 +187,6 @@ int sw_swap_tile_takes(int64_t cur, int64_t next, int32_t ahead, int32_t room);
  * store runs with the fewest resident blocks go first (attend.c,
  * runs_first). Needs tiles aligned to store runs. */
 #define SW_SWAP_RUN_EVICT_DEFAULT 4
-/* The first min(k, unpinned slots) entries of sw_swap_pool_rank's order
- * (same out / scratch sizes): what one tile of k blocks can take. */
-int32_t sw_swap_victims_first(sw_swap *s, int32_t k, int32_t *out, void *scratch);
 
 /* ---- prefetch.c ---- */
 /* Read-ahead depth for a config and tile size: the configured depth, at
