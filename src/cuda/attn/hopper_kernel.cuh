@@ -633,6 +633,39 @@ __device__ __forceinline__ void last_pv(int it, float (&o)[TR::HEAD_DIM / 2],
     mbar_arrive(bars + B_V_EMPTY + 8 * pv);
 }
 
+/* Item n from the producer's slot (false: the end of the list). */
+__device__ __forceinline__ bool next_item(const sw_cuda_prefill_args &a, int n, uint32_t bars,
+                                          item_slot *slots, item_geom &g)
+{
+    const int slot = n & 1;
+    mbar_wait(bars + B_SCHED_FULL + 8 * slot, (n >> 1) & 1);
+    const int item = slots[slot].item;
+    g = slots[slot].g;
+    mbar_arrive(bars + B_SCHED_EMPTY + 8 * slot);
+    return item < a.num_work;
+}
+
+/* After first_s: waits for the item's first S product, releases its K
+ * stage (and the Q buffer qb when it is the only tile), and turns it into
+ * P (always a masked tile); `it` moves to the next tile. */
+template <class TR, class T>
+__device__ __forceinline__ void first_softmax(const item_geom &g, int &it, int st, int qb,
+                                              float (&s)[TR::BN / 2], row_softmax<TR::BN> &sm,
+                                              float (&corr)[2], uint32_t (&pa)[TR::BN / 16][4],
+                                              const int (&lim)[2], uint32_t bars, int t4,
+                                              float scale_log2)
+{
+    wg_wait<0>();
+    reg_fence(s);
+    mbar_arrive(bars + B_K_EMPTY + 8 * st);
+    if (g.n_tiles == 1)
+        mbar_arrive(bars + B_Q_EMPTY + 8 * qb);
+    row_softmax<TR::BN>::mask(s, g.n_tiles - 1, t4, lim);
+    sm.update(s, scale_log2, corr);
+    pack_p<T, TR::BN>(s, pa);
+    ++it;
+}
+
 template <class TR, class T, bool CAUSAL>
 __device__ __forceinline__ void consumer(const sw_cuda_prefill_args &a, uint32_t sQ,
                                          uint32_t sK, uint32_t sV, uint32_t bars,
@@ -672,12 +705,8 @@ __device__ __forceinline__ void consumer(const sw_cuda_prefill_args &a, uint32_t
     item_geom gp; /* the item whose epilogue is pending (its O complete) */
     bool pend = false;
     for (int n = 0;; ++n) {
-        const int slot = n & 1;
-        mbar_wait(bars + B_SCHED_FULL + 8 * slot, (n >> 1) & 1);
-        const int item = slots[slot].item;
-        const item_geom g = slots[slot].g;
-        mbar_arrive(bars + B_SCHED_EMPTY + 8 * slot);
-        if (item >= a.num_work)
+        item_geom g;
+        if (!next_item(a, n, bars, slots, g))
             break;
         const int lim[2] = {row_limit<CAUSAL>(g, r0), row_limit<CAUSAL>(g, r0 + 8)};
         const int qb = n % TR::Q_BUFS;
@@ -703,19 +732,11 @@ __device__ __forceinline__ void consumer(const sw_cuda_prefill_args &a, uint32_t
             store_o<T, D>(a, gp, o, sm, r0, t4);
             pend = false;
         }
-        wg_wait<0>();
-        reg_fence(s);
-        mbar_arrive(bars + B_K_EMPTY + 8 * st);
-        if (g.n_tiles == 1)
-            mbar_arrive(bars + B_Q_EMPTY + 8 * qb);
 #pragma unroll
         for (int i = 0; i < D / 2; ++i)
             o[i] = 0.f;
         sm.init();
-        row_softmax<BN>::mask(s, g.n_tiles - 1, t4, lim); /* always a masked tile */
-        sm.update(s, scale_log2, corr);
-        pack_p<T, BN>(s, pa);
-        ++it;
+        first_softmax<TR, T>(g, it, st, qb, s, sm, corr, pa, lim, bars, t4, scale_log2);
 
         const int par = item_steps<TR, T>(g, it, s, o, pa, pb, corr, sm, lim, qa, sK, sV, bars,
                                           cw, t4, scale_log2, pp);
@@ -737,12 +758,8 @@ __device__ __forceinline__ void consumer(const sw_cuda_prefill_args &a, uint32_t
         store_o<T, D>(a, gp, o, sm, r0, t4);
 #else
     for (int n = 0;; ++n) {
-        const int slot = n & 1;
-        mbar_wait(bars + B_SCHED_FULL + 8 * slot, (n >> 1) & 1);
-        const int item = slots[slot].item;
-        const item_geom g = slots[slot].g;
-        mbar_arrive(bars + B_SCHED_EMPTY + 8 * slot);
-        if (item >= a.num_work)
+        item_geom g;
+        if (!next_item(a, n, bars, slots, g))
             break;
         const int lim[2] = {row_limit<CAUSAL>(g, r0), row_limit<CAUSAL>(g, r0 + 8)};
 
@@ -764,15 +781,7 @@ __device__ __forceinline__ void consumer(const sw_cuda_prefill_args &a, uint32_t
         } else {
             /* ---- first tile (the last keys): S only ---- */
             const int st = first_s<TR, T>(it, s, qa, sK, bars, cw, pp);
-            wg_wait<0>();
-            reg_fence(s);
-            mbar_arrive(bars + B_K_EMPTY + 8 * st);
-            if (g.n_tiles == 1)
-                mbar_arrive(bars + B_Q_EMPTY + 8 * qb);
-            row_softmax<BN>::mask(s, g.n_tiles - 1, t4, lim); /* always a masked tile */
-            sm.update(s, scale_log2, corr);
-            pack_p<T, BN>(s, pa);
-            ++it;
+            first_softmax<TR, T>(g, it, st, qb, s, sm, corr, pa, lim, bars, t4, scale_log2);
 
             /* ---- the other tiles, then the first keys' P V ---- */
             const int par = item_steps<TR, T>(g, it, s, o, pa, pb, corr, sm, lim, qa, sK, sV,
