@@ -51,13 +51,6 @@
  * (v10's order) until test_prefill_cuda has passed on an H200 with it:
  * written and checked in SASS only (session 6, docs/perf/NOTES.md "v11");
  * -DSW_HOPPER_XITEM=1 in CMAKE_CUDA_FLAGS builds it. */
-/* v12: the O rescale skipped while a row's max grows by at most 8 (log2
- * units; row_softmax::update). SW_MAX_SLACK (portable_softmax.cuh, off
- * until test_prefill_cuda has passed on an H200 with it; written and checked
- * in SASS only, session 6); -DSW_MAX_SLACK=1 builds it in both kernels. */
-#ifndef SW_MAX_SLACK
-#define SW_MAX_SLACK 0
-#endif
 #ifndef SW_HOPPER_XITEM
 #define SW_HOPPER_XITEM 0
 #endif

@@ -9,6 +9,15 @@
 #ifndef SW_CUDA_MMA_UTILS_CUH
 #define SW_CUDA_MMA_UTILS_CUH
 
+/* v12 (docs/perf/NOTES.md): a row's softmax offset moves only when its max
+ * grows by more than 8 (log2 units), in both prefill kernels (the Hopper
+ * row_softmax, the portable softmax_state). Off until test_prefill_cuda has
+ * passed on an H200 with it (written and checked in SASS only, session 6);
+ * -DSW_MAX_SLACK=1 builds it. */
+#ifndef SW_MAX_SLACK
+#define SW_MAX_SLACK 0
+#endif
+
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <stdint.h>

@@ -16,13 +16,6 @@
 
 #include "mma_utils.cuh"
 
-/* Lazy rescale (docs/perf/NOTES.md "v12"): off until test_prefill_cuda has
- * passed on a GPU with it; -DSW_MAX_SLACK=1 builds it here and in the
- * Hopper kernel. */
-#ifndef SW_MAX_SLACK
-#define SW_MAX_SLACK 0
-#endif
-
 namespace sw_portable {
 
 template <int MT> struct softmax_state {
