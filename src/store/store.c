@@ -348,6 +348,8 @@ static void *alloc_io_mem(size_t bytes, int *pinned)
     *pinned = 0;
     if (sw_cuda_built() && sw_cuda_devices() > 0) {
         if (sw_env_int("SPILLWAY_STORE_IO_MEM", 1) == 1) {
+            /* touched before pinning: the measured configuration (its
+             * pages faulted as the huge pages madvise asked for) */
             p = sw_store_big_alloc(bytes, 1);
             if (p && sw_cuda_host_register(p, bytes) == SW_OK) {
                 *pinned = 2;
