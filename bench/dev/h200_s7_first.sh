@@ -1,5 +1,7 @@
 #!/bin/bash
 # h200_s7_first.sh STAGE... - the next session's first H200 call, prepared at the end of session 6
+# (Run in session 7: v12 adopted; v11 moved to bench/dev/rejected/hopper_v11_xitem.patch, so the
+# SW_HOPPER_XITEM builds below need that patch applied first.)
 # (docs/perf/NOTES.md "v11", docs/perf/swap.md "session 6"). Staging, here, from a clean worktree of main
 # (`bench/dev/stage_s7.sh` does all of it, ~3 min with ccache; `stage_s7.sh tests` for storetests):
 #   .carry/build-h200  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DSPILLWAY_CUDA=ON

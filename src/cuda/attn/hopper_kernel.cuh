@@ -47,14 +47,6 @@
 #include "mma_utils.cuh"
 #include "portable_tile.cuh"
 
-/* v11: items software-pipelined in the consumers (consumer(), below). Off
- * (v10's order) until test_prefill_cuda has passed on an H200 with it:
- * written and checked in SASS only (session 6, docs/perf/NOTES.md "v11");
- * -DSW_HOPPER_XITEM=1 in CMAKE_CUDA_FLAGS builds it. */
-#ifndef SW_HOPPER_XITEM
-#define SW_HOPPER_XITEM 0
-#endif
-
 namespace sw_hopper {
 
 using sw_portable::bf16_t;
@@ -679,77 +671,6 @@ __device__ __forceinline__ void consumer(const sw_cuda_prefill_args &a, uint32_t
         turn_pass<TR::NCW>(cw); /* warpgroup 0 goes first */
 
     int it = 0;
-#if SW_HOPPER_XITEM
-    /* Items software-pipelined (v11): an item's epilogue (O / l, the
-     * stores) runs after the warpgroup has issued the next item's first S
-     * product, in its shadow. Both consumer warpgroups share an item, so
-     * before this they reached their epilogues together and the tensor cores
-     * idled through them (with the next item's first softmax, ~17% of the
-     * consumers' stall samples on mix-b d128, docs/perf/NOTES.md). The last
-     * P V is still waited for before the next item's first turn: with a P V
-     * in flight across items ptxas serialised every wgmma of the kernel
-     * (a wait after each). The turns per item and their order are
-     * unchanged. */
-    float o[D / 2];
-    row_softmax<BN> sm;
-    float s[BN / 2];
-    uint32_t pa[BN / 16][4], pb[BN / 16][4]; /* P, double buffered */
-    float corr[2];
-    item_geom gp; /* the item whose epilogue is pending (its O complete) */
-    bool pend = false;
-    for (int n = 0;; ++n) {
-        item_geom g;
-        if (!next_item(a, n, bars, slots, g))
-            break;
-        const int lim[2] = {row_limit<CAUSAL>(g, r0), row_limit<CAUSAL>(g, r0 + 8)};
-        const int qb = n % TR::Q_BUFS;
-        const uint32_t qa = sQ + qb * TR::Q_BYTES + cw * 64 * 128; /* this warpgroup's rows */
-        mbar_wait(bars + B_Q_FULL + 8 * qb, (uint32_t)(n / TR::Q_BUFS) & 1);
-        if (g.n_tiles == 0) {
-            mbar_arrive(bars + B_Q_EMPTY + 8 * qb);
-            if (pend) {
-                store_o<T, D>(a, gp, o, sm, r0, t4);
-                pend = false;
-            }
-#pragma unroll
-            for (int i = 0; i < D / 2; ++i)
-                o[i] = 0.f;
-            sm.init();
-            store_o<T, D>(a, g, o, sm, r0, t4);
-            continue;
-        }
-        /* ---- first tile (the last keys): S only; then the previous
-         * item's epilogue while it runs ---- */
-        const int st = first_s<TR, T>(it, s, qa, sK, bars, cw, pp);
-        if (pend) {
-            store_o<T, D>(a, gp, o, sm, r0, t4);
-            pend = false;
-        }
-#pragma unroll
-        for (int i = 0; i < D / 2; ++i)
-            o[i] = 0.f;
-        sm.init();
-        first_softmax<TR, T>(g, it, st, qb, s, sm, corr, pa, lim, bars, t4, scale_log2);
-
-        const int par = item_steps<TR, T>(g, it, s, o, pa, pb, corr, sm, lim, qa, sK, sV, bars,
-                                          cw, t4, scale_log2, pp);
-        if (g.n_tiles > 1)
-            mbar_arrive(bars + B_Q_EMPTY + 8 * qb); /* the last S product is done */
-        /* the first keys' P V; the epilogue waits for the next item's turn */
-        last_pv<TR, T>(it, o, pa, pb, par, corr, sV, bars, cw, pp);
-        /* O is redefined by plain adds (x + 0 cannot be folded: -0): read
-         * as a wgmma's output after the next S product has been issued,
-         * it made ptxas inject a wait for that product in the middle of the
-         * epilogue (C7517), the whole epilogue now runs in its shadow. */
-#pragma unroll
-        for (int i = 0; i < D / 2; ++i)
-            o[i] = __fadd_rn(o[i], 0.f);
-        gp = g;
-        pend = true;
-    }
-    if (pend)
-        store_o<T, D>(a, gp, o, sm, r0, t4);
-#else
     for (int n = 0;; ++n) {
         item_geom g;
         if (!next_item(a, n, bars, slots, g))
@@ -787,7 +708,6 @@ __device__ __forceinline__ void consumer(const sw_cuda_prefill_args &a, uint32_t
         /* ---- epilogue: O / l, rounded, straight to global ---- */
         store_o<T, D>(a, g, o, sm, r0, t4);
     }
-#endif
     if (pp && cw == 0)
         turn_wait<TR::NCW>(cw); /* the hand-off the last warpgroup made after its last turn */
 }
