@@ -1,0 +1,59 @@
+#!/bin/bash
+# h200_s7_call2.sh STAGE... - session 7's second H200 call (v12 the default; issue 4's host tier).
+# Staged here by bench/dev/stage_s7b.sh from a clean tree of the commit:
+#   .carry/build-h200   lib, spillway, tests/test_prefill_cuda, tests/test_prefill_errors
+#   .carry/build-opp    the opponent build's lib (FlashInfer FA2 + FA3 compiled in, docs/opponents.md)
+#   .carry/probe        gather_probe (bench/dev/gather_probe.cu)
+#   .carry/tests.tar.xz every test_store_* / test_swap_* program of build-h200 (static; packed to travel)
+#   .carry/debs         liburing2, libhiredis0.14
+# Stages:
+#   ptest    test_prefill_cuda and test_prefill_errors (the Hopper path, v12 on)
+#   gprobe   gather_probe: the GPU's rate for 8 KiB host-tier stripes (gather kernel, zero-copy copies,
+#            batched copy-engine copies, one contiguous memcpy)
+#   record   the recorded bench/prefill.py run (every opponent), then non-causal 1x16k
+#   pytest   the binding's tests on build-h200
+#   storetests every test_store_* / test_swap_* program with the GPU present
+# Run with carry [".carry"]; each stage's files go to one archive under $OUT.
+set -u
+OUT=${OUT:-out}; mkdir -p "$OUT"
+mkdir -p .carry/debs/root && for f in .carry/debs/*.deb; do dpkg -x "$f" .carry/debs/root; done
+DEB=$PWD/.carry/debs/root/usr/lib/x86_64-linux-gnu
+B=.carry/build-h200
+t0=$(date +%s); el() { echo "($(( $(date +%s) - t0 )) s)"; }
+pack() { tar czf "$OUT/$1.tgz" -C "$OUT" "$1" && rm -rf "${OUT:?}/$1"; }
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader
+for stage in "$@"; do mkdir -p "$OUT/$stage"; case $stage in
+ptest)
+  { LD_LIBRARY_PATH=$PWD/$B:$DEB timeout 150 $B/tests/test_prefill_cuda; echo "test_prefill_cuda rc=$?"
+    LD_LIBRARY_PATH=$PWD/$B:$DEB timeout 60 $B/tests/test_prefill_errors; echo "test_prefill_errors rc=$?"; } \
+    >"$OUT/ptest/ctest-h200-prefill-cuda-v12.log" 2>&1
+  grep -E "rc=|cases \(|FAIL" "$OUT/ptest/ctest-h200-prefill-cuda-v12.log" | head -12 ;;
+gprobe)
+  { echo "# .carry/probe/gather_probe 6144 8192"; timeout 60 .carry/probe/gather_probe 6144 8192; echo "rc=$?"; } \
+    >"$OUT/gprobe/gather-probe-h200.log" 2>&1
+  cat "$OUT/gprobe/gather-probe-h200.log" ;;
+record)
+  export PYTHONPATH=$PWD/python PYTHONUNBUFFERED=1 SPILLWAY_OPPONENT=flashinfer
+  O=$PWD/.carry/build-opp
+  LD_LIBRARY_PATH=$O:$DEB SPILLWAY_LIB=$O/libspillway.so timeout 330 python3 bench/prefill.py \
+    --impls spillway,sdpa-flash,sdpa-cudnn,fa2-varlen,flashinfer-c,flashinfer-c-fa3 \
+    --out "$OUT/record/prefill-h200.json" --md docs/perf/prefill.md >"$OUT/record/prefill-h200.log" 2>&1
+  echo "record rc=$? $(el)"; cp docs/perf/prefill.md "$OUT/record/prefill.md"
+  grep -E "^\| (16x1k|4x4k|1x16k|mix)" "$OUT/record/prefill.md" | awk -F'|' '{print $2, $3, $13, $14, $16, $17}'
+  LD_LIBRARY_PATH=$O:$DEB SPILLWAY_LIB=$O/libspillway.so timeout 120 python3 bench/prefill.py \
+    --impls spillway,sdpa-cudnn,flashinfer-c-fa3 --cases 1x16k --no-causal --md "" \
+    --out "$OUT/record/prefill-h200-v12-noncausal.json" >"$OUT/record/prefill-h200-v12-noncausal.log" 2>&1
+  echo "nc rc=$? $(el)"; grep -E "spillway  |cudnn  |fa3  " "$OUT/record/prefill-h200-v12-noncausal.log" ;;
+pytest)
+  PYTHONPATH=$PWD/python LD_LIBRARY_PATH=$PWD/$B:$DEB SPILLWAY_LIB=$PWD/$B/libspillway.so timeout 200 \
+    python3 -m pytest -q -rs tests/python >"$OUT/pytest/pytest-h200-v12.log" 2>&1
+  echo "pytest rc=$?"; tail -3 "$OUT/pytest/pytest-h200-v12.log" ;;
+storetests)
+  mkdir -p .carry/st && tar xJf .carry/tests.tar.xz -C .carry/st
+  for t in .carry/st/test_store_* .carry/st/test_swap_*; do
+    n=$(basename $t)
+    { SW_TEST_SWAP_CASES=16 LD_LIBRARY_PATH=$PWD/$B:$DEB timeout 100 $t; echo "$n rc=$?"; } >"$OUT/storetests/$n-h200.log" 2>&1
+    tail -1 "$OUT/storetests/$n-h200.log"
+  done ;;
+*) echo "unknown stage $stage" >&2 ;;
+esac; echo "$stage $(el)"; pack "$stage"; done

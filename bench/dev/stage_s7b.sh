@@ -1,0 +1,25 @@
+#!/bin/bash
+# stage_s7b.sh [opp] - stages what bench/dev/h200_s7_call2.sh needs into .carry/ (ignored), from the
+# build dirs of this tree (build-h200: -DSPILLWAY_CUDA=ON -DSPILLWAY_CUDA_ARCHS=90a Release; build-opp: the
+# same + -DSPILLWAY_OPPONENT_FLASHINFER=/work/opp/flashinfer/include), refusing a tree with changes
+# to tracked files (the results must name a commit). `opp` stages the opponent library too.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+if [ -n "$(git status --porcelain --untracked-files=no)" ]; then
+  echo "stage_s7b: the tree has uncommitted changes; commit first" >&2; exit 1
+fi
+cmake --build build-h200 -j"$(nproc)" --target spillway_cli test_prefill_cuda test_prefill_errors \
+  $(cd tests && ls test_store_*.c test_swap_*.c | sed 's/\.c$//') >/dev/null
+grep -qx '/.carry/' .git/info/exclude || echo '/.carry/' >>.git/info/exclude
+rm -rf .carry && mkdir -p .carry/build-h200/tests .carry/debs .carry/probe
+cp -a build-h200/libspillway.so* build-h200/spillway .carry/build-h200/
+cp -a build-h200/tests/test_prefill_cuda build-h200/tests/test_prefill_errors .carry/build-h200/tests/
+tar cJf .carry/tests.tar.xz -C build-h200/tests $(cd build-h200/tests && ls test_store_* test_swap_* | grep -v '\.')
+nvcc -O2 -std=c++17 -arch=sm_90a -Isrc -Iinclude bench/dev/gather_probe.cu src/cuda/swap/swap_gather.cu \
+  src/core/status.c src/core/sys.c src/store/crc32c.c -o .carry/probe/gather_probe
+if [ "${1:-}" = opp ]; then
+  cmake --build build-opp -j"$(nproc)" >/dev/null
+  mkdir -p .carry/build-opp && cp -a build-opp/libspillway.so* .carry/build-opp/
+fi
+(cd .carry/debs && apt-get download liburing2 libhiredis0.14 >/dev/null 2>&1) || true
+echo "staged at $(git rev-parse --short HEAD)"; du -sh .carry
