@@ -13,6 +13,8 @@
 #   record   the recorded bench/prefill.py run (every opponent), then non-causal 1x16k
 #   pytest   the binding's tests on build-h200
 #   storetests every test_store_* / test_swap_* program with the GPU present
+#   hosttl   the swap host-tier case at tiles of 128 and 256 blocks with SPILLWAY_SWAP_TIMELINE=1
+#   ncab     non-causal 1x16k (all three head shapes), v12 against .carry/v10 (-DSW_MAX_SLACK=0), 3 rounds
 # Run with carry [".carry"]; each stage's files go to one archive under $OUT.
 set -u
 OUT=${OUT:-out}; mkdir -p "$OUT"
@@ -55,5 +57,25 @@ storetests)
     { SW_TEST_SWAP_CASES=16 LD_LIBRARY_PATH=$PWD/$B:$DEB timeout 100 $t; echo "$n rc=$?"; } >"$OUT/storetests/$n-h200.log" 2>&1
     tail -1 "$OUT/storetests/$n-h200.log"
   done ;;
+hosttl)
+  # the host-tier case with the GPU timeline (SPILLWAY_SWAP_TIMELINE=1, src/swap/device.c): per call the
+  # GPU start / end of every gather and tile compute, the host's enqueue times, and a busy summary
+  for t in 128 256; do
+    { echo "# SPILLWAY_SWAP_TIMELINE=1 spillway bench swap --dir /var/tmp --cases host --tile $t"
+      SPILLWAY_SWAP_TIMELINE=1 LD_LIBRARY_PATH=$PWD/$B:$DEB timeout 60 $B/spillway bench swap --dir /var/tmp \
+        --cases host --tile $t --json "$OUT/hosttl/swap-h200-host-tl$t.json"; echo "rc=$?"; } \
+      >"$OUT/hosttl/swap-h200-host-tl$t.log" 2>&1
+    echo "tile $t"; grep -E "rc=|host_tier_read_GBps|per step, host" "$OUT/hosttl/swap-h200-host-tl$t.log"
+    grep -E "span" "$OUT/hosttl/swap-h200-host-tl$t.log" | tail -4
+  done ;;
+ncab)
+  # non-causal 1x16k, v12 (build-h200) against v10's softmax (.carry/v10: -DSW_MAX_SLACK=0), 3 rounds
+  export PYTHONPATH=$PWD/python PYTHONUNBUFFERED=1
+  for r in 1 2 3; do for v in build-h200 v10; do
+    L=$PWD/.carry/$v
+    LD_LIBRARY_PATH=$L:$DEB SPILLWAY_LIB=$L/libspillway.so timeout 60 python3 bench/prefill.py --impls spillway \
+      --cases 1x16k --no-causal --md "" --out "$OUT/ncab/nc-$v-r$r.json" >"$OUT/ncab/nc-$v-r$r.log" 2>&1
+    echo "$v r$r: $(grep -E '^  spillway ' "$OUT/ncab/nc-$v-r$r.log" | awk '{print $4}' | tr '\n' ' ')"
+  done; done ;;
 *) echo "unknown stage $stage" >&2 ;;
 esac; echo "$stage $(el)"; pack "$stage"; done

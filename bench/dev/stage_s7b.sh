@@ -1,8 +1,9 @@
 #!/bin/bash
-# stage_s7b.sh [opp] - stages what bench/dev/h200_s7_call2.sh needs into .carry/ (ignored), from the
+# stage_s7b.sh [opp] [v10] - stages what bench/dev/h200_s7_call2.sh needs into .carry/ (ignored), from the
 # build dirs of this tree (build-h200: -DSPILLWAY_CUDA=ON -DSPILLWAY_CUDA_ARCHS=90a Release; build-opp: the
 # same + -DSPILLWAY_OPPONENT_FLASHINFER=/work/opp/flashinfer/include), refusing a tree with changes
-# to tracked files (the results must name a commit). `opp` stages the opponent library too.
+# to tracked files (the results must name a commit). `opp` stages the opponent library too, `v10` a
+# library with v10's softmax (build-v10, -DSW_MAX_SLACK=0).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 if [ -n "$(git status --porcelain --untracked-files=no)" ]; then
@@ -17,9 +18,12 @@ cp -a build-h200/tests/test_prefill_cuda build-h200/tests/test_prefill_errors .c
 tar cJf .carry/tests.tar.xz -C build-h200/tests $(cd build-h200/tests && ls test_store_* test_swap_* | grep -v '\.')
 nvcc -O2 -std=c++17 -arch=sm_90a -Isrc -Iinclude bench/dev/gather_probe.cu src/cuda/swap/swap_gather.cu \
   src/core/status.c src/core/sys.c src/store/crc32c.c -o .carry/probe/gather_probe
-if [ "${1:-}" = opp ]; then
-  cmake --build build-opp -j"$(nproc)" >/dev/null
-  mkdir -p .carry/build-opp && cp -a build-opp/libspillway.so* .carry/build-opp/
-fi
+for x in "$@"; do case $x in
+opp) cmake --build build-opp -j"$(nproc)" >/dev/null
+     mkdir -p .carry/build-opp && cp -a build-opp/libspillway.so* .carry/build-opp/ ;;
+v10) # build-v10: the same configuration with -DCMAKE_CUDA_FLAGS=-DSW_MAX_SLACK=0 (v10's softmax)
+     cmake --build build-v10 -j"$(nproc)" --target spillway >/dev/null
+     mkdir -p .carry/v10 && cp -a build-v10/libspillway.so* .carry/v10/ ;;
+esac; done
 (cd .carry/debs && apt-get download liburing2 libhiredis0.14 >/dev/null 2>&1) || true
 echo "staged at $(git rev-parse --short HEAD)"; du -sh .carry

@@ -56,6 +56,7 @@
 #include "store/crc32c_gf2.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -144,7 +145,116 @@ typedef struct sw_swap_dev {
     int timing;
     void **tev;               /* start/stop pairs, reused from call to call */
     int32_t ntev, tev_cap, tev_used;
+    /* timeline (SPILLWAY_SWAP_TIMELINE=1, a diagnostic): timed events at the
+     * start and end of every gather and tile compute of a call, with the
+     * host's clock when each was enqueued; printed to stderr at the call's
+     * end (tl_report). Events reused from call to call. */
+    int tline;
+    void **tl_ev;
+    double *tl_host;
+    char *tl_kind;
+    int32_t ntl, tl_nev, tl_cap, tl_calls;
 } sw_swap_dev;
+
+static double tl_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Marks `kind` on `stream`: B = the call's start (compute stream), g / G =
+ * a gather's start / end (its stream), c / C = a tile's compute start / end
+ * (descriptor upload .. merge). Best effort: a failure only ends the marks. */
+static void tl_mark(sw_swap_dev *d, void *stream, char kind)
+{
+    if (!d->tline)
+        return;
+    if (d->ntl == d->tl_cap) {
+        const int32_t nc = d->tl_cap ? 2 * d->tl_cap : 256;
+        void **e = realloc(d->tl_ev, sizeof(void *) * (size_t)nc);
+        if (e)
+            d->tl_ev = e;
+        double *h = realloc(d->tl_host, sizeof(double) * (size_t)nc);
+        if (h)
+            d->tl_host = h;
+        char *k = realloc(d->tl_kind, (size_t)nc);
+        if (k)
+            d->tl_kind = k;
+        if (!e || !h || !k) {
+            d->tline = 0;
+            return;
+        }
+        d->tl_cap = nc;
+    }
+    if (d->ntl == d->tl_nev) {
+        if (sw_cuda_swap_event_create(&d->tl_ev[d->tl_nev], 1) != SW_OK) {
+            d->tline = 0;
+            return;
+        }
+        d->tl_nev++;
+    }
+    if (sw_cuda_swap_event_record(d->tl_ev[d->ntl], stream) != SW_OK) {
+        d->tline = 0;
+        return;
+    }
+    d->tl_host[d->ntl] = tl_now();
+    d->tl_kind[d->ntl] = kind;
+    d->ntl++;
+}
+
+/* After the call's work has completed: each mark's GPU time and host
+ * enqueue time (ms from the call's B mark), and a summary: the span from B
+ * to the last end, time with a gather running, with a compute running, with
+ * either, and the GPU idle rest. */
+static void tl_report(sw_swap_dev *d)
+{
+    if (!d->tline || d->ntl < 2 || d->tl_kind[0] != 'B') {
+        d->ntl = 0;
+        return;
+    }
+    const int32_t n = d->ntl;
+    float *g = malloc(sizeof(float) * (size_t)n);
+    if (!g) {
+        d->ntl = 0;
+        return;
+    }
+    for (int32_t i = 0; i < n; i++)
+        if (sw_cuda_swap_event_ms(&g[i], d->tl_ev[0], d->tl_ev[i]) != SW_OK)
+            g[i] = -1.0f;
+    const int call = d->tl_calls++;
+    double span = 0;
+    for (int32_t i = 0; i < n; i++) {
+        fprintf(stderr, "swap timeline %d: %c gpu %8.3f ms host %8.3f ms\n", call, d->tl_kind[i],
+                g[i], 1e3 * (d->tl_host[i] - d->tl_host[0]));
+        span = g[i] > span ? g[i] : span;
+    }
+    /* busy time: a sweep over 1 us cells of the span (a diagnostic) */
+    const int32_t cells = (int32_t)(span * 1000.0) + 1;
+    unsigned char *busy = calloc((size_t)cells, 1);
+    if (busy) {
+        for (int32_t i = 0; i + 1 < n; i++) {
+            const char k = d->tl_kind[i];
+            if ((k != 'g' && k != 'c') || d->tl_kind[i + 1] != (k == 'g' ? 'G' : 'C'))
+                continue;
+            const int32_t a = (int32_t)(g[i] * 1000.0), b = (int32_t)(g[i + 1] * 1000.0);
+            for (int32_t c = a < 0 ? 0 : a; c < b && c < cells; c++)
+                busy[c] |= k == 'g' ? 1 : 2;
+        }
+        int32_t ng = 0, nc = 0, na = 0;
+        for (int32_t c = 0; c < cells; c++) {
+            ng += (busy[c] & 1) != 0;
+            nc += (busy[c] & 2) != 0;
+            na += busy[c] != 0;
+        }
+        fprintf(stderr, "swap timeline %d: span %.3f ms, gather running %.3f, compute running %.3f, "
+                "either %.3f, idle %.3f ms\n", call, span, ng * 1e-3, nc * 1e-3, na * 1e-3,
+                span - na * 1e-3);
+        free(busy);
+    }
+    free(g);
+    d->ntl = 0;
+}
 
 /* ------------------------------------------------------- heuristics -- */
 /* CTAs of the tile kernel one SM holds at once on an H100/H200 (228 KiB of
@@ -221,6 +331,11 @@ void sw_swap_dev_destroy(sw_swap *s)
     for (int32_t i = 0; i < d->ntev; i++)
         sw_cuda_swap_event_destroy(d->tev[i]);
     free(d->tev);
+    for (int32_t i = 0; i < d->tl_nev; i++)
+        sw_cuda_swap_event_destroy(d->tl_ev[i]);
+    free(d->tl_ev);
+    free(d->tl_host);
+    free(d->tl_kind);
     for (int32_t i = 0; d->ev_g && i < d->nhstage; i++)
         sw_cuda_swap_event_destroy(d->ev_g[i]);
     free(d->ev_g);
@@ -271,6 +386,7 @@ sw_status sw_swap_dev_create(sw_swap *s)
     s->dev = d;
     d->device = s->c.device;
     d->timing = sw_env_int("SPILLWAY_SWAP_KERNEL_TIMING", 0) > 0;
+    d->tline = sw_env_int("SPILLWAY_SWAP_TIMELINE", 0) > 0;
     SW_TRY(sw_cuda_set_device(d->device));
     SW_TRY(sw_cuda_swap_sm_count(d->device, &d->sms));
     {
@@ -688,6 +804,8 @@ sw_status sw_swap_dev_attend_begin(sw_swap *s, const sw_swap_attend_params *p,
     d->hrows = hrows;
     d->part_floats = part;
     SW_TRY(wait_done(d));
+    d->ntl = 0;
+    tl_mark(d, stream, 'B');
     /* m, l, acc, qp, scores, part, two fp32 outputs (sparse check) */
     const size_t hr = (size_t)(hrows > 0 ? hrows : 1);
     const size_t o_m = 0, o_l = o_m + sw_align_up(hr, 4), o_acc = o_l + sw_align_up(hr, 4);
@@ -877,7 +995,9 @@ sw_status sw_swap_dev_gather(sw_swap *s, const sw_swap_attend_params *p, const s
     ga.bad = d->d_bad;
     ga.bad_cap = SW_SWAP_BAD_CAP;
     d->gissued = 1; /* from here the verdict waits for the gather streams */
+    tl_mark(d, gs, 'g');
     SW_TRY(sw_cuda_swap_gather(&ga, gs));
+    tl_mark(d, gs, 'G');
     SW_TRY(sw_cuda_swap_event_record(d->ev_g[t->hbuf], gs));
     *issued = 1;
     return SW_OK;
@@ -946,6 +1066,7 @@ sw_status sw_swap_dev_compute(sw_swap *s, const sw_swap_attend_params *p, const 
     const size_t end = ngather > 0 ? go + sizeof(*gd) * (size_t)ngather
                        : nfill > 0 ? fo + sizeof(sw_cuda_swap_fill) * (size_t)nfill
                                    : bo + sizeof(sw_cuda_swap_blk) * (size_t)t->n;
+    tl_mark(d, stream, 'c');
     SW_TRY(sw_cuda_swap_copy(d->desc_dev + bo, d->desc_host + bo, end - bo, stream));
     if (nfill > 0) {
         /* A block with some stripes gathered (the host tier held part of
@@ -1024,6 +1145,7 @@ sw_status sw_swap_dev_compute(sw_swap *s, const sw_swap_attend_params *p, const 
         d->tev_used++;
     }
     SW_TRY(sw_cuda_swap_merge(&a, stream));
+    tl_mark(d, stream, 'C');
     if (d->ahead) /* what the gathers of tile j + 2 wait for */
         SW_TRY(sw_cuda_swap_event_record(d->ev_k, stream));
     s->st.kernel_kv_bytes += kv_bytes;
@@ -1052,6 +1174,10 @@ sw_status sw_swap_dev_attend_end(sw_swap *s, void *stream)
     sw_swap_dev *d = s->dev;
     SW_TRY(sw_cuda_swap_event_record(d->ev_done, stream));
     d->done_pending = 1;
+    if (d->tline && d->ntl > 0) {
+        SW_TRY(wait_done(d));
+        tl_report(d);
+    }
     if (d->timing && d->tev_used > 0) {
         SW_TRY(wait_done(d));
         double sum = 0;
