@@ -153,6 +153,7 @@ typedef struct sw_swap_dev {
     void **tl_ev;
     double *tl_host;
     char *tl_kind;
+    int32_t *tl_tag;
     int32_t ntl, tl_nev, tl_cap, tl_calls;
 } sw_swap_dev;
 
@@ -165,8 +166,10 @@ static double tl_now(void)
 
 /* Marks `kind` on `stream`: B = the call's start (compute stream), g / G =
  * a gather's start / end (its stream), c / C = a tile's compute start / end
- * (descriptor upload .. merge). Best effort: a failure only ends the marks. */
-static void tl_mark(sw_swap_dev *d, void *stream, char kind)
+ * (descriptor upload .. merge). tag: the tile's ring position (hbuf); for c,
+ * 10 x hbuf + 1 if its gathers were issued ahead + 2 if it gathers on the
+ * compute stream. Best effort: a failure only ends the marks. */
+static void tl_mark(sw_swap_dev *d, void *stream, char kind, int32_t tag)
 {
     if (!d->tline)
         return;
@@ -181,7 +184,10 @@ static void tl_mark(sw_swap_dev *d, void *stream, char kind)
         char *k = realloc(d->tl_kind, (size_t)nc);
         if (k)
             d->tl_kind = k;
-        if (!e || !h || !k) {
+        int32_t *tg = realloc(d->tl_tag, sizeof(int32_t) * (size_t)nc);
+        if (tg)
+            d->tl_tag = tg;
+        if (!e || !h || !k || !tg) {
             d->tline = 0;
             return;
         }
@@ -200,6 +206,7 @@ static void tl_mark(sw_swap_dev *d, void *stream, char kind)
     }
     d->tl_host[d->ntl] = tl_now();
     d->tl_kind[d->ntl] = kind;
+    d->tl_tag[d->ntl] = tag;
     d->ntl++;
 }
 
@@ -225,8 +232,8 @@ static void tl_report(sw_swap_dev *d)
     const int call = d->tl_calls++;
     double span = 0;
     for (int32_t i = 0; i < n; i++) {
-        fprintf(stderr, "swap timeline %d: %c gpu %8.3f ms host %8.3f ms\n", call, d->tl_kind[i],
-                g[i], 1e3 * (d->tl_host[i] - d->tl_host[0]));
+        fprintf(stderr, "swap timeline %d: %c %3d gpu %8.3f ms host %8.3f ms\n", call,
+                d->tl_kind[i], d->tl_tag[i], g[i], 1e3 * (d->tl_host[i] - d->tl_host[0]));
         span = g[i] > span ? g[i] : span;
     }
     /* busy time: a sweep over 1 us cells of the span (a diagnostic) */
@@ -336,6 +343,7 @@ void sw_swap_dev_destroy(sw_swap *s)
     free(d->tl_ev);
     free(d->tl_host);
     free(d->tl_kind);
+    free(d->tl_tag);
     for (int32_t i = 0; d->ev_g && i < d->nhstage; i++)
         sw_cuda_swap_event_destroy(d->ev_g[i]);
     free(d->ev_g);
@@ -805,7 +813,7 @@ sw_status sw_swap_dev_attend_begin(sw_swap *s, const sw_swap_attend_params *p,
     d->part_floats = part;
     SW_TRY(wait_done(d));
     d->ntl = 0;
-    tl_mark(d, stream, 'B');
+    tl_mark(d, stream, 'B', 0);
     /* m, l, acc, qp, scores, part, two fp32 outputs (sparse check) */
     const size_t hr = (size_t)(hrows > 0 ? hrows : 1);
     const size_t o_m = 0, o_l = o_m + sw_align_up(hr, 4), o_acc = o_l + sw_align_up(hr, 4);
@@ -995,9 +1003,9 @@ sw_status sw_swap_dev_gather(sw_swap *s, const sw_swap_attend_params *p, const s
     ga.bad = d->d_bad;
     ga.bad_cap = SW_SWAP_BAD_CAP;
     d->gissued = 1; /* from here the verdict waits for the gather streams */
-    tl_mark(d, gs, 'g');
+    tl_mark(d, gs, 'g', t->hbuf);
     SW_TRY(sw_cuda_swap_gather(&ga, gs));
-    tl_mark(d, gs, 'G');
+    tl_mark(d, gs, 'G', t->hbuf);
     SW_TRY(sw_cuda_swap_event_record(d->ev_g[t->hbuf], gs));
     *issued = 1;
     return SW_OK;
@@ -1066,7 +1074,7 @@ sw_status sw_swap_dev_compute(sw_swap *s, const sw_swap_attend_params *p, const 
     const size_t end = ngather > 0 ? go + sizeof(*gd) * (size_t)ngather
                        : nfill > 0 ? fo + sizeof(sw_cuda_swap_fill) * (size_t)nfill
                                    : bo + sizeof(sw_cuda_swap_blk) * (size_t)t->n;
-    tl_mark(d, stream, 'c');
+    tl_mark(d, stream, 'c', 10 * t->hbuf + (t->gathered ? 1 : 0) + (ngather > 0 ? 2 : 0));
     SW_TRY(sw_cuda_swap_copy(d->desc_dev + bo, d->desc_host + bo, end - bo, stream));
     if (nfill > 0) {
         /* A block with some stripes gathered (the host tier held part of
@@ -1145,7 +1153,7 @@ sw_status sw_swap_dev_compute(sw_swap *s, const sw_swap_attend_params *p, const 
         d->tev_used++;
     }
     SW_TRY(sw_cuda_swap_merge(&a, stream));
-    tl_mark(d, stream, 'C');
+    tl_mark(d, stream, 'C', t->hbuf);
     if (d->ahead) /* what the gathers of tile j + 2 wait for */
         SW_TRY(sw_cuda_swap_event_record(d->ev_k, stream));
     s->st.kernel_kv_bytes += kv_bytes;

@@ -277,6 +277,11 @@ __device__ __forceinline__ int row_limit(const item_geom &g, int r)
 
 /* Per-thread softmax state of its two rows and the scores -> P step. */
 template <int BN> struct row_softmax {
+    /* v12's max slack (SW_MAX_SLACK) in every kernel but the wide
+     * non-causal d128 one (BN = SW_HOPPER_WIDE_BN): there it measured 3%
+     * slower (1x16k non-causal 642-644 vs 656-663 TFLOP/s, H200, session 7,
+     * docs/perf/NOTES.md), so that kernel keeps v10's exact-max softmax. */
+    static constexpr bool SLACK = SW_MAX_SLACK && BN != SW_HOPPER_WIDE_BN;
     float m[2], l[2];
 
     __device__ __forceinline__ void init()
@@ -313,26 +318,28 @@ template <int BN> struct row_softmax {
                 mx = fmaxf(mx, fmaxf(s[4 * nb + 2 * h], s[4 * nb + 2 * h + 1]));
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-#if SW_MAX_SLACK
-            /* v12: the row's offset moves only when its max grows by more
-             * than 8 (log2 units); otherwise P <= 2^8, exact in BF16/FP16
-             * and in the fp32 sums alike, and O and l keep their scale
-             * (corr = 1), so most steps rescale nothing (rescale() skips a
-             * warp whose rows all have corr 1) and the P V product is
-             * issued right after S. The result is the same softmax: every
-             * term and the LSE use the same offset. */
-            const float m_cand = fmaxf(m[h], mx * scale_log2);
-            const bool grow = m_cand > m[h] + 8.f; /* m = -inf: any finite max grows */
-            const float m_new = grow ? m_cand : m[h];
-            const float off = m_new == -INFINITY ? 0.f : m_new;
-            corr[h] = grow ? sw_portable::fast_exp2(m[h] - off) : 1.f;
-            m[h] = m_new;
-#else
-            const float m_new = fmaxf(m[h], mx * scale_log2);
-            const float off = m_new == -INFINITY ? 0.f : m_new;
-            corr[h] = sw_portable::fast_exp2(m[h] - off);
-            m[h] = m_new;
-#endif
+            float off;
+            if constexpr (SLACK) {
+                /* v12: the row's offset moves only when its max grows by
+                 * more than 8 (log2 units); otherwise P <= 2^8, exact in
+                 * BF16/FP16 and in the fp32 sums alike, and O and l keep
+                 * their scale (corr = 1), so most steps rescale nothing
+                 * (rescale() skips a warp whose rows all have corr 1) and
+                 * the P V product is issued right after S. The result is
+                 * the same softmax: every term and the LSE use the same
+                 * offset. */
+                const float m_cand = fmaxf(m[h], mx * scale_log2);
+                const bool grow = m_cand > m[h] + 8.f; /* m = -inf: any finite max grows */
+                const float m_new = grow ? m_cand : m[h];
+                off = m_new == -INFINITY ? 0.f : m_new;
+                corr[h] = grow ? sw_portable::fast_exp2(m[h] - off) : 1.f;
+                m[h] = m_new;
+            } else {
+                const float m_new = fmaxf(m[h], mx * scale_log2);
+                off = m_new == -INFINITY ? 0.f : m_new;
+                corr[h] = sw_portable::fast_exp2(m[h] - off);
+                m[h] = m_new;
+            }
             float sum = 0.f;
 #pragma unroll
             for (int nb = 0; nb < BN / 8; ++nb)
@@ -357,13 +364,13 @@ __device__ __forceinline__ void pack_p(const float (&s)[BN / 2], uint32_t (&pa)[
             pa[kk][q] = T::pack(s[8 * kk + 2 * q], s[8 * kk + 2 * q + 1]);
 }
 
-template <int D>
+template <int D, bool SLACK>
 __device__ __forceinline__ void rescale(float (&o)[D / 2], const float (&corr)[2])
 {
-#if SW_MAX_SLACK
-    if (!__any_sync(0xffffffffu, corr[0] != 1.f || corr[1] != 1.f))
-        return;
-#endif
+    if constexpr (SLACK) {
+        if (!__any_sync(0xffffffffu, corr[0] != 1.f || corr[1] != 1.f))
+            return;
+    }
 #pragma unroll
     for (int nb = 0; nb < D / 8; ++nb)
 #pragma unroll
@@ -442,7 +449,7 @@ __device__ __forceinline__ void step(int j, int it, float (&s)[TR::BN / 2],
     /* O to the previous tile's max, while S runs (FlashAttention-3's
      * order: after the P V wait only P's conversion is left, so ptxas has
      * no reason to hoist that wait above the softmax). */
-    rescale<TR::HEAD_DIM>(o, corr);
+    rescale<TR::HEAD_DIM, row_softmax<TR::BN>::SLACK>(o, corr);
     reg_fence(o);
     /* A fence per batch: ptxas then tracks S and P V as two pipeline
      * stages (one batch serialises every wgmma). */
@@ -603,7 +610,7 @@ __device__ __forceinline__ void last_pv(int it, float (&o)[TR::HEAD_DIM / 2],
     mbar_wait(bars + B_V_READY + 8 * pv, (uint32_t)((it - 1) / TR::V_ST) & 1);
     if (pp)
         turn_wait<TR::NCW>(cw);
-    rescale<TR::HEAD_DIM>(o, corr);
+    rescale<TR::HEAD_DIM, row_softmax<TR::BN>::SLACK>(o, corr);
     reg_fence(o);
     wg_fence();
     if (par)
