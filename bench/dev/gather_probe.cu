@@ -3,7 +3,8 @@
  * every way we have or could have:
  *   memcpy        one cudaMemcpyAsync of the same bytes, contiguous (the bench's reference)
  *   gather/N      the engine's gather kernel (src/cuda/swap/swap_gather.cu: zero-copy reads + CRC32C),
- *                 launches of N stripes back to back on two streams (as the engine issues them)
+ *                 launches of N stripes back to back on two streams, one CTA per stripe (its first form)
+ *   gatherp/N     the same with one CTA per SM walking the stripes (the engine's default since session 7)
  *   zc/N          a plain zero-copy copy kernel, one 128-thread CTA per stripe (the gather without CRC)
  *   zcw/N         a zero-copy copy with one warp per stripe, 16 x 16-byte loads in flight per lane
  *   batch/N       cudaMemcpyBatchAsync of N stripes per call (copy engines; no CRC)
@@ -175,9 +176,10 @@ int main(int argc, char **argv)
                 if (method == 0) {
                     CK(cudaMemcpyAsync(pool + (size_t)i0 * SB, contig + (size_t)i0 * SB,
                                        (size_t)n * SB, cudaMemcpyHostToDevice, s));
-                } else if (method == 1) {
+                } else if (method == 1 || method == 5) {
                     sw_cuda_swap_gather_args a;
                     memset(&a, 0, sizeof a);
+                    a.ctas = method == 5 ? pr.multiProcessorCount : 0;
                     a.g = gi + i0;
                     a.n = n;
                     a.pool = pool;
@@ -225,6 +227,10 @@ int main(int argc, char **argv)
     for (int c : chunks) {
         snprintf(nm, sizeof nm, "gather/%d", c);
         run(nm, c, 1);
+    }
+    for (int c : chunks) {
+        snprintf(nm, sizeof nm, "gatherp/%d", c);
+        run(nm, c, 5);
     }
     for (int c : chunks) {
         snprintf(nm, sizeof nm, "zc/%d", c);

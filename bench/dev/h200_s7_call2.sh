@@ -14,8 +14,8 @@
 #   pytest   the binding's tests on build-h200
 #   storetests every test_store_* / test_swap_* program with the GPU present
 #   hosttl   the swap host-tier case at tiles of 128 and 256 blocks with SPILLWAY_SWAP_TIMELINE=1
-#   hostq    the host-tier case at tile 256 with the timeline: as is, CUDA_DEVICE_MAX_CONNECTIONS=32,
-#            SPILLWAY_SWAP_GATHER_AHEAD=0
+#   hostq    the host-tier case at tile $TILE (256) with the timeline, for each setting in $HOSTQ (default: as
+#            is, CUDA_DEVICE_MAX_CONNECTIONS=32, SPILLWAY_SWAP_GATHER_AHEAD=0)
 #   ncab     non-causal 1x16k (all three head shapes), v12 against .carry/v10 (-DSW_MAX_SLACK=0), 3 rounds
 # Run with carry [".carry"]; each stage's files go to one archive under $OUT.
 set -u
@@ -82,13 +82,13 @@ ncab)
 hostq)
   # the host-tier case, tile 256, timeline on: as is; with CUDA_DEVICE_MAX_CONNECTIONS=32 (do the compute
   # and gather streams share a hardware queue?); with the gathers on the compute stream
-  for v in default CUDA_DEVICE_MAX_CONNECTIONS=32 SPILLWAY_SWAP_GATHER_AHEAD=0; do
-    { echo "# $v SPILLWAY_SWAP_TIMELINE=1 spillway bench swap --dir /var/tmp --cases host --tile 256"
+  for v in ${HOSTQ:-default CUDA_DEVICE_MAX_CONNECTIONS=32 SPILLWAY_SWAP_GATHER_AHEAD=0}; do
+    { echo "# $v SPILLWAY_SWAP_TIMELINE=1 spillway bench swap --dir /var/tmp --cases host --tile ${TILE:-256}"
       env $( [ $v = default ] || echo $v ) SPILLWAY_SWAP_TIMELINE=1 LD_LIBRARY_PATH=$PWD/$B:$DEB timeout 60 \
-        $B/spillway bench swap --dir /var/tmp --cases host --tile 256 --json "$OUT/hostq/swap-h200-host-q-${v%%=*}.json"
-      echo "rc=$?"; } >"$OUT/hostq/swap-h200-host-q-${v%%=*}.log" 2>&1
-    echo "$v"; grep -E "rc=|host_tier_read_GBps" "$OUT/hostq/swap-h200-host-q-${v%%=*}.log"
-    grep -E "span" "$OUT/hostq/swap-h200-host-q-${v%%=*}.log" | tail -2
+        $B/spillway bench swap --dir /var/tmp --cases host --tile ${TILE:-256} --json "$OUT/hostq/swap-h200-host-q-${v//=/-}-t${TILE:-256}.json"
+      echo "rc=$?"; } >"$OUT/hostq/swap-h200-host-q-${v//=/-}-t${TILE:-256}.log" 2>&1
+    echo "$v"; grep -E "rc=|host_tier_read_GBps" "$OUT/hostq/swap-h200-host-q-${v//=/-}-t${TILE:-256}.log"
+    grep -E "span" "$OUT/hostq/swap-h200-host-q-${v//=/-}-t${TILE:-256}.log" | tail -2
   done ;;
 *) echo "unknown stage $stage" >&2 ;;
 esac; echo "$stage $(el)"; pack "$stage"; done

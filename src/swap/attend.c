@@ -812,8 +812,15 @@ static sw_status run_pass(run *R, int sparse)
             nplan++;                                                                        \
         }                                                                                   \
     } while (0)
-    while (st == SW_OK && !end && nplan < (depth > 0 ? depth : 1))
+    /* The first two tiles' gathers wait for nothing of this call: each is
+     * issued as soon as its tile is planned, so PCIe starts while the host
+     * plans the rest of the read-ahead (~70 us a tile). */
+    while (st == SW_OK && !end && nplan < (depth > 0 ? depth : 1)) {
+        const int64_t before = nplan;
         PLAN_NEXT();
+        if (st == SW_OK && nplan > before && nplan <= 2)
+            st = issue_gathers(R, tl, ntl, before, nplan);
+    }
     if (st == SW_OK)
         st = issue_gathers(R, tl, ntl, 0, nplan < 2 ? nplan : 2);
     while (st == SW_OK && ncomp < nplan) {

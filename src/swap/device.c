@@ -137,6 +137,7 @@ typedef struct sw_swap_dev {
      * gather-done event by ring position (nhstage), and whether this call
      * issued any (the verdict then waits for the gather streams too) */
     int ahead;
+    int32_t gather_ctas; /* CTAs per gather launch (SPILLWAY_SWAP_GATHER_CTAS_PER_SM x SMs; 0: one per stripe) */
     void *gstream[2];
     void *ev_k;
     void **ev_g;
@@ -451,6 +452,11 @@ sw_status sw_swap_dev_create(sw_swap *s)
     SW_TRY(sw_cuda_memset_async(d->d_bad, 0, bad_bytes, d->own_stream));
     /* A/B knob: 0 gathers on the compute stream after each tile's scatter */
     d->ahead = d->gather && sw_env_int("SPILLWAY_SWAP_GATHER_AHEAD", 1) != 0;
+    {
+        /* A/B knob: gather CTAs per SM (swap_gather.cu; 0: one per stripe) */
+        const int64_t g = sw_env_int("SPILLWAY_SWAP_GATHER_CTAS_PER_SM", 1);
+        d->gather_ctas = g > 0 && g <= 64 ? (int32_t)g * d->sms : 0;
+    }
     if (d->ahead) {
         for (int i = 0; i < 2; i++)
             SW_TRY(sw_cuda_swap_stream_create(&d->gstream[i]));
@@ -1002,6 +1008,7 @@ sw_status sw_swap_dev_gather(sw_swap *s, const sw_swap_attend_params *p, const s
     ga.pool = d->pool;
     ga.bad = d->d_bad;
     ga.bad_cap = SW_SWAP_BAD_CAP;
+    ga.ctas = d->gather_ctas;
     d->gissued = 1; /* from here the verdict waits for the gather streams */
     tl_mark(d, gs, 'g', t->hbuf);
     SW_TRY(sw_cuda_swap_gather(&ga, gs));
@@ -1103,6 +1110,7 @@ sw_status sw_swap_dev_compute(sw_swap *s, const sw_swap_attend_params *p, const 
         ga.pool = d->pool;
         ga.bad = d->d_bad;
         ga.bad_cap = SW_SWAP_BAD_CAP;
+        ga.ctas = d->gather_ctas;
         SW_TRY(sw_cuda_swap_gather(&ga, stream));
     }
     /* the staging buffer may be refilled once the scatter has run */

@@ -86,6 +86,8 @@ typedef struct sw_cuda_swap_gather_args {
     uint8_t *pool;
     uint32_t *bad;                 /* device: [0] = mismatches, [1..bad_cap] their ids */
     uint32_t bad_cap;
+    int32_t ctas;                  /* CTAs of the launch, each looping over the
+                                    * stripes (0 or >= n: one CTA per stripe) */
 } sw_cuda_swap_gather_args;
 
 /* Attention of one sequence's query rows over one tile's blocks: CTA (c,
@@ -122,7 +124,7 @@ typedef struct sw_cuda_swap_tile_args {
 /* 1 when the tile kernel has an instance for head_dim d. */
 int sw_cuda_swap_head_dim_ok(int32_t d);
 sw_status sw_cuda_swap_scatter(const sw_cuda_swap_scatter_args *a, void *stream);
-/* swap_gather.cu: one CTA per stripe (n = 0: nothing). */
+/* swap_gather.cu: `ctas` CTAs walking the n stripes (n = 0: nothing). */
 sw_status sw_cuda_swap_gather(const sw_cuda_swap_gather_args *a, void *stream);
 sw_status sw_cuda_swap_tile(const sw_cuda_swap_tile_args *a, void *stream);
 sw_status sw_cuda_swap_merge(const sw_cuda_swap_tile_args *a, void *stream);

@@ -6,15 +6,25 @@
  * tile -- moved 4.6 GB/s of the H200's 55.5 GB/s pinned host-to-device
  * rate, docs/perf/NOTES.md).
  *
- * One CTA of 128 threads per stripe, in segments of 8 KiB (one segment for
- * the usual 8 KiB stripe): the threads read the segment with coalesced
- * 16-byte loads, all four of a thread's loads in flight at once (PCIe
- * latency is hidden by the many CTAs of a tile in flight together), store
- * them to the slot, and park them in shared memory so that thread t can run
- * the byte-table CRC over its own 64 contiguous bytes. The 128 chunk CRCs
- * are combined with the GF(2) shift operators of store/crc32c_gf2.h (the
- * split is modelled on the CPU there and checked against the store's CRC by
- * tests/test_crc32c_gf2.c). */
+ * A CTA of 128 threads takes a stripe at a time, in segments of 8 KiB (one
+ * segment for the usual 8 KiB stripe): the threads read the segment with
+ * coalesced 16-byte loads, all four of a thread's loads in flight at once
+ * (PCIe latency is hidden by the many CTAs in flight together), store them
+ * to the slot, and park them in shared memory so that thread t can run the
+ * byte-table CRC over its own 64 contiguous bytes. The 128 chunk CRCs are
+ * combined with the GF(2) shift operators of store/crc32c_gf2.h (the split
+ * is modelled on the CPU there and checked against the store's CRC by
+ * tests/test_crc32c_gf2.c).
+ *
+ * The grid is `ctas` CTAs (the engine: one per SM) walking the stripes with
+ * a stride, the next stripe's descriptor loaded while the current one is
+ * processed: ~1 MiB in flight on an H200 is far more than PCIe needs, and a
+ * CTA of ~10 KiB of shared memory fits beside the tile kernel's (~214 KiB),
+ * so a tile's compute runs while the next tiles' gathers stream. With one
+ * CTA per stripe (ctas = 0, the first form) a 768-stripe gather filled
+ * every SM with its CTAs and the tile kernel, needing a whole SM's shared
+ * memory, waited for it to drain: gathers and computes ran one after the
+ * other (SPILLWAY_SWAP_TIMELINE, docs/perf/swap.md session 7). */
 #include "swap/swap_cuda.h"
 #include "store/crc32c_gf2.h"
 #include "core/sw_core.h"
@@ -41,64 +51,69 @@ __global__ void __launch_bounds__(NT)
     const int t = threadIdx.x;
     for (int i = t; i < 256; i += NT)
         tab[i] = sw_crc32c_tab_entry((uint32_t)i);
-    const sw_cuda_swap_gather_item g = a.g[blockIdx.x];
-    const uint64_t len = g.length;
-    const uint64_t nseg = (len + SEG - 1) / SEG;
-    const uint64_t pad = nseg * SEG - len; /* leading zeros: a multiple of 16 */
-    const uint4 *src = reinterpret_cast<const uint4 *>(g.src);
-    uint4 *dst = reinterpret_cast<uint4 *>(a.pool + g.dst);
-    const uint32_t lane_mul = k.lane[t];
-    uint32_t acc = 0;
-    for (uint64_t sg = 0; sg < nseg; sg++) {
-        uint4 v[PPT];
+    sw_cuda_swap_gather_item nx = a.g[blockIdx.x];
+    for (int32_t it = blockIdx.x; it < a.n; it += gridDim.x) {
+        const sw_cuda_swap_gather_item g = nx;
+        if (it + (int32_t)gridDim.x < a.n)
+            nx = a.g[it + gridDim.x]; /* the next descriptor's PCIe read, in the shadow */
+        const uint64_t len = g.length;
+        const uint64_t nseg = (len + SEG - 1) / SEG;
+        const uint64_t pad = nseg * SEG - len; /* leading zeros: a multiple of 16 */
+        const uint4 *src = reinterpret_cast<const uint4 *>(g.src);
+        uint4 *dst = reinterpret_cast<uint4 *>(a.pool + g.dst);
+        const uint32_t lane_mul = k.lane[t];
+        uint32_t acc = 0;
+        for (uint64_t sg = 0; sg < nseg; sg++) {
+            uint4 v[PPT];
 #pragma unroll
-        for (int j = 0; j < PPT; j++) {
-            const uint64_t o = sg * SEG + ((uint64_t)j * NT + (uint64_t)t) * 16;
-            v[j] = o >= pad ? __ldcs(src + (o - pad) / 16) : make_uint4(0, 0, 0, 0);
-        }
+            for (int j = 0; j < PPT; j++) {
+                const uint64_t o = sg * SEG + ((uint64_t)j * NT + (uint64_t)t) * 16;
+                v[j] = o >= pad ? __ldcs(src + (o - pad) / 16) : make_uint4(0, 0, 0, 0);
+            }
 #pragma unroll
-        for (int j = 0; j < PPT; j++) {
-            const uint32_t piece = (uint32_t)j * NT + (uint32_t)t;
-            const uint64_t o = sg * SEG + (uint64_t)piece * 16;
-            if (o >= pad)
-                dst[(o - pad) / 16] = v[j];
-            uint32_t *w = &words[(piece / PPT) * WPC + (piece % PPT) * 4];
-            w[0] = v[j].x;
-            w[1] = v[j].y;
-            w[2] = v[j].z;
-            w[3] = v[j].w;
-        }
-        __syncthreads();
-        uint32_t c = 0;
-        const uint32_t *w = &words[t * WPC];
+            for (int j = 0; j < PPT; j++) {
+                const uint32_t piece = (uint32_t)j * NT + (uint32_t)t;
+                const uint64_t o = sg * SEG + (uint64_t)piece * 16;
+                if (o >= pad)
+                    dst[(o - pad) / 16] = v[j];
+                uint32_t *w = &words[(piece / PPT) * WPC + (piece % PPT) * 4];
+                w[0] = v[j].x;
+                w[1] = v[j].y;
+                w[2] = v[j].z;
+                w[3] = v[j].w;
+            }
+            __syncthreads();
+            uint32_t c = 0;
+            const uint32_t *w = &words[t * WPC];
 #pragma unroll 4
-        for (int i = 0; i < CB / 4; i++) {
-            const uint32_t x = w[i]; /* bytes in memory order: little-endian */
-            c = sw_crc32c_raw_byte(c, x & 0xffu, tab);
-            c = sw_crc32c_raw_byte(c, (x >> 8) & 0xffu, tab);
-            c = sw_crc32c_raw_byte(c, (x >> 16) & 0xffu, tab);
-            c = sw_crc32c_raw_byte(c, x >> 24, tab);
-        }
-        c = sw_crc32c_gf2_mul(c, lane_mul);
+            for (int i = 0; i < CB / 4; i++) {
+                const uint32_t x = w[i]; /* bytes in memory order: little-endian */
+                c = sw_crc32c_raw_byte(c, x & 0xffu, tab);
+                c = sw_crc32c_raw_byte(c, (x >> 8) & 0xffu, tab);
+                c = sw_crc32c_raw_byte(c, (x >> 16) & 0xffu, tab);
+                c = sw_crc32c_raw_byte(c, x >> 24, tab);
+            }
+            c = sw_crc32c_gf2_mul(c, lane_mul);
 #pragma unroll
-        for (int off = 16; off > 0; off >>= 1)
-            c ^= __shfl_xor_sync(0xffffffffu, c, off);
-        if ((t & 31) == 0)
-            red[t >> 5] = c;
-        __syncthreads();
-        if (t == 0) {
-            uint32_t s = 0;
+            for (int off = 16; off > 0; off >>= 1)
+                c ^= __shfl_xor_sync(0xffffffffu, c, off);
+            if ((t & 31) == 0)
+                red[t >> 5] = c;
+            __syncthreads();
+            if (t == 0) {
+                uint32_t s = 0;
 #pragma unroll
-            for (int i = 0; i < NT / 32; i++)
-                s ^= red[i];
-            acc = (sg ? sw_crc32c_gf2_mul(acc, k.seg) : 0u) ^ s;
+                for (int i = 0; i < NT / 32; i++)
+                    s ^= red[i];
+                acc = (sg ? sw_crc32c_gf2_mul(acc, k.seg) : 0u) ^ s;
+            }
+            __syncthreads(); /* words and red are refilled by the next segment */
         }
-        __syncthreads(); /* words and red are refilled by the next segment */
-    }
-    if (t == 0 && acc != g.crc_raw) {
-        const uint32_t i = atomicAdd(a.bad, 1u);
-        if (i < a.bad_cap)
-            a.bad[1 + i] = g.id;
+        if (t == 0 && acc != g.crc_raw) {
+            const uint32_t i = atomicAdd(a.bad, 1u);
+            if (i < a.bad_cap)
+                a.bad[1 + i] = g.id;
+        }
     }
 }
 
@@ -114,7 +129,8 @@ extern "C" sw_status sw_cuda_swap_gather(const sw_cuda_swap_gather_args *a, void
     if (a->n <= 0)
         return SW_OK;
     static const sw_crc32c_gather_consts k = make_consts(); /* thread-safe init */
-    swap_gather_kernel<<<(unsigned)a->n, NT, 0, (cudaStream_t)stream>>>(*a, k);
+    const int32_t grid = a->ctas > 0 && a->ctas < a->n ? a->ctas : a->n;
+    swap_gather_kernel<<<(unsigned)grid, NT, 0, (cudaStream_t)stream>>>(*a, k);
     SW_CUDA_CHECK(cudaGetLastError());
     return SW_OK;
 }
