@@ -49,6 +49,8 @@ typedef struct tile {
     uint64_t *rgens;
     sw_status *rsts;
     uint32_t *rmap;
+    uint64_t gdep;          /* device pool: the latest `use` of its victim slots
+                             * (the pin of the last tile that read one) */
     int gathered;           /* device pool: 1 its gathers issued ahead, -1 not
                              * to be (sw_swap_dev_gather declined), 0 not
                              * tried yet */
@@ -74,6 +76,7 @@ typedef struct run {
     int64_t attended, hits, misses, tiles;
     void *stream;           /* device pool: the caller's stream */
     int32_t nplanned;       /* device pool: tiles planned (staging parity) */
+    uint64_t pin_floor;     /* device pool: the pin (id) of this pass's first tile */
     /* victims of the tile being planned (sw_swap_pool_rank at its first
      * miss; vn < 0: not ranked yet) */
     int32_t *vrank;
@@ -286,6 +289,7 @@ static int plan_tile(run *R, tile *t, int hbuf)
     t->nkeys = 0;
     t->nleased = 0;
     t->gathered = 0;
+    t->gdep = 0;
     t->job.ticket = 0;
     R->vn = -1;
     t->hbuf = hbuf;
@@ -337,6 +341,8 @@ static int plan_tile(run *R, tile *t, int hbuf)
             if (slot < 0)
                 return -2; /* every slot pinned: a bug in the tile sizing */
             sw_swap_slot *v = &s->slots[slot];
+            if (v->use > t->gdep)
+                t->gdep = v->use; /* its gathers wait for that tile's compute */
             if (v->seq) {
                 v->seq->layers[v->layer].blk[v->block].slot = -1;
                 s->st.evictions++;
@@ -376,6 +382,7 @@ static int plan_tile(run *R, tile *t, int hbuf)
         }
         sw_swap_slot *sl = &s->slots[slot];
         sl->pin = t->pin;
+        sl->use = t->pin;
         sl->score = sc[b];
         sl->last_access = ++s->tick;
         t->blocks[t->n] = b;
@@ -585,6 +592,7 @@ static sw_swap_dev_tile dev_tile_of(const tile *t)
     dt.lease = t->nleased ? t->lease : NULL;
     dt.hbuf = t->hbuf;
     dt.gathered = t->gathered > 0;
+    dt.gdep = -1;
     return dt;
 }
 
@@ -596,10 +604,15 @@ static sw_status compute_tile_dev(run *R, const tile *t)
     return sw_swap_dev_compute(s, R->p, R->seqs[t->bi], &dt, R->stream);
 }
 
-/* Device pool: issues the gathers of the planned tiles j < upto not yet
- * issued (sw_swap_dev_gather): tile j's once tile j-2's kernels are
- * enqueued, i.e. upto = tiles computed + 2. */
-static sw_status issue_gathers(run *R, tile *tl, int ntl, int64_t from, int64_t upto)
+/* Device pool: issues the gathers of the planned tiles from..upto-1 not yet
+ * issued (sw_swap_dev_gather) whose victim slots' last reader has had its
+ * kernels enqueued (`ncomp` tiles of this pass are). A tile's victims were
+ * chosen with the previous tile pinned, so that reader is at most tile
+ * j-2; usually it is a tile of an earlier call (victims are the lowest
+ * scores, then the oldest), and the gather is issued as soon as its tile is
+ * planned: PCIe runs up to the read-ahead's depth ahead of the computes. */
+static sw_status issue_gathers(run *R, tile *tl, int ntl, int64_t ncomp, int64_t from,
+                               int64_t upto)
 {
     sw_swap *s = R->s;
     if (!sw_swap_dev_gathers(s))
@@ -610,8 +623,16 @@ static sw_status issue_gathers(run *R, tile *tl, int ntl, int64_t from, int64_t 
         tile *t = &tl[j % ntl];
         if (t->gathered || !t->nleased)
             continue;
+        int32_t dep = -1; /* the work before this pass */
+        if (t->gdep >= R->pin_floor) {
+            const int64_t k = (int64_t)(t->gdep - R->pin_floor); /* tile k of this pass */
+            if (k >= ncomp)
+                continue; /* its kernels are not enqueued yet */
+            dep = (int32_t)(k % ntl);
+        }
         int issued = 0;
-        const sw_swap_dev_tile dt = dev_tile_of(t);
+        sw_swap_dev_tile dt = dev_tile_of(t);
+        dt.gdep = dep;
         st = sw_swap_dev_gather(s, R->p, R->seqs[t->bi], &dt, &issued);
         t->gathered = issued ? 1 : -1;
     }
@@ -720,6 +741,7 @@ static sw_status run_pass(run *R, int sparse)
         memset(R->acc, 0, sizeof(float) * (size_t)rows * (size_t)D);
     }
     R->sparse = sparse;
+    R->pin_floor = s->pin_seq + 1; /* the pins (ids) of this pass's tiles start here */
     R->pb = -1;
     R->pos = R->norder = 0;
 
@@ -812,17 +834,15 @@ static sw_status run_pass(run *R, int sparse)
             nplan++;                                                                        \
         }                                                                                   \
     } while (0)
-    /* The first two tiles' gathers wait for nothing of this call: each is
-     * issued as soon as its tile is planned, so PCIe starts while the host
-     * plans the rest of the read-ahead (~70 us a tile). */
+    /* A tile's gathers are issued as soon as it is planned when its victim
+     * slots' last reader is not a tile of this pass still to be enqueued
+     * (issue_gathers), so PCIe starts while the host plans the rest of the
+     * read-ahead (~70 us a tile). */
     while (st == SW_OK && !end && nplan < (depth > 0 ? depth : 1)) {
-        const int64_t before = nplan;
         PLAN_NEXT();
-        if (st == SW_OK && nplan > before && nplan <= 2)
-            st = issue_gathers(R, tl, ntl, before, nplan);
+        if (st == SW_OK)
+            st = issue_gathers(R, tl, ntl, 0, 0, nplan);
     }
-    if (st == SW_OK)
-        st = issue_gathers(R, tl, ntl, 0, nplan < 2 ? nplan : 2);
     while (st == SW_OK && ncomp < nplan) {
         tile *cur = &tl[ncomp % ntl];
         st = finish_read(R, cur);
@@ -832,8 +852,9 @@ static sw_status run_pass(run *R, int sparse)
             PLAN_NEXT(); /* tile ncomp + depth, into the position of ncomp - 1 */
         if (st != SW_OK)
             break;
-        if (cur->gathered == 0) /* every earlier tile's kernels are enqueued */
-            st = issue_gathers(R, tl, ntl, ncomp, ncomp + 1);
+        /* the new tile's gathers, and cur's if not yet (its victims' last
+         * reader is an earlier tile: enqueued) */
+        st = issue_gathers(R, tl, ntl, ncomp, ncomp, nplan);
         if (st != SW_OK)
             break;
         double t0 = now_s();
@@ -846,7 +867,7 @@ static sw_status run_pass(run *R, int sparse)
             break; /* cur's new slots are dropped below */
         cur->nmiss = 0; /* filled: not to be dropped by the cleanup below */
         ncomp++;
-        st = issue_gathers(R, tl, ntl, ncomp, ncomp + 2 < nplan ? ncomp + 2 : nplan);
+        st = issue_gathers(R, tl, ntl, ncomp, ncomp, nplan);
         if (st != SW_OK)
             break;
         if (depth == 0 && !end)

@@ -36,14 +36,18 @@
  * blocks are each wholly leased or wholly read through the ticket has its
  * gather launched on one of two gather streams as soon as the slots it
  * writes are free on the GPU, not after the previous tile's kernels on the
- * compute stream. Tile j's victims were chosen with tile j-1 pinned, so
- * they are slots that tiles <= j-2 read: the gather waits for `ev_k` (the
- * compute stream after the last tile enqueued) recorded once tile j-2's
- * kernels were enqueued (attend.c issues it then), and tile j's kernel
- * waits for its gather's event. Two gathers are then in flight while a tile
- * computes and PCIe stays busy between tiles (H200, one stream: the gather
- * of tile j started after tile j-1's kernel, merge and descriptor upload,
- * 21.7 GB/s = 39% of the pinned copy rate, docs/perf/swap.md). The gather
+ * compute stream. A gather overwrites its victim slots, so it waits for
+ * the compute of the last tile that read one of them (each slot records
+ * that tile, `use`; tile j's victims were chosen with tile j-1 pinned, so
+ * that is at most tile j-2, and usually a tile of an earlier call): the
+ * event recorded after that tile's compute (`ev_kr`, per ring position),
+ * or `ev_pass` (the compute stream at the pass's start) when it came
+ * before this pass; attend.c issues the gather once that compute is
+ * enqueued, often as soon as the tile is planned. Tile j's kernel waits
+ * for its gather's event. (Session 6's rule -- every gather after the
+ * kernels enqueued so far -- chained each gather behind the previous
+ * tile's compute: one gather at a time, SPILLWAY_SWAP_TIMELINE,
+ * docs/perf/swap.md session 7.) The gather
  * items are read by the kernel from the pinned descriptor space (no upload
  * on the way). With 0, or for a tile with a block partly leased (scattered
  * whole, then overwritten by its gathered stripes: the order matters), the
@@ -137,9 +141,10 @@ typedef struct sw_swap_dev {
      * gather-done event by ring position (nhstage), and whether this call
      * issued any (the verdict then waits for the gather streams too) */
     int ahead;
+    void **ev_kr;   /* per ring position: after that tile's compute (its gathers' dependents wait) */
+    void *ev_pass;  /* the compute stream at the pass's start */
     int32_t gather_ctas; /* CTAs per gather launch (SPILLWAY_SWAP_GATHER_CTAS_PER_SM x SMs; 0: one per stripe) */
     void *gstream[2];
-    void *ev_k;
     void **ev_g;
     int gnext, gissued;
     /* kernel timing (SPILLWAY_SWAP_KERNEL_TIMING=1) */
@@ -348,7 +353,10 @@ void sw_swap_dev_destroy(sw_swap *s)
     for (int32_t i = 0; d->ev_g && i < d->nhstage; i++)
         sw_cuda_swap_event_destroy(d->ev_g[i]);
     free(d->ev_g);
-    sw_cuda_swap_event_destroy(d->ev_k);
+    for (int32_t i = 0; d->ev_kr && i < d->nhstage; i++)
+        sw_cuda_swap_event_destroy(d->ev_kr[i]);
+    free(d->ev_kr);
+    sw_cuda_swap_event_destroy(d->ev_pass);
     for (int i = 0; i < 2; i++)
         sw_cuda_swap_stream_destroy(d->gstream[i]);
     /* every call releases its leases; this is for a call that never ended */
@@ -460,12 +468,15 @@ sw_status sw_swap_dev_create(sw_swap *s)
     if (d->ahead) {
         for (int i = 0; i < 2; i++)
             SW_TRY(sw_cuda_swap_stream_create(&d->gstream[i]));
-        SW_TRY(sw_cuda_swap_event_create(&d->ev_k, 0));
+        SW_TRY(sw_cuda_swap_event_create(&d->ev_pass, 0));
         d->ev_g = calloc((size_t)d->nhstage, sizeof *d->ev_g);
-        if (!d->ev_g)
+        d->ev_kr = calloc((size_t)d->nhstage, sizeof *d->ev_kr);
+        if (!d->ev_g || !d->ev_kr)
             return sw_fail(SW_STATUS_NO_MEMORY, "device pool: gather events");
-        for (int32_t i = 0; i < d->nhstage; i++)
+        for (int32_t i = 0; i < d->nhstage; i++) {
             SW_TRY(sw_cuda_swap_event_create(&d->ev_g[i], 0));
+            SW_TRY(sw_cuda_swap_event_create(&d->ev_kr[i], 0));
+        }
     }
     return sw_cuda_stream_sync(d->own_stream);
 }
@@ -898,6 +909,8 @@ sw_status sw_swap_dev_attend_begin(sw_swap *s, const sw_swap_attend_params *p,
 sw_status sw_swap_dev_pass_begin(sw_swap *s, const sw_swap_attend_params *p, void *stream)
 {
     sw_swap_dev *d = s->dev;
+    if (d->ahead) /* gathers whose victims' last reader came before this pass wait for it */
+        SW_TRY(sw_cuda_swap_event_record(d->ev_pass, stream));
     return sw_cuda_swap_state_init(d->d_m, d->d_l, d->d_acc, d->hrows, s->m.head_dim, stream);
 }
 
@@ -999,8 +1012,13 @@ sw_status sw_swap_dev_gather(sw_swap *s, const sw_swap_attend_params *p, const s
     SW_TRY(gather_items(s, p, q, t, gd, &n));
     void *gs = d->gstream[d->gnext];
     d->gnext ^= 1;
-    /* after every kernel enqueued so far (tile j-2's and earlier) */
-    SW_TRY(sw_cuda_swap_stream_wait(gs, d->ev_k));
+    /* after the compute of the last tile that read its victim slots (that
+     * tile's or a later ring event: later computes end later), or after the
+     * work before this pass */
+    if (t->gdep >= d->nhstage)
+        return sw_fail(SW_STATUS_INTERNAL, "gather dependency %d outside the ring of %d", t->gdep,
+                       d->nhstage);
+    SW_TRY(sw_cuda_swap_stream_wait(gs, t->gdep >= 0 ? d->ev_kr[t->gdep] : d->ev_pass));
     sw_cuda_swap_gather_args ga;
     memset(&ga, 0, sizeof ga);
     ga.g = gd; /* pinned: the kernel reads the items over PCIe, no upload */
@@ -1162,8 +1180,8 @@ sw_status sw_swap_dev_compute(sw_swap *s, const sw_swap_attend_params *p, const 
     }
     SW_TRY(sw_cuda_swap_merge(&a, stream));
     tl_mark(d, stream, 'C', t->hbuf);
-    if (d->ahead) /* what the gathers of tile j + 2 wait for */
-        SW_TRY(sw_cuda_swap_event_record(d->ev_k, stream));
+    if (d->ahead) /* what the gathers overwriting this tile's slots wait for */
+        SW_TRY(sw_cuda_swap_event_record(d->ev_kr[t->hbuf], stream));
     s->st.kernel_kv_bytes += kv_bytes;
     return SW_OK;
 }

@@ -48,6 +48,9 @@ typedef struct sw_swap_slot {
     float score;          /* last predictor score (-inf unscored) */
     uint64_t last_access; /* engine tick */
     uint64_t pin;         /* tile id that pins it (0 = none) */
+    uint64_t use;         /* id (pin) of the last tile that read it: a device
+                           * gather that overwrites it waits for that tile's
+                           * compute (attend.c, issue_gathers) */
     uint8_t *data;        /* K then V, slot layout, slot_bytes */
 } sw_swap_slot;
 
@@ -333,11 +336,14 @@ typedef struct sw_swap_dev_tile {
      * sw_swap_dev_gather issued its gathers ahead (then the kernel waits
      * for them instead of gathering after the scatter) */
     int32_t hbuf, gathered;
+    /* what its gathers wait for on the GPU (sw_swap_dev_gather): -1 = the
+     * work before this pass, >= 0 = the ring position of the last tile that
+     * read one of its victim slots (that tile's compute) */
+    int32_t gdep;
 } sw_swap_dev_tile;
 /* Issues the tile's gathers ahead of its kernel, on a gather stream, after
- * every kernel enqueued so far: to be called once the kernels of tile j-2
- * (j = this tile) are enqueued, since its victims were chosen with tile
- * j-1 pinned. *issued = 0 (nothing done) when gathers ahead are off
+ * the compute named by t->gdep (the last reader of its victim slots), which
+ * must have been enqueued. *issued = 0 (nothing done) when gathers ahead are off
  * (SPILLWAY_SWAP_GATHER_AHEAD=0), nothing is leased, or a block is partly
  * leased; the tile then gathers in sw_swap_dev_compute. */
 sw_status sw_swap_dev_gather(sw_swap *s, const sw_swap_attend_params *p, const sw_swap_seq *q,
