@@ -83,7 +83,8 @@ static void test_gather_split(sw_rng *r)
     uint32_t tab[256];
     for (uint32_t i = 0; i < 256; i++)
         tab[i] = sw_crc32c_tab_entry(i);
-    CHECK(k.lane[SW_CRC32C_GATHER_NT - 1] == SW_CRC32C_ONE);
+    CHECK(sw_crc32c_gather_lane(SW_CRC32C_GATHER_NT - 1) == SW_CRC32C_ONE);
+    CHECK(k.row[SW_CRC32C_GATHER_PPT - 1] == SW_CRC32C_ONE);
     CHECK(k.seg == sw_crc32c_gf2_xpow8(SW_CRC32C_GATHER_SEG));
     const size_t S = SW_CRC32C_GATHER_SEG, maxlen = 4 * S + 4096;
     uint8_t *buf = malloc(maxlen);

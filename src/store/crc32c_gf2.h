@@ -85,29 +85,50 @@ SW_CRC_HD uint32_t sw_crc32c_to_raw(uint32_t crc, uint64_t len)
 }
 
 /* The split the gather kernel uses: a stripe of len bytes (a multiple of
- * 16) is front-padded with zeros to whole segments of NT * C bytes; in each
- * segment thread t takes bytes [t C, (t + 1) C), computes their raw CRC and
- * multiplies it by x^(8 C (NT - 1 - t)) (the bytes after its chunk in the
- * segment); the segment's raw CRC is the XOR of those; segments are chained
- * by raw = raw * x^(8 NT C) ^ segment. Constants for that split: */
+ * 16) is front-padded with zeros to whole segments of NT * PPT pieces of P =
+ * 16 bytes (one 16-byte load each); piece p = j NT + t of a segment (thread
+ * t's j-th load, j < PPT) gets its own raw CRC (four independent 16-byte
+ * chains per thread), multiplied by x^(8 (SEG - P p - P)) (the bytes after
+ * it in the segment) = row[j] * lane(t), with row[j] = x^(8 P NT (PPT-1-j))
+ * and lane(t) = x^(8 P (NT-1-t)); the segment's raw CRC is the XOR of
+ * those, and segments chain by raw = raw * x^(8 SEG) ^ segment. No piece
+ * needs another thread's bytes, so the kernel keeps no copy of the segment
+ * in shared memory. Constants for that split: */
 #define SW_CRC32C_GATHER_NT 128 /* threads of a gather CTA */
-#define SW_CRC32C_GATHER_C 64   /* bytes per thread and segment */
-#define SW_CRC32C_GATHER_SEG (SW_CRC32C_GATHER_NT * SW_CRC32C_GATHER_C)
+#define SW_CRC32C_GATHER_P 16   /* bytes per piece */
+#define SW_CRC32C_GATHER_PPT 4  /* pieces per thread and segment */
+#define SW_CRC32C_GATHER_SEG (SW_CRC32C_GATHER_NT * SW_CRC32C_GATHER_P * SW_CRC32C_GATHER_PPT)
 
 typedef struct sw_crc32c_gather_consts {
-    uint32_t lane[SW_CRC32C_GATHER_NT]; /* x^(8 C (NT - 1 - t)) */
-    uint32_t seg;                       /* x^(8 NT C) */
+    uint32_t row[SW_CRC32C_GATHER_PPT]; /* x^(8 P NT (PPT - 1 - j)) */
+    uint32_t seg;                       /* x^(8 SEG) */
 } sw_crc32c_gather_consts;
 
 SW_CRC_HD void sw_crc32c_gather_consts_fill(sw_crc32c_gather_consts *k)
 {
-    const uint32_t step = sw_crc32c_gf2_xpow8(SW_CRC32C_GATHER_C);
-    uint32_t m = SW_CRC32C_ONE;
-    for (int t = SW_CRC32C_GATHER_NT - 1; t >= 0; t--) {
-        k->lane[t] = m;
-        m = sw_crc32c_gf2_mul(m, step);
-    }
-    k->seg = m;
+    for (int j = 0; j < SW_CRC32C_GATHER_PPT; j++)
+        k->row[j] = sw_crc32c_gf2_xpow8((uint64_t)SW_CRC32C_GATHER_P * SW_CRC32C_GATHER_NT *
+                                        (uint64_t)(SW_CRC32C_GATHER_PPT - 1 - j));
+    k->seg = sw_crc32c_gf2_xpow8(SW_CRC32C_GATHER_SEG);
+}
+
+/* Thread t's multiplier within a row of NT pieces: x^(8 P (NT - 1 - t)). */
+SW_CRC_HD uint32_t sw_crc32c_gather_lane(int t)
+{
+    return sw_crc32c_gf2_xpow8((uint64_t)SW_CRC32C_GATHER_P *
+                               (uint64_t)(SW_CRC32C_GATHER_NT - 1 - t));
+}
+
+/* Raw CRC of one 16-byte piece given as four little-endian words. */
+SW_CRC_HD uint32_t sw_crc32c_piece_raw(uint32_t w0, uint32_t w1, uint32_t w2, uint32_t w3,
+                                       const uint32_t *tab)
+{
+    const uint32_t w[4] = {w0, w1, w2, w3};
+    uint32_t c = 0;
+    for (int i = 0; i < 4; i++)
+        for (int b = 0; b < 4; b++)
+            c = sw_crc32c_raw_byte(c, (w[i] >> (8 * b)) & 0xffu, tab);
+    return c;
 }
 
 /* The split above run sequentially (the CPU test's model of the kernel):
@@ -122,12 +143,22 @@ SW_CRC_HD uint32_t sw_crc32c_gather_raw(const uint8_t *p, uint64_t len,
     for (uint64_t g = 0; g < nseg; g++) {
         uint32_t seg = 0;
         for (int t = 0; t < SW_CRC32C_GATHER_NT; t++) {
-            uint32_t c = 0;
-            for (int b = 0; b < SW_CRC32C_GATHER_C; b++) {
-                const uint64_t o = g * S + (uint64_t)t * SW_CRC32C_GATHER_C + (uint64_t)b;
-                c = sw_crc32c_raw_byte(c, o < pad ? 0u : p[o - pad], tab);
+            const uint32_t lane = sw_crc32c_gather_lane(t);
+            for (int j = 0; j < SW_CRC32C_GATHER_PPT; j++) {
+                uint32_t w[4];
+                for (int i = 0; i < 4; i++) {
+                    w[i] = 0;
+                    for (int b = 0; b < 4; b++) {
+                        const uint64_t o = g * S +
+                                           ((uint64_t)j * SW_CRC32C_GATHER_NT + (uint64_t)t) *
+                                               SW_CRC32C_GATHER_P +
+                                           (uint64_t)(4 * i + b);
+                        w[i] |= (uint32_t)(o < pad ? 0u : p[o - pad]) << (8 * b);
+                    }
+                }
+                const uint32_t c = sw_crc32c_piece_raw(w[0], w[1], w[2], w[3], tab);
+                seg ^= sw_crc32c_gf2_mul(c, sw_crc32c_gf2_mul(k->row[j], lane));
             }
-            seg ^= sw_crc32c_gf2_mul(c, k->lane[t]);
         }
         acc = sw_crc32c_gf2_mul(acc, k->seg) ^ seg;
     }

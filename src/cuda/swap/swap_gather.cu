@@ -10,17 +10,19 @@
  * segment for the usual 8 KiB stripe): the threads read the segment with
  * coalesced 16-byte loads, all four of a thread's loads in flight at once
  * (PCIe latency is hidden by the many CTAs in flight together), store them
- * to the slot, and park them in shared memory so that thread t can run the
- * byte-table CRC over its own 64 contiguous bytes. The 128 chunk CRCs are
- * combined with the GF(2) shift operators of store/crc32c_gf2.h (the split
- * is modelled on the CPU there and checked against the store's CRC by
- * tests/test_crc32c_gf2.c).
+ * to the slot, and run the byte-table CRC over each 16-byte piece they hold
+ * (four independent chains); the 512 piece CRCs are combined with the GF(2)
+ * shift operators of store/crc32c_gf2.h (the split is modelled on the CPU
+ * there and checked against the store's CRC by tests/test_crc32c_gf2.c).
+ * Shared memory: the byte table and 32 bytes of reduction (the first form
+ * staged the segment there, 10.5 KiB a CTA, for 64-byte chunks per thread).
  *
  * The grid is `ctas` CTAs (the engine: one per SM) walking the stripes with
  * a stride, the next stripe's descriptor loaded while the current one is
- * processed: ~1 MiB in flight on an H200 is far more than PCIe needs, and a
- * CTA of ~10 KiB of shared memory fits beside the tile kernel's (~214 KiB),
- * so a tile's compute runs while the next tiles' gathers stream. With one
+ * processed: ~1 MiB in flight on an H200 is far more than PCIe needs, and
+ * CTAs of ~1 KiB of shared memory and few registers fit beside the tile
+ * kernel's (~215 KiB), so a tile's compute runs while the next tiles'
+ * gathers stream. With one
  * CTA per stripe (ctas = 0, the first form) a 768-stripe gather filled
  * every SM with its CTAs and the tile kernel, needing a whole SM's shared
  * memory, waited for it to drain: gathers and computes ran one after the
@@ -33,24 +35,43 @@
 #include <cuda_runtime.h>
 
 #define NT SW_CRC32C_GATHER_NT
-#define CB SW_CRC32C_GATHER_C
+#define PPT SW_CRC32C_GATHER_PPT /* 16-byte pieces per thread and segment */
 #define SEG SW_CRC32C_GATHER_SEG
-#define PPT (CB / 16)     /* 16-byte pieces per thread and segment */
-#define WPC (CB / 4 + 1)  /* words per chunk in shared memory: one of padding,
-                           * so that thread t's reads (word t * WPC + i) fall
-                           * in 32 different banks */
 
-static_assert(NT % 32 == 0 && CB % 16 == 0, "gather split");
+static_assert(NT % 32 == 0 && SW_CRC32C_GATHER_P == 16, "gather split");
 
-__global__ void __launch_bounds__(NT)
+/* sw_crc32c_gf2_mul with its loop kept rolled (4 steps a turn): unrolled,
+ * the four products a segment needs took the kernel to 190 registers. */
+static __device__ __forceinline__ uint32_t gf2_mul_rolled(uint32_t a, uint32_t b)
+{
+    uint32_t p = 0;
+#pragma unroll 4
+    for (int i = 0; i < 32; i++) {
+        p ^= b & (0u - ((a >> (31 - i)) & 1u));
+        b = (b >> 1) ^ (SW_CRC32C_POLY & (0u - (b & 1u)));
+    }
+    return p;
+}
+
+/* 12 CTAs per SM's worth of registers (<= 40 a thread): a few CTAs must fit
+ * beside the tile kernel's ~46k registers */
+__global__ void __launch_bounds__(NT, 12)
     swap_gather_kernel(const sw_cuda_swap_gather_args a, const sw_crc32c_gather_consts k)
 {
     __shared__ uint32_t tab[256];
-    __shared__ uint32_t words[NT * WPC];
-    __shared__ uint32_t red[NT / 32];
+    __shared__ uint32_t red[2][NT / 32]; /* by segment parity: one barrier per segment */
     const int t = threadIdx.x;
     for (int i = t; i < 256; i += NT)
         tab[i] = sw_crc32c_tab_entry((uint32_t)i);
+    uint32_t mul[PPT]; /* piece j * NT + t's multiplier, x^(8 (SEG - 16 p - 16)) */
+    {
+        const uint32_t lane = sw_crc32c_gather_lane(t);
+#pragma unroll
+        for (int j = 0; j < PPT; j++)
+            mul[j] = gf2_mul_rolled(k.row[j], lane);
+    }
+    __syncthreads();
+    int par = 0;
     sw_cuda_swap_gather_item nx = a.g[blockIdx.x];
     for (int32_t it = blockIdx.x; it < a.n; it += gridDim.x) {
         const sw_cuda_swap_gather_item g = nx;
@@ -61,8 +82,7 @@ __global__ void __launch_bounds__(NT)
         const uint64_t pad = nseg * SEG - len; /* leading zeros: a multiple of 16 */
         const uint4 *src = reinterpret_cast<const uint4 *>(g.src);
         uint4 *dst = reinterpret_cast<uint4 *>(a.pool + g.dst);
-        const uint32_t lane_mul = k.lane[t];
-        uint32_t acc = 0;
+        uint32_t acc = 0; /* thread 0's */
         for (uint64_t sg = 0; sg < nseg; sg++) {
             uint4 v[PPT];
 #pragma unroll
@@ -72,42 +92,42 @@ __global__ void __launch_bounds__(NT)
             }
 #pragma unroll
             for (int j = 0; j < PPT; j++) {
-                const uint32_t piece = (uint32_t)j * NT + (uint32_t)t;
-                const uint64_t o = sg * SEG + (uint64_t)piece * 16;
+                const uint64_t o = sg * SEG + ((uint64_t)j * NT + (uint64_t)t) * 16;
                 if (o >= pad)
                     dst[(o - pad) / 16] = v[j];
-                uint32_t *w = &words[(piece / PPT) * WPC + (piece % PPT) * 4];
-                w[0] = v[j].x;
-                w[1] = v[j].y;
-                w[2] = v[j].z;
-                w[3] = v[j].w;
             }
-            __syncthreads();
+            /* the four pieces' raw CRCs, interleaved (independent chains) */
+            uint32_t pc[PPT];
+#pragma unroll
+            for (int j = 0; j < PPT; j++)
+                pc[j] = 0;
+#pragma unroll
+            for (int w = 0; w < 4; w++)
+#pragma unroll
+                for (int b = 0; b < 4; b++)
+#pragma unroll
+                    for (int j = 0; j < PPT; j++) {
+                        const uint32_t x = w == 0 ? v[j].x : w == 1 ? v[j].y : w == 2 ? v[j].z : v[j].w;
+                        pc[j] = sw_crc32c_raw_byte(pc[j], (x >> (8 * b)) & 0xffu, tab);
+                    }
             uint32_t c = 0;
-            const uint32_t *w = &words[t * WPC];
-#pragma unroll 4
-            for (int i = 0; i < CB / 4; i++) {
-                const uint32_t x = w[i]; /* bytes in memory order: little-endian */
-                c = sw_crc32c_raw_byte(c, x & 0xffu, tab);
-                c = sw_crc32c_raw_byte(c, (x >> 8) & 0xffu, tab);
-                c = sw_crc32c_raw_byte(c, (x >> 16) & 0xffu, tab);
-                c = sw_crc32c_raw_byte(c, x >> 24, tab);
-            }
-            c = sw_crc32c_gf2_mul(c, lane_mul);
+#pragma unroll
+            for (int j = 0; j < PPT; j++)
+                c ^= gf2_mul_rolled(pc[j], mul[j]);
 #pragma unroll
             for (int off = 16; off > 0; off >>= 1)
                 c ^= __shfl_xor_sync(0xffffffffu, c, off);
             if ((t & 31) == 0)
-                red[t >> 5] = c;
+                red[par][t >> 5] = c;
             __syncthreads();
             if (t == 0) {
                 uint32_t s = 0;
 #pragma unroll
                 for (int i = 0; i < NT / 32; i++)
-                    s ^= red[i];
-                acc = (sg ? sw_crc32c_gf2_mul(acc, k.seg) : 0u) ^ s;
+                    s ^= red[par][i];
+                acc = (sg ? gf2_mul_rolled(acc, k.seg) : 0u) ^ s;
             }
-            __syncthreads(); /* words and red are refilled by the next segment */
+            par ^= 1; /* the next segment writes the other half while thread 0 reads this */
         }
         if (t == 0 && acc != g.crc_raw) {
             const uint32_t i = atomicAdd(a.bad, 1u);
