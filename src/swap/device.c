@@ -143,7 +143,7 @@ typedef struct sw_swap_dev {
     int ahead;
     void **ev_kr;   /* per ring position: after that tile's compute (its gathers' dependents wait) */
     void *ev_pass;  /* the compute stream at the pass's start */
-    int32_t gather_ctas; /* CTAs per gather launch (SPILLWAY_SWAP_GATHER_CTAS_PER_SM x SMs; 0: one per stripe) */
+    int32_t gather_ctas; /* CTAs per gather launch (SPILLWAY_SWAP_GATHER_CTAS, default SMs; 0: one per stripe) */
     void *gstream[2];
     void **ev_g;
     int gnext, gissued;
@@ -172,7 +172,7 @@ static double tl_now(void)
 
 /* Marks `kind` on `stream`: B = the call's start (compute stream), g / G =
  * a gather's start / end (its stream), c / C = a tile's compute start / end
- * (descriptor upload .. merge). tag: the tile's ring position (hbuf); for c,
+ * (descriptor upload .. merge), u = its descriptor upload done. tag: the tile's ring position (hbuf); for c,
  * 10 x hbuf + 1 if its gathers were issued ahead + 2 if it gathers on the
  * compute stream. Best effort: a failure only ends the marks. */
 static void tl_mark(sw_swap_dev *d, void *stream, char kind, int32_t tag)
@@ -248,9 +248,10 @@ static void tl_report(sw_swap_dev *d)
     if (busy) {
         for (int32_t i = 0; i + 1 < n; i++) {
             const char k = d->tl_kind[i];
-            if ((k != 'g' && k != 'c') || d->tl_kind[i + 1] != (k == 'g' ? 'G' : 'C'))
+            const int32_t e = k == 'c' && d->tl_kind[i + 1] == 'u' ? i + 2 : i + 1;
+            if ((k != 'g' && k != 'c') || e >= n || d->tl_kind[e] != (k == 'g' ? 'G' : 'C'))
                 continue;
-            const int32_t a = (int32_t)(g[i] * 1000.0), b = (int32_t)(g[i + 1] * 1000.0);
+            const int32_t a = (int32_t)(g[i] * 1000.0), b = (int32_t)(g[e] * 1000.0);
             for (int32_t c = a < 0 ? 0 : a; c < b && c < cells; c++)
                 busy[c] |= k == 'g' ? 1 : 2;
         }
@@ -461,9 +462,10 @@ sw_status sw_swap_dev_create(sw_swap *s)
     /* A/B knob: 0 gathers on the compute stream after each tile's scatter */
     d->ahead = d->gather && sw_env_int("SPILLWAY_SWAP_GATHER_AHEAD", 1) != 0;
     {
-        /* A/B knob: gather CTAs per SM (swap_gather.cu; 0: one per stripe) */
-        const int64_t g = sw_env_int("SPILLWAY_SWAP_GATHER_CTAS_PER_SM", 1);
-        d->gather_ctas = g > 0 && g <= 64 ? (int32_t)g * d->sms : 0;
+        /* A/B knob: CTAs of a gather launch (swap_gather.cu; default one
+         * per SM, 0: one per stripe) */
+        const int64_t g = sw_env_int("SPILLWAY_SWAP_GATHER_CTAS", d->sms);
+        d->gather_ctas = g > 0 && g <= 64 * (int64_t)d->sms ? (int32_t)g : 0;
     }
     if (d->ahead) {
         for (int i = 0; i < 2; i++)
@@ -1101,6 +1103,7 @@ sw_status sw_swap_dev_compute(sw_swap *s, const sw_swap_attend_params *p, const 
                                    : bo + sizeof(sw_cuda_swap_blk) * (size_t)t->n;
     tl_mark(d, stream, 'c', 10 * t->hbuf + (t->gathered ? 1 : 0) + (ngather > 0 ? 2 : 0));
     SW_TRY(sw_cuda_swap_copy(d->desc_dev + bo, d->desc_host + bo, end - bo, stream));
+    tl_mark(d, stream, 'u', t->hbuf);
     if (nfill > 0) {
         /* A block with some stripes gathered (the host tier held part of
          * it) is scattered whole: the gather below overwrites those. */
