@@ -49,8 +49,6 @@ typedef struct tile {
     uint64_t *rgens;
     sw_status *rsts;
     uint32_t *rmap;
-    uint64_t gdep;          /* device pool: the latest `use` of its victim slots
-                             * (the pin of the last tile that read one) */
     int gathered;           /* device pool: 1 its gathers issued ahead, -1 not
                              * to be (sw_swap_dev_gather declined), 0 not
                              * tried yet */
@@ -75,8 +73,6 @@ typedef struct run {
     int32_t nsplit;         /* key ranges per kv head and tile */
     int64_t attended, hits, misses, tiles;
     void *stream;           /* device pool: the caller's stream */
-    int32_t nplanned;       /* device pool: tiles planned (staging parity) */
-    uint64_t pin_floor;     /* device pool: the pin (id) of this pass's first tile */
     /* victims of the tile being planned (sw_swap_pool_rank at its first
      * miss; vn < 0: not ranked yet) */
     int32_t *vrank;
@@ -289,12 +285,11 @@ static int plan_tile(run *R, tile *t, int hbuf)
     t->nkeys = 0;
     t->nleased = 0;
     t->gathered = 0;
-    t->gdep = 0;
     t->job.ticket = 0;
     R->vn = -1;
     t->hbuf = hbuf;
     if (s->dev)
-        t->buf = R->nplanned++ & 1;
+        t->buf = hbuf; /* its device staging: the ring position's */
     int64_t chunk = -1; /* store chunk of the tile's missing blocks */
     while (t->n < s->tile_blocks && R->pos < R->norder) {
         const int32_t b = R->order[R->pos];
@@ -341,8 +336,6 @@ static int plan_tile(run *R, tile *t, int hbuf)
             if (slot < 0)
                 return -2; /* every slot pinned: a bug in the tile sizing */
             sw_swap_slot *v = &s->slots[slot];
-            if (v->use > t->gdep)
-                t->gdep = v->use; /* its gathers wait for that tile's compute */
             if (v->seq) {
                 v->seq->layers[v->layer].blk[v->block].slot = -1;
                 s->st.evictions++;
@@ -382,7 +375,6 @@ static int plan_tile(run *R, tile *t, int hbuf)
         }
         sw_swap_slot *sl = &s->slots[slot];
         sl->pin = t->pin;
-        sl->use = t->pin;
         sl->score = sc[b];
         sl->last_access = ++s->tick;
         t->blocks[t->n] = b;
@@ -592,7 +584,6 @@ static sw_swap_dev_tile dev_tile_of(const tile *t)
     dt.lease = t->nleased ? t->lease : NULL;
     dt.hbuf = t->hbuf;
     dt.gathered = t->gathered > 0;
-    dt.gdep = -1;
     return dt;
 }
 
@@ -605,14 +596,9 @@ static sw_status compute_tile_dev(run *R, const tile *t)
 }
 
 /* Device pool: issues the gathers of the planned tiles from..upto-1 not yet
- * issued (sw_swap_dev_gather) whose victim slots' last reader has had its
- * kernels enqueued (`ncomp` tiles of this pass are). A tile's victims were
- * chosen with the previous tile pinned, so that reader is at most tile
- * j-2; usually it is a tile of an earlier call (victims are the lowest
- * scores, then the oldest), and the gather is issued as soon as its tile is
- * planned: PCIe runs up to the read-ahead's depth ahead of the computes. */
-static sw_status issue_gathers(run *R, tile *tl, int ntl, int64_t ncomp, int64_t from,
-                               int64_t upto)
+ * issued (sw_swap_dev_gather: into each tile's device staging, so they wait
+ * for no compute and go out as soon as their tile is planned). */
+static sw_status issue_gathers(run *R, tile *tl, int ntl, int64_t from, int64_t upto)
 {
     sw_swap *s = R->s;
     if (!sw_swap_dev_gathers(s))
@@ -623,16 +609,8 @@ static sw_status issue_gathers(run *R, tile *tl, int ntl, int64_t ncomp, int64_t
         tile *t = &tl[j % ntl];
         if (t->gathered || !t->nleased)
             continue;
-        int32_t dep = -1; /* the work before this pass */
-        if (t->gdep >= R->pin_floor) {
-            const int64_t k = (int64_t)(t->gdep - R->pin_floor); /* tile k of this pass */
-            if (k >= ncomp)
-                continue; /* its kernels are not enqueued yet */
-            dep = (int32_t)(k % ntl);
-        }
         int issued = 0;
-        sw_swap_dev_tile dt = dev_tile_of(t);
-        dt.gdep = dep;
+        const sw_swap_dev_tile dt = dev_tile_of(t);
         st = sw_swap_dev_gather(s, R->p, R->seqs[t->bi], &dt, &issued);
         t->gathered = issued ? 1 : -1;
     }
@@ -741,7 +719,6 @@ static sw_status run_pass(run *R, int sparse)
         memset(R->acc, 0, sizeof(float) * (size_t)rows * (size_t)D);
     }
     R->sparse = sparse;
-    R->pin_floor = s->pin_seq + 1; /* the pins (ids) of this pass's tiles start here */
     R->pb = -1;
     R->pos = R->norder = 0;
 
@@ -834,14 +811,13 @@ static sw_status run_pass(run *R, int sparse)
             nplan++;                                                                        \
         }                                                                                   \
     } while (0)
-    /* A tile's gathers are issued as soon as it is planned when its victim
-     * slots' last reader is not a tile of this pass still to be enqueued
-     * (issue_gathers), so PCIe starts while the host plans the rest of the
-     * read-ahead (~70 us a tile). */
+    /* A tile's gathers are issued as soon as it is planned (issue_gathers),
+     * so PCIe starts while the host plans the rest of the read-ahead (~70 us
+     * a tile). */
     while (st == SW_OK && !end && nplan < (depth > 0 ? depth : 1)) {
         PLAN_NEXT();
-        if (st == SW_OK)
-            st = issue_gathers(R, tl, ntl, 0, 0, nplan);
+        if (st == SW_OK && nplan > 0)
+            st = issue_gathers(R, tl, ntl, nplan - 1, nplan);
     }
     while (st == SW_OK && ncomp < nplan) {
         tile *cur = &tl[ncomp % ntl];
@@ -852,9 +828,7 @@ static sw_status run_pass(run *R, int sparse)
             PLAN_NEXT(); /* tile ncomp + depth, into the position of ncomp - 1 */
         if (st != SW_OK)
             break;
-        /* the new tile's gathers, and cur's if not yet (its victims' last
-         * reader is an earlier tile: enqueued) */
-        st = issue_gathers(R, tl, ntl, ncomp, ncomp, nplan);
+        st = issue_gathers(R, tl, ntl, ncomp, nplan); /* the new tile's */
         if (st != SW_OK)
             break;
         double t0 = now_s();
@@ -867,9 +841,6 @@ static sw_status run_pass(run *R, int sparse)
             break; /* cur's new slots are dropped below */
         cur->nmiss = 0; /* filled: not to be dropped by the cleanup below */
         ncomp++;
-        st = issue_gathers(R, tl, ntl, ncomp, ncomp, nplan);
-        if (st != SW_OK)
-            break;
         if (depth == 0 && !end)
             PLAN_NEXT();
     }

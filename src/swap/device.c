@@ -32,26 +32,21 @@
  * its slot is dropped. The upload then moves only the stripes the ticket
  * read.
  *
- * Gathers issued ahead (SPILLWAY_SWAP_GATHER_AHEAD, default 1): a tile whose
- * blocks are each wholly leased or wholly read through the ticket has its
- * gather launched on one of two gather streams as soon as the slots it
- * writes are free on the GPU, not after the previous tile's kernels on the
- * compute stream. A gather overwrites its victim slots, so it waits for
- * the compute of the last tile that read one of them (each slot records
- * that tile, `use`; tile j's victims were chosen with tile j-1 pinned, so
- * that is at most tile j-2, and usually a tile of an earlier call): the
- * event recorded after that tile's compute (`ev_kr`, per ring position),
- * or `ev_pass` (the compute stream at the pass's start) when it came
- * before this pass; attend.c issues the gather once that compute is
- * enqueued, often as soon as the tile is planned. Tile j's kernel waits
- * for its gather's event. (Session 6's rule -- every gather after the
- * kernels enqueued so far -- chained each gather behind the previous
- * tile's compute: one gather at a time, SPILLWAY_SWAP_TIMELINE,
- * docs/perf/swap.md session 7.) The gather
- * items are read by the kernel from the pinned descriptor space (no upload
- * on the way). With 0, or for a tile with a block partly leased (scattered
- * whole, then overwritten by its gathered stripes: the order matters), the
- * gather runs on the compute stream after the tile's scatter, as before. */
+ * Gathers issued ahead (SPILLWAY_SWAP_GATHER_AHEAD, default 1): a tile's
+ * leased stripes are gathered on one of two gather streams into the tile's
+ * device staging (one per read-ahead ring position), where the ticket's
+ * upload puts the other stripes, as soon as the tile is planned; the tile's
+ * scatter, on the compute stream after its gather's event, moves every
+ * missing block into its slot. The gather waits only for the scatter of the
+ * staging's previous tile (a ring's length earlier), so PCIe streams up to
+ * the read-ahead's depth ahead of the computes. (Session 6 gathered straight
+ * into the slots; a gather had to wait for the computes still reading its
+ * victims -- always tile j-2's, as victims are the lowest scores -- which
+ * chained one gather behind each compute: SPILLWAY_SWAP_TIMELINE,
+ * docs/perf/swap.md session 7.) The gather items are read by the kernel
+ * from the pinned descriptor space (no upload on the way). With 0, the
+ * gather runs on the compute stream after the tile's scatter, straight into
+ * the slots. */
 #include "swap_internal.h"
 #include "swap_cuda.h"
 #include "attn/attn_internal.h"
@@ -101,12 +96,14 @@ typedef struct sw_swap_dev {
     int32_t *free_list;
     int32_t nfree, free_cap;
     size_t entry_floats;
-    /* staging of the reads: 2 device buffers of tile_blocks * 2H stripes
-     * (the scatter of tile i reads stage[i & 1]) and prefetch + 1 pinned
-     * host buffers the store's tickets fill */
-    uint8_t *stage[2];
+    /* staging of the reads, one per read-ahead ring position (nhstage =
+     * prefetch + 1): a pinned host buffer of tile_blocks * 2H stripes the
+     * store's tickets fill, and a device buffer the upload and the host-tier
+     * gathers fill and the tile's scatter moves into its slots (ev_stage:
+     * after that scatter) */
+    uint8_t **stage;
     size_t stage_stride, stage_bytes;
-    void *ev_stage[2];
+    void **ev_stage;
     uint8_t **hstage;
     int32_t nhstage;
     /* offload upload: pinned host + device */
@@ -141,8 +138,6 @@ typedef struct sw_swap_dev {
      * gather-done event by ring position (nhstage), and whether this call
      * issued any (the verdict then waits for the gather streams too) */
     int ahead;
-    void **ev_kr;   /* per ring position: after that tile's compute (its gathers' dependents wait) */
-    void *ev_pass;  /* the compute stream at the pass's start */
     int32_t gather_ctas; /* CTAs per gather launch (SPILLWAY_SWAP_GATHER_CTAS, default SMs; 0: one per stripe) */
     void *gstream[2];
     void **ev_g;
@@ -354,10 +349,6 @@ void sw_swap_dev_destroy(sw_swap *s)
     for (int32_t i = 0; d->ev_g && i < d->nhstage; i++)
         sw_cuda_swap_event_destroy(d->ev_g[i]);
     free(d->ev_g);
-    for (int32_t i = 0; d->ev_kr && i < d->nhstage; i++)
-        sw_cuda_swap_event_destroy(d->ev_kr[i]);
-    free(d->ev_kr);
-    sw_cuda_swap_event_destroy(d->ev_pass);
     for (int i = 0; i < 2; i++)
         sw_cuda_swap_stream_destroy(d->gstream[i]);
     /* every call releases its leases; this is for a call that never ended */
@@ -367,10 +358,12 @@ void sw_swap_dev_destroy(sw_swap *s)
     free(d->grec);
     sw_cuda_swap_free(d->d_bad);
     sw_cuda_host_free(d->h_bad);
-    for (int i = 0; i < 2; i++) {
+    for (int32_t i = 0; d->stage && i < d->nhstage; i++) {
         sw_cuda_swap_event_destroy(d->ev_stage[i]);
         sw_cuda_swap_free(d->stage[i]);
     }
+    free(d->stage);
+    free(d->ev_stage);
     for (int32_t i = 0; d->hstage && i < d->nhstage; i++)
         sw_cuda_host_free(d->hstage[i]);
     free(d->hstage);
@@ -439,16 +432,17 @@ sw_status sw_swap_dev_create(sw_swap *s)
     d->stage_stride = sw_align_up(d->stage_stride, 16);
     const size_t sb = (size_t)s->tile_blocks * 2 * (size_t)H * d->stage_stride;
     d->stage_bytes = sb;
-    for (int i = 0; i < 2; i++) {
+    d->hstage = calloc((size_t)s->prefetch + 1, sizeof *d->hstage);
+    d->stage = calloc((size_t)s->prefetch + 1, sizeof *d->stage);
+    d->ev_stage = calloc((size_t)s->prefetch + 1, sizeof *d->ev_stage);
+    if (!d->hstage || !d->stage || !d->ev_stage)
+        return sw_fail(SW_STATUS_NO_MEMORY, "device pool: staging tables");
+    d->nhstage = s->prefetch + 1;
+    for (int32_t i = 0; i < d->nhstage; i++) {
+        SW_TRY(sw_cuda_host_alloc((void **)&d->hstage[i], sb));
         SW_TRY(sw_cuda_swap_alloc((void **)&d->stage[i], sb));
         SW_TRY(sw_cuda_swap_event_create(&d->ev_stage[i], 0));
     }
-    d->hstage = calloc((size_t)s->prefetch + 1, sizeof *d->hstage);
-    if (!d->hstage)
-        return sw_fail(SW_STATUS_NO_MEMORY, "device pool: host staging table");
-    d->nhstage = s->prefetch + 1;
-    for (int32_t i = 0; i < d->nhstage; i++)
-        SW_TRY(sw_cuda_host_alloc((void **)&d->hstage[i], sb));
     const size_t up = (size_t)H * s->stripe_elems * 2;
     SW_TRY(sw_cuda_host_alloc((void **)&d->up_host, up));
     SW_TRY(sw_cuda_swap_alloc((void **)&d->up_dev, up));
@@ -470,15 +464,11 @@ sw_status sw_swap_dev_create(sw_swap *s)
     if (d->ahead) {
         for (int i = 0; i < 2; i++)
             SW_TRY(sw_cuda_swap_stream_create(&d->gstream[i]));
-        SW_TRY(sw_cuda_swap_event_create(&d->ev_pass, 0));
         d->ev_g = calloc((size_t)d->nhstage, sizeof *d->ev_g);
-        d->ev_kr = calloc((size_t)d->nhstage, sizeof *d->ev_kr);
-        if (!d->ev_g || !d->ev_kr)
+        if (!d->ev_g)
             return sw_fail(SW_STATUS_NO_MEMORY, "device pool: gather events");
-        for (int32_t i = 0; i < d->nhstage; i++) {
+        for (int32_t i = 0; i < d->nhstage; i++)
             SW_TRY(sw_cuda_swap_event_create(&d->ev_g[i], 0));
-            SW_TRY(sw_cuda_swap_event_create(&d->ev_kr[i], 0));
-        }
     }
     return sw_cuda_stream_sync(d->own_stream);
 }
@@ -591,7 +581,7 @@ sw_status sw_swap_dev_upload(sw_swap *s, int hbuf, int buf, int32_t nmiss,
     sw_swap_dev *d = s->dev;
     const size_t nstripes = (size_t)nmiss * 2 * (size_t)s->m.num_kv_heads;
     const size_t bytes = nstripes * d->stage_stride;
-    if (hbuf < 0 || hbuf >= d->nhstage || buf < 0 || buf > 1 || bytes > d->stage_bytes)
+    if (hbuf < 0 || hbuf >= d->nhstage || buf < 0 || buf >= d->nhstage || bytes > d->stage_bytes)
         return sw_fail(SW_STATUS_INTERNAL, "device pool: upload of %d blocks from host staging "
                        "%d to %d", nmiss, hbuf, buf);
     /* Only the runs of stripes the ticket read (leased ones are gathered):
@@ -911,8 +901,6 @@ sw_status sw_swap_dev_attend_begin(sw_swap *s, const sw_swap_attend_params *p,
 sw_status sw_swap_dev_pass_begin(sw_swap *s, const sw_swap_attend_params *p, void *stream)
 {
     sw_swap_dev *d = s->dev;
-    if (d->ahead) /* gathers whose victims' last reader came before this pass wait for it */
-        SW_TRY(sw_cuda_swap_event_record(d->ev_pass, stream));
     return sw_cuda_swap_state_init(d->d_m, d->d_l, d->d_acc, d->hrows, s->m.head_dim, stream);
 }
 
@@ -939,8 +927,8 @@ static sw_status timing_event(sw_swap_dev *d, int32_t i, void **ev)
 /* Gather items of the tile's leased stripes into gd (room for every one),
  * each with its record (grec) for the verdict. */
 static sw_status gather_items(sw_swap *s, const sw_swap_attend_params *p, const sw_swap_seq *q,
-                              const sw_swap_dev_tile *t, sw_cuda_swap_gather_item *gd,
-                              int32_t *n)
+                              const sw_swap_dev_tile *t, int to_stage,
+                              sw_cuda_swap_gather_item *gd, int32_t *n)
 {
     sw_swap_dev *d = s->dev;
     const int32_t H = s->m.num_kv_heads, B = s->m.block_size, D = s->m.head_dim;
@@ -958,8 +946,12 @@ static sw_status gather_items(sw_swap *s, const sw_swap_attend_params *p, const 
             const int32_t h = (int32_t)(x / 2), kind = (int32_t)(x % 2);
             sw_cuda_swap_gather_item *g = &gd[ng++];
             g->src = l->ptr;
-            g->dst = (uint64_t)t->miss_slots[m] * s->slot_bytes + (kind ? d->v_off : 0) +
-                     (uint64_t)h * (uint64_t)B * (uint64_t)D * es;
+            /* into the tile's device staging (the stripe's place there,
+             * scattered with the block), or straight into its slot */
+            g->dst = to_stage ? ((uint64_t)m * spb + x) * d->stage_stride
+                              : (uint64_t)t->miss_slots[m] * s->slot_bytes +
+                                    (kind ? d->v_off : 0) +
+                                    (uint64_t)h * (uint64_t)B * (uint64_t)D * es;
             g->length = l->length; /* = valid rows x D x es: finish_read checked it */
             g->crc_raw = crc_raw_of(d, l->crc, l->length);
             g->id = (uint32_t)d->ngrec;
@@ -978,7 +970,8 @@ sw_status sw_swap_dev_gather(sw_swap *s, const sw_swap_attend_params *p, const s
 {
     sw_swap_dev *d = s->dev;
     *issued = 0;
-    if (!d->ahead || !t->lease || t->hbuf < 0 || t->hbuf >= d->nhstage)
+    if (!d->ahead || !t->lease || t->hbuf < 0 || t->hbuf >= d->nhstage || t->buf < 0 ||
+        t->buf >= d->nhstage)
         return SW_OK;
     const size_t spb = 2 * (size_t)s->m.num_kv_heads;
     const sw_swap_layer *L = &q->layers[p->layer];
@@ -999,8 +992,6 @@ sw_status sw_swap_dev_gather(sw_swap *s, const sw_swap_attend_params *p, const s
                 return SW_OK;
             leased++;
         }
-        if (leased != 0 && leased != spb)
-            return SW_OK; /* scattered whole first: on the compute stream */
         ngather += (int32_t)leased;
     }
     if (ngather == 0)
@@ -1011,21 +1002,17 @@ sw_status sw_swap_dev_gather(sw_swap *s, const sw_swap_attend_params *p, const s
         return sw_fail(SW_STATUS_INTERNAL, "device descriptors exhausted (%zu of %zu bytes)",
                        d->desc_used, d->desc_bytes);
     int32_t n = 0;
-    SW_TRY(gather_items(s, p, q, t, gd, &n));
+    SW_TRY(gather_items(s, p, q, t, 1, gd, &n));
     void *gs = d->gstream[d->gnext];
     d->gnext ^= 1;
-    /* after the compute of the last tile that read its victim slots (that
-     * tile's or a later ring event: later computes end later), or after the
-     * work before this pass */
-    if (t->gdep >= d->nhstage)
-        return sw_fail(SW_STATUS_INTERNAL, "gather dependency %d outside the ring of %d", t->gdep,
-                       d->nhstage);
-    SW_TRY(sw_cuda_swap_stream_wait(gs, t->gdep >= 0 ? d->ev_kr[t->gdep] : d->ev_pass));
+    /* into the tile's device staging, once the scatter of the tile that
+     * used it before (a ring's length earlier) has run */
+    SW_TRY(sw_cuda_swap_stream_wait(gs, d->ev_stage[t->buf]));
     sw_cuda_swap_gather_args ga;
     memset(&ga, 0, sizeof ga);
     ga.g = gd; /* pinned: the kernel reads the items over PCIe, no upload */
     ga.n = n;
-    ga.pool = d->pool;
+    ga.pool = d->stage[t->buf];
     ga.bad = d->d_bad;
     ga.bad_cap = SW_SWAP_BAD_CAP;
     ga.ctas = d->gather_ctas;
@@ -1054,7 +1041,8 @@ sw_status sw_swap_dev_compute(sw_swap *s, const sw_swap_attend_params *p, const 
             leased += t->lease[(size_t)m * spb + x].ptr != NULL;
         if (!t->gathered)
             ngather += leased;
-        nfill += (size_t)leased < spb;
+        /* gathered ahead: the whole block is in the staging */
+        nfill += t->gathered || (size_t)leased < spb;
     }
     size_t bo = 0, fo = 0, go = 0;
     sw_cuda_swap_blk *bd = desc_take(d, sizeof(sw_cuda_swap_blk) * (size_t)t->n, &bo);
@@ -1081,13 +1069,13 @@ sw_status sw_swap_dev_compute(sw_swap *s, const sw_swap_attend_params *p, const 
     }
     int32_t nf = 0, ng = 0;
     if (ngather > 0)
-        SW_TRY(gather_items(s, p, q, t, gd, &ng));
+        SW_TRY(gather_items(s, p, q, t, 0, gd, &ng));
     for (int32_t m = 0; m < t->nmiss; m++) {
         const sw_swap_blk *e = &L->blk[t->miss_blocks[m]];
         size_t leased = 0;
         for (size_t x = 0; t->lease && x < spb; x++)
             leased += t->lease[(size_t)m * spb + x].ptr != NULL;
-        if (leased == spb)
+        if (leased == spb && !t->gathered)
             continue; /* nothing of it in the staging */
         /* the slot the tile planned, not the block's current one: a tile
          * planned since (read-ahead) may already have evicted this block */
@@ -1104,6 +1092,8 @@ sw_status sw_swap_dev_compute(sw_swap *s, const sw_swap_attend_params *p, const 
     tl_mark(d, stream, 'c', 10 * t->hbuf + (t->gathered ? 1 : 0) + (ngather > 0 ? 2 : 0));
     SW_TRY(sw_cuda_swap_copy(d->desc_dev + bo, d->desc_host + bo, end - bo, stream));
     tl_mark(d, stream, 'u', t->hbuf);
+    if (t->gathered) /* its gathers into the staging, issued ahead on a gather stream */
+        SW_TRY(sw_cuda_swap_stream_wait(stream, d->ev_g[t->hbuf]));
     if (nfill > 0) {
         /* A block with some stripes gathered (the host tier held part of
          * it) is scattered whole: the gather below overwrites those. */
@@ -1136,8 +1126,6 @@ sw_status sw_swap_dev_compute(sw_swap *s, const sw_swap_attend_params *p, const 
     }
     /* the staging buffer may be refilled once the scatter has run */
     SW_TRY(sw_cuda_swap_event_record(d->ev_stage[t->buf], stream));
-    if (t->gathered) /* its gathers, issued ahead on a gather stream */
-        SW_TRY(sw_cuda_swap_stream_wait(stream, d->ev_g[t->hbuf]));
     const int32_t r0 = p->q_indptr[t->bi];
     const int32_t ql = p->q_indptr[t->bi + 1] - r0;
     sw_cuda_swap_tile_args a;
@@ -1183,8 +1171,6 @@ sw_status sw_swap_dev_compute(sw_swap *s, const sw_swap_attend_params *p, const 
     }
     SW_TRY(sw_cuda_swap_merge(&a, stream));
     tl_mark(d, stream, 'C', t->hbuf);
-    if (d->ahead) /* what the gathers overwriting this tile's slots wait for */
-        SW_TRY(sw_cuda_swap_event_record(d->ev_kr[t->hbuf], stream));
     s->st.kernel_kv_bytes += kv_bytes;
     return SW_OK;
 }

@@ -48,9 +48,6 @@ typedef struct sw_swap_slot {
     float score;          /* last predictor score (-inf unscored) */
     uint64_t last_access; /* engine tick */
     uint64_t pin;         /* tile id that pins it (0 = none) */
-    uint64_t use;         /* id (pin) of the last tile that read it: a device
-                           * gather that overwrites it waits for that tile's
-                           * compute (attend.c, issue_gathers) */
     uint8_t *data;        /* K then V, slot layout, slot_bytes */
 } sw_swap_slot;
 
@@ -336,16 +333,14 @@ typedef struct sw_swap_dev_tile {
      * sw_swap_dev_gather issued its gathers ahead (then the kernel waits
      * for them instead of gathering after the scatter) */
     int32_t hbuf, gathered;
-    /* what its gathers wait for on the GPU (sw_swap_dev_gather): -1 = the
-     * work before this pass, >= 0 = the ring position of the last tile that
-     * read one of its victim slots (that tile's compute) */
-    int32_t gdep;
 } sw_swap_dev_tile;
-/* Issues the tile's gathers ahead of its kernel, on a gather stream, after
- * the compute named by t->gdep (the last reader of its victim slots), which
- * must have been enqueued. *issued = 0 (nothing done) when gathers ahead are off
- * (SPILLWAY_SWAP_GATHER_AHEAD=0), nothing is leased, or a block is partly
- * leased; the tile then gathers in sw_swap_dev_compute. */
+/* Issues the tile's gathers ahead of its kernel, on a gather stream, into
+ * its device staging (t->buf), which the tile's scatter moves into its
+ * slots in stream order: no wait for other tiles' computes, only for the
+ * staging's previous scatter. *issued = 0 (nothing done) when gathers
+ * ahead are off (SPILLWAY_SWAP_GATHER_AHEAD=0), nothing is leased, or a
+ * lease's length is not its block's; the tile then gathers in
+ * sw_swap_dev_compute. */
 sw_status sw_swap_dev_gather(sw_swap *s, const sw_swap_attend_params *p, const sw_swap_seq *q,
                              const sw_swap_dev_tile *t, int *issued);
 sw_status sw_swap_dev_compute(sw_swap *s, const sw_swap_attend_params *p, const sw_swap_seq *q,
