@@ -138,6 +138,15 @@ typedef struct sw_swap_dev {
      * gather-done event by ring position (nhstage), and whether this call
      * issued any (the verdict then waits for the gather streams too) */
     int ahead;
+    /* per ring position: the tile's descriptors, built and uploaded on its
+     * gather stream ahead of the gather (so its compute uploads nothing
+     * while the gathers fill PCIe); set = 1 until the compute takes them */
+    struct dev_pre {
+        int set;
+        size_t bo, fo, end;
+        int32_t nfill;
+        uint64_t kv_bytes;
+    } *pre;
     int32_t gather_ctas; /* CTAs per gather launch (SPILLWAY_SWAP_GATHER_CTAS, default SMs; 0: one per stripe) */
     void *gstream[2];
     void **ev_g;
@@ -349,6 +358,7 @@ void sw_swap_dev_destroy(sw_swap *s)
     for (int32_t i = 0; d->ev_g && i < d->nhstage; i++)
         sw_cuda_swap_event_destroy(d->ev_g[i]);
     free(d->ev_g);
+    free(d->pre);
     for (int i = 0; i < 2; i++)
         sw_cuda_swap_stream_destroy(d->gstream[i]);
     /* every call releases its leases; this is for a call that never ended */
@@ -465,7 +475,8 @@ sw_status sw_swap_dev_create(sw_swap *s)
         for (int i = 0; i < 2; i++)
             SW_TRY(sw_cuda_swap_stream_create(&d->gstream[i]));
         d->ev_g = calloc((size_t)d->nhstage, sizeof *d->ev_g);
-        if (!d->ev_g)
+        d->pre = calloc((size_t)d->nhstage, sizeof *d->pre);
+        if (!d->ev_g || !d->pre)
             return sw_fail(SW_STATUS_NO_MEMORY, "device pool: gather events");
         for (int32_t i = 0; i < d->nhstage; i++)
             SW_TRY(sw_cuda_swap_event_create(&d->ev_g[i], 0));
@@ -965,6 +976,84 @@ static sw_status gather_items(sw_swap *s, const sw_swap_attend_params *p, const 
     return SW_OK;
 }
 
+/* The tile's descriptors in the pinned descriptor space: its blocks, its
+ * fills (blocks scattered from the staging: every missing block when its
+ * stripes were gathered ahead into the staging, else those not wholly
+ * leased) and, when not gathered ahead, its gather items. Offsets of each
+ * and the end of the span to upload. */
+static sw_status build_desc(sw_swap *s, const sw_swap_attend_params *p, const sw_swap_seq *q,
+                            const sw_swap_dev_tile *t, int gathered, size_t *bo_o, size_t *fo_o,
+                            size_t *go_o, size_t *end_o, int32_t *nfill_o, int32_t *ngather_o,
+                            uint64_t *kv_o)
+{
+    sw_swap_dev *d = s->dev;
+    const int32_t H = s->m.num_kv_heads, D = s->m.head_dim;
+    const sw_swap_layer *L = &q->layers[p->layer];
+    const size_t spb = 2 * (size_t)H; /* stripes per block */
+    int32_t nfill = 0, ngather = 0;
+    for (int32_t m = 0; m < t->nmiss; m++) {
+        int32_t leased = 0;
+        for (size_t x = 0; t->lease && x < spb; x++)
+            leased += t->lease[(size_t)m * spb + x].ptr != NULL;
+        if (!gathered)
+            ngather += leased;
+        /* gathered ahead: the whole block is in the staging */
+        nfill += gathered || (size_t)leased < spb;
+    }
+    size_t bo = 0, fo = 0, go = 0;
+    sw_cuda_swap_blk *bd = desc_take(d, sizeof(sw_cuda_swap_blk) * (size_t)t->n, &bo);
+    sw_cuda_swap_fill *fd = nfill > 0
+                                ? desc_take(d, sizeof(sw_cuda_swap_fill) * (size_t)nfill, &fo)
+                                : NULL;
+    sw_cuda_swap_gather_item *gd =
+        ngather > 0 ? desc_take(d, sizeof(*gd) * (size_t)ngather, &go) : NULL;
+    if (!bd || (nfill > 0 && !fd) || (ngather > 0 && !gd))
+        return sw_fail(SW_STATUS_INTERNAL, "device descriptors exhausted (%zu of %zu bytes)",
+                       d->desc_used, d->desc_bytes);
+    uint64_t kv_bytes = 0;
+    for (int32_t i = 0; i < t->n; i++) {
+        const sw_swap_blk *e = &L->blk[t->blocks[i]];
+        memset(&bd[i], 0, sizeof bd[i]);
+        bd[i].slot = t->slots[i];
+        bd[i].block = t->blocks[i];
+        bd[i].valid = e->valid;
+        bd[i].dtype = e->dtype;
+        bd[i].k_scale = e->k_scale;
+        bd[i].v_scale = e->v_scale;
+        kv_bytes += 2 * (uint64_t)H * (uint64_t)e->valid * (uint64_t)D *
+                    sw_swap_kv_elem_size((sw_swap_kv_dtype)e->dtype);
+    }
+    int32_t nf = 0, ng = 0;
+    if (ngather > 0)
+        SW_TRY(gather_items(s, p, q, t, 0, gd, &ng));
+    for (int32_t m = 0; m < t->nmiss; m++) {
+        const sw_swap_blk *e = &L->blk[t->miss_blocks[m]];
+        size_t leased = 0;
+        for (size_t x = 0; t->lease && x < spb; x++)
+            leased += t->lease[(size_t)m * spb + x].ptr != NULL;
+        if (leased == spb && !gathered)
+            continue; /* nothing of it in the staging */
+        /* the slot the tile planned, not the block's current one: a tile
+         * planned since (read-ahead) may already have evicted this block */
+        fd[nf].slot = t->miss_slots[m];
+        fd[nf].m = m;
+        fd[nf].valid = e->valid;
+        fd[nf].dtype = e->dtype;
+        nf++;
+    }
+    /* fills and gathers follow the blocks in the descriptor space: one copy */
+    *end_o = ngather > 0 ? go + sizeof(*gd) * (size_t)ngather
+                       : nfill > 0 ? fo + sizeof(sw_cuda_swap_fill) * (size_t)nfill
+                                   : bo + sizeof(sw_cuda_swap_blk) * (size_t)t->n;
+    *bo_o = bo;
+    *fo_o = fo;
+    *go_o = go;
+    *nfill_o = nfill;
+    *ngather_o = ngather;
+    *kv_o = kv_bytes;
+    return SW_OK;
+}
+
 sw_status sw_swap_dev_gather(sw_swap *s, const sw_swap_attend_params *p, const sw_swap_seq *q,
                              const sw_swap_dev_tile *t, int *issued)
 {
@@ -1003,11 +1092,19 @@ sw_status sw_swap_dev_gather(sw_swap *s, const sw_swap_attend_params *p, const s
                        d->desc_used, d->desc_bytes);
     int32_t n = 0;
     SW_TRY(gather_items(s, p, q, t, 1, gd, &n));
+    struct dev_pre *pr = &d->pre[t->hbuf];
+    int32_t ng0 = 0;
+    size_t go0 = 0;
+    SW_TRY(build_desc(s, p, q, t, 1, &pr->bo, &pr->fo, &go0, &pr->end, &pr->nfill, &ng0,
+                      &pr->kv_bytes));
     void *gs = d->gstream[d->gnext];
     d->gnext ^= 1;
     /* into the tile's device staging, once the scatter of the tile that
-     * used it before (a ring's length earlier) has run */
+     * used it before (a ring's length earlier) has run; the tile's
+     * descriptors go up first, on the same stream */
     SW_TRY(sw_cuda_swap_stream_wait(gs, d->ev_stage[t->buf]));
+    SW_TRY(sw_cuda_swap_copy(d->desc_dev + pr->bo, d->desc_host + pr->bo, pr->end - pr->bo, gs));
+    pr->set = 1;
     sw_cuda_swap_gather_args ga;
     memset(&ga, 0, sizeof ga);
     ga.g = gd; /* pinned: the kernel reads the items over PCIe, no upload */
@@ -1032,65 +1129,28 @@ sw_status sw_swap_dev_compute(sw_swap *s, const sw_swap_attend_params *p, const 
     const int32_t H = s->m.num_kv_heads, Hq = s->m.num_qo_heads, G = Hq / H;
     const int32_t D = s->m.head_dim, B = s->m.block_size;
     const sw_swap_layer *L = &q->layers[p->layer];
-    /* descriptors of the tile, its fills and its gathers in one upload */
-    const size_t spb = 2 * (size_t)H; /* stripes per block */
+    /* descriptors of the tile, its fills and its gathers in one upload:
+     * uploaded ahead with its gathers, or now */
+    size_t bo = 0, fo = 0, go = 0, end = 0;
     int32_t nfill = 0, ngather = 0;
-    for (int32_t m = 0; m < t->nmiss; m++) {
-        int32_t leased = 0;
-        for (size_t x = 0; t->lease && x < spb; x++)
-            leased += t->lease[(size_t)m * spb + x].ptr != NULL;
-        if (!t->gathered)
-            ngather += leased;
-        /* gathered ahead: the whole block is in the staging */
-        nfill += t->gathered || (size_t)leased < spb;
-    }
-    size_t bo = 0, fo = 0, go = 0;
-    sw_cuda_swap_blk *bd = desc_take(d, sizeof(sw_cuda_swap_blk) * (size_t)t->n, &bo);
-    sw_cuda_swap_fill *fd = nfill > 0
-                                ? desc_take(d, sizeof(sw_cuda_swap_fill) * (size_t)nfill, &fo)
-                                : NULL;
-    sw_cuda_swap_gather_item *gd =
-        ngather > 0 ? desc_take(d, sizeof(*gd) * (size_t)ngather, &go) : NULL;
-    if (!bd || (nfill > 0 && !fd) || (ngather > 0 && !gd))
-        return sw_fail(SW_STATUS_INTERNAL, "device descriptors exhausted (%zu of %zu bytes)",
-                       d->desc_used, d->desc_bytes);
     uint64_t kv_bytes = 0;
-    for (int32_t i = 0; i < t->n; i++) {
-        const sw_swap_blk *e = &L->blk[t->blocks[i]];
-        memset(&bd[i], 0, sizeof bd[i]);
-        bd[i].slot = t->slots[i];
-        bd[i].block = t->blocks[i];
-        bd[i].valid = e->valid;
-        bd[i].dtype = e->dtype;
-        bd[i].k_scale = e->k_scale;
-        bd[i].v_scale = e->v_scale;
-        kv_bytes += 2 * (uint64_t)H * (uint64_t)e->valid * (uint64_t)D *
-                    sw_swap_kv_elem_size((sw_swap_kv_dtype)e->dtype);
+    int up = 1;
+    if (t->gathered && d->pre && d->pre[t->hbuf].set) {
+        const struct dev_pre *pr = &d->pre[t->hbuf];
+        bo = pr->bo;
+        fo = pr->fo;
+        end = pr->end;
+        nfill = pr->nfill;
+        kv_bytes = pr->kv_bytes;
+        d->pre[t->hbuf].set = 0;
+        up = 0; /* on the gather stream, before the gather: ev_g covers it */
+    } else {
+        SW_TRY(build_desc(s, p, q, t, t->gathered, &bo, &fo, &go, &end, &nfill, &ngather,
+                          &kv_bytes));
     }
-    int32_t nf = 0, ng = 0;
-    if (ngather > 0)
-        SW_TRY(gather_items(s, p, q, t, 0, gd, &ng));
-    for (int32_t m = 0; m < t->nmiss; m++) {
-        const sw_swap_blk *e = &L->blk[t->miss_blocks[m]];
-        size_t leased = 0;
-        for (size_t x = 0; t->lease && x < spb; x++)
-            leased += t->lease[(size_t)m * spb + x].ptr != NULL;
-        if (leased == spb && !t->gathered)
-            continue; /* nothing of it in the staging */
-        /* the slot the tile planned, not the block's current one: a tile
-         * planned since (read-ahead) may already have evicted this block */
-        fd[nf].slot = t->miss_slots[m];
-        fd[nf].m = m;
-        fd[nf].valid = e->valid;
-        fd[nf].dtype = e->dtype;
-        nf++;
-    }
-    /* fills and gathers follow the blocks in the descriptor space: one copy */
-    const size_t end = ngather > 0 ? go + sizeof(*gd) * (size_t)ngather
-                       : nfill > 0 ? fo + sizeof(sw_cuda_swap_fill) * (size_t)nfill
-                                   : bo + sizeof(sw_cuda_swap_blk) * (size_t)t->n;
     tl_mark(d, stream, 'c', 10 * t->hbuf + (t->gathered ? 1 : 0) + (ngather > 0 ? 2 : 0));
-    SW_TRY(sw_cuda_swap_copy(d->desc_dev + bo, d->desc_host + bo, end - bo, stream));
+    if (up)
+        SW_TRY(sw_cuda_swap_copy(d->desc_dev + bo, d->desc_host + bo, end - bo, stream));
     tl_mark(d, stream, 'u', t->hbuf);
     if (t->gathered) /* its gathers into the staging, issued ahead on a gather stream */
         SW_TRY(sw_cuda_swap_stream_wait(stream, d->ev_g[t->hbuf]));

@@ -31,6 +31,7 @@
 #include "store/crc32c_gf2.h"
 #include "core/sw_core.h"
 #include "cuda/sw_cuda_check.h"
+#include "swap_carve.cuh"
 
 #include <cuda_runtime.h>
 
@@ -149,20 +150,8 @@ extern "C" sw_status sw_cuda_swap_gather(const sw_cuda_swap_gather_args *a, void
     if (a->n <= 0)
         return SW_OK;
     static const sw_crc32c_gather_consts k = make_consts(); /* thread-safe init */
-    /* The SM's shared-memory carve-out at its largest, as the tile kernels
-     * need it: an SM running a CTA of a kernel with a smaller carve-out
-     * cannot take a tile CTA until it drains, and the gather would again
-     * run alone. Once per device. */
     static volatile int carved[64];
-    int dev = 0;
-    SW_CUDA_CHECK(cudaGetDevice(&dev));
-    if (dev >= 64 || !carved[dev]) {
-        SW_CUDA_CHECK(cudaFuncSetAttribute(swap_gather_kernel,
-                                           cudaFuncAttributePreferredSharedMemoryCarveout,
-                                           (int)cudaSharedmemCarveoutMaxShared));
-        if (dev < 64)
-            carved[dev] = 1;
-    }
+    SW_TRY(sw_swap_carve_max(swap_gather_kernel, carved));
     const int32_t grid = a->ctas > 0 && a->ctas < a->n ? a->ctas : a->n;
     swap_gather_kernel<<<(unsigned)grid, NT, 0, (cudaStream_t)stream>>>(*a, k);
     SW_CUDA_CHECK(cudaGetLastError());

@@ -18,6 +18,7 @@
 #include "swap/swap_cuda.h"
 #include "core/sw_core.h"
 #include "cuda/sw_cuda_check.h"
+#include "swap_carve.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -101,6 +102,8 @@ extern "C" sw_status sw_cuda_swap_scatter(const sw_cuda_swap_scatter_args *a, vo
     if (a->nfill <= 0)
         return SW_OK;
     dim3 grid((unsigned)a->nfill, (unsigned)(2 * a->H));
+    static volatile int carved[64];
+    SW_TRY(sw_swap_carve_max(swap_scatter_kernel, carved));
     swap_scatter_kernel<<<grid, 128, 0, (cudaStream_t)stream>>>(*a);
     SW_CUDA_CHECK(cudaGetLastError());
     return SW_OK;
@@ -467,6 +470,8 @@ extern "C" sw_status sw_cuda_swap_merge(const sw_cuda_swap_tile_args *a, void *s
     if (a->nblk <= 0 || a->ql <= 0)
         return SW_OK;
     dim3 mg((unsigned)(a->ql * a->G), (unsigned)a->H);
+    static volatile int carved[64];
+    SW_TRY(sw_swap_carve_max(swap_merge_kernel, carved));
     swap_merge_kernel<<<mg, a->D < 128 ? a->D : 128, 0, (cudaStream_t)stream>>>(*a);
     SW_CUDA_CHECK(cudaGetLastError());
     return SW_OK;
