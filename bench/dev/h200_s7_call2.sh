@@ -16,6 +16,7 @@
 #   hosttl   the swap host-tier case at tiles of 128 and 256 blocks with SPILLWAY_SWAP_TIMELINE=1
 #   hostq    the host-tier case at tile $TILE (256) with the timeline, for each setting in $HOSTQ (default: as
 #            is, CUDA_DEVICE_MAX_CONNECTIONS=32, SPILLWAY_SWAP_GATHER_AHEAD=0)
+#   swaprec  the recorded `spillway bench swap` (every case)
 #   ncab     non-causal 1x16k (all three head shapes), v12 against .carry/v10 (-DSW_MAX_SLACK=0), 3 rounds
 # Run with carry [".carry"]; each stage's files go to one archive under $OUT.
 set -u
@@ -90,5 +91,10 @@ hostq)
     echo "$v"; grep -E "rc=|host_tier_read_GBps" "$OUT/hostq/swap-h200-host-q-${v//=/-}-t${TILE:-256}.log"
     grep -E "span" "$OUT/hostq/swap-h200-host-q-${v//=/-}-t${TILE:-256}.log" | tail -2
   done ;;
+swaprec)
+  # the recorded swap bench (every case; the resident one at 512k tokens with a GPU)
+  { uptime; LD_LIBRARY_PATH=$PWD/$B:$DEB timeout 200 $B/spillway bench swap --dir /var/tmp \
+      --json "$OUT/swaprec/swap-h200.json"; echo "bench swap rc=$?"; } >"$OUT/swaprec/swap-h200-bench.log" 2>&1
+  grep -E "rc=|_GBps|step_ms|MISSED|met" "$OUT/swaprec/swap-h200-bench.log" | head -20 ;;
 *) echo "unknown stage $stage" >&2 ;;
 esac; echo "$stage $(el)"; pack "$stage"; done

@@ -17,16 +17,12 @@
  * Shared memory: the byte table and 32 bytes of reduction (the first form
  * staged the segment there, 10.5 KiB a CTA, for 64-byte chunks per thread).
  *
- * The grid is `ctas` CTAs (the engine: one per SM) walking the stripes with
- * a stride, the next stripe's descriptor loaded while the current one is
- * processed: ~1 MiB in flight on an H200 is far more than PCIe needs, and
- * CTAs of ~1 KiB of shared memory and few registers fit beside the tile
- * kernel's (~215 KiB), so a tile's compute runs while the next tiles'
- * gathers stream. With one
- * CTA per stripe (ctas = 0, the first form) a 768-stripe gather filled
- * every SM with its CTAs and the tile kernel, needing a whole SM's shared
- * memory, waited for it to drain: gathers and computes ran one after the
- * other (SPILLWAY_SWAP_TIMELINE, docs/perf/swap.md session 7). */
+ * The grid is `ctas` CTAs (the engine: half the SMs) walking the stripes
+ * with a stride, the next stripe's descriptor loaded while the current one
+ * is processed: ~0.5 MiB in flight on an H200 still fills PCIe, and CTAs of
+ * ~2 KiB of shared memory and 40 registers fit beside the tile kernel's
+ * (~215 KiB, ~46k registers). With one CTA per stripe (ctas = 0, the first
+ * form) a 768-stripe gather filled every SM with its CTAs. */
 #include "swap/swap_cuda.h"
 #include "store/crc32c_gf2.h"
 #include "core/sw_core.h"
