@@ -17,6 +17,7 @@
 #   hostq    the host-tier case at tile $TILE (256) with the timeline, for each setting in $HOSTQ (default: as
 #            is, CUDA_DEVICE_MAX_CONNECTIONS=32, SPILLWAY_SWAP_GATHER_AHEAD=0)
 #   swaprec  the recorded `spillway bench swap` (every case)
+#   storerec the recorded `spillway store bench`
 #   ncab     non-causal 1x16k (all three head shapes), v12 against .carry/v10 (-DSW_MAX_SLACK=0), 3 rounds
 # Run with carry [".carry"]; each stage's files go to one archive under $OUT.
 set -u
@@ -96,5 +97,10 @@ swaprec)
   { uptime; LD_LIBRARY_PATH=$PWD/$B:$DEB timeout 200 $B/spillway bench swap --dir /var/tmp \
       --json "$OUT/swaprec/swap-h200.json"; echo "bench swap rc=$?"; } >"$OUT/swaprec/swap-h200-bench.log" 2>&1
   grep -E "rc=|_GBps|step_ms|MISSED|met" "$OUT/swaprec/swap-h200-bench.log" | head -20 ;;
+storerec)
+  # the recorded store bench (issue 3): raw-seq, raw-rand64k, the engine's order, host tier, memcpy
+  { uptime; LD_LIBRARY_PATH=$PWD/$B:$DEB timeout 240 $B/spillway store bench --dir /var/tmp \
+      --json "$OUT/storerec/store-h200.json"; echo "store bench rc=$?"; } >"$OUT/storerec/store-h200.log" 2>&1
+  grep -E "rc=|engine/raw|host tier|median of per-pass" "$OUT/storerec/store-h200.log" | head -12 ;;
 *) echo "unknown stage $stage" >&2 ;;
 esac; echo "$stage $(el)"; pack "$stage"; done
