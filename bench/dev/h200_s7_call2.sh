@@ -18,6 +18,7 @@
 #            is, CUDA_DEVICE_MAX_CONNECTIONS=32, SPILLWAY_SWAP_GATHER_AHEAD=0)
 #   swaprec  the recorded `spillway bench swap` (every case)
 #   storerec the recorded `spillway store bench`
+#   ptab     test_swap_cuda with the planner thread, then the host-tier case with it off / on
 #   ncab     non-causal 1x16k (all three head shapes), v12 against .carry/v10 (-DSW_MAX_SLACK=0), 3 rounds
 # Run with carry [".carry"]; each stage's files go to one archive under $OUT.
 set -u
@@ -102,5 +103,19 @@ storerec)
   { uptime; LD_LIBRARY_PATH=$PWD/$B:$DEB timeout 240 $B/spillway store bench --dir /var/tmp \
       --json "$OUT/storerec/store-h200.json"; echo "store bench rc=$?"; } >"$OUT/storerec/store-h200.log" 2>&1
   grep -E "rc=|engine/raw|host tier|median of per-pass" "$OUT/storerec/store-h200.log" | head -12 ;;
+ptab)
+  # the planner thread (SPILLWAY_SWAP_PLAN_THREAD=1): test_swap_cuda with it, then the host-tier case
+  # (tile 128, no timeline) off / on, two rounds
+  mkdir -p .carry/st && tar xJf .carry/tests.tar.xz -C .carry/st
+  { SPILLWAY_SWAP_PLAN_THREAD=1 SW_TEST_SWAP_CASES=16 LD_LIBRARY_PATH=$PWD/$B:$DEB timeout 100 \
+      .carry/st/test_swap_cuda; echo "test_swap_cuda (planner thread) rc=$?"; } >"$OUT/ptab/test-swap-cuda-planthread.log" 2>&1
+  tail -1 "$OUT/ptab/test-swap-cuda-planthread.log"
+  for r in 1 2; do for v in 0 1; do
+    { echo "# SPILLWAY_SWAP_PLAN_THREAD=$v spillway bench swap --dir /var/tmp --cases host"
+      SPILLWAY_SWAP_PLAN_THREAD=$v LD_LIBRARY_PATH=$PWD/$B:$DEB timeout 40 $B/spillway bench swap --dir /var/tmp \
+        --cases host --json "$OUT/ptab/swap-h200-host-pt$v-r$r.json"; echo "rc=$?"; } >"$OUT/ptab/swap-h200-host-pt$v-r$r.log" 2>&1
+    echo "thread=$v r$r: $(grep -E 'host-tier-bound  host_tier_read_GBps' "$OUT/ptab/swap-h200-host-pt$v-r$r.log")"
+    grep -E "per step, host side" "$OUT/ptab/swap-h200-host-pt$v-r$r.log"
+  done; done ;;
 *) echo "unknown stage $stage" >&2 ;;
 esac; echo "$stage $(el)"; pack "$stage"; done
