@@ -837,6 +837,8 @@ sw_status sw_swap_dev_attend_begin(sw_swap *s, const sw_swap_attend_params *p,
     SW_TRY(wait_done(d));
     d->ntl = 0;
     tl_mark(d, stream, 'B', 0);
+    for (int32_t i = 0; d->pre && i < d->nhstage; i++)
+        d->pre[i].set = 0; /* descriptors of a call that ended early: stale */
     /* m, l, acc, qp, scores, part, two fp32 outputs (sparse check) */
     const size_t hr = (size_t)(hrows > 0 ? hrows : 1);
     const size_t o_m = 0, o_l = o_m + sw_align_up(hr, 4), o_acc = o_l + sw_align_up(hr, 4);
