@@ -228,13 +228,26 @@ static size_t read_merge_bytes(const sw_store *s, size_t chunk)
     return m > s->run_bytes ? m : 0;
 }
 
+/* Bytes of unwanted slots a request reads through rather than being split
+ * in two (and of leading slots read with a run's header rather than a
+ * separate header request): 64 KiB, SPILLWAY_STORE_READ_GAP to measure
+ * others (0: never read through). The swap engine's disk case reads 1.15 x
+ * its payload, mostly through such gaps around pool hits
+ * (docs/perf/swap.md): a deep queue may prefer more, smaller requests. */
+static uint64_t read_gap_bytes(void)
+{
+    const int64_t g = sw_env_int("SPILLWAY_STORE_READ_GAP", 65536);
+    return g > 0 ? (uint64_t)g : 0;
+}
+
 size_t sw_store_read_plan(sw_store *s, sw_read_item *items, size_t i, size_t n, char *bounce,
                           size_t bounce_cap, size_t ops_cap, int ticket, sw_read_batch *b)
 {
     const uint64_t sb = s->g.slot_bytes, hb = s->g.run_header_bytes;
     const uint32_t R = s->g.run_blocks;
     /* Gap slots worth reading through rather than splitting a request. */
-    const uint32_t max_gap = (uint32_t)(65536 / sb) + 1;
+    const uint64_t gap = read_gap_bytes();
+    const uint32_t max_gap = gap ? (uint32_t)(gap / sb) + 1 : 1;
     const size_t chunk = read_chunk_bytes(s, ticket);
     const uint32_t chunk_slots = chunk ? (uint32_t)(chunk / sb) : 0;
     const size_t merge = read_merge_bytes(s, chunk);
@@ -259,7 +272,7 @@ size_t sw_store_read_plan(sw_store *s, sw_read_item *items, size_t i, size_t n, 
             j++;
         }
         g.last = j - 1;
-        g.split = (uint64_t)g.p0 * sb > 65536;
+        g.split = (uint64_t)g.p0 * sb > gap;
         size_t need = (size_t)(hb + (uint64_t)(g.p1 - g.p0 + 1) * sb);
         if (!g.split)
             need = (size_t)(hb + (uint64_t)(g.p1 + 1) * sb);
