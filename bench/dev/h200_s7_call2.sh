@@ -19,6 +19,7 @@
 #   swaprec  the recorded `spillway bench swap` (every case)
 #   storerec the recorded `spillway store bench`
 #   ptab     test_swap_cuda with the planner thread, then the host-tier case with it off / on
+#   emuab    v13 (stage with `stage_s7b.sh emu4 emu6`): test_prefill_cuda on each, then the d64 cases
 #   ncab     non-causal 1x16k (all three head shapes), v12 against .carry/v10 (-DSW_MAX_SLACK=0), 3 rounds
 # Run with carry [".carry"]; each stage's files go to one archive under $OUT.
 set -u
@@ -116,6 +117,19 @@ ptab)
         --cases host --json "$OUT/ptab/swap-h200-host-pt$v-r$r.json"; echo "rc=$?"; } >"$OUT/ptab/swap-h200-host-pt$v-r$r.log" 2>&1
     echo "thread=$v r$r: $(grep -E 'host-tier-bound  host_tier_read_GBps' "$OUT/ptab/swap-h200-host-pt$v-r$r.log")"
     grep -E "per step, host side" "$OUT/ptab/swap-h200-host-pt$v-r$r.log"
+  done; done ;;
+emuab)
+  # v13 (SW_EXP2_EMU_D64): test_prefill_cuda on each staged .carry/emuK, then the d64 cases, the
+  # main build against each variant, interleaved, 2 rounds (ours only)
+  for e in .carry/emu*; do
+    { LD_LIBRARY_PATH=$PWD/$e:$DEB timeout 150 $e/tests/test_prefill_cuda; echo "test_prefill_cuda $(basename $e) rc=$?"; } \
+      >"$OUT/emuab/test-prefill-cuda-$(basename $e).log" 2>&1
+    tail -2 "$OUT/emuab/test-prefill-cuda-$(basename $e).log"
+  done
+  for r in 1 2; do for v in build-h200 $(cd .carry && ls -d emu*); do
+    LD_LIBRARY_PATH=$PWD/.carry/$v:$DEB timeout 60 .carry/$v/spillway bench prefill --cases mix-a,mix-b,16x1k,1x16k \
+      --shapes h32-8/d64 --reps 20 --warmup 3 >"$OUT/emuab/prefill-$v-r$r.log" 2>&1
+    echo "$v r$r: $(grep -E 'spillway ' "$OUT/emuab/prefill-$v-r$r.log" | awk '{print $1, $5}' | tr '\n' ' ')"
   done; done ;;
 *) echo "unknown stage $stage" >&2 ;;
 esac; echo "$stage $(el)"; pack "$stage"; done

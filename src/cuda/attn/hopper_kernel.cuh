@@ -282,6 +282,8 @@ template <int BN> struct row_softmax {
      * slower (1x16k non-causal 642-644 vs 656-663 TFLOP/s, H200, session 7,
      * docs/perf/NOTES.md), so that kernel keeps v10's exact-max softmax. */
     static constexpr bool SLACK = SW_MAX_SLACK && BN != SW_HOPPER_WIDE_BN;
+    /* v13: every EMU-th group of 8 key columns' exp2 by exp2_poly (d64) */
+    static constexpr int EMU = BN == 96 ? SW_EXP2_EMU_D64 : 0;
     float m[2], l[2];
 
     __device__ __forceinline__ void init()
@@ -346,7 +348,10 @@ template <int BN> struct row_softmax {
 #pragma unroll
                 for (int e = 0; e < 2; ++e) {
                     float &x = s[4 * nb + 2 * h + e];
-                    x = sw_portable::fast_exp2(x * scale_log2 - off);
+                    if (EMU > 0 && nb % (EMU > 0 ? EMU : 1) == (EMU > 0 ? EMU : 1) - 1)
+                        x = sw_portable::exp2_poly(x * scale_log2 - off);
+                    else
+                        x = sw_portable::fast_exp2(x * scale_log2 - off);
                     sum += x;
                 }
             l[h] = l[h] * corr[h] + sum;
