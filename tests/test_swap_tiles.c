@@ -7,9 +7,11 @@
  * tiles, more often with SPILLWAY_SWAP_ALIGN_TILES=0 (tiles cut by count),
  * and both match the fp64 reference on every call. Also: a tile's victims
  * from sw_swap_victims_first are sw_swap_pool_rank's first entries (random
- * pools: free, pinned, equal and NaN scores, both policies). */
+ * pools: free, pinned, equal and NaN scores, both policies); the sparse
+ * attend's block selection against references (test_sparse_select). */
 #include "test_swap_util.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -222,11 +224,85 @@ static void test_victims_first(uint64_t seed)
     free(first);
 }
 
+/* The reference order of sw_swap_sparse_select: score ascending, NaN lowest,
+ * then index. */
+static const float *g_sc;
+static int sparse_cmp(const void *pa, const void *pb)
+{
+    const int32_t x = *(const int32_t *)pa, y = *(const int32_t *)pb;
+    const float a = g_sc[x], b = g_sc[y];
+    if (isnan(a) != isnan(b))
+        return isnan(a) ? -1 : 1;
+    if (!isnan(a) && a != b)
+        return a < b ? -1 : 1;
+    return (x > y) - (x < y);
+}
+
+/* Sparse selection (top k by score + the last w blocks + unscored ones)
+ * against two independent references: for n <= 1500 the rank of each
+ * block counted pairwise (O(n^2)), for larger n a qsort of the same order;
+ * scores with ties, +-inf and NaN; n up to 40000 (the quadratic insertion
+ * sort it replaced took ~10^9 comparisons a call there). */
+static void test_sparse_select(uint64_t seed)
+{
+    uint64_t x = seed ^ 0x5eed;
+    for (int round = 0; round < 120; round++) {
+        const int32_t n = round < 100 ? 1 + (int32_t)(vt_rand(&x) % 1500)
+                                      : 20000 + (int32_t)(vt_rand(&x) % 20001);
+        const int32_t k = (int32_t)(vt_rand(&x) % (uint64_t)(n + 3)) - 1; /* -1 .. n+1 */
+        const int32_t w = (int32_t)(vt_rand(&x) % (uint64_t)(n / 4 + 2));
+        float *sc = malloc(sizeof(float) * (size_t)n);
+        uint8_t *sel = malloc((size_t)n), *ref = malloc((size_t)n);
+        int32_t *idx = malloc(sizeof(int32_t) * (size_t)n);
+        for (int32_t b = 0; b < n; b++) {
+            const uint64_t r = vt_rand(&x);
+            const int v = (int)(r % 23);
+            sc[b] = v == 0 ? -INFINITY : v == 1 ? INFINITY : v == 2 ? NAN
+                    : round % 2 ? (float)(v % 5) /* ties */
+                                : (float)((r >> 8) % 100000) * 1e-3f;
+        }
+        CHECK(sw_swap_sparse_select(sc, n, k, w, sel) == 0);
+        for (int32_t b = 0; b < n; b++)
+            ref[b] = b >= n - w || isinf(sc[b]);
+        if (k > 0) {
+            if (n <= 1500) {
+                g_sc = sc;
+                for (int32_t b = 0; b < n; b++) {
+                    int32_t above = 0; /* blocks ranked above b */
+                    for (int32_t c = 0; c < n; c++)
+                        above += c != b && sparse_cmp(&b, &c) < 0;
+                    if (above < k)
+                        ref[b] = 1;
+                }
+            } else {
+                for (int32_t b = 0; b < n; b++)
+                    idx[b] = b;
+                g_sc = sc;
+                qsort(idx, (size_t)n, sizeof *idx, sparse_cmp);
+                for (int32_t i = n - 1; i >= 0 && i >= n - k; i--)
+                    ref[idx[i]] = 1;
+            }
+        }
+        int32_t diff = 0;
+        for (int32_t b = 0; b < n; b++)
+            diff += sel[b] != ref[b];
+        if (diff)
+            fprintf(stderr, "seed %llu round %d (n %d, k %d, w %d): %d blocks differ\n",
+                    (unsigned long long)seed, round, n, k, w, diff);
+        CHECK(diff == 0);
+        free(sc);
+        free(sel);
+        free(ref);
+        free(idx);
+    }
+}
+
 int main(void)
 {
     test_rule();
     const uint64_t seed = ts_seed(20261130);
     test_victims_first(seed);
+    test_sparse_select(seed);
     ts_dir d;
     ts_dir_make(&d, "swap_tiles");
     /* run_blocks 64 (tsw_store_open); stripes of 16 x 64 BF16 */

@@ -160,6 +160,11 @@ size_t sw_swap_pool_rank_scratch(const sw_swap *s);
 /* The first min(k, unpinned slots) entries of sw_swap_pool_rank's order
  * (same out / scratch sizes): what one tile of k blocks can take. */
 int32_t sw_swap_victims_first(sw_swap *s, int32_t k, int32_t *out, void *scratch);
+/* Sparse attend's block selection over n blocks with scores sc: sel[b] = 1
+ * for the last w blocks, every unscored block (+-inf) and the k highest by
+ * score (NaN lowest), ties to the higher block index; O(n log n). Returns 0,
+ * or -1 without memory. */
+int sw_swap_sparse_select(const float *sc, int32_t n, int32_t k, int32_t w, uint8_t *sel);
 /* Drops the resident copy of a block (if any). */
 void sw_swap_pool_drop(sw_swap *s, sw_swap_blk *b);
 /* Drops every resident block of a sequence. */
