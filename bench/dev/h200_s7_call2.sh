@@ -19,6 +19,7 @@
 #   swaprec  the recorded `spillway bench swap` (every case)
 #   storerec the recorded `spillway store bench`
 #   ptab     test_swap_cuda with the planner thread, then the host-tier case with it off / on
+#   chunkab  512 KiB read pieces: store bench in-run A/B, swap disk case default / 512K
 #   emuab    v13 (stage with `stage_s7b.sh emu4 emu6`): test_prefill_cuda on each, then the d64 cases
 #   ncab     non-causal 1x16k (all three head shapes), v12 against .carry/v10 (-DSW_MAX_SLACK=0), 3 rounds
 # Run with carry [".carry"]; each stage's files go to one archive under $OUT.
@@ -130,6 +131,21 @@ emuab)
     LD_LIBRARY_PATH=$PWD/.carry/$v:$DEB timeout 60 .carry/$v/spillway bench prefill --cases mix-a,mix-b,16x1k,1x16k \
       --shapes h32-8/d64 --reps 20 --warmup 3 >"$OUT/emuab/prefill-$v-r$r.log" 2>&1
     echo "$v r$r: $(grep -E 'spillway ' "$OUT/emuab/prefill-$v-r$r.log" | awk '{print $1, $5}' | tr '\n' ' ')"
+  done; done ;;
+chunkab)
+  # issue 3 / 4: 512 KiB read pieces (SPILLWAY_STORE_READ_CHUNK=524288), which won every store-bench
+  # pairing on this disk in session 6 but slowed the swap disk case in session 4 (before the pinned
+  # huge-page I/O memory): the store bench in-run A/B, then the swap disk case default / 512K, 2 rounds
+  { uptime; LD_LIBRARY_PATH=$PWD/$B:$DEB timeout 200 $B/spillway store bench --dir /var/tmp --size-mb 1024 \
+      --passes 7 --host-passes 1 --engine-ab "SPILLWAY_STORE_READ_CHUNK=524288" \
+      --json "$OUT/chunkab/store-h200-chunk512k-ab.json"; echo "store bench rc=$?"; } >"$OUT/chunkab/store-h200-chunk512k-ab.log" 2>&1
+  grep -E "rc=|engine/raw per|A/B/raw per|median of per-pass ratios" "$OUT/chunkab/store-h200-chunk512k-ab.log"
+  for r in 1 2; do for c in 0 524288; do
+    { echo "# SPILLWAY_STORE_READ_CHUNK=$c spillway bench swap --dir /var/tmp --cases disk"
+      env $( [ $c = 0 ] || echo SPILLWAY_STORE_READ_CHUNK=$c ) LD_LIBRARY_PATH=$PWD/$B:$DEB timeout 120 \
+        $B/spillway bench swap --dir /var/tmp --cases disk --json "$OUT/chunkab/swap-h200-disk-chunk$c-r$r.json"
+      echo "rc=$?"; } >"$OUT/chunkab/swap-h200-disk-chunk$c-r$r.log" 2>&1
+    echo "chunk=$c r$r: $(grep -E 'step_ms_vs_1.15x|disk_read_GBps' "$OUT/chunkab/swap-h200-disk-chunk$c-r$r.log" | awk '{print $2, $3, $4, $5}' | tr '\n' ' ')"
   done; done ;;
 *) echo "unknown stage $stage" >&2 ;;
 esac; echo "$stage $(el)"; pack "$stage"; done
