@@ -249,6 +249,7 @@ void sw_swap_destroy(sw_swap *s)
         free_seq(s, s->seqs[i]);
     sw_swap_dev_destroy(s);
     free(s->seqs);
+    free(s->seq_tab);
     free(s->slots);
     sw_aligned_free(s->pool);
     sw_aligned_free(s->stage_mem);
@@ -257,14 +258,72 @@ void sw_swap_destroy(sw_swap *s)
     free(s);
 }
 
+/* ---- the registry's id map (open addressing, linear probing) ---- */
+static size_t seq_hash(uint64_t id, size_t cap)
+{
+    id ^= id >> 30;
+    id *= 0xbf58476d1ce4e5b9ull;
+    id ^= id >> 27;
+    id *= 0x94d049bb133111ebull;
+    id ^= id >> 31;
+    return (size_t)id & (cap - 1);
+}
+
+/* The table position holding id, or the empty one where it would go. */
+static size_t seq_pos(const sw_swap *s, uint64_t id)
+{
+    size_t p = seq_hash(id, s->seq_tab_cap);
+    while (s->seq_tab[p] && s->seqs[s->seq_tab[p] - 1]->id != id)
+        p = (p + 1) & (s->seq_tab_cap - 1);
+    return p;
+}
+
+/* Rebuilds the map at a capacity of at least 2 x (nseqs + 1). */
+static sw_status seq_tab_grow(sw_swap *s)
+{
+    size_t cap = s->seq_tab_cap ? s->seq_tab_cap : 32;
+    while (cap < 2 * (s->nseqs + 1))
+        cap *= 2;
+    if (cap == s->seq_tab_cap)
+        return SW_OK;
+    uint32_t *t = calloc(cap, sizeof *t);
+    if (!t)
+        return sw_fail(SW_STATUS_NO_MEMORY, "sequence registry map");
+    free(s->seq_tab);
+    s->seq_tab = t;
+    s->seq_tab_cap = cap;
+    for (size_t i = 0; i < s->nseqs; i++)
+        s->seq_tab[seq_pos(s, s->seqs[i]->id)] = (uint32_t)(i + 1);
+    return SW_OK;
+}
+
+/* Removes the entry at table position p (backward-shift deletion: the
+ * entries after it that probed past p move up, so lookups never stop at a
+ * hole in their run). */
+static void seq_tab_erase(sw_swap *s, size_t p)
+{
+    const size_t mask = s->seq_tab_cap - 1;
+    size_t q = p;
+    for (;;) {
+        q = (q + 1) & mask;
+        if (!s->seq_tab[q])
+            break;
+        const size_t home = seq_hash(s->seqs[s->seq_tab[q] - 1]->id, s->seq_tab_cap);
+        /* q's entry may fill p if its home is not cyclically in (p, q] */
+        if ((q > p && (home <= p || home > q)) || (q < p && home <= p && home > q)) {
+            s->seq_tab[p] = s->seq_tab[q];
+            p = q;
+        }
+    }
+    s->seq_tab[p] = 0;
+}
+
 sw_swap_seq *sw_swap_find_seq(const sw_swap *s, uint64_t id)
 {
-    /* Linear: serving batches register tens to hundreds of sequences; a hash
-     * map is the obvious next step when that changes. */
-    for (size_t i = 0; i < s->nseqs; i++)
-        if (s->seqs[i]->id == id)
-            return s->seqs[i];
-    return NULL;
+    if (!s->seq_tab_cap)
+        return NULL;
+    const uint32_t e = s->seq_tab[seq_pos(s, id)];
+    return e ? s->seqs[e - 1] : NULL;
 }
 
 sw_status sw_swap_seq_add(sw_swap *s, uint64_t seq_id, uint64_t ns, uint32_t block_base,
@@ -301,6 +360,9 @@ sw_status sw_swap_seq_add(sw_swap *s, uint64_t seq_id, uint64_t ns, uint32_t blo
         s->seqs = n;
         s->seqs_cap = nc;
     }
+    if (s->nseqs >= UINT32_MAX - 1)
+        return sw_fail(SW_STATUS_INVALID, "sequence registry full (%zu sequences)", s->nseqs);
+    SW_TRY(seq_tab_grow(s));
     sw_swap_seq *q = calloc(1, sizeof *q);
     if (q)
         q->layers = calloc((size_t)s->m.num_layers, sizeof *q->layers);
@@ -313,6 +375,7 @@ sw_status sw_swap_seq_add(sw_swap *s, uint64_t seq_id, uint64_t ns, uint32_t blo
     q->block_base = block_base;
     q->max_blocks = max_blocks;
     s->seqs[s->nseqs++] = q;
+    s->seq_tab[seq_pos(s, seq_id)] = (uint32_t)s->nseqs;
     s->st.sequences = s->nseqs;
     return SW_OK;
 }
@@ -334,16 +397,12 @@ sw_status sw_swap_seq_remove(sw_swap *s, uint64_t seq_id, int32_t delete_stripes
 {
     if (!s)
         return sw_fail(SW_STATUS_INVALID, "sw_swap_seq_remove: null handle");
-    size_t idx = 0;
-    sw_swap_seq *q = NULL;
-    for (; idx < s->nseqs; idx++)
-        if (s->seqs[idx]->id == seq_id) {
-            q = s->seqs[idx];
-            break;
-        }
-    if (!q)
+    const size_t pos = s->seq_tab_cap ? seq_pos(s, seq_id) : 0;
+    if (!s->seq_tab_cap || !s->seq_tab[pos])
         return sw_fail(SW_STATUS_NOT_FOUND, "sequence %llu is not registered",
                        (unsigned long long)seq_id);
+    const size_t idx = s->seq_tab[pos] - 1;
+    sw_swap_seq *q = s->seqs[idx];
     sw_status first = SW_OK;
     if (delete_stripes) {
         for (int32_t l = 0; l < s->m.num_layers; l++)
@@ -357,7 +416,11 @@ sw_status sw_swap_seq_remove(sw_swap *s, uint64_t seq_id, int32_t delete_stripes
                     }
     }
     sw_swap_pool_drop_seq(s, q);
+    seq_tab_erase(s, pos);
     s->seqs[idx] = s->seqs[--s->nseqs];
+    if (idx < s->nseqs) /* the last sequence moved into idx: its map entry (which still
+                         * names the old last index, whose pointer is still there) follows */
+        s->seq_tab[seq_pos(s, s->seqs[idx]->id)] = (uint32_t)(idx + 1);
     free_seq(s, q);
     s->st.sequences = s->nseqs;
     return first;

@@ -111,6 +111,10 @@ struct sw_swap {
     float *proj;            /* P[head_dim][rank] */
     sw_swap_seq **seqs;
     size_t nseqs, seqs_cap;
+    /* id -> index + 1 into seqs (0 = empty): open addressing, linear
+     * probing, a power-of-two capacity kept >= 2 x nseqs (swap.c) */
+    uint32_t *seq_tab;
+    size_t seq_tab_cap;
     sw_swap_slot *slots;
     uint8_t *pool;
     /* host pool: (prefetch + 1) * tile_blocks slot-sized buffers that the
