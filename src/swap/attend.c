@@ -729,8 +729,9 @@ static sw_status compute_tile(run *R, const tile *t)
 /* One pass over the batch: exact (sparse = 0) or sparse. Leaves the
  * normalised fp32 outputs in R->acc and the LSE in R->m. */
 /* Unpins the slots tile t pinned: its own blocks' slots, not a scan of the
- * pool. A slot dropped and retaken since carries another pin and is left
- * alone. */
+ * pool (a device pool of GPU-sized memory has 10^5-10^6 slots; a scan per
+ * tile was O(pool)). A slot dropped and retaken since carries another pin
+ * and is left alone. */
 static void unpin_tile(sw_swap *s, const tile *t)
 {
     for (int32_t i = 0; i < t->n; i++) {
@@ -973,7 +974,7 @@ static sw_status run_pass(run *R, int sparse)
         tile *t_ = &tl[nplan % ntl];                                                        \
         tile *u_ = depth > 0 && nplan >= 2 ? &tl[(nplan - 2) % ntl] : NULL;                 \
         if (u_ && u_->pin) {                                                                \
-            sw_swap_pool_unpin(s, u_->pin);                                                 \
+            unpin_tile(s, u_);                                                              \
             u_->pin = 0;                                                                    \
         }                                                                                   \
         const double p0_ = now_s();                                                         \
@@ -1015,7 +1016,7 @@ static sw_status run_pass(run *R, int sparse)
         st = compute_tile(R, cur);
         s->st.compute_seconds += now_s() - t0;
         if (cur->pin)
-            sw_swap_pool_unpin(s, cur->pin);
+            unpin_tile(s, cur);
         cur->pin = 0;
         if (st != SW_OK)
             break; /* cur's new slots are dropped below */
@@ -1030,7 +1031,7 @@ static sw_status run_pass(run *R, int sparse)
     for (int i = 0; tl && i < ntl; i++) {
         sw_swap_read_wait(s->store, &tl[i].job);
         if (tl[i].pin)
-            sw_swap_pool_unpin(s, tl[i].pin);
+            unpin_tile(s, &tl[i]);
     }
     {
         sw_store_stats ss1;

@@ -180,13 +180,6 @@ void sw_swap_pool_drop_seq(sw_swap *s, sw_swap_seq *q)
     }
 }
 
-void sw_swap_pool_unpin(sw_swap *s, uint64_t pin)
-{
-    for (int32_t i = 0; i < s->c.resident_blocks; i++)
-        if (s->slots[i].pin == pin)
-            s->slots[i].pin = 0;
-}
-
 uint64_t sw_swap_pool_used(const sw_swap *s)
 {
     uint64_t n = 0;

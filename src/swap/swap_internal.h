@@ -173,8 +173,6 @@ int sw_swap_sparse_select(const float *sc, int32_t n, int32_t k, int32_t w, uint
 void sw_swap_pool_drop(sw_swap *s, sw_swap_blk *b);
 /* Drops every resident block of a sequence. */
 void sw_swap_pool_drop_seq(sw_swap *s, sw_swap_seq *q);
-/* Unpins every slot pinned by tile `pin`. */
-void sw_swap_pool_unpin(sw_swap *s, uint64_t pin);
 uint64_t sw_swap_pool_used(const sw_swap *s);
 
 /* Whether a tile whose missing blocks lie in store chunk `cur` (of
