@@ -1139,22 +1139,23 @@ sw_status sw_swap_dev_compute(sw_swap *s, const sw_swap_attend_params *p, const 
     size_t bo = 0, fo = 0, go = 0, end = 0;
     int32_t nfill = 0, ngather = 0;
     uint64_t kv_bytes = 0;
-    int up = 1;
-    if (t->gathered && d->pre && d->pre[t->hbuf].set) {
-        const struct dev_pre *pr = &d->pre[t->hbuf];
+    if (t->gathered) {
+        /* sw_swap_dev_gather built them and put them on the gather stream
+         * before the gather: ev_g covers the upload */
+        if (!d->pre || t->hbuf < 0 || t->hbuf >= d->nhstage || !d->pre[t->hbuf].set)
+            return sw_fail(SW_STATUS_INTERNAL, "tile gathered ahead without its descriptors");
+        struct dev_pre *pr = &d->pre[t->hbuf];
         bo = pr->bo;
         fo = pr->fo;
         end = pr->end;
         nfill = pr->nfill;
         kv_bytes = pr->kv_bytes;
-        d->pre[t->hbuf].set = 0;
-        up = 0; /* on the gather stream, before the gather: ev_g covers it */
+        pr->set = 0;
     } else {
-        SW_TRY(build_desc(s, p, q, t, t->gathered, &bo, &fo, &go, &end, &nfill, &ngather,
-                          &kv_bytes));
+        SW_TRY(build_desc(s, p, q, t, 0, &bo, &fo, &go, &end, &nfill, &ngather, &kv_bytes));
     }
     tl_mark(d, stream, 'c', 10 * t->hbuf + (t->gathered ? 1 : 0) + (ngather > 0 ? 2 : 0));
-    if (up)
+    if (!t->gathered)
         SW_TRY(sw_cuda_swap_copy(d->desc_dev + bo, d->desc_host + bo, end - bo, stream));
     tl_mark(d, stream, 'u', t->hbuf);
     if (t->gathered) /* its gathers into the staging, issued ahead on a gather stream */
