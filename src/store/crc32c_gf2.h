@@ -33,6 +33,9 @@
 SW_CRC_HD uint32_t sw_crc32c_gf2_mul(uint32_t a, uint32_t b)
 {
     uint32_t p = 0;
+#if defined(__CUDA_ARCH__)
+#pragma unroll 4 /* fully unrolled, the gather kernel's products took it to 190 registers */
+#endif
     for (int i = 0; i < 32; i++) {
         p ^= b & (0u - ((a >> (31 - i)) & 1u));
         b = (b >> 1) ^ (SW_CRC32C_POLY & (0u - (b & 1u)));

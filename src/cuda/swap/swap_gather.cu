@@ -37,19 +37,6 @@
 
 static_assert(NT % 32 == 0 && SW_CRC32C_GATHER_P == 16, "gather split");
 
-/* sw_crc32c_gf2_mul with its loop kept rolled (4 steps a turn): unrolled,
- * the four products a segment needs took the kernel to 190 registers. */
-static __device__ __forceinline__ uint32_t gf2_mul_rolled(uint32_t a, uint32_t b)
-{
-    uint32_t p = 0;
-#pragma unroll 4
-    for (int i = 0; i < 32; i++) {
-        p ^= b & (0u - ((a >> (31 - i)) & 1u));
-        b = (b >> 1) ^ (SW_CRC32C_POLY & (0u - (b & 1u)));
-    }
-    return p;
-}
-
 /* 12 CTAs per SM's worth of registers (<= 40 a thread): a few CTAs must fit
  * beside the tile kernel's ~46k registers */
 __global__ void __launch_bounds__(NT, 12)
@@ -65,7 +52,7 @@ __global__ void __launch_bounds__(NT, 12)
         const uint32_t lane = sw_crc32c_gather_lane(t);
 #pragma unroll
         for (int j = 0; j < PPT; j++)
-            mul[j] = gf2_mul_rolled(k.row[j], lane);
+            mul[j] = sw_crc32c_gf2_mul(k.row[j], lane);
     }
     __syncthreads();
     int par = 0;
@@ -110,7 +97,7 @@ __global__ void __launch_bounds__(NT, 12)
             uint32_t c = 0;
 #pragma unroll
             for (int j = 0; j < PPT; j++)
-                c ^= gf2_mul_rolled(pc[j], mul[j]);
+                c ^= sw_crc32c_gf2_mul(pc[j], mul[j]);
 #pragma unroll
             for (int off = 16; off > 0; off >>= 1)
                 c ^= __shfl_xor_sync(0xffffffffu, c, off);
@@ -122,7 +109,7 @@ __global__ void __launch_bounds__(NT, 12)
 #pragma unroll
                 for (int i = 0; i < NT / 32; i++)
                     s ^= red[par][i];
-                acc = (sg ? gf2_mul_rolled(acc, k.seg) : 0u) ^ s;
+                acc = (sg ? sw_crc32c_gf2_mul(acc, k.seg) : 0u) ^ s;
             }
             par ^= 1; /* the next segment writes the other half while thread 0 reads this */
         }
