@@ -741,6 +741,38 @@ static void unpin_tile(sw_swap *s, const tile *t)
     }
 }
 
+/* Plans tile j into its ring position and submits its read; with
+ * read-ahead (`unpin`), tile j-2's pins are released first (computed or
+ * not). `ahead`: another tile is still to be computed before it. Returns
+ * plan_tile's result (1 planned, 0 no tile left, < 0 failed: plan_fail);
+ * the submit's time is added to *submit_s. */
+static int plan_next(run *R, tile *tl, int ntl, int64_t j, int unpin, int ahead,
+                     double *submit_s)
+{
+    sw_swap *s = R->s;
+    tile *t = &tl[j % ntl];
+    tile *u = unpin && j >= 2 ? &tl[(j - 2) % ntl] : NULL;
+    if (u && u->pin) {
+        unpin_tile(s, u);
+        u->pin = 0;
+    }
+    const double p0 = now_s();
+    const int r = plan_tile(R, t, (int)(j % ntl));
+    const double p1 = now_s();
+    s->st.plan_seconds += p1 - p0;
+    if (r > 0) {
+        start_read(R, t, ahead);
+        *submit_s += now_s() - p1;
+    }
+    return r;
+}
+
+static sw_status plan_fail(int r)
+{
+    return r == -1 ? sw_fail(SW_STATUS_NO_MEMORY, "block order")
+                   : sw_fail(SW_STATUS_INTERNAL, "no unpinned slot for a tile");
+}
+
 /* ---- planner thread (SPILLWAY_SWAP_PLAN_THREAD=1; off by default) ----
  * A tile's plan depends only on the pins of the tiles planned before it
  * (tile j is planned with tile j-1 pinned, run_pass), never on what its
@@ -784,7 +816,6 @@ static void *planner_main(void *arg)
 {
     planner *P = arg;
     run *R = P->R;
-    sw_swap *s = R->s;
     for (int64_t j = 0;; j++) {
         /* ring position j % ntl is free once tile j - ntl has computed */
         for (int i = 0; atomic_load_explicit(&P->computed, memory_order_acquire) <= j - P->ntl &&
@@ -793,22 +824,13 @@ static void *planner_main(void *arg)
             spin_wait(i, 1);
         if (atomic_load_explicit(&P->stop, memory_order_acquire))
             break;
-        tile *t = &P->tl[j % P->ntl];
-        tile *u = j >= 2 ? &P->tl[(j - 2) % P->ntl] : NULL;
-        if (u && u->pin) {
-            unpin_tile(s, u);
-            u->pin = 0;
-        }
-        const double p0 = now_s();
-        const int r = plan_tile(R, t, (int)(j % P->ntl));
-        const double p1 = now_s();
-        s->st.plan_seconds += p1 - p0;
+        const int r = plan_next(R, P->tl, P->ntl, j, 1,
+                                j > atomic_load_explicit(&P->computed, memory_order_acquire),
+                                &P->submit_s);
         if (r <= 0) {
             P->r = r < 0 ? r : 0;
             break;
         }
-        start_read(R, t, j > atomic_load_explicit(&P->computed, memory_order_acquire));
-        P->submit_s += now_s() - p1;
         atomic_store_explicit(&P->planned, j + 1, memory_order_release);
     }
     atomic_store_explicit(&P->end, 1, memory_order_release);
@@ -872,8 +894,7 @@ static sw_status run_tiles_planned(run *R, tile *tl, int ntl, int *started)
     R->threaded = 0;
     s->st.submit_seconds += P.submit_s;
     if (st == SW_OK && P.r < 0)
-        st = P.r == -1 ? sw_fail(SW_STATUS_NO_MEMORY, "block order")
-                       : sw_fail(SW_STATUS_INTERNAL, "no unpinned slot for a tile");
+        st = plan_fail(P.r);
     /* a tile the planner published after the caller stopped is in the ring
      * with its slots planned: run_pass drops them (nmiss > 0) */
     return st;
@@ -967,30 +988,17 @@ static sw_status run_pass(run *R, int sparse)
         st = run_tiles_planned(R, tl, ntl, &threaded);
     int64_t ncomp = 0, nplan = 0; /* tiles computed, tiles planned */
     int end = threaded;
-    /* Plans tile nplan into its ring position and submits its read; with
-     * read-ahead, tile nplan - 2 is unpinned first (computed or not). */
+    /* plan_next for tile nplan; a failure or the end stops the planning */
 #define PLAN_NEXT()                                                                         \
     do {                                                                                    \
-        tile *t_ = &tl[nplan % ntl];                                                        \
-        tile *u_ = depth > 0 && nplan >= 2 ? &tl[(nplan - 2) % ntl] : NULL;                 \
-        if (u_ && u_->pin) {                                                                \
-            unpin_tile(s, u_);                                                              \
-            u_->pin = 0;                                                                    \
-        }                                                                                   \
-        const double p0_ = now_s();                                                         \
-        const int r_ = plan_tile(R, t_, (int)(nplan % ntl));                                \
-        const double p1_ = now_s();                                                         \
-        s->st.plan_seconds += p1_ - p0_;                                                    \
-        if (r_ < 0) {                                                                       \
-            st = r_ == -1 ? sw_fail(SW_STATUS_NO_MEMORY, "block order")                     \
-                          : sw_fail(SW_STATUS_INTERNAL, "no unpinned slot for a tile");    \
-        } else if (r_ == 0) {                                                               \
+        const int r_ = plan_next(R, tl, ntl, nplan, depth > 0, nplan > ncomp,               \
+                                 &s->st.submit_seconds);                                    \
+        if (r_ < 0)                                                                         \
+            st = plan_fail(r_);                                                             \
+        else if (r_ == 0)                                                                   \
             end = 1;                                                                        \
-        } else {                                                                            \
-            start_read(R, t_, nplan > ncomp);                                               \
-            s->st.submit_seconds += now_s() - p1_;                                          \
+        else                                                                                \
             nplan++;                                                                        \
-        }                                                                                   \
     } while (0)
     /* A tile's gathers are issued as soon as it is planned (issue_gathers),
      * so PCIe starts while the host plans the rest of the read-ahead (~70 us
