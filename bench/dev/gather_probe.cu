@@ -223,27 +223,17 @@ int main(int argc, char **argv)
     run("memcpy", N, 0);
     run("memcpy/384", 384, 0);
     const int chunks[] = {384, 768, 1536, 6144};
+    /* in the order of the printed table: method ids of run() */
+    const struct {
+        const char *name;
+        int method;
+    } ms[] = {{"gather", 1}, {"gatherp", 5}, {"zc", 2}, {"zcw", 3}, {"batch", 4}};
     char nm[32];
-    for (int c : chunks) {
-        snprintf(nm, sizeof nm, "gather/%d", c);
-        run(nm, c, 1);
-    }
-    for (int c : chunks) {
-        snprintf(nm, sizeof nm, "gatherp/%d", c);
-        run(nm, c, 5);
-    }
-    for (int c : chunks) {
-        snprintf(nm, sizeof nm, "zc/%d", c);
-        run(nm, c, 2);
-    }
-    for (int c : chunks) {
-        snprintf(nm, sizeof nm, "zcw/%d", c);
-        run(nm, c, 3);
-    }
-    for (int c : chunks) {
-        snprintf(nm, sizeof nm, "batch/%d", c);
-        run(nm, c, 4);
-    }
+    for (const auto &m : ms)
+        for (int c : chunks) {
+            snprintf(nm, sizeof nm, "%s/%d", m.name, c);
+            run(nm, c, m.method);
+        }
     uint32_t nbad = 0;
     CK(cudaMemcpy(&nbad, bad, 4, cudaMemcpyDeviceToHost));
     /* the copies are right: every stripe of the pool equals its source (after the batch copies) */
