@@ -21,6 +21,8 @@
 #   ptab     test_swap_cuda with the planner thread, then the host-tier case with it off / on
 #   chunkab  512 KiB read pieces: store bench in-run A/B, swap disk case default / 512K
 #   emuab    v13 (stage with `stage_s7b.sh emu4 emu6`): test_prefill_cuda on each, then the d64 cases
+#   diskab   the swap disk case under read knobs ($DISKAB, $DISKAB_ROUNDS)
+#   storeab  the store bench's in-run A/B of $STOREAB
 #   ncab     non-causal 1x16k (all three head shapes), v12 against .carry/v10 (-DSW_MAX_SLACK=0), 3 rounds
 # Run with carry [".carry"]; each stage's files go to one archive under $OUT.
 set -u
@@ -147,5 +149,24 @@ chunkab)
       echo "rc=$?"; } >"$OUT/chunkab/swap-h200-disk-chunk$c-r$r.log" 2>&1
     echo "chunk=$c r$r: $(grep -E 'step_ms_vs_1.15x|disk_read_GBps' "$OUT/chunkab/swap-h200-disk-chunk$c-r$r.log" | awk '{print $2, $3, $4, $5}' | tr '\n' ' ')"
   done; done ;;
+diskab)
+  # issue 4's disk case: read knobs, each variant once per round, $DISKAB_ROUNDS rounds (default 2):
+  # as is; 8 MiB of ticket reads on the device (SPILLWAY_STORE_READ_INFLIGHT); no read-through of gaps
+  # (SPILLWAY_STORE_READ_GAP=0); both; 8 MiB with 8 tiles of read-ahead
+  for r in $(seq 1 ${DISKAB_ROUNDS:-2}); do
+  for v in ${DISKAB:-default SPILLWAY_STORE_READ_INFLIGHT=8388608 SPILLWAY_STORE_READ_GAP=0 SPILLWAY_STORE_READ_INFLIGHT=8388608,SPILLWAY_STORE_READ_GAP=0 SPILLWAY_STORE_READ_INFLIGHT=8388608,pd8}; do
+    n=${v//=/-}; n=${n//,/+}; envs=(); args=()
+    for kv in ${v//,/ }; do case $kv in default) ;; pd*) args+=(--prefetch-depth ${kv#pd}) ;; *) envs+=("$kv") ;; esac; done
+    { echo "# ${envs[*]} spillway bench swap --dir /var/tmp --cases disk ${args[*]}"
+      env "${envs[@]}" LD_LIBRARY_PATH=$PWD/$B:$DEB timeout 120 $B/spillway bench swap --dir /var/tmp --cases disk \
+        "${args[@]}" --json "$OUT/diskab/swap-h200-disk-$n-r$r.json"; echo "rc=$?"; } >"$OUT/diskab/swap-h200-disk-$n-r$r.log" 2>&1
+    echo "$v r$r: $(grep -E 'step_ms_vs_1.15x|disk_read_GBps' "$OUT/diskab/swap-h200-disk-$n-r$r.log" | awk '{print $2, $3, $4, $5}' | tr '\n' ' ') $(grep -oE 'x the payload|busy [0-9.]+% of the step' "$OUT/diskab/swap-h200-disk-$n-r$r.log" | tr '\n' ' ') $(grep -oE '[0-9.]+ MiB per step = [0-9.]+ x' "$OUT/diskab/swap-h200-disk-$n-r$r.log")"
+  done; done ;;
+storeab)
+  # issue 3: the store bench's in-run A/B of $STOREAB (default 8 MiB of ticket reads on the device)
+  { uptime; LD_LIBRARY_PATH=$PWD/$B:$DEB timeout 200 $B/spillway store bench --dir /var/tmp --size-mb 1024 \
+      --passes 7 --host-passes 1 --engine-ab "${STOREAB:-SPILLWAY_STORE_READ_INFLIGHT=8388608}" \
+      --json "$OUT/storeab/store-h200-ab.json"; echo "store bench rc=$?"; } >"$OUT/storeab/store-h200-ab.log" 2>&1
+  grep -E "rc=|engine/raw per|A/B/raw per|median of per-pass ratios" "$OUT/storeab/store-h200-ab.log" ;;
 *) echo "unknown stage $stage" >&2 ;;
 esac; echo "$stage $(el)"; pack "$stage"; done
