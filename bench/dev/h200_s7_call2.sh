@@ -21,7 +21,8 @@
 #   ptab     test_swap_cuda with the planner thread, then the host-tier case with it off / on
 #   chunkab  512 KiB read pieces: store bench in-run A/B, swap disk case default / 512K
 #   emuab    v13 (stage with `stage_s7b.sh emu4 emu6`): test_prefill_cuda on each, then the d64 cases
-#   diskab   the swap disk case under read knobs ($DISKAB, $DISKAB_ROUNDS)
+#   diskab   the swap disk case under read knobs ($DISKAB: default, VAR=value, pdN (--prefetch-depth), tileN
+#            (--tile), joined by commas; $DISKAB_ROUNDS)
 #   storeab  the store bench's in-run A/B of $STOREAB
 #   ncab     non-causal 1x16k (all three head shapes), v12 against .carry/v10 (-DSW_MAX_SLACK=0), 3 rounds
 # Run with carry [".carry"]; each stage's files go to one archive under $OUT.
@@ -156,7 +157,7 @@ diskab)
   for r in $(seq 1 ${DISKAB_ROUNDS:-2}); do
   for v in ${DISKAB:-default SPILLWAY_STORE_READ_INFLIGHT=8388608 SPILLWAY_STORE_READ_GAP=0 SPILLWAY_STORE_READ_INFLIGHT=8388608,SPILLWAY_STORE_READ_GAP=0 SPILLWAY_STORE_READ_INFLIGHT=8388608,pd8}; do
     n=${v//=/-}; n=${n//,/+}; envs=(); args=()
-    for kv in ${v//,/ }; do case $kv in default) ;; pd*) args+=(--prefetch-depth ${kv#pd}) ;; *) envs+=("$kv") ;; esac; done
+    for kv in ${v//,/ }; do case $kv in default) ;; pd*) args+=(--prefetch-depth ${kv#pd}) ;; tile*) args+=(--tile ${kv#tile}) ;; *) envs+=("$kv") ;; esac; done
     { echo "# ${envs[*]} spillway bench swap --dir /var/tmp --cases disk ${args[*]}"
       env "${envs[@]}" LD_LIBRARY_PATH=$PWD/$B:$DEB timeout 120 $B/spillway bench swap --dir /var/tmp --cases disk \
         "${args[@]}" --json "$OUT/diskab/swap-h200-disk-$n-r$r.json"; echo "rc=$?"; } >"$OUT/diskab/swap-h200-disk-$n-r$r.log" 2>&1
