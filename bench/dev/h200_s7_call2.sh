@@ -17,7 +17,7 @@
 #   hostq    the host-tier case at tile $TILE (256) with the timeline, for each setting in $HOSTQ (default: as
 #            is, CUDA_DEVICE_MAX_CONNECTIONS=32, SPILLWAY_SWAP_GATHER_AHEAD=0)
 #   swaprec  the recorded `spillway bench swap` (every case)
-#   storerec the recorded `spillway store bench`
+#   storerec the recorded `spillway store bench` ($STOREREC_ARGS: more options)
 #   ptab     test_swap_cuda with the planner thread, then the host-tier case with it off / on
 #   chunkab  512 KiB read pieces: store bench in-run A/B, swap disk case default / 512K
 #   emuab    v13 (stage with `stage_s7b.sh emu4 emu6`): test_prefill_cuda on each, then the d64 cases
@@ -105,7 +105,7 @@ swaprec)
   grep -E "rc=|_GBps|step_ms|MISSED|met" "$OUT/swaprec/swap-h200-bench.log" | head -20 ;;
 storerec)
   # the recorded store bench (issue 3): raw-seq, raw-rand64k, the engine's order, host tier, memcpy
-  { uptime; LD_LIBRARY_PATH=$PWD/$B:$DEB timeout 240 $B/spillway store bench --dir /var/tmp \
+  { uptime; LD_LIBRARY_PATH=$PWD/$B:$DEB timeout 300 $B/spillway store bench --dir /var/tmp ${STOREREC_ARGS:-} \
       --json "$OUT/storerec/store-h200.json"; echo "store bench rc=$?"; } >"$OUT/storerec/store-h200.log" 2>&1
   grep -E "rc=|engine/raw|host tier|median of per-pass" "$OUT/storerec/store-h200.log" | head -12 ;;
 ptab)
