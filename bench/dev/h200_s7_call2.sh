@@ -20,10 +20,10 @@
 #   storerec the recorded `spillway store bench` ($STOREREC_ARGS: more options)
 #   ptab     test_swap_cuda with the planner thread, then the host-tier case with it off / on
 #   chunkab  512 KiB read pieces: store bench in-run A/B, swap disk case default / 512K
-#   emuab    v13 (stage with `stage_s7b.sh emu4 emu6`): test_prefill_cuda on each, then the d64 cases
 #   diskab   the swap disk case under read knobs ($DISKAB: default, VAR=value, pdN (--prefetch-depth), tileN
 #            (--tile), joined by commas; $DISKAB_ROUNDS)
 #   storeab  the store bench's in-run A/B of $STOREAB
+#   varab    kernel variants (stage_s7b.sh var:NAME): test_prefill_cuda, then the causal cases against main
 #   ncab     non-causal 1x16k (all three head shapes), v12 against .carry/v10 (-DSW_MAX_SLACK=0), 3 rounds
 # Run with carry [".carry"]; each stage's files go to one archive under $OUT.
 set -u
@@ -122,19 +122,6 @@ ptab)
     echo "thread=$v r$r: $(grep -E 'host-tier-bound  host_tier_read_GBps' "$OUT/ptab/swap-h200-host-pt$v-r$r.log")"
     grep -E "per step, host side" "$OUT/ptab/swap-h200-host-pt$v-r$r.log"
   done; done ;;
-emuab)
-  # v13 (SW_EXP2_EMU_D64): test_prefill_cuda on each staged .carry/emuK, then the d64 cases, the
-  # main build against each variant, interleaved, 2 rounds (ours only)
-  for e in .carry/emu*; do
-    { LD_LIBRARY_PATH=$PWD/$e:$DEB timeout 150 $e/tests/test_prefill_cuda; echo "test_prefill_cuda $(basename $e) rc=$?"; } \
-      >"$OUT/emuab/test-prefill-cuda-$(basename $e).log" 2>&1
-    tail -2 "$OUT/emuab/test-prefill-cuda-$(basename $e).log"
-  done
-  for r in 1 2; do for v in build-h200 $(cd .carry && ls -d emu*); do
-    LD_LIBRARY_PATH=$PWD/.carry/$v:$DEB timeout 60 .carry/$v/spillway bench prefill --cases mix-a,mix-b,16x1k,1x16k \
-      --shapes h32-8/d64 --reps 20 --warmup 3 >"$OUT/emuab/prefill-$v-r$r.log" 2>&1
-    echo "$v r$r: $(grep -E 'spillway ' "$OUT/emuab/prefill-$v-r$r.log" | awk '{print $1, $5}' | tr '\n' ' ')"
-  done; done ;;
 chunkab)
   # issue 3 / 4: 512 KiB read pieces (SPILLWAY_STORE_READ_CHUNK=524288), which won every store-bench
   # pairing on this disk in session 6 but slowed the swap disk case in session 4 (before the pinned
@@ -169,5 +156,20 @@ storeab)
       --passes 7 --host-passes 1 --engine-ab "${STOREAB:-SPILLWAY_STORE_READ_INFLIGHT=8388608}" \
       --json "$OUT/storeab/store-h200-ab.json"; echo "store bench rc=$?"; } >"$OUT/storeab/store-h200-ab.log" 2>&1
   grep -E "rc=|engine/raw per|A/B/raw per|median of per-pass ratios" "$OUT/storeab/store-h200-ab.log" ;;
+varab)
+  # kernel variants staged with `stage_s7b.sh var:NAME` (.carry/NAME): test_prefill_cuda on each, then
+  # the C CLI's prefill bench (ours only) for $VARAB_SHAPES on the causal cases, the main build and each
+  # variant interleaved, $VARAB_ROUNDS rounds (default 2)
+  vars=$(cd .carry && for v in *; do [ -x $v/tests/test_prefill_cuda ] && [ $v != build-h200 ] && echo $v; done)
+  for e in $vars; do
+    { LD_LIBRARY_PATH=$PWD/.carry/$e:$DEB timeout 200 .carry/$e/tests/test_prefill_cuda; echo "test_prefill_cuda $e rc=$?"; } \
+      >"$OUT/varab/test-prefill-cuda-$e.log" 2>&1
+    tail -2 "$OUT/varab/test-prefill-cuda-$e.log"
+  done
+  for r in $(seq 1 ${VARAB_ROUNDS:-2}); do for v in build-h200 $vars; do
+    LD_LIBRARY_PATH=$PWD/.carry/$v:$DEB timeout 120 .carry/$v/spillway bench prefill --cases mix-a,mix-b,16x1k,1x16k \
+      --shapes ${VARAB_SHAPES:-h32-8/d64,h32-8/d128,h16-2/d256} --reps 20 --warmup 3 >"$OUT/varab/prefill-$v-r$r.log" 2>&1
+    echo "$v r$r: $(grep -E 'spillway ' "$OUT/varab/prefill-$v-r$r.log" | awk '{print $1, $5}' | sed 's|/causal||; s|/h[0-9-]*/| |' | tr '\n' ' ')"
+  done; done ;;
 *) echo "unknown stage $stage" >&2 ;;
 esac; echo "$stage $(el)"; pack "$stage"; done

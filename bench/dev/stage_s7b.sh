@@ -1,9 +1,11 @@
 #!/bin/bash
-# stage_s7b.sh [opp] [v10] [emuK...] - stages what bench/dev/h200_s7_call2.sh needs into .carry/ (ignored), from the
+# stage_s7b.sh [opp] [v10] [var:NAME...] - stages what bench/dev/h200_s7_call2.sh needs into .carry/ (ignored), from the
 # build dirs of this tree (build-h200: -DSPILLWAY_CUDA=ON -DSPILLWAY_CUDA_ARCHS=90a Release; build-opp: the
 # same + -DSPILLWAY_OPPONENT_FLASHINFER=/work/opp/flashinfer/include), refusing a tree with changes
 # to tracked files (the results must name a commit). `opp` stages the opponent library too, `v10` a
-# library with v10's softmax (build-v10, -DSW_MAX_SLACK=0), `emuK` one with -DSW_EXP2_EMU_D64=K (build-emuK).
+# library with v10's softmax (build-v10, -DSW_MAX_SLACK=0), `var:NAME` the variant build-NAME
+# (e.g. build-v14: -DCMAKE_CUDA_FLAGS=-DSW_NOMAX=1).
+# (Session 7's `emuK`, v13's builds, went with v13: bench/dev/rejected/hopper_v13_exp2_emu_d64.patch.)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 if [ -n "$(git status --porcelain --untracked-files=no)" ]; then
@@ -24,14 +26,13 @@ opp) cmake --build build-opp -j"$(nproc)" >/dev/null
 v10) # build-v10: the same configuration with -DCMAKE_CUDA_FLAGS=-DSW_MAX_SLACK=0 (v10's softmax)
      cmake --build build-v10 -j"$(nproc)" --target spillway >/dev/null
      mkdir -p .carry/v10 && cp -a build-v10/libspillway.so* .carry/v10/ ;;
-emu*) # build-emuK: -DSW_EXP2_EMU_D64=K (v13: one in K exp2 column groups on the FMA pipe, d64);
-     # lib, CLI and test_prefill_cuda
-     k=${x#emu}
-     [ -f build-$x/CMakeCache.txt ] || cmake -S . -B build-$x -DCMAKE_BUILD_TYPE=Release -DSPILLWAY_CUDA=ON \
-       -DSPILLWAY_CUDA_ARCHS=90a -DSPILLWAY_WERROR=OFF "-DCMAKE_CUDA_FLAGS=-DSW_EXP2_EMU_D64=$k" >/dev/null
-     cmake --build build-$x -j"$(nproc)" --target spillway_cli test_prefill_cuda >/dev/null
-     mkdir -p .carry/$x/tests && cp -a build-$x/libspillway.so* build-$x/spillway .carry/$x/ &&
-       cp -a build-$x/tests/test_prefill_cuda .carry/$x/tests/ ;;
+var:*) # build-NAME, configured like build-h200 with its own CMAKE_CUDA_FLAGS (an A/B variant): lib, CLI
+     # and test_prefill_cuda into .carry/NAME
+     n=${x#var:}
+     [ -f build-$n/CMakeCache.txt ] || { echo "stage_s7b: build-$n is not configured" >&2; exit 1; }
+     cmake --build build-$n -j"$(nproc)" --target spillway_cli test_prefill_cuda >/dev/null
+     mkdir -p .carry/$n/tests && cp -a build-$n/libspillway.so* build-$n/spillway .carry/$n/ &&
+       cp -a build-$n/tests/test_prefill_cuda .carry/$n/tests/ ;;
 esac; done
 (cd .carry/debs && apt-get download liburing2 libhiredis0.14 >/dev/null 2>&1) || true
 echo "staged at $(git rev-parse --short HEAD)"; du -sh .carry

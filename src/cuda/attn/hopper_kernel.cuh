@@ -282,8 +282,15 @@ template <int BN> struct row_softmax {
      * slower (1x16k non-causal 642-644 vs 656-663 TFLOP/s, H200, session 7,
      * docs/perf/NOTES.md), so that kernel keeps v10's exact-max softmax. */
     static constexpr bool SLACK = SW_MAX_SLACK && BN != SW_HOPPER_WIDE_BN;
-    /* v13: every EMU-th group of 8 key columns' exp2 by exp2_poly (d64) */
-    static constexpr int EMU = BN == 96 ? SW_EXP2_EMU_D64 : 0;
+    /* v14 (SW_NOMAX): in the causal kernels, steps after an item's first
+     * try the scores against the rows' current offsets without their max
+     * (update_nomax; in the non-causal ones it made ptxas spill). */
+    static constexpr bool NOMAX = SW_NOMAX && SLACK;
+    /* update_nomax's bound on a row's sum over the tile: below it no P
+     * exceeds BN x 2^8 (< FP16's 65504), and above it some P exceeds
+     * 2^8, i.e. the max grew by more than v12's slack (8) anyway. */
+    static constexpr float SUM_LIM = 256.f * BN;
+    static_assert(256 * BN < 65504, "P bound must fit FP16");
     float m[2], l[2];
 
     __device__ __forceinline__ void init()
@@ -348,14 +355,49 @@ template <int BN> struct row_softmax {
 #pragma unroll
                 for (int e = 0; e < 2; ++e) {
                     float &x = s[4 * nb + 2 * h + e];
-                    if (EMU > 0 && nb % (EMU > 0 ? EMU : 1) == (EMU > 0 ? EMU : 1) - 1)
-                        x = sw_portable::exp2_poly(x * scale_log2 - off);
-                    else
-                        x = sw_portable::fast_exp2(x * scale_log2 - off);
+                    x = sw_portable::fast_exp2(x * scale_log2 - off);
                     sum += x;
                 }
             l[h] = l[h] * corr[h] + sum;
         }
+    }
+
+    /* v14: P straight from the scores at the rows' current offsets m,
+     * into pn, without the tile's max (a step's one FMNMX per score gone;
+     * the d64 kernel is issue-bound, docs/perf/NOTES.md). Kept when every
+     * row of the warp sums to at most SUM_LIM (so no P overflows, and the
+     * same offsets serve: corr = 1); otherwise the caller runs update()
+     * on the untouched scores and packs again. A row with no key seen yet
+     * (m = -inf) sums to inf or NaN and so takes that path too. */
+    template <class T>
+    __device__ __forceinline__ bool update_nomax(const float (&s)[BN / 2], float scale_log2,
+                                                 uint32_t (&pn)[BN / 16][4])
+    {
+        float sum[2] = {0.f, 0.f};
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; ++kk)
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {
+                const int h = q & 1; /* s[8 kk + 2 q + e] is row h's (pack_p's order) */
+                const float x0 = sw_portable::fast_exp2(s[8 * kk + 2 * q] * scale_log2 - m[h]);
+                const float x1 =
+                    sw_portable::fast_exp2(s[8 * kk + 2 * q + 1] * scale_log2 - m[h]);
+                sum[h] += x0;
+                sum[h] += x1;
+                pn[kk][q] = T::pack(x0, x1);
+            }
+        bool ok = true;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            float t = sum[h] + __shfl_xor_sync(0xffffffffu, sum[h], 1);
+            t += __shfl_xor_sync(0xffffffffu, t, 2);
+            ok = ok && t <= SUM_LIM; /* false for NaN */
+        }
+        if (!__all_sync(0xffffffffu, ok))
+            return false;
+        l[0] += sum[0];
+        l[1] += sum[1];
+        return true;
     }
 };
 
@@ -430,7 +472,7 @@ __device__ __forceinline__ void issue_pv(float (&o)[TR::HEAD_DIM / 2],
  * (P in `pa`), softmax S_j while P V runs, then P_j into `pn`. P is double
  * buffered so that writing P_j never touches the registers the in-flight
  * P V reads: otherwise ptxas hoists the P V wait above the softmax. */
-template <class TR, class T, bool MASK>
+template <class TR, class T, bool MASK, bool CAUSAL>
 __device__ __forceinline__ void step(int j, int it, float (&s)[TR::BN / 2],
                                      float (&o)[TR::HEAD_DIM / 2],
                                      const uint32_t (&pa)[TR::BN / 16][4],
@@ -468,13 +510,21 @@ __device__ __forceinline__ void step(int j, int it, float (&s)[TR::BN / 2],
     mbar_arrive(bars + B_K_EMPTY + 8 * st);
     if (MASK)
         row_softmax<TR::BN>::mask(s, j, t4, lim);
-    sm.update(s, scale_log2, corr);
+    bool done = false;
+    if constexpr (row_softmax<TR::BN>::NOMAX && CAUSAL) {
+        done = sm.template update_nomax<T>(s, scale_log2, pn);
+        if (done)
+            corr[0] = corr[1] = 1.f;
+    }
+    if (!done)
+        sm.update(s, scale_log2, corr);
     reg_fence(s);
     reg_fence(corr);
     wg_wait<0>();
     reg_fence(o);
     mbar_arrive(bars + B_V_EMPTY + 8 * pv);
-    pack_p<T, TR::BN>(s, pn);
+    if (!done)
+        pack_p<T, TR::BN>(s, pn);
 }
 
 /* The epilogue: O / l rounded to T, and the LSE. Both rows' l sums first
@@ -573,7 +623,7 @@ __device__ __forceinline__ int first_s(int it, float (&s)[TR::BN / 2], uint32_t 
  * unmasked body: a branch there splits the basic block and ptxas then
  * hoists the P V wait above the softmax. Returns which P buffer holds the
  * last tile's P (0: pa, 1: pb); `it` advances by the tiles done. */
-template <class TR, class T>
+template <class TR, class T, bool CAUSAL>
 __device__ __forceinline__ int item_steps(const item_geom &g, int &it, float (&s)[TR::BN / 2],
                                           float (&o)[TR::HEAD_DIM / 2],
                                           uint32_t (&pa)[TR::BN / 16][4],
@@ -585,18 +635,18 @@ __device__ __forceinline__ int item_steps(const item_geom &g, int &it, float (&s
     int j = g.n_tiles - 2, par = 0;
     for (; j >= 0 && j >= g.n_unmasked; --j, ++it, par ^= 1) {
         if (par)
-            step<TR, T, true>(j, it, s, o, pb, pa, corr, sm, lim, qa, sK, sV, bars, cw, t4,
+            step<TR, T, true, CAUSAL>(j, it, s, o, pb, pa, corr, sm, lim, qa, sK, sV, bars, cw, t4,
                               scale_log2, pp);
         else
-            step<TR, T, true>(j, it, s, o, pa, pb, corr, sm, lim, qa, sK, sV, bars, cw, t4,
+            step<TR, T, true, CAUSAL>(j, it, s, o, pa, pb, corr, sm, lim, qa, sK, sV, bars, cw, t4,
                               scale_log2, pp);
     }
     for (; j >= 0; --j, ++it, par ^= 1) {
         if (par)
-            step<TR, T, false>(j, it, s, o, pb, pa, corr, sm, lim, qa, sK, sV, bars, cw, t4,
+            step<TR, T, false, CAUSAL>(j, it, s, o, pb, pa, corr, sm, lim, qa, sK, sV, bars, cw, t4,
                                scale_log2, pp);
         else
-            step<TR, T, false>(j, it, s, o, pa, pb, corr, sm, lim, qa, sK, sV, bars, cw, t4,
+            step<TR, T, false, CAUSAL>(j, it, s, o, pa, pb, corr, sm, lim, qa, sK, sV, bars, cw, t4,
                                scale_log2, pp);
     }
     return par;
@@ -710,7 +760,7 @@ __device__ __forceinline__ void consumer(const sw_cuda_prefill_args &a, uint32_t
             first_softmax<TR, T>(g, it, st, qb, s, sm, corr, pa, lim, bars, t4, scale_log2);
 
             /* ---- the other tiles, then the first keys' P V ---- */
-            const int par = item_steps<TR, T>(g, it, s, o, pa, pb, corr, sm, lim, qa, sK, sV,
+            const int par = item_steps<TR, T, CAUSAL>(g, it, s, o, pa, pb, corr, sm, lim, qa, sK, sV,
                                               bars, cw, t4, scale_log2, pp);
             if (g.n_tiles > 1)
                 mbar_arrive(bars + B_Q_EMPTY + 8 * qb); /* the last S product is done */

@@ -18,15 +18,13 @@
 #define SW_MAX_SLACK 1
 #endif
 
-/* v13 (written, not yet run; docs/perf/NOTES.md): in the Hopper d64 kernels
- * (BN = 96) one in SW_EXP2_EMU_D64 of the softmax's exp2 column pairs is
- * computed by exp2_poly on the FMA pipe rather than MUFU.EX2. At head_dim
- * 64 a tile's exp2 count takes the SM's MUFU units (16 a clock) as long as
- * its two products take the tensor cores (4096 FLOP a clock): the pipes are
- * balanced, so any stall in one shows. 0 = off (the default until
- * test_prefill_cuda and an A/B have run on an H200). */
-#ifndef SW_EXP2_EMU_D64
-#define SW_EXP2_EMU_D64 0
+/* v14 (docs/perf/NOTES.md): the Hopper kernels' steps after an item's
+ * first compute P at the rows' running offsets without the tile's max, and
+ * fall back to the max when a row's sum says some P grew past the slack.
+ * 0 = off (the default until test_prefill_cuda and an A/B have run on an
+ * H200). Needs SW_MAX_SLACK. */
+#ifndef SW_NOMAX
+#define SW_NOMAX 0
 #endif
 
 #include <cuda_bf16.h>
@@ -131,27 +129,6 @@ __device__ __forceinline__ float fast_exp2(float x)
     float y;
     asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
     return y;
-}
-
-/* 2^x on the FMA and integer pipes instead of the MUFU unit (an idea of
- * FlashAttention-4's, written here from the algebra): x = j + f with j the
- * nearest integer (the 1.5 x 2^23 rounding trick: j sits in the low bits
- * of r) and f in [-0.5, 0.5]; 2^f by a degree-3 polynomial fitted to the
- * relative error (max 1.0e-4 on [-126, 9], below BF16's 3.9e-3); 2^j added
- * into the exponent field. x is clamped at -127, where f = 0 and p = 1
- * exactly, so -inf (a masked key) gives exactly +0 and no exponent wraps
- * (j = -127 only with f >= 0, p >= 1). Checked on the CPU against exp2f
- * over [-140, 9] in steps of 1e-4 (bench/dev/exp2_poly_check.c). */
-__device__ __forceinline__ float exp2_poly(float x)
-{
-    x = fmaxf(x, -127.f);
-    const float r = __fadd_rn(x, 12582912.f);
-    const float j = __fadd_rn(r, -12582912.f);
-    const float f = __fadd_rn(x, -j);
-    float p = __fmaf_rn(f, 0.05500893f, 0.24221098f);
-    p = __fmaf_rn(p, f, 0.69328290f);
-    p = __fmaf_rn(p, f, 1.f);
-    return __int_as_float(__float_as_int(p) + (int)((unsigned)__float_as_int(r) << 23));
 }
 
 } // namespace sw_portable
