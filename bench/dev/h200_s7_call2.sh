@@ -54,12 +54,12 @@ record)
   grep -E "^\| (16x1k|4x4k|1x16k|mix)" "$OUT/record/prefill.md" | awk -F'|' '{print $2, $3, $13, $14, $16, $17}'
   LD_LIBRARY_PATH=$O:$DEB SPILLWAY_LIB=$O/libspillway.so timeout 120 python3 bench/prefill.py \
     --impls spillway,sdpa-cudnn,flashinfer-c-fa3 --cases 1x16k --no-causal --md "" \
-    --out "$OUT/record/prefill-h200-v12-noncausal.json" >"$OUT/record/prefill-h200-v12-noncausal.log" 2>&1
-  echo "nc rc=$? $(el)"; grep -E "spillway  |cudnn  |fa3  " "$OUT/record/prefill-h200-v12-noncausal.log" ;;
+    --out "$OUT/record/prefill-h200-noncausal.json" >"$OUT/record/prefill-h200-noncausal.log" 2>&1
+  echo "nc rc=$? $(el)"; grep -E "spillway  |cudnn  |fa3  " "$OUT/record/prefill-h200-noncausal.log" ;;
 pytest)
   PYTHONPATH=$PWD/python LD_LIBRARY_PATH=$PWD/$B:$DEB SPILLWAY_LIB=$PWD/$B/libspillway.so timeout 200 \
-    python3 -m pytest -q -rs tests/python >"$OUT/pytest/pytest-h200-v12.log" 2>&1
-  echo "pytest rc=$?"; tail -3 "$OUT/pytest/pytest-h200-v12.log" ;;
+    python3 -m pytest -q -rs tests/python >"$OUT/pytest/pytest-h200.log" 2>&1
+  echo "pytest rc=$?"; tail -3 "$OUT/pytest/pytest-h200.log" ;;
 storetests)
   mkdir -p .carry/st && tar xJf .carry/tests.tar.xz -C .carry/st
   for t in .carry/st/test_store_* .carry/st/test_swap_*; do

@@ -18,13 +18,14 @@
 #define SW_MAX_SLACK 1
 #endif
 
-/* v14 (docs/perf/NOTES.md): the Hopper kernels' steps after an item's
- * first compute P at the rows' running offsets without the tile's max, and
- * fall back to the max when a row's sum says some P grew past the slack.
- * 0 = off (the default until test_prefill_cuda and an A/B have run on an
- * H200). Needs SW_MAX_SLACK. */
+/* v14 (docs/perf/NOTES.md): the causal Hopper kernels' steps after an
+ * item's first compute P at the rows' running offsets without the tile's
+ * max, and fall back to the max when a row's sum says some P grew past the
+ * slack. On since session 8 (H200: d64 / d128 causal +5-9%, d256 even;
+ * test_prefill_cuda with its rising-score cases passes); -DSW_NOMAX=0
+ * builds v12's steps for A/B runs. Needs SW_MAX_SLACK. */
 #ifndef SW_NOMAX
-#define SW_NOMAX 0
+#define SW_NOMAX 1
 #endif
 
 #include <cuda_bf16.h>
