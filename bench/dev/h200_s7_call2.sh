@@ -24,6 +24,7 @@
 #            (--tile), joined by commas; $DISKAB_ROUNDS)
 #   storeab  the store bench's in-run A/B of $STOREAB
 #   varab    kernel variants (stage_s7b.sh var:NAME): test_prefill_cuda, then the causal cases against main
+#   ncrec    non-causal 1x16k with cuDNN and FA3, $NCREC_ROUNDS runs (the opponent build)
 #   ncab     non-causal 1x16k (all three head shapes), v12 against .carry/v10 (-DSW_MAX_SLACK=0), 3 rounds
 # Run with carry [".carry"]; each stage's files go to one archive under $OUT.
 set -u
@@ -171,5 +172,15 @@ varab)
       --shapes ${VARAB_SHAPES:-h32-8/d64,h32-8/d128,h16-2/d256} --reps 20 --warmup 3 >"$OUT/varab/prefill-$v-r$r.log" 2>&1
     echo "$v r$r: $(grep -E 'spillway ' "$OUT/varab/prefill-$v-r$r.log" | awk '{print $1, $5}' | sed 's|/causal||; s|/h[0-9-]*/| |' | tr '\n' ' ')"
   done; done ;;
+ncrec)
+  # non-causal 1x16k (all three head shapes) with cuDNN and FlashInfer's FA3, $NCREC_ROUNDS runs (default 3)
+  export PYTHONPATH=$PWD/python PYTHONUNBUFFERED=1 SPILLWAY_OPPONENT=flashinfer
+  O=$PWD/.carry/build-opp
+  for r in $(seq 1 ${NCREC_ROUNDS:-3}); do
+    LD_LIBRARY_PATH=$O:$DEB SPILLWAY_LIB=$O/libspillway.so timeout 120 python3 bench/prefill.py \
+      --impls spillway,sdpa-cudnn,flashinfer-c-fa3 --cases 1x16k --no-causal --md "" \
+      --out "$OUT/ncrec/prefill-h200-noncausal-r$r.json" >"$OUT/ncrec/prefill-h200-noncausal-r$r.log" 2>&1
+    echo "r$r rc=$? $(grep -E '^== |spillway  ' "$OUT/ncrec/prefill-h200-noncausal-r$r.log" | awk '{print $2, $5}' | tr '\n' ' ')"
+  done ;;
 *) echo "unknown stage $stage" >&2 ;;
 esac; echo "$stage $(el)"; pack "$stage"; done
