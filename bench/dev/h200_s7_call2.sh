@@ -18,7 +18,6 @@
 #            is, CUDA_DEVICE_MAX_CONNECTIONS=32, SPILLWAY_SWAP_GATHER_AHEAD=0)
 #   swaprec  the recorded `spillway bench swap` (every case)
 #   storerec the recorded `spillway store bench` ($STOREREC_ARGS: more options)
-#   ptab     test_swap_cuda with the planner thread, then the host-tier case with it off / on
 #   chunkab  512 KiB read pieces: store bench in-run A/B, swap disk case default / 512K
 #   diskab   the swap disk case under read knobs ($DISKAB: default, VAR=value, pdN (--prefetch-depth), tileN
 #            (--tile), joined by commas; $DISKAB_ROUNDS)
@@ -110,20 +109,6 @@ storerec)
   { uptime; LD_LIBRARY_PATH=$PWD/$B:$DEB timeout 300 $B/spillway store bench --dir /var/tmp ${STOREREC_ARGS:-} \
       --json "$OUT/storerec/store-h200.json"; echo "store bench rc=$?"; } >"$OUT/storerec/store-h200.log" 2>&1
   grep -E "rc=|engine/raw|host tier|median of per-pass" "$OUT/storerec/store-h200.log" | head -12 ;;
-ptab)
-  # the planner thread (SPILLWAY_SWAP_PLAN_THREAD=1): test_swap_cuda with it, then the host-tier case
-  # (tile 128, no timeline) off / on, two rounds
-  mkdir -p .carry/st && tar xJf .carry/tests.tar.xz -C .carry/st
-  { SPILLWAY_SWAP_PLAN_THREAD=1 SW_TEST_SWAP_CASES=16 LD_LIBRARY_PATH=$PWD/$B:$DEB timeout 100 \
-      .carry/st/test_swap_cuda; echo "test_swap_cuda (planner thread) rc=$?"; } >"$OUT/ptab/test-swap-cuda-planthread.log" 2>&1
-  tail -1 "$OUT/ptab/test-swap-cuda-planthread.log"
-  for r in 1 2; do for v in 0 1; do
-    { echo "# SPILLWAY_SWAP_PLAN_THREAD=$v spillway bench swap --dir /var/tmp --cases host"
-      SPILLWAY_SWAP_PLAN_THREAD=$v LD_LIBRARY_PATH=$PWD/$B:$DEB timeout 40 $B/spillway bench swap --dir /var/tmp \
-        --cases host --json "$OUT/ptab/swap-h200-host-pt$v-r$r.json"; echo "rc=$?"; } >"$OUT/ptab/swap-h200-host-pt$v-r$r.log" 2>&1
-    echo "thread=$v r$r: $(grep -E 'host-tier-bound  host_tier_read_GBps' "$OUT/ptab/swap-h200-host-pt$v-r$r.log")"
-    grep -E "per step, host side" "$OUT/ptab/swap-h200-host-pt$v-r$r.log"
-  done; done ;;
 chunkab)
   # issue 3 / 4: 512 KiB read pieces (SPILLWAY_STORE_READ_CHUNK=524288), which won every store-bench
   # pairing on this disk in session 6 but slowed the swap disk case in session 4 (before the pinned

@@ -10,9 +10,6 @@
 #include "core/sw_half.h"
 
 #include <math.h>
-#include <pthread.h>
-#include <sched.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -62,7 +59,6 @@ typedef struct run {
     sw_swap *s;
     const sw_swap_attend_params *p;
     int sparse;
-    int threaded;           /* the pass plans on a planner thread (run_tiles_planned) */
     sw_swap_seq **seqs;     /* [batch] */
     float **scores;         /* [batch][nblocks] */
     /* planner */
@@ -521,7 +517,7 @@ static sw_status finish_read(run *R, tile *t)
         bad = sw_swap_dev_upload(s, t->hbuf, t->buf, t->nmiss, t->nleased ? t->lease : NULL);
         s->st.read_wait_seconds += now_s() - t0;
     }
-    if (bad != SW_OK && !R->threaded) /* threaded: run_pass drops them after the join */
+    if (bad != SW_OK)
         for (int32_t m = 0; m < t->nmiss; m++)
             sw_swap_pool_drop(s, &L->blk[t->miss_blocks[m]]);
     return bad;
@@ -773,133 +769,6 @@ static sw_status plan_fail(int r)
                    : sw_fail(SW_STATUS_INTERNAL, "no unpinned slot for a tile");
 }
 
-/* ---- planner thread (SPILLWAY_SWAP_PLAN_THREAD=1; off by default) ----
- * A tile's plan depends only on the pins of the tiles planned before it
- * (tile j is planned with tile j-1 pinned, run_pass), never on what its
- * computes did, so a second thread can plan tiles and lease / submit their
- * reads while the caller's thread issues gathers, checks reads and enqueues
- * the computes of earlier ones. The plans, victims and pins are those of the
- * one-thread loop: the planner plans tile j once tile j - (depth + 1) has
- * computed, which is when that loop plans it. Ownership: the planner alone
- * touches the pool's metadata (owner, pin, score, tick), the run's plan
- * state, the pins and the leases; the caller the tickets' results, CUDA,
- * the descriptors and the slots' bytes, and reads a tile only after
- * `planned` (release / acquire) says it is complete; slots are dropped only
- * after the join (finish_read leaves a failed tile's slots to run_pass). */
-typedef struct planner {
-    run *R;
-    tile *tl;
-    int ntl;
-    _Atomic int64_t planned;  /* tiles planned and submitted */
-    _Atomic int64_t computed; /* tiles the caller has enqueued / computed */
-    atomic_int end;           /* the planner is done (end of the pass or a failure) */
-    atomic_int stop;          /* the caller failed: plan nothing more */
-    int r;                    /* plan_tile's failure (< 0), else 0 */
-    double submit_s;          /* leases and ticket submits */
-} planner;
-
-static void spin_wait(int i, int may_sleep)
-{
-    if (i < 256) {
-#if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
-#endif
-    } else if (!may_sleep || i < 512) {
-        sched_yield();
-    } else {
-        const struct timespec ts = {0, 20000}; /* the planner, a ring ahead: nothing urgent */
-        nanosleep(&ts, NULL);
-    }
-}
-
-static void *planner_main(void *arg)
-{
-    planner *P = arg;
-    run *R = P->R;
-    for (int64_t j = 0;; j++) {
-        /* ring position j % ntl is free once tile j - ntl has computed */
-        for (int i = 0; atomic_load_explicit(&P->computed, memory_order_acquire) <= j - P->ntl &&
-                        !atomic_load_explicit(&P->stop, memory_order_acquire);
-             i++)
-            spin_wait(i, 1);
-        if (atomic_load_explicit(&P->stop, memory_order_acquire))
-            break;
-        const int r = plan_next(R, P->tl, P->ntl, j, 1,
-                                j > atomic_load_explicit(&P->computed, memory_order_acquire),
-                                &P->submit_s);
-        if (r <= 0) {
-            P->r = r < 0 ? r : 0;
-            break;
-        }
-        atomic_store_explicit(&P->planned, j + 1, memory_order_release);
-    }
-    atomic_store_explicit(&P->end, 1, memory_order_release);
-    return NULL;
-}
-
-/* The tile loop with the planner thread: the caller issues the gathers of
- * every planned tile, waits for and checks each tile's read, and computes.
- * *started = 0 when the thread could not be created (the caller then runs
- * the one-thread loop). Pins and failed tiles' slots are run_pass's cleanup,
- * after the join. */
-static sw_status run_tiles_planned(run *R, tile *tl, int ntl, int *started)
-{
-    sw_swap *s = R->s;
-    planner P;
-    memset(&P, 0, sizeof P);
-    P.R = R;
-    P.tl = tl;
-    P.ntl = ntl;
-    atomic_init(&P.planned, 0);
-    atomic_init(&P.computed, 0);
-    atomic_init(&P.end, 0);
-    atomic_init(&P.stop, 0);
-    pthread_t th;
-    *started = 0;
-    R->threaded = 1;
-    if (pthread_create(&th, NULL, planner_main, &P) != 0) {
-        R->threaded = 0;
-        return SW_OK;
-    }
-    *started = 1;
-    sw_status st = SW_OK;
-    int64_t ncomp = 0;
-    for (;;) {
-        int64_t avail = 0;
-        for (int i = 0; (avail = atomic_load_explicit(&P.planned, memory_order_acquire)) <= ncomp &&
-                        !atomic_load_explicit(&P.end, memory_order_acquire);
-             i++)
-            spin_wait(i, 0);
-        avail = atomic_load_explicit(&P.planned, memory_order_acquire);
-        if (avail <= ncomp)
-            break; /* the end, or the planner failed */
-        st = issue_gathers(R, tl, ntl, ncomp, avail);
-        if (st != SW_OK)
-            break;
-        tile *cur = &tl[ncomp % ntl];
-        st = finish_read(R, cur);
-        if (st != SW_OK)
-            break;
-        const double t0 = now_s();
-        st = compute_tile(R, cur);
-        s->st.compute_seconds += now_s() - t0;
-        if (st != SW_OK)
-            break; /* cur's new slots are dropped by run_pass */
-        cur->nmiss = 0; /* filled: not to be dropped */
-        ncomp++;
-        atomic_store_explicit(&P.computed, ncomp, memory_order_release);
-    }
-    atomic_store_explicit(&P.stop, 1, memory_order_release);
-    pthread_join(th, NULL);
-    R->threaded = 0;
-    s->st.submit_seconds += P.submit_s;
-    if (st == SW_OK && P.r < 0)
-        st = plan_fail(P.r);
-    /* a tile the planner published after the caller stopped is in the ring
-     * with its slots planned: run_pass drops them (nmiss > 0) */
-    return st;
-}
-
 static sw_status run_pass(run *R, int sparse)
 {
     sw_swap *s = R->s;
@@ -981,13 +850,8 @@ static sw_status run_pass(run *R, int sparse)
     memset(&ss0, 0, sizeof ss0);
     ss0.struct_size = sizeof ss0;
     (void)sw_store_get_stats(s->store, &ss0);
-    /* the planner thread (SPILLWAY_SWAP_PLAN_THREAD=1, off by default until
-     * measured; read-ahead only) */
-    int threaded = 0;
-    if (st == SW_OK && depth > 0 && sw_env_int("SPILLWAY_SWAP_PLAN_THREAD", 0) != 0)
-        st = run_tiles_planned(R, tl, ntl, &threaded);
     int64_t ncomp = 0, nplan = 0; /* tiles computed, tiles planned */
-    int end = threaded;
+    int end = 0;
     /* plan_next for tile nplan; a failure or the end stops the planning */
 #define PLAN_NEXT()                                                                         \
     do {                                                                                    \
