@@ -167,6 +167,18 @@ int main(void)
         total++;
         sw_case_free(&c);
     }
+    /* rising / saw-tooth scores (sw_case_ramp): the online softmax's rescale
+     * on most key tiles, on every ISA */
+    for (int isa = 0; isa <= (int)best; isa++)
+        for (int di = 0; di < 3; di++)
+            for (int i = 0; i < 4; i++) {
+                sw_case c;
+                sw_case_make(&c, seed + 13 + (uint64_t)di, i, dts[di], 400);
+                sw_case_ramp(&c, i % 2 ? 300 : 1 << 30);
+                failed += run_case_isa(&c, (sw_cpu_isa)isa, dts[di] == SW_DTYPE_F32 ? 1e-4 : 1e-2);
+                total++;
+                sw_case_free(&c);
+            }
     printf("test_prefill_cpu: %d cases (seed %llu, isa %s, ISAs scalar..%s each checked), %d "
            "failed, %.1f s\n", total, (unsigned long long)seed, sw_cpu_prefill_isa(),
            sw_cpu_isa_name(best), failed, sw_now_seconds() - t0);

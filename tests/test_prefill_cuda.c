@@ -66,35 +66,6 @@ static int run_case(sw_case *c, int row_sample, cudaStream_t st, int layers, sw_
     return bad;
 }
 
-/* Adds 0.1 x ((kv_len - 1 - j) mod period) to every score of key j of a
- * request (natural-log units, after the softmax scale): query component 0
- * becomes 1 and key component 0 carries the ramp. The kernels visit key
- * tiles from the last towards the first, so each tile's maximum is ~10
- * above the previous one (period 2^30: a steady rise; 300: a saw whose
- * drops let the running maxima stand for a while). */
-static void ramp_scores(sw_case *c, int32_t period)
-{
-    const sw_prefill_params *p = &c->params;
-    const int32_t D = p->head_dim;
-    const double scale = p->sm_scale != 0.0f ? p->sm_scale : 1.0 / sqrt((double)D);
-    const int f16 = p->dtype == SW_DTYPE_F16;
-    uint16_t *q = c->q, *k = c->k;
-    for (int64_t t = 0; t < c->total_q; t++)
-        for (int32_t h = 0; h < p->num_qo_heads; h++)
-            q[t * c->q_stride + (int64_t)h * D] = f16 ? sw_f32_to_f16(1.0f) : sw_f32_to_bf16(1.0f);
-    for (int32_t b = 0; b < c->batch; b++) {
-        const int32_t k0 = c->kv_indptr[b], kl = c->kv_indptr[b + 1] - k0;
-        for (int32_t j = 0; j < kl; j++) {
-            const float x = (float)(0.1 * (double)((kl - 1 - j) % period) / scale);
-            for (int32_t h = 0; h < p->num_kv_heads; h++)
-                k[(int64_t)(k0 + j) * c->k_stride + (int64_t)h * D] =
-                    f16 ? sw_f32_to_f16(x) : sw_f32_to_bf16(x);
-        }
-    }
-    const size_t n = strlen(c->name);
-    snprintf(c->name + n, sizeof c->name - n, " ramp%s", period < (1 << 30) ? "/300" : "");
-}
-
 /* A request's result depends on its own rows only: request 1's K rows are NaN
  * and its V rows +inf, request 0's kv_len is not a multiple of any tile, so
  * every kernel loads some of request 1's rows into request 0's last tile
@@ -293,14 +264,14 @@ int main(void)
                 total++;
                 sw_case_free(&c);
             }
-        /* Rising scores (ramp_scores): the row maxima grow by more than the
+        /* Rising scores (sw_case_ramp): the row maxima grow by more than the
          * max slack from one key tile to the next, so the kernels' rescale
          * paths run on every tile (with random data they almost never do). */
         for (int di = 0; di < 2; di++)
             for (int i = 0; i < 16; i++) {
                 sw_case c;
                 sw_case_make(&c, seed + 200 + (uint64_t)di, i, dts[di], 1500);
-                ramp_scores(&c, i % 2 ? 300 : 1 << 30);
+                sw_case_ramp(&c, i % 2 ? 300 : 1 << 30);
                 failed += run_case(&c, 13, st, 1, backends[bi]);
                 total++;
                 sw_case_free(&c);
