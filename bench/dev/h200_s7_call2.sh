@@ -23,6 +23,7 @@
 #            (--tile), joined by commas; $DISKAB_ROUNDS)
 #   storeab  the store bench's in-run A/B of $STOREAB
 #   varab    kernel variants (stage_s7b.sh var:NAME): test_prefill_cuda, then the causal cases against main
+#            ($VARAB_ENV: settings for both, e.g. SPILLWAY_CUDA_KERNEL=portable for the portable kernel)
 #   ncrec    non-causal 1x16k with cuDNN and FA3, $NCREC_ROUNDS runs (the opponent build)
 #   hostab   the host-tier case (no timeline) under settings ($HOSTAB, $HOSTAB_ROUNDS)
 #   ncab     non-causal 1x16k (all three head shapes), v12 against .carry/v10 (-DSW_MAX_SLACK=0), 3 rounds
@@ -149,12 +150,12 @@ varab)
   # variant interleaved, $VARAB_ROUNDS rounds (default 2)
   vars=$(cd .carry && for v in *; do [ -x $v/tests/test_prefill_cuda ] && [ $v != build-h200 ] && echo $v; done)
   for e in $vars; do
-    { LD_LIBRARY_PATH=$PWD/.carry/$e:$DEB timeout 200 .carry/$e/tests/test_prefill_cuda; echo "test_prefill_cuda $e rc=$?"; } \
+    { env ${VARAB_ENV:-} LD_LIBRARY_PATH=$PWD/.carry/$e:$DEB timeout 200 .carry/$e/tests/test_prefill_cuda; echo "test_prefill_cuda $e rc=$?"; } \
       >"$OUT/varab/test-prefill-cuda-$e.log" 2>&1
     tail -2 "$OUT/varab/test-prefill-cuda-$e.log"
   done
   for r in $(seq 1 ${VARAB_ROUNDS:-2}); do for v in build-h200 $vars; do
-    LD_LIBRARY_PATH=$PWD/.carry/$v:$DEB timeout 120 .carry/$v/spillway bench prefill --cases mix-a,mix-b,16x1k,1x16k \
+    env ${VARAB_ENV:-} LD_LIBRARY_PATH=$PWD/.carry/$v:$DEB timeout 120 .carry/$v/spillway bench prefill --cases mix-a,mix-b,16x1k,1x16k \
       --shapes ${VARAB_SHAPES:-h32-8/d64,h32-8/d128,h16-2/d256} --reps 20 --warmup 3 >"$OUT/varab/prefill-$v-r$r.log" 2>&1
     echo "$v r$r: $(grep -E 'spillway ' "$OUT/varab/prefill-$v-r$r.log" | awk '{print $1, $5}' | sed 's|/causal||; s|/h[0-9-]*/| |' | tr '\n' ' ')"
   done; done ;;

@@ -274,7 +274,7 @@ __device__ __forceinline__ bool mainloop(const sw_cuda_prefill_args &a, const it
             load_kv_tile<TR>(sK + dst, a.v, a.v_stride, kv_row0, col, n0, row0, kv_len);
             cp_async_commit();
         }
-        if (j >= n_unmasked) {
+        auto mask = [&]() {
             int lim[TR::MT][2];
 #pragma unroll
             for (int mt = 0; mt < TR::MT; ++mt)
@@ -282,8 +282,28 @@ __device__ __forceinline__ bool mainloop(const sw_cuda_prefill_args &a, const it
                 for (int h = 0; h < 2; ++h)
                     lim[mt][h] = s_lim[warp * TR::RPW + mt * 16 + h * 8 + (lane >> 2)];
             mask_tile<TR::MT, TR::NS>(s, n0, lim, lane);
+        };
+        if (j >= n_unmasked)
+            mask();
+        bool done = false;
+#if SW_NOMAX_PORTABLE
+        /* v14 (softmax_state::update_nomax) after the item's first tile; when
+         * a warp's rows outgrow their offsets, S is computed again (K(j) is
+         * still in sK until the next barrier) and takes the usual update.
+         * Causal d64 / d128 only: non-causal and d256 kernels spilled more
+         * with it (d128 non-causal 36/32 -> up to 108/104 bytes, d256 0 ->
+         * up to 40/40; CUDA 13.0, sm_80 / 90a / 120 / 121). */
+        if (CAUSAL && TR::HEAD_DIM <= 128 && !shared_kv && j < g.n_tiles - 1) {
+            done = sm.template update_nomax<TR::NS>(s, scale_log2);
+            if (!done) {
+                gemm_qk<TR, T>(s, qf, sQ, sK, la);
+                if (j >= n_unmasked)
+                    mask();
+            }
         }
-        sm.template update<TR::NS, TR::NO>(s, o, scale_log2);
+#endif
+        if (!done)
+            sm.template update<TR::NS, TR::NO>(s, o, scale_log2);
         cp_async_wait<0>();
         __syncthreads(); /* V(j) visible; everyone is done with K(j) */
         if (j > 0 && !shared_kv) {
