@@ -25,7 +25,8 @@
 #   varab    kernel variants (stage_s7b.sh var:NAME): test_prefill_cuda, then the causal cases against main
 #            ($VARAB_ENV: settings for both, e.g. SPILLWAY_CUDA_KERNEL=portable for the portable kernel)
 #   ncrec    non-causal 1x16k with cuDNN and FA3, $NCREC_ROUNDS runs (the opponent build)
-#   hostab   the host-tier case (no timeline) under settings ($HOSTAB, $HOSTAB_ROUNDS)
+#   hostab   the host-tier case (no timeline) under settings ($HOSTAB: default, VAR=value, tileN, pdN, joined
+#            by commas; $HOSTAB_ROUNDS)
 #   ncab     non-causal 1x16k (all three head shapes), v12 against .carry/v10 (-DSW_MAX_SLACK=0), 3 rounds
 # Run with carry [".carry"]; each stage's files go to one archive under $OUT.
 set -u
@@ -173,11 +174,11 @@ hostab)
   # the host-tier case (no timeline) under settings: $HOSTAB = variants, each VAR=value[,VAR=value...] or
   # default; $HOSTAB_ROUNDS rounds (default 2), the variants interleaved
   for r in $(seq 1 ${HOSTAB_ROUNDS:-2}); do for v in ${HOSTAB:-default}; do
-    n=${v//=/-}; n=${n//,/+}; envs=()
-    for kv in ${v//,/ }; do [ $kv = default ] || envs+=("$kv"); done
-    { echo "# ${envs[*]} spillway bench swap --dir /var/tmp --cases host"
+    n=${v//=/-}; n=${n//,/+}; envs=(); args=()
+    for kv in ${v//,/ }; do case $kv in default) ;; tile*) args+=(--tile ${kv#tile}) ;; pd*) args+=(--prefetch-depth ${kv#pd}) ;; *) envs+=("$kv") ;; esac; done
+    { echo "# ${envs[*]} spillway bench swap --dir /var/tmp --cases host ${args[*]}"
       env "${envs[@]}" LD_LIBRARY_PATH=$PWD/$B:$DEB timeout 60 $B/spillway bench swap --dir /var/tmp --cases host \
-        --json "$OUT/hostab/swap-h200-host-$n-r$r.json"; echo "rc=$?"; } >"$OUT/hostab/swap-h200-host-$n-r$r.log" 2>&1
+        "${args[@]}" --json "$OUT/hostab/swap-h200-host-$n-r$r.json"; echo "rc=$?"; } >"$OUT/hostab/swap-h200-host-$n-r$r.log" 2>&1
     echo "$v r$r: $(grep -E 'host_tier_read_GBps' "$OUT/hostab/swap-h200-host-$n-r$r.log" | awk '{print $3, $4, $5}')"
   done; done ;;
 *) echo "unknown stage $stage" >&2 ;;
