@@ -27,6 +27,7 @@
 #   ncrec    non-causal 1x16k with cuDNN and FA3, $NCREC_ROUNDS runs (the opponent build)
 #   hostab   the host-tier case (no timeline) under settings ($HOSTAB: default, VAR=value, tileN, pdN, joined
 #            by commas; $HOSTAB_ROUNDS)
+#   swapvar  swap variants (stage_s7b.sh var:NAME): test_swap_cuda, then the host-tier case against main
 #   ncab     non-causal 1x16k (all three head shapes), v12 against .carry/v10 (-DSW_MAX_SLACK=0), 3 rounds
 # Run with carry [".carry"]; each stage's files go to one archive under $OUT.
 set -u
@@ -180,6 +181,21 @@ hostab)
       env "${envs[@]}" LD_LIBRARY_PATH=$PWD/$B:$DEB timeout 60 $B/spillway bench swap --dir /var/tmp --cases host \
         "${args[@]}" --json "$OUT/hostab/swap-h200-host-$n-r$r.json"; echo "rc=$?"; } >"$OUT/hostab/swap-h200-host-$n-r$r.log" 2>&1
     echo "$v r$r: $(grep -E 'host_tier_read_GBps' "$OUT/hostab/swap-h200-host-$n-r$r.log" | awk '{print $3, $4, $5}')"
+  done; done ;;
+swapvar)
+  # swap engine variants staged with `stage_s7b.sh var:NAME` (.carry/NAME, e.g. build-fm:
+  # -DSW_SWAP_FUSED_MERGE=1): test_swap_cuda on each, then the host-tier case, main and each variant
+  # interleaved, $SWAPVAR_ROUNDS rounds (default 2), $SWAPVAR_ARGS added (e.g. --tile 256)
+  vars=$(cd .carry && for v in *; do [ -x $v/tests/test_swap_cuda ] && echo $v; done)
+  for e in $vars; do
+    { SW_TEST_SWAP_CASES=16 LD_LIBRARY_PATH=$PWD/.carry/$e:$DEB timeout 150 .carry/$e/tests/test_swap_cuda; echo "test_swap_cuda $e rc=$?"; } \
+      >"$OUT/swapvar/test-swap-cuda-$e.log" 2>&1
+    tail -1 "$OUT/swapvar/test-swap-cuda-$e.log"
+  done
+  for r in $(seq 1 ${SWAPVAR_ROUNDS:-2}); do for v in build-h200 $vars; do
+    { LD_LIBRARY_PATH=$PWD/.carry/$v:$DEB timeout 60 .carry/$v/spillway bench swap --dir /var/tmp --cases host \
+        ${SWAPVAR_ARGS:-} --json "$OUT/swapvar/swap-h200-host-$v-r$r.json"; echo "rc=$?"; } >"$OUT/swapvar/swap-h200-host-$v-r$r.log" 2>&1
+    echo "$v r$r: $(grep -E 'host_tier_read_GBps' "$OUT/swapvar/swap-h200-host-$v-r$r.log" | awk '{print $3, $4, $5}')"
   done; done ;;
 *) echo "unknown stage $stage" >&2 ;;
 esac; echo "$stage $(el)"; pack "$stage"; done

@@ -4,7 +4,7 @@
 # same + -DSPILLWAY_OPPONENT_FLASHINFER=/work/opp/flashinfer/include), refusing a tree with changes
 # to tracked files (the results must name a commit). `opp` stages the opponent library too, `v10` a
 # library with v10's softmax (build-v10, -DSW_MAX_SLACK=0), `var:NAME` the variant build-NAME
-# (e.g. build-v14: -DCMAKE_CUDA_FLAGS=-DSW_NOMAX=1).
+# (e.g. build-v14: -DCMAKE_CUDA_FLAGS=-DSW_NOMAX=1; its test_swap_cuda too, for swap variants).
 # (Session 7's `emuK`, v13's builds, went with v13: bench/dev/rejected/hopper_v13_exp2_emu_d64.patch.)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -30,9 +30,9 @@ var:*) # build-NAME, configured like build-h200 with its own CMAKE_CUDA_FLAGS (a
      # and test_prefill_cuda into .carry/NAME
      n=${x#var:}
      [ -f build-$n/CMakeCache.txt ] || { echo "stage_s7b: build-$n is not configured" >&2; exit 1; }
-     cmake --build build-$n -j"$(nproc)" --target spillway_cli test_prefill_cuda >/dev/null
+     cmake --build build-$n -j"$(nproc)" --target spillway_cli test_prefill_cuda test_swap_cuda >/dev/null
      mkdir -p .carry/$n/tests && cp -a build-$n/libspillway.so* build-$n/spillway .carry/$n/ &&
-       cp -a build-$n/tests/test_prefill_cuda .carry/$n/tests/ ;;
+       cp -a build-$n/tests/test_prefill_cuda build-$n/tests/test_swap_cuda .carry/$n/tests/ ;;
 esac; done
 (cd .carry/debs && apt-get download liburing2 libhiredis0.14 >/dev/null 2>&1) || true
 echo "staged at $(git rev-parse --short HEAD)"; du -sh .carry

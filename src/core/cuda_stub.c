@@ -82,6 +82,12 @@ sw_status sw_cuda_swap_copy(void *dst, const void *src, size_t bytes, void *stre
     (void)dst; (void)src; (void)bytes; (void)stream;
     return no_cuda();
 }
+int sw_cuda_swap_fused_merge(void) { return 0; }
+sw_status sw_cuda_swap_zero(void *dst, size_t bytes, void *stream)
+{
+    (void)dst; (void)bytes; (void)stream;
+    return no_cuda();
+}
 sw_status sw_cuda_swap_sm_count(int32_t device, int32_t *sms)
 {
     (void)device;

@@ -78,6 +78,9 @@ typedef struct sw_swap_dev {
     int32_t ctas;             /* tile-kernel CTAs wanted per launch: sms x
                                * SPILLWAY_SWAP_TILE_CTAS_PER_SM (default: what
                                * one SM holds, tile_ctas_per_sm) */
+    int fused;                /* the merge in the tile kernel's last CTA: built with
+                               * -DSW_SWAP_FUSED_MERGE=1 (not by default until
+                               * measured on a GPU), SPILLWAY_SWAP_FUSED_MERGE=0 off */
     int32_t kernel;           /* SPILLWAY_SWAP_TILE_KERNEL: 3 bulk copies
                                * into an mbarrier ring (swap_tile_bulk.cu,
                                * the default; sm_90+, elsewhere kernel 2),
@@ -114,6 +117,8 @@ typedef struct sw_swap_dev {
     float *ws;
     size_t ws_floats;
     float *d_m, *d_l, *d_acc, *d_qp, *d_scores, *d_part, *d_f32;
+    uint32_t *d_count;        /* fused merge: [H][row groups] counts (zero between tiles) */
+    size_t ncount;
     uint8_t *desc_host, *desc_dev;
     size_t desc_bytes, desc_used;
     float *scores_host;       /* pinned, desc_host's tail */
@@ -414,6 +419,7 @@ sw_status sw_swap_dev_create(sw_swap *s)
         /* Measurement knobs (bench swap sweeps them on the H200): the
          * kernel, and CTAs per SM 1..32. */
         d->kernel = sw_env_int("SPILLWAY_SWAP_TILE_KERNEL", 3);
+        d->fused = sw_cuda_swap_fused_merge() && sw_env_int("SPILLWAY_SWAP_FUSED_MERGE", 1) != 0;
         if (d->kernel < 0 || d->kernel > 3)
             d->kernel = 3;
         int per = sw_env_int("SPILLWAY_SWAP_TILE_CTAS_PER_SM", tile_ctas_per_sm(d->kernel, D));
@@ -845,7 +851,11 @@ sw_status sw_swap_dev_attend_begin(sw_swap *s, const sw_swap_attend_params *p,
     const size_t o_qp = o_acc + hr * (size_t)D, o_sc = o_qp + hr * (size_t)R;
     const size_t o_part = o_sc + sw_align_up((size_t)total + 1, 4);
     const size_t o_f32 = o_part + part;
-    const size_t need = o_f32 + (p->sparse_top_k > 0 && p->sparse_check ? hr * (size_t)D : 0);
+    /* fused-merge counts: at most one per (kv head, row group) of a tile,
+     * and a tile's partials hold 8 x (D + 2) floats for each of those */
+    const size_t ncount = part / (8 * ((size_t)D + 2)) + 1;
+    const size_t o_cnt = o_f32 + (p->sparse_top_k > 0 && p->sparse_check ? hr * (size_t)D : 0);
+    const size_t need = o_cnt + (d->fused ? sw_align_up(ncount, 4) : 0);
     SW_TRY(ensure_ws(d, need));
     d->d_m = d->ws + o_m;
     d->d_l = d->ws + o_l;
@@ -854,6 +864,8 @@ sw_status sw_swap_dev_attend_begin(sw_swap *s, const sw_swap_attend_params *p,
     d->d_scores = d->ws + o_sc;
     d->d_part = d->ws + o_part;
     d->d_f32 = d->ws + o_f32;
+    d->d_count = d->fused ? (uint32_t *)(d->ws + o_cnt) : NULL; /* 4-byte words, like the floats */
+    d->ncount = d->fused ? ncount : 0;
     /* descriptors: scored blocks, 2 passes of tile blocks and fills, scores */
     const size_t nb = (size_t)total + 1;
     /* gathers: per pass (two with a sparse check) every stripe of every
@@ -917,6 +929,8 @@ sw_status sw_swap_dev_attend_begin(sw_swap *s, const sw_swap_attend_params *p,
 sw_status sw_swap_dev_pass_begin(sw_swap *s, const sw_swap_attend_params *p, void *stream)
 {
     sw_swap_dev *d = s->dev;
+    if (d->d_count) /* a failed call may have left counts behind */
+        SW_TRY(sw_cuda_swap_zero(d->d_count, sizeof(uint32_t) * d->ncount, stream));
     return sw_cuda_swap_state_init(d->d_m, d->d_l, d->d_acc, d->hrows, s->m.head_dim, stream);
 }
 
@@ -1224,6 +1238,11 @@ sw_status sw_swap_dev_compute(sw_swap *s, const sw_swap_attend_params *p, const 
     a.m = d->d_m;
     a.l = d->d_l;
     a.acc = d->d_acc;
+    a.fused = d->d_count != NULL;
+    a.count = d->d_count;
+    if (a.fused && (size_t)H * (size_t)a.nrg > d->ncount)
+        return sw_fail(SW_STATUS_INTERNAL, "fused merge: %d x %d counts exceed the %zu planned", H,
+                       a.nrg, d->ncount);
     void *e0 = NULL, *e1 = NULL;
     if (d->timing) {
         SW_TRY(timing_event(d, 2 * d->tev_used, &e0));
@@ -1235,7 +1254,8 @@ sw_status sw_swap_dev_compute(sw_swap *s, const sw_swap_attend_params *p, const 
         SW_TRY(sw_cuda_swap_event_record(e1, stream));
         d->tev_used++;
     }
-    SW_TRY(sw_cuda_swap_merge(&a, stream));
+    if (!a.fused) /* else in the tile kernel (or in sw_cuda_swap_tile after it) */
+        SW_TRY(sw_cuda_swap_merge(&a, stream));
     tl_mark(d, stream, 'C', t->hbuf);
     s->st.kernel_kv_bytes += kv_bytes;
     return SW_OK;

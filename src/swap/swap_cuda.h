@@ -27,6 +27,8 @@ sw_status sw_cuda_swap_event_sync(void *ev);
 sw_status sw_cuda_swap_event_ms(float *ms, void *start, void *stop);
 /* cudaMemcpyAsync with cudaMemcpyDefault (unified addressing). */
 sw_status sw_cuda_swap_copy(void *dst, const void *src, size_t bytes, void *stream);
+/* cudaMemsetAsync to 0. */
+sw_status sw_cuda_swap_zero(void *dst, size_t bytes, void *stream);
 sw_status sw_cuda_swap_sm_count(int32_t device, int32_t *sms);
 /* cuda_rt.cu (also declared in store/store_internal.h). */
 sw_status sw_cuda_stream_sync(void *stream);
@@ -116,6 +118,13 @@ typedef struct sw_cuda_swap_tile_args {
     /* merge */
     int32_t row0;                  /* first query row of the sequence */
     float *m, *l, *acc;            /* running state [rows][Hq] (acc x D) */
+    /* fused merge (built with -DSW_SWAP_FUSED_MERGE=1; SPILLWAY_SWAP_FUSED_MERGE=0
+     * turns it off at run time): the last CTA of each (kv
+     * head, row group) to finish, by an atomic count, folds the nchunks
+     * partials into the running state, so a tile is one launch; count:
+     * device [H][nrg], zero between tiles (the last CTA resets its own) */
+    int32_t fused;
+    uint32_t *count;
 } sw_cuda_swap_tile_args;
 
 /* Rows of one tile-kernel CTA (query rows x group heads), both kernels. */
@@ -128,6 +137,9 @@ sw_status sw_cuda_swap_scatter(const sw_cuda_swap_scatter_args *a, void *stream)
 sw_status sw_cuda_swap_gather(const sw_cuda_swap_gather_args *a, void *stream);
 sw_status sw_cuda_swap_tile(const sw_cuda_swap_tile_args *a, void *stream);
 sw_status sw_cuda_swap_merge(const sw_cuda_swap_tile_args *a, void *stream);
+/* 1 when the tile kernels were built with the fused merge
+ * (-DSW_SWAP_FUSED_MERGE=1 in the CUDA flags). */
+int sw_cuda_swap_fused_merge(void);
 /* m = -inf, l = 0, acc = 0 for n (row, head) pairs. */
 sw_status sw_cuda_swap_state_init(float *m, float *l, float *acc, int64_t n, int32_t D,
                                   void *stream);

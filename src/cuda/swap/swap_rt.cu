@@ -92,6 +92,14 @@ extern "C" sw_status sw_cuda_swap_copy(void *dst, const void *src, size_t bytes,
     return SW_OK;
 }
 
+extern "C" sw_status sw_cuda_swap_zero(void *dst, size_t bytes, void *stream)
+{
+    if (bytes == 0)
+        return SW_OK;
+    SW_CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, (cudaStream_t)stream));
+    return SW_OK;
+}
+
 extern "C" sw_status sw_cuda_swap_sm_count(int32_t device, int32_t *sms)
 {
     int n = 0;

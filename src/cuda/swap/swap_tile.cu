@@ -462,7 +462,20 @@ extern "C" sw_status sw_cuda_swap_tile(const sw_cuda_swap_tile_args *a, void *st
         return sw_fail(SW_STATUS_UNSUPPORTED, "swap tile kernel: head_dim %d (have 64, 128, 256)",
                        (int)a->D);
     }
+    /* the CUDA-core kernel has no fused merge (tile_partial_out's): the
+     * caller skipped the merge launch, so it goes here */
+    if (a->fused)
+        SW_TRY(sw_cuda_swap_merge(a, stream));
     return SW_OK;
+}
+
+extern "C" int sw_cuda_swap_fused_merge(void)
+{
+#ifdef SW_SWAP_FUSED_MERGE
+    return SW_SWAP_FUSED_MERGE != 0;
+#else
+    return 0;
+#endif
 }
 
 extern "C" sw_status sw_cuda_swap_merge(const sw_cuda_swap_tile_args *a, void *stream)
