@@ -140,7 +140,7 @@ static void put_elem(sw_dtype t, void *base, int64_t idx, float x)
         ((uint16_t *)base)[idx] = sw_f32_to_bf16(x);
 }
 
-void sw_case_ramp(sw_case *c, int32_t period)
+void sw_case_ramp(sw_case *c, int32_t period, double slope, int mix)
 {
     const sw_prefill_params *p = &c->params;
     const int32_t D = p->head_dim;
@@ -149,17 +149,19 @@ void sw_case_ramp(sw_case *c, int32_t period)
         period = 1;
     for (int64_t t = 0; t < c->total_q; t++)
         for (int32_t h = 0; h < p->num_qo_heads; h++)
-            put_elem(p->dtype, c->q, t * c->q_stride + (int64_t)h * D, 1.0f);
+            put_elem(p->dtype, c->q, t * c->q_stride + (int64_t)h * D,
+                     mix ? (float)(1 - (int)((t / 16) % 3)) : 1.0f);
     for (int32_t b = 0; b < c->batch; b++) {
         const int32_t k0 = c->kv_indptr[b], kl = c->kv_indptr[b + 1] - k0;
         for (int32_t j = 0; j < kl; j++) {
-            const float x = (float)(0.1 * (double)((kl - 1 - j) % period) / scale);
+            const float x = (float)(slope * (double)((kl - 1 - j) % period) / scale);
             for (int32_t h = 0; h < p->num_kv_heads; h++)
                 put_elem(p->dtype, c->k, (int64_t)(k0 + j) * c->k_stride + (int64_t)h * D, x);
         }
     }
     const size_t n = strlen(c->name);
-    snprintf(c->name + n, sizeof c->name - n, " ramp%s", period < (1 << 30) ? "/300" : "");
+    snprintf(c->name + n, sizeof c->name - n, " ramp%g%s%s", slope,
+             period < (1 << 30) ? "/saw" : "", mix ? "/mix" : "");
 }
 
 void sw_case_free(sw_case *c)

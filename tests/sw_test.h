@@ -59,15 +59,17 @@ typedef struct sw_case {
  * max_len bounds each length (CPU reference cost). */
 void sw_case_make(sw_case *c, uint64_t seed, int index, sw_dtype dtype, int32_t max_len);
 void sw_case_free(sw_case *c);
-/* Adds 0.1 x ((kv_len - 1 - j) mod period) to every score of key j of each
- * request (natural-log units, after the softmax scale): query component 0
- * becomes 1 and key component 0 carries the ramp. Kernels that visit key
- * tiles from the last towards the first then see each tile's maximum ~10
- * above the previous one, those that go forwards a falling one (period
- * 2^30: one steady ramp; 300: a saw, whose drops let running maxima stand
- * for a while). With random data the rescale paths of an online softmax
- * almost never run; with this they run on most tiles. */
-void sw_case_ramp(sw_case *c, int32_t period);
+/* Adds slope x ((kv_len - 1 - j) mod period) to the scores of key j of each
+ * request (natural-log units, after the softmax scale): key component 0
+ * carries the ramp and query component 0 becomes 1 -- or, with `mix`, 1, 0
+ * or -1 by (token / 16) mod 3, so rows of one warp see a rising, a flat or
+ * a falling ramp. Kernels that visit key tiles from the last towards the
+ * first then see each tile's maximum rise by slope x tile width (0.1 x 64
+ * keys = 6.4, x 1.44 = 9.2 in log2 units) on rising rows. Period 2^30: one
+ * steady ramp; 300: a saw, whose drops let running maxima stand for a
+ * while. With random data the rescale paths of an online softmax almost
+ * never run; with this they run on most tiles. */
+void sw_case_ramp(sw_case *c, int32_t period, double slope, int mix);
 /* Fills O with NaN and LSE with NaN so that unwritten elements are caught. */
 void sw_case_poison(sw_case *c);
 sw_attn_problem sw_case_problem(const sw_case *c);

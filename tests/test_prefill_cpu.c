@@ -174,7 +174,7 @@ int main(void)
             for (int i = 0; i < 4; i++) {
                 sw_case c;
                 sw_case_make(&c, seed + 13 + (uint64_t)di, i, dts[di], 400);
-                sw_case_ramp(&c, i % 2 ? 300 : 1 << 30);
+                sw_case_ramp(&c, i % 2 ? 300 : 1 << 30, i < 2 ? 0.1 : 0.055, i >= 2);
                 failed += run_case_isa(&c, (sw_cpu_isa)isa, dts[di] == SW_DTYPE_F32 ? 1e-4 : 1e-2);
                 total++;
                 sw_case_free(&c);

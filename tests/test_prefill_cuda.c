@@ -271,8 +271,20 @@ int main(void)
             for (int i = 0; i < 16; i++) {
                 sw_case c;
                 sw_case_make(&c, seed + 200 + (uint64_t)di, i, dts[di], 1500);
-                sw_case_ramp(&c, i % 2 ? 300 : 1 << 30);
+                sw_case_ramp(&c, i % 2 ? 300 : 1 << 30, 0.1, 0);
                 failed += run_case(&c, 13, st, 1, backends[bi]);
+                total++;
+                sw_case_free(&c);
+            }
+        /* A gentler slope (0.055: tiles of 96-128 keys then alternate
+         * between kept and refused no-max steps on a steady ramp) and rows
+         * of one warp on rising, flat and falling ramps; every row checked. */
+        for (int di = 0; di < 2; di++)
+            for (int i = 0; i < 16; i++) {
+                sw_case c;
+                sw_case_make(&c, seed + 300 + (uint64_t)di, i, dts[di], 600);
+                sw_case_ramp(&c, i % 2 ? 300 : 1 << 30, i % 4 < 2 ? 0.055 : 0.1, 1);
+                failed += run_case(&c, 1, st, 1, backends[bi]);
                 total++;
                 sw_case_free(&c);
             }

@@ -184,14 +184,17 @@ hostab)
   done; done ;;
 swapvar)
   # swap engine variants staged with `stage_s7b.sh var:NAME` (.carry/NAME, e.g. build-fm:
-  # -DSW_SWAP_FUSED_MERGE=1): test_swap_cuda on each, then the host-tier case, main and each variant
-  # interleaved, $SWAPVAR_ROUNDS rounds (default 2), $SWAPVAR_ARGS added (e.g. --tile 256)
+  # -DSW_SWAP_FUSED_MERGE=1; $SWAPVAR_ONLY: just these): test_swap_cuda on each with every tile kernel
+  # ($SWAPVAR_KERNELS, default 3 0 2 1: the fused merge is in 3, 0, 2, the CUDA-core kernel 1 takes the
+  # separate merge), then the host-tier case, main and each variant interleaved, $SWAPVAR_ROUNDS rounds
+  # (default 2), $SWAPVAR_ARGS added (e.g. --tile 256)
   vars=$(cd .carry && for v in *; do [ -x $v/tests/test_swap_cuda ] && echo $v; done)
-  for e in $vars; do
-    { SW_TEST_SWAP_CASES=16 LD_LIBRARY_PATH=$PWD/.carry/$e:$DEB timeout 150 .carry/$e/tests/test_swap_cuda; echo "test_swap_cuda $e rc=$?"; } \
-      >"$OUT/swapvar/test-swap-cuda-$e.log" 2>&1
-    tail -1 "$OUT/swapvar/test-swap-cuda-$e.log"
-  done
+  for e in ${SWAPVAR_ONLY:-$vars}; do for k in ${SWAPVAR_KERNELS:-3 0 2 1}; do
+    { SPILLWAY_SWAP_TILE_KERNEL=$k SW_TEST_SWAP_CASES=16 LD_LIBRARY_PATH=$PWD/.carry/$e:$DEB timeout 150 \
+        .carry/$e/tests/test_swap_cuda; echo "test_swap_cuda $e kernel $k rc=$?"; } >"$OUT/swapvar/test-swap-cuda-$e-k$k.log" 2>&1
+    tail -1 "$OUT/swapvar/test-swap-cuda-$e-k$k.log"
+  done; done
+  vars=${SWAPVAR_ONLY:-$vars}
   for r in $(seq 1 ${SWAPVAR_ROUNDS:-2}); do for v in build-h200 $vars; do
     { LD_LIBRARY_PATH=$PWD/.carry/$v:$DEB timeout 60 .carry/$v/spillway bench swap --dir /var/tmp --cases host \
         ${SWAPVAR_ARGS:-} --json "$OUT/swapvar/swap-h200-host-$v-r$r.json"; echo "rc=$?"; } >"$OUT/swapvar/swap-h200-host-$v-r$r.log" 2>&1

@@ -138,7 +138,11 @@ sw_status sw_cuda_swap_gather(const sw_cuda_swap_gather_args *a, void *stream);
 sw_status sw_cuda_swap_tile(const sw_cuda_swap_tile_args *a, void *stream);
 sw_status sw_cuda_swap_merge(const sw_cuda_swap_tile_args *a, void *stream);
 /* 1 when the tile kernels were built with the fused merge
- * (-DSW_SWAP_FUSED_MERGE=1 in the CUDA flags). */
+ * (-DSW_SWAP_FUSED_MERGE=1 in the CUDA flags; the default is here, for the
+ * kernels and this query alike). */
+#ifndef SW_SWAP_FUSED_MERGE
+#define SW_SWAP_FUSED_MERGE 0
+#endif
 int sw_cuda_swap_fused_merge(void);
 /* m = -inf, l = 0, acc = 0 for n (row, head) pairs. */
 sw_status sw_cuda_swap_state_init(float *m, float *l, float *acc, int64_t n, int32_t D,

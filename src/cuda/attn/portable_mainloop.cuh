@@ -294,8 +294,9 @@ __device__ __forceinline__ bool mainloop(const sw_cuda_prefill_args &a, const it
          * with it (d128 non-causal 36/32 -> up to 108/104 bytes, d256 0 ->
          * up to 40/40; CUDA 13.0, sm_80 / 90a / 120 / 121). */
         if (CAUSAL && TR::HEAD_DIM <= 128 && !shared_kv && j < g.n_tiles - 1) {
-            done = sm.template update_nomax<TR::NS>(s, scale_log2);
-            if (!done) {
+            const int r = sm.template update_nomax<TR::NS>(s, scale_log2);
+            done = r > 0;
+            if (r < 0) {
                 gemm_qk<TR, T>(s, qf, sQ, sK, la);
                 if (j >= n_unmasked)
                     mask();

@@ -104,12 +104,22 @@ template <int MT> struct softmax_state {
      * (one FMNMX per score less). Kept when every row of the warp sums to
      * at most 256 x the tile's keys over its quad (then no P exceeds that,
      * and the offsets serve unchanged: O and l need no rescale); otherwise
-     * s is clobbered and the caller recomputes S and runs update(). A row
-     * with max -inf sums to inf or NaN and so takes that path too. */
+     * s is clobbered (-1) and the caller recomputes S and runs update().
+     * A warp with a row whose max is still -inf returns 0 before touching
+     * s: update() then runs on it as is. 1: done. */
     template <int NS>
-    __device__ __forceinline__ bool update_nomax(float (&s)[MT][NS][4], float scale_log2)
+    __device__ __forceinline__ int update_nomax(float (&s)[MT][NS][4], float scale_log2)
     {
         static_assert(256 * 8 * NS < 65504, "P bound must fit FP16");
+        /* a warp with a row that has seen no key yet (the causal rows above
+         * the first tiles' keys) would fail the check anyway: not worth an
+         * exp2 pass and a recomputed S */
+        bool fresh = false;
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+            fresh = fresh || m[mt][0] == -INFINITY || m[mt][1] == -INFINITY;
+        if (__any_sync(0xffffffffu, fresh))
+            return 0; /* s untouched */
         float sum[MT][2];
         bool ok = true;
 #pragma unroll
@@ -132,13 +142,13 @@ template <int MT> struct softmax_state {
                 ok = ok && t <= 256.f * 8 * NS; /* false for NaN */
             }
         if (!__all_sync(0xffffffffu, ok))
-            return false;
+            return -1; /* s clobbered */
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
             for (int h = 0; h < 2; ++h)
                 l[mt][h] += sum[mt][h];
-        return true;
+        return 1;
     }
 
     /* Full row sums (quad reduction), the factor that normalises O (0 for a

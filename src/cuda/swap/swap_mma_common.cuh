@@ -301,12 +301,12 @@ static __device__ __forceinline__ void tile_group(const uint8_t *st, const uint4
     }
 }
 
-/* Built in with -DSW_SWAP_FUSED_MERGE=1 (CUDA flags; written in session 8,
- * not yet run on a GPU): 0 leaves the tile kernels as they were. */
-#ifndef SW_SWAP_FUSED_MERGE
-#define SW_SWAP_FUSED_MERGE 0
-#endif
-
+/* Built in with -DSW_SWAP_FUSED_MERGE=1 (CUDA flags, default 0 in
+ * swap/swap_cuda.h; written in session 8, not yet run on a GPU): 0 leaves
+ * the tile kernels as they were. Invariant it relies on: every CTA of a
+ * tile kernel reaches tile_partial_out (no early return before it), or
+ * its (kv head, row group) count never reaches nchunks and that merge is
+ * lost. */
 /* The fused merge (a.fused; every thread of the CTA calls it after writing
  * its partial): the CTA that brings the count of its (kv head, row group)
  * to nchunks folds the nchunks partials of its 8 rows into the running

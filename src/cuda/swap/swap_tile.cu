@@ -471,11 +471,7 @@ extern "C" sw_status sw_cuda_swap_tile(const sw_cuda_swap_tile_args *a, void *st
 
 extern "C" int sw_cuda_swap_fused_merge(void)
 {
-#ifdef SW_SWAP_FUSED_MERGE
     return SW_SWAP_FUSED_MERGE != 0;
-#else
-    return 0;
-#endif
 }
 
 extern "C" sw_status sw_cuda_swap_merge(const sw_cuda_swap_tile_args *a, void *stream)
