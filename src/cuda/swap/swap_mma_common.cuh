@@ -19,6 +19,7 @@
 
 #include "cuda/sw_cuda_check.h"
 #include "swap/swap_cuda.h"
+#include "swap_merge.cuh"
 
 static __device__ __forceinline__ void cp_async16z(void *smem, const void *gmem, int bytes)
 {
@@ -310,17 +311,15 @@ static __device__ __forceinline__ void tile_group(const uint8_t *st, const uint4
 /* The fused merge (a.fused; every thread of the CTA calls it after writing
  * its partial): the CTA that brings the count of its (kv head, row group)
  * to nchunks folds the nchunks partials of its 8 rows into the running
- * state, as swap_merge_kernel does for one row, and resets the count for
+ * state (swap_merge_row, the merge kernel's fold) and resets the count for
  * the next tile. Each CTA's partial is made visible (threadfence) before
- * its count; the last one reads them through L2 (__ldcg). sh: 32 floats of
+ * its count; the last one reads them through L2 (__ldcg). sh: a word of
  * shared memory no thread still reads. */
-template <int D>
 static __device__ __forceinline__ void tile_fused_merge(float *sh, const sw_cuda_swap_tile_args &a)
 {
     const int tid = threadIdx.x, h = blockIdx.y, y = blockIdx.z;
     uint32_t *cnt = a.count + (size_t)h * a.nrg + y;
     volatile int *last = reinterpret_cast<volatile int *>(sh);
-    float *fM = sh + 8, *fL = sh + 16, *fC = sh + 24;
     __threadfence();
     __syncthreads(); /* every thread's partial written and fenced; sh free */
     if (tid == 0)
@@ -329,57 +328,9 @@ static __device__ __forceinline__ void tile_fused_merge(float *sh, const sw_cuda
     if (!*last)
         return;
     __threadfence();
-    const int rows = a.ql * a.G;
-    auto part_at = [&](int c, int r) -> const float * {
-        return a.part + ((((size_t)c * a.H + h) * a.nrg + y) * 8 + r) * (D + 2);
-    };
-    auto state_row = [&](int r) -> size_t {
-        const int ridx = y * 8 + r;
-        return ((size_t)a.row0 + ridx / a.G) * a.Hq + (size_t)h * a.G + ridx % a.G;
-    };
-    if (tid < 8) {
-        float M = -INFINITY, L = 0.0f, cg = 0.0f;
-        if (y * 8 + tid < rows) {
-            const size_t si = state_row(tid);
-            const float m_old = a.m[si];
-            M = m_old;
-            for (int c = 0; c < a.nchunks; c++)
-                M = fmaxf(M, __ldcg(part_at(c, tid)));
-            if (M != -INFINITY) {
-                cg = m_old == -INFINITY ? 0.0f : exp2f(m_old - M);
-                L = a.l[si] * cg;
-                for (int c = 0; c < a.nchunks; c++) {
-                    const float mc = __ldcg(part_at(c, tid));
-                    if (mc != -INFINITY)
-                        L += exp2f(mc - M) * __ldcg(part_at(c, tid) + 1);
-                }
-            }
-        }
-        fM[tid] = M;
-        fL[tid] = L;
-        fC[tid] = cg;
-    }
-    __syncthreads();
-    for (int i = tid; i < 8 * D; i += blockDim.x) {
-        const int r = i / D, d = i % D;
-        const float M = fM[r];
-        if (y * 8 + r >= rows || M == -INFINITY)
-            continue; /* no visible key so far: the state stays */
-        const size_t si = state_row(r);
-        float o = a.acc[si * D + d] * fC[r];
-        for (int c = 0; c < a.nchunks; c++) {
-            const float *pc = part_at(c, r);
-            const float mc = __ldcg(pc);
-            if (mc != -INFINITY)
-                o += exp2f(mc - M) * __ldcg(pc + 2 + d);
-        }
-        a.acc[si * D + d] = o;
-    }
-    if (tid < 8 && y * 8 + tid < rows && fM[tid] != -INFINITY) {
-        const size_t si = state_row(tid);
-        a.m[si] = fM[tid];
-        a.l[si] = fL[tid];
-    }
+    for (int r = 0; r < 8; r++) /* as the merge kernel, row by row (uniform: it syncs) */
+        if (y * 8 + r < a.ql * a.G)
+            swap_merge_row<true>(a, h, y * 8 + r);
     if (tid == 0)
         *cnt = 0u;
 }
@@ -454,7 +405,7 @@ static __device__ __forceinline__ void tile_partial_out(const float (&o)[D / 64]
     }
     if constexpr (SW_SWAP_FUSED_MERGE != 0) {
         if (a.fused)
-            tile_fused_merge<D>(co, a);
+            tile_fused_merge(co, a);
     }
 }
 

@@ -19,6 +19,7 @@
 #include "core/sw_core.h"
 #include "cuda/sw_cuda_check.h"
 #include "swap_carve.cuh"
+#include "swap_merge.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -361,46 +362,11 @@ __global__ void __launch_bounds__(NT) swap_tile_kernel(const sw_cuda_swap_tile_a
     }
 }
 
-/* One CTA per (row pair index of the sequence, kv head): folds the nchunks
- * partial states into the running state. */
+/* One CTA per (row of the sequence, kv head): folds the nchunks partial
+ * states into the running state. */
 __global__ void swap_merge_kernel(const sw_cuda_swap_tile_args a)
 {
-    const int ridx = blockIdx.x, h = blockIdx.y;
-    const int y = ridx / RG, r = ridx % RG;
-    const int qrow = ridx / a.G, g = ridx % a.G;
-    const int D = a.D;
-    const size_t si = ((size_t)a.row0 + qrow) * a.Hq + (size_t)h * a.G + g;
-    const float m_old = a.m[si];
-    float M = m_old;
-    for (int c = 0; c < a.nchunks; c++) {
-        const size_t pi = (((size_t)c * a.H + h) * a.nrg + y) * RG + r;
-        M = fmaxf(M, a.part[pi * (D + 2)]);
-    }
-    if (M == -INFINITY)
-        return; /* no visible key so far */
-    const float cg = m_old == -INFINITY ? 0.0f : exp2f(m_old - M);
-    float L = a.l[si] * cg;
-    for (int c = 0; c < a.nchunks; c++) {
-        const size_t pi = (((size_t)c * a.H + h) * a.nrg + y) * RG + r;
-        const float mc = a.part[pi * (D + 2)];
-        if (mc != -INFINITY)
-            L += exp2f(mc - M) * a.part[pi * (D + 2) + 1];
-    }
-    for (int d = threadIdx.x; d < D; d += blockDim.x) {
-        float o = a.acc[si * D + d] * cg;
-        for (int c = 0; c < a.nchunks; c++) {
-            const size_t pi = (((size_t)c * a.H + h) * a.nrg + y) * RG + r;
-            const float mc = a.part[pi * (D + 2)];
-            if (mc != -INFINITY)
-                o += exp2f(mc - M) * a.part[pi * (D + 2) + 2 + d];
-        }
-        a.acc[si * D + d] = o;
-    }
-    __syncthreads(); /* every thread read m_old / l before they change */
-    if (threadIdx.x == 0) {
-        a.m[si] = M;
-        a.l[si] = L;
-    }
+    swap_merge_row<false>(a, blockIdx.y, blockIdx.x);
 }
 
 template <int D> static sw_status launch_tile(const sw_cuda_swap_tile_args *a, cudaStream_t st)
