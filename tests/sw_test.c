@@ -40,6 +40,16 @@ double sw_now_seconds(void)
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+static void put_elem(sw_dtype t, void *base, int64_t idx, float x)
+{
+    if (t == SW_DTYPE_F32)
+        ((float *)base)[idx] = x;
+    else if (t == SW_DTYPE_F16)
+        ((uint16_t *)base)[idx] = sw_f32_to_f16(x);
+    else
+        ((uint16_t *)base)[idx] = sw_f32_to_bf16(x);
+}
+
 static void fill(sw_rng *r, sw_dtype t, void *buf, int64_t rows, int64_t stride, int64_t width)
 {
     for (int64_t i = 0; i < rows; i++)
@@ -47,13 +57,7 @@ static void fill(sw_rng *r, sw_dtype t, void *buf, int64_t rows, int64_t stride,
             /* Padding between rows gets a large value: a kernel that reads it
              * instead of real data produces a visible error. */
             double x = j < width ? sw_rng_normal(r) : 1e4;
-            int64_t idx = i * stride + j;
-            if (t == SW_DTYPE_F32)
-                ((float *)buf)[idx] = (float)x;
-            else if (t == SW_DTYPE_F16)
-                ((uint16_t *)buf)[idx] = sw_f32_to_f16((float)x);
-            else
-                ((uint16_t *)buf)[idx] = sw_f32_to_bf16((float)x);
+            put_elem(t, buf, i * stride + j, (float)x);
         }
 }
 
@@ -128,16 +132,6 @@ void sw_case_make(sw_case *c, uint64_t seed, int index, sw_dtype dtype, int32_t 
                       c->qo_indptr[b + 1] - c->qo_indptr[b], c->kv_indptr[b + 1] - c->kv_indptr[b]);
     if (strided && n < (int)sizeof c->name - 10)
         snprintf(c->name + n, sizeof c->name - (size_t)n, " strided");
-}
-
-static void put_elem(sw_dtype t, void *base, int64_t idx, float x)
-{
-    if (t == SW_DTYPE_F32)
-        ((float *)base)[idx] = x;
-    else if (t == SW_DTYPE_F16)
-        ((uint16_t *)base)[idx] = sw_f32_to_f16(x);
-    else
-        ((uint16_t *)base)[idx] = sw_f32_to_bf16(x);
 }
 
 void sw_case_ramp(sw_case *c, int32_t period, double slope, int mix)

@@ -266,28 +266,29 @@ int main(void)
             }
         /* Rising scores (sw_case_ramp): the row maxima grow by more than the
          * max slack from one key tile to the next, so the kernels' rescale
-         * paths run on every tile (with random data they almost never do). */
-        for (int di = 0; di < 2; di++)
-            for (int i = 0; i < 16; i++) {
-                sw_case c;
-                sw_case_make(&c, seed + 200 + (uint64_t)di, i, dts[di], 1500);
-                sw_case_ramp(&c, i % 2 ? 300 : 1 << 30, 0.1, 0);
-                failed += run_case(&c, 13, st, 1, backends[bi]);
-                total++;
-                sw_case_free(&c);
-            }
-        /* A gentler slope (0.055: tiles of 96-128 keys then alternate
-         * between kept and refused no-max steps on a steady ramp) and rows
-         * of one warp on rising, flat and falling ramps; every row checked. */
-        for (int di = 0; di < 2; di++)
-            for (int i = 0; i < 16; i++) {
-                sw_case c;
-                sw_case_make(&c, seed + 300 + (uint64_t)di, i, dts[di], 600);
-                sw_case_ramp(&c, i % 2 ? 300 : 1 << 30, i % 4 < 2 ? 0.055 : 0.1, 1);
-                failed += run_case(&c, 1, st, 1, backends[bi]);
-                total++;
-                sw_case_free(&c);
-            }
+         * paths run on every tile (with random data they almost never do).
+         * The second family: a gentler slope (0.055: tiles of 96-128 keys
+         * then alternate between kept and refused no-max steps on a steady
+         * ramp) and rows of one warp on rising, flat and falling ramps;
+         * every row checked. */
+        static const struct {
+            uint64_t seed;
+            int32_t max_len;
+            int row_sample, mix;
+            double slope01, slope23; /* for i % 4 < 2, else */
+        } ramps[2] = {{200, 1500, 13, 0, 0.1, 0.1}, {300, 600, 1, 1, 0.055, 0.1}};
+        for (int f = 0; f < 2; f++)
+            for (int di = 0; di < 2; di++)
+                for (int i = 0; i < 16; i++) {
+                    sw_case c;
+                    sw_case_make(&c, seed + ramps[f].seed + (uint64_t)di, i, dts[di],
+                                 ramps[f].max_len);
+                    sw_case_ramp(&c, i % 2 ? 300 : 1 << 30,
+                                 i % 4 < 2 ? ramps[f].slope01 : ramps[f].slope23, ramps[f].mix);
+                    failed += run_case(&c, ramps[f].row_sample, st, 1, backends[bi]);
+                    total++;
+                    sw_case_free(&c);
+                }
         failed += check_isolation(st, backends[bi]);
         total += 6;
         /* Hopper's wide K/V tile kernel (non-causal d128, chosen by the plan
