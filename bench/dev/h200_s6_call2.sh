@@ -12,13 +12,7 @@
 #            the bench tile at 2050 blocks (64 MiB) and 32768 (1 GiB, the D2D reference's size) for
 #            kernels 2 / 3 / 3 first form; `spillway bench swap --cases resident` at context 512k (1 GiB)
 # Run with carry [".carry"]; each stage's files go to one archive under $OUT.
-set -u
-OUT=${OUT:-out}; mkdir -p "$OUT"
-mkdir -p .carry/debs/root && for f in .carry/debs/*.deb; do dpkg -x "$f" .carry/debs/root; done
-DEB=$PWD/.carry/debs/root/usr/lib/x86_64-linux-gnu
-B=.carry/build-h200
-t0=$(date +%s); el() { echo "($(( $(date +%s) - t0 )) s)"; }
-pack() { tar czf "$OUT/$1.tgz" -C "$OUT" "$1" && rm -rf "${OUT:?}/$1"; }
+. bench/dev/h200_prelude.sh
 for stage in "$@"; do mkdir -p "$OUT/$stage"; case $stage in
 sys)
   { nproc; df -T /var/tmp; for d in /sys/block/*; do bn=$(basename $d); [ -d $d/mq ] || continue

@@ -15,13 +15,7 @@
 #   ncu      full ncu sets with per-SASS stall samples of mix-b d128 and mix-a d64 (where the short
 #            items' time goes; .carry/prof = a build with -DCMAKE_CUDA_FLAGS=-lineinfo)
 # Each stage's files are packed into one archive under $OUT. Run with carry [".carry"].
-set -u
-OUT=${OUT:-out}; mkdir -p "$OUT"
-mkdir -p .carry/debs/root && for f in .carry/debs/*.deb; do dpkg -x "$f" .carry/debs/root; done
-DEB=$PWD/.carry/debs/root/usr/lib/x86_64-linux-gnu
-B=.carry/build-h200
-t0=$(date +%s); el() { echo "($(( $(date +%s) - t0 )) s)"; }
-pack() { tar czf "$OUT/$1.tgz" -C "$OUT" "$1" && rm -rf "${OUT:?}/$1"; }
+. bench/dev/h200_prelude.sh
 for stage in "$@"; do mkdir -p "$OUT/$stage"; case $stage in
 bulkfix)
   OUT=$OUT/bulkfix timeout 200 bash bench/dev/h200_call_s5_bulkfix.sh ;;

@@ -28,15 +28,9 @@
 #   hostab   the host-tier case (no timeline) under settings ($HOSTAB: default, VAR=value, tileN, pdN, joined
 #            by commas; $HOSTAB_ROUNDS)
 #   swapvar  swap variants (stage_s7b.sh var:NAME): test_swap_cuda, then the host-tier case against main
-#   ncab     non-causal 1x16k (all three head shapes), v12 against .carry/v10 (-DSW_MAX_SLACK=0), 3 rounds
+#   ncab     non-causal 1x16k (all three head shapes), main against .carry/v10 (stage_s7b.sh var:v10), 3 rounds
 # Run with carry [".carry"]; each stage's files go to one archive under $OUT.
-set -u
-OUT=${OUT:-out}; mkdir -p "$OUT"
-mkdir -p .carry/debs/root && for f in .carry/debs/*.deb; do dpkg -x "$f" .carry/debs/root; done
-DEB=$PWD/.carry/debs/root/usr/lib/x86_64-linux-gnu
-B=.carry/build-h200
-t0=$(date +%s); el() { echo "($(( $(date +%s) - t0 )) s)"; }
-pack() { tar czf "$OUT/$1.tgz" -C "$OUT" "$1" && rm -rf "${OUT:?}/$1"; }
+. bench/dev/h200_prelude.sh
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader
 for stage in "$@"; do mkdir -p "$OUT/$stage"; case $stage in
 ptest)
@@ -133,8 +127,7 @@ diskab)
   # (SPILLWAY_STORE_READ_GAP=0); both; 8 MiB with 8 tiles of read-ahead
   for r in $(seq 1 ${DISKAB_ROUNDS:-2}); do
   for v in ${DISKAB:-default SPILLWAY_STORE_READ_INFLIGHT=8388608 SPILLWAY_STORE_READ_GAP=0 SPILLWAY_STORE_READ_INFLIGHT=8388608,SPILLWAY_STORE_READ_GAP=0 SPILLWAY_STORE_READ_INFLIGHT=8388608,pd8}; do
-    n=${v//=/-}; n=${n//,/+}; envs=(); args=()
-    for kv in ${v//,/ }; do case $kv in default) ;; pd*) args+=(--prefetch-depth ${kv#pd}) ;; tile*) args+=(--tile ${kv#tile}) ;; *) envs+=("$kv") ;; esac; done
+    setting "$v"
     { echo "# ${envs[*]} spillway bench swap --dir /var/tmp --cases disk ${args[*]}"
       env "${envs[@]}" LD_LIBRARY_PATH=$PWD/$B:$DEB timeout 120 $B/spillway bench swap --dir /var/tmp --cases disk \
         "${args[@]}" --json "$OUT/diskab/swap-h200-disk-$n-r$r.json"; echo "rc=$?"; } >"$OUT/diskab/swap-h200-disk-$n-r$r.log" 2>&1
@@ -175,8 +168,7 @@ hostab)
   # the host-tier case (no timeline) under settings: $HOSTAB = variants, each VAR=value[,VAR=value...] or
   # default; $HOSTAB_ROUNDS rounds (default 2), the variants interleaved
   for r in $(seq 1 ${HOSTAB_ROUNDS:-2}); do for v in ${HOSTAB:-default}; do
-    n=${v//=/-}; n=${n//,/+}; envs=(); args=()
-    for kv in ${v//,/ }; do case $kv in default) ;; tile*) args+=(--tile ${kv#tile}) ;; pd*) args+=(--prefetch-depth ${kv#pd}) ;; *) envs+=("$kv") ;; esac; done
+    setting "$v"
     { echo "# ${envs[*]} spillway bench swap --dir /var/tmp --cases host ${args[*]}"
       env "${envs[@]}" LD_LIBRARY_PATH=$PWD/$B:$DEB timeout 60 $B/spillway bench swap --dir /var/tmp --cases host \
         "${args[@]}" --json "$OUT/hostab/swap-h200-host-$n-r$r.json"; echo "rc=$?"; } >"$OUT/hostab/swap-h200-host-$n-r$r.log" 2>&1

@@ -26,13 +26,7 @@
 #   hosttile  the swap host-tier case at tiles of 128 (the case's default), 256 and 64 blocks, 2 rounds
 #             (fewer, larger tiles: fewer per-tile host costs and launches; issue 4's host line)
 # Run with carry [".carry"]; each stage's files are packed into one archive under $OUT.
-set -u
-OUT=${OUT:-out}; mkdir -p "$OUT"
-mkdir -p .carry/debs/root && for f in .carry/debs/*.deb; do dpkg -x "$f" .carry/debs/root; done
-DEB=$PWD/.carry/debs/root/usr/lib/x86_64-linux-gnu
-B=.carry/build-h200
-t0=$(date +%s); el() { echo "($(( $(date +%s) - t0 )) s)"; }
-pack() { tar czf "$OUT/$1.tgz" -C "$OUT" "$1" && rm -rf "${OUT:?}/$1"; }
+. bench/dev/h200_prelude.sh
 for stage in "$@"; do mkdir -p "$OUT/$stage"; case $stage in
 v11test)
   for v in v1112 v11; do

@@ -1,9 +1,8 @@
 #!/bin/bash
-# stage_s7b.sh [opp] [v10] [var:NAME...] - stages what bench/dev/h200_s7_call2.sh needs into .carry/ (ignored), from the
+# stage_s7b.sh [opp] [var:NAME...] - stages what bench/dev/h200_s7_call2.sh needs into .carry/ (ignored), from the
 # build dirs of this tree (build-h200: -DSPILLWAY_CUDA=ON -DSPILLWAY_CUDA_ARCHS=90a Release; build-opp: the
 # same + -DSPILLWAY_OPPONENT_FLASHINFER=/work/opp/flashinfer/include), refusing a tree with changes
-# to tracked files (the results must name a commit). `opp` stages the opponent library too, `v10` a
-# library with v10's softmax (build-v10, -DSW_MAX_SLACK=0), `var:NAME` the variant build-NAME
+# to tracked files (the results must name a commit). `opp` stages the opponent library too, `var:NAME` the variant build-NAME
 # (e.g. build-v14: -DCMAKE_CUDA_FLAGS=-DSW_NOMAX=1; its test_swap_cuda too, for swap variants).
 # (Session 7's `emuK`, v13's builds, went with v13: bench/dev/rejected/hopper_v13_exp2_emu_d64.patch.)
 set -euo pipefail
@@ -23,9 +22,6 @@ nvcc -O2 -std=c++17 -arch=sm_90a -Isrc -Iinclude bench/dev/gather_probe.cu src/c
 for x in "$@"; do case $x in
 opp) cmake --build build-opp -j"$(nproc)" >/dev/null
      mkdir -p .carry/build-opp && cp -a build-opp/libspillway.so* .carry/build-opp/ ;;
-v10) # build-v10: the same configuration with -DCMAKE_CUDA_FLAGS=-DSW_MAX_SLACK=0 (v10's softmax)
-     cmake --build build-v10 -j"$(nproc)" --target spillway >/dev/null
-     mkdir -p .carry/v10 && cp -a build-v10/libspillway.so* .carry/v10/ ;;
 var:*) # build-NAME, configured like build-h200 with its own CMAKE_CUDA_FLAGS (an A/B variant): lib, CLI
      # and test_prefill_cuda into .carry/NAME
      n=${x#var:}

@@ -1,0 +1,22 @@
+# h200_prelude.sh - sourced by the H200 call scripts (bench/dev/h200_s6_*.sh, h200_s7_*.sh) at the
+# repository root of the device machine's copy: $OUT, the carried Debian packages unpacked ($DEB: their
+# library folder), $B (the carried build), el (seconds since the start), pack STAGE ($OUT/STAGE into
+# one archive), and setting V (a variant written VAR=value[,VAR=value...], default, tileN -> --tile N,
+# pdN -> --prefetch-depth N: sets n (a file-name form), envs and args).
+set -u
+OUT=${OUT:-out}; mkdir -p "$OUT"
+mkdir -p .carry/debs/root && for f in .carry/debs/*.deb; do dpkg -x "$f" .carry/debs/root; done
+DEB=$PWD/.carry/debs/root/usr/lib/x86_64-linux-gnu
+B=.carry/build-h200
+t0=$(date +%s); el() { echo "($(( $(date +%s) - t0 )) s)"; }
+pack() { tar czf "$OUT/$1.tgz" -C "$OUT" "$1" && rm -rf "${OUT:?}/$1"; }
+setting() {
+  n=${1//=/-}; n=${n//,/+}; envs=(); args=()
+  local kv
+  for kv in ${1//,/ }; do case $kv in
+    default) ;;
+    tile*) args+=(--tile "${kv#tile}") ;;
+    pd*) args+=(--prefetch-depth "${kv#pd}") ;;
+    *) envs+=("$kv") ;;
+  esac; done
+}
