@@ -737,15 +737,15 @@ static void unpin_tile(sw_swap *s, const tile *t)
     }
 }
 
-/* Plans tile j into its ring position and submits its read; with
- * read-ahead (`unpin`), tile j-2's pins are released first (computed or
- * not). `ahead`: another tile is still to be computed before it. Returns
- * plan_tile's result (1 planned, 0 no tile left, < 0 failed: plan_fail);
- * the submit's time is added to *submit_s. */
-static int plan_next(run *R, tile *tl, int ntl, int64_t j, int unpin, int ahead,
-                     double *submit_s)
+/* Plans tile *nplan into its ring position and submits its read, then
+ * counts it; with read-ahead (`unpin`), the pins of the tile two before it
+ * are released first (computed or not). Tiles ncomp.. are not computed
+ * yet. No tile left: *end = 1. */
+static sw_status plan_next(run *R, tile *tl, int ntl, int64_t *nplan, int64_t ncomp, int unpin,
+                           int *end)
 {
     sw_swap *s = R->s;
+    const int64_t j = *nplan;
     tile *t = &tl[j % ntl];
     tile *u = unpin && j >= 2 ? &tl[(j - 2) % ntl] : NULL;
     if (u && u->pin) {
@@ -756,17 +756,17 @@ static int plan_next(run *R, tile *tl, int ntl, int64_t j, int unpin, int ahead,
     const int r = plan_tile(R, t, (int)(j % ntl));
     const double p1 = now_s();
     s->st.plan_seconds += p1 - p0;
-    if (r > 0) {
-        start_read(R, t, ahead);
-        *submit_s += now_s() - p1;
+    if (r == 0) {
+        *end = 1;
+        return SW_OK;
     }
-    return r;
-}
-
-static sw_status plan_fail(int r)
-{
-    return r == -1 ? sw_fail(SW_STATUS_NO_MEMORY, "block order")
-                   : sw_fail(SW_STATUS_INTERNAL, "no unpinned slot for a tile");
+    if (r < 0)
+        return r == -1 ? sw_fail(SW_STATUS_NO_MEMORY, "block order")
+                       : sw_fail(SW_STATUS_INTERNAL, "no unpinned slot for a tile");
+    start_read(R, t, j > ncomp);
+    s->st.submit_seconds += now_s() - p1;
+    (*nplan)++;
+    return SW_OK;
 }
 
 static sw_status run_pass(run *R, int sparse)
@@ -852,23 +852,11 @@ static sw_status run_pass(run *R, int sparse)
     (void)sw_store_get_stats(s->store, &ss0);
     int64_t ncomp = 0, nplan = 0; /* tiles computed, tiles planned */
     int end = 0;
-    /* plan_next for tile nplan; a failure or the end stops the planning */
-#define PLAN_NEXT()                                                                         \
-    do {                                                                                    \
-        const int r_ = plan_next(R, tl, ntl, nplan, depth > 0, nplan > ncomp,               \
-                                 &s->st.submit_seconds);                                    \
-        if (r_ < 0)                                                                         \
-            st = plan_fail(r_);                                                             \
-        else if (r_ == 0)                                                                   \
-            end = 1;                                                                        \
-        else                                                                                \
-            nplan++;                                                                        \
-    } while (0)
     /* A tile's gathers are issued as soon as it is planned (issue_gathers),
      * so PCIe starts while the host plans the rest of the read-ahead (~70 us
      * a tile). */
     while (st == SW_OK && !end && nplan < (depth > 0 ? depth : 1)) {
-        PLAN_NEXT();
+        st = plan_next(R, tl, ntl, &nplan, ncomp, depth > 0, &end);
         if (st == SW_OK && nplan > 0)
             st = issue_gathers(R, tl, ntl, nplan - 1, nplan);
     }
@@ -878,7 +866,7 @@ static sw_status run_pass(run *R, int sparse)
         if (st != SW_OK)
             break;
         if (depth > 0 && !end)
-            PLAN_NEXT(); /* tile ncomp + depth, into the position of ncomp - 1 */
+            st = plan_next(R, tl, ntl, &nplan, ncomp, depth > 0, &end); /* tile ncomp + depth */
         if (st != SW_OK)
             break;
         st = issue_gathers(R, tl, ntl, ncomp, nplan); /* the new tile's */
@@ -895,9 +883,8 @@ static sw_status run_pass(run *R, int sparse)
         cur->nmiss = 0; /* filled: not to be dropped by the cleanup below */
         ncomp++;
         if (depth == 0 && !end)
-            PLAN_NEXT();
+            st = plan_next(R, tl, ntl, &nplan, ncomp, depth > 0, &end);
     }
-#undef PLAN_NEXT
     /* Never leave a read in flight (the store would still write into its
      * slots) or a slot pinned. */
     for (int i = 0; tl && i < ntl; i++) {
