@@ -28,6 +28,8 @@
 #   hostab   the host-tier case (no timeline) under settings ($HOSTAB: default, VAR=value, tileN, pdN, joined
 #            by commas; $HOSTAB_ROUNDS)
 #   swapvar  swap variants (stage_s7b.sh var:NAME): test_swap_cuda, then the host-tier case against main
+#   swapenv  test_swap_cuda (and test_swap_exact) under each setting in $SWAPENV (VAR=value[,VAR=value...]
+#            or default; e.g. SPILLWAY_SWAP_DIRECT=1 for the direct tiles)
 #   ncab     non-causal 1x16k (all three head shapes), main against .carry/v10 (stage_s7b.sh var:v10), 3 rounds
 # Run with carry [".carry"]; each stage's files go to one archive under $OUT.
 . bench/dev/h200_prelude.sh
@@ -65,6 +67,13 @@ storetests)
     { SW_TEST_SWAP_CASES=16 LD_LIBRARY_PATH=$PWD/$B:$DEB timeout 100 $t; echo "$n rc=$?"; } >"$OUT/storetests/$n-h200.log" 2>&1
     tail -1 "$OUT/storetests/$n-h200.log"
   done ;;
+swapenv)
+  [ -d .carry/st ] || { mkdir -p .carry/st && tar xJf .carry/tests.tar.xz -C .carry/st; }
+  for v in ${SWAPENV:-default}; do setting "$v"; for t in test_swap_cuda test_swap_exact; do
+    { echo "# ${envs[*]} $t"; env "${envs[@]}" SW_TEST_SWAP_CASES=16 LD_LIBRARY_PATH=$PWD/$B:$DEB timeout 150 .carry/st/$t
+      echo "$t rc=$?"; } >"$OUT/swapenv/$t-$n.log" 2>&1
+    echo "$v: $(tail -1 "$OUT/swapenv/$t-$n.log")"
+  done; done ;;
 hosttl)
   # the host-tier case with the GPU timeline (SPILLWAY_SWAP_TIMELINE=1, src/swap/device.c): per call the
   # GPU start / end of every gather and tile compute, the host's enqueue times, and a busy summary

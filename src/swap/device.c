@@ -116,7 +116,7 @@ typedef struct sw_swap_dev {
     /* per-call workspace (device) and descriptors (pinned host + device) */
     float *ws;
     size_t ws_floats;
-    float *d_m, *d_l, *d_acc, *d_qp, *d_scores, *d_part, *d_f32;
+    float *d_m, *d_l, *d_acc, *d_qp, *d_scores, *d_part, *d_part2, *d_f32;
     uint32_t *d_count;        /* fused merge: [H][row groups] counts (zero between tiles) */
     size_t ncount;
     uint8_t *desc_host, *desc_dev;
@@ -156,6 +156,21 @@ typedef struct sw_swap_dev {
     void *gstream[2];
     void **ev_g;
     int gnext, gissued;
+    /* direct tiles (SPILLWAY_SWAP_DIRECT=1, swap_tile_direct.cu): a tile
+     * whose missing blocks are all leased from the host tier is one kernel
+     * that reads them from the tier, writes their slots and attends, then
+     * the merge. The tiles of a pass go to two compute streams in turn (all
+     * of them, direct or staged), each with its own partials (d_part,
+     * d_part2), so a tile's PCIe reads overlap the previous tile's; tile j
+     * runs after j - 2 (same stream: the victims tile j takes were pinned
+     * by no tile after j - 2, plan_next) and its merge after j - 1's
+     * (ev_merge: one running state). ptile counts a pass's tiles; pissued:
+     * the streams ran this call (the verdict waits for them). */
+    int direct;
+    void *pstream[2];
+    void *ev_merge, *ev_pass;
+    int32_t ptile;
+    int pissued;
     /* kernel timing (SPILLWAY_SWAP_KERNEL_TIMING=1) */
     int timing;
     void **tev;               /* start/stop pairs, reused from call to call */
@@ -348,9 +363,12 @@ void sw_swap_dev_destroy(sw_swap *s)
         if (d->copy_stream)
             (void)sw_cuda_stream_sync(d->copy_stream);
     }
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 2; i++) {
         if (d->gstream[i] && sw_cuda_set_device(d->device) == SW_OK)
             (void)sw_cuda_stream_sync(d->gstream[i]);
+        if (d->pstream[i] && sw_cuda_set_device(d->device) == SW_OK)
+            (void)sw_cuda_stream_sync(d->pstream[i]);
+    }
     for (int32_t i = 0; i < d->ntev; i++)
         sw_cuda_swap_event_destroy(d->tev[i]);
     free(d->tev);
@@ -364,8 +382,12 @@ void sw_swap_dev_destroy(sw_swap *s)
         sw_cuda_swap_event_destroy(d->ev_g[i]);
     free(d->ev_g);
     free(d->pre);
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 2; i++) {
         sw_cuda_swap_stream_destroy(d->gstream[i]);
+        sw_cuda_swap_stream_destroy(d->pstream[i]);
+    }
+    sw_cuda_swap_event_destroy(d->ev_merge);
+    sw_cuda_swap_event_destroy(d->ev_pass);
     /* every call releases its leases; this is for a call that never ended */
     if (d->nlease)
         sw_store_host_release_entries(s->store, d->nlease, d->lease_ent);
@@ -489,6 +511,15 @@ sw_status sw_swap_dev_create(sw_swap *s)
             return sw_fail(SW_STATUS_NO_MEMORY, "device pool: gather events");
         for (int32_t i = 0; i < d->nhstage; i++)
             SW_TRY(sw_cuda_swap_event_create(&d->ev_g[i], 0));
+    }
+    /* direct tiles: off by default until measured on the H200; the fused
+     * merge (one running state folded by concurrent tiles) excludes them */
+    d->direct = d->gather && !d->fused && sw_env_int("SPILLWAY_SWAP_DIRECT", 0) != 0;
+    if (d->direct) {
+        for (int i = 0; i < 2; i++)
+            SW_TRY(sw_cuda_swap_stream_create(&d->pstream[i]));
+        SW_TRY(sw_cuda_swap_event_create(&d->ev_merge, 0));
+        SW_TRY(sw_cuda_swap_event_create(&d->ev_pass, 0));
     }
     return sw_cuda_stream_sync(d->own_stream);
 }
@@ -704,6 +735,12 @@ sw_status sw_swap_dev_attend_verdict(sw_swap *s, void *stream, int report)
             st = g;
     }
     d->gissued = 0;
+    for (int i = 0; d->pissued && i < 2; i++) {
+        const sw_status g = sw_cuda_stream_sync(d->pstream[i]); /* direct tiles' reports */
+        if (st == SW_OK)
+            st = g;
+    }
+    d->pissued = 0;
     if (d->ngrec && st == SW_OK)
         st = sw_cuda_swap_copy(d->h_bad, d->d_bad, bad_bytes, stream);
     /* the one wait on the call's stream: the gathers are done with the
@@ -850,7 +887,7 @@ sw_status sw_swap_dev_attend_begin(sw_swap *s, const sw_swap_attend_params *p,
     const size_t o_m = 0, o_l = o_m + sw_align_up(hr, 4), o_acc = o_l + sw_align_up(hr, 4);
     const size_t o_qp = o_acc + hr * (size_t)D, o_sc = o_qp + hr * (size_t)R;
     const size_t o_part = o_sc + sw_align_up((size_t)total + 1, 4);
-    const size_t o_f32 = o_part + part;
+    const size_t o_f32 = o_part + (d->direct ? 2 : 1) * part;
     /* fused-merge counts: at most one per (kv head, row group) of a tile,
      * and a tile's partials hold 8 x (D + 2) floats for each of those */
     const size_t ncount = part / (8 * ((size_t)D + 2)) + 1;
@@ -863,6 +900,7 @@ sw_status sw_swap_dev_attend_begin(sw_swap *s, const sw_swap_attend_params *p,
     d->d_qp = d->ws + o_qp;
     d->d_scores = d->ws + o_sc;
     d->d_part = d->ws + o_part;
+    d->d_part2 = d->direct ? d->ws + o_part + part : NULL;
     d->d_f32 = d->ws + o_f32;
     d->d_count = d->fused ? (uint32_t *)(d->ws + o_cnt) : NULL; /* 4-byte words, like the floats */
     d->ncount = d->fused ? ncount : 0;
@@ -931,7 +969,19 @@ sw_status sw_swap_dev_pass_begin(sw_swap *s, const sw_swap_attend_params *p, voi
     sw_swap_dev *d = s->dev;
     if (d->d_count) /* a failed call may have left counts behind */
         SW_TRY(sw_cuda_swap_zero(d->d_count, sizeof(uint32_t) * d->ncount, stream));
-    return sw_cuda_swap_state_init(d->d_m, d->d_l, d->d_acc, d->hrows, s->m.head_dim, stream);
+    SW_TRY(sw_cuda_swap_state_init(d->d_m, d->d_l, d->d_acc, d->hrows, s->m.head_dim, stream));
+    if (d->direct) {
+        /* the tile streams start after the state's initialisation (and
+         * after everything before it on the call's stream) */
+        d->ptile = 0;
+        d->pissued = 1;
+        SW_TRY(sw_cuda_swap_event_record(d->ev_pass, stream));
+        for (int i = 0; i < 2; i++)
+            SW_TRY(sw_cuda_swap_stream_wait(d->pstream[i], d->ev_pass));
+        /* the pass's first merge waits for nothing of its own */
+        SW_TRY(sw_cuda_swap_event_record(d->ev_merge, stream));
+    }
+    return SW_OK;
 }
 
 static sw_status timing_event(sw_swap_dev *d, int32_t i, void **ev)
@@ -1073,11 +1123,43 @@ static sw_status build_desc(sw_swap *s, const sw_swap_attend_params *p, const sw
     return SW_OK;
 }
 
+/* 1 when tile t goes to the direct kernel: direct tiles on, nothing of it
+ * in the staging, every stripe of its missing blocks leased at the length
+ * its block has, BF16 blocks only, and a shape the kernel takes. */
+static int direct_tile(const sw_swap *s, const sw_swap_attend_params *p, const sw_swap_seq *q,
+                       const sw_swap_dev_tile *t)
+{
+    const sw_swap_dev *d = s->dev;
+    if (!d->direct || t->gathered)
+        return 0;
+    const int32_t H = s->m.num_kv_heads, G = s->m.num_qo_heads / H, D = s->m.head_dim;
+    const int64_t ql = p->q_indptr[t->bi + 1] - p->q_indptr[t->bi];
+    const int32_t nrg = (int32_t)((ql * G + SW_CUDA_SWAP_RG - 1) / SW_CUDA_SWAP_RG);
+    if (!sw_cuda_swap_direct_ok(D, s->m.block_size, nrg) || (t->nmiss > 0 && !t->lease))
+        return 0;
+    const sw_swap_layer *L = &q->layers[p->layer];
+    for (int32_t i = 0; i < t->n; i++)
+        if (L->blk[t->blocks[i]].dtype != SW_SWAP_KV_BF16)
+            return 0;
+    const size_t spb = 2 * (size_t)H;
+    for (int32_t m = 0; m < t->nmiss; m++) {
+        const size_t want = (size_t)L->blk[t->miss_blocks[m]].valid * (size_t)D * 2;
+        for (size_t x = 0; x < spb; x++) {
+            const sw_store_lease *l = &t->lease[(size_t)m * spb + x];
+            if (!l->ptr || l->length != want)
+                return 0;
+        }
+    }
+    return 1;
+}
+
 sw_status sw_swap_dev_gather(sw_swap *s, const sw_swap_attend_params *p, const sw_swap_seq *q,
                              const sw_swap_dev_tile *t, int *issued)
 {
     sw_swap_dev *d = s->dev;
     *issued = 0;
+    if (direct_tile(s, p, q, t))
+        return SW_OK; /* the direct kernel reads it when the tile computes */
     if (!d->ahead || !t->lease || t->hbuf < 0 || t->hbuf >= d->nhstage || t->buf < 0 ||
         t->buf >= d->nhstage)
         return SW_OK;
@@ -1141,10 +1223,117 @@ sw_status sw_swap_dev_gather(sw_swap *s, const sw_swap_attend_params *p, const s
     return SW_OK;
 }
 
+/* Tile t through the direct kernel on stream cs, its partials in part. */
+static sw_status compute_direct(sw_swap *s, const sw_swap_attend_params *p, const sw_swap_seq *q,
+                                const sw_swap_dev_tile *t, void *cs, float *part)
+{
+    sw_swap_dev *d = s->dev;
+    const int32_t H = s->m.num_kv_heads, Hq = s->m.num_qo_heads, G = Hq / H;
+    const int32_t D = s->m.head_dim, B = s->m.block_size;
+    const sw_swap_layer *L = &q->layers[p->layer];
+    const size_t spb = 2 * (size_t)H;
+    size_t bo = 0, go = 0;
+    sw_cuda_swap_dblk *bd = desc_take(d, sizeof(sw_cuda_swap_dblk) * (size_t)t->n, &bo);
+    const size_t nitems = (size_t)t->nmiss * spb;
+    sw_cuda_swap_gather_item *gd =
+        nitems > 0 ? desc_take(d, sizeof(*gd) * nitems, &go) : NULL;
+    if (!bd || (nitems > 0 && !gd))
+        return sw_fail(SW_STATUS_INTERNAL, "device descriptors exhausted (%zu of %zu bytes)",
+                       d->desc_used, d->desc_bytes);
+    int32_t ng = 0;
+    if (nitems > 0)
+        SW_TRY(gather_items(s, p, q, t, 0, gd, &ng)); /* dst: the victim slot's stripe */
+    if ((size_t)ng != nitems)
+        return sw_fail(SW_STATUS_INTERNAL, "direct tile: %d of %zu stripes leased", ng, nitems);
+    uint64_t kv_bytes = 0;
+    int32_t m = 0;
+    for (int32_t i = 0; i < t->n; i++) {
+        const sw_swap_blk *e = &L->blk[t->blocks[i]];
+        bd[i].slot = t->slots[i];
+        bd[i].block = t->blocks[i];
+        bd[i].valid = e->valid;
+        bd[i].item = -1;
+        if (m < t->nmiss && t->miss_blocks[m] == t->blocks[i]) {
+            bd[i].item = (int32_t)((size_t)m * spb); /* misses in tile order */
+            m++;
+        }
+        kv_bytes += 2 * (uint64_t)H * (uint64_t)e->valid * (uint64_t)D * 2;
+    }
+    if (m != t->nmiss)
+        return sw_fail(SW_STATUS_INTERNAL, "direct tile: %d of %d missing blocks placed", m,
+                       t->nmiss);
+    const size_t end = nitems > 0 ? go + sizeof(*gd) * nitems : bo + sizeof(*bd) * (size_t)t->n;
+    tl_mark(d, cs, 'c', 10 * t->hbuf + 4);
+    SW_TRY(sw_cuda_swap_copy(d->desc_dev + bo, d->desc_host + bo, end - bo, cs));
+    const int32_t r0 = p->q_indptr[t->bi];
+    const int32_t ql = p->q_indptr[t->bi + 1] - r0;
+    sw_cuda_swap_direct_args A;
+    memset(&A, 0, sizeof A);
+    sw_cuda_swap_tile_args *a = &A.t;
+    a->pool = d->pool;
+    a->slot_bytes = s->slot_bytes;
+    a->v_off = d->v_off;
+    a->nblk = t->n;
+    a->q = (const uint16_t *)p->q + (size_t)r0 * (size_t)Hq * (size_t)D;
+    a->ql = ql;
+    a->Hq = Hq;
+    a->H = H;
+    a->G = G;
+    a->D = D;
+    a->B = B;
+    a->len = L->nblocks ? (int64_t)(L->nblocks - 1) * B + L->blk[L->nblocks - 1].valid : 0;
+    a->causal = p->causal;
+    const float scale = p->sm_scale != 0.0f ? p->sm_scale : 1.0f / sqrtf((float)D);
+    a->qscale = scale * 1.4426950408889634f;
+    a->nrg = 1;
+    a->nchunks = sw_swap_dev_chunks(t->n, H, 1, d->ctas);
+    if ((size_t)a->nchunks * (size_t)H * SW_CUDA_SWAP_RG * (size_t)(D + 2) > d->part_floats)
+        return sw_fail(SW_STATUS_INTERNAL, "direct tile partials: %d chunks exceed the %zu "
+                       "floats planned", a->nchunks, d->part_floats);
+    a->part = part;
+    a->kernel = d->kernel;
+    a->row0 = r0;
+    a->m = d->d_m;
+    a->l = d->d_l;
+    a->acc = d->d_acc;
+    A.blk = (const sw_cuda_swap_dblk *)(d->desc_dev + bo);
+    A.items = nitems > 0 ? (const sw_cuda_swap_gather_item *)(d->desc_dev + go) : NULL;
+    A.pool = d->pool;
+    A.bad = d->d_bad;
+    A.bad_cap = SW_SWAP_BAD_CAP;
+    void *e0 = NULL, *e1 = NULL;
+    if (d->timing) {
+        SW_TRY(timing_event(d, 2 * d->tev_used, &e0));
+        SW_TRY(timing_event(d, 2 * d->tev_used + 1, &e1));
+        SW_TRY(sw_cuda_swap_event_record(e0, cs));
+    }
+    SW_TRY(sw_cuda_swap_tile_direct(&A, cs));
+    if (d->timing) {
+        SW_TRY(sw_cuda_swap_event_record(e1, cs));
+        d->tev_used++;
+    }
+    SW_TRY(sw_cuda_swap_stream_wait(cs, d->ev_merge));
+    SW_TRY(sw_cuda_swap_merge(a, cs));
+    SW_TRY(sw_cuda_swap_event_record(d->ev_merge, cs));
+    tl_mark(d, cs, 'C', t->hbuf);
+    s->st.kernel_kv_bytes += kv_bytes;
+    return SW_OK;
+}
+
 sw_status sw_swap_dev_compute(sw_swap *s, const sw_swap_attend_params *p, const sw_swap_seq *q,
                               const sw_swap_dev_tile *t, void *stream)
 {
     sw_swap_dev *d = s->dev;
+    float *part = d->d_part;
+    if (d->direct) {
+        /* the pass's tiles take the two tile streams in turn */
+        const int par = (int)(d->ptile & 1);
+        d->ptile++;
+        stream = d->pstream[par];
+        part = par ? d->d_part2 : d->d_part;
+        if (direct_tile(s, p, q, t))
+            return compute_direct(s, p, q, t, stream, part);
+    }
     const int32_t H = s->m.num_kv_heads, Hq = s->m.num_qo_heads, G = Hq / H;
     const int32_t D = s->m.head_dim, B = s->m.block_size;
     const sw_swap_layer *L = &q->layers[p->layer];
@@ -1232,7 +1421,7 @@ sw_status sw_swap_dev_compute(sw_swap *s, const sw_swap_attend_params *p, const 
         d->part_floats)
         return sw_fail(SW_STATUS_INTERNAL, "tile partials: %d chunks x %d row groups exceed "
                        "the %zu floats planned", a.nchunks, a.nrg, d->part_floats);
-    a.part = d->d_part;
+    a.part = part;
     a.kernel = d->kernel;
     a.row0 = r0;
     a.m = d->d_m;
@@ -1254,8 +1443,12 @@ sw_status sw_swap_dev_compute(sw_swap *s, const sw_swap_attend_params *p, const 
         SW_TRY(sw_cuda_swap_event_record(e1, stream));
         d->tev_used++;
     }
+    if (d->direct) /* after the previous tile's merge, on the other stream */
+        SW_TRY(sw_cuda_swap_stream_wait(stream, d->ev_merge));
     if (!a.fused) /* else in the tile kernel (or in sw_cuda_swap_tile after it) */
         SW_TRY(sw_cuda_swap_merge(&a, stream));
+    if (d->direct)
+        SW_TRY(sw_cuda_swap_event_record(d->ev_merge, stream));
     tl_mark(d, stream, 'C', t->hbuf);
     s->st.kernel_kv_bytes += kv_bytes;
     return SW_OK;
@@ -1266,6 +1459,15 @@ sw_status sw_swap_dev_pass_end(sw_swap *s, const sw_swap_attend_params *p, void 
 {
     sw_swap_dev *d = s->dev;
     const int32_t D = s->m.head_dim;
+    if (d->direct && d->ptile > 0) {
+        /* the last merge follows every tile of both streams (each merge
+         * waited for the previous one, after its own stream's tile) */
+        SW_TRY(sw_cuda_swap_stream_wait(stream, d->ev_merge));
+        for (int i = 0; i < 2; i++) {
+            SW_TRY(sw_cuda_swap_event_record(d->ev_pass, d->pstream[i]));
+            SW_TRY(sw_cuda_swap_stream_wait(stream, d->ev_pass));
+        }
+    }
     if (d->hrows <= 0)
         return SW_OK;
     SW_TRY(sw_cuda_swap_finalize(d->d_m, d->d_l, d->d_acc, d->hrows, D, o, lse,

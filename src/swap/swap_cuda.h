@@ -137,6 +137,28 @@ sw_status sw_cuda_swap_scatter(const sw_cuda_swap_scatter_args *a, void *stream)
 sw_status sw_cuda_swap_gather(const sw_cuda_swap_gather_args *a, void *stream);
 sw_status sw_cuda_swap_tile(const sw_cuda_swap_tile_args *a, void *stream);
 sw_status sw_cuda_swap_merge(const sw_cuda_swap_tile_args *a, void *stream);
+/* Direct tile kernel (swap_tile_direct.cu): a tile whose missing blocks are
+ * all leased from the host tier (BF16, one row group, stripes of one 8 KiB
+ * segment) in one launch: each missing stripe read straight from the host
+ * tier, CRC-checked like a gather, written into its slot and attended over
+ * with the resident ones. One block of such a tile: */
+typedef struct sw_cuda_swap_dblk {
+    int32_t slot;      /* pool slot (a missing block's victim: written here) */
+    int32_t block;     /* logical block */
+    int32_t valid;     /* tokens */
+    int32_t item;      /* first of its 2H gather items (x = h * 2 + kind); -1: resident */
+} sw_cuda_swap_dblk;
+typedef struct sw_cuda_swap_direct_args {
+    sw_cuda_swap_tile_args t;               /* blk unused; part, nchunks, nrg = 1 */
+    const sw_cuda_swap_dblk *blk;           /* device [t.nblk] */
+    const sw_cuda_swap_gather_item *items;  /* device; dst = the stripe's offset in pool */
+    uint8_t *pool;                          /* = t.pool, written */
+    uint32_t *bad;                          /* the gathers' mismatch report */
+    uint32_t bad_cap;
+} sw_cuda_swap_direct_args;
+/* 1 when the direct kernel takes a tile of this shape. */
+int sw_cuda_swap_direct_ok(int32_t D, int32_t B, int32_t nrg);
+sw_status sw_cuda_swap_tile_direct(const sw_cuda_swap_direct_args *a, void *stream);
 /* 1 when the tile kernels were built with the fused merge
  * (-DSW_SWAP_FUSED_MERGE=1 in the CUDA flags; the default is here, for the
  * kernels and this query alike). */
