@@ -98,8 +98,9 @@ hostq)
   # the host-tier case, tile 256, timeline on: as is; with CUDA_DEVICE_MAX_CONNECTIONS=32 (do the compute
   # and gather streams share a hardware queue?); with the gathers on the compute stream
   for v in ${HOSTQ:-default CUDA_DEVICE_MAX_CONNECTIONS=32 SPILLWAY_SWAP_GATHER_AHEAD=0}; do
-    { echo "# $v SPILLWAY_SWAP_TIMELINE=1 spillway bench swap --dir /var/tmp --cases host --tile ${TILE:-256}"
-      env $( [ $v = default ] || echo $v ) SPILLWAY_SWAP_TIMELINE=1 LD_LIBRARY_PATH=$PWD/$B:$DEB timeout 60 \
+    setting "$v"; v=$n
+    { echo "# ${envs[*]} SPILLWAY_SWAP_TIMELINE=1 spillway bench swap --dir /var/tmp --cases host --tile ${TILE:-256}"
+      env "${envs[@]}" SPILLWAY_SWAP_TIMELINE=1 LD_LIBRARY_PATH=$PWD/$B:$DEB timeout 60 \
         $B/spillway bench swap --dir /var/tmp --cases host --tile ${TILE:-256} --json "$OUT/hostq/swap-h200-host-q-${v//=/-}-t${TILE:-256}.json"
       echo "rc=$?"; } >"$OUT/hostq/swap-h200-host-q-${v//=/-}-t${TILE:-256}.log" 2>&1
     echo "$v"; grep -E "rc=|host_tier_read_GBps" "$OUT/hostq/swap-h200-host-q-${v//=/-}-t${TILE:-256}.log"

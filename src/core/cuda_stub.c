@@ -83,6 +83,11 @@ sw_status sw_cuda_swap_copy(void *dst, const void *src, size_t bytes, void *stre
     return no_cuda();
 }
 int sw_cuda_swap_fused_merge(void) { return 0; }
+sw_status sw_cuda_swap_merge_wide(const sw_cuda_swap_tile_args *a, void *stream)
+{
+    (void)a; (void)stream;
+    return no_cuda();
+}
 int sw_cuda_swap_direct_ok(int32_t D, int32_t B, int32_t nrg)
 {
     (void)D; (void)B; (void)nrg;

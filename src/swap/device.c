@@ -167,6 +167,8 @@ typedef struct sw_swap_dev {
      * (ev_merge: one running state). ptile counts a pass's tiles; pissued:
      * the streams ran this call (the verdict waits for them). */
     int direct;
+    int merge_wide;           /* SPILLWAY_SWAP_MERGE_WIDE: sw_cuda_swap_merge_wide */
+    int32_t direct_ctas;      /* SPILLWAY_SWAP_DIRECT_CTAS: CTAs a direct tile aims at (<= ctas) */
     void *pstream[2];
     void *ev_merge, *ev_pass;
     int32_t ptile;
@@ -515,6 +517,11 @@ sw_status sw_swap_dev_create(sw_swap *s)
     /* direct tiles: off by default until measured on the H200; the fused
      * merge (one running state folded by concurrent tiles) excludes them */
     d->direct = d->gather && !d->fused && sw_env_int("SPILLWAY_SWAP_DIRECT", 0) != 0;
+    d->merge_wide = sw_env_int("SPILLWAY_SWAP_MERGE_WIDE", 0) != 0;
+    {
+        const int64_t c = sw_env_int("SPILLWAY_SWAP_DIRECT_CTAS", d->ctas);
+        d->direct_ctas = c >= 1 && c <= d->ctas ? (int32_t)c : d->ctas;
+    }
     if (d->direct) {
         for (int i = 0; i < 2; i++)
             SW_TRY(sw_cuda_swap_stream_create(&d->pstream[i]));
@@ -1286,7 +1293,7 @@ static sw_status compute_direct(sw_swap *s, const sw_swap_attend_params *p, cons
     const float scale = p->sm_scale != 0.0f ? p->sm_scale : 1.0f / sqrtf((float)D);
     a->qscale = scale * 1.4426950408889634f;
     a->nrg = 1;
-    a->nchunks = sw_swap_dev_chunks(t->n, H, 1, d->ctas);
+    a->nchunks = sw_swap_dev_chunks(t->n, H, 1, d->direct_ctas);
     if ((size_t)a->nchunks * (size_t)H * SW_CUDA_SWAP_RG * (size_t)(D + 2) > d->part_floats)
         return sw_fail(SW_STATUS_INTERNAL, "direct tile partials: %d chunks exceed the %zu "
                        "floats planned", a->nchunks, d->part_floats);
@@ -1313,7 +1320,7 @@ static sw_status compute_direct(sw_swap *s, const sw_swap_attend_params *p, cons
         d->tev_used++;
     }
     SW_TRY(sw_cuda_swap_stream_wait(cs, d->ev_merge));
-    SW_TRY(sw_cuda_swap_merge(a, cs));
+    SW_TRY(d->merge_wide ? sw_cuda_swap_merge_wide(a, cs) : sw_cuda_swap_merge(a, cs));
     SW_TRY(sw_cuda_swap_event_record(d->ev_merge, cs));
     tl_mark(d, cs, 'C', t->hbuf);
     s->st.kernel_kv_bytes += kv_bytes;
@@ -1446,7 +1453,8 @@ sw_status sw_swap_dev_compute(sw_swap *s, const sw_swap_attend_params *p, const 
     if (d->direct) /* after the previous tile's merge, on the other stream */
         SW_TRY(sw_cuda_swap_stream_wait(stream, d->ev_merge));
     if (!a.fused) /* else in the tile kernel (or in sw_cuda_swap_tile after it) */
-        SW_TRY(sw_cuda_swap_merge(&a, stream));
+        SW_TRY(d->merge_wide ? sw_cuda_swap_merge_wide(&a, stream)
+                             : sw_cuda_swap_merge(&a, stream));
     if (d->direct)
         SW_TRY(sw_cuda_swap_event_record(d->ev_merge, stream));
     tl_mark(d, stream, 'C', t->hbuf);

@@ -137,6 +137,9 @@ sw_status sw_cuda_swap_scatter(const sw_cuda_swap_scatter_args *a, void *stream)
 sw_status sw_cuda_swap_gather(const sw_cuda_swap_gather_args *a, void *stream);
 sw_status sw_cuda_swap_tile(const sw_cuda_swap_tile_args *a, void *stream);
 sw_status sw_cuda_swap_merge(const sw_cuda_swap_tile_args *a, void *stream);
+/* The same fold with the chunks read in parallel (identical results; the
+ * engine's SPILLWAY_SWAP_MERGE_WIDE picks it). */
+sw_status sw_cuda_swap_merge_wide(const sw_cuda_swap_tile_args *a, void *stream);
 /* Direct tile kernel (swap_tile_direct.cu): a tile whose missing blocks are
  * all leased from the host tier (BF16, one row group, stripes of one 8 KiB
  * segment) in one launch: each missing stripe read straight from the host

@@ -369,6 +369,13 @@ __global__ void swap_merge_kernel(const sw_cuda_swap_tile_args a)
     swap_merge_row<false>(a, blockIdx.y, blockIdx.x);
 }
 
+/* The same fold, its chunks spread over the threads (swap_merge_row_wide). */
+__global__ void swap_merge_wide_kernel(const sw_cuda_swap_tile_args a)
+{
+    extern __shared__ float mw[];
+    swap_merge_row_wide(a, blockIdx.y, blockIdx.x, mw, mw + a.nchunks);
+}
+
 template <int D> static sw_status launch_tile(const sw_cuda_swap_tile_args *a, cudaStream_t st)
 {
     const size_t smem = tile_smem<D>::BYTES;
@@ -448,6 +455,21 @@ extern "C" sw_status sw_cuda_swap_merge(const sw_cuda_swap_tile_args *a, void *s
     static volatile int carved[64];
     SW_TRY(sw_swap_carve_max(swap_merge_kernel, carved));
     swap_merge_kernel<<<mg, a->D < 128 ? a->D : 128, 0, (cudaStream_t)stream>>>(*a);
+    SW_CUDA_CHECK(cudaGetLastError());
+    return SW_OK;
+}
+
+extern "C" sw_status sw_cuda_swap_merge_wide(const sw_cuda_swap_tile_args *a, void *stream)
+{
+    if (a->nblk <= 0 || a->ql <= 0)
+        return SW_OK;
+    const size_t smem = sizeof(float) * 2 * (size_t)a->nchunks;
+    if (smem > 48 * 1024)
+        return sw_cuda_swap_merge(a, stream);
+    dim3 mg((unsigned)(a->ql * a->G), (unsigned)a->H);
+    static volatile int carved[64];
+    SW_TRY(sw_swap_carve_max(swap_merge_wide_kernel, carved));
+    swap_merge_wide_kernel<<<mg, a->D < 128 ? a->D : 128, smem, (cudaStream_t)stream>>>(*a);
     SW_CUDA_CHECK(cudaGetLastError());
     return SW_OK;
 }
