@@ -168,7 +168,8 @@ typedef struct sw_swap_dev {
      * the streams ran this call (the verdict waits for them). */
     int direct;
     int merge_wide;           /* SPILLWAY_SWAP_MERGE_WIDE: sw_cuda_swap_merge_wide */
-    int32_t direct_ctas;      /* SPILLWAY_SWAP_DIRECT_CTAS: CTAs a direct tile aims at (<= ctas) */
+    int32_t direct_bpc;       /* SPILLWAY_SWAP_DIRECT_BPC: blocks per direct CTA (default 1:
+                               * a CTA is 4 warps, so occupancy comes from CTAs) */
     void *pstream[2];
     void *ev_merge, *ev_pass;
     int32_t ptile;
@@ -519,8 +520,8 @@ sw_status sw_swap_dev_create(sw_swap *s)
     d->direct = d->gather && !d->fused && sw_env_int("SPILLWAY_SWAP_DIRECT", 0) != 0;
     d->merge_wide = sw_env_int("SPILLWAY_SWAP_MERGE_WIDE", 0) != 0;
     {
-        const int64_t c = sw_env_int("SPILLWAY_SWAP_DIRECT_CTAS", d->ctas);
-        d->direct_ctas = c >= 1 && c <= d->ctas ? (int32_t)c : d->ctas;
+        const int64_t c = sw_env_int("SPILLWAY_SWAP_DIRECT_BPC", 1);
+        d->direct_bpc = c >= 1 && c <= 64 ? (int32_t)c : 1;
     }
     if (d->direct) {
         for (int i = 0; i < 2; i++)
@@ -881,6 +882,12 @@ sw_status sw_swap_dev_attend_begin(sw_swap *s, const sw_swap_attend_params *p,
         const int32_t ql = p->q_indptr[b + 1] - p->q_indptr[b];
         const size_t need = sw_swap_dev_part_floats(ql, s->tile_blocks, H, G, D, d->ctas);
         part = need > part ? need : part;
+    }
+    if (d->direct) {
+        /* a direct tile's partials: one per direct_bpc blocks and kv head */
+        const size_t dp = (size_t)((s->tile_blocks + d->direct_bpc - 1) / d->direct_bpc) *
+                          (size_t)H * SW_CUDA_SWAP_RG * (size_t)(D + 2);
+        part = dp > part ? dp : part;
     }
     d->hrows = hrows;
     d->part_floats = part;
@@ -1293,7 +1300,7 @@ static sw_status compute_direct(sw_swap *s, const sw_swap_attend_params *p, cons
     const float scale = p->sm_scale != 0.0f ? p->sm_scale : 1.0f / sqrtf((float)D);
     a->qscale = scale * 1.4426950408889634f;
     a->nrg = 1;
-    a->nchunks = sw_swap_dev_chunks(t->n, H, 1, d->direct_ctas);
+    a->nchunks = (t->n + d->direct_bpc - 1) / d->direct_bpc;
     if ((size_t)a->nchunks * (size_t)H * SW_CUDA_SWAP_RG * (size_t)(D + 2) > d->part_floats)
         return sw_fail(SW_STATUS_INTERNAL, "direct tile partials: %d chunks exceed the %zu "
                        "floats planned", a->nchunks, d->part_floats);
