@@ -769,6 +769,20 @@ static sw_status plan_next(run *R, tile *tl, int ntl, int64_t *nplan, int64_t nc
     return SW_OK;
 }
 
+/* Tiles to have planned beyond the one computing next: the read-ahead
+ * depth, but one while the last tile planned is a direct one (its reads are
+ * the kernel's, so planning further ahead only delays its launch; one tile
+ * ahead keeps tile j + 1 planned with tile j pinned, and victims do not
+ * depend on the depth). */
+static int64_t plan_ahead(run *R, tile *tl, int ntl, int64_t nplan, int depth)
+{
+    if (depth <= 1 || nplan == 0)
+        return depth;
+    const tile *t = &tl[(nplan - 1) % ntl];
+    const sw_swap_dev_tile dt = dev_tile_of(t);
+    return sw_swap_dev_direct_tile(R->s, R->p, R->seqs[t->bi], &dt) ? 1 : depth;
+}
+
 static sw_status run_pass(run *R, int sparse)
 {
     sw_swap *s = R->s;
@@ -855,7 +869,8 @@ static sw_status run_pass(run *R, int sparse)
     /* A tile's gathers are issued as soon as it is planned (issue_gathers),
      * so PCIe starts while the host plans the rest of the read-ahead (~70 us
      * a tile). */
-    while (st == SW_OK && !end && nplan < (depth > 0 ? depth : 1)) {
+    while (st == SW_OK && !end &&
+           nplan < (depth > 0 ? plan_ahead(R, tl, ntl, nplan, depth) : 1)) {
         st = plan_next(R, tl, ntl, &nplan, ncomp, depth > 0, &end);
         if (st == SW_OK && nplan > 0)
             st = issue_gathers(R, tl, ntl, nplan - 1, nplan);
@@ -865,8 +880,10 @@ static sw_status run_pass(run *R, int sparse)
         st = finish_read(R, cur);
         if (st != SW_OK)
             break;
-        if (depth > 0 && !end)
-            st = plan_next(R, tl, ntl, &nplan, ncomp, depth > 0, &end); /* tile ncomp + depth */
+        /* up to tile ncomp + depth (ncomp + 1 behind a direct tile) */
+        while (st == SW_OK && depth > 0 && !end &&
+               nplan - ncomp <= plan_ahead(R, tl, ntl, nplan, depth))
+            st = plan_next(R, tl, ntl, &nplan, ncomp, depth > 0, &end);
         if (st != SW_OK)
             break;
         st = issue_gathers(R, tl, ntl, ncomp, nplan); /* the new tile's */

@@ -72,6 +72,8 @@ typedef struct gather_rec {
 
 /* Mismatches the device reports by id (more are counted, not named). */
 #define SW_SWAP_BAD_CAP 63u
+/* Partial buffers of the direct mode's tiles (merged on their own stream). */
+#define SW_SWAP_NPART 4
 
 typedef struct sw_swap_dev {
     int32_t device, sms;
@@ -116,7 +118,7 @@ typedef struct sw_swap_dev {
     /* per-call workspace (device) and descriptors (pinned host + device) */
     float *ws;
     size_t ws_floats;
-    float *d_m, *d_l, *d_acc, *d_qp, *d_scores, *d_part, *d_part2, *d_f32;
+    float *d_m, *d_l, *d_acc, *d_qp, *d_scores, *d_part, *d_f32;
     uint32_t *d_count;        /* fused merge: [H][row groups] counts (zero between tiles) */
     size_t ncount;
     uint8_t *desc_host, *desc_dev;
@@ -158,20 +160,23 @@ typedef struct sw_swap_dev {
     int gnext, gissued;
     /* direct tiles (SPILLWAY_SWAP_DIRECT=1, swap_tile_direct.cu): a tile
      * whose missing blocks are all leased from the host tier is one kernel
-     * that reads them from the tier, writes their slots and attends, then
-     * the merge. The tiles of a pass go to two compute streams in turn (all
-     * of them, direct or staged), each with its own partials (d_part,
-     * d_part2), so a tile's PCIe reads overlap the previous tile's; tile j
-     * runs after j - 2 (same stream: the victims tile j takes were pinned
-     * by no tile after j - 2, plan_next) and its merge after j - 1's
-     * (ev_merge: one running state). ptile counts a pass's tiles; pissued:
+     * that reads them from the tier, writes their slots and attends. In that
+     * mode every tile of a pass (direct or staged) goes to one of two tile
+     * streams in turn, its partials to one of SW_SWAP_NPART buffers in turn,
+     * and its merge to the merge stream: tile j runs after tile j - 2 (same
+     * stream: the victims tile j takes were pinned by no tile after j - 2,
+     * plan_next), so a tile's PCIe reads overlap its neighbours'; merges run
+     * in tile order on their own stream (one running state) after their
+     * tile (ev_kdone), and a tile reuses a partial buffer once the merge
+     * that read it ran (ev_mdone). ptile counts a pass's tiles; pissued:
      * the streams ran this call (the verdict waits for them). */
     int direct;
     int merge_wide;           /* SPILLWAY_SWAP_MERGE_WIDE: sw_cuda_swap_merge_wide */
     int32_t direct_bpc;       /* SPILLWAY_SWAP_DIRECT_BPC: blocks per direct CTA (default 1:
                                * a CTA is 4 warps, so occupancy comes from CTAs) */
-    void *pstream[2];
-    void *ev_merge, *ev_pass;
+    void *pstream[2], *mstream;
+    void *ev_kdone[SW_SWAP_NPART], *ev_mdone[SW_SWAP_NPART], *ev_pass;
+    float *d_partk[SW_SWAP_NPART];
     int32_t ptile;
     int pissued;
     /* kernel timing (SPILLWAY_SWAP_KERNEL_TIMING=1) */
@@ -372,6 +377,8 @@ void sw_swap_dev_destroy(sw_swap *s)
         if (d->pstream[i] && sw_cuda_set_device(d->device) == SW_OK)
             (void)sw_cuda_stream_sync(d->pstream[i]);
     }
+    if (d->mstream && sw_cuda_set_device(d->device) == SW_OK)
+        (void)sw_cuda_stream_sync(d->mstream);
     for (int32_t i = 0; i < d->ntev; i++)
         sw_cuda_swap_event_destroy(d->tev[i]);
     free(d->tev);
@@ -389,7 +396,11 @@ void sw_swap_dev_destroy(sw_swap *s)
         sw_cuda_swap_stream_destroy(d->gstream[i]);
         sw_cuda_swap_stream_destroy(d->pstream[i]);
     }
-    sw_cuda_swap_event_destroy(d->ev_merge);
+    sw_cuda_swap_stream_destroy(d->mstream);
+    for (int i = 0; i < SW_SWAP_NPART; i++) {
+        sw_cuda_swap_event_destroy(d->ev_kdone[i]);
+        sw_cuda_swap_event_destroy(d->ev_mdone[i]);
+    }
     sw_cuda_swap_event_destroy(d->ev_pass);
     /* every call releases its leases; this is for a call that never ended */
     if (d->nlease)
@@ -526,7 +537,11 @@ sw_status sw_swap_dev_create(sw_swap *s)
     if (d->direct) {
         for (int i = 0; i < 2; i++)
             SW_TRY(sw_cuda_swap_stream_create(&d->pstream[i]));
-        SW_TRY(sw_cuda_swap_event_create(&d->ev_merge, 0));
+        SW_TRY(sw_cuda_swap_stream_create(&d->mstream));
+        for (int i = 0; i < SW_SWAP_NPART; i++) {
+            SW_TRY(sw_cuda_swap_event_create(&d->ev_kdone[i], 0));
+            SW_TRY(sw_cuda_swap_event_create(&d->ev_mdone[i], 0));
+        }
         SW_TRY(sw_cuda_swap_event_create(&d->ev_pass, 0));
     }
     return sw_cuda_stream_sync(d->own_stream);
@@ -748,6 +763,11 @@ sw_status sw_swap_dev_attend_verdict(sw_swap *s, void *stream, int report)
         if (st == SW_OK)
             st = g;
     }
+    if (d->pissued) {
+        const sw_status g = sw_cuda_stream_sync(d->mstream);
+        if (st == SW_OK)
+            st = g;
+    }
     d->pissued = 0;
     if (d->ngrec && st == SW_OK)
         st = sw_cuda_swap_copy(d->h_bad, d->d_bad, bad_bytes, stream);
@@ -901,7 +921,7 @@ sw_status sw_swap_dev_attend_begin(sw_swap *s, const sw_swap_attend_params *p,
     const size_t o_m = 0, o_l = o_m + sw_align_up(hr, 4), o_acc = o_l + sw_align_up(hr, 4);
     const size_t o_qp = o_acc + hr * (size_t)D, o_sc = o_qp + hr * (size_t)R;
     const size_t o_part = o_sc + sw_align_up((size_t)total + 1, 4);
-    const size_t o_f32 = o_part + (d->direct ? 2 : 1) * part;
+    const size_t o_f32 = o_part + (d->direct ? SW_SWAP_NPART : 1) * part;
     /* fused-merge counts: at most one per (kv head, row group) of a tile,
      * and a tile's partials hold 8 x (D + 2) floats for each of those */
     const size_t ncount = part / (8 * ((size_t)D + 2)) + 1;
@@ -914,7 +934,8 @@ sw_status sw_swap_dev_attend_begin(sw_swap *s, const sw_swap_attend_params *p,
     d->d_qp = d->ws + o_qp;
     d->d_scores = d->ws + o_sc;
     d->d_part = d->ws + o_part;
-    d->d_part2 = d->direct ? d->ws + o_part + part : NULL;
+    for (int i = 0; i < SW_SWAP_NPART; i++)
+        d->d_partk[i] = d->direct ? d->ws + o_part + (size_t)i * part : NULL;
     d->d_f32 = d->ws + o_f32;
     d->d_count = d->fused ? (uint32_t *)(d->ws + o_cnt) : NULL; /* 4-byte words, like the floats */
     d->ncount = d->fused ? ncount : 0;
@@ -992,8 +1013,10 @@ sw_status sw_swap_dev_pass_begin(sw_swap *s, const sw_swap_attend_params *p, voi
         SW_TRY(sw_cuda_swap_event_record(d->ev_pass, stream));
         for (int i = 0; i < 2; i++)
             SW_TRY(sw_cuda_swap_stream_wait(d->pstream[i], d->ev_pass));
-        /* the pass's first merge waits for nothing of its own */
-        SW_TRY(sw_cuda_swap_event_record(d->ev_merge, stream));
+        SW_TRY(sw_cuda_swap_stream_wait(d->mstream, d->ev_pass));
+        /* every partial buffer free */
+        for (int i = 0; i < SW_SWAP_NPART; i++)
+            SW_TRY(sw_cuda_swap_event_record(d->ev_mdone[i], stream));
     }
     return SW_OK;
 }
@@ -1167,6 +1190,12 @@ static int direct_tile(const sw_swap *s, const sw_swap_attend_params *p, const s
     return 1;
 }
 
+int sw_swap_dev_direct_tile(const sw_swap *s, const sw_swap_attend_params *p,
+                            const sw_swap_seq *q, const sw_swap_dev_tile *t)
+{
+    return s->dev && direct_tile(s, p, q, t);
+}
+
 sw_status sw_swap_dev_gather(sw_swap *s, const sw_swap_attend_params *p, const sw_swap_seq *q,
                              const sw_swap_dev_tile *t, int *issued)
 {
@@ -1238,8 +1267,19 @@ sw_status sw_swap_dev_gather(sw_swap *s, const sw_swap_attend_params *p, const s
 }
 
 /* Tile t through the direct kernel on stream cs, its partials in part. */
+/* Direct mode: the merge of the tile just enqueued on cs (partials in
+ * buffer kp) on the merge stream, after it. */
+static sw_status merge_behind(sw_swap_dev *d, const sw_cuda_swap_tile_args *a, void *cs, int kp)
+{
+    SW_TRY(sw_cuda_swap_event_record(d->ev_kdone[kp], cs));
+    SW_TRY(sw_cuda_swap_stream_wait(d->mstream, d->ev_kdone[kp]));
+    SW_TRY(d->merge_wide ? sw_cuda_swap_merge_wide(a, d->mstream)
+                         : sw_cuda_swap_merge(a, d->mstream));
+    return sw_cuda_swap_event_record(d->ev_mdone[kp], d->mstream);
+}
+
 static sw_status compute_direct(sw_swap *s, const sw_swap_attend_params *p, const sw_swap_seq *q,
-                                const sw_swap_dev_tile *t, void *cs, float *part)
+                                const sw_swap_dev_tile *t, void *cs, float *part, int kp)
 {
     sw_swap_dev *d = s->dev;
     const int32_t H = s->m.num_kv_heads, Hq = s->m.num_qo_heads, G = Hq / H;
@@ -1326,10 +1366,8 @@ static sw_status compute_direct(sw_swap *s, const sw_swap_attend_params *p, cons
         SW_TRY(sw_cuda_swap_event_record(e1, cs));
         d->tev_used++;
     }
-    SW_TRY(sw_cuda_swap_stream_wait(cs, d->ev_merge));
-    SW_TRY(d->merge_wide ? sw_cuda_swap_merge_wide(a, cs) : sw_cuda_swap_merge(a, cs));
-    SW_TRY(sw_cuda_swap_event_record(d->ev_merge, cs));
     tl_mark(d, cs, 'C', t->hbuf);
+    SW_TRY(merge_behind(d, a, cs, kp));
     s->st.kernel_kv_bytes += kv_bytes;
     return SW_OK;
 }
@@ -1339,14 +1377,17 @@ sw_status sw_swap_dev_compute(sw_swap *s, const sw_swap_attend_params *p, const 
 {
     sw_swap_dev *d = s->dev;
     float *part = d->d_part;
+    int kp = 0;
     if (d->direct) {
-        /* the pass's tiles take the two tile streams in turn */
-        const int par = (int)(d->ptile & 1);
+        /* the pass's tiles take the two tile streams and the partial
+         * buffers in turn; a buffer is reused after its last merge */
+        kp = (int)(d->ptile % SW_SWAP_NPART);
+        stream = d->pstream[d->ptile & 1];
+        part = d->d_partk[kp];
         d->ptile++;
-        stream = d->pstream[par];
-        part = par ? d->d_part2 : d->d_part;
+        SW_TRY(sw_cuda_swap_stream_wait(stream, d->ev_mdone[kp]));
         if (direct_tile(s, p, q, t))
-            return compute_direct(s, p, q, t, stream, part);
+            return compute_direct(s, p, q, t, stream, part, kp);
     }
     const int32_t H = s->m.num_kv_heads, Hq = s->m.num_qo_heads, G = Hq / H;
     const int32_t D = s->m.head_dim, B = s->m.block_size;
@@ -1457,13 +1498,11 @@ sw_status sw_swap_dev_compute(sw_swap *s, const sw_swap_attend_params *p, const 
         SW_TRY(sw_cuda_swap_event_record(e1, stream));
         d->tev_used++;
     }
-    if (d->direct) /* after the previous tile's merge, on the other stream */
-        SW_TRY(sw_cuda_swap_stream_wait(stream, d->ev_merge));
-    if (!a.fused) /* else in the tile kernel (or in sw_cuda_swap_tile after it) */
+    if (d->direct) /* on the merge stream, in tile order */
+        SW_TRY(merge_behind(d, &a, stream, kp));
+    else if (!a.fused) /* else in the tile kernel (or in sw_cuda_swap_tile after it) */
         SW_TRY(d->merge_wide ? sw_cuda_swap_merge_wide(&a, stream)
                              : sw_cuda_swap_merge(&a, stream));
-    if (d->direct)
-        SW_TRY(sw_cuda_swap_event_record(d->ev_merge, stream));
     tl_mark(d, stream, 'C', t->hbuf);
     s->st.kernel_kv_bytes += kv_bytes;
     return SW_OK;
@@ -1475,11 +1514,10 @@ sw_status sw_swap_dev_pass_end(sw_swap *s, const sw_swap_attend_params *p, void 
     sw_swap_dev *d = s->dev;
     const int32_t D = s->m.head_dim;
     if (d->direct && d->ptile > 0) {
-        /* the last merge follows every tile of both streams (each merge
-         * waited for the previous one, after its own stream's tile) */
-        SW_TRY(sw_cuda_swap_stream_wait(stream, d->ev_merge));
-        for (int i = 0; i < 2; i++) {
-            SW_TRY(sw_cuda_swap_event_record(d->ev_pass, d->pstream[i]));
+        /* the finalisation after both tile streams and the merge stream */
+        for (int i = 0; i < 3; i++) {
+            void *x = i < 2 ? d->pstream[i] : d->mstream;
+            SW_TRY(sw_cuda_swap_event_record(d->ev_pass, x));
             SW_TRY(sw_cuda_swap_stream_wait(stream, d->ev_pass));
         }
     }

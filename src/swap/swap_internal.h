@@ -350,6 +350,10 @@ typedef struct sw_swap_dev_tile {
  * sw_swap_dev_compute. */
 sw_status sw_swap_dev_gather(sw_swap *s, const sw_swap_attend_params *p, const sw_swap_seq *q,
                              const sw_swap_dev_tile *t, int *issued);
+/* 1 when tile t (planned, its leases taken) goes to the direct kernel
+ * (SPILLWAY_SWAP_DIRECT): nothing of it needs reading ahead. */
+int sw_swap_dev_direct_tile(const sw_swap *s, const sw_swap_attend_params *p,
+                            const sw_swap_seq *q, const sw_swap_dev_tile *t);
 sw_status sw_swap_dev_compute(sw_swap *s, const sw_swap_attend_params *p, const sw_swap_seq *q,
                               const sw_swap_dev_tile *t, void *stream);
 /* Pass end: outputs. o/lse (device, may be NULL) and/or fp32 copy to host

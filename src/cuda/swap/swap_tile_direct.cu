@@ -46,9 +46,13 @@ template <int D> struct direct_cfg {
     static_assert(RPT >= 1 && RG % RPT == 0 && NT % CP == 0, "head_dim 64, 128 or 256");
 };
 
+/* Thread t's multiplier of its piece j, row[j] * lane(t) (the gather kernel
+ * computes them in every CTA: four GF(2) products a thread, most of a
+ * one-block CTA's work here), [j][t]; set once per device. */
+__device__ uint32_t g_direct_mul[PPT * NT];
+
 template <int D>
-__global__ void __launch_bounds__(NT)
-    swap_direct_kernel(const sw_cuda_swap_direct_args A, const sw_crc32c_gather_consts k)
+__global__ void __launch_bounds__(NT) swap_direct_kernel(const sw_cuda_swap_direct_args A)
 {
     using C = direct_cfg<D>;
     const sw_cuda_swap_tile_args &a = A.t;
@@ -72,21 +76,24 @@ __global__ void __launch_bounds__(NT)
     for (int i = t; i < 256; i += NT)
         tab[i] = sw_crc32c_tab_entry((uint32_t)i);
     uint32_t mul[PPT];
-    {
-        const uint32_t ln = sw_crc32c_gather_lane(t);
 #pragma unroll
-        for (int j = 0; j < PPT; j++)
-            mul[j] = sw_crc32c_gf2_mul(k.row[j], ln);
-    }
-    for (int i = t; i < RG * D; i += NT) {
-        const int r = i / D, d = i % D;
-        float v = 0.0f;
+    for (int j = 0; j < PPT; j++)
+        mul[j] = g_direct_mul[j * NT + t];
+    for (int i = t; i < RG * D / 8; i += NT) {
+        const int r = i / (D / 8), d = (i % (D / 8)) * 8;
+        uint4 u = make_uint4(0, 0, 0, 0);
         if (r < rows) {
             const int qrow = r / a.G, g = r % a.G;
-            const uint16_t u = a.q[((size_t)qrow * a.Hq + (size_t)h * a.G + g) * D + d];
-            v = __uint_as_float((uint32_t)u << 16) * a.qscale;
+            u = *reinterpret_cast<const uint4 *>(
+                a.q + ((size_t)qrow * a.Hq + (size_t)h * a.G + g) * D + d);
         }
-        qs[r][d] = v;
+        const float sc = a.qscale;
+        *reinterpret_cast<float4 *>(&qs[r][d]) =
+            make_float4(__uint_as_float(u.x << 16) * sc, __uint_as_float(u.x & 0xffff0000u) * sc,
+                        __uint_as_float(u.y << 16) * sc, __uint_as_float(u.y & 0xffff0000u) * sc);
+        *reinterpret_cast<float4 *>(&qs[r][d + 4]) =
+            make_float4(__uint_as_float(u.z << 16) * sc, __uint_as_float(u.z & 0xffff0000u) * sc,
+                        __uint_as_float(u.w << 16) * sc, __uint_as_float(u.w & 0xffff0000u) * sc);
     }
     if (t < RG) {
         long long lim = -1;
@@ -298,11 +305,26 @@ __global__ void __launch_bounds__(NT)
     }
 }
 
-static sw_crc32c_gather_consts direct_consts()
+/* g_direct_mul on the current device, once. */
+static sw_status direct_mul_set()
 {
+    static volatile int done[64];
+    int dev = 0;
+    SW_CUDA_CHECK(cudaGetDevice(&dev));
+    if (dev < 64 && done[dev])
+        return SW_OK;
     sw_crc32c_gather_consts k;
     sw_crc32c_gather_consts_fill(&k);
-    return k;
+    uint32_t m[PPT * NT];
+    for (int t = 0; t < NT; t++) {
+        const uint32_t ln = sw_crc32c_gather_lane(t);
+        for (int j = 0; j < PPT; j++)
+            m[j * NT + t] = sw_crc32c_gf2_mul(k.row[j], ln);
+    }
+    SW_CUDA_CHECK(cudaMemcpyToSymbol(g_direct_mul, m, sizeof m));
+    if (dev < 64)
+        done[dev] = 1;
+    return SW_OK;
 }
 
 extern "C" int sw_cuda_swap_direct_ok(int32_t D, int32_t B, int32_t nrg)
@@ -312,11 +334,11 @@ extern "C" int sw_cuda_swap_direct_ok(int32_t D, int32_t B, int32_t nrg)
 
 template <int D> static sw_status launch_direct(const sw_cuda_swap_direct_args *A, cudaStream_t st)
 {
-    static const sw_crc32c_gather_consts k = direct_consts();
     static volatile int carved[64];
+    SW_TRY(direct_mul_set());
     SW_TRY(sw_swap_carve_max(swap_direct_kernel<D>, carved));
     dim3 grid((unsigned)A->t.nchunks, (unsigned)A->t.H, 1u);
-    swap_direct_kernel<D><<<grid, NT, 0, st>>>(*A, k);
+    swap_direct_kernel<D><<<grid, NT, 0, st>>>(*A);
     SW_CUDA_CHECK(cudaGetLastError());
     return SW_OK;
 }
