@@ -55,6 +55,7 @@
 #include "store/crc32c_gf2.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -179,6 +180,13 @@ typedef struct sw_swap_dev {
     float *d_partk[SW_SWAP_NPART];
     int32_t ptile;
     int pissued;
+    /* the launcher (direct mode, SPILLWAY_SWAP_LAUNCHER, default 1): a
+     * thread that makes a direct tile's CUDA calls (descriptor upload,
+     * kernel, events, merge), so the caller's thread only plans, leases and
+     * writes descriptors; jobs in tile order, one at a time. Every other
+     * CUDA call of a pass drains it first (launch_drain). The first failure
+     * is kept with its message for the next drain. */
+    struct launcher *ln;
     /* kernel timing (SPILLWAY_SWAP_KERNEL_TIMING=1) */
     int timing;
     void **tev;               /* start/stop pairs, reused from call to call */
@@ -194,6 +202,9 @@ typedef struct sw_swap_dev {
     int32_t *tl_tag;
     int32_t ntl, tl_nev, tl_cap, tl_calls;
 } sw_swap_dev;
+
+static sw_status launcher_start(sw_swap_dev *d);
+static void launcher_stop(sw_swap_dev *d);
 
 static double tl_now(void)
 {
@@ -363,6 +374,7 @@ void sw_swap_dev_destroy(sw_swap *s)
     sw_swap_dev *d = s->dev;
     if (!d)
         return;
+    launcher_stop(d); /* runs what it holds first */
     if (sw_cuda_set_device(d->device) == SW_OK) {
         if (d->ev_done)
             (void)sw_cuda_swap_event_sync(d->ev_done);
@@ -543,8 +555,163 @@ sw_status sw_swap_dev_create(sw_swap *s)
             SW_TRY(sw_cuda_swap_event_create(&d->ev_mdone[i], 0));
         }
         SW_TRY(sw_cuda_swap_event_create(&d->ev_pass, 0));
+        if (sw_env_int("SPILLWAY_SWAP_LAUNCHER", 1) != 0)
+            SW_TRY(launcher_start(d));
     }
     return sw_cuda_stream_sync(d->own_stream);
+}
+
+/* ------------------------------------------------------------ launcher -- */
+typedef struct launch_job {
+    sw_cuda_swap_direct_args A;
+    void *cs;
+    size_t bo, end;          /* descriptor bytes to upload */
+    int kp;
+    int32_t tag;             /* timeline tag */
+} launch_job;
+
+#define SW_SWAP_LAUNCH_RING 16
+
+struct launcher {
+    pthread_t th;
+    pthread_mutex_t mu;
+    pthread_cond_t cv_push, cv_done;
+    launch_job ring[SW_SWAP_LAUNCH_RING];
+    int head, n, busy, stop;
+    sw_status err;
+    char msg[512];
+    sw_swap_dev *d;
+};
+
+static sw_status merge_behind(sw_swap_dev *d, const sw_cuda_swap_tile_args *a, void *cs, int kp);
+static sw_status timing_event(sw_swap_dev *d, int32_t i, void **ev);
+
+/* A direct tile's CUDA calls (launcher thread, or the caller's without it). */
+static sw_status launch_direct(sw_swap_dev *d, const launch_job *j)
+{
+    /* its partial buffer, once the merge that read it last ran */
+    SW_TRY(sw_cuda_swap_stream_wait(j->cs, d->ev_mdone[j->kp]));
+    tl_mark(d, j->cs, 'c', j->tag);
+    SW_TRY(sw_cuda_swap_copy(d->desc_dev + j->bo, d->desc_host + j->bo, j->end - j->bo, j->cs));
+    void *e0 = NULL, *e1 = NULL;
+    if (d->timing) {
+        SW_TRY(timing_event(d, 2 * d->tev_used, &e0));
+        SW_TRY(timing_event(d, 2 * d->tev_used + 1, &e1));
+        SW_TRY(sw_cuda_swap_event_record(e0, j->cs));
+    }
+    SW_TRY(sw_cuda_swap_tile_direct(&j->A, j->cs));
+    if (d->timing) {
+        SW_TRY(sw_cuda_swap_event_record(e1, j->cs));
+        d->tev_used++;
+    }
+    tl_mark(d, j->cs, 'C', j->tag / 10);
+    return merge_behind(d, &j->A.t, j->cs, j->kp);
+}
+
+static void *launcher_main(void *arg)
+{
+    struct launcher *L = arg;
+    (void)sw_cuda_set_device(L->d->device);
+    pthread_mutex_lock(&L->mu);
+    for (;;) {
+        while (L->n == 0 && !L->stop)
+            pthread_cond_wait(&L->cv_push, &L->mu);
+        if (L->n == 0)
+            break; /* stop, nothing left */
+        const launch_job j = L->ring[L->head];
+        const int skip = L->err != SW_OK; /* after a failure the rest of the pass is dropped */
+        L->busy = 1;
+        pthread_mutex_unlock(&L->mu);
+        const sw_status st = skip ? SW_OK : launch_direct(L->d, &j);
+        pthread_mutex_lock(&L->mu);
+        if (st != SW_OK && L->err == SW_OK) {
+            L->err = st;
+            snprintf(L->msg, sizeof L->msg, "%s", sw_last_error());
+        }
+        L->head = (L->head + 1) % SW_SWAP_LAUNCH_RING;
+        L->n--;
+        L->busy = 0;
+        pthread_cond_broadcast(&L->cv_done);
+    }
+    pthread_mutex_unlock(&L->mu);
+    return NULL;
+}
+
+static sw_status launch_push(sw_swap_dev *d, const launch_job *j)
+{
+    struct launcher *L = d->ln;
+    if (!L)
+        return launch_direct(d, j);
+    pthread_mutex_lock(&L->mu);
+    while (L->n == SW_SWAP_LAUNCH_RING)
+        pthread_cond_wait(&L->cv_done, &L->mu);
+    L->ring[(L->head + L->n) % SW_SWAP_LAUNCH_RING] = *j;
+    L->n++;
+    pthread_cond_signal(&L->cv_push);
+    pthread_mutex_unlock(&L->mu);
+    return SW_OK;
+}
+
+/* Waits until every pushed job ran; the first failure since the last
+ * clearing drain (the verdict's: a failed job leaves its tile's slots
+ * unwritten, so the verdict drops every slot the call gathered). */
+static sw_status launch_drain_x(sw_swap_dev *d, int clear)
+{
+    struct launcher *L = d->ln;
+    if (!L)
+        return SW_OK;
+    pthread_mutex_lock(&L->mu);
+    while (L->n > 0 || L->busy)
+        pthread_cond_wait(&L->cv_done, &L->mu);
+    const sw_status st = L->err;
+    char msg[512];
+    memcpy(msg, L->msg, sizeof msg);
+    if (clear)
+        L->err = SW_OK;
+    pthread_mutex_unlock(&L->mu);
+    return st == SW_OK ? SW_OK : sw_fail(st, "%s", msg);
+}
+
+static sw_status launch_drain(sw_swap_dev *d)
+{
+    return launch_drain_x(d, 0);
+}
+
+static sw_status launcher_start(sw_swap_dev *d)
+{
+    struct launcher *L = calloc(1, sizeof *L);
+    if (!L)
+        return sw_fail(SW_STATUS_NO_MEMORY, "device pool: launcher");
+    L->d = d;
+    pthread_mutex_init(&L->mu, NULL);
+    pthread_cond_init(&L->cv_push, NULL);
+    pthread_cond_init(&L->cv_done, NULL);
+    if (pthread_create(&L->th, NULL, launcher_main, L) != 0) {
+        pthread_mutex_destroy(&L->mu);
+        pthread_cond_destroy(&L->cv_push);
+        pthread_cond_destroy(&L->cv_done);
+        free(L);
+        return sw_fail(SW_STATUS_NO_MEMORY, "device pool: launcher thread");
+    }
+    d->ln = L;
+    return SW_OK;
+}
+
+static void launcher_stop(sw_swap_dev *d)
+{
+    struct launcher *L = d->ln;
+    if (!L)
+        return;
+    pthread_mutex_lock(&L->mu);
+    L->stop = 1;
+    pthread_cond_signal(&L->cv_push);
+    pthread_mutex_unlock(&L->mu);
+    pthread_join(L->th, NULL);
+    pthread_mutex_destroy(&L->mu);
+    pthread_cond_destroy(&L->cv_push);
+    pthread_cond_destroy(&L->cv_done);
+    free(L);
+    d->ln = NULL;
 }
 
 /* Waits for the previous attend call (its buffers are about to be reused). */
@@ -669,8 +836,10 @@ sw_status sw_swap_dev_upload(sw_swap *s, int hbuf, int buf, int32_t nmiss,
         size_t j = i + 1;
         while (j < nstripes && !(lease && lease[j].ptr))
             j++;
-        if (!copied)
+        if (!copied) {
+            SW_TRY(launch_drain(d));
             SW_TRY(sw_cuda_swap_stream_wait(d->copy_stream, d->ev_stage[buf]));
+        }
         copied = 1;
         SW_TRY(sw_cuda_swap_copy(d->stage[buf] + i * d->stage_stride,
                                  d->hstage[hbuf] + i * d->stage_stride,
@@ -743,10 +912,18 @@ static sw_status grec_push(sw_swap_dev *d, const gather_rec *r)
 sw_status sw_swap_dev_attend_verdict(sw_swap *s, void *stream, int report)
 {
     sw_swap_dev *d = s->dev;
+    /* direct mode: every job launched and every tile / merge stream done
+     * (their kernels read the leases and report into d_bad) */
+    sw_status st = launch_drain_x(d, 1);
+    for (int i = 0; d->pissued && i < 3; i++) {
+        const sw_status g = sw_cuda_stream_sync(i < 2 ? d->pstream[i] : d->mstream);
+        if (st == SW_OK)
+            st = g;
+    }
+    d->pissued = 0;
     if (d->nlease == 0 && d->ngrec == 0)
-        return SW_OK;
+        return st;
     const size_t bad_bytes = sizeof(uint32_t) * (1 + SW_SWAP_BAD_CAP);
-    sw_status st = SW_OK;
     /* Gathers issued ahead of a tile that never computed (a failed call)
      * are waited by no kernel of `stream`: wait for them first, so that the
      * leases outlive them and the report copied below holds their
@@ -758,17 +935,6 @@ sw_status sw_swap_dev_attend_verdict(sw_swap *s, void *stream, int report)
             st = g;
     }
     d->gissued = 0;
-    for (int i = 0; d->pissued && i < 2; i++) {
-        const sw_status g = sw_cuda_stream_sync(d->pstream[i]); /* direct tiles' reports */
-        if (st == SW_OK)
-            st = g;
-    }
-    if (d->pissued) {
-        const sw_status g = sw_cuda_stream_sync(d->mstream);
-        if (st == SW_OK)
-            st = g;
-    }
-    d->pissued = 0;
     if (d->ngrec && st == SW_OK)
         st = sw_cuda_swap_copy(d->h_bad, d->d_bad, bad_bytes, stream);
     /* the one wait on the call's stream: the gathers are done with the
@@ -1229,6 +1395,7 @@ sw_status sw_swap_dev_gather(sw_swap *s, const sw_swap_attend_params *p, const s
     }
     if (ngather == 0)
         return SW_OK;
+    SW_TRY(launch_drain(d)); /* its waits name events the launcher records */
     size_t go = 0;
     sw_cuda_swap_gather_item *gd = desc_take(d, sizeof(*gd) * (size_t)ngather, &go);
     if (!gd)
@@ -1317,8 +1484,6 @@ static sw_status compute_direct(sw_swap *s, const sw_swap_attend_params *p, cons
         return sw_fail(SW_STATUS_INTERNAL, "direct tile: %d of %d missing blocks placed", m,
                        t->nmiss);
     const size_t end = nitems > 0 ? go + sizeof(*gd) * nitems : bo + sizeof(*bd) * (size_t)t->n;
-    tl_mark(d, cs, 'c', 10 * t->hbuf + 4);
-    SW_TRY(sw_cuda_swap_copy(d->desc_dev + bo, d->desc_host + bo, end - bo, cs));
     const int32_t r0 = p->q_indptr[t->bi];
     const int32_t ql = p->q_indptr[t->bi + 1] - r0;
     sw_cuda_swap_direct_args A;
@@ -1355,21 +1520,15 @@ static sw_status compute_direct(sw_swap *s, const sw_swap_attend_params *p, cons
     A.pool = d->pool;
     A.bad = d->d_bad;
     A.bad_cap = SW_SWAP_BAD_CAP;
-    void *e0 = NULL, *e1 = NULL;
-    if (d->timing) {
-        SW_TRY(timing_event(d, 2 * d->tev_used, &e0));
-        SW_TRY(timing_event(d, 2 * d->tev_used + 1, &e1));
-        SW_TRY(sw_cuda_swap_event_record(e0, cs));
-    }
-    SW_TRY(sw_cuda_swap_tile_direct(&A, cs));
-    if (d->timing) {
-        SW_TRY(sw_cuda_swap_event_record(e1, cs));
-        d->tev_used++;
-    }
-    tl_mark(d, cs, 'C', t->hbuf);
-    SW_TRY(merge_behind(d, a, cs, kp));
+    launch_job j;
+    j.A = A;
+    j.cs = cs;
+    j.bo = bo;
+    j.end = end;
+    j.kp = kp;
+    j.tag = 10 * t->hbuf + 4;
     s->st.kernel_kv_bytes += kv_bytes;
-    return SW_OK;
+    return launch_push(d, &j);
 }
 
 sw_status sw_swap_dev_compute(sw_swap *s, const sw_swap_attend_params *p, const sw_swap_seq *q,
@@ -1385,9 +1544,11 @@ sw_status sw_swap_dev_compute(sw_swap *s, const sw_swap_attend_params *p, const 
         stream = d->pstream[d->ptile & 1];
         part = d->d_partk[kp];
         d->ptile++;
-        SW_TRY(sw_cuda_swap_stream_wait(stream, d->ev_mdone[kp]));
         if (direct_tile(s, p, q, t))
             return compute_direct(s, p, q, t, stream, part, kp);
+        /* a staged tile: its calls from this thread, after the launcher's */
+        SW_TRY(launch_drain(d));
+        SW_TRY(sw_cuda_swap_stream_wait(stream, d->ev_mdone[kp]));
     }
     const int32_t H = s->m.num_kv_heads, Hq = s->m.num_qo_heads, G = Hq / H;
     const int32_t D = s->m.head_dim, B = s->m.block_size;
@@ -1513,6 +1674,7 @@ sw_status sw_swap_dev_pass_end(sw_swap *s, const sw_swap_attend_params *p, void 
 {
     sw_swap_dev *d = s->dev;
     const int32_t D = s->m.head_dim;
+    SW_TRY(launch_drain(d));
     if (d->direct && d->ptile > 0) {
         /* the finalisation after both tile streams and the merge stream */
         for (int i = 0; i < 3; i++) {
