@@ -538,10 +538,13 @@ sw_status sw_swap_dev_create(sw_swap *s)
         for (int32_t i = 0; i < d->nhstage; i++)
             SW_TRY(sw_cuda_swap_event_create(&d->ev_g[i], 0));
     }
-    /* direct tiles: off by default until measured on the H200; the fused
-     * merge (one running state folded by concurrent tiles) excludes them */
-    d->direct = d->gather && !d->fused && sw_env_int("SPILLWAY_SWAP_DIRECT", 0) != 0;
-    d->merge_wide = sw_env_int("SPILLWAY_SWAP_MERGE_WIDE", 0) != 0;
+    /* direct tiles (default on; SPILLWAY_SWAP_DIRECT=0 off): the host-tier
+     * case went from 44.8-56.0% to 52.9-58.7% of pinned H2D in the same
+     * runs (docs/perf/swap.md, session 9); the fused merge (one running
+     * state folded by concurrent tiles) excludes them. The wide merge
+     * (identical results) goes with them. */
+    d->direct = d->gather && !d->fused && sw_env_int("SPILLWAY_SWAP_DIRECT", 1) != 0;
+    d->merge_wide = sw_env_int("SPILLWAY_SWAP_MERGE_WIDE", d->direct) != 0;
     {
         const int64_t c = sw_env_int("SPILLWAY_SWAP_DIRECT_BPC", 1);
         d->direct_bpc = c >= 1 && c <= 64 ? (int32_t)c : 1;
@@ -1326,19 +1329,21 @@ static sw_status build_desc(sw_swap *s, const sw_swap_attend_params *p, const sw
     return SW_OK;
 }
 
-/* 1 when tile t goes to the direct kernel: direct tiles on, nothing of it
- * in the staging, every stripe of its missing blocks leased at the length
- * its block has, BF16 blocks only, and a shape the kernel takes. */
+/* 1 when tile t goes to the direct kernel: direct tiles on, a missing
+ * block in it (a tile of resident blocks goes to the faster tile kernels:
+ * the direct kernel's CTAs of one block each are made for PCIe reads),
+ * nothing of it in the staging, every stripe of its missing blocks leased at
+ * the length its block has, BF16 blocks only, and a shape the kernel takes. */
 static int direct_tile(const sw_swap *s, const sw_swap_attend_params *p, const sw_swap_seq *q,
                        const sw_swap_dev_tile *t)
 {
     const sw_swap_dev *d = s->dev;
-    if (!d->direct || t->gathered)
+    if (!d->direct || t->gathered || t->nmiss == 0 || !t->lease)
         return 0;
     const int32_t H = s->m.num_kv_heads, G = s->m.num_qo_heads / H, D = s->m.head_dim;
     const int64_t ql = p->q_indptr[t->bi + 1] - p->q_indptr[t->bi];
     const int32_t nrg = (int32_t)((ql * G + SW_CUDA_SWAP_RG - 1) / SW_CUDA_SWAP_RG);
-    if (!sw_cuda_swap_direct_ok(D, s->m.block_size, nrg) || (t->nmiss > 0 && !t->lease))
+    if (!sw_cuda_swap_direct_ok(D, s->m.block_size, nrg))
         return 0;
     const sw_swap_layer *L = &q->layers[p->layer];
     for (int32_t i = 0; i < t->n; i++)
