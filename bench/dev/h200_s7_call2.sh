@@ -36,10 +36,13 @@
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader
 for stage in "$@"; do mkdir -p "$OUT/$stage"; case $stage in
 ptest)
-  { LD_LIBRARY_PATH=$PWD/$B:$DEB timeout 150 $B/tests/test_prefill_cuda; echo "test_prefill_cuda rc=$?"
+  # $PTEST_CASES: SPILLWAY_TEST_CASES (the random families' size, default 100); $PTEST_TIMEOUT (150 s)
+  { echo "# SPILLWAY_TEST_CASES=${PTEST_CASES:-100} test_prefill_cuda"
+    SPILLWAY_TEST_CASES=${PTEST_CASES:-100} LD_LIBRARY_PATH=$PWD/$B:$DEB timeout ${PTEST_TIMEOUT:-150} \
+      $B/tests/test_prefill_cuda; echo "test_prefill_cuda rc=$?"
     LD_LIBRARY_PATH=$PWD/$B:$DEB timeout 60 $B/tests/test_prefill_errors; echo "test_prefill_errors rc=$?"; } \
     >"$OUT/ptest/ctest-h200-prefill-cuda-v12.log" 2>&1
-  grep -E "rc=|cases \(|FAIL" "$OUT/ptest/ctest-h200-prefill-cuda-v12.log" | head -12 ;;
+  grep -E "rc=|cases|FAIL" "$OUT/ptest/ctest-h200-prefill-cuda-v12.log" | head -12 ;;
 gprobe)
   { echo "# .carry/probe/gather_probe 6144 8192"; timeout 60 .carry/probe/gather_probe 6144 8192; echo "rc=$?"; } \
     >"$OUT/gprobe/gather-probe-h200.log" 2>&1
