@@ -101,18 +101,71 @@ static void vkey_sift(vkey *h, int32_t n, int32_t i)
     h[i] = x;
 }
 
+static inline void vkey_swap(vkey *a, vkey *b)
+{
+    const vkey t = *a;
+    *a = *b;
+    *b = t;
+}
+
+/* Puts the `want` smallest of k[0..n) (vkey_less, a total order) first, in
+ * no particular order: quickselect with a median-of-three pivot, iterative. */
+static void vkey_select(vkey *k, int32_t n, int32_t want)
+{
+    int32_t lo = 0, hi = n - 1;
+    while (hi - lo > 8) {
+        const int32_t mid = lo + (hi - lo) / 2;
+        if (vkey_less(&k[mid], &k[lo]))
+            vkey_swap(&k[mid], &k[lo]);
+        if (vkey_less(&k[hi], &k[lo]))
+            vkey_swap(&k[hi], &k[lo]);
+        if (vkey_less(&k[hi], &k[mid]))
+            vkey_swap(&k[hi], &k[mid]);
+        const vkey pv = k[mid]; /* k[lo] <= pv <= k[hi] */
+        int32_t i = lo, j = hi;
+        for (;;) { /* Hoare: k[lo..j] <= pv <= k[j+1..hi] (keys are distinct) */
+            while (vkey_less(&k[i], &pv))
+                i++;
+            while (vkey_less(&pv, &k[j]))
+                j--;
+            if (i >= j)
+                break;
+            vkey_swap(&k[i], &k[j]);
+            i++;
+            j--;
+        }
+        if (want <= j + 1 - lo) {
+            hi = j;
+        } else {
+            want -= j + 1 - lo;
+            lo = j + 1;
+        }
+        if (want <= 0)
+            return;
+    }
+    /* a short range: insertion sort settles it */
+    for (int32_t a = lo + 1; a <= hi; a++) {
+        const vkey x = k[a];
+        int32_t b = a;
+        while (b > lo && vkey_less(&x, &k[b - 1])) {
+            k[b] = k[b - 1];
+            b--;
+        }
+        k[b] = x;
+    }
+}
+
 int32_t sw_swap_victims_first(sw_swap *s, int32_t k, int32_t *out, void *scratch)
 {
     /* A tile takes at most tile_blocks places of its ranking (each of its
      * blocks is a victim or a hit pinning at most one ranked slot), so the
-     * k smallest keys suffice: a bounded max-heap with the comparison
-     * inline instead of qsort over every unpinned slot with a callback,
-     * which was most of the planning time of `spillway bench swap`'s
-     * host-tier case (tile 128 of 512 slots, 12 rankings per step; on the
-     * CPU VM, bench/dev/swap_host_plan.c: 29-41 us -> 10-13 us per
-     * ranking, planning 1.8 -> 0.9 ms per step under load,
-     * bench/results/swap-vm-h9-hostplan.log). Free slots first by index,
-     * as in sw_swap_pool_rank. */
+     * k smallest keys suffice: selected in linear time (quickselect), then
+     * only they are sorted. The bounded max-heap this replaced (itself 3x
+     * faster than qsort over every unpinned slot, bench/dev/swap_host_plan.c)
+     * sifted on many of the scan's slots: the device pool's host-tier step
+     * planned in 0.29-0.30 ms with it, 0.25-0.28 with this (this VM, GPU
+     * faked, five interleaved rounds; docs/perf/swap.md, session 9). Free
+     * slots first by index, as in sw_swap_pool_rank. */
     vkey *h = scratch;
     int32_t n = 0, nh = 0;
     if (k <= 0)
@@ -125,28 +178,19 @@ int32_t sw_swap_victims_first(sw_swap *s, int32_t k, int32_t *out, void *scratch
         const sw_swap_slot *sl = &s->slots[i];
         if (sl->pin || !sl->seq)
             continue;
-        const vkey x = vkey_of(s, i);
-        if (nh < want) {
-            /* sift up into the max-heap */
-            int32_t j = nh++;
-            while (j > 0 && vkey_less(&h[(j - 1) / 2], &x)) {
-                h[j] = h[(j - 1) / 2];
-                j = (j - 1) / 2;
-            }
-            h[j] = x;
-        } else if (vkey_less(&x, &h[0])) {
-            h[0] = x;
-            vkey_sift(h, nh, 0);
-        }
+        h[nh++] = vkey_of(s, i);
     }
-    /* heap sort: ascending */
-    for (int32_t m = nh - 1; m > 0; m--) {
-        const vkey x = h[0];
-        h[0] = h[m];
-        h[m] = x;
-        vkey_sift(h, m, 0);
+    const int32_t m = nh < want ? nh : want;
+    if (nh > m)
+        vkey_select(h, nh, m);
+    /* heap sort of the m smallest: ascending */
+    for (int32_t i = m / 2 - 1; i >= 0; i--)
+        vkey_sift(h, m, i);
+    for (int32_t j = m - 1; j > 0; j--) {
+        vkey_swap(&h[0], &h[j]);
+        vkey_sift(h, j, 0);
     }
-    for (int32_t i = 0; i < nh; i++)
+    for (int32_t i = 0; i < m; i++)
         out[n++] = h[i].idx;
     return n;
 }

@@ -1,0 +1,19 @@
+#!/bin/bash
+# build.sh [BUILD] [OUT] - the device pool's host side on a machine without a GPU, for CPU profiles of it
+# (perf): libspillway from BUILD's C objects (default build-h200: a CUDA build, so the engine takes its
+# device-pool path) with fakedev.c in place of the CUDA sources (kernels do nothing, copies under 64 KiB
+# are memcpy, the rest nothing), and the CLI with fakecudart.c in place of cudart. Its attend results
+# are garbage (the checks fail, by design); its plan / submit / compute host times are the engine's.
+# Session 9: `OUT/spillway bench swap --dir /var/tmp --cases host --steps 300 --check-heads 1` under
+# `perf record`; docs/perf/swap.md, session 9.
+set -euo pipefail
+cd "$(dirname "$0")/../../.."
+B=${1:-build-h200}; O=${2:-/tmp/fake_gpu}
+mkdir -p "$O"
+gcc -O2 -fPIC -g -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -c bench/dev/fake_gpu/fakedev.c -o "$O/fakedev.o"
+gcc -shared -g -o "$O/libspillway.so.0" -Wl,-soname,libspillway.so.0 \
+  $(find "$B/CMakeFiles/spillway_obj.dir/src" -name '*.c.o') "$O/fakedev.o" -luring -lhiredis -lm -lpthread
+ln -sf libspillway.so.0 "$O/libspillway.so"
+gcc -O2 -g -std=c11 -D_GNU_SOURCE -DSPILLWAY_HAVE_CUDA=1 -I/usr/local/cuda/include -Iinclude -Isrc tools/*.c \
+  bench/dev/fake_gpu/fakecudart.c -L"$O" -lspillway -lm -lpthread -o "$O/spillway" -Wl,-rpath,"$O"
+echo "$O/spillway"
