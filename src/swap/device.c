@@ -570,6 +570,7 @@ typedef struct launch_job {
     void *cs;
     size_t bo, end;          /* descriptor bytes to upload */
     int kp;
+    int kprev;               /* ev_kdone of the tile it must follow (-1: none) */
     int32_t tag;             /* timeline tag */
 } launch_job;
 
@@ -592,8 +593,11 @@ static sw_status timing_event(sw_swap_dev *d, int32_t i, void **ev);
 /* A direct tile's CUDA calls (launcher thread, or the caller's without it). */
 static sw_status launch_direct(sw_swap_dev *d, const launch_job *j)
 {
-    /* its partial buffer, once the merge that read it last ran */
+    /* its partial buffer, once the merge that read it last ran; and after
+     * the tile on the other stream whose slots it may take (prev_tile) */
     SW_TRY(sw_cuda_swap_stream_wait(j->cs, d->ev_mdone[j->kp]));
+    if (j->kprev >= 0)
+        SW_TRY(sw_cuda_swap_stream_wait(j->cs, d->ev_kdone[j->kprev]));
     tl_mark(d, j->cs, 'c', j->tag);
     SW_TRY(sw_cuda_swap_copy(d->desc_dev + j->bo, d->desc_host + j->bo, j->end - j->bo, j->cs));
     void *e0 = NULL, *e1 = NULL;
@@ -1400,7 +1404,6 @@ sw_status sw_swap_dev_gather(sw_swap *s, const sw_swap_attend_params *p, const s
     }
     if (ngather == 0)
         return SW_OK;
-    SW_TRY(launch_drain(d)); /* its waits name events the launcher records */
     size_t go = 0;
     sw_cuda_swap_gather_item *gd = desc_take(d, sizeof(*gd) * (size_t)ngather, &go);
     if (!gd)
@@ -1451,7 +1454,8 @@ static sw_status merge_behind(sw_swap_dev *d, const sw_cuda_swap_tile_args *a, v
 }
 
 static sw_status compute_direct(sw_swap *s, const sw_swap_attend_params *p, const sw_swap_seq *q,
-                                const sw_swap_dev_tile *t, void *cs, float *part, int kp)
+                                const sw_swap_dev_tile *t, void *cs, float *part, int kp,
+                                int kprev)
 {
     sw_swap_dev *d = s->dev;
     const int32_t H = s->m.num_kv_heads, Hq = s->m.num_qo_heads, G = Hq / H;
@@ -1531,6 +1535,7 @@ static sw_status compute_direct(sw_swap *s, const sw_swap_attend_params *p, cons
     j.bo = bo;
     j.end = end;
     j.kp = kp;
+    j.kprev = kprev;
     j.tag = 10 * t->hbuf + 4;
     s->st.kernel_kv_bytes += kv_bytes;
     return launch_push(d, &j);
@@ -1543,17 +1548,27 @@ sw_status sw_swap_dev_compute(sw_swap *s, const sw_swap_attend_params *p, const 
     float *part = d->d_part;
     int kp = 0;
     if (d->direct) {
-        /* the pass's tiles take the two tile streams and the partial
-         * buffers in turn; a buffer is reused after its last merge */
+        /* The pass's tiles take the two tile streams and the partial
+         * buffers in turn; a buffer is reused after its last merge (tile j
+         * - 4's: so tile j also follows every tile <= j - 4, merges being
+         * in order). Tile j writes victim slots that tile j - 1 never uses
+         * (it was pinned when tile j was planned) but that tile j - 3, on
+         * the other stream, may still read or write: tile j waits for it.
+         * Without read-ahead (prefetch 0) tile j is planned after tile j - 1
+         * was unpinned: it waits for tile j - 1. */
+        const int64_t back = s->prefetch > 0 ? 3 : 1;
+        const int kprev = d->ptile >= back ? (int)((d->ptile - back) % SW_SWAP_NPART) : -1;
         kp = (int)(d->ptile % SW_SWAP_NPART);
         stream = d->pstream[d->ptile & 1];
         part = d->d_partk[kp];
         d->ptile++;
         if (direct_tile(s, p, q, t))
-            return compute_direct(s, p, q, t, stream, part, kp);
+            return compute_direct(s, p, q, t, stream, part, kp, kprev);
         /* a staged tile: its calls from this thread, after the launcher's */
         SW_TRY(launch_drain(d));
         SW_TRY(sw_cuda_swap_stream_wait(stream, d->ev_mdone[kp]));
+        if (kprev >= 0)
+            SW_TRY(sw_cuda_swap_stream_wait(stream, d->ev_kdone[kprev]));
     }
     const int32_t H = s->m.num_kv_heads, Hq = s->m.num_qo_heads, G = Hq / H;
     const int32_t D = s->m.head_dim, B = s->m.block_size;

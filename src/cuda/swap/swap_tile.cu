@@ -464,7 +464,7 @@ extern "C" sw_status sw_cuda_swap_merge_wide(const sw_cuda_swap_tile_args *a, vo
     if (a->nblk <= 0 || a->ql <= 0)
         return SW_OK;
     const size_t smem = sizeof(float) * 2 * (size_t)a->nchunks;
-    if (smem > 48 * 1024)
+    if (smem > 48 * 1024 - 256) /* beside its static 128 bytes */
         return sw_cuda_swap_merge(a, stream);
     dim3 mg((unsigned)(a->ql * a->G), (unsigned)a->H);
     static volatile int carved[64];

@@ -103,6 +103,7 @@ __global__ void __launch_bounds__(NT) swap_direct_kernel(const sw_cuda_swap_dire
         m_s[t] = -INFINITY;
         l_s[t] = 0.0f;
     }
+    __syncthreads(); /* tab (the first block's CRC reads it before any other barrier), qs, state */
 
     /* the registers of one block: its descriptor, its two stripes' gather
      * items (a missing block), K pieces then V pieces */
@@ -288,16 +289,13 @@ __global__ void __launch_bounds__(NT) swap_direct_kernel(const sw_cuda_swap_dire
         }
         __syncthreads(); /* Ks, Vs, S and red are rewritten by the next block */
     }
-    if (b0 >= b1)
-        __syncthreads(); /* m_s / l_s initialised */
 
     const size_t base = ((size_t)c * a.H + h) * a.nrg * RG; /* row group 0 */
 #pragma unroll
-    for (int r = 0; r < RPT; r++) {
-        float2 o;
-        o.x = acc[r][0];
-        o.y = acc[r][1];
-        *reinterpret_cast<float2 *>(&a.part[(base + r0 + r) * (D + 2) + 2 + 2 * cp]) = o;
+    for (int r = 0; r < RPT; r++) { /* scalar stores: part is only 4-byte aligned */
+        float *o = &a.part[(base + r0 + r) * (D + 2) + 2 + 2 * cp];
+        o[0] = acc[r][0];
+        o[1] = acc[r][1];
     }
     if (t < RG) {
         a.part[(base + t) * (D + 2)] = m_s[t];
@@ -322,6 +320,9 @@ static sw_status direct_mul_set()
             m[j * NT + t] = sw_crc32c_gf2_mul(k.row[j], ln);
     }
     SW_CUDA_CHECK(cudaMemcpyToSymbol(g_direct_mul, m, sizeof m));
+    /* a copy from pageable memory may return before it lands, and the tile
+     * streams do not wait for the legacy stream: once per device */
+    SW_CUDA_CHECK(cudaDeviceSynchronize());
     if (dev < 64)
         done[dev] = 1;
     return SW_OK;
