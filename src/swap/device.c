@@ -538,12 +538,13 @@ sw_status sw_swap_dev_create(sw_swap *s)
         for (int32_t i = 0; i < d->nhstage; i++)
             SW_TRY(sw_cuda_swap_event_create(&d->ev_g[i], 0));
     }
-    /* direct tiles (default on; SPILLWAY_SWAP_DIRECT=0 off): the host-tier
-     * case went from 44.8-56.0% to 52.9-58.7% of pinned H2D in the same
-     * runs (docs/perf/swap.md, session 9); the fused merge (one running
-     * state folded by concurrent tiles) excludes them. The wide merge
-     * (identical results) goes with them. */
-    d->direct = d->gather && !d->fused && sw_env_int("SPILLWAY_SWAP_DIRECT", 1) != 0;
+    /* direct tiles (SPILLWAY_SWAP_DIRECT=1; off by default: with the wait
+     * for tile j - 3 that correctness needs, the host-tier case measured
+     * 41.2-54.4% of pinned H2D against 51.4-60.8% for the staged path in
+     * the same rounds, docs/perf/swap.md session 9); the fused merge (one
+     * running state folded by concurrent tiles) excludes them. The wide
+     * merge (identical results) goes with them. */
+    d->direct = d->gather && !d->fused && sw_env_int("SPILLWAY_SWAP_DIRECT", 0) != 0;
     d->merge_wide = sw_env_int("SPILLWAY_SWAP_MERGE_WIDE", d->direct) != 0;
     {
         const int64_t c = sw_env_int("SPILLWAY_SWAP_DIRECT_BPC", 1);
