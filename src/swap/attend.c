@@ -42,6 +42,7 @@ typedef struct tile {
      * nleased > 0 the ticket reads only the other keys, listed in r* with
      * rmap giving each one's index among the tile's keys */
     sw_store_lease *lease;
+    sw_store_lease *tlease;    /* sw_swap_dev_lease_tile's room */
     size_t nleased;
     sw_store_key *rkeys;
     void **rdst;
@@ -294,6 +295,16 @@ static int plan_tile(run *R, tile *t, int hbuf)
         if (R->norder < 0)
             return -1;
         R->pos = 0;
+        if (s->dev) {
+            /* the blocks missing now are misses when visited (a block is
+             * loaded once a pass): their leases can start */
+            const sw_swap_layer *Lp = &R->seqs[R->pb]->layers[p->layer];
+            int32_t nres = 0;
+            while (nres < R->norder && Lp->blk[R->order[nres]].slot >= 0)
+                nres++;
+            (void)sw_swap_dev_prelease(s, R->seqs[R->pb], p->layer, R->order + nres,
+                                       R->norder - nres);
+        }
     }
     const sw_swap_seq *q = R->seqs[R->pb];
     const sw_swap_layer *L = &q->layers[p->layer];
@@ -430,7 +441,8 @@ static void start_read(run *R, tile *t, int ahead)
         /* Host-tier hits are leased and gathered by the GPU (device.c);
          * a failed lease leases nothing: the ticket reads every key. */
         size_t nl = 0;
-        if (sw_swap_dev_lease(s, t->nkeys, t->keys, t->lease, &nl) != SW_OK)
+        if (sw_swap_dev_lease_tile(s, t->miss_blocks, t->nmiss, t->nkeys, t->keys, t->lease,
+                                   t->rkeys, t->tlease, t->rmap, &nl) != SW_OK)
             nl = 0;
         t->nleased = nl;
         if (nl) {
@@ -831,13 +843,14 @@ static sw_status run_pass(run *R, int sparse)
             st = sw_fail(SW_STATUS_NO_MEMORY, "tile tables");
         if (sw_swap_dev_gathers(s)) {
             t->lease = malloc(sizeof(sw_store_lease) * maxkeys);
+            t->tlease = malloc(sizeof(sw_store_lease) * maxkeys);
             t->rkeys = malloc(sizeof(sw_store_key) * maxkeys);
             t->rdst = malloc(sizeof(void *) * maxkeys);
             t->rlens = malloc(sizeof(size_t) * maxkeys);
             t->rgens = malloc(sizeof(uint64_t) * maxkeys);
             t->rsts = malloc(sizeof(sw_status) * maxkeys);
             t->rmap = malloc(sizeof(uint32_t) * maxkeys);
-            if (!t->lease || !t->rkeys || !t->rdst || !t->rlens || !t->rgens || !t->rsts ||
+            if (!t->lease || !t->tlease || !t->rkeys || !t->rdst || !t->rlens || !t->rgens || !t->rsts ||
                 !t->rmap)
                 st = sw_fail(SW_STATUS_NO_MEMORY, "tile lease tables");
         }
@@ -944,6 +957,7 @@ static sw_status run_pass(run *R, int sparse)
         free(tl[i].gens);
         free(tl[i].sts);
         free(tl[i].lease);
+        free(tl[i].tlease);
         free(tl[i].rkeys);
         free(tl[i].rdst);
         free(tl[i].rlens);

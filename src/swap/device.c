@@ -56,6 +56,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -187,6 +188,13 @@ typedef struct sw_swap_dev {
      * CUDA call of a pass drains it first (launch_drain). The first failure
      * is kept with its message for the next drain. */
     struct launcher *ln;
+    /* prelease (SPILLWAY_SWAP_PRELEASE=1, off by default until measured on
+     * a GPU): a thread of the engine leases the host-tier copies of a
+     * sequence's blocks that are missing when its order is built (all of
+     * them misses when visited: a block is loaded once a pass) while the
+     * caller's thread plans, so a tile's leases are mostly there when it is
+     * planned (sw_swap_dev_lease_tile). */
+    struct prelease *pl;
     /* kernel timing (SPILLWAY_SWAP_KERNEL_TIMING=1) */
     int timing;
     void **tev;               /* start/stop pairs, reused from call to call */
@@ -205,6 +213,11 @@ typedef struct sw_swap_dev {
 
 static sw_status launcher_start(sw_swap_dev *d);
 static void launcher_stop(sw_swap_dev *d);
+struct prelease;
+static void prelease_wait(struct prelease *P, int cancel);
+static void prelease_stop_thread(sw_swap_dev *d);
+static sw_status prelease_start_thread(sw_swap *s);
+static void prelease_release(sw_swap *s);
 
 static double tl_now(void)
 {
@@ -375,6 +388,8 @@ void sw_swap_dev_destroy(sw_swap *s)
     if (!d)
         return;
     launcher_stop(d); /* runs what it holds first */
+    prelease_release(s); /* a call that never ended: its preleases */
+    prelease_stop_thread(d);
     if (sw_cuda_set_device(d->device) == SW_OK) {
         if (d->ev_done)
             (void)sw_cuda_swap_event_sync(d->ev_done);
@@ -538,6 +553,8 @@ sw_status sw_swap_dev_create(sw_swap *s)
         for (int32_t i = 0; i < d->nhstage; i++)
             SW_TRY(sw_cuda_swap_event_create(&d->ev_g[i], 0));
     }
+    if (d->gather && sw_env_int("SPILLWAY_SWAP_PRELEASE", 0) != 0)
+        SW_TRY(prelease_start_thread(s));
     /* direct tiles (SPILLWAY_SWAP_DIRECT=1; off by default: with the wait
      * for tile j - 3 that correctness needs, the host-tier case measured
      * 41.2-54.4% of pinned H2D against 51.4-60.8% for the staged path in
@@ -863,6 +880,280 @@ int sw_swap_dev_gathers(const sw_swap *s)
     return s->dev && s->dev->gather;
 }
 
+/* ------------------------------------------------------------ prelease -- */
+enum { PL_FREE = 0, PL_BUSY = 1, PL_DONE = 2, PL_MAIN = 3 };
+
+struct prelease {
+    pthread_t th;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int stop, job, running;      /* job: one posted; running: the thread has it */
+    atomic_int cancel;
+    sw_store *store;
+    int32_t H;
+    /* the job: blocks n in visiting order, their 2H keys (block-major, h * 2
+     * + kind, the order plan_tile lists a tile's keys in) and leases, each
+     * block's state (PL_*: the thread claims FREE -> BUSY -> DONE, the
+     * caller's thread FREE -> MAIN, or waits out BUSY), and the position of
+     * a layer block in the job (-1: not in it) */
+    int32_t n, ncap, nblk, nblk_cap;
+    sw_store_key *keys;
+    sw_store_lease *lease;
+    atomic_int *state;
+    int32_t *pos;
+    /* entries the thread leased, released by the verdict */
+    uint32_t *ent;
+    size_t nent, ent_cap;
+    int failed;                  /* an allocation failed: the rest stays FREE */
+};
+
+static void prelease_run(struct prelease *P)
+{
+    enum { CH = 16 }; /* blocks a store call */
+    const size_t spb = 2 * (size_t)P->H;
+    sw_store_key kb[CH * 16];
+    sw_store_lease lb[CH * 16];
+    int32_t mine[CH];
+    for (int32_t i0 = 0; i0 < P->n && !atomic_load(&P->cancel); i0 += CH) {
+        const int32_t i1 = P->n - i0 < CH ? P->n : i0 + CH;
+        int32_t nm = 0;
+        for (int32_t i = i0; i < i1; i++) {
+            int expect = PL_FREE;
+            if (atomic_compare_exchange_strong(&P->state[i], &expect, PL_BUSY))
+                mine[nm++] = i;
+        }
+        if (nm == 0)
+            continue;
+        size_t nk = 0;
+        for (int32_t j = 0; j < nm; j++)
+            for (size_t x = 0; x < spb; x++)
+                kb[nk++] = P->keys[(size_t)mine[j] * spb + x];
+        size_t got = 0;
+        if (P->nent + nk > P->ent_cap) {
+            size_t nc = P->ent_cap ? 2 * P->ent_cap : 4096;
+            while (nc < P->nent + nk)
+                nc *= 2;
+            uint32_t *ne = realloc(P->ent, sizeof(uint32_t) * nc);
+            if (ne) {
+                P->ent = ne;
+                P->ent_cap = nc;
+            }
+        }
+        if (P->nent + nk > P->ent_cap ||
+            sw_store_host_lease(P->store, nk, kb, 16, lb, &got) != SW_OK)
+            got = 0, P->failed = 1;
+        for (int32_t j = 0; j < nm; j++) {
+            for (size_t x = 0; x < spb; x++) {
+                sw_store_lease *l = &P->lease[(size_t)mine[j] * spb + x];
+                if (got) {
+                    *l = lb[(size_t)j * spb + x];
+                    if (l->ptr)
+                        P->ent[P->nent++] = l->entry;
+                } else {
+                    memset(l, 0, sizeof *l);
+                }
+            }
+            atomic_store_explicit(&P->state[mine[j]], PL_DONE, memory_order_release);
+        }
+    }
+}
+
+static void *prelease_main(void *arg)
+{
+    struct prelease *P = arg;
+    pthread_mutex_lock(&P->mu);
+    for (;;) {
+        while (!P->job && !P->stop)
+            pthread_cond_wait(&P->cv, &P->mu);
+        if (!P->job)
+            break;
+        P->running = 1;
+        pthread_mutex_unlock(&P->mu);
+        prelease_run(P);
+        pthread_mutex_lock(&P->mu);
+        P->job = 0;
+        P->running = 0;
+        pthread_cond_broadcast(&P->cv);
+    }
+    pthread_mutex_unlock(&P->mu);
+    return NULL;
+}
+
+/* Waits for the posted job (cancelled first when `cancel`). */
+static void prelease_wait(struct prelease *P, int cancel)
+{
+    if (!P)
+        return;
+    if (cancel)
+        atomic_store(&P->cancel, 1);
+    pthread_mutex_lock(&P->mu);
+    while (P->job)
+        pthread_cond_wait(&P->cv, &P->mu);
+    pthread_mutex_unlock(&P->mu);
+}
+
+static sw_status prelease_start_thread(sw_swap *s)
+{
+    sw_swap_dev *d = s->dev;
+    struct prelease *P = calloc(1, sizeof *P);
+    if (!P)
+        return sw_fail(SW_STATUS_NO_MEMORY, "device pool: prelease");
+    P->store = s->store;
+    P->H = s->m.num_kv_heads;
+    pthread_mutex_init(&P->mu, NULL);
+    pthread_cond_init(&P->cv, NULL);
+    if (pthread_create(&P->th, NULL, prelease_main, P) != 0) {
+        pthread_mutex_destroy(&P->mu);
+        pthread_cond_destroy(&P->cv);
+        free(P);
+        return sw_fail(SW_STATUS_NO_MEMORY, "device pool: prelease thread");
+    }
+    d->pl = P;
+    return SW_OK;
+}
+
+/* Waits out the prelease thread and releases its leases. */
+static void prelease_release(sw_swap *s)
+{
+    struct prelease *P = s->dev ? s->dev->pl : NULL;
+    if (!P)
+        return;
+    prelease_wait(P, 1);
+    sw_store_host_release_entries(s->store, P->nent, P->ent);
+    P->nent = 0;
+    P->n = 0;
+}
+
+static void prelease_stop_thread(sw_swap_dev *d)
+{
+    struct prelease *P = d->pl;
+    if (!P)
+        return;
+    prelease_wait(P, 1);
+    pthread_mutex_lock(&P->mu);
+    P->stop = 1;
+    pthread_cond_signal(&P->cv);
+    pthread_mutex_unlock(&P->mu);
+    pthread_join(P->th, NULL);
+    pthread_mutex_destroy(&P->mu);
+    pthread_cond_destroy(&P->cv);
+    free(P->keys);
+    free(P->lease);
+    free(P->state);
+    free(P->pos);
+    free(P->ent);
+    free(P);
+    d->pl = NULL;
+}
+
+sw_status sw_swap_dev_prelease(sw_swap *s, const sw_swap_seq *q, int32_t layer,
+                               const int32_t *blocks, int32_t n)
+{
+    struct prelease *P = s->dev ? s->dev->pl : NULL;
+    if (!P)
+        return SW_OK;
+    prelease_wait(P, 1); /* the previous sequence's job: every block of it planned */
+    const sw_swap_layer *L = &q->layers[layer];
+    const size_t spb = 2 * (size_t)P->H;
+    P->n = 0;
+    P->nblk = 0;
+    if (n <= 0)
+        return SW_OK;
+    if (n > P->ncap) {
+        sw_store_key *k = realloc(P->keys, sizeof *k * spb * (size_t)n);
+        if (k)
+            P->keys = k;
+        sw_store_lease *l = k ? realloc(P->lease, sizeof *l * spb * (size_t)n) : NULL;
+        if (l)
+            P->lease = l;
+        atomic_int *st = l ? realloc(P->state, sizeof *st * (size_t)n) : NULL;
+        if (!st)
+            return SW_OK; /* nothing preleased: the tiles lease their keys */
+        P->state = st;
+        P->ncap = n;
+    }
+    if (L->nblocks > P->nblk_cap) {
+        int32_t *ps = realloc(P->pos, sizeof *ps * (size_t)L->nblocks);
+        if (!ps)
+            return SW_OK;
+        P->pos = ps;
+        P->nblk_cap = L->nblocks;
+    }
+    for (int32_t b = 0; b < L->nblocks; b++)
+        P->pos[b] = -1;
+    for (int32_t i = 0; i < n; i++) {
+        const int32_t b = blocks[i];
+        P->pos[b] = i;
+        atomic_init(&P->state[i], PL_FREE);
+        for (int32_t h = 0; h < P->H; h++)
+            for (int kind = 0; kind < 2; kind++) {
+                sw_store_key *k = &P->keys[(size_t)i * spb + (size_t)h * 2 + (size_t)kind];
+                memset(k, 0, sizeof *k);
+                k->ns = q->ns;
+                k->layer = (uint32_t)layer;
+                k->block = q->block_base + (uint32_t)b;
+                k->kv_head = (uint16_t)h;
+                k->kind = (uint8_t)kind;
+            }
+    }
+    P->n = n;
+    P->nblk = L->nblocks;
+    atomic_store(&P->cancel, 0);
+    pthread_mutex_lock(&P->mu);
+    P->job = 1;
+    pthread_cond_signal(&P->cv);
+    pthread_mutex_unlock(&P->mu);
+    return SW_OK;
+}
+
+sw_status sw_swap_dev_lease_tile(sw_swap *s, const int32_t *miss_blocks, int32_t nmiss,
+                                 size_t nkeys, const sw_store_key *keys, sw_store_lease *lease,
+                                 sw_store_key *tmp_keys, sw_store_lease *tmp_lease,
+                                 uint32_t *tmp_map, size_t *nleased)
+{
+    sw_swap_dev *d = s->dev;
+    struct prelease *P = d->pl;
+    *nleased = 0;
+    const size_t spb = 2 * (size_t)s->m.num_kv_heads;
+    if (!P || P->n == 0 || nkeys != (size_t)nmiss * spb)
+        return sw_swap_dev_lease(s, nkeys, keys, lease, nleased);
+    /* block by block: the thread's leases, or claimed and leased here */
+    size_t nk = 0, got = 0;
+    for (int32_t m = 0; m < nmiss; m++) {
+        const int32_t b = miss_blocks[m];
+        const int32_t i = b >= 0 && b < P->nblk ? P->pos[b] : -1;
+        int from_pl = 0;
+        if (i >= 0) {
+            int expect = PL_FREE;
+            if (!atomic_compare_exchange_strong(&P->state[i], &expect, PL_MAIN)) {
+                while (atomic_load_explicit(&P->state[i], memory_order_acquire) == PL_BUSY)
+                    ; /* the thread is in the store call for it: microseconds */
+                from_pl = expect != PL_MAIN;
+            }
+        }
+        for (size_t x = 0; x < spb; x++) {
+            const size_t k = (size_t)m * spb + x;
+            if (from_pl) {
+                lease[k] = P->lease[(size_t)i * spb + x];
+                got += lease[k].ptr != NULL;
+            } else {
+                memset(&lease[k], 0, sizeof lease[k]);
+                tmp_keys[nk] = keys[k];
+                tmp_map[nk++] = (uint32_t)k;
+            }
+        }
+    }
+    if (nk > 0) {
+        size_t g = 0;
+        if (sw_swap_dev_lease(s, nk, tmp_keys, tmp_lease, &g) == SW_OK && g > 0)
+            for (size_t j = 0; j < nk; j++)
+                lease[tmp_map[j]] = tmp_lease[j];
+        got += g;
+    }
+    *nleased = got;
+    return SW_OK;
+}
+
 sw_status sw_swap_dev_lease(sw_swap *s, size_t n, const sw_store_key *keys,
                             sw_store_lease *lease, size_t *nleased)
 {
@@ -923,13 +1214,15 @@ sw_status sw_swap_dev_attend_verdict(sw_swap *s, void *stream, int report)
     /* direct mode: every job launched and every tile / merge stream done
      * (their kernels read the leases and report into d_bad) */
     sw_status st = launch_drain_x(d, 1);
+    /* the prelease thread done with this call (its leases released below) */
+    prelease_wait(d->pl, 1);
     for (int i = 0; d->pissued && i < 3; i++) {
         const sw_status g = sw_cuda_stream_sync(i < 2 ? d->pstream[i] : d->mstream);
         if (st == SW_OK)
             st = g;
     }
     d->pissued = 0;
-    if (d->nlease == 0 && d->ngrec == 0)
+    if (d->nlease == 0 && d->ngrec == 0 && !(d->pl && d->pl->nent))
         return st;
     const size_t bad_bytes = sizeof(uint32_t) * (1 + SW_SWAP_BAD_CAP);
     /* Gathers issued ahead of a tile that never computed (a failed call)
@@ -1012,6 +1305,7 @@ sw_status sw_swap_dev_attend_verdict(sw_swap *s, void *stream, int report)
     sw_store_host_release_entries(s->store, d->nlease, d->lease_ent);
     d->nlease = 0;
     d->ngrec = 0;
+    prelease_release(s);
     return out;
 }
 

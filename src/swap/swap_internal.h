@@ -310,6 +310,18 @@ sw_status sw_swap_dev_upload(sw_swap *s, int hbuf, int buf, int32_t nmiss,
 int sw_swap_dev_gathers(const sw_swap *s);
 /* Leases keys[0..n) (sw_store_host_lease; lease[i].ptr NULL: read it
  * through the ticket). The entries stay leased until the call's verdict. */
+/* Prelease (SPILLWAY_SWAP_PRELEASE=1): blocks[0..n) of sequence q (missing
+ * when its order was built, in visiting order) leased from the host tier by
+ * a thread of the engine while the caller plans; no-op when it is off. */
+sw_status sw_swap_dev_prelease(sw_swap *s, const sw_swap_seq *q, int32_t layer,
+                               const int32_t *blocks, int32_t n);
+/* A tile's leases (keys block-major for its nmiss missing blocks): the
+ * prelease thread's where it has them, the others leased here
+ * (sw_swap_dev_lease); tmp_*: room for nkeys. */
+sw_status sw_swap_dev_lease_tile(sw_swap *s, const int32_t *miss_blocks, int32_t nmiss,
+                                 size_t nkeys, const sw_store_key *keys, sw_store_lease *lease,
+                                 sw_store_key *tmp_keys, sw_store_lease *tmp_lease,
+                                 uint32_t *tmp_map, size_t *nleased);
 sw_status sw_swap_dev_lease(sw_swap *s, size_t n, const sw_store_key *keys,
                             sw_store_lease *lease, size_t *nleased);
 /* End of an attend call, before sw_swap_dev_attend_end, on every path:
