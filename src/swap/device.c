@@ -56,6 +56,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1126,8 +1127,12 @@ sw_status sw_swap_dev_lease_tile(sw_swap *s, const int32_t *miss_blocks, int32_t
         if (i >= 0) {
             int expect = PL_FREE;
             if (!atomic_compare_exchange_strong(&P->state[i], &expect, PL_MAIN)) {
-                while (atomic_load_explicit(&P->state[i], memory_order_acquire) == PL_BUSY)
-                    ; /* the thread is in the store call for it: microseconds */
+                /* the thread is in the store call for it: microseconds,
+                 * unless it lost its core (then let it run) */
+                for (int spin = 0;
+                     atomic_load_explicit(&P->state[i], memory_order_acquire) == PL_BUSY; spin++)
+                    if (spin >= 256)
+                        sched_yield();
                 from_pl = expect != PL_MAIN;
             }
         }
