@@ -389,8 +389,7 @@ void sw_swap_dev_destroy(sw_swap *s)
     if (!d)
         return;
     launcher_stop(d); /* runs what it holds first */
-    prelease_release(s); /* a call that never ended: its preleases */
-    prelease_stop_thread(d);
+    prelease_wait(d->pl, 1);
     if (sw_cuda_set_device(d->device) == SW_OK) {
         if (d->ev_done)
             (void)sw_cuda_swap_event_sync(d->ev_done);
@@ -430,9 +429,12 @@ void sw_swap_dev_destroy(sw_swap *s)
         sw_cuda_swap_event_destroy(d->ev_mdone[i]);
     }
     sw_cuda_swap_event_destroy(d->ev_pass);
-    /* every call releases its leases; this is for a call that never ended */
+    /* every call releases its leases; this is for a call that never ended
+     * (after the streams' syncs above: no kernel reads them any more) */
     if (d->nlease)
         sw_store_host_release_entries(s->store, d->nlease, d->lease_ent);
+    prelease_release(s);
+    prelease_stop_thread(d);
     free(d->lease_ent);
     free(d->grec);
     sw_cuda_swap_free(d->d_bad);
@@ -902,21 +904,24 @@ struct prelease {
     sw_store_lease *lease;
     atomic_int *state;
     int32_t *pos;
+    /* one store call's keys and leases (PL_CH blocks) */
+    sw_store_key *kb;
+    sw_store_lease *lb;
     /* entries the thread leased, released by the verdict */
     uint32_t *ent;
     size_t nent, ent_cap;
-    int failed;                  /* an allocation failed: the rest stays FREE */
 };
+
+#define PL_CH 16 /* blocks a store call */
 
 static void prelease_run(struct prelease *P)
 {
-    enum { CH = 16 }; /* blocks a store call */
     const size_t spb = 2 * (size_t)P->H;
-    sw_store_key kb[CH * 16];
-    sw_store_lease lb[CH * 16];
-    int32_t mine[CH];
-    for (int32_t i0 = 0; i0 < P->n && !atomic_load(&P->cancel); i0 += CH) {
-        const int32_t i1 = P->n - i0 < CH ? P->n : i0 + CH;
+    sw_store_key *kb = P->kb;
+    sw_store_lease *lb = P->lb;
+    int32_t mine[PL_CH];
+    for (int32_t i0 = 0; i0 < P->n && !atomic_load(&P->cancel); i0 += PL_CH) {
+        const int32_t i1 = P->n - i0 < PL_CH ? P->n : i0 + PL_CH;
         int32_t nm = 0;
         for (int32_t i = i0; i < i1; i++) {
             int expect = PL_FREE;
@@ -942,7 +947,7 @@ static void prelease_run(struct prelease *P)
         }
         if (P->nent + nk > P->ent_cap ||
             sw_store_host_lease(P->store, nk, kb, 16, lb, &got) != SW_OK)
-            got = 0, P->failed = 1;
+            got = 0; /* nothing leased: those blocks' tiles read them */
         for (int32_t j = 0; j < nm; j++) {
             for (size_t x = 0; x < spb; x++) {
                 sw_store_lease *l = &P->lease[(size_t)mine[j] * spb + x];
@@ -1042,6 +1047,8 @@ static void prelease_stop_thread(sw_swap_dev *d)
     free(P->lease);
     free(P->state);
     free(P->pos);
+    free(P->kb);
+    free(P->lb);
     free(P->ent);
     free(P);
     d->pl = NULL;
@@ -1060,6 +1067,17 @@ sw_status sw_swap_dev_prelease(sw_swap *s, const sw_swap_seq *q, int32_t layer,
     P->nblk = 0;
     if (n <= 0)
         return SW_OK;
+    if (!P->kb) {
+        P->kb = malloc(sizeof *P->kb * PL_CH * spb);
+        P->lb = malloc(sizeof *P->lb * PL_CH * spb);
+        if (!P->kb || !P->lb) {
+            free(P->kb);
+            free(P->lb);
+            P->kb = NULL;
+            P->lb = NULL;
+            return SW_OK; /* nothing preleased: the tiles lease their keys */
+        }
+    }
     if (n > P->ncap) {
         sw_store_key *k = realloc(P->keys, sizeof *k * spb * (size_t)n);
         if (k)
@@ -1122,7 +1140,13 @@ sw_status sw_swap_dev_lease_tile(sw_swap *s, const int32_t *miss_blocks, int32_t
     size_t nk = 0, got = 0;
     for (int32_t m = 0; m < nmiss; m++) {
         const int32_t b = miss_blocks[m];
-        const int32_t i = b >= 0 && b < P->nblk ? P->pos[b] : -1;
+        int32_t i = b >= 0 && b < P->nblk ? P->pos[b] : -1;
+        if (i >= 0) {
+            /* fields, not memcmp: a key returned by value may carry any padding */
+            const sw_store_key *a = &P->keys[(size_t)i * spb], *k = &keys[(size_t)m * spb];
+            if (a->ns != k->ns || a->layer != k->layer || a->block != k->block)
+                i = -1; /* not this job's block (never expected): leased here */
+        }
         int from_pl = 0;
         if (i >= 0) {
             int expect = PL_FREE;
