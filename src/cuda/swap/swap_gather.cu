@@ -28,6 +28,7 @@
 #include "core/sw_core.h"
 #include "cuda/sw_cuda_check.h"
 #include "swap_carve.cuh"
+#include "swap_crc.cuh"
 
 #include <cuda_runtime.h>
 
@@ -80,27 +81,8 @@ __global__ void __launch_bounds__(NT, 12)
                 if (o >= pad)
                     dst[(o - pad) / 16] = v[j];
             }
-            /* the four pieces' raw CRCs, interleaved (independent chains) */
-            uint32_t pc[PPT];
-#pragma unroll
-            for (int j = 0; j < PPT; j++)
-                pc[j] = 0;
-#pragma unroll
-            for (int w = 0; w < 4; w++)
-#pragma unroll
-                for (int b = 0; b < 4; b++)
-#pragma unroll
-                    for (int j = 0; j < PPT; j++) {
-                        const uint32_t x = w == 0 ? v[j].x : w == 1 ? v[j].y : w == 2 ? v[j].z : v[j].w;
-                        pc[j] = sw_crc32c_raw_byte(pc[j], (x >> (8 * b)) & 0xffu, tab);
-                    }
-            uint32_t c = 0;
-#pragma unroll
-            for (int j = 0; j < PPT; j++)
-                c ^= sw_crc32c_gf2_mul(pc[j], mul[j]);
-#pragma unroll
-            for (int off = 16; off > 0; off >>= 1)
-                c ^= __shfl_xor_sync(0xffffffffu, c, off);
+            /* the four pieces' raw CRCs, times their multipliers, over the warp */
+            const uint32_t c = swap_crc_pieces_warp(v, tab, mul);
             if ((t & 31) == 0)
                 red[par][t >> 5] = c;
             __syncthreads();

@@ -27,6 +27,7 @@
 #include "core/sw_core.h"
 #include "cuda/sw_cuda_check.h"
 #include "swap_carve.cuh"
+#include "swap_crc.cuh"
 
 #include <cuda_runtime.h>
 #include <math.h>
@@ -170,30 +171,8 @@ __global__ void __launch_bounds__(NT) swap_direct_kernel(const sw_cuda_swap_dire
                 if (dst)
                     dst[b / 16] = v[kind][j];
             }
-            if (cur.item >= 0) {
-                uint32_t pc[PPT];
-#pragma unroll
-                for (int j = 0; j < PPT; j++)
-                    pc[j] = 0;
-#pragma unroll
-                for (int w = 0; w < 4; w++)
-#pragma unroll
-                    for (int bb = 0; bb < 4; bb++)
-#pragma unroll
-                        for (int j = 0; j < PPT; j++) {
-                            const uint4 x4 = v[kind][j];
-                            const uint32_t x = w == 0 ? x4.x : w == 1 ? x4.y : w == 2 ? x4.z : x4.w;
-                            pc[j] = sw_crc32c_raw_byte(pc[j], (x >> (8 * bb)) & 0xffu, tab);
-                        }
-                uint32_t cc = 0;
-#pragma unroll
-                for (int j = 0; j < PPT; j++)
-                    cc ^= sw_crc32c_gf2_mul(pc[j], mul[j]);
-#pragma unroll
-                for (int off = 16; off > 0; off >>= 1)
-                    cc ^= __shfl_xor_sync(0xffffffffu, cc, off);
-                crc[kind] = cc;
-            }
+            if (cur.item >= 0)
+                crc[kind] = swap_crc_pieces_warp(v[kind], tab, mul);
         }
         if (cur.item >= 0 && lane == 0) {
             red[0][warp] = crc[0];
