@@ -185,7 +185,7 @@ static uint64_t vt_rand(uint64_t *x)
 /* sw_swap_victims_first(k) against the full ranking on random slot states. */
 static void test_victims_first(uint64_t seed)
 {
-    enum { S = 300 };
+    enum { S = 1500 };
     sw_swap s;
     memset(&s, 0, sizeof s);
     sw_swap_slot *slots = calloc(S, sizeof *slots);
@@ -195,7 +195,9 @@ static void test_victims_first(uint64_t seed)
     memset(&dummy, 0, sizeof dummy);
     uint64_t x = seed | 1;
     for (int round = 0; round < 400; round++) {
-        s.c.resident_blocks = 1 + (int32_t)(vt_rand(&x) % S);
+        /* mostly small pools; every fourth up to S (quickselect's long
+         * partitions, k of a tile or so) */
+        s.c.resident_blocks = 1 + (int32_t)(vt_rand(&x) % (round % 4 == 3 ? S : 300));
         s.c.policy = round & 1 ? SW_SWAP_POLICY_LRU : SW_SWAP_POLICY_SCORE;
         void *scr = malloc(sw_swap_pool_rank_scratch(&s));
         for (int32_t i = 0; i < s.c.resident_blocks; i++) {
@@ -207,7 +209,7 @@ static void test_victims_first(uint64_t seed)
             slots[i].score = v == 0 ? -INFINITY : v == 1 ? NAN : (float)(v % 3);
             slots[i].last_access = (r >> 32) % 5;
         }
-        const int32_t k = (int32_t)(vt_rand(&x) % (S + 2));
+        const int32_t k = (int32_t)(vt_rand(&x) % (round % 8 == 7 ? 130 : S + 2));
         const int32_t nf = sw_swap_pool_rank(&s, full, scr);
         const int32_t n1 = sw_swap_victims_first(&s, k, first, scr);
         CHECK(n1 == (nf < k ? nf : k));
