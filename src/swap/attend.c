@@ -53,7 +53,10 @@ typedef struct tile {
     int gathered;           /* device pool: 1 its gathers issued ahead, -1 not
                              * to be (sw_swap_dev_gather declined), 0 not
                              * tried yet */
+    int direct;             /* device pool: 1 it goes to the direct kernel */
 } tile;
+
+static sw_swap_dev_tile dev_tile_of(const tile *t);
 
 /* Per-call state. */
 typedef struct run {
@@ -66,6 +69,7 @@ typedef struct run {
     int32_t pb;             /* batch entry being planned */
     int32_t *order;         /* its block order */
     int32_t norder, pos;
+    int32_t nres;           /* its first nres blocks: resident when it was built */
     /* softmax state for all rows; qf = q * sm_scale * log2(e), m in the
      * log2 domain until the pass's finalisation */
     float *qf, *m, *l, *acc;
@@ -174,6 +178,7 @@ static int32_t build_order(run *R, int32_t bi, int32_t *order)
         if (sel[b] && L->blk[b].slot >= 0)
             order[cnt++] = b;
     }
+    R->nres = cnt;
     /* Missing blocks in block order: consecutive blocks of a stream sit in
      * adjacent extents, so a tile's read merges into a few large requests
      * (score order made them scattered 8 KiB reads: 12% of the raw disk
@@ -295,16 +300,10 @@ static int plan_tile(run *R, tile *t, int hbuf)
         if (R->norder < 0)
             return -1;
         R->pos = 0;
-        if (s->dev) {
-            /* the blocks missing now are misses when visited (a block is
-             * loaded once a pass): their leases can start */
-            const sw_swap_layer *Lp = &R->seqs[R->pb]->layers[p->layer];
-            int32_t nres = 0;
-            while (nres < R->norder && Lp->blk[R->order[nres]].slot >= 0)
-                nres++;
-            (void)sw_swap_dev_prelease(s, R->seqs[R->pb], p->layer, R->order + nres,
-                                       R->norder - nres);
-        }
+        if (s->dev) /* the blocks missing now are misses when visited (a block
+                     * is loaded once a pass): their leases can start */
+            (void)sw_swap_dev_prelease(s, R->seqs[R->pb], p->layer, R->order + R->nres,
+                                       R->norder - R->nres);
     }
     const sw_swap_seq *q = R->seqs[R->pb];
     const sw_swap_layer *L = &q->layers[p->layer];
@@ -317,6 +316,7 @@ static int plan_tile(run *R, tile *t, int hbuf)
     t->nkeys = 0;
     t->nleased = 0;
     t->gathered = 0;
+    t->direct = 0;
     t->job.ticket = 0;
     R->vn = -1;
     t->hbuf = hbuf;
@@ -469,6 +469,10 @@ static void start_read(run *R, tile *t, int ahead)
         }
     }
     (void)sw_swap_read_submit(s->store, &t->job);
+    if (s->dev) { /* decided once, with its leases (sw_swap_dev_direct_tile) */
+        const sw_swap_dev_tile dt = dev_tile_of(t);
+        t->direct = sw_swap_dev_direct_tile(s, R->p, R->seqs[t->bi], &dt);
+    }
 }
 
 /* Waits for the tile's read and checks every stripe: status, length and the
@@ -617,6 +621,7 @@ static sw_swap_dev_tile dev_tile_of(const tile *t)
     dt.lease = t->nleased ? t->lease : NULL;
     dt.hbuf = t->hbuf;
     dt.gathered = t->gathered > 0;
+    dt.direct = t->direct;
     return dt;
 }
 
@@ -786,13 +791,11 @@ static sw_status plan_next(run *R, tile *tl, int ntl, int64_t *nplan, int64_t nc
  * the kernel's, so planning further ahead only delays its launch; one tile
  * ahead keeps tile j + 1 planned with tile j pinned, and victims do not
  * depend on the depth). */
-static int64_t plan_ahead(run *R, tile *tl, int ntl, int64_t nplan, int depth)
+static int64_t plan_ahead(const tile *tl, int ntl, int64_t nplan, int depth)
 {
     if (depth <= 1 || nplan == 0)
         return depth;
-    const tile *t = &tl[(nplan - 1) % ntl];
-    const sw_swap_dev_tile dt = dev_tile_of(t);
-    return sw_swap_dev_direct_tile(R->s, R->p, R->seqs[t->bi], &dt) ? 1 : depth;
+    return tl[(nplan - 1) % ntl].direct ? 1 : depth;
 }
 
 static sw_status run_pass(run *R, int sparse)
@@ -883,7 +886,7 @@ static sw_status run_pass(run *R, int sparse)
      * so PCIe starts while the host plans the rest of the read-ahead (~70 us
      * a tile). */
     while (st == SW_OK && !end &&
-           nplan < (depth > 0 ? plan_ahead(R, tl, ntl, nplan, depth) : 1)) {
+           nplan < (depth > 0 ? plan_ahead(tl, ntl, nplan, depth) : 1)) {
         st = plan_next(R, tl, ntl, &nplan, ncomp, depth > 0, &end);
         if (st == SW_OK && nplan > 0)
             st = issue_gathers(R, tl, ntl, nplan - 1, nplan);
@@ -895,7 +898,7 @@ static sw_status run_pass(run *R, int sparse)
             break;
         /* up to tile ncomp + depth (ncomp + 1 behind a direct tile) */
         while (st == SW_OK && depth > 0 && !end &&
-               nplan - ncomp <= plan_ahead(R, tl, ntl, nplan, depth))
+               nplan - ncomp <= plan_ahead(tl, ntl, nplan, depth))
             st = plan_next(R, tl, ntl, &nplan, ncomp, depth > 0, &end);
         if (st != SW_OK)
             break;

@@ -1700,7 +1700,7 @@ sw_status sw_swap_dev_gather(sw_swap *s, const sw_swap_attend_params *p, const s
 {
     sw_swap_dev *d = s->dev;
     *issued = 0;
-    if (direct_tile(s, p, q, t))
+    if (t->direct)
         return SW_OK; /* the direct kernel reads it when the tile computes */
     if (!d->ahead || !t->lease || t->hbuf < 0 || t->hbuf >= d->nhstage || t->buf < 0 ||
         t->buf >= d->nhstage)
@@ -1766,6 +1766,52 @@ sw_status sw_swap_dev_gather(sw_swap *s, const sw_swap_attend_params *p, const s
 }
 
 /* Tile t through the direct kernel on stream cs, its partials in part. */
+/* The tile kernels' arguments both tile paths share: the sequence's rows,
+ * shapes, state and partials (nchunks: a direct tile's one per direct_bpc
+ * blocks, else sw_swap_dev_chunks'), checked against the partials planned.
+ * The caller sets blk (and the fused merge's fields). */
+static sw_status tile_args_of(const sw_swap *s, const sw_swap_attend_params *p,
+                              const sw_swap_seq *q, const sw_swap_dev_tile *t, float *part,
+                              int direct, sw_cuda_swap_tile_args *a)
+{
+    const sw_swap_dev *d = s->dev;
+    const int32_t H = s->m.num_kv_heads, Hq = s->m.num_qo_heads, G = Hq / H;
+    const int32_t D = s->m.head_dim, B = s->m.block_size;
+    const sw_swap_layer *L = &q->layers[p->layer];
+    const int32_t r0 = p->q_indptr[t->bi];
+    const int32_t ql = p->q_indptr[t->bi + 1] - r0;
+    memset(a, 0, sizeof *a);
+    a->pool = d->pool;
+    a->slot_bytes = s->slot_bytes;
+    a->v_off = d->v_off;
+    a->nblk = t->n;
+    a->q = (const uint16_t *)p->q + (size_t)r0 * (size_t)Hq * (size_t)D;
+    a->ql = ql;
+    a->Hq = Hq;
+    a->H = H;
+    a->G = G;
+    a->D = D;
+    a->B = B;
+    a->len = L->nblocks ? (int64_t)(L->nblocks - 1) * B + L->blk[L->nblocks - 1].valid : 0;
+    a->causal = p->causal;
+    const float scale = p->sm_scale != 0.0f ? p->sm_scale : 1.0f / sqrtf((float)D);
+    a->qscale = scale * 1.4426950408889634f;
+    a->nrg = (int32_t)(((int64_t)ql * G + SW_CUDA_SWAP_RG - 1) / SW_CUDA_SWAP_RG);
+    a->nchunks = direct ? (t->n + d->direct_bpc - 1) / d->direct_bpc
+                        : sw_swap_dev_chunks(t->n, H, a->nrg, d->ctas);
+    if ((size_t)a->nchunks * (size_t)H * (size_t)a->nrg * SW_CUDA_SWAP_RG * (size_t)(D + 2) >
+        d->part_floats)
+        return sw_fail(SW_STATUS_INTERNAL, "tile partials: %d chunks x %d row groups exceed "
+                       "the %zu floats planned", a->nchunks, a->nrg, d->part_floats);
+    a->part = part;
+    a->kernel = d->kernel;
+    a->row0 = r0;
+    a->m = d->d_m;
+    a->l = d->d_l;
+    a->acc = d->d_acc;
+    return SW_OK;
+}
+
 /* Direct mode: the merge of the tile just enqueued on cs (partials in
  * buffer kp) on the merge stream, after it. */
 static sw_status merge_behind(sw_swap_dev *d, const sw_cuda_swap_tile_args *a, void *cs, int kp)
@@ -1782,8 +1828,7 @@ static sw_status compute_direct(sw_swap *s, const sw_swap_attend_params *p, cons
                                 int kprev)
 {
     sw_swap_dev *d = s->dev;
-    const int32_t H = s->m.num_kv_heads, Hq = s->m.num_qo_heads, G = Hq / H;
-    const int32_t D = s->m.head_dim, B = s->m.block_size;
+    const int32_t H = s->m.num_kv_heads, D = s->m.head_dim;
     const sw_swap_layer *L = &q->layers[p->layer];
     const size_t spb = 2 * (size_t)H;
     size_t bo = 0, go = 0;
@@ -1817,37 +1862,9 @@ static sw_status compute_direct(sw_swap *s, const sw_swap_attend_params *p, cons
         return sw_fail(SW_STATUS_INTERNAL, "direct tile: %d of %d missing blocks placed", m,
                        t->nmiss);
     const size_t end = nitems > 0 ? go + sizeof(*gd) * nitems : bo + sizeof(*bd) * (size_t)t->n;
-    const int32_t r0 = p->q_indptr[t->bi];
-    const int32_t ql = p->q_indptr[t->bi + 1] - r0;
     sw_cuda_swap_direct_args A;
     memset(&A, 0, sizeof A);
-    sw_cuda_swap_tile_args *a = &A.t;
-    a->pool = d->pool;
-    a->slot_bytes = s->slot_bytes;
-    a->v_off = d->v_off;
-    a->nblk = t->n;
-    a->q = (const uint16_t *)p->q + (size_t)r0 * (size_t)Hq * (size_t)D;
-    a->ql = ql;
-    a->Hq = Hq;
-    a->H = H;
-    a->G = G;
-    a->D = D;
-    a->B = B;
-    a->len = L->nblocks ? (int64_t)(L->nblocks - 1) * B + L->blk[L->nblocks - 1].valid : 0;
-    a->causal = p->causal;
-    const float scale = p->sm_scale != 0.0f ? p->sm_scale : 1.0f / sqrtf((float)D);
-    a->qscale = scale * 1.4426950408889634f;
-    a->nrg = 1;
-    a->nchunks = (t->n + d->direct_bpc - 1) / d->direct_bpc;
-    if ((size_t)a->nchunks * (size_t)H * SW_CUDA_SWAP_RG * (size_t)(D + 2) > d->part_floats)
-        return sw_fail(SW_STATUS_INTERNAL, "direct tile partials: %d chunks exceed the %zu "
-                       "floats planned", a->nchunks, d->part_floats);
-    a->part = part;
-    a->kernel = d->kernel;
-    a->row0 = r0;
-    a->m = d->d_m;
-    a->l = d->d_l;
-    a->acc = d->d_acc;
+    SW_TRY(tile_args_of(s, p, q, t, part, 1, &A.t)); /* nrg = 1: direct_tile checked it */
     A.blk = (const sw_cuda_swap_dblk *)(d->desc_dev + bo);
     A.items = nitems > 0 ? (const sw_cuda_swap_gather_item *)(d->desc_dev + go) : NULL;
     A.pool = d->pool;
@@ -1886,7 +1903,7 @@ sw_status sw_swap_dev_compute(sw_swap *s, const sw_swap_attend_params *p, const 
         stream = d->pstream[d->ptile & 1];
         part = d->d_partk[kp];
         d->ptile++;
-        if (direct_tile(s, p, q, t))
+        if (t->direct)
             return compute_direct(s, p, q, t, stream, part, kp, kprev);
         /* a staged tile: its calls from this thread, after the launcher's */
         SW_TRY(launch_drain(d));
@@ -1894,9 +1911,7 @@ sw_status sw_swap_dev_compute(sw_swap *s, const sw_swap_attend_params *p, const 
         if (kprev >= 0)
             SW_TRY(sw_cuda_swap_stream_wait(stream, d->ev_kdone[kprev]));
     }
-    const int32_t H = s->m.num_kv_heads, Hq = s->m.num_qo_heads, G = Hq / H;
-    const int32_t D = s->m.head_dim, B = s->m.block_size;
-    const sw_swap_layer *L = &q->layers[p->layer];
+    const int32_t H = s->m.num_kv_heads, D = s->m.head_dim, B = s->m.block_size;
     /* descriptors of the tile, its fills and its gathers in one upload:
      * uploaded ahead with its gathers, or now */
     size_t bo = 0, fo = 0, go = 0, end = 0;
@@ -1955,38 +1970,9 @@ sw_status sw_swap_dev_compute(sw_swap *s, const sw_swap_attend_params *p, const 
     }
     /* the staging buffer may be refilled once the scatter has run */
     SW_TRY(sw_cuda_swap_event_record(d->ev_stage[t->buf], stream));
-    const int32_t r0 = p->q_indptr[t->bi];
-    const int32_t ql = p->q_indptr[t->bi + 1] - r0;
     sw_cuda_swap_tile_args a;
-    memset(&a, 0, sizeof a);
-    a.pool = d->pool;
-    a.slot_bytes = s->slot_bytes;
-    a.v_off = d->v_off;
+    SW_TRY(tile_args_of(s, p, q, t, part, 0, &a));
     a.blk = (const sw_cuda_swap_blk *)(d->desc_dev + bo);
-    a.nblk = t->n;
-    a.q = (const uint16_t *)p->q + (size_t)r0 * (size_t)Hq * (size_t)D;
-    a.ql = ql;
-    a.Hq = Hq;
-    a.H = H;
-    a.G = G;
-    a.D = D;
-    a.B = B;
-    a.len = L->nblocks ? (int64_t)(L->nblocks - 1) * B + L->blk[L->nblocks - 1].valid : 0;
-    a.causal = p->causal;
-    const float scale = p->sm_scale != 0.0f ? p->sm_scale : 1.0f / sqrtf((float)D);
-    a.qscale = scale * 1.4426950408889634f;
-    a.nrg = (int32_t)(((int64_t)ql * G + SW_CUDA_SWAP_RG - 1) / SW_CUDA_SWAP_RG);
-    a.nchunks = sw_swap_dev_chunks(t->n, H, a.nrg, d->ctas);
-    if ((size_t)a.nchunks * (size_t)H * (size_t)a.nrg * SW_CUDA_SWAP_RG * (size_t)(D + 2) >
-        d->part_floats)
-        return sw_fail(SW_STATUS_INTERNAL, "tile partials: %d chunks x %d row groups exceed "
-                       "the %zu floats planned", a.nchunks, a.nrg, d->part_floats);
-    a.part = part;
-    a.kernel = d->kernel;
-    a.row0 = r0;
-    a.m = d->d_m;
-    a.l = d->d_l;
-    a.acc = d->d_acc;
     a.fused = d->d_count != NULL;
     a.count = d->d_count;
     if (a.fused && (size_t)H * (size_t)a.nrg > d->ncount)

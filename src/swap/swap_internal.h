@@ -352,6 +352,9 @@ typedef struct sw_swap_dev_tile {
      * sw_swap_dev_gather issued its gathers ahead (then the kernel waits
      * for them instead of gathering after the scatter) */
     int32_t hbuf, gathered;
+    /* 1: the direct kernel's (sw_swap_dev_direct_tile, decided once its
+     * leases are taken) */
+    int32_t direct;
 } sw_swap_dev_tile;
 /* Issues the tile's gathers ahead of its kernel, on a gather stream, into
  * its device staging (t->buf), which the tile's scatter moves into its
