@@ -54,6 +54,7 @@ typedef struct tile {
                              * to be (sw_swap_dev_gather declined), 0 not
                              * tried yet */
     int direct;             /* device pool: 1 it goes to the direct kernel */
+    void *land_ev;          /* device pool: its landed leases' event (or NULL) */
 } tile;
 
 static sw_swap_dev_tile dev_tile_of(const tile *t);
@@ -431,6 +432,7 @@ static void start_read(run *R, tile *t, int ahead)
     t->job.gens = t->gens;
     t->job.statuses = t->sts;
     t->nleased = 0;
+    t->land_ev = NULL;
     if (t->nkeys == 0)
         return;
     s->st.read_calls++;
@@ -442,7 +444,7 @@ static void start_read(run *R, tile *t, int ahead)
          * a failed lease leases nothing: the ticket reads every key. */
         size_t nl = 0;
         if (sw_swap_dev_lease_tile(s, t->miss_blocks, t->nmiss, t->nkeys, t->keys, t->lease,
-                                   t->rkeys, t->tlease, t->rmap, &nl) != SW_OK)
+                                   t->rkeys, t->tlease, t->rmap, &nl, &t->land_ev) != SW_OK)
             nl = 0;
         t->nleased = nl;
         if (nl) {
@@ -622,6 +624,7 @@ static sw_swap_dev_tile dev_tile_of(const tile *t)
     dt.hbuf = t->hbuf;
     dt.gathered = t->gathered > 0;
     dt.direct = t->direct;
+    dt.land_ev = t->nleased ? t->land_ev : NULL;
     return dt;
 }
 
@@ -1077,13 +1080,30 @@ static sw_status attend_dev(run *R, sw_swap_attend_result *res, void *stream)
          (p->lse && !sw_cuda_is_device_ptr(p->lse))))
         st = sw_fail(SW_STATUS_INVALID, "device pool: q (%p), o (%p) and lse (%p) must be device "
                      "memory", p->q, p->o, (void *)p->lse);
+    const int sparse = p->sparse_top_k > 0;
+    if (st == SW_OK && !sparse && sw_swap_dev_preleases(s)) {
+        /* The first sequence's missing blocks are known before its scores
+         * (the order puts them after the resident ones, in block order,
+         * build_order): their leases and landing copies start now, and
+         * build_order's post of the same job keeps it. */
+        int32_t bi = 0;
+        while (bi < p->batch && p->q_indptr[bi + 1] == p->q_indptr[bi])
+            bi++;
+        if (bi < p->batch) {
+            const sw_swap_layer *L = &R->seqs[bi]->layers[p->layer];
+            int32_t n = 0;
+            for (int32_t b = 0; b < L->nblocks; b++)
+                if (L->blk[b].slot < 0)
+                    R->order[n++] = b;
+            (void)sw_swap_dev_prelease(s, R->seqs[bi], p->layer, R->order, n);
+        }
+    }
     if (st == SW_OK) {
         const double t0 = now_s();
         st = sw_swap_dev_attend_begin(s, p, R->seqs, R->scores, stream);
         s->st.score_seconds += now_s() - t0;
     }
     const uint64_t h0 = s->st.hits, m0 = s->st.misses;
-    const int sparse = p->sparse_top_k > 0;
     float *exact = NULL, *got = NULL;
     double rel = -1.0;
     if (st == SW_OK && sparse && p->sparse_check) {

@@ -593,6 +593,7 @@ typedef struct launch_job {
     int kp;
     int kprev;               /* ev_kdone of the tile it must follow (-1: none) */
     int32_t tag;             /* timeline tag */
+    void *land_ev;           /* its landed stripes' copies (NULL: none) */
 } launch_job;
 
 #define SW_SWAP_LAUNCH_RING 16
@@ -619,6 +620,8 @@ static sw_status launch_direct(sw_swap_dev *d, const launch_job *j)
     SW_TRY(sw_cuda_swap_stream_wait(j->cs, d->ev_mdone[j->kp]));
     if (j->kprev >= 0)
         SW_TRY(sw_cuda_swap_stream_wait(j->cs, d->ev_kdone[j->kprev]));
+    if (j->land_ev) /* its landed stripes' copies */
+        SW_TRY(sw_cuda_swap_stream_wait(j->cs, j->land_ev));
     tl_mark(d, j->cs, 'c', j->tag);
     SW_TRY(sw_cuda_swap_copy(d->desc_dev + j->bo, d->desc_host + j->bo, j->end - j->bo, j->cs));
     void *e0 = NULL, *e1 = NULL;
@@ -910,9 +913,84 @@ struct prelease {
     /* entries the thread leased, released by the verdict */
     uint32_t *ent;
     size_t nent, ent_cap;
+    /* the job: its sequence and layer (a job posted again is kept) */
+    const sw_swap_seq *q;
+    int32_t layer;
+    /* Landing (SPILLWAY_SWAP_LANDING_MB, default 64 with the prelease; 0:
+     * off): the thread also copies each block it leased whole into a
+     * device buffer with the copy engine (one cudaMemcpyAsync per run of
+     * stripes adjacent in the host tier, land_stride = the tier's entry
+     * bytes apart) on its own stream, and records an event per PL_CH
+     * blocks; a tile then reads those stripes from device memory (its
+     * gather or direct kernel, CRC checked there as before) after that
+     * event. PCIe then streams from the call's start at the copy engine's
+     * rate, not at the pace tiles are planned. Room is handed out in job
+     * order through the call (land_used stripes; never reused within a
+     * call, so no reader of a previous job can see it overwritten); a
+     * block past the room is read from the host tier as before. landok[i]:
+     * job block i landed (written before its DONE). Events: lev[chunk0 +
+     * i / PL_CH] for job block i (lev_used this call). */
+    int32_t device;
+    uint8_t *land;
+    size_t land_stride;
+    int64_t land_cap, land_used, job_land0;
+    int32_t job_nland;
+    void *lstream;
+    void **lev;
+    int32_t lev_cap, lev_used, chunk0;
+    int lcopied;               /* a copy went on lstream this call */
+    uint8_t *landok;
 };
 
-#define PL_CH 16 /* blocks a store call */
+#define PL_CH 16 /* blocks a store call (and a landing event) */
+
+/* Copies the claimed blocks mine[0..nm) of the chunk at job block i0
+ * (their leases lb, block-major) that are wholly leased and have landing
+ * room into the landing buffer: one copy per run of stripes adjacent both
+ * in the host tier and in the landing, then the chunk's event. landed[j]
+ * = 1 for each block copied; on a failed CUDA call nothing is marked (the
+ * blocks' tiles read the host tier; a broken context fails them there). */
+static sw_status land_chunk(struct prelease *P, int32_t i0, const int32_t *mine, int32_t nm,
+                            const sw_store_lease *lb, uint8_t *landed)
+{
+    const size_t spb = 2 * (size_t)P->H, st = P->land_stride;
+    const uint8_t *run_src = NULL;
+    uint8_t *run_dst = NULL;
+    size_t run_len = 0;
+    int any = 0;
+    for (int32_t j = 0; j < nm; j++) {
+        const int32_t i = mine[j];
+        if (i >= P->job_nland)
+            break;
+        int whole = 1;
+        for (size_t x = 0; x < spb && whole; x++)
+            whole = lb[(size_t)j * spb + x].ptr != NULL && lb[(size_t)j * spb + x].length <= st;
+        if (!whole)
+            continue;
+        for (size_t x = 0; x < spb; x++) {
+            const uint8_t *src = lb[(size_t)j * spb + x].ptr;
+            uint8_t *dst = P->land + ((uint64_t)P->job_land0 + (uint64_t)i * spb + x) * st;
+            if (run_len && src == run_src + run_len && dst == run_dst + run_len) {
+                run_len += st;
+                continue;
+            }
+            if (run_len) {
+                SW_TRY(sw_cuda_swap_copy(run_dst, run_src, run_len, P->lstream));
+            }
+            run_src = src;
+            run_dst = dst;
+            run_len = st;
+        }
+        landed[j] = 1;
+        any = 1;
+    }
+    if (run_len)
+        SW_TRY(sw_cuda_swap_copy(run_dst, run_src, run_len, P->lstream));
+    if (!any)
+        return SW_OK;
+    P->lcopied = 1;
+    return sw_cuda_swap_event_record(P->lev[P->chunk0 + i0 / PL_CH], P->lstream);
+}
 
 static void prelease_run(struct prelease *P)
 {
@@ -948,7 +1026,12 @@ static void prelease_run(struct prelease *P)
         if (P->nent + nk > P->ent_cap ||
             sw_store_host_lease(P->store, nk, kb, 16, lb, &got) != SW_OK)
             got = 0; /* nothing leased: those blocks' tiles read them */
+        uint8_t landed[PL_CH];
+        memset(landed, 0, sizeof landed);
+        if (got && P->land && i0 < P->job_nland && land_chunk(P, i0, mine, nm, lb, landed) != SW_OK)
+            memset(landed, 0, sizeof landed); /* its tiles read the host tier */
         for (int32_t j = 0; j < nm; j++) {
+            P->landok[mine[j]] = landed[j];
             for (size_t x = 0; x < spb; x++) {
                 sw_store_lease *l = &P->lease[(size_t)mine[j] * spb + x];
                 if (got) {
@@ -967,6 +1050,8 @@ static void prelease_run(struct prelease *P)
 static void *prelease_main(void *arg)
 {
     struct prelease *P = arg;
+    if (P->land && sw_cuda_set_device(P->device) != SW_OK)
+        P->land = NULL; /* (before any job) no landing: the tiles read the host tier */
     pthread_mutex_lock(&P->mu);
     for (;;) {
         while (!P->job && !P->stop)
@@ -1006,16 +1091,45 @@ static sw_status prelease_start_thread(sw_swap *s)
         return sw_fail(SW_STATUS_NO_MEMORY, "device pool: prelease");
     P->store = s->store;
     P->H = s->m.num_kv_heads;
+    P->device = d->device;
+    P->layer = -1;
+    d->pl = P; /* from here prelease_stop_thread frees what is set up */
+    {
+        const int64_t mb = sw_env_int("SPILLWAY_SWAP_LANDING_MB", 64);
+        const size_t st = sw_store_host_entry_bytes(s->store);
+        const size_t spb = 2 * (size_t)P->H;
+        if (mb > 0 && mb <= ((int64_t)1 << 20) && st > 0 && st % 16 == 0) {
+            const int64_t cap = (mb << 20) / (int64_t)st / (int64_t)spb * (int64_t)spb;
+            if (cap > 0 &&
+                sw_cuda_swap_alloc((void **)&P->land, (size_t)cap * st) == SW_OK) {
+                P->land_stride = st;
+                P->land_cap = cap;
+                if (sw_cuda_swap_stream_create(&P->lstream) != SW_OK) {
+                    sw_cuda_swap_free(P->land);
+                    P->land = NULL;
+                }
+            } else {
+                P->land = NULL; /* no room on the device: the host tier is read as before */
+            }
+        }
+    }
     pthread_mutex_init(&P->mu, NULL);
     pthread_cond_init(&P->cv, NULL);
     if (pthread_create(&P->th, NULL, prelease_main, P) != 0) {
         pthread_mutex_destroy(&P->mu);
         pthread_cond_destroy(&P->cv);
+        sw_cuda_swap_stream_destroy(P->lstream);
+        sw_cuda_swap_free(P->land);
         free(P);
+        d->pl = NULL;
         return sw_fail(SW_STATUS_NO_MEMORY, "device pool: prelease thread");
     }
-    d->pl = P;
     return SW_OK;
+}
+
+int sw_swap_dev_preleases(const sw_swap *s)
+{
+    return s->dev && s->dev->pl;
 }
 
 /* Waits out the prelease thread and releases its leases. */
@@ -1025,9 +1139,20 @@ static void prelease_release(sw_swap *s)
     if (!P)
         return;
     prelease_wait(P, 1);
+    /* copies still reading leased memory (a cancelled job's, whose blocks no
+     * tile read) end before the leases do; the tiles that read the landing
+     * were waited by the verdict, so the next call may refill it */
+    if (P->lcopied && (sw_cuda_set_device(P->device) != SW_OK ||
+                       sw_cuda_stream_sync(P->lstream) != SW_OK))
+        return; /* a broken context: the entries stay leased rather than reused under a copy */
+    P->lcopied = 0;
     sw_store_host_release_entries(s->store, P->nent, P->ent);
     P->nent = 0;
     P->n = 0;
+    P->q = NULL;
+    P->layer = -1;
+    P->land_used = 0;
+    P->lev_used = 0;
 }
 
 static void prelease_stop_thread(sw_swap_dev *d)
@@ -1050,6 +1175,15 @@ static void prelease_stop_thread(sw_swap_dev *d)
     free(P->kb);
     free(P->lb);
     free(P->ent);
+    free(P->landok);
+    for (int32_t i = 0; i < P->lev_cap; i++)
+        sw_cuda_swap_event_destroy(P->lev[i]);
+    free(P->lev);
+    if (P->lstream) {
+        (void)sw_cuda_stream_sync(P->lstream);
+        sw_cuda_swap_stream_destroy(P->lstream);
+    }
+    sw_cuda_swap_free(P->land);
     free(P);
     d->pl = NULL;
 }
@@ -1060,9 +1194,20 @@ sw_status sw_swap_dev_prelease(sw_swap *s, const sw_swap_seq *q, int32_t layer,
     struct prelease *P = s->dev ? s->dev->pl : NULL;
     if (!P)
         return SW_OK;
-    prelease_wait(P, 1); /* the previous sequence's job: every block of it planned */
     const sw_swap_layer *L = &q->layers[layer];
+    if (P->q == q && P->layer == layer && P->n == n && P->nblk == L->nblocks && n > 0 &&
+        !atomic_load(&P->cancel)) {
+        /* posted at the call's start (attend_dev): the same blocks, keep it */
+        int32_t i = 0;
+        while (i < n && blocks[i] >= 0 && blocks[i] < P->nblk && P->pos[blocks[i]] == i)
+            i++;
+        if (i == n)
+            return SW_OK;
+    }
+    prelease_wait(P, 1); /* the previous sequence's job: every block of it planned */
     const size_t spb = 2 * (size_t)P->H;
+    P->q = NULL;
+    P->layer = -1;
     P->n = 0;
     P->nblk = 0;
     if (n <= 0)
@@ -1086,9 +1231,12 @@ sw_status sw_swap_dev_prelease(sw_swap *s, const sw_swap_seq *q, int32_t layer,
         if (l)
             P->lease = l;
         atomic_int *st = l ? realloc(P->state, sizeof *st * (size_t)n) : NULL;
-        if (!st)
+        if (st)
+            P->state = st;
+        uint8_t *lo = st ? realloc(P->landok, (size_t)n) : NULL;
+        if (!lo)
             return SW_OK; /* nothing preleased: the tiles lease their keys */
-        P->state = st;
+        P->landok = lo;
         P->ncap = n;
     }
     if (L->nblocks > P->nblk_cap) {
@@ -1115,6 +1263,35 @@ sw_status sw_swap_dev_prelease(sw_swap *s, const sw_swap_seq *q, int32_t layer,
                 k->kind = (uint8_t)kind;
             }
     }
+    /* landing room for the job's first blocks (what is left of the call's),
+     * and an event per PL_CH of them */
+    P->job_nland = 0;
+    if (P->land) {
+        const int64_t room = (P->land_cap - P->land_used) / (int64_t)spb;
+        int32_t nl = room < (int64_t)n ? (int32_t)(room > 0 ? room : 0) : n;
+        const int32_t nev = (nl + PL_CH - 1) / PL_CH;
+        if (nl > 0 && P->lev_used + nev > P->lev_cap) {
+            const int32_t cap = P->lev_used + nev + 16;
+            void **ev = realloc(P->lev, sizeof *ev * (size_t)cap);
+            if (ev) {
+                P->lev = ev;
+                while (P->lev_cap < cap &&
+                       sw_cuda_swap_event_create(&P->lev[P->lev_cap], 0) == SW_OK)
+                    P->lev_cap++;
+            }
+            if (P->lev_used + nev > P->lev_cap)
+                nl = 0; /* no events: this job lands nothing */
+        }
+        if (nl > 0) {
+            P->job_nland = nl;
+            P->job_land0 = P->land_used;
+            P->chunk0 = P->lev_used;
+            P->land_used += (int64_t)nl * (int64_t)spb;
+            P->lev_used += (nl + PL_CH - 1) / PL_CH;
+        }
+    }
+    P->q = q;
+    P->layer = layer;
     P->n = n;
     P->nblk = L->nblocks;
     atomic_store(&P->cancel, 0);
@@ -1128,16 +1305,18 @@ sw_status sw_swap_dev_prelease(sw_swap *s, const sw_swap_seq *q, int32_t layer,
 sw_status sw_swap_dev_lease_tile(sw_swap *s, const int32_t *miss_blocks, int32_t nmiss,
                                  size_t nkeys, const sw_store_key *keys, sw_store_lease *lease,
                                  sw_store_key *tmp_keys, sw_store_lease *tmp_lease,
-                                 uint32_t *tmp_map, size_t *nleased)
+                                 uint32_t *tmp_map, size_t *nleased, void **land_ev)
 {
     sw_swap_dev *d = s->dev;
     struct prelease *P = d->pl;
     *nleased = 0;
+    *land_ev = NULL;
     const size_t spb = 2 * (size_t)s->m.num_kv_heads;
     if (!P || P->n == 0 || nkeys != (size_t)nmiss * spb)
         return sw_swap_dev_lease(s, nkeys, keys, lease, nleased);
     /* block by block: the thread's leases, or claimed and leased here */
     size_t nk = 0, got = 0;
+    int32_t lchunk = -1;
     for (int32_t m = 0; m < nmiss; m++) {
         const int32_t b = miss_blocks[m];
         int32_t i = b >= 0 && b < P->nblk ? P->pos[b] : -1;
@@ -1160,10 +1339,19 @@ sw_status sw_swap_dev_lease_tile(sw_swap *s, const int32_t *miss_blocks, int32_t
                 from_pl = expect != PL_MAIN;
             }
         }
+        /* landed: its stripes are read from the landing, after its chunk's
+         * copies (chunks are recorded in order on one stream: the tile's
+         * last one covers every earlier) */
+        const int landed = from_pl && P->landok[i];
+        if (landed && P->chunk0 + i / PL_CH >= lchunk)
+            lchunk = P->chunk0 + i / PL_CH;
         for (size_t x = 0; x < spb; x++) {
             const size_t k = (size_t)m * spb + x;
             if (from_pl) {
                 lease[k] = P->lease[(size_t)i * spb + x];
+                if (landed)
+                    lease[k].ptr = P->land + ((uint64_t)P->job_land0 + (uint64_t)i * spb + x) *
+                                                 P->land_stride;
                 got += lease[k].ptr != NULL;
             } else {
                 memset(&lease[k], 0, sizeof lease[k]);
@@ -1180,6 +1368,8 @@ sw_status sw_swap_dev_lease_tile(sw_swap *s, const int32_t *miss_blocks, int32_t
         got += g;
     }
     *nleased = got;
+    if (lchunk >= 0)
+        *land_ev = P->lev[lchunk];
     return SW_OK;
 }
 
@@ -1251,8 +1441,10 @@ sw_status sw_swap_dev_attend_verdict(sw_swap *s, void *stream, int report)
             st = g;
     }
     d->pissued = 0;
-    if (d->nlease == 0 && d->ngrec == 0 && !(d->pl && d->pl->nent))
+    if (d->nlease == 0 && d->ngrec == 0 && !(d->pl && d->pl->nent)) {
+        prelease_release(s); /* nothing leased: the landing's counters for the next call */
         return st;
+    }
     const size_t bad_bytes = sizeof(uint32_t) * (1 + SW_SWAP_BAD_CAP);
     /* Gathers issued ahead of a tile that never computed (a failed call)
      * are waited by no kernel of `stream`: wait for them first, so that the
@@ -1746,6 +1938,8 @@ sw_status sw_swap_dev_gather(sw_swap *s, const sw_swap_attend_params *p, const s
      * used it before (a ring's length earlier) has run; the tile's
      * descriptors go up first, on the same stream */
     SW_TRY(sw_cuda_swap_stream_wait(gs, d->ev_stage[t->buf]));
+    if (t->land_ev) /* its landed stripes' copies */
+        SW_TRY(sw_cuda_swap_stream_wait(gs, t->land_ev));
     SW_TRY(sw_cuda_swap_copy(d->desc_dev + pr->bo, d->desc_host + pr->bo, pr->end - pr->bo, gs));
     pr->set = 1;
     sw_cuda_swap_gather_args ga;
@@ -1878,6 +2072,7 @@ static sw_status compute_direct(sw_swap *s, const sw_swap_attend_params *p, cons
     j.kp = kp;
     j.kprev = kprev;
     j.tag = 10 * t->hbuf + 4;
+    j.land_ev = t->land_ev;
     s->st.kernel_kv_bytes += kv_bytes;
     return launch_push(d, &j);
 }
@@ -1966,6 +2161,8 @@ sw_status sw_swap_dev_compute(sw_swap *s, const sw_swap_attend_params *p, const 
         ga.bad = d->d_bad;
         ga.bad_cap = SW_SWAP_BAD_CAP;
         ga.ctas = d->gather_ctas;
+        if (t->land_ev) /* its landed stripes' copies */
+            SW_TRY(sw_cuda_swap_stream_wait(stream, t->land_ev));
         SW_TRY(sw_cuda_swap_gather(&ga, stream));
     }
     /* the staging buffer may be refilled once the scatter has run */

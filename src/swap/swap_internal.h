@@ -315,13 +315,21 @@ int sw_swap_dev_gathers(const sw_swap *s);
  * a thread of the engine while the caller plans; no-op when it is off. */
 sw_status sw_swap_dev_prelease(sw_swap *s, const sw_swap_seq *q, int32_t layer,
                                const int32_t *blocks, int32_t n);
+/* 1 when the prelease thread runs (sw_swap_dev_prelease does something):
+ * attend posts the first sequence's job before its scores, so that its
+ * leases and landing copies start with the call; the same job posted again
+ * when the order is built is kept, not restarted. */
+int sw_swap_dev_preleases(const sw_swap *s);
 /* A tile's leases (keys block-major for its nmiss missing blocks): the
  * prelease thread's where it has them, the others leased here
- * (sw_swap_dev_lease); tmp_*: room for nkeys. */
+ * (sw_swap_dev_lease); tmp_*: room for nkeys. A block the prelease thread
+ * also copied into the device landing buffer has its leases' ptr pointing
+ * there (device memory); *land_ev is then the event the tile's reads of
+ * those must wait for (NULL: nothing of the tile landed). */
 sw_status sw_swap_dev_lease_tile(sw_swap *s, const int32_t *miss_blocks, int32_t nmiss,
                                  size_t nkeys, const sw_store_key *keys, sw_store_lease *lease,
                                  sw_store_key *tmp_keys, sw_store_lease *tmp_lease,
-                                 uint32_t *tmp_map, size_t *nleased);
+                                 uint32_t *tmp_map, size_t *nleased, void **land_ev);
 sw_status sw_swap_dev_lease(sw_swap *s, size_t n, const sw_store_key *keys,
                             sw_store_lease *lease, size_t *nleased);
 /* End of an attend call, before sw_swap_dev_attend_end, on every path:
@@ -355,6 +363,9 @@ typedef struct sw_swap_dev_tile {
     /* 1: the direct kernel's (sw_swap_dev_direct_tile, decided once its
      * leases are taken) */
     int32_t direct;
+    /* the landing copies its leases point into: what its reads of them wait
+     * for (NULL: none; sw_swap_dev_lease_tile) */
+    void *land_ev;
 } sw_swap_dev_tile;
 /* Issues the tile's gathers ahead of its kernel, on a gather stream, into
  * its device staging (t->buf), which the tile's scatter moves into its
