@@ -91,6 +91,10 @@ typedef struct run {
      * off); vwin = tile_blocks when off */
     int32_t vwin;
     int32_t *vtmp;
+    /* the store's stats before the prelease attend_dev posted ahead of the
+     * scores (early = 1 until the pass takes them as its start) */
+    int early;
+    sw_store_stats ss0;
 } run;
 
 /* The sparse ranking's order of two blocks: score ascending, a NaN score
@@ -882,7 +886,11 @@ static sw_status run_pass(run *R, int sparse)
     sw_store_stats ss0;
     memset(&ss0, 0, sizeof ss0);
     ss0.struct_size = sizeof ss0;
-    (void)sw_store_get_stats(s->store, &ss0);
+    if (R->early)
+        ss0 = R->ss0; /* the prelease posted before the scores counts from there */
+    else
+        (void)sw_store_get_stats(s->store, &ss0);
+    R->early = 0;
     int64_t ncomp = 0, nplan = 0; /* tiles computed, tiles planned */
     int end = 0;
     /* A tile's gathers are issued as soon as it is planned (issue_gathers),
@@ -1090,6 +1098,9 @@ static sw_status attend_dev(run *R, sw_swap_attend_result *res, void *stream)
         while (bi < p->batch && p->q_indptr[bi + 1] == p->q_indptr[bi])
             bi++;
         if (bi < p->batch) {
+            memset(&R->ss0, 0, sizeof R->ss0);
+            R->ss0.struct_size = sizeof R->ss0;
+            R->early = sw_store_get_stats(s->store, &R->ss0) == SW_OK;
             const sw_swap_layer *L = &R->seqs[bi]->layers[p->layer];
             int32_t n = 0;
             for (int32_t b = 0; b < L->nblocks; b++)

@@ -917,19 +917,19 @@ struct prelease {
     const sw_swap_seq *q;
     int32_t layer;
     /* Landing (SPILLWAY_SWAP_LANDING_MB, default 64 with the prelease; 0:
-     * off): the thread also copies each block it leased whole into a
-     * device buffer with the copy engine (one cudaMemcpyAsync per run of
-     * stripes adjacent in the host tier, land_stride = the tier's entry
-     * bytes apart) on its own stream, and records an event per PL_CH
-     * blocks; a tile then reads those stripes from device memory (its
-     * gather or direct kernel, CRC checked there as before) after that
-     * event. PCIe then streams from the call's start at the copy engine's
-     * rate, not at the pace tiles are planned. Room is handed out in job
-     * order through the call (land_used stripes; never reused within a
-     * call, so no reader of a previous job can see it overwritten); a
-     * block past the room is read from the host tier as before. landok[i]:
-     * job block i landed (written before its DONE). Events: lev[chunk0 +
-     * i / PL_CH] for job block i (lev_used this call). */
+     * off): the thread also moves each block it leased whole into a device
+     * buffer with a gather kernel (swap_gather.cu: SM reads of the pinned
+     * host tier; a run of PL_LAND blocks a launch) on its own stream, and
+     * records an event per launch; a tile then reads those stripes from
+     * device memory (its own gather or direct kernel, with the CRC check as
+     * before) after that event. So PCIe streams from the call's start, not
+     * at the pace tiles are planned. (Copy-engine copies, one per run of
+     * adjacent host-tier entries, ~200 a step in the bench, ran at half of
+     * PCIe and queued the tiles' descriptor uploads behind them: H200,
+     * session 10.) Room is handed out in job order through the call
+     * (land_used stripes; never reused within a call, so no reader of an
+     * earlier job sees it overwritten); a block past it is read from the
+     * host tier as before. */
     int32_t device;
     uint8_t *land;
     size_t land_stride;
@@ -938,58 +938,77 @@ struct prelease {
     void *lstream;
     void **lev;
     int32_t lev_cap, lev_used, chunk0;
-    int lcopied;               /* a copy went on lstream this call */
-    uint8_t *landok;
+    int32_t ljob_nev, ljob_ev;  /* the job's events (reserved, used) */
+    int lcopied;                /* a gather went on lstream this call */
+    int32_t *lev_of;            /* per job block: its landing event, -1 none */
+    /* the landing gathers' items (pinned, read by the kernel over PCIe; one
+     * per landed stripe of the call: nitem), those since the last flush
+     * from item0, and the claimed blocks waiting for that flush */
+    sw_cuda_swap_gather_item *items;
+    int64_t nitem, item0;
+    int32_t *pend;
+    int32_t npend;
+    uint32_t *d_lbad;           /* the landing gathers' mismatch count (unread) */
+    int32_t ctas;
 };
 
-#define PL_CH 16 /* blocks a store call (and a landing event) */
+#define PL_CH 16   /* blocks a store call */
+#define PL_LAND 64 /* blocks a landing gather (at least; the job's last fewer) */
 
-/* Copies the claimed blocks mine[0..nm) of the chunk at job block i0
- * (their leases lb, block-major) that are wholly leased and have landing
- * room into the landing buffer: one copy per run of stripes adjacent both
- * in the host tier and in the landing, then the chunk's event. landed[j]
- * = 1 for each block copied; on a failed CUDA call nothing is marked (the
- * blocks' tiles read the host tier; a broken context fails them there). */
-static sw_status land_chunk(struct prelease *P, int32_t i0, const int32_t *mine, int32_t nm,
-                            const sw_store_lease *lb, uint8_t *landed)
+/* Launches the landing gather of the pending blocks (their items since the
+ * last flush), records its event and hands the blocks over (DONE), each
+ * with that event, or with none (-1: its tiles read the host tier) when a
+ * CUDA call failed. */
+static void land_flush(struct prelease *P)
+{
+    if (P->npend == 0)
+        return;
+    int32_t ev = -1;
+    if (P->ljob_ev < P->ljob_nev) {
+        sw_cuda_swap_gather_args ga;
+        memset(&ga, 0, sizeof ga);
+        ga.g = P->items + P->item0;
+        ga.n = (int32_t)(P->nitem - P->item0);
+        ga.pool = P->land;
+        ga.bad = P->d_lbad; /* a tile's own gather from the landing checks the CRC */
+        ga.bad_cap = 0;
+        ga.ctas = P->ctas;
+        void *e = P->lev[P->chunk0 + P->ljob_ev];
+        if (sw_cuda_swap_gather(&ga, P->lstream) == SW_OK &&
+            sw_cuda_swap_event_record(e, P->lstream) == SW_OK)
+            ev = P->chunk0 + P->ljob_ev++;
+        P->lcopied = 1;
+    }
+    P->item0 = P->nitem;
+    for (int32_t k = 0; k < P->npend; k++) {
+        P->lev_of[P->pend[k]] = ev;
+        atomic_store_explicit(&P->state[P->pend[k]], PL_DONE, memory_order_release);
+    }
+    P->npend = 0;
+}
+
+/* Queues block i (claimed, its leases lb[0..2H) taken) for the landing
+ * gather when it is wholly leased and has landing room; 0 when it is not
+ * (the caller hands it over now). */
+static int land_queue(struct prelease *P, int32_t i, const sw_store_lease *lb)
 {
     const size_t spb = 2 * (size_t)P->H, st = P->land_stride;
-    const uint8_t *run_src = NULL;
-    uint8_t *run_dst = NULL;
-    size_t run_len = 0;
-    int any = 0;
-    for (int32_t j = 0; j < nm; j++) {
-        const int32_t i = mine[j];
-        if (i >= P->job_nland)
-            break;
-        int whole = 1;
-        for (size_t x = 0; x < spb && whole; x++)
-            whole = lb[(size_t)j * spb + x].ptr != NULL && lb[(size_t)j * spb + x].length <= st;
-        if (!whole)
-            continue;
-        for (size_t x = 0; x < spb; x++) {
-            const uint8_t *src = lb[(size_t)j * spb + x].ptr;
-            uint8_t *dst = P->land + ((uint64_t)P->job_land0 + (uint64_t)i * spb + x) * st;
-            if (run_len && src == run_src + run_len && dst == run_dst + run_len) {
-                run_len += st;
-                continue;
-            }
-            if (run_len) {
-                SW_TRY(sw_cuda_swap_copy(run_dst, run_src, run_len, P->lstream));
-            }
-            run_src = src;
-            run_dst = dst;
-            run_len = st;
-        }
-        landed[j] = 1;
-        any = 1;
+    if (!P->land || i >= P->job_nland)
+        return 0;
+    for (size_t x = 0; x < spb; x++)
+        if (!lb[x].ptr || lb[x].length > st)
+            return 0;
+    for (size_t x = 0; x < spb; x++) {
+        sw_cuda_swap_gather_item *g = &P->items[P->nitem++];
+        g->src = lb[x].ptr;
+        g->dst = ((uint64_t)P->job_land0 + (uint64_t)i * spb + x) * st;
+        g->length = lb[x].length;
+        g->crc_raw = 0;
+        g->id = 0;
+        g->pad = 0;
     }
-    if (run_len)
-        SW_TRY(sw_cuda_swap_copy(run_dst, run_src, run_len, P->lstream));
-    if (!any)
-        return SW_OK;
-    P->lcopied = 1;
-    return sw_cuda_swap_event_record(P->lev[P->chunk0 + i0 / PL_CH], P->lstream);
+    P->pend[P->npend++] = i;
+    return 1;
 }
 
 static void prelease_run(struct prelease *P)
@@ -1026,12 +1045,7 @@ static void prelease_run(struct prelease *P)
         if (P->nent + nk > P->ent_cap ||
             sw_store_host_lease(P->store, nk, kb, 16, lb, &got) != SW_OK)
             got = 0; /* nothing leased: those blocks' tiles read them */
-        uint8_t landed[PL_CH];
-        memset(landed, 0, sizeof landed);
-        if (got && P->land && i0 < P->job_nland && land_chunk(P, i0, mine, nm, lb, landed) != SW_OK)
-            memset(landed, 0, sizeof landed); /* its tiles read the host tier */
         for (int32_t j = 0; j < nm; j++) {
-            P->landok[mine[j]] = landed[j];
             for (size_t x = 0; x < spb; x++) {
                 sw_store_lease *l = &P->lease[(size_t)mine[j] * spb + x];
                 if (got) {
@@ -1042,9 +1056,14 @@ static void prelease_run(struct prelease *P)
                     memset(l, 0, sizeof *l);
                 }
             }
-            atomic_store_explicit(&P->state[mine[j]], PL_DONE, memory_order_release);
+            P->lev_of[mine[j]] = -1;
+            if (!got || !land_queue(P, mine[j], &lb[(size_t)j * spb]))
+                atomic_store_explicit(&P->state[mine[j]], PL_DONE, memory_order_release);
         }
+        if (P->npend >= PL_LAND)
+            land_flush(P);
     }
+    land_flush(P); /* at the end, or cancelled: every claimed block handed over */
 }
 
 static void *prelease_main(void *arg)
@@ -1104,9 +1123,13 @@ static sw_status prelease_start_thread(sw_swap *s)
                 sw_cuda_swap_alloc((void **)&P->land, (size_t)cap * st) == SW_OK) {
                 P->land_stride = st;
                 P->land_cap = cap;
-                if (sw_cuda_swap_stream_create(&P->lstream) != SW_OK) {
+                P->ctas = d->gather_ctas;
+                if (sw_cuda_swap_stream_create(&P->lstream) != SW_OK ||
+                    sw_cuda_host_alloc((void **)&P->items, sizeof *P->items * (size_t)cap) !=
+                        SW_OK ||
+                    sw_cuda_swap_alloc((void **)&P->d_lbad, sizeof(uint32_t)) != SW_OK) {
                     sw_cuda_swap_free(P->land);
-                    P->land = NULL;
+                    P->land = NULL; /* the rest is freed with the thread */
                 }
             } else {
                 P->land = NULL; /* no room on the device: the host tier is read as before */
@@ -1153,6 +1176,8 @@ static void prelease_release(sw_swap *s)
     P->layer = -1;
     P->land_used = 0;
     P->lev_used = 0;
+    P->nitem = 0;
+    P->item0 = 0;
 }
 
 static void prelease_stop_thread(sw_swap_dev *d)
@@ -1175,7 +1200,10 @@ static void prelease_stop_thread(sw_swap_dev *d)
     free(P->kb);
     free(P->lb);
     free(P->ent);
-    free(P->landok);
+    free(P->lev_of);
+    free(P->pend);
+    sw_cuda_host_free(P->items);
+    sw_cuda_swap_free(P->d_lbad);
     for (int32_t i = 0; i < P->lev_cap; i++)
         sw_cuda_swap_event_destroy(P->lev[i]);
     free(P->lev);
@@ -1233,10 +1261,13 @@ sw_status sw_swap_dev_prelease(sw_swap *s, const sw_swap_seq *q, int32_t layer,
         atomic_int *st = l ? realloc(P->state, sizeof *st * (size_t)n) : NULL;
         if (st)
             P->state = st;
-        uint8_t *lo = st ? realloc(P->landok, (size_t)n) : NULL;
-        if (!lo)
+        int32_t *lo = st ? realloc(P->lev_of, sizeof *lo * (size_t)n) : NULL;
+        if (lo)
+            P->lev_of = lo;
+        int32_t *pd = lo ? realloc(P->pend, sizeof *pd * (size_t)n) : NULL;
+        if (!pd)
             return SW_OK; /* nothing preleased: the tiles lease their keys */
-        P->landok = lo;
+        P->pend = pd;
         P->ncap = n;
     }
     if (L->nblocks > P->nblk_cap) {
@@ -1266,10 +1297,13 @@ sw_status sw_swap_dev_prelease(sw_swap *s, const sw_swap_seq *q, int32_t layer,
     /* landing room for the job's first blocks (what is left of the call's),
      * and an event per PL_CH of them */
     P->job_nland = 0;
+    P->ljob_nev = 0;
+    P->ljob_ev = 0;
+    P->npend = 0;
     if (P->land) {
         const int64_t room = (P->land_cap - P->land_used) / (int64_t)spb;
         int32_t nl = room < (int64_t)n ? (int32_t)(room > 0 ? room : 0) : n;
-        const int32_t nev = (nl + PL_CH - 1) / PL_CH;
+        const int32_t nev = nl / PL_LAND + 1; /* launches: PL_LAND blocks or more, then the rest */
         if (nl > 0 && P->lev_used + nev > P->lev_cap) {
             const int32_t cap = P->lev_used + nev + 16;
             void **ev = realloc(P->lev, sizeof *ev * (size_t)cap);
@@ -1287,7 +1321,9 @@ sw_status sw_swap_dev_prelease(sw_swap *s, const sw_swap_seq *q, int32_t layer,
             P->job_land0 = P->land_used;
             P->chunk0 = P->lev_used;
             P->land_used += (int64_t)nl * (int64_t)spb;
-            P->lev_used += (nl + PL_CH - 1) / PL_CH;
+            P->lev_used += nev;
+            P->ljob_nev = nev;
+            P->ljob_ev = 0;
         }
     }
     P->q = q;
@@ -1340,11 +1376,11 @@ sw_status sw_swap_dev_lease_tile(sw_swap *s, const int32_t *miss_blocks, int32_t
             }
         }
         /* landed: its stripes are read from the landing, after its chunk's
-         * copies (chunks are recorded in order on one stream: the tile's
-         * last one covers every earlier) */
-        const int landed = from_pl && P->landok[i];
-        if (landed && P->chunk0 + i / PL_CH >= lchunk)
-            lchunk = P->chunk0 + i / PL_CH;
+         * gather (recorded in order on one stream: the tile's last one
+         * covers every earlier) */
+        const int landed = from_pl && P->lev_of[i] >= 0;
+        if (landed && P->lev_of[i] > lchunk)
+            lchunk = P->lev_of[i];
         for (size_t x = 0; x < spb; x++) {
             const size_t k = (size_t)m * spb + x;
             if (from_pl) {
