@@ -949,7 +949,10 @@ struct prelease {
     int32_t *pend;
     int32_t npend;
     uint32_t *d_lbad;           /* the landing gathers' mismatch count (unread) */
-    int32_t ctas;
+    int32_t ctas;               /* CTAs a landing gather (SPILLWAY_SWAP_LAND_CTAS,
+                                 * default the gathers') */
+    int32_t land_blocks;        /* blocks a landing gather after the job's first
+                                 * (SPILLWAY_SWAP_LAND_BLOCKS, default 256) */
 };
 
 #define PL_CH 16   /* blocks a store call */
@@ -1060,7 +1063,9 @@ static void prelease_run(struct prelease *P)
             if (!got || !land_queue(P, mine[j], &lb[(size_t)j * spb]))
                 atomic_store_explicit(&P->state[mine[j]], PL_DONE, memory_order_release);
         }
-        if (P->npend >= PL_LAND)
+        /* the job's first launch small (its first tile waits for it), then
+         * land_blocks a launch (fewer launches, less tail per launch) */
+        if (P->npend >= (P->ljob_ev == 0 ? PL_LAND : P->land_blocks))
             land_flush(P);
     }
     land_flush(P); /* at the end, or cancelled: every claimed block handed over */
@@ -1123,7 +1128,10 @@ static sw_status prelease_start_thread(sw_swap *s)
                 sw_cuda_swap_alloc((void **)&P->land, (size_t)cap * st) == SW_OK) {
                 P->land_stride = st;
                 P->land_cap = cap;
-                P->ctas = d->gather_ctas;
+                const int64_t c = sw_env_int("SPILLWAY_SWAP_LAND_CTAS", d->gather_ctas);
+                P->ctas = c >= 0 && c <= 64 * (int64_t)d->sms ? (int32_t)c : d->gather_ctas;
+                const int64_t lb = sw_env_int("SPILLWAY_SWAP_LAND_BLOCKS", 256);
+                P->land_blocks = lb >= PL_LAND && lb <= (1 << 20) ? (int32_t)lb : 256;
                 if (sw_cuda_swap_stream_create(&P->lstream) != SW_OK ||
                     sw_cuda_host_alloc((void **)&P->items, sizeof *P->items * (size_t)cap) !=
                         SW_OK ||
