@@ -175,8 +175,6 @@ typedef struct sw_swap_dev {
      * the streams ran this call (the verdict waits for them). */
     int direct;
     int merge_wide;           /* SPILLWAY_SWAP_MERGE_WIDE: sw_cuda_swap_merge_wide */
-    int desc_zc;              /* SPILLWAY_SWAP_DESC_ZC=1: direct tiles read their
-                               * descriptors from pinned memory (A/B) */
     int32_t direct_bpc;       /* SPILLWAY_SWAP_DIRECT_BPC: blocks per direct CTA (default 1:
                                * a CTA is 4 warps, so occupancy comes from CTAs) */
     void *pstream[2], *mstream;
@@ -549,8 +547,12 @@ sw_status sw_swap_dev_create(sw_swap *s)
         d->gather_ctas = g > 0 && g <= 64 * (int64_t)d->sms ? (int32_t)g : 0;
     }
     if (d->ahead) {
+        /* A/B knob SPILLWAY_SWAP_GATHER_PRIO=1: the gather streams at the
+         * greatest priority (their CTAs scheduled before the tiles') */
+        const int prio = sw_env_int("SPILLWAY_SWAP_GATHER_PRIO", 0) != 0;
         for (int i = 0; i < 2; i++)
-            SW_TRY(sw_cuda_swap_stream_create(&d->gstream[i]));
+            SW_TRY(prio ? sw_cuda_swap_stream_create_high(&d->gstream[i])
+                        : sw_cuda_swap_stream_create(&d->gstream[i]));
         d->ev_g = calloc((size_t)d->nhstage, sizeof *d->ev_g);
         d->pre = calloc((size_t)d->nhstage, sizeof *d->pre);
         if (!d->ev_g || !d->pre)
@@ -568,7 +570,6 @@ sw_status sw_swap_dev_create(sw_swap *s)
      * merge (identical results) goes with them. */
     d->direct = d->gather && !d->fused && sw_env_int("SPILLWAY_SWAP_DIRECT", 0) != 0;
     d->merge_wide = sw_env_int("SPILLWAY_SWAP_MERGE_WIDE", d->direct) != 0;
-    d->desc_zc = sw_env_int("SPILLWAY_SWAP_DESC_ZC", 0) != 0;
     {
         const int64_t c = sw_env_int("SPILLWAY_SWAP_DIRECT_BPC", 1);
         d->direct_bpc = c >= 1 && c <= 64 ? (int32_t)c : 1;
@@ -626,9 +627,7 @@ static sw_status launch_direct(sw_swap_dev *d, const launch_job *j)
     if (j->land_ev) /* its landed stripes' copies */
         SW_TRY(sw_cuda_swap_stream_wait(j->cs, j->land_ev));
     tl_mark(d, j->cs, 'c', j->tag);
-    if (!d->desc_zc)
-        SW_TRY(sw_cuda_swap_copy(d->desc_dev + j->bo, d->desc_host + j->bo, j->end - j->bo,
-                                 j->cs));
+    SW_TRY(sw_cuda_swap_copy(d->desc_dev + j->bo, d->desc_host + j->bo, j->end - j->bo, j->cs));
     void *e0 = NULL, *e1 = NULL;
     if (d->timing) {
         SW_TRY(timing_event(d, 2 * d->tev_used, &e0));
@@ -921,20 +920,22 @@ struct prelease {
     /* the job: its sequence and layer (a job posted again is kept) */
     const sw_swap_seq *q;
     int32_t layer;
-    /* Landing (SPILLWAY_SWAP_LANDING_MB, default 64 with the prelease; 0:
-     * off): the thread also moves each block it leased whole into a device
-     * buffer with a gather kernel (swap_gather.cu: SM reads of the pinned
-     * host tier; a run of PL_LAND blocks a launch) on its own stream, and
-     * records an event per launch; a tile then reads those stripes from
-     * device memory (its own gather or direct kernel, with the CRC check as
-     * before) after that event. So PCIe streams from the call's start, not
-     * at the pace tiles are planned. (Copy-engine copies, one per run of
-     * adjacent host-tier entries, ~200 a step in the bench, ran at half of
-     * PCIe and queued the tiles' descriptor uploads behind them: H200,
-     * session 10.) Room is handed out in job order through the call
-     * (land_used stripes; never reused within a call, so no reader of an
-     * earlier job sees it overwritten); a block past it is read from the
-     * host tier as before. */
+    /* Landing (SPILLWAY_SWAP_LANDING_MB=N with the prelease: N MiB of
+     * device memory; default 0, off: measured below the staged path, H200
+     * session 10, docs/perf/swap.md): the thread also moves each block it
+     * leased whole into a device buffer with a gather kernel (swap_gather.cu:
+     * SM reads of the pinned host tier; the job's first 64 blocks a launch,
+     * then land_blocks) on its own stream, and records an event per launch;
+     * a tile then reads those stripes from device memory (its own gather or
+     * direct kernel, with the CRC check as before) after that event. So
+     * PCIe streams from the call's start, not at the pace tiles are planned.
+     * (Copy-engine copies, one per run of adjacent host-tier entries, ~200 a
+     * step in the bench: 38-43% of pinned H2D, and they queued the tiles'
+     * descriptor uploads behind them; bench/dev/rejected/
+     * swap_land_ce_desc_zc_s10.patch.) Room is handed out in job order
+     * through the call (land_used stripes; never reused within a call, so
+     * no reader of an earlier job sees it overwritten); a block past it is
+     * read from the host tier as before. */
     int32_t device;
     uint8_t *land;
     size_t land_stride;
@@ -958,8 +959,6 @@ struct prelease {
                                  * default the gathers') */
     int32_t land_blocks;        /* blocks a landing gather after the job's first
                                  * (SPILLWAY_SWAP_LAND_BLOCKS, default 256) */
-    int land_ce;                /* SPILLWAY_SWAP_LAND_CE=1: copy-engine copies
-                                 * instead of the gather kernel (A/B) */
 };
 
 #define PL_CH 16   /* blocks a store call */
@@ -984,26 +983,8 @@ static void land_flush(struct prelease *P)
         ga.bad_cap = 0;
         ga.ctas = P->ctas;
         void *e = P->lev[P->chunk0 + P->ljob_ev];
-        sw_status st = SW_OK;
-        if (P->land_ce) {
-            /* copy engine: one copy per run of items adjacent in the host
-             * tier and in the landing (whole entries) */
-            const sw_cuda_swap_gather_item *g = P->items + P->item0;
-            const int64_t n = P->nitem - P->item0;
-            const uint64_t stb = P->land_stride;
-            for (int64_t k = 0; k < n && st == SW_OK;) {
-                int64_t r = k + 1;
-                while (r < n && (const uint8_t *)g[r].src == (const uint8_t *)g[r - 1].src + stb &&
-                       g[r].dst == g[r - 1].dst + stb)
-                    r++;
-                st = sw_cuda_swap_copy(P->land + g[k].dst, g[k].src, (size_t)(r - k) * stb,
-                                       P->lstream);
-                k = r;
-            }
-        } else {
-            st = sw_cuda_swap_gather(&ga, P->lstream);
-        }
-        if (st == SW_OK && sw_cuda_swap_event_record(e, P->lstream) == SW_OK)
+        if (sw_cuda_swap_gather(&ga, P->lstream) == SW_OK &&
+            sw_cuda_swap_event_record(e, P->lstream) == SW_OK)
             ev = P->chunk0 + P->ljob_ev++;
         P->lcopied = 1;
     }
@@ -1144,7 +1125,7 @@ static sw_status prelease_start_thread(sw_swap *s)
     P->layer = -1;
     d->pl = P; /* from here prelease_stop_thread frees what is set up */
     {
-        const int64_t mb = sw_env_int("SPILLWAY_SWAP_LANDING_MB", 64);
+        const int64_t mb = sw_env_int("SPILLWAY_SWAP_LANDING_MB", 0);
         const size_t st = sw_store_host_entry_bytes(s->store);
         const size_t spb = 2 * (size_t)P->H;
         if (mb > 0 && mb <= ((int64_t)1 << 20) && st > 0 && st % 16 == 0) {
@@ -1155,10 +1136,13 @@ static sw_status prelease_start_thread(sw_swap *s)
                 P->land_cap = cap;
                 const int64_t c = sw_env_int("SPILLWAY_SWAP_LAND_CTAS", d->gather_ctas);
                 P->ctas = c >= 0 && c <= 64 * (int64_t)d->sms ? (int32_t)c : d->gather_ctas;
-                P->land_ce = sw_env_int("SPILLWAY_SWAP_LAND_CE", 0) != 0;
                 const int64_t lb = sw_env_int("SPILLWAY_SWAP_LAND_BLOCKS", 256);
                 P->land_blocks = lb >= PL_LAND && lb <= (1 << 20) ? (int32_t)lb : 256;
-                if (sw_cuda_swap_stream_create(&P->lstream) != SW_OK ||
+                /* SPILLWAY_SWAP_LAND_PRIO=1: the landing stream at the
+                 * greatest priority (its gathers' CTAs before the tiles') */
+                const int prio = sw_env_int("SPILLWAY_SWAP_LAND_PRIO", 0) != 0;
+                if ((prio ? sw_cuda_swap_stream_create_high(&P->lstream)
+                          : sw_cuda_swap_stream_create(&P->lstream)) != SW_OK ||
                     sw_cuda_host_alloc((void **)&P->items, sizeof *P->items * (size_t)cap) !=
                         SW_OK ||
                     sw_cuda_swap_alloc((void **)&P->d_lbad, sizeof(uint32_t)) != SW_OK) {
@@ -2129,11 +2113,8 @@ static sw_status compute_direct(sw_swap *s, const sw_swap_attend_params *p, cons
     sw_cuda_swap_direct_args A;
     memset(&A, 0, sizeof A);
     SW_TRY(tile_args_of(s, p, q, t, part, 1, &A.t)); /* nrg = 1: direct_tile checked it */
-    /* desc_zc: the kernel reads them from the pinned descriptor space over
-     * PCIe (no upload to queue behind other host-to-device copies) */
-    uint8_t *const dbase = d->desc_zc ? d->desc_host : d->desc_dev;
-    A.blk = (const sw_cuda_swap_dblk *)(dbase + bo);
-    A.items = nitems > 0 ? (const sw_cuda_swap_gather_item *)(dbase + go) : NULL;
+    A.blk = (const sw_cuda_swap_dblk *)(d->desc_dev + bo);
+    A.items = nitems > 0 ? (const sw_cuda_swap_gather_item *)(d->desc_dev + go) : NULL;
     A.pool = d->pool;
     A.bad = d->d_bad;
     A.bad_cap = SW_SWAP_BAD_CAP;
