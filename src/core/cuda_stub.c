@@ -60,7 +60,6 @@ sw_status sw_cuda_prefill_hopper_launch(const sw_cuda_prefill_args *a, void *str
 sw_status sw_cuda_swap_alloc(void **p, size_t bytes) { (void)bytes; *p = NULL; return no_cuda(); }
 void sw_cuda_swap_free(void *p) { (void)p; }
 sw_status sw_cuda_swap_stream_create(void **stream) { *stream = NULL; return no_cuda(); }
-sw_status sw_cuda_swap_stream_create_high(void **stream) { *stream = NULL; return no_cuda(); }
 void sw_cuda_swap_stream_destroy(void *stream) { (void)stream; }
 sw_status sw_cuda_swap_event_create(void **ev, int timing)
 {

@@ -547,12 +547,8 @@ sw_status sw_swap_dev_create(sw_swap *s)
         d->gather_ctas = g > 0 && g <= 64 * (int64_t)d->sms ? (int32_t)g : 0;
     }
     if (d->ahead) {
-        /* A/B knob SPILLWAY_SWAP_GATHER_PRIO=1: the gather streams at the
-         * greatest priority (their CTAs scheduled before the tiles') */
-        const int prio = sw_env_int("SPILLWAY_SWAP_GATHER_PRIO", 0) != 0;
         for (int i = 0; i < 2; i++)
-            SW_TRY(prio ? sw_cuda_swap_stream_create_high(&d->gstream[i])
-                        : sw_cuda_swap_stream_create(&d->gstream[i]));
+            SW_TRY(sw_cuda_swap_stream_create(&d->gstream[i]));
         d->ev_g = calloc((size_t)d->nhstage, sizeof *d->ev_g);
         d->pre = calloc((size_t)d->nhstage, sizeof *d->pre);
         if (!d->ev_g || !d->pre)
@@ -1138,11 +1134,7 @@ static sw_status prelease_start_thread(sw_swap *s)
                 P->ctas = c >= 0 && c <= 64 * (int64_t)d->sms ? (int32_t)c : d->gather_ctas;
                 const int64_t lb = sw_env_int("SPILLWAY_SWAP_LAND_BLOCKS", 256);
                 P->land_blocks = lb >= PL_LAND && lb <= (1 << 20) ? (int32_t)lb : 256;
-                /* SPILLWAY_SWAP_LAND_PRIO=1: the landing stream at the
-                 * greatest priority (its gathers' CTAs before the tiles') */
-                const int prio = sw_env_int("SPILLWAY_SWAP_LAND_PRIO", 0) != 0;
-                if ((prio ? sw_cuda_swap_stream_create_high(&P->lstream)
-                          : sw_cuda_swap_stream_create(&P->lstream)) != SW_OK ||
+                if (sw_cuda_swap_stream_create(&P->lstream) != SW_OK ||
                     sw_cuda_host_alloc((void **)&P->items, sizeof *P->items * (size_t)cap) !=
                         SW_OK ||
                     sw_cuda_swap_alloc((void **)&P->d_lbad, sizeof(uint32_t)) != SW_OK) {

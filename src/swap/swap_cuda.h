@@ -18,8 +18,6 @@ extern "C" {
 sw_status sw_cuda_swap_alloc(void **p, size_t bytes);   /* cudaMalloc; *p = NULL on failure */
 void sw_cuda_swap_free(void *p);
 sw_status sw_cuda_swap_stream_create(void **stream);    /* non-blocking stream */
-/* the same at the device's greatest priority (its CTAs scheduled first) */
-sw_status sw_cuda_swap_stream_create_high(void **stream);
 void sw_cuda_swap_stream_destroy(void *stream);
 sw_status sw_cuda_swap_event_create(void **ev, int timing);
 void sw_cuda_swap_event_destroy(void *ev);

@@ -29,7 +29,6 @@ sw_status sw_cuda_swap_alloc(void **p, size_t b) { *p = calloc(1, b); fake_regis
 void sw_cuda_swap_free(void *p) { free(p); }
 static int dummy;
 sw_status sw_cuda_swap_stream_create(void **s) { *s = &dummy; return SW_OK; }
-sw_status sw_cuda_swap_stream_create_high(void **s) { *s = &dummy; return SW_OK; }
 void sw_cuda_swap_stream_destroy(void *s) { (void)s; }
 sw_status sw_cuda_swap_event_create(void **e, int t) { (void)t; *e = &dummy; return SW_OK; }
 void sw_cuda_swap_event_destroy(void *e) { (void)e; }

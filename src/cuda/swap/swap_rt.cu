@@ -38,17 +38,6 @@ extern "C" sw_status sw_cuda_swap_stream_create(void **stream)
     return SW_OK;
 }
 
-extern "C" sw_status sw_cuda_swap_stream_create_high(void **stream)
-{
-    cudaStream_t s = NULL;
-    int lo = 0, hi = 0;
-    *stream = NULL;
-    SW_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&lo, &hi));
-    SW_CUDA_CHECK(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, hi));
-    *stream = (void *)s;
-    return SW_OK;
-}
-
 extern "C" void sw_cuda_swap_stream_destroy(void *stream)
 {
     if (stream)
