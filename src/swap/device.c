@@ -968,6 +968,9 @@ struct prelease {
     int32_t lt_n;
     int32_t lt_ev[256], lt_items[256], lt_copies[256];
     double lt_host[256];
+    void *lxs[7], *lxev[7];     /* SPILLWAY_SWAP_LAND_STREAMS - 1 more streams for
+                                 * the copy-engine form, joined into lstream */
+    int32_t nlx;
     int land_ce;                /* SPILLWAY_SWAP_LAND_CE=1: copy-engine copies
                                  * instead of the gather kernel (A/B) */
 };
@@ -1007,10 +1010,19 @@ static void land_flush(struct prelease *P)
                 while (r < n && (const uint8_t *)g[r].src == (const uint8_t *)g[r - 1].src + stb &&
                        g[r].dst == g[r - 1].dst + stb)
                     r++;
+                /* round robin over the landing streams: copies on several
+                 * streams overlap their fixed costs in the copy engines */
+                const int32_t w = ncopy % (1 + P->nlx);
                 st = sw_cuda_swap_copy(P->land + g[k].dst, g[k].src, (size_t)(r - k) * stb,
-                                       P->lstream);
+                                       w ? P->lxs[w - 1] : P->lstream);
                 ncopy++;
                 k = r;
+            }
+            /* the launch's event on lstream covers every stream's copies */
+            for (int32_t w = 0; w < P->nlx && w + 1 < ncopy && st == SW_OK; w++) {
+                st = sw_cuda_swap_event_record(P->lxev[w], P->lxs[w]);
+                if (st == SW_OK)
+                    st = sw_cuda_swap_stream_wait(P->lstream, P->lxev[w]);
             }
         } else {
             st = sw_cuda_swap_gather(&ga, P->lstream);
@@ -1196,6 +1208,17 @@ static sw_status prelease_start_thread(sw_swap *s)
                 const int64_t c = sw_env_int("SPILLWAY_SWAP_LAND_CTAS", d->gather_ctas);
                 P->ctas = c >= 0 && c <= 64 * (int64_t)d->sms ? (int32_t)c : d->gather_ctas;
                 P->land_ce = sw_env_int("SPILLWAY_SWAP_LAND_CE", 0) != 0;
+                const int64_t ns = sw_env_int("SPILLWAY_SWAP_LAND_STREAMS", 1);
+                for (int64_t w = 1; P->land_ce && w < ns && w < 8; w++) {
+                    if (sw_cuda_swap_stream_create(&P->lxs[P->nlx]) != SW_OK)
+                        break;
+                    if (sw_cuda_swap_event_create(&P->lxev[P->nlx], 0) != SW_OK) {
+                        sw_cuda_swap_stream_destroy(P->lxs[P->nlx]);
+                        P->lxs[P->nlx] = NULL;
+                        break;
+                    }
+                    P->nlx++;
+                }
                 const int64_t lb = sw_env_int("SPILLWAY_SWAP_LAND_BLOCKS", 256);
                 P->land_blocks = lb >= PL_LAND && lb <= (1 << 20) ? (int32_t)lb : 256;
                 if (sw_cuda_swap_stream_create(&P->lstream) != SW_OK ||
@@ -1284,6 +1307,11 @@ static void prelease_stop_thread(sw_swap_dev *d)
     if (P->lstream) {
         (void)sw_cuda_stream_sync(P->lstream);
         sw_cuda_swap_stream_destroy(P->lstream);
+    }
+    for (int32_t w = 0; w < P->nlx; w++) {
+        (void)sw_cuda_stream_sync(P->lxs[w]);
+        sw_cuda_swap_stream_destroy(P->lxs[w]);
+        sw_cuda_swap_event_destroy(P->lxev[w]);
     }
     sw_cuda_swap_free(P->land);
     free(P);
