@@ -175,8 +175,6 @@ typedef struct sw_swap_dev {
      * the streams ran this call (the verdict waits for them). */
     int direct;
     int merge_wide;           /* SPILLWAY_SWAP_MERGE_WIDE: sw_cuda_swap_merge_wide */
-    int desc_zc;              /* SPILLWAY_SWAP_DESC_ZC=1: direct tiles read their
-                               * descriptors from pinned memory (A/B) */
     int32_t direct_bpc;       /* SPILLWAY_SWAP_DIRECT_BPC: blocks per direct CTA (default 1:
                                * a CTA is 4 warps, so occupancy comes from CTAs) */
     void *pstream[2], *mstream;
@@ -570,7 +568,6 @@ sw_status sw_swap_dev_create(sw_swap *s)
      * merge (identical results) goes with them. */
     d->direct = d->gather && !d->fused && sw_env_int("SPILLWAY_SWAP_DIRECT", 0) != 0;
     d->merge_wide = sw_env_int("SPILLWAY_SWAP_MERGE_WIDE", d->direct) != 0;
-    d->desc_zc = sw_env_int("SPILLWAY_SWAP_DESC_ZC", 0) != 0;
     {
         const int64_t c = sw_env_int("SPILLWAY_SWAP_DIRECT_BPC", 1);
         d->direct_bpc = c >= 1 && c <= 64 ? (int32_t)c : 1;
@@ -628,9 +625,7 @@ static sw_status launch_direct(sw_swap_dev *d, const launch_job *j)
     if (j->land_ev) /* its landed stripes' copies */
         SW_TRY(sw_cuda_swap_stream_wait(j->cs, j->land_ev));
     tl_mark(d, j->cs, 'c', j->tag);
-    if (!d->desc_zc)
-        SW_TRY(sw_cuda_swap_copy(d->desc_dev + j->bo, d->desc_host + j->bo, j->end - j->bo,
-                                 j->cs));
+    SW_TRY(sw_cuda_swap_copy(d->desc_dev + j->bo, d->desc_host + j->bo, j->end - j->bo, j->cs));
     void *e0 = NULL, *e1 = NULL;
     if (d->timing) {
         SW_TRY(timing_event(d, 2 * d->tev_used, &e0));
@@ -963,16 +958,11 @@ struct prelease {
     int32_t land_blocks;        /* blocks a landing gather after the job's first
                                  * (SPILLWAY_SWAP_LAND_BLOCKS, default 256) */
     /* timeline (SPILLWAY_SWAP_TIMELINE=1): per landing launch its event's
-     * index, the host clock when recorded, its items and copies */
+     * index, the host clock when recorded, its stripes */
     int tline;
     int32_t lt_n;
-    int32_t lt_ev[256], lt_items[256], lt_copies[256];
+    int32_t lt_ev[256], lt_items[256];
     double lt_host[256];
-    void *lxs[7], *lxev[7];     /* SPILLWAY_SWAP_LAND_STREAMS - 1 more streams for
-                                 * the copy-engine form, joined into lstream */
-    int32_t nlx;
-    int land_ce;                /* SPILLWAY_SWAP_LAND_CE=1: copy-engine copies
-                                 * instead of the gather kernel (A/B) */
 };
 
 #define PL_CH 16   /* blocks a store call */
@@ -997,43 +987,13 @@ static void land_flush(struct prelease *P)
         ga.bad_cap = 0;
         ga.ctas = P->ctas;
         void *e = P->lev[P->chunk0 + P->ljob_ev];
-        sw_status st = SW_OK;
-        int32_t ncopy = 0;
-        if (P->land_ce) {
-            /* copy engine: one copy per run of items adjacent in the host
-             * tier and in the landing (whole entries) */
-            const sw_cuda_swap_gather_item *g = P->items + P->item0;
-            const int64_t n = P->nitem - P->item0;
-            const uint64_t stb = P->land_stride;
-            for (int64_t k = 0; k < n && st == SW_OK;) {
-                int64_t r = k + 1;
-                while (r < n && (const uint8_t *)g[r].src == (const uint8_t *)g[r - 1].src + stb &&
-                       g[r].dst == g[r - 1].dst + stb)
-                    r++;
-                /* round robin over the landing streams: copies on several
-                 * streams overlap their fixed costs in the copy engines */
-                const int32_t w = ncopy % (1 + P->nlx);
-                st = sw_cuda_swap_copy(P->land + g[k].dst, g[k].src, (size_t)(r - k) * stb,
-                                       w ? P->lxs[w - 1] : P->lstream);
-                ncopy++;
-                k = r;
-            }
-            /* the launch's event on lstream covers every stream's copies */
-            for (int32_t w = 0; w < P->nlx && w + 1 < ncopy && st == SW_OK; w++) {
-                st = sw_cuda_swap_event_record(P->lxev[w], P->lxs[w]);
-                if (st == SW_OK)
-                    st = sw_cuda_swap_stream_wait(P->lstream, P->lxev[w]);
-            }
-        } else {
-            st = sw_cuda_swap_gather(&ga, P->lstream);
-        }
-        if (st == SW_OK && sw_cuda_swap_event_record(e, P->lstream) == SW_OK) {
+        if (sw_cuda_swap_gather(&ga, P->lstream) == SW_OK &&
+            sw_cuda_swap_event_record(e, P->lstream) == SW_OK) {
             ev = P->chunk0 + P->ljob_ev++;
             if (P->tline && P->lt_n < 256) {
                 P->lt_ev[P->lt_n] = ev;
                 P->lt_host[P->lt_n] = tl_now();
                 P->lt_items[P->lt_n] = (int32_t)(P->nitem - P->item0);
-                P->lt_copies[P->lt_n] = ncopy;
                 P->lt_n++;
             }
         }
@@ -1139,9 +1099,8 @@ static void land_report(sw_swap_dev *d, int call)
         float ms = -1.0f;
         if (sw_cuda_swap_event_ms(&ms, d->tl_ev[0], P->lev[P->lt_ev[i]]) != SW_OK)
             ms = -1.0f;
-        fprintf(stderr, "swap timeline %d: L %3d gpu %8.3f ms host %8.3f ms (%d stripes, %d copies)\n",
-                call, i, ms, 1e3 * (P->lt_host[i] - d->tl_host[0]), P->lt_items[i],
-                P->lt_copies[i]);
+        fprintf(stderr, "swap timeline %d: L %3d gpu %8.3f ms host %8.3f ms (%d stripes)\n", call,
+                i, ms, 1e3 * (P->lt_host[i] - d->tl_host[0]), P->lt_items[i]);
     }
     if (P)
         P->lt_n = 0;
@@ -1207,18 +1166,6 @@ static sw_status prelease_start_thread(sw_swap *s)
                 P->land_cap = cap;
                 const int64_t c = sw_env_int("SPILLWAY_SWAP_LAND_CTAS", d->gather_ctas);
                 P->ctas = c >= 0 && c <= 64 * (int64_t)d->sms ? (int32_t)c : d->gather_ctas;
-                P->land_ce = sw_env_int("SPILLWAY_SWAP_LAND_CE", 0) != 0;
-                const int64_t ns = sw_env_int("SPILLWAY_SWAP_LAND_STREAMS", 1);
-                for (int64_t w = 1; P->land_ce && w < ns && w < 8; w++) {
-                    if (sw_cuda_swap_stream_create(&P->lxs[P->nlx]) != SW_OK)
-                        break;
-                    if (sw_cuda_swap_event_create(&P->lxev[P->nlx], 0) != SW_OK) {
-                        sw_cuda_swap_stream_destroy(P->lxs[P->nlx]);
-                        P->lxs[P->nlx] = NULL;
-                        break;
-                    }
-                    P->nlx++;
-                }
                 const int64_t lb = sw_env_int("SPILLWAY_SWAP_LAND_BLOCKS", 256);
                 P->land_blocks = lb >= PL_LAND && lb <= (1 << 20) ? (int32_t)lb : 256;
                 if (sw_cuda_swap_stream_create(&P->lstream) != SW_OK ||
@@ -1307,11 +1254,6 @@ static void prelease_stop_thread(sw_swap_dev *d)
     if (P->lstream) {
         (void)sw_cuda_stream_sync(P->lstream);
         sw_cuda_swap_stream_destroy(P->lstream);
-    }
-    for (int32_t w = 0; w < P->nlx; w++) {
-        (void)sw_cuda_stream_sync(P->lxs[w]);
-        sw_cuda_swap_stream_destroy(P->lxs[w]);
-        sw_cuda_swap_event_destroy(P->lxev[w]);
     }
     sw_cuda_swap_free(P->land);
     free(P);
@@ -2197,11 +2139,8 @@ static sw_status compute_direct(sw_swap *s, const sw_swap_attend_params *p, cons
     sw_cuda_swap_direct_args A;
     memset(&A, 0, sizeof A);
     SW_TRY(tile_args_of(s, p, q, t, part, 1, &A.t)); /* nrg = 1: direct_tile checked it */
-    /* desc_zc: the kernel reads them from the pinned descriptor space over
-     * PCIe (no upload to queue behind other host-to-device copies) */
-    uint8_t *const dbase = d->desc_zc ? d->desc_host : d->desc_dev;
-    A.blk = (const sw_cuda_swap_dblk *)(dbase + bo);
-    A.items = nitems > 0 ? (const sw_cuda_swap_gather_item *)(dbase + go) : NULL;
+    A.blk = (const sw_cuda_swap_dblk *)(d->desc_dev + bo);
+    A.items = nitems > 0 ? (const sw_cuda_swap_gather_item *)(d->desc_dev + go) : NULL;
     A.pool = d->pool;
     A.bad = d->d_bad;
     A.bad_cap = SW_SWAP_BAD_CAP;
