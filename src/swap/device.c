@@ -219,6 +219,7 @@ static void prelease_wait(struct prelease *P, int cancel);
 static void prelease_stop_thread(sw_swap_dev *d);
 static sw_status prelease_start_thread(sw_swap *s);
 static void prelease_release(sw_swap *s);
+static void prelease_free(struct prelease *P);
 static void land_report(sw_swap_dev *d, int call);
 
 static double tl_now(void)
@@ -282,6 +283,7 @@ static void tl_report(sw_swap_dev *d)
 {
     if (!d->tline || d->ntl < 2 || d->tl_kind[0] != 'B') {
         d->ntl = 0;
+        land_report(d, -1); /* (nothing printed: its lines dropped) */
         return;
     }
     const int32_t n = d->ntl;
@@ -957,6 +959,9 @@ struct prelease {
                                  * default the gathers') */
     int32_t land_blocks;        /* blocks a landing gather after the job's first
                                  * (SPILLWAY_SWAP_LAND_BLOCKS, default 256) */
+    atomic_int want;            /* the caller waits for a queued block: launch now */
+    uint32_t crc_len[4], crc_off[4]; /* the thread's raw-CRC offsets (land_crc_raw) */
+    int crc_next;
     /* timeline (SPILLWAY_SWAP_TIMELINE=1): per landing launch its event's
      * index, the host clock when recorded, its stripes */
     int tline;
@@ -971,19 +976,21 @@ struct prelease {
 /* Launches the landing gather of the pending blocks (their items since the
  * last flush), records its event and hands the blocks over (DONE), each
  * with that event, or with none (-1: its tiles read the host tier) when a
- * CUDA call failed. */
-static void land_flush(struct prelease *P)
+ * CUDA call failed or `launch` is 0 (a cancelled job: no tile reads them). */
+static void land_flush(struct prelease *P, int launch)
 {
+    atomic_store(&P->want, 0);
     if (P->npend == 0)
         return;
     int32_t ev = -1;
-    if (P->ljob_ev < P->ljob_nev) {
+    if (launch && P->ljob_ev < P->ljob_nev) {
         sw_cuda_swap_gather_args ga;
         memset(&ga, 0, sizeof ga);
         ga.g = P->items + P->item0;
         ga.n = (int32_t)(P->nitem - P->item0);
         ga.pool = P->land;
-        ga.bad = P->d_lbad; /* a tile's own gather from the landing checks the CRC */
+        ga.bad = P->d_lbad; /* counted, not read: a tile's own gather from the
+                             * landing checks the CRC and reports it */
         ga.bad_cap = 0;
         ga.ctas = P->ctas;
         void *e = P->lev[P->chunk0 + P->ljob_ev];
@@ -1007,13 +1014,28 @@ static void land_flush(struct prelease *P)
     P->npend = 0;
 }
 
+/* The store's CRC of a len-byte stripe as the gather kernel's raw register
+ * (crc_raw_of's, with the thread's own cache of the offsets). */
+static uint32_t land_crc_raw(struct prelease *P, uint32_t crc, uint32_t len)
+{
+    for (int i = 0; i < 4; i++) /* (unset entries: length 0, offset 0, right for 0) */
+        if (P->crc_len[i] == len)
+            return crc ^ P->crc_off[i];
+    const uint32_t off = sw_crc32c_to_raw(0, len);
+    P->crc_len[P->crc_next] = len;
+    P->crc_off[P->crc_next] = off;
+    P->crc_next = (P->crc_next + 1) & 3;
+    return crc ^ off;
+}
+
 /* Queues block i (claimed, its leases lb[0..2H) taken) for the landing
- * gather when it is wholly leased and has landing room; 0 when it is not
- * (the caller hands it over now). */
-static int land_queue(struct prelease *P, int32_t i, const sw_store_lease *lb)
+ * gather when it is wholly leased and has landing room (and the thread's
+ * device is set: land_ok); 0 when it is not (the caller hands it over
+ * now). */
+static int land_queue(struct prelease *P, int land_ok, int32_t i, const sw_store_lease *lb)
 {
     const size_t spb = 2 * (size_t)P->H, st = P->land_stride;
-    if (!P->land || i >= P->job_nland)
+    if (!land_ok || !P->land || i >= P->job_nland)
         return 0;
     for (size_t x = 0; x < spb; x++)
         if (!lb[x].ptr || lb[x].length > st)
@@ -1023,7 +1045,7 @@ static int land_queue(struct prelease *P, int32_t i, const sw_store_lease *lb)
         g->src = lb[x].ptr;
         g->dst = ((uint64_t)P->job_land0 + (uint64_t)i * spb + x) * st;
         g->length = lb[x].length;
-        g->crc_raw = 0;
+        g->crc_raw = land_crc_raw(P, lb[x].crc, lb[x].length);
         g->id = 0;
         g->pad = 0;
     }
@@ -1031,7 +1053,7 @@ static int land_queue(struct prelease *P, int32_t i, const sw_store_lease *lb)
     return 1;
 }
 
-static void prelease_run(struct prelease *P)
+static void prelease_run(struct prelease *P, int land_ok)
 {
     const size_t spb = 2 * (size_t)P->H;
     sw_store_key *kb = P->kb;
@@ -1077,24 +1099,26 @@ static void prelease_run(struct prelease *P)
                 }
             }
             P->lev_of[mine[j]] = -1;
-            if (!got || !land_queue(P, mine[j], &lb[(size_t)j * spb]))
+            if (!got || !land_queue(P, land_ok, mine[j], &lb[(size_t)j * spb]))
                 atomic_store_explicit(&P->state[mine[j]], PL_DONE, memory_order_release);
         }
         /* the job's first launch small (its first tile waits for it), then
          * land_blocks a launch (fewer launches, less tail per launch) */
-        if (P->npend >= (P->ljob_ev == 0 ? PL_LAND : P->land_blocks))
-            land_flush(P);
+        if (P->npend >= (P->ljob_ev == 0 ? PL_LAND : P->land_blocks) || atomic_load(&P->want))
+            land_flush(P, 1);
     }
-    land_flush(P); /* at the end, or cancelled: every claimed block handed over */
+    /* every claimed block handed over: launched at the end; cancelled, not */
+    land_flush(P, !atomic_load(&P->cancel));
 }
 
 /* The timeline's landing lines (SPILLWAY_SWAP_TIMELINE=1): each landing
  * launch's end on the GPU and the thread's clock at its record, from the
- * call's B mark (negative: before it, the job posted ahead of the scores). */
+ * call's B mark (negative: before it, the job posted ahead of the scores);
+ * call < 0: only dropped. */
 static void land_report(sw_swap_dev *d, int call)
 {
     struct prelease *P = d->pl;
-    for (int32_t i = 0; P && i < P->lt_n; i++) {
+    for (int32_t i = 0; P && call >= 0 && i < P->lt_n; i++) {
         /* the landing launches: their end on the GPU, the thread's clock */
         float ms = -1.0f;
         if (sw_cuda_swap_event_ms(&ms, d->tl_ev[0], P->lev[P->lt_ev[i]]) != SW_OK)
@@ -1109,8 +1133,8 @@ static void land_report(sw_swap_dev *d, int call)
 static void *prelease_main(void *arg)
 {
     struct prelease *P = arg;
-    if (P->land && sw_cuda_set_device(P->device) != SW_OK)
-        P->land = NULL; /* (before any job) no landing: the tiles read the host tier */
+    /* without its device the thread lands nothing (the tiles read the host tier) */
+    const int land_ok = P->land && sw_cuda_set_device(P->device) == SW_OK;
     pthread_mutex_lock(&P->mu);
     for (;;) {
         while (!P->job && !P->stop)
@@ -1119,7 +1143,7 @@ static void *prelease_main(void *arg)
             break;
         P->running = 1;
         pthread_mutex_unlock(&P->mu);
-        prelease_run(P);
+        prelease_run(P, land_ok);
         pthread_mutex_lock(&P->mu);
         P->job = 0;
         P->running = 0;
@@ -1185,9 +1209,7 @@ static sw_status prelease_start_thread(sw_swap *s)
     if (pthread_create(&P->th, NULL, prelease_main, P) != 0) {
         pthread_mutex_destroy(&P->mu);
         pthread_cond_destroy(&P->cv);
-        sw_cuda_swap_stream_destroy(P->lstream);
-        sw_cuda_swap_free(P->land);
-        free(P);
+        prelease_free(P);
         d->pl = NULL;
         return sw_fail(SW_STATUS_NO_MEMORY, "device pool: prelease thread");
     }
@@ -1224,19 +1246,15 @@ static void prelease_release(sw_swap *s)
     P->item0 = 0;
 }
 
-static void prelease_stop_thread(sw_swap_dev *d)
+/* Frees what prelease_start_thread set up (the thread joined or never
+ * started): the landing stream synced first, so no gather still reads the
+ * items or writes the landing. */
+static void prelease_free(struct prelease *P)
 {
-    struct prelease *P = d->pl;
-    if (!P)
-        return;
-    prelease_wait(P, 1);
-    pthread_mutex_lock(&P->mu);
-    P->stop = 1;
-    pthread_cond_signal(&P->cv);
-    pthread_mutex_unlock(&P->mu);
-    pthread_join(P->th, NULL);
-    pthread_mutex_destroy(&P->mu);
-    pthread_cond_destroy(&P->cv);
+    if (P->lstream) {
+        (void)sw_cuda_stream_sync(P->lstream);
+        sw_cuda_swap_stream_destroy(P->lstream);
+    }
     free(P->keys);
     free(P->lease);
     free(P->state);
@@ -1251,12 +1269,24 @@ static void prelease_stop_thread(sw_swap_dev *d)
     for (int32_t i = 0; i < P->lev_cap; i++)
         sw_cuda_swap_event_destroy(P->lev[i]);
     free(P->lev);
-    if (P->lstream) {
-        (void)sw_cuda_stream_sync(P->lstream);
-        sw_cuda_swap_stream_destroy(P->lstream);
-    }
     sw_cuda_swap_free(P->land);
     free(P);
+}
+
+static void prelease_stop_thread(sw_swap_dev *d)
+{
+    struct prelease *P = d->pl;
+    if (!P)
+        return;
+    prelease_wait(P, 1);
+    pthread_mutex_lock(&P->mu);
+    P->stop = 1;
+    pthread_cond_signal(&P->cv);
+    pthread_mutex_unlock(&P->mu);
+    pthread_join(P->th, NULL);
+    pthread_mutex_destroy(&P->mu);
+    pthread_cond_destroy(&P->cv);
+    prelease_free(P);
     d->pl = NULL;
 }
 
@@ -1339,7 +1369,7 @@ sw_status sw_swap_dev_prelease(sw_swap *s, const sw_swap_seq *q, int32_t layer,
             }
     }
     /* landing room for the job's first blocks (what is left of the call's),
-     * and an event per PL_CH of them */
+     * and an event per landing launch (at most nl / PL_CH + 1) */
     P->job_nland = 0;
     P->ljob_nev = 0;
     P->ljob_ev = 0;
@@ -1347,7 +1377,9 @@ sw_status sw_swap_dev_prelease(sw_swap *s, const sw_swap_seq *q, int32_t layer,
     if (P->land) {
         const int64_t room = (P->land_cap - P->land_used) / (int64_t)spb;
         int32_t nl = room < (int64_t)n ? (int32_t)(room > 0 ? room : 0) : n;
-        const int32_t nev = nl / PL_LAND + 1; /* launches: PL_LAND blocks or more, then the rest */
+        /* launches: PL_LAND blocks or more, then the rest, or one a store call
+         * of PL_CH blocks when the caller asks for a launch (want) */
+        const int32_t nev = nl / PL_CH + 1;
         if (nl > 0 && P->lev_used + nev > P->lev_cap) {
             const int32_t cap = P->lev_used + nev + 16;
             void **ev = realloc(P->lev, sizeof *ev * (size_t)cap);
@@ -1410,8 +1442,10 @@ sw_status sw_swap_dev_lease_tile(sw_swap *s, const int32_t *miss_blocks, int32_t
         if (i >= 0) {
             int expect = PL_FREE;
             if (!atomic_compare_exchange_strong(&P->state[i], &expect, PL_MAIN)) {
-                /* the thread is in the store call for it: microseconds,
-                 * unless it lost its core (then let it run) */
+                /* the thread is in the store call for it (microseconds,
+                 * unless it lost its core: then let it run) or has it queued
+                 * for its next landing launch (asked to launch now) */
+                atomic_store(&P->want, 1);
                 for (int spin = 0;
                      atomic_load_explicit(&P->state[i], memory_order_acquire) == PL_BUSY; spin++)
                     if (spin >= 256)
