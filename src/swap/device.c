@@ -994,13 +994,31 @@ static void land_flush(struct prelease *P, int launch)
         ga.bad_cap = 0;
         ga.ctas = P->ctas;
         void *e = P->lev[P->chunk0 + P->ljob_ev];
-        if (sw_cuda_swap_gather(&ga, P->lstream) == SW_OK &&
-            sw_cuda_swap_event_record(e, P->lstream) == SW_OK) {
+        sw_status st = SW_OK;
+        int32_t ncopy = 0;
+        if (getenv("SPILLWAY_SWAP_LAND_CE")) { /* DIAGNOSTIC (session 10): copy-engine copies */
+            const sw_cuda_swap_gather_item *g = P->items + P->item0;
+            const int64_t n = P->nitem - P->item0;
+            const uint64_t stb = P->land_stride;
+            for (int64_t k = 0; k < n && st == SW_OK;) {
+                int64_t r = k + 1;
+                while (r < n && (const uint8_t *)g[r].src == (const uint8_t *)g[r - 1].src + stb &&
+                       g[r].dst == g[r - 1].dst + stb)
+                    r++;
+                st = sw_cuda_swap_copy(P->land + g[k].dst, g[k].src, (size_t)(r - k) * stb,
+                                       P->lstream);
+                ncopy++;
+                k = r;
+            }
+        } else {
+            st = sw_cuda_swap_gather(&ga, P->lstream);
+        }
+        if (st == SW_OK && sw_cuda_swap_event_record(e, P->lstream) == SW_OK) {
             ev = P->chunk0 + P->ljob_ev++;
             if (P->tline && P->lt_n < 256) {
                 P->lt_ev[P->lt_n] = ev;
                 P->lt_host[P->lt_n] = tl_now();
-                P->lt_items[P->lt_n] = (int32_t)(P->nitem - P->item0);
+                P->lt_items[P->lt_n] = (int32_t)(P->nitem - P->item0) * 1000 + ncopy;
                 P->lt_n++;
             }
         }
