@@ -125,6 +125,8 @@ typedef struct sw_swap_dev {
     uint32_t *d_count;        /* fused merge: [H][row groups] counts (zero between tiles) */
     size_t ncount;
     uint8_t *desc_host, *desc_dev;
+    int desc_zc;              /* DIAGNOSTIC SPILLWAY_SWAP_DESC_ZC=1: kernels read the
+                               * descriptors from desc_host (pinned), nothing uploaded */
     size_t desc_bytes, desc_used;
     float *scores_host;       /* pinned, desc_host's tail */
     /* per-call plan */
@@ -211,6 +213,10 @@ typedef struct sw_swap_dev {
     int32_t *tl_tag;
     int32_t ntl, tl_nev, tl_cap, tl_calls;
 } sw_swap_dev;
+
+/* the descriptor space the kernels read: the device copy, or the pinned host
+ * one itself (desc_zc) */
+#define DESC_K(d) ((d)->desc_zc ? (d)->desc_host : (d)->desc_dev)
 
 static sw_status launcher_start(sw_swap_dev *d);
 static void launcher_stop(sw_swap_dev *d);
@@ -570,6 +576,7 @@ sw_status sw_swap_dev_create(sw_swap *s)
      * merge (identical results) goes with them. */
     d->direct = d->gather && !d->fused && sw_env_int("SPILLWAY_SWAP_DIRECT", 0) != 0;
     d->merge_wide = sw_env_int("SPILLWAY_SWAP_MERGE_WIDE", d->direct) != 0;
+    d->desc_zc = sw_env_int("SPILLWAY_SWAP_DESC_ZC", 0) != 0;
     {
         const int64_t c = sw_env_int("SPILLWAY_SWAP_DIRECT_BPC", 1);
         d->direct_bpc = c >= 1 && c <= 64 ? (int32_t)c : 1;
@@ -627,7 +634,9 @@ static sw_status launch_direct(sw_swap_dev *d, const launch_job *j)
     if (j->land_ev) /* its landed stripes' copies */
         SW_TRY(sw_cuda_swap_stream_wait(j->cs, j->land_ev));
     tl_mark(d, j->cs, 'c', j->tag);
-    SW_TRY(sw_cuda_swap_copy(d->desc_dev + j->bo, d->desc_host + j->bo, j->end - j->bo, j->cs));
+    if (!d->desc_zc)
+        SW_TRY(sw_cuda_swap_copy(d->desc_dev + j->bo, d->desc_host + j->bo, j->end - j->bo,
+                                 j->cs));
     void *e0 = NULL, *e1 = NULL;
     if (d->timing) {
         SW_TRY(timing_event(d, 2 * d->tev_used, &e0));
@@ -1799,9 +1808,11 @@ sw_status sw_swap_dev_attend_begin(sw_swap *s, const sw_swap_attend_params *p,
     if (d->offload_pending)
         SW_TRY(sw_cuda_swap_stream_wait(stream, d->ev_offload));
     if (total > 0 && hrows > 0) {
-        SW_TRY(sw_cuda_swap_copy(d->desc_dev + so, sb, (size_t)total * sizeof *sb, stream));
+        if (!d->desc_zc)
+            SW_TRY(sw_cuda_swap_copy(d->desc_dev + so, sb, (size_t)total * sizeof *sb, stream));
         SW_TRY(sw_cuda_swap_project(d->P, D, R, p->q, hrows, d->d_qp, stream));
-        SW_TRY(sw_cuda_swap_score(d->d_qp, d->arena, (const sw_cuda_swap_sblk *)(d->desc_dev + so),
+        SW_TRY(sw_cuda_swap_score(d->d_qp, d->arena,
+                                  (const sw_cuda_swap_sblk *)(DESC_K(d) + so),
                                   (int32_t)total, H, G, s->m.block_size, R, d->d_scores,
                                   stream));
         SW_TRY(sw_cuda_swap_copy(sh, d->d_scores, (size_t)total * sizeof(float), stream));
@@ -2072,7 +2083,9 @@ sw_status sw_swap_dev_gather(sw_swap *s, const sw_swap_attend_params *p, const s
     SW_TRY(sw_cuda_swap_stream_wait(gs, d->ev_stage[t->buf]));
     if (t->land_ev) /* its landed stripes' copies */
         SW_TRY(sw_cuda_swap_stream_wait(gs, t->land_ev));
-    SW_TRY(sw_cuda_swap_copy(d->desc_dev + pr->bo, d->desc_host + pr->bo, pr->end - pr->bo, gs));
+    if (!d->desc_zc)
+        SW_TRY(sw_cuda_swap_copy(d->desc_dev + pr->bo, d->desc_host + pr->bo, pr->end - pr->bo,
+                                 gs));
     pr->set = 1;
     sw_cuda_swap_gather_args ga;
     memset(&ga, 0, sizeof ga);
@@ -2191,8 +2204,8 @@ static sw_status compute_direct(sw_swap *s, const sw_swap_attend_params *p, cons
     sw_cuda_swap_direct_args A;
     memset(&A, 0, sizeof A);
     SW_TRY(tile_args_of(s, p, q, t, part, 1, &A.t)); /* nrg = 1: direct_tile checked it */
-    A.blk = (const sw_cuda_swap_dblk *)(d->desc_dev + bo);
-    A.items = nitems > 0 ? (const sw_cuda_swap_gather_item *)(d->desc_dev + go) : NULL;
+    A.blk = (const sw_cuda_swap_dblk *)(DESC_K(d) + bo);
+    A.items = nitems > 0 ? (const sw_cuda_swap_gather_item *)(DESC_K(d) + go) : NULL;
     A.pool = d->pool;
     A.bad = d->d_bad;
     A.bad_cap = SW_SWAP_BAD_CAP;
@@ -2260,7 +2273,7 @@ sw_status sw_swap_dev_compute(sw_swap *s, const sw_swap_attend_params *p, const 
         SW_TRY(build_desc(s, p, q, t, 0, &bo, &fo, &go, &end, &nfill, &ngather, &kv_bytes));
     }
     tl_mark(d, stream, 'c', 10 * t->hbuf + (t->gathered ? 1 : 0) + (ngather > 0 ? 2 : 0));
-    if (!t->gathered)
+    if (!t->gathered && !d->desc_zc)
         SW_TRY(sw_cuda_swap_copy(d->desc_dev + bo, d->desc_host + bo, end - bo, stream));
     tl_mark(d, stream, 'u', t->hbuf);
     if (t->gathered) /* its gathers into the staging, issued ahead on a gather stream */
@@ -2274,7 +2287,7 @@ sw_status sw_swap_dev_compute(sw_swap *s, const sw_swap_attend_params *p, const 
         sa.stage_stride = d->stage_stride;
         sa.stage_blocks = s->tile_blocks;
         sa.layout = t->layout;
-        sa.fill = (const sw_cuda_swap_fill *)(d->desc_dev + fo);
+        sa.fill = (const sw_cuda_swap_fill *)(DESC_K(d) + fo);
         sa.nfill = nfill;
         sa.pool = d->pool;
         sa.slot_bytes = s->slot_bytes;
@@ -2287,7 +2300,7 @@ sw_status sw_swap_dev_compute(sw_swap *s, const sw_swap_attend_params *p, const 
     if (ngather > 0) {
         sw_cuda_swap_gather_args ga;
         memset(&ga, 0, sizeof ga);
-        ga.g = (const sw_cuda_swap_gather_item *)(d->desc_dev + go);
+        ga.g = (const sw_cuda_swap_gather_item *)(DESC_K(d) + go);
         ga.n = ngather;
         ga.pool = d->pool;
         ga.bad = d->d_bad;
@@ -2301,7 +2314,7 @@ sw_status sw_swap_dev_compute(sw_swap *s, const sw_swap_attend_params *p, const 
     SW_TRY(sw_cuda_swap_event_record(d->ev_stage[t->buf], stream));
     sw_cuda_swap_tile_args a;
     SW_TRY(tile_args_of(s, p, q, t, part, 0, &a));
-    a.blk = (const sw_cuda_swap_blk *)(d->desc_dev + bo);
+    a.blk = (const sw_cuda_swap_blk *)(DESC_K(d) + bo);
     a.fused = d->d_count != NULL;
     a.count = d->d_count;
     if (a.fused && (size_t)H * (size_t)a.nrg > d->ncount)
