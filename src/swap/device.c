@@ -125,8 +125,10 @@ typedef struct sw_swap_dev {
     uint32_t *d_count;        /* fused merge: [H][row groups] counts (zero between tiles) */
     size_t ncount;
     uint8_t *desc_host, *desc_dev;
-    int desc_zc;              /* DIAGNOSTIC SPILLWAY_SWAP_DESC_ZC=1: kernels read the
-                               * descriptors from desc_host (pinned), nothing uploaded */
+    int desc_zc;              /* SPILLWAY_SWAP_DESC_ZC=1: kernels read the descriptors
+                               * from desc_host (pinned) over PCIe, nothing uploaded:
+                               * no upload queued behind landing copies in the copy
+                               * engine (session 10) */
     size_t desc_bytes, desc_used;
     float *scores_host;       /* pinned, desc_host's tail */
     /* per-call plan */
@@ -969,13 +971,15 @@ struct prelease {
     int32_t land_blocks;        /* blocks a landing gather after the job's first
                                  * (SPILLWAY_SWAP_LAND_BLOCKS, default 256) */
     atomic_int want;            /* the caller waits for a queued block: launch now */
+    int land_ce;                /* SPILLWAY_SWAP_LAND_CE=1: copy-engine copies, not
+                                 * the gather kernel */
     uint32_t crc_len[4], crc_off[4]; /* the thread's raw-CRC offsets (land_crc_raw) */
     int crc_next;
     /* timeline (SPILLWAY_SWAP_TIMELINE=1): per landing launch its event's
-     * index, the host clock when recorded, its stripes */
+     * index, the host clock when recorded, its stripes and copies */
     int tline;
     int32_t lt_n;
-    int32_t lt_ev[256], lt_items[256];
+    int32_t lt_ev[256], lt_items[256], lt_copies[256];
     double lt_host[256];
 };
 
@@ -1005,7 +1009,10 @@ static void land_flush(struct prelease *P, int launch)
         void *e = P->lev[P->chunk0 + P->ljob_ev];
         sw_status st = SW_OK;
         int32_t ncopy = 0;
-        if (getenv("SPILLWAY_SWAP_LAND_CE")) { /* DIAGNOSTIC (session 10): copy-engine copies */
+        if (P->land_ce) {
+            /* copy engine: one copy per run of stripes adjacent both in the
+             * host tier and in the landing (whole entries); ~3 us each
+             * besides its bytes, so made for long runs (run-aware eviction) */
             const sw_cuda_swap_gather_item *g = P->items + P->item0;
             const int64_t n = P->nitem - P->item0;
             const uint64_t stb = P->land_stride;
@@ -1027,7 +1034,8 @@ static void land_flush(struct prelease *P, int launch)
             if (P->tline && P->lt_n < 256) {
                 P->lt_ev[P->lt_n] = ev;
                 P->lt_host[P->lt_n] = tl_now();
-                P->lt_items[P->lt_n] = (int32_t)(P->nitem - P->item0) * 1000 + ncopy;
+                P->lt_items[P->lt_n] = (int32_t)(P->nitem - P->item0);
+                P->lt_copies[P->lt_n] = ncopy;
                 P->lt_n++;
             }
         }
@@ -1150,8 +1158,9 @@ static void land_report(sw_swap_dev *d, int call)
         float ms = -1.0f;
         if (sw_cuda_swap_event_ms(&ms, d->tl_ev[0], P->lev[P->lt_ev[i]]) != SW_OK)
             ms = -1.0f;
-        fprintf(stderr, "swap timeline %d: L %3d gpu %8.3f ms host %8.3f ms (%d stripes)\n", call,
-                i, ms, 1e3 * (P->lt_host[i] - d->tl_host[0]), P->lt_items[i]);
+        fprintf(stderr, "swap timeline %d: L %3d gpu %8.3f ms host %8.3f ms (%d stripes, %d copies)\n",
+                call, i, ms, 1e3 * (P->lt_host[i] - d->tl_host[0]), P->lt_items[i],
+                P->lt_copies[i]);
     }
     if (P)
         P->lt_n = 0;
@@ -1217,6 +1226,7 @@ static sw_status prelease_start_thread(sw_swap *s)
                 P->land_cap = cap;
                 const int64_t c = sw_env_int("SPILLWAY_SWAP_LAND_CTAS", d->gather_ctas);
                 P->ctas = c >= 0 && c <= 64 * (int64_t)d->sms ? (int32_t)c : d->gather_ctas;
+                P->land_ce = sw_env_int("SPILLWAY_SWAP_LAND_CE", 0) != 0;
                 const int64_t lb = sw_env_int("SPILLWAY_SWAP_LAND_BLOCKS", 256);
                 P->land_blocks = lb >= PL_LAND && lb <= (1 << 20) ? (int32_t)lb : 256;
                 if (sw_cuda_swap_stream_create(&P->lstream) != SW_OK ||
