@@ -128,7 +128,12 @@ typedef struct sw_swap_dev {
     int desc_zc;              /* SPILLWAY_SWAP_DESC_ZC=1: kernels read the descriptors
                                * from desc_host (pinned) over PCIe, nothing uploaded:
                                * no upload queued behind landing copies in the copy
-                               * engine (session 10) */
+                               * engine (session 10); zc: this call's, on only when
+                               * its first job lands blocks (a call with nothing
+                               * to land keeps the uploads: the all-resident tile
+                               * kernel read its descriptors at 37% of D2D over
+                               * PCIe against 80%) */
+    int zc;
     size_t desc_bytes, desc_used;
     float *scores_host;       /* pinned, desc_host's tail */
     /* per-call plan */
@@ -217,8 +222,8 @@ typedef struct sw_swap_dev {
 } sw_swap_dev;
 
 /* the descriptor space the kernels read: the device copy, or the pinned host
- * one itself (desc_zc) */
-#define DESC_K(d) ((d)->desc_zc ? (d)->desc_host : (d)->desc_dev)
+ * one itself (zc: this call's) */
+#define DESC_K(d) ((d)->zc ? (d)->desc_host : (d)->desc_dev)
 
 static sw_status launcher_start(sw_swap_dev *d);
 static void launcher_stop(sw_swap_dev *d);
@@ -636,7 +641,7 @@ static sw_status launch_direct(sw_swap_dev *d, const launch_job *j)
     if (j->land_ev) /* its landed stripes' copies */
         SW_TRY(sw_cuda_swap_stream_wait(j->cs, j->land_ev));
     tl_mark(d, j->cs, 'c', j->tag);
-    if (!d->desc_zc)
+    if (!d->zc)
         SW_TRY(sw_cuda_swap_copy(d->desc_dev + j->bo, d->desc_host + j->bo, j->end - j->bo,
                                  j->cs));
     void *e0 = NULL, *e1 = NULL;
@@ -1731,6 +1736,9 @@ sw_status sw_swap_dev_attend_begin(sw_swap *s, const sw_swap_attend_params *p,
                                    sw_swap_seq *const *seqs, float **scores, void *stream)
 {
     sw_swap_dev *d = s->dev;
+    /* descriptors read in place this call when its first job (posted before
+     * this, attend_dev) lands blocks: its copies would queue the uploads */
+    d->zc = d->desc_zc && d->pl && d->pl->job_nland > 0;
     const int32_t H = s->m.num_kv_heads, Hq = s->m.num_qo_heads, G = Hq / H;
     const int32_t D = s->m.head_dim, R = s->c.predictor_rank;
     const int64_t rows = p->q_indptr[p->batch];
@@ -1818,7 +1826,7 @@ sw_status sw_swap_dev_attend_begin(sw_swap *s, const sw_swap_attend_params *p,
     if (d->offload_pending)
         SW_TRY(sw_cuda_swap_stream_wait(stream, d->ev_offload));
     if (total > 0 && hrows > 0) {
-        if (!d->desc_zc)
+        if (!d->zc)
             SW_TRY(sw_cuda_swap_copy(d->desc_dev + so, sb, (size_t)total * sizeof *sb, stream));
         SW_TRY(sw_cuda_swap_project(d->P, D, R, p->q, hrows, d->d_qp, stream));
         SW_TRY(sw_cuda_swap_score(d->d_qp, d->arena,
@@ -2093,7 +2101,7 @@ sw_status sw_swap_dev_gather(sw_swap *s, const sw_swap_attend_params *p, const s
     SW_TRY(sw_cuda_swap_stream_wait(gs, d->ev_stage[t->buf]));
     if (t->land_ev) /* its landed stripes' copies */
         SW_TRY(sw_cuda_swap_stream_wait(gs, t->land_ev));
-    if (!d->desc_zc)
+    if (!d->zc)
         SW_TRY(sw_cuda_swap_copy(d->desc_dev + pr->bo, d->desc_host + pr->bo, pr->end - pr->bo,
                                  gs));
     pr->set = 1;
@@ -2283,7 +2291,7 @@ sw_status sw_swap_dev_compute(sw_swap *s, const sw_swap_attend_params *p, const 
         SW_TRY(build_desc(s, p, q, t, 0, &bo, &fo, &go, &end, &nfill, &ngather, &kv_bytes));
     }
     tl_mark(d, stream, 'c', 10 * t->hbuf + (t->gathered ? 1 : 0) + (ngather > 0 ? 2 : 0));
-    if (!t->gathered && !d->desc_zc)
+    if (!t->gathered && !d->zc)
         SW_TRY(sw_cuda_swap_copy(d->desc_dev + bo, d->desc_host + bo, end - bo, stream));
     tl_mark(d, stream, 'u', t->hbuf);
     if (t->gathered) /* its gathers into the staging, issued ahead on a gather stream */
