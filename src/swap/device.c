@@ -1284,6 +1284,7 @@ static void prelease_release(sw_swap *s)
     P->layer = -1;
     P->land_used = 0;
     P->lev_used = 0;
+    P->job_nland = 0;
     P->nitem = 0;
     P->item0 = 0;
 }
@@ -1354,6 +1355,7 @@ sw_status sw_swap_dev_prelease(sw_swap *s, const sw_swap_seq *q, int32_t layer,
     P->layer = -1;
     P->n = 0;
     P->nblk = 0;
+    P->job_nland = 0; /* (the call's zero-copy descriptors follow it) */
     if (n <= 0)
         return SW_OK;
     if (!P->kb) {
