@@ -547,6 +547,8 @@ static const char bench_usage[] =
     "                   device-to-device reference, 2 steps after 1 warm-up: a 64 MiB\n"
     "                   attend is mostly the launch's fixed cost, docs/perf/swap.md;\n"
     "                   else, or with --quick, --context)\n"
+    "  --host-tile N    the host-tier case's tile, as --tile N for that case alone\n"
+    "                   (default with a GPU: 128 blocks)\n"
     "  --json PATH      default bench/results/swap-<host>.json when bench/results exists,\n"
     "                   else ./swap-<host>.json\n";
 
@@ -590,11 +592,20 @@ int cmd_bench_swap(int argc, char **argv)
     o.steps = 5;
     int set_ctx = 0, set_steps = 0, set_raw = 0;
     int64_t res_ctx = 0; /* --resident-context; 0 = the default */
+    int64_t host_tile = 0; /* --host-tile; 0 = the case's default */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             printf("%s", bench_usage);
             return 0;
+        } else if (!strcmp(a, "--host-tile") && i + 1 < argc) {
+            char *end = NULL;
+            host_tile = strtoll(argv[++i], &end, 10);
+            if (!end || *end || host_tile < 1 || host_tile > (1 << 20)) {
+                fprintf(stderr, "spillway bench swap: --host-tile wants 1..1048576 blocks, "
+                                "not '%s'\n", argv[i]);
+                return 2;
+            }
         } else if (!strcmp(a, "--resident-context") && i + 1 < argc) {
             char *end = NULL;
             res_ctx = strtoll(argv[++i], &end, 10);
@@ -672,6 +683,8 @@ int cmd_bench_swap(int argc, char **argv)
         if (!in_list(o.cases, cases[k].key))
             continue;
         swap_opts ok = o;
+        if (k == 1 && host_tile > 0)
+            ok.tile = (int32_t)host_tile;
         if (k == 2 && use_device(&o) && !o.quick) {
             /* the all-resident case at the D2D reference's byte count */
             ok.context = res_ctx > 0 ? res_ctx : 524288;
