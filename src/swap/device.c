@@ -46,7 +46,16 @@
  * docs/perf/swap.md session 7.) The gather items are read by the kernel
  * from the pinned descriptor space (no upload on the way). With 0, the
  * gather runs on the compute stream after the tile's scatter, straight into
- * the slots. */
+ * the slots.
+ *
+ * Measurement modes, off by default (docs/swap.md "Direct tiles",
+ * "Prelease", "Landing"): direct tiles (one kernel per host-tier tile, two
+ * tile streams and a merge stream, a launcher thread); the prelease thread
+ * (a sequence's host-tier leases taken ahead, posted at the call's start);
+ * its landing (those blocks moved into a device buffer on the thread's own
+ * stream, by the gather kernel or by copy-engine copies, an event per
+ * launch that the tiles reading them wait for); and descriptors read in
+ * place from pinned memory in a call that lands blocks (DESC_K). */
 #include "swap_internal.h"
 #include "swap_cuda.h"
 #include "attn/attn_internal.h"
