@@ -592,7 +592,10 @@ sw_status sw_swap_dev_create(sw_swap *s)
      * merge (identical results) goes with them. */
     d->direct = d->gather && !d->fused && sw_env_int("SPILLWAY_SWAP_DIRECT", 0) != 0;
     d->merge_wide = sw_env_int("SPILLWAY_SWAP_MERGE_WIDE", d->direct) != 0;
-    d->desc_zc = sw_env_int("SPILLWAY_SWAP_DESC_ZC", 0) != 0;
+    /* not with kernel 3's descriptor-window variant (SPILLWAY_SWAP_BULK_VARIANT=1):
+     * it fetches them with cp.async.bulk, never run from pinned host memory */
+    d->desc_zc = sw_env_int("SPILLWAY_SWAP_DESC_ZC", 0) != 0 &&
+                 sw_env_int("SPILLWAY_SWAP_BULK_VARIANT", 0) != 1;
     {
         const int64_t c = sw_env_int("SPILLWAY_SWAP_DIRECT_BPC", 1);
         d->direct_bpc = c >= 1 && c <= 64 ? (int32_t)c : 1;
@@ -954,10 +957,12 @@ struct prelease {
      * a tile then reads those stripes from device memory (its own gather or
      * direct kernel, with the CRC check as before) after that event. So
      * PCIe streams from the call's start, not at the pace tiles are planned.
-     * (Copy-engine copies, one per run of adjacent host-tier entries, ~200 a
-     * step in the bench: 38-43% of pinned H2D, and they queued the tiles'
-     * descriptor uploads behind them; bench/dev/rejected/
-     * swap_land_ce_desc_zc_s10.patch.) Room is handed out in job order
+     * Or copy-engine copies (land_ce), one per run of adjacent host-tier
+     * entries: with the pool's residents scattered (~200 copies a step in the
+     * bench) 38-43% of pinned H2D; with run-aware eviction (whole 8 MiB
+     * runs) and in-place descriptors (DESC_K: the uploads had queued behind
+     * the copies) the best measured, 60-66% at tile 512 (docs/swap.md,
+     * "Landing"). Room is handed out in job order
      * through the call (land_used stripes; never reused within a call, so
      * no reader of an earlier job sees it overwritten); a block past it is
      * read from the host tier as before. */
@@ -1279,6 +1284,7 @@ static void prelease_release(sw_swap *s)
     if (!P)
         return;
     prelease_wait(P, 1);
+    P->job_nland = 0; /* the next call's descriptors are uploaded unless it lands again */
     /* copies still reading leased memory (a cancelled job's, whose blocks no
      * tile read) end before the leases do; the tiles that read the landing
      * were waited by the verdict, so the next call may refill it */
@@ -1293,7 +1299,6 @@ static void prelease_release(sw_swap *s)
     P->layer = -1;
     P->land_used = 0;
     P->lev_used = 0;
-    P->job_nland = 0;
     P->nitem = 0;
     P->item0 = 0;
 }
@@ -1497,8 +1502,11 @@ sw_status sw_swap_dev_lease_tile(sw_swap *s, const int32_t *miss_blocks, int32_t
             if (!atomic_compare_exchange_strong(&P->state[i], &expect, PL_MAIN)) {
                 /* the thread is in the store call for it (microseconds,
                  * unless it lost its core: then let it run) or has it queued
-                 * for its next landing launch (asked to launch now) */
-                atomic_store(&P->want, 1);
+                 * for its next landing launch (asked to launch now; only for
+                 * a block not handed over yet: asked for every block, the
+                 * launches shrank to one store call's blocks) */
+                if (expect == PL_BUSY)
+                    atomic_store(&P->want, 1);
                 for (int spin = 0;
                      atomic_load_explicit(&P->state[i], memory_order_acquire) == PL_BUSY; spin++)
                     if (spin >= 256)

@@ -36,7 +36,8 @@ int sw_cuda_is_device_ptr(const void *p);
 
 /* ---- kernels ---- */
 /* One block of a tile as the tile kernel sees it (16-byte aligned array in
- * device memory). */
+ * device memory, or in pinned host memory read in place: device.c's
+ * SPILLWAY_SWAP_DESC_ZC). */
 typedef struct sw_cuda_swap_blk {
     int32_t slot;      /* pool slot */
     int32_t block;     /* logical block: first token = block * block_size */
