@@ -18,16 +18,6 @@ int sw_store_host_mapped(sw_store *s)
     return m;
 }
 
-size_t sw_store_host_entry_bytes(sw_store *s)
-{
-    if (!s)
-        return 0;
-    pthread_mutex_lock(&s->lock);
-    const size_t b = s->host_n > 0 ? (size_t)s->g.slot_bytes : 0;
-    pthread_mutex_unlock(&s->lock);
-    return b;
-}
-
 size_t sw_store_host_entries(sw_store *s)
 {
     if (!s)

@@ -35,12 +35,6 @@ typedef struct sw_store_lease {
  * (no host tier, or a build or machine without CUDA). */
 int sw_store_host_mapped(sw_store *s);
 
-/* Bytes between consecutive host-tier entries (each holds one stripe at
- * its start; a leased ptr is the entry's first byte): two leases whose ptrs
- * are this far apart are adjacent in memory and move in one copy. 0
- * without a host tier. */
-size_t sw_store_host_entry_bytes(sw_store *s);
-
 /* Entries of the host tier (each holds one stripe): the most keys one
  * holder of leases can have leased at once. 0 without a host tier. */
 size_t sw_store_host_entries(sw_store *s);

@@ -154,6 +154,18 @@ int sw_swap_sparse_select(const float *sc, int32_t n, int32_t k, int32_t w, uint
     return 0;
 }
 
+/* The blocks of L not resident, selected (sel NULL: all), in block order:
+ * the missing part of build_order's order, also posted to the prelease
+ * before it is built (attend_dev). */
+static int32_t missing_of(const sw_swap_layer *L, const uint8_t *sel, int32_t *out)
+{
+    int32_t n = 0;
+    for (int32_t b = 0; b < L->nblocks; b++)
+        if ((!sel || sel[b]) && L->blk[b].slot < 0)
+            out[n++] = b;
+    return n;
+}
+
 /* Builds the block order of batch entry bi: resident first, then missing
  * ones, both in block order. Sparse mode keeps the top-k scored,
  * the recent window and every unscored block. Also refreshes the scores of
@@ -189,9 +201,7 @@ static int32_t build_order(run *R, int32_t bi, int32_t *order)
      * (score order made them scattered 8 KiB reads: 12% of the raw disk
      * rate in `spillway bench swap`). What stays resident is decided by the
      * eviction policy, not by the visiting order. */
-    for (int32_t b = 0; b < n; b++)
-        if (sel[b] && L->blk[b].slot < 0)
-            order[cnt++] = b;
+    cnt += missing_of(L, sel, order + cnt);
     free(sel);
     return cnt;
 }
@@ -1101,11 +1111,7 @@ static sw_status attend_dev(run *R, sw_swap_attend_result *res, void *stream)
             memset(&R->ss0, 0, sizeof R->ss0);
             R->ss0.struct_size = sizeof R->ss0;
             R->early = sw_store_get_stats(s->store, &R->ss0) == SW_OK;
-            const sw_swap_layer *L = &R->seqs[bi]->layers[p->layer];
-            int32_t n = 0;
-            for (int32_t b = 0; b < L->nblocks; b++)
-                if (L->blk[b].slot < 0)
-                    R->order[n++] = b;
+            const int32_t n = missing_of(&R->seqs[bi]->layers[p->layer], NULL, R->order);
             (void)sw_swap_dev_prelease(s, R->seqs[bi], p->layer, R->order, n);
         }
     }

@@ -82,6 +82,28 @@ typedef struct gather_rec {
     uint64_t generation;
 } gather_rec;
 
+/* Raw-CRC offsets of the last stripe lengths seen (sw_crc32c_to_raw is ~30
+ * GF(2) products): one per thread that writes gather items. Zeroed: unset
+ * entries have length 0 and offset 0, right for 0. */
+typedef struct crc_cache {
+    uint32_t len[4], off[4];
+    int next;
+} crc_cache;
+
+/* The store's CRC of a `len`-byte stripe as the raw register the gather
+ * kernels compute: crc ^ off(len), off(len) = (~0 * x^(8 len)) ^ ~0. */
+static uint32_t crc_raw_of(crc_cache *c, uint32_t crc, uint32_t len)
+{
+    for (int i = 0; i < 4; i++)
+        if (c->len[i] == len)
+            return crc ^ c->off[i];
+    const uint32_t off = sw_crc32c_to_raw(0, len);
+    c->len[c->next] = len;
+    c->off[c->next] = off;
+    c->next = (c->next + 1) & 3;
+    return crc ^ off;
+}
+
 /* Mismatches the device reports by id (more are counted, not named). */
 #define SW_SWAP_BAD_CAP 63u
 /* Partial buffers of the direct mode's tiles (merged on their own stream). */
@@ -151,16 +173,14 @@ typedef struct sw_swap_dev {
     /* host-tier gather: enabled (SPILLWAY_SWAP_HOST_GATHER, default 1, and a
      * host tier pinned by CUDA); the call's leased entries and gathered
      * stripes; the device's mismatch report and its pinned copy
-     * ([0] count, [1..SW_SWAP_BAD_CAP] gather ids); raw-CRC offsets of the
-     * last stripe lengths seen (sw_crc32c_to_raw is ~30 GF(2) products) */
+     * ([0] count, [1..SW_SWAP_BAD_CAP] gather ids); raw-CRC offsets */
     int gather;
     uint32_t *lease_ent;
     size_t nlease, lease_cap;
     gather_rec *grec;
     size_t ngrec, grec_cap;
     uint32_t *d_bad, *h_bad;
-    uint32_t crc_len[4], crc_off[4];
-    int crc_next;
+    crc_cache crc;
     /* gathers issued ahead: enabled, the two gather streams (alternating),
      * the compute stream's event after the last tile enqueued, each tile's
      * gather-done event by ring position (nhstage), and whether this call
@@ -233,6 +253,13 @@ typedef struct sw_swap_dev {
 /* the descriptor space the kernels read: the device copy, or the pinned host
  * one itself (zc: this call's) */
 #define DESC_K(d) ((d)->zc ? (d)->desc_host : (d)->desc_dev)
+
+/* Uploads descriptor bytes [off, off + bytes) on `stream` for the kernels
+ * after it; nothing to do when they read them in place (zc). */
+static sw_status desc_up(const struct sw_swap_dev *d, size_t off, size_t bytes, void *stream)
+{
+    return d->zc ? SW_OK : sw_cuda_swap_copy(d->desc_dev + off, d->desc_host + off, bytes, stream);
+}
 
 static sw_status launcher_start(sw_swap_dev *d);
 static void launcher_stop(sw_swap_dev *d);
@@ -653,9 +680,7 @@ static sw_status launch_direct(sw_swap_dev *d, const launch_job *j)
     if (j->land_ev) /* its landed stripes' copies */
         SW_TRY(sw_cuda_swap_stream_wait(j->cs, j->land_ev));
     tl_mark(d, j->cs, 'c', j->tag);
-    if (!d->zc)
-        SW_TRY(sw_cuda_swap_copy(d->desc_dev + j->bo, d->desc_host + j->bo, j->end - j->bo,
-                                 j->cs));
+    SW_TRY(desc_up(d, j->bo, j->end - j->bo, j->cs));
     void *e0 = NULL, *e1 = NULL;
     if (d->timing) {
         SW_TRY(timing_event(d, 2 * d->tev_used, &e0));
@@ -992,8 +1017,7 @@ struct prelease {
     atomic_int want;            /* the caller waits for a queued block: launch now */
     int land_ce;                /* SPILLWAY_SWAP_LAND_CE=1: copy-engine copies, not
                                  * the gather kernel */
-    uint32_t crc_len[4], crc_off[4]; /* the thread's raw-CRC offsets (land_crc_raw) */
-    int crc_next;
+    crc_cache crc;              /* the thread's (the caller's is d->crc) */
     /* timeline (SPILLWAY_SWAP_TIMELINE=1): per landing launch its event's
      * index, the host clock when recorded, its stripes and copies */
     int tline;
@@ -1016,15 +1040,6 @@ static void land_flush(struct prelease *P, int launch)
         return;
     int32_t ev = -1;
     if (launch && P->ljob_ev < P->ljob_nev) {
-        sw_cuda_swap_gather_args ga;
-        memset(&ga, 0, sizeof ga);
-        ga.g = P->items + P->item0;
-        ga.n = (int32_t)(P->nitem - P->item0);
-        ga.pool = P->land;
-        ga.bad = P->d_lbad; /* counted, not read: a tile's own gather from the
-                             * landing checks the CRC and reports it */
-        ga.bad_cap = 0;
-        ga.ctas = P->ctas;
         void *e = P->lev[P->chunk0 + P->ljob_ev];
         sw_status st = SW_OK;
         int32_t ncopy = 0;
@@ -1046,6 +1061,15 @@ static void land_flush(struct prelease *P, int launch)
                 k = r;
             }
         } else {
+            sw_cuda_swap_gather_args ga;
+            memset(&ga, 0, sizeof ga);
+            ga.g = P->items + P->item0;
+            ga.n = (int32_t)(P->nitem - P->item0);
+            ga.pool = P->land;
+            ga.bad = P->d_lbad; /* counted, not read: a tile's own gather from the
+                                 * landing checks the CRC and reports it */
+            ga.bad_cap = 0;
+            ga.ctas = P->ctas;
             st = sw_cuda_swap_gather(&ga, P->lstream);
         }
         if (st == SW_OK && sw_cuda_swap_event_record(e, P->lstream) == SW_OK) {
@@ -1068,20 +1092,6 @@ static void land_flush(struct prelease *P, int launch)
     P->npend = 0;
 }
 
-/* The store's CRC of a len-byte stripe as the gather kernel's raw register
- * (crc_raw_of's, with the thread's own cache of the offsets). */
-static uint32_t land_crc_raw(struct prelease *P, uint32_t crc, uint32_t len)
-{
-    for (int i = 0; i < 4; i++) /* (unset entries: length 0, offset 0, right for 0) */
-        if (P->crc_len[i] == len)
-            return crc ^ P->crc_off[i];
-    const uint32_t off = sw_crc32c_to_raw(0, len);
-    P->crc_len[P->crc_next] = len;
-    P->crc_off[P->crc_next] = off;
-    P->crc_next = (P->crc_next + 1) & 3;
-    return crc ^ off;
-}
-
 /* Queues block i (claimed, its leases lb[0..2H) taken) for the landing
  * gather when it is wholly leased and has landing room (and the thread's
  * device is set: land_ok); 0 when it is not (the caller hands it over
@@ -1099,7 +1109,7 @@ static int land_queue(struct prelease *P, int land_ok, int32_t i, const sw_store
         g->src = lb[x].ptr;
         g->dst = ((uint64_t)P->job_land0 + (uint64_t)i * spb + x) * st;
         g->length = lb[x].length;
-        g->crc_raw = land_crc_raw(P, lb[x].crc, lb[x].length);
+        g->crc_raw = crc_raw_of(&P->crc, lb[x].crc, lb[x].length);
         g->id = 0;
         g->pad = 0;
     }
@@ -1235,7 +1245,14 @@ static sw_status prelease_start_thread(sw_swap *s)
     d->pl = P; /* from here prelease_stop_thread frees what is set up */
     {
         const int64_t mb = sw_env_int("SPILLWAY_SWAP_LANDING_MB", 0);
-        const size_t st = sw_store_host_entry_bytes(s->store);
+        /* host-tier entries are one extent apart (a leased ptr is its
+         * entry's first byte): leases that far apart are adjacent */
+        sw_store_stats sst;
+        memset(&sst, 0, sizeof sst);
+        sst.struct_size = sizeof sst;
+        const size_t st = sw_store_get_stats(s->store, &sst) == SW_OK && sst.host_capacity_bytes
+                              ? (size_t)sst.extent_bytes
+                              : 0;
         const size_t spb = 2 * (size_t)P->H;
         if (mb > 0 && mb <= ((int64_t)1 << 20) && st > 0 && st % 16 == 0) {
             const int64_t cap = (mb << 20) / (int64_t)st / (int64_t)spb * (int64_t)spb;
@@ -1457,7 +1474,6 @@ sw_status sw_swap_dev_prelease(sw_swap *s, const sw_swap_seq *q, int32_t layer,
             P->land_used += (int64_t)nl * (int64_t)spb;
             P->lev_used += nev;
             P->ljob_nev = nev;
-            P->ljob_ev = 0;
         }
     }
     P->q = q;
@@ -1572,20 +1588,6 @@ sw_status sw_swap_dev_lease(sw_swap *s, size_t n, const sw_store_key *keys,
             d->lease_ent[d->nlease++] = lease[i].entry;
     *nleased = got;
     return SW_OK;
-}
-
-/* The store's CRC of a `len`-byte stripe as the raw register the kernel
- * computes: crc ^ off(len), off(len) = (~0 * x^(8 len)) ^ ~0. */
-static uint32_t crc_raw_of(sw_swap_dev *d, uint32_t crc, uint32_t len)
-{
-    for (int i = 0; i < 4; i++)
-        if (d->crc_len[i] == len) /* (unset entries: length 0, offset 0, right for 0) */
-            return crc ^ d->crc_off[i];
-    const uint32_t off = sw_crc32c_to_raw(0, len);
-    d->crc_len[d->crc_next] = len;
-    d->crc_off[d->crc_next] = off;
-    d->crc_next = (d->crc_next + 1) & 3;
-    return crc ^ off;
 }
 
 static sw_status grec_push(sw_swap_dev *d, const gather_rec *r)
@@ -1845,8 +1847,7 @@ sw_status sw_swap_dev_attend_begin(sw_swap *s, const sw_swap_attend_params *p,
     if (d->offload_pending)
         SW_TRY(sw_cuda_swap_stream_wait(stream, d->ev_offload));
     if (total > 0 && hrows > 0) {
-        if (!d->zc)
-            SW_TRY(sw_cuda_swap_copy(d->desc_dev + so, sb, (size_t)total * sizeof *sb, stream));
+        SW_TRY(desc_up(d, so, (size_t)total * sizeof *sb, stream)); /* sb: desc_host + so */
         SW_TRY(sw_cuda_swap_project(d->P, D, R, p->q, hrows, d->d_qp, stream));
         SW_TRY(sw_cuda_swap_score(d->d_qp, d->arena,
                                   (const sw_cuda_swap_sblk *)(DESC_K(d) + so),
@@ -1939,7 +1940,7 @@ static sw_status gather_items(sw_swap *s, const sw_swap_attend_params *p, const 
                                     (kind ? d->v_off : 0) +
                                     (uint64_t)h * (uint64_t)B * (uint64_t)D * es;
             g->length = l->length; /* = valid rows x D x es: finish_read checked it */
-            g->crc_raw = crc_raw_of(d, l->crc, l->length);
+            g->crc_raw = crc_raw_of(&d->crc, l->crc, l->length);
             g->id = (uint32_t)d->ngrec;
             g->pad = 0;
             const gather_rec r = {q, p->layer, t->miss_blocks[m], t->miss_slots[m], h, kind,
@@ -2120,9 +2121,7 @@ sw_status sw_swap_dev_gather(sw_swap *s, const sw_swap_attend_params *p, const s
     SW_TRY(sw_cuda_swap_stream_wait(gs, d->ev_stage[t->buf]));
     if (t->land_ev) /* its landed stripes' copies */
         SW_TRY(sw_cuda_swap_stream_wait(gs, t->land_ev));
-    if (!d->zc)
-        SW_TRY(sw_cuda_swap_copy(d->desc_dev + pr->bo, d->desc_host + pr->bo, pr->end - pr->bo,
-                                 gs));
+    SW_TRY(desc_up(d, pr->bo, pr->end - pr->bo, gs));
     pr->set = 1;
     sw_cuda_swap_gather_args ga;
     memset(&ga, 0, sizeof ga);
@@ -2310,8 +2309,8 @@ sw_status sw_swap_dev_compute(sw_swap *s, const sw_swap_attend_params *p, const 
         SW_TRY(build_desc(s, p, q, t, 0, &bo, &fo, &go, &end, &nfill, &ngather, &kv_bytes));
     }
     tl_mark(d, stream, 'c', 10 * t->hbuf + (t->gathered ? 1 : 0) + (ngather > 0 ? 2 : 0));
-    if (!t->gathered && !d->zc)
-        SW_TRY(sw_cuda_swap_copy(d->desc_dev + bo, d->desc_host + bo, end - bo, stream));
+    if (!t->gathered)
+        SW_TRY(desc_up(d, bo, end - bo, stream));
     tl_mark(d, stream, 'u', t->hbuf);
     if (t->gathered) /* its gathers into the staging, issued ahead on a gather stream */
         SW_TRY(sw_cuda_swap_stream_wait(stream, d->ev_g[t->hbuf]));
