@@ -1091,6 +1091,7 @@ static sw_status attend_dev(run *R, sw_swap_attend_result *res, void *stream)
     }
     if (st == SW_OK)
         st = sw_swap_dev_enter(s);
+    sw_swap_dev_tl_phase(s, 'A');
     /* A host buffer here would fault inside a kernel (a sticky error that
      * ends the context): refuse it up front. */
     if (st == SW_OK && hrows > 0 &&
@@ -1113,12 +1114,14 @@ static sw_status attend_dev(run *R, sw_swap_attend_result *res, void *stream)
             R->early = sw_store_get_stats(s->store, &R->ss0) == SW_OK;
             const int32_t n = missing_of(&R->seqs[bi]->layers[p->layer], NULL, R->order);
             (void)sw_swap_dev_prelease(s, R->seqs[bi], p->layer, R->order, n);
+            sw_swap_dev_tl_phase(s, 'P');
         }
     }
     if (st == SW_OK) {
         const double t0 = now_s();
         st = sw_swap_dev_attend_begin(s, p, R->seqs, R->scores, stream);
         s->st.score_seconds += now_s() - t0;
+        sw_swap_dev_tl_phase(s, 'b');
     }
     const uint64_t h0 = s->st.hits, m0 = s->st.misses;
     float *exact = NULL, *got = NULL;
@@ -1139,8 +1142,10 @@ static sw_status attend_dev(run *R, sw_swap_attend_result *res, void *stream)
         st = run_pass(R, sparse);
     }
     const double tf0 = now_s();
+    sw_swap_dev_tl_phase(s, 'R');
     if (st == SW_OK)
         st = sw_swap_dev_pass_end(s, p, p->o, p->lse, exact ? got : NULL, stream);
+    sw_swap_dev_tl_phase(s, 'F');
     if (st == SW_OK && exact) {
         double num = 0.0, den = 0.0;
         for (int64_t i = 0; i < hrows * D; i++) {
@@ -1156,6 +1161,7 @@ static sw_status attend_dev(run *R, sw_swap_attend_result *res, void *stream)
         /* the gathers' CRC verdict and the leases' release, on every path
          * (a failed call still drops the slots of stripes that failed) */
         sw_status v = sw_swap_dev_attend_verdict(s, stream, st == SW_OK);
+        sw_swap_dev_tl_phase(s, 'V');
         if (st == SW_OK)
             st = v;
         /* recorded even after a failure: the next call waits for what was

@@ -248,6 +248,11 @@ typedef struct sw_swap_dev {
     char *tl_kind;
     int32_t *tl_tag;
     int32_t ntl, tl_nev, tl_cap, tl_calls;
+    /* host-only phase marks of the call (sw_swap_dev_tl_phase), reported
+     * from its B mark: where the call's host time goes outside the span */
+    double tl_ph[16];
+    char tl_phk[16];
+    int32_t tl_nph;
 } sw_swap_dev;
 
 /* the descriptor space the kernels read: the device copy, or the pinned host
@@ -324,6 +329,19 @@ static void tl_mark(sw_swap_dev *d, void *stream, char kind, int32_t tag)
     d->ntl++;
 }
 
+void sw_swap_dev_tl_phase(sw_swap *s, char kind)
+{
+    sw_swap_dev *d = s->dev;
+    if (!d || !d->tline)
+        return;
+    if (kind == 'A')
+        d->tl_nph = 0; /* the call's first */
+    if (d->tl_nph >= 16)
+        return;
+    d->tl_ph[d->tl_nph] = tl_now();
+    d->tl_phk[d->tl_nph++] = kind;
+}
+
 /* After the call's work has completed: each mark's GPU time and host
  * enqueue time (ms from the call's B mark), and a summary: the span from B
  * to the last end, time with a gather running, with a compute running, with
@@ -332,6 +350,7 @@ static void tl_report(sw_swap_dev *d)
 {
     if (!d->tline || d->ntl < 2 || d->tl_kind[0] != 'B') {
         d->ntl = 0;
+        d->tl_nph = 0;
         land_report(d, -1); /* (nothing printed: its lines dropped) */
         return;
     }
@@ -352,6 +371,15 @@ static void tl_report(sw_swap_dev *d)
         span = g[i] > span ? g[i] : span;
     }
     land_report(d, call);
+    if (d->tl_nph > 0) {
+        char line[16 * 16 + 1];
+        size_t o = 0;
+        for (int32_t i = 0; i < d->tl_nph && o + 16 < sizeof line; i++)
+            o += (size_t)snprintf(line + o, sizeof line - o, " %c %.3f", d->tl_phk[i],
+                                  1e3 * (d->tl_ph[i] - d->tl_host[0]));
+        fprintf(stderr, "swap timeline %d: host phases (ms from B):%s\n", call, o ? line : "");
+    }
+    d->tl_nph = 0;
     /* busy time: a sweep over 1 us cells of the span (a diagnostic) */
     const int32_t cells = (int32_t)(span * 1000.0) + 1;
     unsigned char *busy = calloc((size_t)cells, 1);
@@ -1024,6 +1052,7 @@ struct prelease {
     int32_t lt_n;
     int32_t lt_ev[256], lt_items[256], lt_copies[256];
     double lt_host[256];
+    double lt_wake; /* the thread's clock when it took the call's first job (0: none) */
 };
 
 #define PL_CH 16   /* blocks a store call */
@@ -1191,8 +1220,13 @@ static void land_report(sw_swap_dev *d, int call)
                 call, i, ms, 1e3 * (P->lt_host[i] - d->tl_host[0]), P->lt_items[i],
                 P->lt_copies[i]);
     }
-    if (P)
+    if (P && call >= 0 && P->lt_wake != 0)
+        fprintf(stderr, "swap timeline %d: W thread woke host %8.3f ms\n", call,
+                1e3 * (P->lt_wake - d->tl_host[0]));
+    if (P) {
         P->lt_n = 0;
+        P->lt_wake = 0;
+    }
 }
 
 static void *prelease_main(void *arg)
@@ -1208,6 +1242,8 @@ static void *prelease_main(void *arg)
             break;
         P->running = 1;
         pthread_mutex_unlock(&P->mu);
+        if (P->tline && P->lt_wake == 0)
+            P->lt_wake = tl_now();
         prelease_run(P, land_ok);
         pthread_mutex_lock(&P->mu);
         P->job = 0;
@@ -1612,6 +1648,7 @@ sw_status sw_swap_dev_attend_verdict(sw_swap *s, void *stream, int report)
     sw_status st = launch_drain_x(d, 1);
     /* the prelease thread done with this call (its leases released below) */
     prelease_wait(d->pl, 1);
+    sw_swap_dev_tl_phase(s, 'w');
     for (int i = 0; d->pissued && i < 3; i++) {
         const sw_status g = sw_cuda_stream_sync(i < 2 ? d->pstream[i] : d->mstream);
         if (st == SW_OK)
@@ -1639,6 +1676,7 @@ sw_status sw_swap_dev_attend_verdict(sw_swap *s, void *stream, int report)
     /* the one wait on the call's stream: the gathers are done with the
      * leased memory, and the report is here */
     const sw_status sy = sw_cuda_stream_sync(stream);
+    sw_swap_dev_tl_phase(s, 's');
     if (st == SW_OK)
         st = sy;
     sw_status out = st;
@@ -2408,6 +2446,7 @@ sw_status sw_swap_dev_attend_end(sw_swap *s, void *stream)
     sw_swap_dev *d = s->dev;
     SW_TRY(sw_cuda_swap_event_record(d->ev_done, stream));
     d->done_pending = 1;
+    sw_swap_dev_tl_phase(s, 'E');
     if (d->tline && d->ntl > 0) {
         SW_TRY(wait_done(d));
         tl_report(d);

@@ -320,6 +320,9 @@ sw_status sw_swap_dev_prelease(sw_swap *s, const sw_swap_seq *q, int32_t layer,
  * leases and landing copies start with the call; the same job posted again
  * when the order is built is kept, not restarted. */
 int sw_swap_dev_preleases(const sw_swap *s);
+/* The timeline's host-only phase mark `kind` (SPILLWAY_SWAP_TIMELINE=1; else
+ * nothing): printed with the call's marks, in ms from its B mark. */
+void sw_swap_dev_tl_phase(sw_swap *s, char kind);
 /* A tile's leases (keys block-major for its nmiss missing blocks): the
  * prelease thread's where it has them, the others leased here
  * (sw_swap_dev_lease); tmp_*: room for nkeys. A block the prelease thread
