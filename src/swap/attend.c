@@ -1112,7 +1112,9 @@ static sw_status attend_dev(run *R, sw_swap_attend_result *res, void *stream)
             memset(&R->ss0, 0, sizeof R->ss0);
             R->ss0.struct_size = sizeof R->ss0;
             R->early = sw_store_get_stats(s->store, &R->ss0) == SW_OK;
+            sw_swap_dev_tl_phase(s, 'g');
             const int32_t n = missing_of(&R->seqs[bi]->layers[p->layer], NULL, R->order);
+            sw_swap_dev_tl_phase(s, 'm');
             (void)sw_swap_dev_prelease(s, R->seqs[bi], p->layer, R->order, n);
             sw_swap_dev_tl_phase(s, 'P');
         }

@@ -285,7 +285,9 @@ static double tl_now(void)
 
 /* Marks `kind` on `stream`: B = the call's start (compute stream), g / G =
  * a gather's start / end (its stream), c / C = a tile's compute start / end
- * (descriptor upload .. merge), u = its descriptor upload done. tag: the tile's ring position (hbuf); for c,
+ * (descriptor upload .. merge), u = its descriptor upload done, M = a direct
+ * tile's merge end (merge stream; tag: its partial buffer), Z = the
+ * finalisation's end. tag: the tile's ring position (hbuf); for c,
  * 10 x hbuf + 1 if its gathers were issued ahead + 2 if it gathers on the
  * compute stream. Best effort: a failure only ends the marks. */
 static void tl_mark(sw_swap_dev *d, void *stream, char kind, int32_t tag)
@@ -982,14 +984,24 @@ struct prelease {
     atomic_int cancel;
     sw_store *store;
     int32_t H;
-    /* the job: blocks n in visiting order, their 2H keys (block-major, h * 2
-     * + kind, the order plan_tile lists a tile's keys in) and leases, each
+    /* the job: blocks n in visiting order (blk: their layer block indices;
+     * keys made per store call: namespace ns, block base bbase, h * 2 + kind,
+     * the order plan_tile lists a tile's keys in), their 2H leases, each
      * block's state (PL_*: the thread claims FREE -> BUSY -> DONE, the
      * caller's thread FREE -> MAIN, or waits out BUSY), and the position of
      * a layer block in the job (-1: not in it) */
     int32_t n, ncap, nblk, nblk_cap;
-    sw_store_key *keys;
+    int32_t *blk;
+    uint64_t ns;
+    uint32_t bbase;
     sw_store_lease *lease;
+    /* held for each store call's claims, leases and landing queue (the
+     * thread's, or the caller's first blocks: sw_swap_dev_prelease) */
+    pthread_mutex_t lmu;
+    int32_t land_first;         /* blocks the caller lands itself when it posts
+                                 * (SPILLWAY_SWAP_LAND_FIRST, default 64; 0: none) */
+    int land_grow;              /* launches grow 64, 128, .. land_blocks
+                                 * (SPILLWAY_SWAP_LAND_GROW, default 1) */
     atomic_int *state;
     int32_t *pos;
     /* one store call's keys and leases (PL_CH blocks) */
@@ -1146,26 +1158,56 @@ static int land_queue(struct prelease *P, int land_ok, int32_t i, const sw_store
     return 1;
 }
 
-static void prelease_run(struct prelease *P, int land_ok)
+/* Blocks a landing launch holds before it goes: the job's first PL_LAND,
+ * then (land_grow) twice the previous launch's up to land_blocks, so that the
+ * copies start early and the thread's leases stay ahead of them. */
+static int32_t land_next(const struct prelease *P)
+{
+    if (P->ljob_ev == 0)
+        return PL_LAND;
+    if (!P->land_grow || P->ljob_ev >= 8)
+        return P->land_blocks;
+    const int32_t g = PL_LAND << P->ljob_ev;
+    return g < P->land_blocks ? g : P->land_blocks;
+}
+
+/* Claims, leases and queues for landing the job's blocks [0, limit) not
+ * claimed yet, a store call of PL_CH blocks at a time under lmu; at the end
+ * launches what is queued (cancelled: hands it over unlaunched). The thread
+ * runs it over the whole job; the caller over its first blocks when it
+ * posts. */
+static void prelease_run(struct prelease *P, int land_ok, int32_t limit)
 {
     const size_t spb = 2 * (size_t)P->H;
     sw_store_key *kb = P->kb;
     sw_store_lease *lb = P->lb;
     int32_t mine[PL_CH];
-    for (int32_t i0 = 0; i0 < P->n && !atomic_load(&P->cancel); i0 += PL_CH) {
-        const int32_t i1 = P->n - i0 < PL_CH ? P->n : i0 + PL_CH;
+    const int32_t n = limit < P->n ? limit : P->n;
+    for (int32_t i0 = 0; i0 < n && !atomic_load(&P->cancel); i0 += PL_CH) {
+        const int32_t i1 = n - i0 < PL_CH ? n : i0 + PL_CH;
         int32_t nm = 0;
+        pthread_mutex_lock(&P->lmu);
         for (int32_t i = i0; i < i1; i++) {
             int expect = PL_FREE;
             if (atomic_compare_exchange_strong(&P->state[i], &expect, PL_BUSY))
                 mine[nm++] = i;
         }
-        if (nm == 0)
+        if (nm == 0) {
+            pthread_mutex_unlock(&P->lmu);
             continue;
+        }
         size_t nk = 0;
         for (int32_t j = 0; j < nm; j++)
-            for (size_t x = 0; x < spb; x++)
-                kb[nk++] = P->keys[(size_t)mine[j] * spb + x];
+            for (int32_t h = 0; h < P->H; h++)
+                for (int kind = 0; kind < 2; kind++) {
+                    sw_store_key *k = &kb[nk++];
+                    memset(k, 0, sizeof *k);
+                    k->ns = P->ns;
+                    k->layer = (uint32_t)P->layer;
+                    k->block = P->bbase + (uint32_t)P->blk[mine[j]];
+                    k->kv_head = (uint16_t)h;
+                    k->kind = (uint8_t)kind;
+                }
         size_t got = 0;
         if (P->nent + nk > P->ent_cap) {
             size_t nc = P->ent_cap ? 2 * P->ent_cap : 4096;
@@ -1196,12 +1238,15 @@ static void prelease_run(struct prelease *P, int land_ok)
                 atomic_store_explicit(&P->state[mine[j]], PL_DONE, memory_order_release);
         }
         /* the job's first launch small (its first tile waits for it), then
-         * land_blocks a launch (fewer launches, less tail per launch) */
-        if (P->npend >= (P->ljob_ev == 0 ? PL_LAND : P->land_blocks) || atomic_load(&P->want))
+         * larger (fewer launches, less tail per launch) */
+        if (P->npend >= land_next(P) || atomic_load(&P->want))
             land_flush(P, 1);
+        pthread_mutex_unlock(&P->lmu);
     }
     /* every claimed block handed over: launched at the end; cancelled, not */
+    pthread_mutex_lock(&P->lmu);
     land_flush(P, !atomic_load(&P->cancel));
+    pthread_mutex_unlock(&P->lmu);
 }
 
 /* The timeline's landing lines (SPILLWAY_SWAP_TIMELINE=1): each landing
@@ -1244,7 +1289,7 @@ static void *prelease_main(void *arg)
         pthread_mutex_unlock(&P->mu);
         if (P->tline && P->lt_wake == 0)
             P->lt_wake = tl_now();
-        prelease_run(P, land_ok);
+        prelease_run(P, land_ok, P->n);
         pthread_mutex_lock(&P->mu);
         P->job = 0;
         P->running = 0;
@@ -1301,6 +1346,9 @@ static sw_status prelease_start_thread(sw_swap *s)
                 P->land_ce = sw_env_int("SPILLWAY_SWAP_LAND_CE", 0) != 0;
                 const int64_t lb = sw_env_int("SPILLWAY_SWAP_LAND_BLOCKS", 256);
                 P->land_blocks = lb >= PL_LAND && lb <= (1 << 20) ? (int32_t)lb : 256;
+                const int64_t lf = sw_env_int("SPILLWAY_SWAP_LAND_FIRST", 64);
+                P->land_first = lf >= 0 && lf <= (1 << 20) ? (int32_t)lf : 64;
+                P->land_grow = sw_env_int("SPILLWAY_SWAP_LAND_GROW", 1) != 0;
                 if (sw_cuda_swap_stream_create(&P->lstream) != SW_OK ||
                     sw_cuda_host_alloc((void **)&P->items, sizeof *P->items * (size_t)cap) !=
                         SW_OK ||
@@ -1314,9 +1362,11 @@ static sw_status prelease_start_thread(sw_swap *s)
         }
     }
     pthread_mutex_init(&P->mu, NULL);
+    pthread_mutex_init(&P->lmu, NULL);
     pthread_cond_init(&P->cv, NULL);
     if (pthread_create(&P->th, NULL, prelease_main, P) != 0) {
         pthread_mutex_destroy(&P->mu);
+        pthread_mutex_destroy(&P->lmu);
         pthread_cond_destroy(&P->cv);
         prelease_free(P);
         d->pl = NULL;
@@ -1365,7 +1415,7 @@ static void prelease_free(struct prelease *P)
         (void)sw_cuda_stream_sync(P->lstream);
         sw_cuda_swap_stream_destroy(P->lstream);
     }
-    free(P->keys);
+    free(P->blk);
     free(P->lease);
     free(P->state);
     free(P->pos);
@@ -1395,6 +1445,7 @@ static void prelease_stop_thread(sw_swap_dev *d)
     pthread_mutex_unlock(&P->mu);
     pthread_join(P->th, NULL);
     pthread_mutex_destroy(&P->mu);
+    pthread_mutex_destroy(&P->lmu);
     pthread_cond_destroy(&P->cv);
     prelease_free(P);
     d->pl = NULL;
@@ -1437,9 +1488,9 @@ sw_status sw_swap_dev_prelease(sw_swap *s, const sw_swap_seq *q, int32_t layer,
         }
     }
     if (n > P->ncap) {
-        sw_store_key *k = realloc(P->keys, sizeof *k * spb * (size_t)n);
+        int32_t *k = realloc(P->blk, sizeof *k * (size_t)n);
         if (k)
-            P->keys = k;
+            P->blk = k;
         sw_store_lease *l = k ? realloc(P->lease, sizeof *l * spb * (size_t)n) : NULL;
         if (l)
             P->lease = l;
@@ -1467,18 +1518,11 @@ sw_status sw_swap_dev_prelease(sw_swap *s, const sw_swap_seq *q, int32_t layer,
     for (int32_t i = 0; i < n; i++) {
         const int32_t b = blocks[i];
         P->pos[b] = i;
+        P->blk[i] = b;
         atomic_init(&P->state[i], PL_FREE);
-        for (int32_t h = 0; h < P->H; h++)
-            for (int kind = 0; kind < 2; kind++) {
-                sw_store_key *k = &P->keys[(size_t)i * spb + (size_t)h * 2 + (size_t)kind];
-                memset(k, 0, sizeof *k);
-                k->ns = q->ns;
-                k->layer = (uint32_t)layer;
-                k->block = q->block_base + (uint32_t)b;
-                k->kv_head = (uint16_t)h;
-                k->kind = (uint8_t)kind;
-            }
     }
+    P->ns = q->ns;
+    P->bbase = q->block_base;
     /* landing room for the job's first blocks (what is left of the call's),
      * and an event per landing launch (at most nl / PL_CH + 1) */
     P->job_nland = 0;
@@ -1521,6 +1565,12 @@ sw_status sw_swap_dev_prelease(sw_swap *s, const sw_swap_seq *q, int32_t layer,
     P->job = 1;
     pthread_cond_signal(&P->cv);
     pthread_mutex_unlock(&P->mu);
+    /* The thread takes tens of microseconds to wake: the first blocks'
+     * leases and landing copy are made here meanwhile (this thread's device
+     * is the engine's: sw_swap_dev_enter), so the copy engine starts now;
+     * the thread goes on from the blocks not claimed yet. */
+    if (P->job_nland > 0 && P->land_first > 0)
+        prelease_run(P, 1, P->land_first < P->job_nland ? P->land_first : P->job_nland);
     return SW_OK;
 }
 
@@ -1543,9 +1593,9 @@ sw_status sw_swap_dev_lease_tile(sw_swap *s, const int32_t *miss_blocks, int32_t
         const int32_t b = miss_blocks[m];
         int32_t i = b >= 0 && b < P->nblk ? P->pos[b] : -1;
         if (i >= 0) {
-            /* fields, not memcmp: a key returned by value may carry any padding */
-            const sw_store_key *a = &P->keys[(size_t)i * spb], *k = &keys[(size_t)m * spb];
-            if (a->ns != k->ns || a->layer != k->layer || a->block != k->block)
+            const sw_store_key *k = &keys[(size_t)m * spb];
+            if (k->ns != P->ns || k->layer != (uint32_t)P->layer ||
+                k->block != P->bbase + (uint32_t)b)
                 i = -1; /* not this job's block (never expected): leased here */
         }
         int from_pl = 0;
@@ -2233,6 +2283,7 @@ static sw_status merge_behind(sw_swap_dev *d, const sw_cuda_swap_tile_args *a, v
     SW_TRY(sw_cuda_swap_stream_wait(d->mstream, d->ev_kdone[kp]));
     SW_TRY(d->merge_wide ? sw_cuda_swap_merge_wide(a, d->mstream)
                          : sw_cuda_swap_merge(a, d->mstream));
+    tl_mark(d, d->mstream, 'M', kp);
     return sw_cuda_swap_event_record(d->ev_mdone[kp], d->mstream);
 }
 
@@ -2433,6 +2484,7 @@ sw_status sw_swap_dev_pass_end(sw_swap *s, const sw_swap_attend_params *p, void 
         return SW_OK;
     SW_TRY(sw_cuda_swap_finalize(d->d_m, d->d_l, d->d_acc, d->hrows, D, o, lse,
                                  host_f32 ? d->d_f32 : NULL, stream));
+    tl_mark(d, stream, 'Z', 0);
     if (host_f32) {
         SW_TRY(sw_cuda_swap_copy(host_f32, d->d_f32, sizeof(float) * (size_t)d->hrows * D,
                                  stream));
