@@ -108,6 +108,7 @@ static uint32_t crc_raw_of(crc_cache *c, uint32_t crc, uint32_t len)
 #define SW_SWAP_BAD_CAP 63u
 /* Partial buffers of the direct mode's tiles (merged on their own stream). */
 #define SW_SWAP_NPART 4
+#define SW_SWAP_PART2 64 /* chunks of the split merge's first step (at most) */
 
 typedef struct sw_swap_dev {
     int32_t device, sms;
@@ -213,6 +214,11 @@ typedef struct sw_swap_dev {
      * the streams ran this call (the verdict waits for them). */
     int direct;
     int merge_wide;           /* SPILLWAY_SWAP_MERGE_WIDE: sw_cuda_swap_merge_wide */
+    int merge_split;          /* SPILLWAY_SWAP_MERGE_SPLIT (default 1): direct mode's
+                               * merges in two steps (sw_cuda_swap_merge_split, into
+                               * d_part2): one CTA per row and kv head folding 512
+                               * chunks took ~100 us a tile on the H200 */
+    float *d_part2;           /* SW_SWAP_PART2 chunks of partials (workspace) */
     int32_t direct_bpc;       /* SPILLWAY_SWAP_DIRECT_BPC: blocks per direct CTA (default 1:
                                * a CTA is 4 warps, so occupancy comes from CTAs) */
     void *pstream[2], *mstream;
@@ -649,6 +655,7 @@ sw_status sw_swap_dev_create(sw_swap *s)
      * merge (identical results) goes with them. */
     d->direct = d->gather && !d->fused && sw_env_int("SPILLWAY_SWAP_DIRECT", 0) != 0;
     d->merge_wide = sw_env_int("SPILLWAY_SWAP_MERGE_WIDE", d->direct) != 0;
+    d->merge_split = sw_env_int("SPILLWAY_SWAP_MERGE_SPLIT", 1) != 0;
     /* not with kernel 3's descriptor-window variant (SPILLWAY_SWAP_BULK_VARIANT=1):
      * it fetches them with cp.async.bulk, never run from pinned host memory */
     d->desc_zc = sw_env_int("SPILLWAY_SWAP_DESC_ZC", 0) != 0 &&
@@ -1854,9 +1861,12 @@ sw_status sw_swap_dev_attend_begin(sw_swap *s, const sw_swap_attend_params *p,
     const int64_t hrows = rows * Hq;
     int64_t total = 0;
     size_t part = 0;
+    int32_t nrg_max = 1;
     for (int32_t b = 0; b < p->batch; b++) {
         total += seqs[b]->layers[p->layer].nblocks;
         const int32_t ql = p->q_indptr[b + 1] - p->q_indptr[b];
+        const int32_t nrg = (ql * G + SW_CUDA_SWAP_RG - 1) / SW_CUDA_SWAP_RG;
+        nrg_max = nrg > nrg_max ? nrg : nrg_max;
         const size_t need = sw_swap_dev_part_floats(ql, s->tile_blocks, H, G, D, d->ctas);
         part = need > part ? need : part;
     }
@@ -1883,7 +1893,12 @@ sw_status sw_swap_dev_attend_begin(sw_swap *s, const sw_swap_attend_params *p,
      * and a tile's partials hold 8 x (D + 2) floats for each of those */
     const size_t ncount = part / (8 * ((size_t)D + 2)) + 1;
     const size_t o_cnt = o_f32 + (p->sparse_top_k > 0 && p->sparse_check ? hr * (size_t)D : 0);
-    const size_t need = o_cnt + (d->fused ? sw_align_up(ncount, 4) : 0);
+    const size_t o_p2 = o_cnt + (d->fused ? sw_align_up(ncount, 4) : 0);
+    const size_t p2 = d->direct && d->merge_split
+                          ? (size_t)SW_SWAP_PART2 * (size_t)H * (size_t)nrg_max * SW_CUDA_SWAP_RG *
+                                (size_t)(D + 2)
+                          : 0;
+    const size_t need = o_p2 + p2;
     SW_TRY(ensure_ws(d, need));
     d->d_m = d->ws + o_m;
     d->d_l = d->ws + o_l;
@@ -1895,6 +1910,7 @@ sw_status sw_swap_dev_attend_begin(sw_swap *s, const sw_swap_attend_params *p,
         d->d_partk[i] = d->direct ? d->ws + o_part + (size_t)i * part : NULL;
     d->d_f32 = d->ws + o_f32;
     d->d_count = d->fused ? (uint32_t *)(d->ws + o_cnt) : NULL; /* 4-byte words, like the floats */
+    d->d_part2 = p2 ? d->ws + o_p2 : NULL;
     d->ncount = d->fused ? ncount : 0;
     /* descriptors: scored blocks, 2 passes of tile blocks and fills, scores */
     const size_t nb = (size_t)total + 1;
@@ -2281,8 +2297,11 @@ static sw_status merge_behind(sw_swap_dev *d, const sw_cuda_swap_tile_args *a, v
 {
     SW_TRY(sw_cuda_swap_event_record(d->ev_kdone[kp], cs));
     SW_TRY(sw_cuda_swap_stream_wait(d->mstream, d->ev_kdone[kp]));
-    SW_TRY(d->merge_wide ? sw_cuda_swap_merge_wide(a, d->mstream)
-                         : sw_cuda_swap_merge(a, d->mstream));
+    if (d->merge_split && d->d_part2)
+        SW_TRY(sw_cuda_swap_merge_split(a, d->d_part2, SW_SWAP_PART2, d->mstream));
+    else
+        SW_TRY(d->merge_wide ? sw_cuda_swap_merge_wide(a, d->mstream)
+                             : sw_cuda_swap_merge(a, d->mstream));
     tl_mark(d, d->mstream, 'M', kp);
     return sw_cuda_swap_event_record(d->ev_mdone[kp], d->mstream);
 }

@@ -141,6 +141,12 @@ sw_status sw_cuda_swap_merge(const sw_cuda_swap_tile_args *a, void *stream);
 /* The same fold with the chunks read in parallel (identical results; the
  * engine's SPILLWAY_SWAP_MERGE_WIDE picks it). */
 sw_status sw_cuda_swap_merge_wide(const sw_cuda_swap_tile_args *a, void *stream);
+/* The same fold in two steps for many chunks: parts of the chunks folded in
+ * parallel into part2 (room for part2_chunks chunks in a.part's layout),
+ * then those; one launch (merge_wide) for few chunks or part2 NULL. Results
+ * equal up to the order of the float sums. */
+sw_status sw_cuda_swap_merge_split(const sw_cuda_swap_tile_args *a, float *part2,
+                                   int32_t part2_chunks, void *stream);
 /* Direct tile kernel (swap_tile_direct.cu): a tile whose missing blocks are
  * all leased from the host tier (BF16, one row group, stripes of one 8 KiB
  * segment) in one launch: each missing stripe read straight from the host

@@ -376,6 +376,56 @@ __global__ void swap_merge_wide_kernel(const sw_cuda_swap_tile_args a)
     swap_merge_row_wide(a, blockIdx.y, blockIdx.x, mw, mw + a.nchunks);
 }
 
+/* The split merge's first step: CTA (row, kv head h, part s) folds chunks
+ * [s k, s k + k) of a.part into one partial state at chunk s of `out` (the
+ * same layout, a.H x a.nrg row groups): max, then each chunk's weight
+ * exp2(m_c - max) in shared memory (-1: no visible key), then the sums.
+ * With no visible key in its chunks: (-inf, 0, 0). */
+__global__ void swap_merge_part_kernel(const sw_cuda_swap_tile_args a, float *out, int32_t k)
+{
+    extern __shared__ float wsh[]; /* k weights */
+    const int ridx = blockIdx.x, h = blockIdx.y, sp = blockIdx.z;
+    const int y = ridx / SW_CUDA_SWAP_RG, r = ridx % SW_CUDA_SWAP_RG;
+    const int D = a.D, nt = blockDim.x, t = threadIdx.x;
+    const int c0 = sp * k, c1 = c0 + k < a.nchunks ? c0 + k : a.nchunks;
+    const size_t stride = (size_t)a.H * a.nrg * SW_CUDA_SWAP_RG * (size_t)(D + 2);
+    const size_t row = (((size_t)h * a.nrg + y) * SW_CUDA_SWAP_RG + r) * (size_t)(D + 2);
+    float M = -INFINITY;
+    for (int c = c0; c < c1; c++)
+        M = fmaxf(M, a.part[(size_t)c * stride + row]); /* same address: broadcast */
+    float *o = out + (size_t)sp * stride + row;
+    if (M == -INFINITY) {
+        for (int d = t; d < D + 2; d += nt)
+            o[d] = d == 0 ? -INFINITY : 0.0f;
+        return;
+    }
+    for (int c = c0 + t; c < c1; c += nt) {
+        const float mc = a.part[(size_t)c * stride + row];
+        wsh[c - c0] = mc == -INFINITY ? -1.0f : exp2f(mc - M);
+    }
+    __syncthreads();
+    for (int d = t; d < D; d += nt) {
+        float acc = 0.0f;
+        const float *pa = a.part + (size_t)c0 * stride + row + 2 + d;
+#pragma unroll 8
+        for (int c = 0; c < c1 - c0; c++) {
+            const float x = pa[(size_t)c * stride];
+            const float wc = wsh[c];
+            if (wc >= 0.0f)
+                acc += wc * x;
+        }
+        o[2 + d] = acc;
+    }
+    if (t == 0) {
+        float L = 0.0f;
+        for (int c = 0; c < c1 - c0; c++)
+            if (wsh[c] >= 0.0f)
+                L += wsh[c] * a.part[(size_t)(c0 + c) * stride + row + 1];
+        o[0] = M;
+        o[1] = L;
+    }
+}
+
 template <int D> static sw_status launch_tile(const sw_cuda_swap_tile_args *a, cudaStream_t st)
 {
     const size_t smem = tile_smem<D>::BYTES;
@@ -472,6 +522,42 @@ extern "C" sw_status sw_cuda_swap_merge_wide(const sw_cuda_swap_tile_args *a, vo
     swap_merge_wide_kernel<<<mg, a->D < 128 ? a->D : 128, smem, (cudaStream_t)stream>>>(*a);
     SW_CUDA_CHECK(cudaGetLastError());
     return SW_OK;
+}
+
+extern "C" sw_status sw_cuda_swap_merge_split(const sw_cuda_swap_tile_args *a, float *part2,
+                                             int32_t part2_chunks, void *stream)
+{
+    if (a->nblk <= 0 || a->ql <= 0)
+        return SW_OK;
+    /* parts: about two CTAs an SM over (rows, kv heads, parts), at least 16
+     * chunks a part (fewer: one launch does) */
+    static volatile int sms_of[64]; /* per device, 0: not asked yet */
+    int dev = 0, sms = 132;
+    if (cudaGetDevice(&dev) == cudaSuccess && dev >= 0 && dev < 64) {
+        if (sms_of[dev] == 0 &&
+            cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess)
+            sms_of[dev] = sms;
+        sms = sms_of[dev] > 0 ? sms_of[dev] : 132;
+    }
+    const int64_t rows = (int64_t)a->ql * a->G * a->H;
+    int64_t S = (2 * (int64_t)sms + rows - 1) / rows;
+    S = S < part2_chunks ? S : part2_chunks;
+    if (S > a->nchunks / 16)
+        S = a->nchunks / 16;
+    if (S < 2 || !part2)
+        return sw_cuda_swap_merge_wide(a, stream);
+    const int32_t k = (int32_t)((a->nchunks + S - 1) / S);
+    const int32_t S1 = (a->nchunks + k - 1) / k;
+    if ((size_t)k * sizeof(float) > 32 * 1024)
+        return sw_cuda_swap_merge_wide(a, stream);
+    dim3 g1((unsigned)(a->ql * a->G), (unsigned)a->H, (unsigned)S1);
+    swap_merge_part_kernel<<<g1, a->D < 128 ? a->D : 128, sizeof(float) * (size_t)k,
+                             (cudaStream_t)stream>>>(*a, part2, k);
+    SW_CUDA_CHECK(cudaGetLastError());
+    sw_cuda_swap_tile_args b = *a;
+    b.part = part2;
+    b.nchunks = S1;
+    return sw_cuda_swap_merge_wide(&b, stream);
 }
 
 /* ------------------------------------------------- init / finalise -- */
