@@ -70,7 +70,6 @@ typedef struct run {
     int32_t pb;             /* batch entry being planned */
     int32_t *order;         /* its block order */
     int32_t norder, pos;
-    int32_t tcap;           /* blocks a tile of this pass (at most tile_blocks) */
     int32_t nres;           /* its first nres blocks: resident when it was built */
     /* softmax state for all rows; qf = q * sm_scale * log2(e), m in the
      * log2 domain until the pass's finalisation */
@@ -316,18 +315,6 @@ static int plan_tile(run *R, tile *t, int hbuf)
         if (R->norder < 0)
             return -1;
         R->pos = 0;
-        /* tiles of this pass: tile_blocks and the rest, or (balanced) about
-         * equal, a whole number of store runs each where runs fit a tile (a
-         * run read by two tiles would be two reads) */
-        const int32_t nt = (R->norder + s->tile_blocks - 1) / s->tile_blocks;
-        R->tcap = s->tile_blocks;
-        if (s->tile_balance && nt > 1) {
-            int64_t c = (R->norder + nt - 1) / nt;
-            const int64_t a = s->align_blocks;
-            if (a > 1 && a <= s->tile_blocks)
-                c = (c + a - 1) / a * a;
-            R->tcap = c < s->tile_blocks ? (int32_t)c : s->tile_blocks;
-        }
         if (s->dev) /* the blocks missing now are misses when visited (a block
                      * is loaded once a pass): their leases can start */
             (void)sw_swap_dev_prelease(s, R->seqs[R->pb], p->layer, R->order + R->nres,
@@ -351,14 +338,14 @@ static int plan_tile(run *R, tile *t, int hbuf)
     if (s->dev)
         t->buf = hbuf; /* its device staging: the ring position's */
     int64_t chunk = -1; /* store chunk of the tile's missing blocks */
-    while (t->n < R->tcap && R->pos < R->norder) {
+    while (t->n < s->tile_blocks && R->pos < R->norder) {
         const int32_t b = R->order[R->pos];
         sw_swap_blk *e = &L->blk[b];
         int32_t slot = e->slot;
         if (slot < 0 && s->align_blocks) {
             const int64_t c = (int64_t)(((uint64_t)q->block_base + (uint64_t)b) /
                                         s->align_blocks);
-            const int32_t room = R->tcap - t->n;
+            const int32_t room = s->tile_blocks - t->n;
             const int32_t ahead = chunk >= 0 && c != chunk
                                       ? chunk_ahead(R, L, q->block_base, c, R->pos, room)
                                       : 1;

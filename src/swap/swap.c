@@ -154,7 +154,6 @@ sw_status sw_swap_create(const sw_swap_model *model, const sw_swap_config *confi
         const int64_t def = sst.host_capacity_bytes > 0 ? 0 : SW_SWAP_RUN_EVICT_DEFAULT;
         s->run_evict = s->align_blocks ? (int32_t)(w < 0 ? def : w > 64 ? 64 : w) : 0;
     }
-    s->tile_balance = sw_env_int("SPILLWAY_SWAP_TILE_BALANCE", 1) != 0;
     int32_t tb = config->tile_blocks;
     if (tb == 0) {
         tb = config->resident_blocks / 8;

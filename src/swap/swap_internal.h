@@ -108,9 +108,6 @@ struct sw_swap {
     uint32_t align_blocks;
     int32_t run_evict;      /* run-aware eviction window in tiles, 0 = off
                              * (see SW_SWAP_RUN_EVICT_DEFAULT) */
-    int tile_balance;       /* a sequence's pass cut into tiles of equal size
-                             * (at most tile_blocks; SPILLWAY_SWAP_TILE_BALANCE,
-                             * default 1): no short last tile after the rest */
     float *proj;            /* P[head_dim][rank] */
     sw_swap_seq **seqs;
     size_t nseqs, seqs_cap;
