@@ -1091,7 +1091,7 @@ static sw_status attend_dev(run *R, sw_swap_attend_result *res, void *stream)
     }
     if (st == SW_OK)
         st = sw_swap_dev_enter(s);
-    sw_swap_dev_tl_phase(s, 'A');
+    sw_swap_dev_tl_phase(s, 'e');
     /* A host buffer here would fault inside a kernel (a sticky error that
      * ends the context): refuse it up front. */
     if (st == SW_OK && hrows > 0 &&
@@ -1203,6 +1203,7 @@ sw_status sw_swap_attend(sw_swap *s, const sw_swap_attend_params *p, sw_swap_att
     if (res && res->struct_size < sizeof *res)
         return sw_fail(SW_STATUS_INVALID, "sw_swap_attend_result.struct_size %u, want %zu",
                        res->struct_size, sizeof *res);
+    sw_swap_dev_tl_phase(s, 'A'); /* (nothing without a device pool) */
     run R;
     memset(&R, 0, sizeof R);
     R.s = s;

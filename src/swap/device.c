@@ -988,6 +988,13 @@ struct prelease {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int stop, job, running;      /* job: one posted; running: the thread has it */
+    /* the call's host-tier leases released by the thread after the call
+     * (rel: the posted job is that release of rent[0..rn); SPILLWAY_SWAP_REL_ASYNC,
+     * default 1): ~25 us of the caller's on the H200. The next post, the
+     * verdict and the thread's stop wait for it like for any job. */
+    int rel, rel_async;
+    uint32_t *rent;
+    size_t rn, rent_cap;
     atomic_int cancel;
     sw_store *store;
     int32_t H;
@@ -1293,11 +1300,18 @@ static void *prelease_main(void *arg)
         if (!P->job)
             break;
         P->running = 1;
+        const int rel = P->rel;
         pthread_mutex_unlock(&P->mu);
-        if (P->tline && P->lt_wake == 0)
-            P->lt_wake = tl_now();
-        prelease_run(P, land_ok, P->n);
+        if (rel) {
+            sw_store_host_release_entries(P->store, P->rn, P->rent);
+            P->rn = 0;
+        } else {
+            if (P->tline && P->lt_wake == 0)
+                P->lt_wake = tl_now();
+            prelease_run(P, land_ok, P->n);
+        }
         pthread_mutex_lock(&P->mu);
+        P->rel = 0;
         P->job = 0;
         P->running = 0;
         pthread_cond_broadcast(&P->cv);
@@ -1330,6 +1344,7 @@ static sw_status prelease_start_thread(sw_swap *s)
     P->device = d->device;
     P->layer = -1;
     P->tline = d->tline;
+    P->rel_async = sw_env_int("SPILLWAY_SWAP_REL_ASYNC", 1) != 0;
     d->pl = P; /* from here prelease_stop_thread frees what is set up */
     {
         const int64_t mb = sw_env_int("SPILLWAY_SWAP_LANDING_MB", 0);
@@ -1402,7 +1417,24 @@ static void prelease_release(sw_swap *s)
                        sw_cuda_stream_sync(P->lstream) != SW_OK))
         return; /* a broken context: the entries stay leased rather than reused under a copy */
     P->lcopied = 0;
-    sw_store_host_release_entries(s->store, P->nent, P->ent);
+    if (P->rel_async && P->nent > 0) {
+        /* the thread releases them (the entry list swapped for its spare) */
+        uint32_t *e = P->ent;
+        const size_t cap = P->ent_cap;
+        P->ent = P->rent;
+        P->ent_cap = P->rent_cap;
+        P->rent = e;
+        P->rent_cap = cap;
+        P->rn = P->nent;
+        P->n = 0; /* (no claims: a release job) */
+        pthread_mutex_lock(&P->mu);
+        P->rel = 1;
+        P->job = 1;
+        pthread_cond_signal(&P->cv);
+        pthread_mutex_unlock(&P->mu);
+    } else {
+        sw_store_host_release_entries(s->store, P->nent, P->ent);
+    }
     P->nent = 0;
     P->n = 0;
     P->q = NULL;
@@ -1423,6 +1455,7 @@ static void prelease_free(struct prelease *P)
         sw_cuda_swap_stream_destroy(P->lstream);
     }
     free(P->blk);
+    free(P->rent);
     free(P->lease);
     free(P->state);
     free(P->pos);
