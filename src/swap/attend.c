@@ -55,6 +55,8 @@ typedef struct tile {
                              * tried yet */
     int direct;             /* device pool: 1 it goes to the direct kernel */
     void *land_ev;          /* device pool: its landed leases' event (or NULL) */
+    int32_t *miss_ev;       /* device pool: per missing block its landing event
+                             * (sw_swap_dev_lease_tile; -1: not landed) */
 } tile;
 
 static sw_swap_dev_tile dev_tile_of(const tile *t);
@@ -458,7 +460,8 @@ static void start_read(run *R, tile *t, int ahead)
          * a failed lease leases nothing: the ticket reads every key. */
         size_t nl = 0;
         if (sw_swap_dev_lease_tile(s, t->miss_blocks, t->nmiss, t->nkeys, t->keys, t->lease,
-                                   t->rkeys, t->tlease, t->rmap, &nl, &t->land_ev) != SW_OK)
+                                   t->rkeys, t->tlease, t->rmap, &nl, &t->land_ev,
+                                   t->miss_ev) != SW_OK)
             nl = 0;
         t->nleased = nl;
         if (nl) {
@@ -639,6 +642,7 @@ static sw_swap_dev_tile dev_tile_of(const tile *t)
     dt.gathered = t->gathered > 0;
     dt.direct = t->direct;
     dt.land_ev = t->nleased ? t->land_ev : NULL;
+    dt.miss_ev = t->nleased && t->land_ev ? t->miss_ev : NULL;
     return dt;
 }
 
@@ -870,8 +874,9 @@ static sw_status run_pass(run *R, int sparse)
             t->rgens = malloc(sizeof(uint64_t) * maxkeys);
             t->rsts = malloc(sizeof(sw_status) * maxkeys);
             t->rmap = malloc(sizeof(uint32_t) * maxkeys);
+            t->miss_ev = malloc(sizeof(int32_t) * (size_t)s->tile_blocks);
             if (!t->lease || !t->tlease || !t->rkeys || !t->rdst || !t->rlens || !t->rgens || !t->rsts ||
-                !t->rmap)
+                !t->rmap || !t->miss_ev)
                 st = sw_fail(SW_STATUS_NO_MEMORY, "tile lease tables");
         }
     }
@@ -988,6 +993,7 @@ static sw_status run_pass(run *R, int sparse)
         free(tl[i].rgens);
         free(tl[i].rsts);
         free(tl[i].rmap);
+        free(tl[i].miss_ev);
     }
     free(tl);
     if (st != SW_OK)

@@ -109,6 +109,7 @@ static uint32_t crc_raw_of(crc_cache *c, uint32_t crc, uint32_t len)
 /* Partial buffers of the direct mode's tiles (merged on their own stream). */
 #define SW_SWAP_NPART 4
 #define SW_SWAP_PART2 64 /* chunks of the split merge's first step (at most) */
+#define SW_SWAP_LAND_GROUPS_MAX 8 /* launches a direct tile at most (land_groups) */
 
 typedef struct sw_swap_dev {
     int32_t device, sms;
@@ -219,6 +220,8 @@ typedef struct sw_swap_dev {
                                * d_part2): one CTA per row and kv head folding 512
                                * chunks took ~100 us a tile on the H200 */
     float *d_part2;           /* SW_SWAP_PART2 chunks of partials (workspace) */
+    int32_t land_groups;      /* a direct tile's launches at most, by landing launch
+                               * (SPILLWAY_SWAP_LAND_GROUPS, default 4, 1..8) */
     int32_t direct_bpc;       /* SPILLWAY_SWAP_DIRECT_BPC: blocks per direct CTA (default 1:
                                * a CTA is 4 warps, so occupancy comes from CTAs) */
     void *pstream[2], *mstream;
@@ -656,6 +659,11 @@ sw_status sw_swap_dev_create(sw_swap *s)
     d->direct = d->gather && !d->fused && sw_env_int("SPILLWAY_SWAP_DIRECT", 0) != 0;
     d->merge_wide = sw_env_int("SPILLWAY_SWAP_MERGE_WIDE", d->direct) != 0;
     d->merge_split = sw_env_int("SPILLWAY_SWAP_MERGE_SPLIT", 1) != 0;
+    {
+        const int64_t g = sw_env_int("SPILLWAY_SWAP_LAND_GROUPS", 4);
+        d->land_groups = g < 1 ? 1 : g > SW_SWAP_LAND_GROUPS_MAX ? SW_SWAP_LAND_GROUPS_MAX
+                                                                 : (int32_t)g;
+    }
     /* not with kernel 3's descriptor-window variant (SPILLWAY_SWAP_BULK_VARIANT=1):
      * it fetches them with cp.async.bulk, never run from pinned host memory */
     d->desc_zc = sw_env_int("SPILLWAY_SWAP_DESC_ZC", 0) != 0 &&
@@ -688,6 +696,7 @@ typedef struct launch_job {
     int kprev;               /* ev_kdone of the tile it must follow (-1: none) */
     int32_t tag;             /* timeline tag */
     void *land_ev;           /* its landed stripes' copies (NULL: none) */
+    int first, last;         /* a tile's first launch (waits, uploads) / last (merge) */
 } launch_job;
 
 #define SW_SWAP_LAUNCH_RING 16
@@ -711,13 +720,16 @@ static sw_status launch_direct(sw_swap_dev *d, const launch_job *j)
 {
     /* its partial buffer, once the merge that read it last ran; and after
      * the tile on the other stream whose slots it may take (prev_tile) */
-    SW_TRY(sw_cuda_swap_stream_wait(j->cs, d->ev_mdone[j->kp]));
-    if (j->kprev >= 0)
-        SW_TRY(sw_cuda_swap_stream_wait(j->cs, d->ev_kdone[j->kprev]));
+    if (j->first) {
+        SW_TRY(sw_cuda_swap_stream_wait(j->cs, d->ev_mdone[j->kp]));
+        if (j->kprev >= 0)
+            SW_TRY(sw_cuda_swap_stream_wait(j->cs, d->ev_kdone[j->kprev]));
+    }
     if (j->land_ev) /* its landed stripes' copies */
         SW_TRY(sw_cuda_swap_stream_wait(j->cs, j->land_ev));
     tl_mark(d, j->cs, 'c', j->tag);
-    SW_TRY(desc_up(d, j->bo, j->end - j->bo, j->cs));
+    if (j->first)
+        SW_TRY(desc_up(d, j->bo, j->end - j->bo, j->cs));
     void *e0 = NULL, *e1 = NULL;
     if (d->timing) {
         SW_TRY(timing_event(d, 2 * d->tev_used, &e0));
@@ -730,7 +742,7 @@ static sw_status launch_direct(sw_swap_dev *d, const launch_job *j)
         d->tev_used++;
     }
     tl_mark(d, j->cs, 'C', j->tag / 10);
-    return merge_behind(d, &j->A.t, j->cs, j->kp);
+    return j->last ? merge_behind(d, &j->A.t, j->cs, j->kp) : SW_OK;
 }
 
 static void *launcher_main(void *arg)
@@ -1252,8 +1264,12 @@ static void prelease_run(struct prelease *P, int land_ok, int32_t limit)
                 atomic_store_explicit(&P->state[mine[j]], PL_DONE, memory_order_release);
         }
         /* the job's first launch small (its first tile waits for it), then
-         * larger (fewer launches, less tail per launch) */
-        if (P->npend >= land_next(P) || atomic_load(&P->want))
+         * larger (fewer launches, less tail per launch); near the job's end
+         * (land_grow) halves: the tile chunks waiting for the last copy are
+         * few (direct tiles launch by landing launch: land_groups) */
+        const int32_t left = P->n - i1;
+        if (P->npend >= land_next(P) || atomic_load(&P->want) ||
+            (P->land_grow && P->npend >= PL_LAND && P->npend >= left))
             land_flush(P, 1);
         pthread_mutex_unlock(&P->lmu);
     }
@@ -1617,12 +1633,15 @@ sw_status sw_swap_dev_prelease(sw_swap *s, const sw_swap_seq *q, int32_t layer,
 sw_status sw_swap_dev_lease_tile(sw_swap *s, const int32_t *miss_blocks, int32_t nmiss,
                                  size_t nkeys, const sw_store_key *keys, sw_store_lease *lease,
                                  sw_store_key *tmp_keys, sw_store_lease *tmp_lease,
-                                 uint32_t *tmp_map, size_t *nleased, void **land_ev)
+                                 uint32_t *tmp_map, size_t *nleased, void **land_ev,
+                                 int32_t *miss_ev)
 {
     sw_swap_dev *d = s->dev;
     struct prelease *P = d->pl;
     *nleased = 0;
     *land_ev = NULL;
+    for (int32_t m = 0; miss_ev && m < nmiss; m++)
+        miss_ev[m] = -1;
     const size_t spb = 2 * (size_t)s->m.num_kv_heads;
     if (!P || P->n == 0 || nkeys != (size_t)nmiss * spb)
         return sw_swap_dev_lease(s, nkeys, keys, lease, nleased);
@@ -1662,6 +1681,8 @@ sw_status sw_swap_dev_lease_tile(sw_swap *s, const int32_t *miss_blocks, int32_t
         const int landed = from_pl && P->lev_of[i] >= 0;
         if (landed && P->lev_of[i] > lchunk)
             lchunk = P->lev_of[i];
+        if (landed && miss_ev)
+            miss_ev[m] = P->lev_of[i];
         for (size_t x = 0; x < spb; x++) {
             const size_t k = (size_t)m * spb + x;
             if (from_pl) {
@@ -2395,8 +2416,56 @@ static sw_status compute_direct(sw_swap *s, const sw_swap_attend_params *p, cons
     j.kprev = kprev;
     j.tag = 10 * t->hbuf + 4;
     j.land_ev = t->land_ev;
+    j.first = j.last = 1;
     s->st.kernel_kv_bytes += kv_bytes;
-    return launch_push(d, &j);
+    struct prelease *P = d->pl;
+    if (!t->miss_ev || !P || d->land_groups <= 1)
+        return launch_push(d, &j);
+    /* Its chunks in groups by the landing launch they wait for (the latest
+     * of their blocks'; nondecreasing over the tile), at most land_groups,
+     * each launched after its own: the chunks over the last landed blocks,
+     * not the whole tile, then run after the call's last copy. */
+    const int32_t nch = A.t.nchunks, nb = A.t.nblk;
+    /* groups: gc[k] its first chunk, ge[k] its event (-1: none); a group
+     * opens where the running event grows; past land_groups, the earliest
+     * fold into the first (which then waits for the latest of them) */
+    int32_t gc[SW_SWAP_LAND_GROUPS_MAX], ge[SW_SWAP_LAND_GROUPS_MAX];
+    int32_t ngr = 0, ev_run = -1;
+    m = 0;
+    for (int32_t c = 0, i = 0; c < nch; c++) {
+        const int32_t i1 = (int32_t)((int64_t)nb * (c + 1) / nch);
+        int32_t ev = ev_run;
+        for (; i < i1; i++)
+            if (bd[i].item >= 0) {
+                const int32_t e = t->miss_ev[m++];
+                ev = e > ev ? e : ev;
+            }
+        if (c > 0 && ev == ev_run)
+            continue;
+        ev_run = ev;
+        if (ngr == d->land_groups) {
+            /* fold group 1 into group 0 */
+            ge[0] = ge[1];
+            for (int32_t k = 1; k + 1 < ngr; k++) {
+                gc[k] = gc[k + 1];
+                ge[k] = ge[k + 1];
+            }
+            ngr--;
+        }
+        gc[ngr] = c;
+        ge[ngr] = ev;
+        ngr++;
+    }
+    for (int32_t k = 0; k < ngr; k++) {
+        launch_job g = j;
+        g.A.c0 = gc[k];
+        g.A.nch = (k + 1 < ngr ? gc[k + 1] : nch) - gc[k];
+        g.land_ev = ge[k] >= 0 ? P->lev[ge[k]] : NULL;
+        g.first = k == 0;
+        g.last = k + 1 == ngr;
+        SW_TRY(launch_push(d, &g));
+    }
+    return SW_OK;
 }
 
 sw_status sw_swap_dev_compute(sw_swap *s, const sw_swap_attend_params *p, const sw_swap_seq *q,

@@ -165,6 +165,8 @@ typedef struct sw_cuda_swap_direct_args {
     uint8_t *pool;                          /* = t.pool, written */
     uint32_t *bad;                          /* the gathers' mismatch report */
     uint32_t bad_cap;
+    int32_t c0, nch;                        /* this launch: chunks [c0, c0 + nch) of
+                                             * t.nchunks (nch 0: every chunk) */
 } sw_cuda_swap_direct_args;
 /* 1 when the direct kernel takes a tile of this shape. */
 int sw_cuda_swap_direct_ok(int32_t D, int32_t B, int32_t nrg);

@@ -328,11 +328,14 @@ void sw_swap_dev_tl_phase(sw_swap *s, char kind);
  * (sw_swap_dev_lease); tmp_*: room for nkeys. A block the prelease thread
  * also copied into the device landing buffer has its leases' ptr pointing
  * there (device memory); *land_ev is then the event the tile's reads of
- * those must wait for (NULL: nothing of the tile landed). */
+ * those must wait for (NULL: nothing of the tile landed), and miss_ev[m]
+ * (room for nmiss) the landing launch of missing block m (-1: not landed;
+ * launches in job order, so nondecreasing over landed blocks). */
 sw_status sw_swap_dev_lease_tile(sw_swap *s, const int32_t *miss_blocks, int32_t nmiss,
                                  size_t nkeys, const sw_store_key *keys, sw_store_lease *lease,
                                  sw_store_key *tmp_keys, sw_store_lease *tmp_lease,
-                                 uint32_t *tmp_map, size_t *nleased, void **land_ev);
+                                 uint32_t *tmp_map, size_t *nleased, void **land_ev,
+                                 int32_t *miss_ev);
 sw_status sw_swap_dev_lease(sw_swap *s, size_t n, const sw_store_key *keys,
                             sw_store_lease *lease, size_t *nleased);
 /* End of an attend call, before sw_swap_dev_attend_end, on every path:
@@ -369,6 +372,9 @@ typedef struct sw_swap_dev_tile {
     /* the landing copies its leases point into: what its reads of them wait
      * for (NULL: none; sw_swap_dev_lease_tile) */
     void *land_ev;
+    /* per missing block its landing launch (-1: none; NULL: none landed): a
+     * direct tile's chunks run in groups, each after its own launch */
+    const int32_t *miss_ev;
 } sw_swap_dev_tile;
 /* Issues the tile's gathers ahead of its kernel, on a gather stream, into
  * its device staging (t->buf), which the tile's scatter moves into its

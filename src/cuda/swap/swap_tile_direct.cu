@@ -66,7 +66,7 @@ __global__ void __launch_bounds__(NT) swap_direct_kernel(const sw_cuda_swap_dire
     __shared__ float m_s[RG], l_s[RG], c_s[RG];
     __shared__ long long lim_s[RG];
 
-    const int c = blockIdx.x, h = blockIdx.y;
+    const int c = A.c0 + (int)blockIdx.x, h = blockIdx.y;
     const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
     const int B = a.B;
     const size_t stripe_bytes = (size_t)B * D * 2; /* a slot's stripe (full block) */
@@ -317,7 +317,11 @@ template <int D> static sw_status launch_direct(const sw_cuda_swap_direct_args *
     static volatile int carved[64];
     SW_TRY(direct_mul_set());
     SW_TRY(sw_swap_carve_max(swap_direct_kernel<D>, carved));
-    dim3 grid((unsigned)A->t.nchunks, (unsigned)A->t.H, 1u);
+    const int32_t n = A->nch > 0 ? A->nch : A->t.nchunks;
+    if (A->c0 < 0 || A->c0 + n > A->t.nchunks)
+        return sw_fail(SW_STATUS_INTERNAL, "direct tile kernel: chunks %d + %d of %d", (int)A->c0,
+                       (int)n, (int)A->t.nchunks);
+    dim3 grid((unsigned)n, (unsigned)A->t.H, 1u);
     swap_direct_kernel<D><<<grid, NT, 0, st>>>(*A);
     SW_CUDA_CHECK(cudaGetLastError());
     return SW_OK;
