@@ -139,7 +139,7 @@ static swt_case make_case(const char *name, const swap_opts *o, double pool_pct,
         c.tile_blocks = o->tile < c.resident_blocks ? o->tile : c.resident_blocks;
     if (c.device_pool && o->tile <= 0) {
         int64_t t = dev_tile > 0 ? dev_tile : blocks / (c.batch * c.layers) + 1;
-        if (t > c.resident_blocks / 2 && dev_tile > 0)
+        if (t > c.resident_blocks && dev_tile > 0)
             t = c.resident_blocks / 2 > 1 ? c.resident_blocks / 2 : 1; /* keep read-ahead */
         c.tile_blocks = (int32_t)t;
     }
@@ -650,7 +650,7 @@ int cmd_bench_swap(int argc, char **argv)
         double pool, host;
         int32_t dev_tile;
     } cases[] = {{"disk", "disk-bound", 25, 0, 64},
-                 {"host", "host-tier-bound", 25, 125, 128},
+                 {"host", "host-tier-bound", 25, 125, 512},
                  {"resident", "all-resident", 100, 0, 0}};
     scratch s;
     if (scratch_open(&s, o.dir, o.keep, "bench-swap"))

@@ -48,14 +48,16 @@
  * gather runs on the compute stream after the tile's scatter, straight into
  * the slots.
  *
- * Measurement modes, off by default (docs/swap.md "Direct tiles",
- * "Prelease", "Landing"): direct tiles (one kernel per host-tier tile, two
- * tile streams and a merge stream, a launcher thread); the prelease thread
- * (a sequence's host-tier leases taken ahead, posted at the call's start);
- * its landing (those blocks moved into a device buffer on the thread's own
- * stream, by the gather kernel or by copy-engine copies, an event per
- * launch that the tiles reading them wait for); and descriptors read in
- * place from pinned memory in a call that lands blocks (DESC_K). */
+ * With a host tier, by default since session 11 (docs/swap.md "Direct
+ * tiles", "Prelease", "Landing"; each has its SPILLWAY_SWAP_* switch back to
+ * the staged path): direct tiles (one kernel per host-tier tile, in groups
+ * by landing launch, two tile streams and a merge stream, a launcher
+ * thread); the prelease thread (a sequence's host-tier leases taken ahead,
+ * posted at the call's start, its first blocks by the caller); its landing
+ * (those blocks moved into a device buffer on the thread's own stream by
+ * copy-engine copies, or the gather kernel, an event per launch that the
+ * tiles reading them wait for); and descriptors read in place from pinned
+ * memory in a call that lands blocks (DESC_K). */
 #include "swap_internal.h"
 #include "swap_cuda.h"
 #include "attn/attn_internal.h"
@@ -236,8 +238,7 @@ typedef struct sw_swap_dev {
      * CUDA call of a pass drains it first (launch_drain). The first failure
      * is kept with its message for the next drain. */
     struct launcher *ln;
-    /* prelease (SPILLWAY_SWAP_PRELEASE=1, off by default until measured on
-     * a GPU): a thread of the engine leases the host-tier copies of a
+    /* prelease (SPILLWAY_SWAP_PRELEASE, default 1; 0: off): a thread of the engine leases the host-tier copies of a
      * sequence's blocks that are missing when its order is built (all of
      * them misses when visited: a block is loaded once a pass) while the
      * caller's thread plans, so a tile's leases are mostly there when it is
@@ -648,15 +649,15 @@ sw_status sw_swap_dev_create(sw_swap *s)
         for (int32_t i = 0; i < d->nhstage; i++)
             SW_TRY(sw_cuda_swap_event_create(&d->ev_g[i], 0));
     }
-    if (d->gather && sw_env_int("SPILLWAY_SWAP_PRELEASE", 0) != 0)
+    if (d->gather && sw_env_int("SPILLWAY_SWAP_PRELEASE", 1) != 0)
         SW_TRY(prelease_start_thread(s));
-    /* direct tiles (SPILLWAY_SWAP_DIRECT=1; off by default: with the wait
-     * for tile j - 3 that correctness needs, the host-tier case measured
-     * 41.2-54.4% of pinned H2D against 51.4-60.8% for the staged path in
-     * the same rounds, docs/perf/swap.md session 9); the fused merge (one
+    /* direct tiles (SPILLWAY_SWAP_DIRECT, default 1 since session 11: with
+     * the landing they are the fastest host-tier path measured; alone, with
+     * the wait for tile j - 3 that correctness needs, they were below the
+     * staged path, docs/perf/swap.md session 9); the fused merge (one
      * running state folded by concurrent tiles) excludes them. The wide
      * merge (identical results) goes with them. */
-    d->direct = d->gather && !d->fused && sw_env_int("SPILLWAY_SWAP_DIRECT", 0) != 0;
+    d->direct = d->gather && !d->fused && sw_env_int("SPILLWAY_SWAP_DIRECT", 1) != 0;
     d->merge_wide = sw_env_int("SPILLWAY_SWAP_MERGE_WIDE", d->direct) != 0;
     d->merge_split = sw_env_int("SPILLWAY_SWAP_MERGE_SPLIT", 1) != 0;
     {
@@ -666,7 +667,7 @@ sw_status sw_swap_dev_create(sw_swap *s)
     }
     /* not with kernel 3's descriptor-window variant (SPILLWAY_SWAP_BULK_VARIANT=1):
      * it fetches them with cp.async.bulk, never run from pinned host memory */
-    d->desc_zc = sw_env_int("SPILLWAY_SWAP_DESC_ZC", 0) != 0 &&
+    d->desc_zc = sw_env_int("SPILLWAY_SWAP_DESC_ZC", 1) != 0 &&
                  sw_env_int("SPILLWAY_SWAP_BULK_VARIANT", 0) != 1;
     {
         const int64_t c = sw_env_int("SPILLWAY_SWAP_DIRECT_BPC", 1);
@@ -1040,11 +1041,12 @@ struct prelease {
     const sw_swap_seq *q;
     int32_t layer;
     /* Landing (SPILLWAY_SWAP_LANDING_MB=N with the prelease: N MiB of
-     * device memory; default 0, off: measured below the staged path, H200
-     * session 10, docs/perf/swap.md): the thread also moves each block it
-     * leased whole into a device buffer with a gather kernel (swap_gather.cu:
-     * SM reads of the pinned host tier; the job's first 64 blocks a launch,
-     * then land_blocks) on its own stream, and records an event per launch;
+     * device memory; default 64, 0: off; docs/perf/swap.md sessions 10-11):
+     * the thread also moves each block it leased whole into a device buffer
+     * (copy-engine copies, land_ce, the default; or the gather kernel,
+     * swap_gather.cu: SM reads of the pinned host tier; launches of 64, 128,
+     * .. land_blocks blocks, halving near the job's end) on its own stream,
+     * and records an event per launch;
      * a tile then reads those stripes from device memory (its own gather or
      * direct kernel, with the CRC check as before) after that event. So
      * PCIe streams from the call's start, not at the pace tiles are planned.
@@ -1052,8 +1054,9 @@ struct prelease {
      * entries: with the pool's residents scattered (~200 copies a step in the
      * bench) 38-43% of pinned H2D; with run-aware eviction (whole 8 MiB
      * runs) and in-place descriptors (DESC_K: the uploads had queued behind
-     * the copies) the best measured, 60-66% at tile 512 (docs/swap.md,
-     * "Landing"). Room is handed out in job order
+     * the copies) 60-66% at tile 512, and from session 11 (the caller's
+     * first blocks, the split merge, tiles launched by landing launch)
+     * ~80% (docs/swap.md, "Landing"). Room is handed out in job order
      * through the call (land_used stripes; never reused within a call, so
      * no reader of an earlier job sees it overwritten); a block past it is
      * read from the host tier as before. */
@@ -1363,7 +1366,7 @@ static sw_status prelease_start_thread(sw_swap *s)
     P->rel_async = sw_env_int("SPILLWAY_SWAP_REL_ASYNC", 1) != 0;
     d->pl = P; /* from here prelease_stop_thread frees what is set up */
     {
-        const int64_t mb = sw_env_int("SPILLWAY_SWAP_LANDING_MB", 0);
+        const int64_t mb = sw_env_int("SPILLWAY_SWAP_LANDING_MB", 64);
         /* host-tier entries are one extent apart (a leased ptr is its
          * entry's first byte): leases that far apart are adjacent */
         sw_store_stats sst;
@@ -1381,11 +1384,11 @@ static sw_status prelease_start_thread(sw_swap *s)
                 P->land_cap = cap;
                 const int64_t c = sw_env_int("SPILLWAY_SWAP_LAND_CTAS", d->gather_ctas);
                 P->ctas = c >= 0 && c <= 64 * (int64_t)d->sms ? (int32_t)c : d->gather_ctas;
-                P->land_ce = sw_env_int("SPILLWAY_SWAP_LAND_CE", 0) != 0;
+                P->land_ce = sw_env_int("SPILLWAY_SWAP_LAND_CE", 1) != 0;
                 const int64_t lb = sw_env_int("SPILLWAY_SWAP_LAND_BLOCKS", 256);
                 P->land_blocks = lb >= PL_LAND && lb <= (1 << 20) ? (int32_t)lb : 256;
-                const int64_t lf = sw_env_int("SPILLWAY_SWAP_LAND_FIRST", 64);
-                P->land_first = lf >= 0 && lf <= (1 << 20) ? (int32_t)lf : 64;
+                const int64_t lf = sw_env_int("SPILLWAY_SWAP_LAND_FIRST", 320);
+                P->land_first = lf >= 0 && lf <= (1 << 20) ? (int32_t)lf : 320;
                 P->land_grow = sw_env_int("SPILLWAY_SWAP_LAND_GROW", 1) != 0;
                 if (sw_cuda_swap_stream_create(&P->lstream) != SW_OK ||
                     sw_cuda_host_alloc((void **)&P->items, sizeof *P->items * (size_t)cap) !=

@@ -151,7 +151,11 @@ sw_status sw_swap_create(const sw_swap_model *model, const sw_swap_config *confi
                           : 0;
     {
         const int64_t w = sw_env_int("SPILLWAY_SWAP_RUN_EVICT", -1);
-        const int64_t def = sst.host_capacity_bytes > 0 ? 0 : SW_SWAP_RUN_EVICT_DEFAULT;
+        /* a device pool over a host tier: its misses copied by the landing
+         * in runs (session 11); a host pool over one: off */
+        const int64_t def = sst.host_capacity_bytes == 0 ? SW_SWAP_RUN_EVICT_DEFAULT
+                            : config->pool == SW_SWAP_POOL_DEVICE ? SW_SWAP_RUN_EVICT_HOST
+                                                                  : 0;
         s->run_evict = s->align_blocks ? (int32_t)(w < 0 ? def : w > 64 ? 64 : w) : 0;
     }
     int32_t tb = config->tile_blocks;

@@ -194,6 +194,9 @@ int sw_swap_tile_takes(int64_t cur, int64_t next, int32_t ahead, int32_t room);
  * store runs with the fewest resident blocks go first (attend.c,
  * runs_first). Needs tiles aligned to store runs. */
 #define SW_SWAP_RUN_EVICT_DEFAULT 4
+/* ... and with a host tier under a device pool: the pass's misses one run
+ * of host-tier entries, copied whole by the landing (docs/swap.md) */
+#define SW_SWAP_RUN_EVICT_HOST 8
 
 /* ---- prefetch.c ---- */
 /* Read-ahead depth for a config and tile size: the configured depth, at
