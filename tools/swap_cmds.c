@@ -540,7 +540,8 @@ static const char bench_usage[] =
     "the raw O_DIRECT read (and the step time vs the raw time for its disk bytes); host-tier\n"
     "bytes per second of attend vs a pinned host-to-device cudaMemcpy; the tile kernel's\n"
     "K/V read rate (CUDA events) vs a device-to-device cudaMemcpy (2 x bytes / time).\n"
-    "Defaults: context 32768, batch 1, 1 layer, 5 steps after 1 warm-up;\n"
+    "Defaults: context 32768, batch 1, 1 layer, 5 steps after 1 warm-up (with a GPU, the\n"
+    "disk and host-tier cases 30);\n"
     "--quick: context 4096, 2 steps, 64 MiB raw file.\n"
     "  --resident-context N  the all-resident case's context (default with a GPU:\n"
     "                   524288 tokens = 1 GiB of K/V per attend, the byte count of the\n"
@@ -548,7 +549,7 @@ static const char bench_usage[] =
     "                   attend is mostly the launch's fixed cost, docs/perf/swap.md;\n"
     "                   else, or with --quick, --context)\n"
     "  --host-tile N    the host-tier case's tile, as --tile N for that case alone\n"
-    "                   (default with a GPU: 128 blocks)\n"
+    "                   (default with a GPU: 512 blocks, the pool's size)\n"
     "  --json PATH      default bench/results/swap-<host>.json when bench/results exists,\n"
     "                   else ./swap-<host>.json\n";
 
@@ -685,6 +686,8 @@ int cmd_bench_swap(int argc, char **argv)
         swap_opts ok = o;
         if (k == 1 && host_tile > 0)
             ok.tile = (int32_t)host_tile;
+        if (k < 2 && use_device(&o) && !o.quick && !set_steps)
+            ok.steps = 30; /* a GPU's step is 1-30 ms: five gave means 20% apart (session 11) */
         if (k == 2 && use_device(&o) && !o.quick) {
             /* the all-resident case at the D2D reference's byte count */
             ok.context = res_ctx > 0 ? res_ctx : 524288;
