@@ -234,14 +234,14 @@ typedef struct derived {
 
 /* The step time at rank q (0 = min, 0.5 = median, 1 = max) of the recorded
  * timed steps; 0 when none. */
-static double step_ms_rank(const swt_result *r, double q)
+static double ms_rank(const double *ms, int32_t nms, double q)
 {
     double v[64];
-    const int n = r->nstep_ms < 64 ? r->nstep_ms : 64;
+    const int n = nms < 64 ? nms : 64;
     if (n < 1)
         return 0;
     for (int i = 0; i < n; i++)
-        v[i] = r->step_ms[i];
+        v[i] = ms[i];
     for (int i = 1; i < n; i++) /* insertion sort: at most 64 */
         for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {
             const double t = v[j];
@@ -251,6 +251,11 @@ static double step_ms_rank(const swt_result *r, double q)
     if (q == 0.5 && n % 2 == 0)
         return 0.5 * (v[n / 2 - 1] + v[n / 2]);
     return v[(int)(q * (n - 1) + 0.5)];
+}
+
+static double step_ms_rank(const swt_result *r, double q)
+{
+    return ms_rank(r->step_ms, r->nstep_ms, q);
 }
 
 static derived derive(const swt_case *c, const swt_result *r)
@@ -300,6 +305,14 @@ static void print_case(const swt_case *c, const swt_result *r, double raw)
     if (r->nstep_ms > 1)
         printf("    steps: min %.1f, median %.1f, max %.1f ms (the figures are of the mean)\n",
                step_ms_rank(r, 0.0), step_ms_rank(r, 0.5), step_ms_rank(r, 1.0));
+    if (r->nstep_ms > 1) {
+        printf("    attend calls: min %.2f, median %.2f, max %.2f ms; each:",
+               ms_rank(r->attend_ms, r->nstep_ms, 0.0), ms_rank(r->attend_ms, r->nstep_ms, 0.5),
+               ms_rank(r->attend_ms, r->nstep_ms, 1.0));
+        for (int32_t i = 0; i < r->nstep_ms; i++)
+            printf(" %.2f", r->attend_ms[i]);
+        printf("\n");
+    }
     printf("    per step: %.1f ms computing, %.1f ms waiting for reads "
            "(%llu of %llu tiles read ahead)\n",
            r->compute_seconds / r->steps * 1e3, r->read_wait_seconds / r->steps * 1e3,

@@ -711,8 +711,10 @@ int swt_run_case(const swt_case *c, const char *store_dir, swt_result *res)
             swt_iostat_add(&res->io, &io0, &io1);
             swt_qprof_add(x.store, &res->qp);
             res->step_seconds += dt;
-            if (res->nstep_ms < (int32_t)(sizeof res->step_ms / sizeof res->step_ms[0]))
+            if (res->nstep_ms < (int32_t)(sizeof res->step_ms / sizeof res->step_ms[0])) {
+                res->attend_ms[res->nstep_ms] = (te - ta) * 1e3;
                 res->step_ms[res->nstep_ms++] = dt * 1e3;
+            }
             res->attend_seconds += te - ta;
         } else {
             res->warmup_seconds += dt;

@@ -74,6 +74,7 @@ typedef struct swt_result {
     int32_t steps;
     double offload_seconds, warmup_seconds, step_seconds; /* step: sum of timed */
     double step_ms[64];         /* the first 64 timed steps, each */
+    double attend_ms[64];       /* their attend calls (and the stream's wait), each */
     int32_t nstep_ms;
     uint64_t hits, misses;      /* block visits of the timed steps */
     uint64_t bytes_read, host_bytes_read, file_bytes_read;
