@@ -1027,6 +1027,8 @@ struct prelease {
     pthread_mutex_t lmu;
     int32_t land_first;         /* blocks the caller lands itself when it posts
                                  * (SPILLWAY_SWAP_LAND_FIRST, default 64; 0: none) */
+    int32_t land_start;         /* blocks the job's first launch (SPILLWAY_SWAP_LAND_START,
+                                 * default PL_LAND) */
     int land_grow;              /* launches grow 64, 128, .. land_blocks
                                  * (SPILLWAY_SWAP_LAND_GROW, default 1) */
     atomic_int *state;
@@ -1193,10 +1195,10 @@ static int land_queue(struct prelease *P, int land_ok, int32_t i, const sw_store
 static int32_t land_next(const struct prelease *P)
 {
     if (P->ljob_ev == 0)
-        return PL_LAND;
+        return P->land_start;
     if (!P->land_grow || P->ljob_ev >= 8)
         return P->land_blocks;
-    const int32_t g = PL_LAND << P->ljob_ev;
+    const int32_t g = P->land_start << P->ljob_ev;
     return g < P->land_blocks ? g : P->land_blocks;
 }
 
@@ -1272,7 +1274,7 @@ static void prelease_run(struct prelease *P, int land_ok, int32_t limit)
          * few (direct tiles launch by landing launch: land_groups) */
         const int32_t left = P->n - i1;
         if (P->npend >= land_next(P) || atomic_load(&P->want) ||
-            (P->land_grow && P->npend >= PL_LAND && P->npend >= left))
+            (P->land_grow && P->npend >= P->land_start && P->npend >= left))
             land_flush(P, 1);
         pthread_mutex_unlock(&P->lmu);
     }
@@ -1387,6 +1389,8 @@ static sw_status prelease_start_thread(sw_swap *s)
                 P->land_ce = sw_env_int("SPILLWAY_SWAP_LAND_CE", 1) != 0;
                 const int64_t lb = sw_env_int("SPILLWAY_SWAP_LAND_BLOCKS", 256);
                 P->land_blocks = lb >= PL_LAND && lb <= (1 << 20) ? (int32_t)lb : 256;
+                const int64_t ls = sw_env_int("SPILLWAY_SWAP_LAND_START", PL_LAND);
+                P->land_start = ls >= PL_CH && ls <= P->land_blocks ? (int32_t)ls : PL_LAND;
                 const int64_t lf = sw_env_int("SPILLWAY_SWAP_LAND_FIRST", 320);
                 P->land_first = lf >= 0 && lf <= (1 << 20) ? (int32_t)lf : 320;
                 P->land_grow = sw_env_int("SPILLWAY_SWAP_LAND_GROW", 1) != 0;
