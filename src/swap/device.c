@@ -573,6 +573,7 @@ sw_status sw_swap_dev_create(sw_swap *s)
     d->timing = sw_env_int("SPILLWAY_SWAP_KERNEL_TIMING", 0) > 0;
     d->tline = sw_env_int("SPILLWAY_SWAP_TIMELINE", 0) > 0;
     SW_TRY(sw_cuda_set_device(d->device));
+    sw_cuda_swap_preload(D); /* no kernel loaded lazily in the middle of a call */
     SW_TRY(sw_cuda_swap_sm_count(d->device, &d->sms));
     {
         /* Measurement knobs (bench swap sweeps them on the H200): the

@@ -25,4 +25,14 @@ template <class F> static sw_status sw_swap_carve_max(F *fn, volatile int (&done
     return SW_OK;
 }
 
+
+/* Loads f now (CUDA's lazy loading would on its first launch, ~0.7 ms in the
+ * middle of a call, session 11); an instance this device lacks is skipped. */
+template <class F> static void sw_swap_preload_fn(F *f)
+{
+    cudaFuncAttributes fa;
+    if (cudaFuncGetAttributes(&fa, f) != cudaSuccess)
+        (void)cudaGetLastError();
+}
+
 #endif

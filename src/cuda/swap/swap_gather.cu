@@ -110,6 +110,11 @@ static sw_crc32c_gather_consts make_consts()
     return k;
 }
 
+extern "C" void sw_cuda_swap_gather_preload(void)
+{
+    sw_swap_preload_fn(swap_gather_kernel);
+}
+
 extern "C" sw_status sw_cuda_swap_gather(const sw_cuda_swap_gather_args *a, void *stream)
 {
     if (a->n <= 0)

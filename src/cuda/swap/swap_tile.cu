@@ -460,6 +460,12 @@ extern "C" sw_status sw_cuda_swap_tile_stream(const sw_cuda_swap_tile_args *a, v
 extern "C" sw_status sw_cuda_swap_tile_bulk(const sw_cuda_swap_tile_args *a, void *stream,
                                             int *launched);
 
+extern "C" void sw_cuda_swap_tile_mma_preload(int32_t D);
+extern "C" void sw_cuda_swap_tile_stream_preload(int32_t D);
+extern "C" void sw_cuda_swap_tile_bulk_preload(int32_t D);
+extern "C" void sw_cuda_swap_direct_preload(int32_t D);
+extern "C" void sw_cuda_swap_gather_preload(void);
+
 extern "C" sw_status sw_cuda_swap_tile(const sw_cuda_swap_tile_args *a, void *stream)
 {
     cudaStream_t st = (cudaStream_t)stream;
@@ -612,4 +618,25 @@ extern "C" sw_status sw_cuda_swap_finalize(const float *m, const float *l, const
         m, l, acc, n, D, o, lse, of32);
     SW_CUDA_CHECK(cudaGetLastError());
     return SW_OK;
+}
+
+extern "C" void sw_cuda_swap_preload(int32_t D)
+{
+    switch (D) {
+    case 64: sw_swap_preload_fn(swap_tile_kernel<64>); break;
+    case 128: sw_swap_preload_fn(swap_tile_kernel<128>); break;
+    case 256: sw_swap_preload_fn(swap_tile_kernel<256>); break;
+    default: break;
+    }
+    sw_swap_preload_fn(swap_scatter_kernel);
+    sw_swap_preload_fn(swap_merge_kernel);
+    sw_swap_preload_fn(swap_merge_wide_kernel);
+    sw_swap_preload_fn(swap_merge_part_kernel);
+    sw_swap_preload_fn(swap_state_init_kernel);
+    sw_swap_preload_fn(swap_finalize_kernel);
+    sw_cuda_swap_tile_mma_preload(D);
+    sw_cuda_swap_tile_stream_preload(D);
+    sw_cuda_swap_tile_bulk_preload(D);
+    sw_cuda_swap_direct_preload(D);
+    sw_cuda_swap_gather_preload();
 }

@@ -46,6 +46,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include "swap_carve.cuh"
 #include <cuda_runtime.h>
 #include <climits>
 #include <math.h>
@@ -484,6 +485,15 @@ template <int D> static sw_status launch_bulk(const sw_cuda_swap_tile_args *a, c
     if (bulk_variant() == 1 && most <= SW_BK_DW_MAX)
         return launch_bulk_v<D, SW_BK_V_FIX>(a, st, 1, launched);
     return launch_bulk_v<D, 0>(a, st, 1, launched);
+}
+
+extern "C" void sw_cuda_swap_tile_bulk_preload(int32_t D)
+{
+    (void)tile_head_dim_call(D, [&](auto d) {
+        sw_swap_preload_fn(swap_tile_bulk_kernel<decltype(d)::value, 0>);
+        sw_swap_preload_fn(swap_tile_bulk_kernel<decltype(d)::value, SW_BK_V_FIX>);
+        return SW_OK;
+    });
 }
 
 /* Called by sw_cuda_swap_tile (swap_tile.cu) for kernel 3; *launched = 0

@@ -327,6 +327,16 @@ template <int D> static sw_status launch_direct(const sw_cuda_swap_direct_args *
     return SW_OK;
 }
 
+extern "C" void sw_cuda_swap_direct_preload(int32_t D)
+{
+    switch (D) {
+    case 64: sw_swap_preload_fn(swap_direct_kernel<64>); break;
+    case 128: sw_swap_preload_fn(swap_direct_kernel<128>); break;
+    case 256: sw_swap_preload_fn(swap_direct_kernel<256>); break;
+    default: break;
+    }
+}
+
 extern "C" sw_status sw_cuda_swap_tile_direct(const sw_cuda_swap_direct_args *A, void *stream)
 {
     const sw_cuda_swap_tile_args &a = A->t;

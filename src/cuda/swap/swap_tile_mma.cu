@@ -38,6 +38,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include "swap_carve.cuh"
 #include <cuda_runtime.h>
 #include <climits>
 #include <math.h>
@@ -279,6 +280,14 @@ template <int D> static sw_status launch_mma(const sw_cuda_swap_tile_args *a, cu
                              cached, &nw));
     return tile_kernel_launch(swap_tile_mma_kernel<D>, nw, HEAD_BYTES, mma_geo<D>::WARP, a, st,
                               launched);
+}
+
+extern "C" void sw_cuda_swap_tile_mma_preload(int32_t D)
+{
+    (void)tile_head_dim_call(D, [&](auto d) {
+        sw_swap_preload_fn(swap_tile_mma_kernel<decltype(d)::value>);
+        return SW_OK;
+    });
 }
 
 /* Called by sw_cuda_swap_tile (swap_tile.cu); *launched = 0 when this

@@ -41,6 +41,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include "swap_carve.cuh"
 #include <cuda_runtime.h>
 #include <climits>
 #include <math.h>
@@ -193,6 +194,14 @@ template <int D> static sw_status launch_stream(const sw_cuda_swap_tile_args *a,
                              (size_t)8 * D * sizeof(float), cached, &nw));
     return tile_kernel_launch(swap_tile_stream_kernel<D>, nw, SW_HEAD, st_geo<D>::WARP, a, st,
                               launched);
+}
+
+extern "C" void sw_cuda_swap_tile_stream_preload(int32_t D)
+{
+    (void)tile_head_dim_call(D, [&](auto d) {
+        sw_swap_preload_fn(swap_tile_stream_kernel<decltype(d)::value>);
+        return SW_OK;
+    });
 }
 
 /* Called by sw_cuda_swap_tile (swap_tile.cu) for kernel 2; *launched = 0
