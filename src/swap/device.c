@@ -221,7 +221,8 @@ typedef struct sw_swap_dev {
                                * merges in two steps (sw_cuda_swap_merge_split, into
                                * d_part2): one CTA per row and kv head folding 512
                                * chunks took ~100 us a tile on the H200 */
-    float *d_part2;           /* SW_SWAP_PART2 chunks of partials (workspace) */
+    float *d_part2;           /* the split merge's parts (workspace; NULL: none) */
+    size_t part2_floats;      /* their room */
     int32_t land_groups;      /* a direct tile's launches at most, by landing launch
                                * (SPILLWAY_SWAP_LAND_GROUPS, default 4, 1..8) */
     int32_t direct_bpc;       /* SPILLWAY_SWAP_DIRECT_BPC: blocks per direct CTA (default 1:
@@ -258,6 +259,7 @@ typedef struct sw_swap_dev {
     char *tl_kind;
     int32_t *tl_tag;
     int32_t ntl, tl_nev, tl_cap, tl_calls;
+    pthread_mutex_t tl_mu;    /* tl_mark's: the launcher thread marks too */
     /* host-only phase marks of the call (sw_swap_dev_tl_phase), reported
      * from its B mark: where the call's host time goes outside the span */
     double tl_ph[16];
@@ -300,7 +302,17 @@ static double tl_now(void)
  * finalisation's end. tag: the tile's ring position (hbuf); for c,
  * 10 x hbuf + 1 if its gathers were issued ahead + 2 if it gathers on the
  * compute stream. Best effort: a failure only ends the marks. */
+static void tl_mark_locked(sw_swap_dev *d, void *stream, char kind, int32_t tag);
 static void tl_mark(sw_swap_dev *d, void *stream, char kind, int32_t tag)
+{
+    if (!d->tline)
+        return;
+    pthread_mutex_lock(&d->tl_mu);
+    tl_mark_locked(d, stream, kind, tag);
+    pthread_mutex_unlock(&d->tl_mu);
+}
+
+static void tl_mark_locked(sw_swap_dev *d, void *stream, char kind, int32_t tag)
 {
     if (!d->tline)
         return;
@@ -554,6 +566,7 @@ void sw_swap_dev_destroy(sw_swap *s)
     sw_cuda_swap_stream_destroy(d->copy_stream);
     sw_cuda_swap_stream_destroy(d->own_stream);
     free(d->free_list);
+    pthread_mutex_destroy(&d->tl_mu);
     free(d);
     s->dev = NULL;
 }
@@ -572,6 +585,7 @@ sw_status sw_swap_dev_create(sw_swap *s)
     d->device = s->c.device;
     d->timing = sw_env_int("SPILLWAY_SWAP_KERNEL_TIMING", 0) > 0;
     d->tline = sw_env_int("SPILLWAY_SWAP_TIMELINE", 0) > 0;
+    pthread_mutex_init(&d->tl_mu, NULL);
     SW_TRY(sw_cuda_set_device(d->device));
     sw_cuda_swap_preload(D); /* no kernel loaded lazily in the middle of a call */
     SW_TRY(sw_cuda_swap_sm_count(d->device, &d->sms));
@@ -1027,7 +1041,8 @@ struct prelease {
      * thread's, or the caller's first blocks: sw_swap_dev_prelease) */
     pthread_mutex_t lmu;
     int32_t land_first;         /* blocks the caller lands itself when it posts
-                                 * (SPILLWAY_SWAP_LAND_FIRST, default 64; 0: none) */
+                                 * (SPILLWAY_SWAP_LAND_FIRST, default 320, a multiple
+                                 * of PL_CH; 0: none) */
     int32_t land_start;         /* blocks the job's first launch (SPILLWAY_SWAP_LAND_START,
                                  * default PL_LAND) */
     int land_grow;              /* launches grow 64, 128, .. land_blocks
@@ -1108,6 +1123,10 @@ struct prelease {
  * CUDA call failed or `launch` is 0 (a cancelled job: no tile reads them). */
 static void land_flush(struct prelease *P, int launch)
 {
+    /* (a request made while the block was in a store call is dropped here
+     * when nothing is queued: the block then waits for the next launch by
+     * size; keeping it made the launches at the job's end one store call
+     * each with the GPU faked, not measured on a GPU, session 11) */
     atomic_store(&P->want, 0);
     if (P->npend == 0)
         return;
@@ -1190,7 +1209,7 @@ static int land_queue(struct prelease *P, int land_ok, int32_t i, const sw_store
     return 1;
 }
 
-/* Blocks a landing launch holds before it goes: the job's first PL_LAND,
+/* Blocks a landing launch holds before it goes: the job's first land_start,
  * then (land_grow) twice the previous launch's up to land_blocks, so that the
  * copies start early and the thread's leases stay ahead of them. */
 static int32_t land_next(const struct prelease *P)
@@ -1273,7 +1292,7 @@ static void prelease_run(struct prelease *P, int land_ok, int32_t limit)
          * larger (fewer launches, less tail per launch); near the job's end
          * (land_grow) halves: the tile chunks waiting for the last copy are
          * few (direct tiles launch by landing launch: land_groups) */
-        const int32_t left = P->n - i1;
+        const int32_t left = (P->job_nland < P->n ? P->job_nland : P->n) - i1;
         if (P->npend >= land_next(P) || atomic_load(&P->want) ||
             (P->land_grow && P->npend >= P->land_start && P->npend >= left))
             land_flush(P, 1);
@@ -1392,8 +1411,11 @@ static sw_status prelease_start_thread(sw_swap *s)
                 P->land_blocks = lb >= PL_LAND && lb <= (1 << 20) ? (int32_t)lb : 256;
                 const int64_t ls = sw_env_int("SPILLWAY_SWAP_LAND_START", PL_LAND);
                 P->land_start = ls >= PL_CH && ls <= P->land_blocks ? (int32_t)ls : PL_LAND;
-                const int64_t lf = sw_env_int("SPILLWAY_SWAP_LAND_FIRST", 320);
-                P->land_first = lf >= 0 && lf <= (1 << 20) ? (int32_t)lf : 320;
+                int64_t lf = sw_env_int("SPILLWAY_SWAP_LAND_FIRST", 320);
+                lf = lf >= 0 && lf <= (1 << 20) ? lf : 320;
+                /* whole store calls: one split between the caller and the
+                 * thread would be two, and a launch more than counted */
+                P->land_first = (int32_t)((lf + PL_CH - 1) / PL_CH * PL_CH);
                 P->land_grow = sw_env_int("SPILLWAY_SWAP_LAND_GROW", 1) != 0;
                 if (sw_cuda_swap_stream_create(&P->lstream) != SW_OK ||
                     sw_cuda_host_alloc((void **)&P->items, sizeof *P->items * (size_t)cap) !=
@@ -1419,6 +1441,12 @@ static sw_status prelease_start_thread(sw_swap *s)
         return sw_fail(SW_STATUS_NO_MEMORY, "device pool: prelease thread");
     }
     return SW_OK;
+}
+
+void sw_swap_dev_quiesce(sw_swap *s)
+{
+    if (s->dev)
+        prelease_wait(s->dev->pl, 0);
 }
 
 int sw_swap_dev_preleases(const sw_swap *s)
@@ -1596,9 +1624,9 @@ sw_status sw_swap_dev_prelease(sw_swap *s, const sw_swap_seq *q, int32_t layer,
     if (P->land) {
         const int64_t room = (P->land_cap - P->land_used) / (int64_t)spb;
         int32_t nl = room < (int64_t)n ? (int32_t)(room > 0 ? room : 0) : n;
-        /* launches: PL_LAND blocks or more, then the rest, or one a store call
-         * of PL_CH blocks when the caller asks for a launch (want) */
-        const int32_t nev = nl / PL_CH + 1;
+        /* launches: about one a store call's PL_CH blocks at most, one spare
+         * (past them a block is handed over unlanded: read from the host tier) */
+        const int32_t nev = nl / PL_CH + 2;
         if (nl > 0 && P->lev_used + nev > P->lev_cap) {
             const int32_t cap = P->lev_used + nev + 16;
             void **ev = realloc(P->lev, sizeof *ev * (size_t)cap);
@@ -1923,12 +1951,18 @@ sw_status sw_swap_dev_attend_begin(sw_swap *s, const sw_swap_attend_params *p,
     const int64_t hrows = rows * Hq;
     int64_t total = 0;
     size_t part = 0;
-    int32_t nrg_max = 1;
+    size_t p2 = 0; /* the split merge's parts: as many as sw_cuda_swap_merge_split takes */
     for (int32_t b = 0; b < p->batch; b++) {
         total += seqs[b]->layers[p->layer].nblocks;
         const int32_t ql = p->q_indptr[b + 1] - p->q_indptr[b];
-        const int32_t nrg = (ql * G + SW_CUDA_SWAP_RG - 1) / SW_CUDA_SWAP_RG;
-        nrg_max = nrg > nrg_max ? nrg : nrg_max;
+        const int64_t nrg = ((int64_t)ql * G + SW_CUDA_SWAP_RG - 1) / SW_CUDA_SWAP_RG;
+        const int64_t hr = (int64_t)ql * G * H;
+        int64_t np = hr > 0 ? (2 * (int64_t)d->sms + hr - 1) / hr : 0;
+        np = np > SW_SWAP_PART2 ? SW_SWAP_PART2 : np;
+        const size_t need2 = np >= 2 ? (size_t)np * (size_t)H * (size_t)nrg * SW_CUDA_SWAP_RG *
+                                           (size_t)(D + 2)
+                                     : 0;
+        p2 = need2 > p2 ? need2 : p2;
         const size_t need = sw_swap_dev_part_floats(ql, s->tile_blocks, H, G, D, d->ctas);
         part = need > part ? need : part;
     }
@@ -1956,10 +1990,8 @@ sw_status sw_swap_dev_attend_begin(sw_swap *s, const sw_swap_attend_params *p,
     const size_t ncount = part / (8 * ((size_t)D + 2)) + 1;
     const size_t o_cnt = o_f32 + (p->sparse_top_k > 0 && p->sparse_check ? hr * (size_t)D : 0);
     const size_t o_p2 = o_cnt + (d->fused ? sw_align_up(ncount, 4) : 0);
-    const size_t p2 = d->direct && d->merge_split
-                          ? (size_t)SW_SWAP_PART2 * (size_t)H * (size_t)nrg_max * SW_CUDA_SWAP_RG *
-                                (size_t)(D + 2)
-                          : 0;
+    if (!d->direct || !d->merge_split)
+        p2 = 0;
     const size_t need = o_p2 + p2;
     SW_TRY(ensure_ws(d, need));
     d->d_m = d->ws + o_m;
@@ -1973,6 +2005,7 @@ sw_status sw_swap_dev_attend_begin(sw_swap *s, const sw_swap_attend_params *p,
     d->d_f32 = d->ws + o_f32;
     d->d_count = d->fused ? (uint32_t *)(d->ws + o_cnt) : NULL; /* 4-byte words, like the floats */
     d->d_part2 = p2 ? d->ws + o_p2 : NULL;
+    d->part2_floats = p2;
     d->ncount = d->fused ? ncount : 0;
     /* descriptors: scored blocks, 2 passes of tile blocks and fills, scores */
     const size_t nb = (size_t)total + 1;
@@ -2360,7 +2393,7 @@ static sw_status merge_behind(sw_swap_dev *d, const sw_cuda_swap_tile_args *a, v
     SW_TRY(sw_cuda_swap_event_record(d->ev_kdone[kp], cs));
     SW_TRY(sw_cuda_swap_stream_wait(d->mstream, d->ev_kdone[kp]));
     if (d->merge_split && d->d_part2)
-        SW_TRY(sw_cuda_swap_merge_split(a, d->d_part2, SW_SWAP_PART2, d->mstream));
+        SW_TRY(sw_cuda_swap_merge_split(a, d->d_part2, d->part2_floats, d->mstream));
     else
         SW_TRY(d->merge_wide ? sw_cuda_swap_merge_wide(a, d->mstream)
                              : sw_cuda_swap_merge(a, d->mstream));

@@ -408,6 +408,8 @@ sw_status sw_swap_seq_remove(sw_swap *s, uint64_t seq_id, int32_t delete_stripes
     const size_t idx = s->seq_tab[pos] - 1;
     sw_swap_seq *q = s->seqs[idx];
     sw_status first = SW_OK;
+    if (s->dev)
+        sw_swap_dev_quiesce(s); /* the last call's leases released first */
     if (delete_stripes) {
         for (int32_t l = 0; l < s->m.num_layers; l++)
             for (int32_t b = 0; b < q->layers[l].nblocks; b++)
@@ -522,6 +524,8 @@ sw_status sw_swap_offload(sw_swap *s, uint64_t seq_id, int32_t layer, int32_t bl
     if (block < L->nblocks - 1 && b->valid_tokens < B)
         return sw_fail(SW_STATUS_INVALID, "block %d with %d of %d tokens would not be the last "
                        "(the sequence has %d blocks)", block, b->valid_tokens, B, L->nblocks);
+    if (s->dev)
+        sw_swap_dev_quiesce(s); /* the last call's leases released before the store writes */
     SW_TRY(grow_layer(s, L, block + 1));
     sw_swap_blk *e = &L->blk[block];
     if (!e->gen) {

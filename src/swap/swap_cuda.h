@@ -142,15 +142,17 @@ sw_status sw_cuda_swap_tile(const sw_cuda_swap_tile_args *a, void *stream);
  * it, e.g. the first all-resident tile; session 11). Best effort. */
 void sw_cuda_swap_preload(int32_t D);
 sw_status sw_cuda_swap_merge(const sw_cuda_swap_tile_args *a, void *stream);
-/* The same fold with the chunks read in parallel (identical results; the
- * engine's SPILLWAY_SWAP_MERGE_WIDE picks it). */
+/* The same fold with the chunks read in parallel (identical results to
+ * sw_cuda_swap_merge; the engine's SPILLWAY_SWAP_MERGE_WIDE picks it; direct
+ * mode's merges go through sw_cuda_swap_merge_split). */
 sw_status sw_cuda_swap_merge_wide(const sw_cuda_swap_tile_args *a, void *stream);
-/* The same fold in two steps for many chunks: parts of the chunks folded in
- * parallel into part2 (room for part2_chunks chunks in a.part's layout),
- * then those; one launch (merge_wide) for few chunks or part2 NULL. Results
- * equal up to the order of the float sums. */
+/* The same fold in two steps for many chunks: parts of the chunks (about two
+ * CTAs an SM over rows, kv heads and parts, at most as many parts as
+ * part2_floats holds in a.part's layout) folded in parallel into part2, then
+ * those; one launch (merge_wide) for few chunks or no room. Results equal up
+ * to the order of the float sums (which depends on the SM count). */
 sw_status sw_cuda_swap_merge_split(const sw_cuda_swap_tile_args *a, float *part2,
-                                   int32_t part2_chunks, void *stream);
+                                   size_t part2_floats, void *stream);
 /* Direct tile kernel (swap_tile_direct.cu): a tile whose missing blocks are
  * all leased from the host tier (BF16, one row group, stripes of one 8 KiB
  * segment) in one launch: each missing stripe read straight from the host

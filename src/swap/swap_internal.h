@@ -326,6 +326,10 @@ int sw_swap_dev_preleases(const sw_swap *s);
 /* The timeline's host-only phase mark `kind` (SPILLWAY_SWAP_TIMELINE=1; else
  * nothing): printed with the call's marks, in ms from its B mark. */
 void sw_swap_dev_tl_phase(sw_swap *s, char kind);
+/* Waits for the prelease thread's work of the last call (the release of its
+ * host-tier leases, SPILLWAY_SWAP_REL_ASYNC): before the engine writes the
+ * store, so that its eviction sees the tier as it would without the thread. */
+void sw_swap_dev_quiesce(sw_swap *s);
 /* A tile's leases (keys block-major for its nmiss missing blocks): the
  * prelease thread's where it has them, the others leased here
  * (sw_swap_dev_lease); tmp_*: room for nkeys. A block the prelease thread

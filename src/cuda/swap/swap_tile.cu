@@ -531,7 +531,7 @@ extern "C" sw_status sw_cuda_swap_merge_wide(const sw_cuda_swap_tile_args *a, vo
 }
 
 extern "C" sw_status sw_cuda_swap_merge_split(const sw_cuda_swap_tile_args *a, float *part2,
-                                             int32_t part2_chunks, void *stream)
+                                             size_t part2_floats, void *stream)
 {
     if (a->nblk <= 0 || a->ql <= 0)
         return SW_OK;
@@ -547,7 +547,9 @@ extern "C" sw_status sw_cuda_swap_merge_split(const sw_cuda_swap_tile_args *a, f
     }
     const int64_t rows = (int64_t)a->ql * a->G * a->H;
     int64_t S = (2 * (int64_t)sms + rows - 1) / rows;
-    S = S < part2_chunks ? S : part2_chunks;
+    const size_t stride = (size_t)a->H * (size_t)a->nrg * SW_CUDA_SWAP_RG * (size_t)(a->D + 2);
+    const int64_t room = stride > 0 ? (int64_t)(part2_floats / stride) : 0;
+    S = S < room ? S : room;
     if (S > a->nchunks / 16)
         S = a->nchunks / 16;
     if (S < 2 || !part2)
