@@ -554,7 +554,7 @@ static const char bench_usage[] =
     "bytes per second of attend vs a pinned host-to-device cudaMemcpy; the tile kernel's\n"
     "K/V read rate (CUDA events) vs a device-to-device cudaMemcpy (2 x bytes / time).\n"
     "Defaults: context 32768, batch 1, 1 layer, 5 steps after 1 warm-up (with a GPU, the\n"
-    "disk and host-tier cases 30 after 16: a block's worth, every path run once);\n"
+    "disk and host-tier cases 30);\n"
     "--quick: context 4096, 2 steps, 64 MiB raw file.\n"
     "  --resident-context N  the all-resident case's context (default with a GPU:\n"
     "                   524288 tokens = 1 GiB of K/V per attend, the byte count of the\n"
@@ -604,7 +604,7 @@ int cmd_bench_swap(int argc, char **argv)
     o.batch = 1;
     o.layers = 1;
     o.steps = 5;
-    int set_ctx = 0, set_steps = 0, set_raw = 0, set_warm = 0;
+    int set_ctx = 0, set_steps = 0, set_raw = 0;
     int64_t res_ctx = 0; /* --resident-context; 0 = the default */
     int64_t host_tile = 0; /* --host-tile; 0 = the case's default */
     for (int i = 1; i < argc; i++) {
@@ -645,7 +645,6 @@ int cmd_bench_swap(int argc, char **argv)
             }
             set_ctx |= !strcmp(a, "--context");
             set_steps |= !strcmp(a, "--steps");
-            set_warm |= !strcmp(a, "--warmup-steps");
             set_raw |= !strcmp(a, "--raw-mb");
         }
     }
@@ -702,10 +701,6 @@ int cmd_bench_swap(int argc, char **argv)
             ok.tile = (int32_t)host_tile;
         if (k < 2 && use_device(&o) && !o.quick && !set_steps)
             ok.steps = 30; /* a GPU's step is 1-30 ms: five gave means 20% apart (session 11) */
-        if (k < 2 && use_device(&o) && !o.quick && !set_warm)
-            ok.warmup = 16; /* a block's worth: the first step after a block boundary loads
-                             * kernels the others did not use yet (CUDA's lazy loading:
-                             * ~0.7 ms once, session 11) */
         if (k == 2 && use_device(&o) && !o.quick) {
             /* the all-resident case at the D2D reference's byte count */
             ok.context = res_ctx > 0 ? res_ctx : 524288;

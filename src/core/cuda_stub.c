@@ -90,9 +90,9 @@ sw_status sw_cuda_swap_merge_wide(const sw_cuda_swap_tile_args *a, void *stream)
     return no_cuda();
 }
 sw_status sw_cuda_swap_merge_split(const sw_cuda_swap_tile_args *a, float *part2,
-                                   size_t part2_floats, void *stream)
+                                   size_t part2_floats, int32_t sms, void *stream)
 {
-    (void)a; (void)part2; (void)part2_floats; (void)stream;
+    (void)a; (void)part2; (void)part2_floats; (void)sms; (void)stream;
     return no_cuda();
 }
 int sw_cuda_swap_direct_ok(int32_t D, int32_t B, int32_t nrg)

@@ -110,7 +110,6 @@ static uint32_t crc_raw_of(crc_cache *c, uint32_t crc, uint32_t len)
 #define SW_SWAP_BAD_CAP 63u
 /* Partial buffers of the direct mode's tiles (merged on their own stream). */
 #define SW_SWAP_NPART 4
-#define SW_SWAP_PART2 64 /* chunks of the split merge's first step (at most) */
 #define SW_SWAP_LAND_GROUPS_MAX 8 /* launches a direct tile at most (land_groups) */
 
 typedef struct sw_swap_dev {
@@ -1956,9 +1955,7 @@ sw_status sw_swap_dev_attend_begin(sw_swap *s, const sw_swap_attend_params *p,
         total += seqs[b]->layers[p->layer].nblocks;
         const int32_t ql = p->q_indptr[b + 1] - p->q_indptr[b];
         const int64_t nrg = ((int64_t)ql * G + SW_CUDA_SWAP_RG - 1) / SW_CUDA_SWAP_RG;
-        const int64_t hr = (int64_t)ql * G * H;
-        int64_t np = hr > 0 ? (2 * (int64_t)d->sms + hr - 1) / hr : 0;
-        np = np > SW_SWAP_PART2 ? SW_SWAP_PART2 : np;
+        const int64_t np = sw_cuda_swap_merge_parts((int64_t)ql * G * H, d->sms);
         const size_t need2 = np >= 2 ? (size_t)np * (size_t)H * (size_t)nrg * SW_CUDA_SWAP_RG *
                                            (size_t)(D + 2)
                                      : 0;
@@ -2393,7 +2390,7 @@ static sw_status merge_behind(sw_swap_dev *d, const sw_cuda_swap_tile_args *a, v
     SW_TRY(sw_cuda_swap_event_record(d->ev_kdone[kp], cs));
     SW_TRY(sw_cuda_swap_stream_wait(d->mstream, d->ev_kdone[kp]));
     if (d->merge_split && d->d_part2)
-        SW_TRY(sw_cuda_swap_merge_split(a, d->d_part2, d->part2_floats, d->mstream));
+        SW_TRY(sw_cuda_swap_merge_split(a, d->d_part2, d->part2_floats, d->sms, d->mstream));
     else
         SW_TRY(d->merge_wide ? sw_cuda_swap_merge_wide(a, d->mstream)
                              : sw_cuda_swap_merge(a, d->mstream));

@@ -152,7 +152,15 @@ sw_status sw_cuda_swap_merge_wide(const sw_cuda_swap_tile_args *a, void *stream)
  * those; one launch (merge_wide) for few chunks or no room. Results equal up
  * to the order of the float sums (which depends on the SM count). */
 sw_status sw_cuda_swap_merge_split(const sw_cuda_swap_tile_args *a, float *part2,
-                                   size_t part2_floats, void *stream);
+                                   size_t part2_floats, int32_t sms, void *stream);
+/* The split merge's parts for `rows` (query rows x group heads x kv heads) on
+ * `sms` SMs: about two CTAs an SM, at most 64 (below 2: no split; the
+ * merge also keeps 16 chunks a part at least). Its room is sized by this. */
+static inline int64_t sw_cuda_swap_merge_parts(int64_t rows, int32_t sms)
+{
+    const int64_t n = rows > 0 ? (2 * (int64_t)sms + rows - 1) / rows : 0;
+    return n > 64 ? 64 : n;
+}
 /* Direct tile kernel (swap_tile_direct.cu): a tile whose missing blocks are
  * all leased from the host tier (BF16, one row group, stripes of one 8 KiB
  * segment) in one launch: each missing stripe read straight from the host

@@ -54,4 +54,4 @@ int sw_cuda_swap_direct_ok(int32_t D, int32_t B, int32_t nrg) { return (D == 64 
 sw_status sw_cuda_swap_tile_direct(const sw_cuda_swap_direct_args *a, void *s) { (void)a; (void)s; return SW_OK; }
 sw_status sw_cuda_swap_merge_wide(const sw_cuda_swap_tile_args *a, void *s) { (void)a; (void)s; return SW_OK; }
 void sw_cuda_swap_preload(int32_t D) { (void)D; }
-sw_status sw_cuda_swap_merge_split(const sw_cuda_swap_tile_args *a, float *p2, size_t n2, void *s) { (void)a; (void)p2; (void)n2; (void)s; return SW_OK; }
+sw_status sw_cuda_swap_merge_split(const sw_cuda_swap_tile_args *a, float *p2, size_t n2, int32_t sms, void *s) { (void)a; (void)p2; (void)n2; (void)sms; (void)s; return SW_OK; }

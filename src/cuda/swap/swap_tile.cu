@@ -531,22 +531,13 @@ extern "C" sw_status sw_cuda_swap_merge_wide(const sw_cuda_swap_tile_args *a, vo
 }
 
 extern "C" sw_status sw_cuda_swap_merge_split(const sw_cuda_swap_tile_args *a, float *part2,
-                                             size_t part2_floats, void *stream)
+                                             size_t part2_floats, int32_t sms, void *stream)
 {
     if (a->nblk <= 0 || a->ql <= 0)
         return SW_OK;
-    /* parts: about two CTAs an SM over (rows, kv heads, parts), at least 16
+    /* parts (sw_cuda_swap_merge_parts), as many as part2 holds, at least 16
      * chunks a part (fewer: one launch does) */
-    static volatile int sms_of[64]; /* per device, 0: not asked yet */
-    int dev = 0, sms = 132;
-    if (cudaGetDevice(&dev) == cudaSuccess && dev >= 0 && dev < 64) {
-        if (sms_of[dev] == 0 &&
-            cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess)
-            sms_of[dev] = sms;
-        sms = sms_of[dev] > 0 ? sms_of[dev] : 132;
-    }
-    const int64_t rows = (int64_t)a->ql * a->G * a->H;
-    int64_t S = (2 * (int64_t)sms + rows - 1) / rows;
+    int64_t S = sw_cuda_swap_merge_parts((int64_t)a->ql * a->G * a->H, sms);
     const size_t stride = (size_t)a->H * (size_t)a->nrg * SW_CUDA_SWAP_RG * (size_t)(a->D + 2);
     const int64_t room = stride > 0 ? (int64_t)(part2_floats / stride) : 0;
     S = S < room ? S : room;
