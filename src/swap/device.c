@@ -73,6 +73,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define SW_SPIN_PAUSE() _mm_pause()
+#elif defined(__aarch64__)
+#define SW_SPIN_PAUSE() __asm__ __volatile__("yield")
+#else
+#define SW_SPIN_PAUSE() ((void)0)
+#endif
 
 /* A stripe the call's gather kernels wrote: enough to name its key and to
  * drop its slot when its CRC did not match. */
@@ -722,6 +732,8 @@ struct launcher {
     pthread_cond_t cv_push, cv_done;
     launch_job ring[SW_SWAP_LAUNCH_RING];
     int head, n, busy, stop;
+    atomic_uint pushes;      /* pushes (and the stop) so far: polled between jobs */
+    double spin_s;           /* as the prelease thread's (SPILLWAY_SWAP_SPIN_US) */
     sw_status err;
     char msg[512];
     sw_swap_dev *d;
@@ -729,6 +741,17 @@ struct launcher {
 
 static sw_status merge_behind(sw_swap_dev *d, const sw_cuda_swap_tile_args *a, void *cs, int kp);
 static sw_status timing_event(sw_swap_dev *d, int32_t i, void **ev);
+
+/* How long the engine's threads (launcher, prelease) poll for work before
+ * they sleep: SPILLWAY_SWAP_SPIN_US (0: never), by default 2000 us with at
+ * least 8 CPUs online and 0 with fewer (on this 2-CPU VM two polling threads
+ * beside the caller made the faked host-tier step 3x slower). */
+static double spin_seconds(void)
+{
+    const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    const int64_t us = sw_env_int("SPILLWAY_SWAP_SPIN_US", cpus >= 8 ? 2000 : 0);
+    return us > 0 && us <= 10000000 ? 1e-6 * (double)us : 0.0;
+}
 
 /* A direct tile's CUDA calls (launcher thread, or the caller's without it). */
 static sw_status launch_direct(sw_swap_dev *d, const launch_job *j)
@@ -766,6 +789,19 @@ static void *launcher_main(void *arg)
     (void)sw_cuda_set_device(L->d->device);
     pthread_mutex_lock(&L->mu);
     for (;;) {
+        if (L->n == 0 && !L->stop && L->spin_s > 0.0) {
+            /* poll before sleeping (a push counts under mu) */
+            const unsigned seen = atomic_load_explicit(&L->pushes, memory_order_relaxed);
+            pthread_mutex_unlock(&L->mu);
+            const double end = tl_now() + L->spin_s;
+            for (uint32_t k = 1;
+                 atomic_load_explicit(&L->pushes, memory_order_acquire) == seen; k++) {
+                SW_SPIN_PAUSE();
+                if ((k & 63) == 0 && tl_now() > end)
+                    break;
+            }
+            pthread_mutex_lock(&L->mu);
+        }
         while (L->n == 0 && !L->stop)
             pthread_cond_wait(&L->cv_push, &L->mu);
         if (L->n == 0)
@@ -799,6 +835,7 @@ static sw_status launch_push(sw_swap_dev *d, const launch_job *j)
         pthread_cond_wait(&L->cv_done, &L->mu);
     L->ring[(L->head + L->n) % SW_SWAP_LAUNCH_RING] = *j;
     L->n++;
+    atomic_fetch_add_explicit(&L->pushes, 1u, memory_order_release);
     pthread_cond_signal(&L->cv_push);
     pthread_mutex_unlock(&L->mu);
     return SW_OK;
@@ -835,6 +872,8 @@ static sw_status launcher_start(sw_swap_dev *d)
     if (!L)
         return sw_fail(SW_STATUS_NO_MEMORY, "device pool: launcher");
     L->d = d;
+    atomic_init(&L->pushes, 0u);
+    L->spin_s = spin_seconds();
     pthread_mutex_init(&L->mu, NULL);
     pthread_cond_init(&L->cv_push, NULL);
     pthread_cond_init(&L->cv_done, NULL);
@@ -856,6 +895,7 @@ static void launcher_stop(sw_swap_dev *d)
         return;
     pthread_mutex_lock(&L->mu);
     L->stop = 1;
+    atomic_fetch_add_explicit(&L->pushes, 1u, memory_order_release);
     pthread_cond_signal(&L->cv_push);
     pthread_mutex_unlock(&L->mu);
     pthread_join(L->th, NULL);
@@ -1015,6 +1055,14 @@ struct prelease {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int stop, job, running;      /* job: one posted; running: the thread has it */
+    /* Between jobs the thread polls `posted` for spin_s seconds before it
+     * sleeps on cv (SPILLWAY_SWAP_SPIN_US, default 2000; 0: sleep at once),
+     * as io_uring's SQPOLL thread does for sq_thread_idle: a condition
+     * variable's wake took 40-70 us on the H200's VM and 150-280 us in about
+     * one call of six, and the copy engine idled until the thread took over
+     * from the caller's first blocks (docs/perf/swap.md, session 12). */
+    atomic_int posted;
+    double spin_s;
     /* the call's host-tier leases released by the thread after the call
      * (rel: the posted job is that release of rent[0..rn); SPILLWAY_SWAP_REL_ASYNC,
      * default 1): ~25 us of the caller's on the H200. The next post, the
@@ -1335,10 +1383,22 @@ static void *prelease_main(void *arg)
     const int land_ok = P->land && sw_cuda_set_device(P->device) == SW_OK;
     pthread_mutex_lock(&P->mu);
     for (;;) {
+        if (!P->job && !P->stop && P->spin_s > 0.0) {
+            /* poll before sleeping (a post sets `posted` under mu) */
+            pthread_mutex_unlock(&P->mu);
+            const double end = tl_now() + P->spin_s;
+            for (uint32_t k = 1; !atomic_load_explicit(&P->posted, memory_order_acquire); k++) {
+                SW_SPIN_PAUSE();
+                if ((k & 63) == 0 && tl_now() > end)
+                    break;
+            }
+            pthread_mutex_lock(&P->mu);
+        }
         while (!P->job && !P->stop)
             pthread_cond_wait(&P->cv, &P->mu);
         if (!P->job)
             break;
+        atomic_store_explicit(&P->posted, 0, memory_order_relaxed);
         P->running = 1;
         const int rel = P->rel;
         pthread_mutex_unlock(&P->mu);
@@ -1385,6 +1445,8 @@ static sw_status prelease_start_thread(sw_swap *s)
     P->layer = -1;
     P->tline = d->tline;
     P->rel_async = sw_env_int("SPILLWAY_SWAP_REL_ASYNC", 1) != 0;
+    P->spin_s = spin_seconds();
+    atomic_init(&P->posted, 0);
     d->pl = P; /* from here prelease_stop_thread frees what is set up */
     {
         const int64_t mb = sw_env_int("SPILLWAY_SWAP_LANDING_MB", 64);
@@ -1481,6 +1543,7 @@ static void prelease_release(sw_swap *s)
         pthread_mutex_lock(&P->mu);
         P->rel = 1;
         P->job = 1;
+        atomic_store_explicit(&P->posted, 1, memory_order_release);
         pthread_cond_signal(&P->cv);
         pthread_mutex_unlock(&P->mu);
     } else {
@@ -1532,6 +1595,7 @@ static void prelease_stop_thread(sw_swap_dev *d)
     prelease_wait(P, 1);
     pthread_mutex_lock(&P->mu);
     P->stop = 1;
+    atomic_store_explicit(&P->posted, 1, memory_order_release);
     pthread_cond_signal(&P->cv);
     pthread_mutex_unlock(&P->mu);
     pthread_join(P->th, NULL);
@@ -1654,6 +1718,7 @@ sw_status sw_swap_dev_prelease(sw_swap *s, const sw_swap_seq *q, int32_t layer,
     atomic_store(&P->cancel, 0);
     pthread_mutex_lock(&P->mu);
     P->job = 1;
+    atomic_store_explicit(&P->posted, 1, memory_order_release);
     pthread_cond_signal(&P->cv);
     pthread_mutex_unlock(&P->mu);
     /* The thread takes tens of microseconds to wake: the first blocks'
