@@ -8,6 +8,7 @@
 #   .carry/debs         liburing2, libhiredis0.14
 # Stages:
 #   ptest    test_prefill_cuda and test_prefill_errors (the Hopper path, v12 on)
+#   cprobe   copy_probe: pinned H2D copy-engine rate by copy size and by streams alternated (48 and 256 MiB)
 #   gprobe   gather_probe: the GPU's rate for 8 KiB host-tier stripes (gather kernel, zero-copy copies,
 #            batched copy-engine copies, one contiguous memcpy)
 #   record   the recorded bench/prefill.py run (every opponent), then non-causal 1x16k
@@ -43,6 +44,13 @@ ptest)
     LD_LIBRARY_PATH=$PWD/$B:$DEB timeout 60 $B/tests/test_prefill_errors; echo "test_prefill_errors rc=$?"; } \
     >"$OUT/ptest/ctest-h200-prefill-cuda-v12.log" 2>&1
   grep -E "rc=|cases|FAIL" "$OUT/ptest/ctest-h200-prefill-cuda-v12.log" | head -12 ;;
+cprobe)
+  # copy_probe (bench/dev/copy_probe.cu): pinned H2D copy-engine rate by copy size and streams, 48 and 256 MiB
+  for mb in 48 256; do
+    { echo "# .carry/probe/copy_probe $mb"; timeout 120 .carry/probe/copy_probe $mb; echo "rc=$?"; } \
+      >"$OUT/cprobe/copy-probe-h200-$mb.log" 2>&1
+    cat "$OUT/cprobe/copy-probe-h200-$mb.log"
+  done ;;
 gprobe)
   { echo "# .carry/probe/gather_probe 6144 8192"; timeout 60 .carry/probe/gather_probe 6144 8192; echo "rc=$?"; } \
     >"$OUT/gprobe/gather-probe-h200.log" 2>&1

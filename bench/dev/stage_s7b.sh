@@ -19,6 +19,7 @@ cp -a build-h200/tests/test_prefill_cuda build-h200/tests/test_prefill_errors .c
 tar cJf .carry/tests.tar.xz -C build-h200/tests $(cd build-h200/tests && ls test_store_* test_swap_* | grep -v '\.')
 nvcc -O2 -std=c++17 -arch=sm_90a -Isrc -Iinclude bench/dev/gather_probe.cu src/cuda/swap/swap_gather.cu \
   src/core/status.c src/core/sys.c src/store/crc32c.c -o .carry/probe/gather_probe
+nvcc -O2 -std=c++17 -arch=sm_90a bench/dev/copy_probe.cu -o .carry/probe/copy_probe
 for x in "$@"; do case $x in
 opp) cmake --build build-opp -j"$(nproc)" >/dev/null
      mkdir -p .carry/build-opp && cp -a build-opp/libspillway.so* .carry/build-opp/ ;;

@@ -1222,8 +1222,10 @@ sw_status sw_swap_attend(sw_swap *s, const sw_swap_attend_params *p, sw_swap_att
         free(R.seqs);
         return st;
     }
-    if (s->dev)
+    if (s->dev) {
+        sw_swap_dev_nudge(s);
         return attend_dev(&R, res, stream);
+    }
     const int32_t Hq = s->m.num_qo_heads, D = s->m.head_dim, Rk = s->c.predictor_rank;
     const int64_t nrows = p->q_indptr[p->batch];
     const int64_t hrows = nrows * Hq;

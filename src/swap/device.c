@@ -123,6 +123,7 @@ static uint32_t crc_raw_of(crc_cache *c, uint32_t crc, uint32_t len)
 #define SW_SWAP_LAND_GROUPS_MAX 8 /* launches a direct tile at most (land_groups) */
 
 typedef struct sw_swap_dev {
+    int nudge;                /* SPILLWAY_SWAP_NUDGE (default 1): sw_swap_dev_nudge */
     int32_t device, sms;
     int32_t ctas;             /* tile-kernel CTAs wanted per launch: sms x
                                * SPILLWAY_SWAP_TILE_CTAS_PER_SM (default: what
@@ -594,6 +595,7 @@ sw_status sw_swap_dev_create(sw_swap *s)
     d->device = s->c.device;
     d->timing = sw_env_int("SPILLWAY_SWAP_KERNEL_TIMING", 0) > 0;
     d->tline = sw_env_int("SPILLWAY_SWAP_TIMELINE", 0) > 0;
+    d->nudge = sw_env_int("SPILLWAY_SWAP_NUDGE", 1) != 0;
     pthread_mutex_init(&d->tl_mu, NULL);
     SW_TRY(sw_cuda_set_device(d->device));
     sw_cuda_swap_preload(D); /* no kernel loaded lazily in the middle of a call */
@@ -733,6 +735,7 @@ struct launcher {
     launch_job ring[SW_SWAP_LAUNCH_RING];
     int head, n, busy, stop;
     atomic_uint pushes;      /* pushes (and the stop) so far: polled between jobs */
+    int nudge;               /* sw_swap_dev_nudge: wake up and poll (under mu) */
     double spin_s;           /* as the prelease thread's (SPILLWAY_SWAP_SPIN_US) */
     sw_status err;
     char msg[512];
@@ -802,8 +805,13 @@ static void *launcher_main(void *arg)
             }
             pthread_mutex_lock(&L->mu);
         }
-        while (L->n == 0 && !L->stop)
+        while (L->n == 0 && !L->stop && !L->nudge)
             pthread_cond_wait(&L->cv_push, &L->mu);
+        if (L->n == 0 && !L->stop) {
+            L->nudge = 0; /* woken ahead of a push: poll for it */
+            continue;
+        }
+        L->nudge = 0;
         if (L->n == 0)
             break; /* stop, nothing left */
         const launch_job j = L->ring[L->head];
@@ -1063,6 +1071,7 @@ struct prelease {
      * from the caller's first blocks (docs/perf/swap.md, session 12). */
     atomic_int posted;
     double spin_s;
+    int nudge;                   /* sw_swap_dev_nudge: wake up and poll (under mu) */
     /* the call's host-tier leases released by the thread after the call
      * (rel: the posted job is that release of rent[0..rn); SPILLWAY_SWAP_REL_ASYNC,
      * default 1): ~25 us of the caller's on the H200. The next post, the
@@ -1394,10 +1403,15 @@ static void *prelease_main(void *arg)
             }
             pthread_mutex_lock(&P->mu);
         }
-        while (!P->job && !P->stop)
+        while (!P->job && !P->stop && !P->nudge)
             pthread_cond_wait(&P->cv, &P->mu);
+        if (!P->job && !P->stop) {
+            P->nudge = 0; /* woken ahead of a job: poll for it */
+            continue;
+        }
         if (!P->job)
             break;
+        P->nudge = 0;
         atomic_store_explicit(&P->posted, 0, memory_order_relaxed);
         P->running = 1;
         const int rel = P->rel;
@@ -1502,6 +1516,27 @@ static sw_status prelease_start_thread(sw_swap *s)
         return sw_fail(SW_STATUS_NO_MEMORY, "device pool: prelease thread");
     }
     return SW_OK;
+}
+
+void sw_swap_dev_nudge(sw_swap *s)
+{
+    sw_swap_dev *d = s->dev;
+    if (!d || !d->nudge)
+        return;
+    struct prelease *P = d->pl;
+    if (P && P->spin_s > 0.0) {
+        pthread_mutex_lock(&P->mu);
+        P->nudge = 1;
+        pthread_cond_signal(&P->cv);
+        pthread_mutex_unlock(&P->mu);
+    }
+    struct launcher *L = d->ln;
+    if (L && L->spin_s > 0.0) {
+        pthread_mutex_lock(&L->mu);
+        L->nudge = 1;
+        pthread_cond_signal(&L->cv_push);
+        pthread_mutex_unlock(&L->mu);
+    }
 }
 
 void sw_swap_dev_quiesce(sw_swap *s)
