@@ -1123,6 +1123,7 @@ static sw_status attend_dev(run *R, sw_swap_attend_result *res, void *stream)
             sw_swap_dev_tl_phase(s, 'm');
             (void)sw_swap_dev_prelease(s, R->seqs[bi], p->layer, R->order, n);
             sw_swap_dev_tl_phase(s, 'P');
+            sw_swap_dev_nudge(s, 2);
         }
     }
     if (st == SW_OK) {
@@ -1223,7 +1224,7 @@ sw_status sw_swap_attend(sw_swap *s, const sw_swap_attend_params *p, sw_swap_att
         return st;
     }
     if (s->dev) {
-        sw_swap_dev_nudge(s);
+        sw_swap_dev_nudge(s, 1);
         return attend_dev(&R, res, stream);
     }
     const int32_t Hq = s->m.num_qo_heads, D = s->m.head_dim, Rk = s->c.predictor_rank;

@@ -1283,7 +1283,7 @@ static int32_t land_next(const struct prelease *P)
  * launches what is queued (cancelled: hands it over unlaunched). The thread
  * runs it over the whole job; the caller over its first blocks when it
  * posts. */
-static void prelease_run(struct prelease *P, int land_ok, int32_t limit)
+static void prelease_run(struct prelease *P, int land_ok, int32_t limit, int caller)
 {
     const size_t spb = 2 * (size_t)P->H;
     sw_store_key *kb = P->kb;
@@ -1291,6 +1291,10 @@ static void prelease_run(struct prelease *P, int land_ok, int32_t limit)
     int32_t mine[PL_CH];
     const int32_t n = limit < P->n ? limit : P->n;
     for (int32_t i0 = 0; i0 < n && !atomic_load(&P->cancel); i0 += PL_CH) {
+        /* the caller's part ends once the thread has the job (it polled:
+         * sw_swap_dev_nudge); the two would only take turns at lmu */
+        if (caller && !atomic_load_explicit(&P->posted, memory_order_acquire))
+            break;
         const int32_t i1 = n - i0 < PL_CH ? n : i0 + PL_CH;
         int32_t nm = 0;
         pthread_mutex_lock(&P->lmu);
@@ -1422,7 +1426,7 @@ static void *prelease_main(void *arg)
         } else {
             if (P->tline && P->lt_wake == 0)
                 P->lt_wake = tl_now();
-            prelease_run(P, land_ok, P->n);
+            prelease_run(P, land_ok, P->n, 0);
         }
         pthread_mutex_lock(&P->mu);
         P->rel = 0;
@@ -1518,19 +1522,19 @@ static sw_status prelease_start_thread(sw_swap *s)
     return SW_OK;
 }
 
-void sw_swap_dev_nudge(sw_swap *s)
+void sw_swap_dev_nudge(sw_swap *s, int which)
 {
     sw_swap_dev *d = s->dev;
     if (!d || !d->nudge)
         return;
-    struct prelease *P = d->pl;
+    struct prelease *P = (which & 1) ? d->pl : NULL;
     if (P && P->spin_s > 0.0) {
         pthread_mutex_lock(&P->mu);
         P->nudge = 1;
         pthread_cond_signal(&P->cv);
         pthread_mutex_unlock(&P->mu);
     }
-    struct launcher *L = d->ln;
+    struct launcher *L = (which & 2) ? d->ln : NULL;
     if (L && L->spin_s > 0.0) {
         pthread_mutex_lock(&L->mu);
         L->nudge = 1;
@@ -1761,7 +1765,7 @@ sw_status sw_swap_dev_prelease(sw_swap *s, const sw_swap_seq *q, int32_t layer,
      * is the engine's: sw_swap_dev_enter), so the copy engine starts now;
      * the thread goes on from the blocks not claimed yet. */
     if (P->job_nland > 0 && P->land_first > 0)
-        prelease_run(P, 1, P->land_first < P->job_nland ? P->land_first : P->job_nland);
+        prelease_run(P, 1, P->land_first < P->job_nland ? P->land_first : P->job_nland, 1);
     return SW_OK;
 }
 

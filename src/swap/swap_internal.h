@@ -330,11 +330,12 @@ void sw_swap_dev_tl_phase(sw_swap *s, char kind);
  * host-tier leases, SPILLWAY_SWAP_REL_ASYNC): before the engine writes the
  * store, so that its eviction sees the tier as it would without the thread. */
 void sw_swap_dev_quiesce(sw_swap *s);
-/* Wakes the engine's threads at an attend call's start, so that they poll
- * (SPILLWAY_SWAP_SPIN_US) rather than sleep when its jobs come: a sleeping
- * thread took 40-280 us to wake on the H200's VM (SPILLWAY_SWAP_NUDGE=0:
- * off). */
-void sw_swap_dev_nudge(sw_swap *s);
+/* Wakes the engine's threads ahead of their jobs (which: 1 the prelease
+ * thread, at an attend call's start; 2 the launcher, once the call's first
+ * job is posted), so that they poll (SPILLWAY_SWAP_SPIN_US) rather than
+ * sleep when the jobs come: a sleeping thread took 40-280 us to wake on
+ * the H200's VM (SPILLWAY_SWAP_NUDGE=0: off). */
+void sw_swap_dev_nudge(sw_swap *s, int which);
 /* A tile's leases (keys block-major for its nmiss missing blocks): the
  * prelease thread's where it has them, the others leased here
  * (sw_swap_dev_lease); tmp_*: room for nkeys. A block the prelease thread
