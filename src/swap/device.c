@@ -1084,6 +1084,7 @@ struct prelease {
     atomic_int posted;
     double spin_s;
     int nudge;                   /* sw_swap_dev_nudge: wake up and poll (under mu) */
+    int land_yield;              /* SPILLWAY_SWAP_LAND_YIELD (default 0), prelease_run */
     /* the call's host-tier leases released by the thread after the call
      * (rel: the posted job is that release of rent[0..rn); SPILLWAY_SWAP_REL_ASYNC,
      * default 1): ~25 us of the caller's on the H200. The next post, the
@@ -1303,9 +1304,12 @@ static void prelease_run(struct prelease *P, int land_ok, int32_t limit, int cal
     int32_t mine[PL_CH];
     const int32_t n = limit < P->n ? limit : P->n;
     for (int32_t i0 = 0; i0 < n && !atomic_load(&P->cancel); i0 += PL_CH) {
-        /* the caller's part ends once the thread has the job (it polled:
-         * sw_swap_dev_nudge); the two would only take turns at lmu */
-        if (caller && !atomic_load_explicit(&P->posted, memory_order_acquire))
+        /* SPILLWAY_SWAP_LAND_YIELD=1: the caller's part ends once the thread
+         * has the job (polling once nudged); the two only take turns at lmu.
+         * Off by default: without the caller's head start the thread's
+         * leases fell behind the copy engine, idle 50-230 us a step on the
+         * H200 (session 12, docs/perf/swap.md) */
+        if (caller && P->land_yield && !atomic_load_explicit(&P->posted, memory_order_acquire))
             break;
         const int32_t i1 = n - i0 < PL_CH ? n : i0 + PL_CH;
         int32_t nm = 0;
@@ -1476,6 +1480,7 @@ static sw_status prelease_start_thread(sw_swap *s)
     P->tline = d->tline;
     P->rel_async = sw_env_int("SPILLWAY_SWAP_REL_ASYNC", 1) != 0;
     P->spin_s = spin_seconds();
+    P->land_yield = sw_env_int("SPILLWAY_SWAP_LAND_YIELD", 0) != 0;
     atomic_init(&P->posted, 0);
     d->pl = P; /* from here prelease_stop_thread frees what is set up */
     {
