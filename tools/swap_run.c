@@ -421,11 +421,12 @@ static sw_status offload_block(ctx *x, int32_t seq, int32_t layer, int32_t blk)
 
 /* fp64 attention of one query head over every token of the sequence's layer
  * (a decode row sees the whole cache); relative L2 of the engine's output. */
-static double check_head(ctx *x, int32_t seq, int32_t layer, int32_t h)
+/* Relative L2 of query head h's output row o (its query q) against the
+ * fp64 attention over the first len tokens of (seq, layer). */
+static double check_row(ctx *x, int32_t seq, int32_t layer, int32_t h, const uint16_t *q,
+                        const uint16_t *o, int64_t len)
 {
     const int32_t D = x->D, B = x->B, H = x->H, kh = h / x->G;
-    const size_t qi = (((size_t)layer * x->c->batch + seq) * x->Hq + h) * D;
-    const uint16_t *q = x->q + qi, *o = x->o + qi;
     const kvbuf *kb = kv_at(x, seq, layer);
     double qd[1024], *acc = x->ref;
     for (int32_t d = 0; d < D; d++) {
@@ -434,7 +435,7 @@ static double check_head(ctx *x, int32_t seq, int32_t layer, int32_t h)
     }
     const double scale = 1.0 / sqrt((double)D);
     double mx = -INFINITY;
-    for (int64_t t = 0; t < x->len; t++) {
+    for (int64_t t = 0; t < len; t++) {
         const uint16_t *k = kb->k + (((size_t)(t / B) * H + kh) * B + (size_t)(t % B)) * D;
         double a = 0;
         for (int32_t d = 0; d < D; d++)
@@ -443,7 +444,7 @@ static double check_head(ctx *x, int32_t seq, int32_t layer, int32_t h)
         mx = x->sc[t] > mx ? x->sc[t] : mx;
     }
     double sum = 0;
-    for (int64_t t = 0; t < x->len; t++) {
+    for (int64_t t = 0; t < len; t++) {
         const uint16_t *v = kb->v + (((size_t)(t / B) * H + kh) * B + (size_t)(t % B)) * D;
         const double p = exp(x->sc[t] - mx);
         sum += p;
@@ -457,6 +458,19 @@ static double check_head(ctx *x, int32_t seq, int32_t layer, int32_t h)
         den += ref * ref;
     }
     return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+static double check_head(ctx *x, int32_t seq, int32_t layer, int32_t h)
+{
+    const size_t qi = (((size_t)layer * x->c->batch + seq) * x->Hq + h) * x->D;
+    return check_row(x, seq, layer, h, x->q + qi, x->o + qi, x->len);
+}
+
+/* The checked head of step `step`, sample i (the check's choice, spread over
+ * the kv groups). */
+static int32_t checked_head(const ctx *x, int32_t step, int32_t heads, int32_t i)
+{
+    return (int32_t)(((int64_t)i * x->Hq + step) / heads) % x->Hq;
 }
 
 static int fail_status(const char *what, sw_status st)
@@ -500,6 +514,8 @@ int swt_run_case(const swt_case *c, const char *store_dir, swt_result *res)
     memset(res, 0, sizeof *res);
     ctx x;
     memset(&x, 0, sizeof x);
+    uint16_t *keep_q = NULL, *keep_o = NULL; /* check_after's rows (below) */
+    int64_t *keep_len = NULL;
     x.c = c;
     x.H = c->kv_heads;
     x.Hq = c->qo_heads;
@@ -649,6 +665,24 @@ int swt_run_case(const swt_case *c, const char *store_dir, swt_result *res)
     swt_iosrc ios;
     swt_iosrc_open(&ios, store_dir);
     snprintf(res->io_dev, sizeof res->io_dev, "%s", ios.have_dev ? ios.name : "");
+    /* check_after: each step's checked rows (query, output) and length kept
+     * for the checks after the loop, so that the steps run back to back */
+    const size_t rows_per_step = (size_t)c->layers * c->batch * heads;
+    if (c->check_after) {
+        const size_t n = rows_per_step * (size_t)nsteps * (size_t)x.D;
+        if (n <= ((size_t)64 << 20)) {
+            keep_q = malloc(n * 2);
+            keep_o = malloc(n * 2);
+            keep_len = malloc(sizeof(int64_t) * (size_t)nsteps);
+        }
+        if (!keep_q || !keep_o || !keep_len) {
+            free(keep_q);
+            free(keep_o);
+            free(keep_len);
+            keep_q = keep_o = NULL;
+            keep_len = NULL; /* too many rows: checked during the steps */
+        }
+    }
     swt_progress_start(&pg, "decode", nsteps);
     for (int32_t step = 0; step < nsteps; step++) {
         if (step == c->warmup) {
@@ -728,20 +762,33 @@ int swt_run_case(const swt_case *c, const char *store_dir, swt_result *res)
         /* Check: every sampled head of every sequence and layer, spread
          * over the kv groups. */
         double worst = 0;
+        size_t r = (size_t)step * rows_per_step;
         for (int32_t l = 0; l < c->layers; l++)
             for (int32_t b = 0; b < c->batch; b++)
-                for (int32_t i = 0; i < heads; i++) {
-                    int32_t h = (int32_t)(((int64_t)i * x.Hq + step) / heads) % x.Hq;
+                for (int32_t i = 0; i < heads; i++, r++) {
+                    const int32_t h = checked_head(&x, step, heads, i);
+                    if (keep_q) {
+                        const size_t qi = (((size_t)l * c->batch + b) * x.Hq + h) * x.D;
+                        memcpy(keep_q + r * x.D, x.q + qi, (size_t)x.D * 2);
+                        memcpy(keep_o + r * x.D, x.o + qi, (size_t)x.D * 2);
+                        continue;
+                    }
                     double e = check_head(&x, b, l, h);
                     if (!(e <= worst))
                         worst = e; /* NaN stays the worst */
                     res->heads_checked++;
                 }
-        if (!(worst <= res->max_rel_l2))
-            res->max_rel_l2 = worst;
         char extra[96];
-        snprintf(extra, sizeof extra, "step %.3fs, rel L2 %.1e%s", dt, worst,
-                 step < c->warmup ? " (warm-up)" : "");
+        if (keep_q) {
+            keep_len[step] = x.len;
+            snprintf(extra, sizeof extra, "step %.3fs%s", dt,
+                     step < c->warmup ? " (warm-up)" : "");
+        } else {
+            if (!(worst <= res->max_rel_l2))
+                res->max_rel_l2 = worst;
+            snprintf(extra, sizeof extra, "step %.3fs, rel L2 %.1e%s", dt, worst,
+                     step < c->warmup ? " (warm-up)" : "");
+        }
         swt_progress_update(&pg, step + 1, extra);
     }
     sw_swap_get_stats(x.swap, &s1);
@@ -787,6 +834,30 @@ int swt_run_case(const swt_case *c, const char *store_dir, swt_result *res)
         res->loop_bytes_read = k1.bytes_read - k0.bytes_read;
     }
 #endif
+    if (keep_q) {
+        /* the checks the steps left (check_after), each against the context
+         * of its step (tokens only ever appended: those are unchanged) */
+        swt_progress_start(&pg, "check", nsteps);
+        for (int32_t step = 0; step < nsteps; step++) {
+            size_t r = (size_t)step * rows_per_step;
+            double worst = 0;
+            for (int32_t l = 0; l < c->layers; l++)
+                for (int32_t b = 0; b < c->batch; b++)
+                    for (int32_t i = 0; i < heads; i++, r++) {
+                        const int32_t h = checked_head(&x, step, heads, i);
+                        double e = check_row(&x, b, l, h, keep_q + r * x.D, keep_o + r * x.D,
+                                             keep_len[step]);
+                        if (!(e <= worst))
+                            worst = e; /* NaN stays the worst */
+                        res->heads_checked++;
+                    }
+            if (!(worst <= res->max_rel_l2))
+                res->max_rel_l2 = worst;
+            char extra[64];
+            snprintf(extra, sizeof extra, "rel L2 %.1e", worst);
+            swt_progress_update(&pg, step + 1, extra);
+        }
+    }
 
     res->context_end = x.len;
     res->steps = c->steps;
@@ -816,6 +887,9 @@ int swt_run_case(const swt_case *c, const char *store_dir, swt_result *res)
     res->ok = res->max_rel_l2 <= 1e-2;
     rc = 0;
 out:
+    free(keep_q);
+    free(keep_o);
+    free(keep_len);
     ctx_free(&x);
     return rc;
 }

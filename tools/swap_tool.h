@@ -24,6 +24,10 @@ typedef struct swt_case {
                                  * the GPU; a step ends with a stream sync) */
     int32_t tile_blocks;        /* 0 = the engine's default */
     int32_t prefetch_depth;     /* engine read-ahead; -1 = its default */
+    int check_after;            /* 1: the checked rows kept and checked after
+                                 * the steps, so that they run back to back
+                                 * (bench swap); 0: each step checked before
+                                 * the next (demo) */
     int32_t kernel_reps;        /* device pool: attends of the last queries
                                  * repeated back to back after the steps (the
                                  * tile kernels' steady state); 0 = none */
