@@ -188,14 +188,15 @@ int sw_swap_tile_takes(int64_t cur, int64_t next, int32_t ahead, int32_t room);
 
 /* ---- attend.c ---- */
 /* Run-aware eviction window, in tiles (SPILLWAY_SWAP_RUN_EVICT, read at
- * sw_swap_create; default SW_SWAP_RUN_EVICT_DEFAULT when the store has no
- * host tier, else 0): 0 = victims in plain policy order; W > 0 = the first
+ * sw_swap_create; default SW_SWAP_RUN_EVICT_HOST for a device pool, else
+ * SW_SWAP_RUN_EVICT_DEFAULT when the store has no host tier, else 0): 0 = victims in plain policy order; W > 0 = the first
  * W x tile_blocks victims of the policy, reordered so that blocks of the
  * store runs with the fewest resident blocks go first (attend.c,
  * runs_first). Needs tiles aligned to store runs. */
 #define SW_SWAP_RUN_EVICT_DEFAULT 4
-/* ... and with a host tier under a device pool: the pass's misses one run
- * of host-tier entries, copied whole by the landing (docs/swap.md) */
+/* ... and a device pool's: over a host tier the pass's misses one run of
+ * host-tier entries, copied whole by the landing; over the disk alone fewer
+ * gaps read through (docs/swap.md) */
 #define SW_SWAP_RUN_EVICT_HOST 8
 
 /* ---- prefetch.c ---- */
