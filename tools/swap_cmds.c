@@ -339,8 +339,10 @@ static void print_case(const swt_case *c, const swt_result *r, double raw)
            100 * d.pool_rate, 100 * d.host_tier_rate,
            r->host_stripes + r->file_stripes ? 100 * (1 - d.host_tier_rate) : 0.0);
     printf("  check: %lld head rows against the fp64 reference over every token: max rel L2 "
-           "%.1e (bound 1e-2) %s\n",
-           (long long)r->heads_checked, r->max_rel_l2, r->ok ? "ok" : "FAIL");
+           "%.1e (bound 1e-2) %s (%s)\n",
+           (long long)r->heads_checked, r->max_rel_l2, r->ok ? "ok" : "FAIL",
+           r->checked_after ? "each step's rows kept, checked after the steps"
+                            : "each step checked before the next");
     printf("  engine: pool %d slots, tile %d blocks, rank %d, read-ahead %d tiles, policy %s; "
            "%llu evictions in the timed steps\n",
            r->swap.resident_blocks, r->swap.tile_blocks, r->swap.predictor_rank,

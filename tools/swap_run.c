@@ -834,6 +834,7 @@ int swt_run_case(const swt_case *c, const char *store_dir, swt_result *res)
         res->loop_bytes_read = k1.bytes_read - k0.bytes_read;
     }
 #endif
+    res->checked_after = keep_q != NULL;
     if (keep_q) {
         /* the checks the steps left (check_after), each against the context
          * of its step (tokens only ever appended: those are unchanged) */

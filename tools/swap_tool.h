@@ -73,6 +73,7 @@ typedef struct swt_result {
     int ok;                     /* every checked head within 1e-2 */
     double max_rel_l2;
     int64_t heads_checked;
+    int checked_after;          /* the rows were checked after the steps (check_after) */
     uint64_t kv_bytes;          /* K+V of every block at the end */
     int64_t total_blocks, context_end;
     int32_t steps;

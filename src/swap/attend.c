@@ -1224,7 +1224,8 @@ sw_status sw_swap_attend(sw_swap *s, const sw_swap_attend_params *p, sw_swap_att
         return st;
     }
     if (s->dev) {
-        sw_swap_dev_nudge(s, 1);
+        if (p->sparse_top_k <= 0) /* the prelease thread gets a job (attend_dev) */
+            sw_swap_dev_nudge(s, 1);
         return attend_dev(&R, res, stream);
     }
     const int32_t Hq = s->m.num_qo_heads, D = s->m.head_dim, Rk = s->c.predictor_rank;

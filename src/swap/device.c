@@ -79,7 +79,7 @@
 #include <immintrin.h>
 #define SW_SPIN_PAUSE() _mm_pause()
 #elif defined(__aarch64__)
-#define SW_SPIN_PAUSE() __asm__ __volatile__("yield")
+#define SW_SPIN_PAUSE() __asm__ __volatile__("isb" ::: "memory")
 #else
 #define SW_SPIN_PAUSE() ((void)0)
 #endif
@@ -235,8 +235,10 @@ typedef struct sw_swap_dev {
     size_t part2_floats;      /* their room */
     int32_t land_groups;      /* a direct tile's launches at most, by landing launch
                                * (SPILLWAY_SWAP_LAND_GROUPS, default 4, 1..8) */
-    int merge_groups;         /* SPILLWAY_SWAP_MERGE_GROUPS (default 1): a direct tile's
-                               * partials merged per chunk group (land_groups), not per tile */
+    int32_t merge_chunks;     /* SPILLWAY_SWAP_MERGE_CHUNKS (default 64; 0: one merge a
+                               * tile): a direct tile's partials merged in fixed ranges
+                               * of this many chunks, each once launched (launch_direct) */
+    int32_t merged;           /* the tile's chunks merged so far (launch_direct) */
     int32_t direct_bpc;       /* SPILLWAY_SWAP_DIRECT_BPC: blocks per direct CTA (default 1:
                                * a CTA is 4 warps, so occupancy comes from CTAs) */
     void *pstream[2], *mstream;
@@ -697,7 +699,10 @@ sw_status sw_swap_dev_create(sw_swap *s)
      * it fetches them with cp.async.bulk, never run from pinned host memory */
     d->desc_zc = sw_env_int("SPILLWAY_SWAP_DESC_ZC", 1) != 0 &&
                  sw_env_int("SPILLWAY_SWAP_BULK_VARIANT", 0) != 1;
-    d->merge_groups = sw_env_int("SPILLWAY_SWAP_MERGE_GROUPS", 1) != 0;
+    {
+        const int64_t mc = sw_env_int("SPILLWAY_SWAP_MERGE_CHUNKS", 64);
+        d->merge_chunks = mc > 0 && mc <= (1 << 20) ? (int32_t)mc : 0;
+    }
     {
         const int64_t c = sw_env_int("SPILLWAY_SWAP_DIRECT_BPC", 1);
         d->direct_bpc = c >= 1 && c <= 64 ? (int32_t)c : 1;
@@ -750,13 +755,19 @@ static sw_status timing_event(sw_swap_dev *d, int32_t i, void **ev);
 
 /* How long the engine's threads (launcher, prelease) poll for work before
  * they sleep: SPILLWAY_SWAP_SPIN_US (0: never), by default 2000 us with at
- * least 8 CPUs online and 0 with fewer (on this 2-CPU VM two polling threads
+ * least 8 CPUs in the process's affinity mask and 0 with fewer (on this 2-CPU VM two polling threads
  * beside the caller made the faked host-tier step 3x slower). */
 static double spin_seconds(void)
 {
-    const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    const int64_t us = sw_env_int("SPILLWAY_SWAP_SPIN_US", cpus >= 8 ? 2000 : 0);
-    return us > 0 && us <= 10000000 ? 1e-6 * (double)us : 0.0;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+        cpus = CPU_COUNT(&set); /* the CPUs this process may run on */
+    int64_t us = sw_env_int("SPILLWAY_SWAP_SPIN_US", cpus >= 8 ? 2000 : 0);
+    if (us > 10000000)
+        us = 10000000; /* at most 10 s */
+    return us > 0 ? 1e-6 * (double)us : 0.0;
 }
 
 /* A direct tile's CUDA calls (launcher thread, or the caller's without it). */
@@ -786,16 +797,35 @@ static sw_status launch_direct(sw_swap_dev *d, const launch_job *j)
         d->tev_used++;
     }
     tl_mark(d, j->cs, 'C', j->tag / 10);
-    if (!d->merge_groups)
+    if (d->merge_chunks <= 0)
         return j->last ? merge_behind(d, &j->A.t, j->cs, j->kp) : SW_OK;
-    /* each chunk group's partials merged behind its own launch: the call's
-     * last group then leaves a merge of its few chunks after the last copy,
-     * not one of its tile's every chunk (~30 us on the H200, session 11) */
-    sw_cuda_swap_tile_args g = j->A.t;
-    const int32_t c0 = j->A.c0, nch = j->A.nch > 0 ? j->A.nch : g.nchunks - c0;
-    g.part += (size_t)c0 * (size_t)g.H * (size_t)g.nrg * SW_CUDA_SWAP_RG * (size_t)(g.D + 2);
-    g.nchunks = nch;
-    return merge_behind(d, &g, j->cs, j->kp);
+    /* The tile's chunks merged in fixed ranges of merge_chunks, each behind
+     * the first launch whose chunks complete it (the last range behind the
+     * last launch): the call's last launch then leaves a merge of at most
+     * one range after the last copy, not one of the tile's every chunk (~30
+     * us on the H200, session 11), and the fold order depends on the tile
+     * alone, not on where its landing launches fell (which timing decides).
+     * Launches of a tile come in chunk order, on one stream. */
+    const int32_t nchunks = j->A.t.nchunks;
+    const int32_t covered =
+        j->last ? nchunks : j->A.c0 + (j->A.nch > 0 ? j->A.nch : nchunks - j->A.c0);
+    if (j->first)
+        d->merged = 0;
+    while (d->merged < covered) {
+        int32_t e = d->merged + d->merge_chunks;
+        if (e > covered) {
+            if (!j->last)
+                break; /* a range the next launch completes */
+            e = covered;
+        }
+        sw_cuda_swap_tile_args g = j->A.t;
+        g.part += (size_t)d->merged * (size_t)g.H * (size_t)g.nrg * SW_CUDA_SWAP_RG *
+                  (size_t)(g.D + 2);
+        g.nchunks = e - d->merged;
+        SW_TRY(merge_behind(d, &g, j->cs, j->kp));
+        d->merged = e;
+    }
+    return SW_OK;
 }
 
 static void *launcher_main(void *arg)
@@ -805,7 +835,9 @@ static void *launcher_main(void *arg)
     pthread_mutex_lock(&L->mu);
     for (;;) {
         if (L->n == 0 && !L->stop && L->spin_s > 0.0) {
-            /* poll before sleeping (a push counts under mu) */
+            /* poll before sleeping (a push counts under mu); a nudge made
+             * while the thread worked is this poll */
+            L->nudge = 0;
             const unsigned seen = atomic_load_explicit(&L->pushes, memory_order_relaxed);
             pthread_mutex_unlock(&L->mu);
             const double end = tl_now() + L->spin_s;
@@ -1413,7 +1445,9 @@ static void *prelease_main(void *arg)
     pthread_mutex_lock(&P->mu);
     for (;;) {
         if (!P->job && !P->stop && P->spin_s > 0.0) {
-            /* poll before sleeping (a post sets `posted` under mu) */
+            /* poll before sleeping (a post sets `posted` under mu); a nudge
+             * made while the thread worked is this poll */
+            P->nudge = 0;
             pthread_mutex_unlock(&P->mu);
             const double end = tl_now() + P->spin_s;
             for (uint32_t k = 1; !atomic_load_explicit(&P->posted, memory_order_acquire); k++) {
