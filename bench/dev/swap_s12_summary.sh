@@ -6,7 +6,7 @@
 # tail from the last landing copy's end to the finalisation (Z), and the first landing launch's end (ms from B).
 for d in "$@"; do
   echo "== $d"
-  for f in "$d"/hostab/*.log "$d"/hostq/*.log "$d"/swaprec/*bench.log; do
+  for f in "$d"/hostab/*.log "$d"/hostq/*.log "$d"/swaprec*/*bench.log; do
     [ -f "$f" ] || continue
     pct=$(grep -E "host_tier_read_GBps " "$f" | awk '{print $5}')
     med=$(grep -oE 'attend calls: min [0-9.]+, median [0-9.]+, max [0-9.]+' "$f" | sed -n 2p)
