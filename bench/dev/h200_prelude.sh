@@ -9,7 +9,13 @@ mkdir -p .carry/debs/root && for f in .carry/debs/*.deb; do dpkg -x "$f" .carry/
 DEB=$PWD/.carry/debs/root/usr/lib/x86_64-linux-gnu
 B=.carry/build-h200
 t0=$(date +%s); el() { echo "($(( $(date +%s) - t0 )) s)"; }
-pack() { tar czf "$OUT/$1.tgz" -C "$OUT" "$1" && rm -rf "${OUT:?}/$1"; }
+# pack STAGE: $OUT/STAGE into $OUT/STAGE.tgz, or STAGE-2.tgz, -3, .. when a run of the same call
+# packed that stage before (session 12 lost a recorded run's files to the overwrite)
+pack() {
+  local t="$OUT/$1.tgz" k=2
+  while [ -e "$t" ]; do t="$OUT/$1-$k.tgz"; k=$((k + 1)); done
+  tar czf "$t" -C "$OUT" "$1" && rm -rf "${OUT:?}/$1"
+}
 setting() {
   n=${1//=/-}; n=${n//,/+}; envs=(); args=()
   local kv
