@@ -124,6 +124,7 @@ static uint32_t crc_raw_of(crc_cache *c, uint32_t crc, uint32_t len)
 
 typedef struct sw_swap_dev {
     int nudge;                /* SPILLWAY_SWAP_NUDGE (default 1): sw_swap_dev_nudge */
+    double spin_s;            /* the threads' polling time (spin_seconds) */
     int32_t device, sms;
     int32_t ctas;             /* tile-kernel CTAs wanted per launch: sms x
                                * SPILLWAY_SWAP_TILE_CTAS_PER_SM (default: what
@@ -301,6 +302,7 @@ static sw_status prelease_start_thread(sw_swap *s);
 static void prelease_release(sw_swap *s);
 static void prelease_free(struct prelease *P);
 static void land_report(sw_swap_dev *d, int call);
+static double spin_seconds(void);
 
 static double tl_now(void)
 {
@@ -600,6 +602,7 @@ sw_status sw_swap_dev_create(sw_swap *s)
     d->timing = sw_env_int("SPILLWAY_SWAP_KERNEL_TIMING", 0) > 0;
     d->tline = sw_env_int("SPILLWAY_SWAP_TIMELINE", 0) > 0;
     d->nudge = sw_env_int("SPILLWAY_SWAP_NUDGE", 1) != 0;
+    d->spin_s = spin_seconds();
     pthread_mutex_init(&d->tl_mu, NULL);
     SW_TRY(sw_cuda_set_device(d->device));
     sw_cuda_swap_preload(D); /* no kernel loaded lazily in the middle of a call */
@@ -732,6 +735,8 @@ typedef struct launch_job {
     int32_t tag;             /* timeline tag */
     void *land_ev;           /* its landed stripes' copies (NULL: none) */
     int first, last;         /* a tile's first launch (waits, uploads) / last (merge) */
+    int ranged;              /* one of a tile's launches by landing group: its partials
+                              * merged in fixed ranges (merge_chunks) */
 } launch_job;
 
 #define SW_SWAP_LAUNCH_RING 16
@@ -744,7 +749,7 @@ struct launcher {
     int head, n, busy, stop;
     atomic_uint pushes;      /* pushes (and the stop) so far: polled between jobs */
     int nudge;               /* sw_swap_dev_nudge: wake up and poll (under mu) */
-    double spin_s;           /* as the prelease thread's (SPILLWAY_SWAP_SPIN_US) */
+    double spin_s;           /* d->spin_s */
     sw_status err;
     char msg[512];
     sw_swap_dev *d;
@@ -768,6 +773,18 @@ static double spin_seconds(void)
     if (us > 10000000)
         us = 10000000; /* at most 10 s */
     return us > 0 ? 1e-6 * (double)us : 0.0;
+}
+
+/* Polls *a until it is no longer v, for at most spin_s seconds (the engine's
+ * threads between jobs, before they sleep on their condition variable). */
+static void poll_change(atomic_uint *a, unsigned v, double spin_s)
+{
+    const double end = tl_now() + spin_s;
+    for (uint32_t k = 1; atomic_load_explicit(a, memory_order_acquire) == v; k++) {
+        SW_SPIN_PAUSE();
+        if ((k & 63) == 0 && tl_now() > end)
+            break;
+    }
 }
 
 /* A direct tile's CUDA calls (launcher thread, or the caller's without it). */
@@ -797,7 +814,7 @@ static sw_status launch_direct(sw_swap_dev *d, const launch_job *j)
         d->tev_used++;
     }
     tl_mark(d, j->cs, 'C', j->tag / 10);
-    if (d->merge_chunks <= 0)
+    if (d->merge_chunks <= 0 || !j->ranged) /* a whole tile: one merge */
         return j->last ? merge_behind(d, &j->A.t, j->cs, j->kp) : SW_OK;
     /* The tile's chunks merged in fixed ranges of merge_chunks, each behind
      * the first launch whose chunks complete it (the last range behind the
@@ -840,13 +857,7 @@ static void *launcher_main(void *arg)
             L->nudge = 0;
             const unsigned seen = atomic_load_explicit(&L->pushes, memory_order_relaxed);
             pthread_mutex_unlock(&L->mu);
-            const double end = tl_now() + L->spin_s;
-            for (uint32_t k = 1;
-                 atomic_load_explicit(&L->pushes, memory_order_acquire) == seen; k++) {
-                SW_SPIN_PAUSE();
-                if ((k & 63) == 0 && tl_now() > end)
-                    break;
-            }
+            poll_change(&L->pushes, seen, L->spin_s);
             pthread_mutex_lock(&L->mu);
         }
         while (L->n == 0 && !L->stop && !L->nudge)
@@ -925,7 +936,7 @@ static sw_status launcher_start(sw_swap_dev *d)
         return sw_fail(SW_STATUS_NO_MEMORY, "device pool: launcher");
     L->d = d;
     atomic_init(&L->pushes, 0u);
-    L->spin_s = spin_seconds();
+    L->spin_s = d->spin_s;
     pthread_mutex_init(&L->mu, NULL);
     pthread_cond_init(&L->cv_push, NULL);
     pthread_cond_init(&L->cv_done, NULL);
@@ -1113,7 +1124,7 @@ struct prelease {
      * variable's wake took 40-70 us on the H200's VM and 150-280 us in about
      * one call of six, and the copy engine idled until the thread took over
      * from the caller's first blocks (docs/perf/swap.md, session 12). */
-    atomic_int posted;
+    atomic_uint posted;          /* 1 from a post until the thread takes it */
     double spin_s;
     int nudge;                   /* sw_swap_dev_nudge: wake up and poll (under mu) */
     int land_yield;              /* SPILLWAY_SWAP_LAND_YIELD (default 0), prelease_run */
@@ -1449,12 +1460,7 @@ static void *prelease_main(void *arg)
              * made while the thread worked is this poll */
             P->nudge = 0;
             pthread_mutex_unlock(&P->mu);
-            const double end = tl_now() + P->spin_s;
-            for (uint32_t k = 1; !atomic_load_explicit(&P->posted, memory_order_acquire); k++) {
-                SW_SPIN_PAUSE();
-                if ((k & 63) == 0 && tl_now() > end)
-                    break;
-            }
+            poll_change(&P->posted, 0u, P->spin_s);
             pthread_mutex_lock(&P->mu);
         }
         while (!P->job && !P->stop && !P->nudge)
@@ -1466,7 +1472,7 @@ static void *prelease_main(void *arg)
         if (!P->job)
             break;
         P->nudge = 0;
-        atomic_store_explicit(&P->posted, 0, memory_order_relaxed);
+        atomic_store_explicit(&P->posted, 0u, memory_order_relaxed);
         P->running = 1;
         const int rel = P->rel;
         pthread_mutex_unlock(&P->mu);
@@ -1513,9 +1519,9 @@ static sw_status prelease_start_thread(sw_swap *s)
     P->layer = -1;
     P->tline = d->tline;
     P->rel_async = sw_env_int("SPILLWAY_SWAP_REL_ASYNC", 1) != 0;
-    P->spin_s = spin_seconds();
+    P->spin_s = d->spin_s;
     P->land_yield = sw_env_int("SPILLWAY_SWAP_LAND_YIELD", 0) != 0;
-    atomic_init(&P->posted, 0);
+    atomic_init(&P->posted, 0u);
     d->pl = P; /* from here prelease_stop_thread frees what is set up */
     {
         const int64_t mb = sw_env_int("SPILLWAY_SWAP_LANDING_MB", 64);
@@ -1633,7 +1639,7 @@ static void prelease_release(sw_swap *s)
         pthread_mutex_lock(&P->mu);
         P->rel = 1;
         P->job = 1;
-        atomic_store_explicit(&P->posted, 1, memory_order_release);
+        atomic_store_explicit(&P->posted, 1u, memory_order_release);
         pthread_cond_signal(&P->cv);
         pthread_mutex_unlock(&P->mu);
     } else {
@@ -1685,7 +1691,7 @@ static void prelease_stop_thread(sw_swap_dev *d)
     prelease_wait(P, 1);
     pthread_mutex_lock(&P->mu);
     P->stop = 1;
-    atomic_store_explicit(&P->posted, 1, memory_order_release);
+    atomic_store_explicit(&P->posted, 1u, memory_order_release);
     pthread_cond_signal(&P->cv);
     pthread_mutex_unlock(&P->mu);
     pthread_join(P->th, NULL);
@@ -1808,7 +1814,7 @@ sw_status sw_swap_dev_prelease(sw_swap *s, const sw_swap_seq *q, int32_t layer,
     atomic_store(&P->cancel, 0);
     pthread_mutex_lock(&P->mu);
     P->job = 1;
-    atomic_store_explicit(&P->posted, 1, memory_order_release);
+    atomic_store_explicit(&P->posted, 1u, memory_order_release);
     pthread_cond_signal(&P->cv);
     pthread_mutex_unlock(&P->mu);
     /* The thread takes tens of microseconds to wake: the first blocks'
@@ -2610,6 +2616,7 @@ static sw_status compute_direct(sw_swap *s, const sw_swap_attend_params *p, cons
     j.tag = 10 * t->hbuf + 4;
     j.land_ev = t->land_ev;
     j.first = j.last = 1;
+    j.ranged = 0;
     s->st.kernel_kv_bytes += kv_bytes;
     struct prelease *P = d->pl;
     if (!t->miss_ev || !P || d->land_groups <= 1)
@@ -2656,6 +2663,7 @@ static sw_status compute_direct(sw_swap *s, const sw_swap_attend_params *p, cons
         g.land_ev = ge[k] >= 0 ? P->lev[ge[k]] : NULL;
         g.first = k == 0;
         g.last = k + 1 == ngr;
+        g.ranged = 1; /* even alone: how many groups there are is timing's */
         SW_TRY(launch_push(d, &g));
     }
     return SW_OK;
