@@ -39,6 +39,7 @@ typedef struct swap_opts {
     int host_pool;  /* --host-pool: the CPU engine even with a GPU */
     int32_t prefetch_depth; /* --prefetch-depth; -1 = the engine's default */
     int32_t tile;           /* --tile: blocks per tile; 0 = the case's / engine's */
+    int32_t io_buffer_mb;   /* --io-buffer-mb: the store's bounce buffer; 0 = its default */
 } swap_opts;
 
 /* Parses one swap option at argv[*i]; 1 = taken, 0 = not a swap option,
@@ -57,7 +58,7 @@ static int swap_opt(int argc, char **argv, int *i, swap_opts *o)
     static const char *const with_value[] = {"--context", "--batch", "--layers", "--steps",
                                              "--pool-pct", "--host-pct", "--check-heads",
                                              "--raw-mb", "--dir", "--warmup-steps",
-                                             "--prefetch-depth", "--tile"};
+                                             "--prefetch-depth", "--tile", "--io-buffer-mb"};
     int known = 0;
     for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++)
         known |= !strcmp(a, with_value[k]);
@@ -80,6 +81,7 @@ static int swap_opt(int argc, char **argv, int *i, swap_opts *o)
     else if (!strcmp(a, "--raw-mb")) o->raw_mb = strtoull(v, NULL, 10);
     else if (!strcmp(a, "--prefetch-depth")) o->prefetch_depth = atoi(v);
     else if (!strcmp(a, "--tile")) o->tile = atoi(v);
+    else if (!strcmp(a, "--io-buffer-mb")) o->io_buffer_mb = atoi(v);
     return 1;
 }
 
@@ -89,11 +91,12 @@ static int swap_opts_check(const swap_opts *o)
         o->layers < 1 || o->layers > 64 || o->steps < 1 || o->warmup < 0 ||
         o->check_heads < 0 || !(o->pool_pct > 0 && o->pool_pct <= 200) ||
         !(o->host_pct >= 0 && o->host_pct <= 200) || o->raw_mb < 16 ||
-        o->prefetch_depth < -1 || o->prefetch_depth > 32 || o->tile < 0 || o->tile > 65536) {
+        o->prefetch_depth < -1 || o->prefetch_depth > 32 || o->tile < 0 || o->tile > 65536 ||
+        o->io_buffer_mb < 0 || o->io_buffer_mb > 4096) {
         fprintf(stderr, "spillway: need --context 16..16M, --batch 1..64, --layers 1..64, "
                         "--steps >= 1, --warmup-steps >= 0, --check-heads >= 0, "
                         "--pool-pct in (0, 200], --host-pct in [0, 200], --raw-mb >= 16, "
-                        "--prefetch-depth 0..32, --tile 0..65536\n");
+                        "--prefetch-depth 0..32, --tile 0..65536, --io-buffer-mb 0..4096\n");
         return 2;
     }
     return 0;
@@ -125,6 +128,7 @@ static swt_case make_case(const char *name, const swap_opts *o, double pool_pct,
     c.warmup = o->warmup;
     c.steps = o->steps;
     c.prefetch_depth = o->prefetch_depth;
+    c.io_buffer_bytes = (uint64_t)o->io_buffer_mb << 20;
     c.check_heads = o->check_heads;
     const int64_t blocks = (int64_t)c.batch * c.layers *
                            ((c.context + c.warmup + c.steps + c.block_size - 1) / c.block_size);
@@ -471,6 +475,9 @@ static const char demo_usage[] =
     "                   (default: the engine's, 4)\n"
     "  --tile N         blocks per tile (default: the engine's; bench swap: its case's\n"
     "                   with a GPU; at most the pool)\n"
+    "  --io-buffer-mb N the store's pinned bounce buffer for reads, MiB (default 0: the\n"
+    "                   store's, 8 MiB; read tickets in flight or not yet waited for hold\n"
+    "                   regions of it, SPILLWAY_STORE_READ_WINDOW)\n"
     "A progress bar goes to stderr when it is a terminal, plain lines otherwise.\n";
 
 int cmd_demo(int argc, char **argv)

@@ -547,6 +547,7 @@ int swt_run_case(const swt_case *c, const char *store_dir, swt_result *res)
     sc.run_blocks = (uint32_t)run_blocks;
     sc.capacity_bytes = runs * (run_blocks * ext + 65536);
     sc.host_tier_bytes = c->host_tier_bytes;
+    sc.io_buffer_bytes = c->io_buffer_bytes;
     sc.full_policy = SW_STORE_FULL_REFUSE;
     sw_status st = sw_store_open(&sc, &x.store);
     if (st != SW_OK) {

@@ -24,6 +24,7 @@ typedef struct swt_case {
                                  * the GPU; a step ends with a stream sync) */
     int32_t tile_blocks;        /* 0 = the engine's default */
     int32_t prefetch_depth;     /* engine read-ahead; -1 = its default */
+    uint64_t io_buffer_bytes;   /* store bounce buffer; 0 = the store's default */
     int check_after;            /* 1: the checked rows kept and checked after
                                  * the steps, so that they run back to back
                                  * (bench swap); 0: each step checked before

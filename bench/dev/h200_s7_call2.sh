@@ -9,6 +9,7 @@
 # Stages:
 #   ptest    test_prefill_cuda and test_prefill_errors (the Hopper path, v12 on)
 #   cprobe   copy_probe: pinned H2D copy-engine rate by copy size and by streams alternated (48 and 256 MiB)
+#   dprobe   disk_probe: the disk's O_DIRECT read rate by request size and requests in flight
 #   gprobe   gather_probe: the GPU's rate for 8 KiB host-tier stripes (gather kernel, zero-copy copies,
 #            batched copy-engine copies, one contiguous memcpy)
 #   record   the recorded bench/prefill.py run (every opponent), then non-causal 1x16k
@@ -21,7 +22,7 @@
 #   storerec the recorded `spillway store bench` ($STOREREC_ARGS: more options)
 #   chunkab  512 KiB read pieces: store bench in-run A/B, swap disk case default / 512K
 #   diskab   the swap disk case under read knobs ($DISKAB: default, VAR=value, pdN (--prefetch-depth), tileN
-#            (--tile), joined by commas; $DISKAB_ROUNDS)
+#            (--tile), ioN (--io-buffer-mb), joined by commas; $DISKAB_ROUNDS)
 #   storeab  the store bench's in-run A/B of $STOREAB
 #   varab    kernel variants (stage_s7b.sh var:NAME): test_prefill_cuda, then the causal cases against main
 #            ($VARAB_ENV: settings for both, e.g. SPILLWAY_CUDA_KERNEL=portable for the portable kernel)
@@ -51,6 +52,13 @@ cprobe)
       >"$OUT/cprobe/copy-probe-h200-$mb.log" 2>&1
     cat "$OUT/cprobe/copy-probe-h200-$mb.log"
   done ;;
+dprobe)
+  # disk_probe (bench/dev/disk_probe.c): O_DIRECT sequential read rate by request size x requests in flight,
+  # $DPROBE_MB (512) MiB, $DPROBE_ROUNDS (3) rounds, then the first read of a freshly written file
+  { echo "# .carry/probe/disk_probe /var/tmp ${DPROBE_MB:-512} ${DPROBE_ROUNDS:-3}"; uptime
+    timeout 200 .carry/probe/disk_probe /var/tmp ${DPROBE_MB:-512} ${DPROBE_ROUNDS:-3}; echo "rc=$?"; } \
+    >"$OUT/dprobe/disk-probe-h200.log" 2>&1
+  cat "$OUT/dprobe/disk-probe-h200.log" ;;
 gprobe)
   { echo "# .carry/probe/gather_probe 6144 8192"; timeout 60 .carry/probe/gather_probe 6144 8192; echo "rc=$?"; } \
     >"$OUT/gprobe/gather-probe-h200.log" 2>&1
@@ -151,7 +159,7 @@ diskab)
     setting "$v"
     { echo "# ${envs[*]} spillway bench swap --dir /var/tmp --cases disk ${args[*]}"
       env "${envs[@]}" LD_LIBRARY_PATH=$PWD/$B:$DEB timeout 120 $B/spillway bench swap --dir /var/tmp --cases disk \
-        "${args[@]}" --json "$OUT/diskab/swap-h200-disk-$n-r$r.json"; echo "rc=$?"; } >"$OUT/diskab/swap-h200-disk-$n-r$r.log" 2>&1
+        "${args[@]}" ${DISKAB_ARGS:-} --json "$OUT/diskab/swap-h200-disk-$n-r$r.json"; echo "rc=$?"; } >"$OUT/diskab/swap-h200-disk-$n-r$r.log" 2>&1
     echo "$v r$r: $(grep -E 'step_ms_vs_1.15x|disk_read_GBps' "$OUT/diskab/swap-h200-disk-$n-r$r.log" | awk '{print $2, $3, $4, $5}' | tr '\n' ' ') $(grep -oE 'x the payload|busy [0-9.]+% of the step' "$OUT/diskab/swap-h200-disk-$n-r$r.log" | tr '\n' ' ') $(grep -oE '[0-9.]+ MiB per step = [0-9.]+ x' "$OUT/diskab/swap-h200-disk-$n-r$r.log")"
   done; done ;;
 storeab)

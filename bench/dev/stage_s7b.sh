@@ -20,6 +20,7 @@ tar cJf .carry/tests.tar.xz -C build-h200/tests $(cd build-h200/tests && ls test
 nvcc -O2 -std=c++17 -arch=sm_90a -Isrc -Iinclude bench/dev/gather_probe.cu src/cuda/swap/swap_gather.cu \
   src/core/status.c src/core/sys.c src/store/crc32c.c -o .carry/probe/gather_probe
 nvcc -O2 -std=c++17 -arch=sm_90a bench/dev/copy_probe.cu -o .carry/probe/copy_probe
+gcc -O2 -std=c11 -pthread bench/dev/disk_probe.c -o .carry/probe/disk_probe
 for x in "$@"; do case $x in
 opp) cmake --build build-opp -j"$(nproc)" >/dev/null
      mkdir -p .carry/build-opp && cp -a build-opp/libspillway.so* .carry/build-opp/ ;;

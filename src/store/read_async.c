@@ -458,6 +458,20 @@ static size_t read_inflight_bytes(void)
     return v > 0 ? (size_t)v : 0;
 }
 
+/* The window of the bounce buffer that small tickets' regions go round
+ * (region_alloc): SPILLWAY_STORE_READ_WINDOW bytes (0 = the whole buffer),
+ * by default 2 x the in-flight cap when that fits in half the buffer, else
+ * the whole buffer. Tickets in flight and those arrived but not yet waited
+ * for hold regions, so the window also bounds how far a caller's read-ahead
+ * gets onto the device. */
+static size_t read_window_bytes(size_t cap, size_t bounce)
+{
+    int64_t v = sw_env_int("SPILLWAY_STORE_READ_WINDOW", -1);
+    if (v >= 0)
+        return (size_t)v < bounce ? (size_t)v : 0;
+    return cap && cap <= bounce / 2 ? 2 * cap : 0;
+}
+
 /* Submits QUEUED ticket ti into the bounce region at off. */
 static void ticket_launch(sw_store *s, uint32_t ti, size_t off)
 {
@@ -594,7 +608,7 @@ sw_status sw_store_read_submit(sw_store *s, size_t n, const sw_store_key *keys,
             return sw_fail(SW_STATUS_NO_MEMORY, "read tickets");
         }
         s->ra->cap_bytes = read_inflight_bytes();
-        s->ra->window = s->ra->cap_bytes <= s->bounce_bytes / 2 ? 2 * s->ra->cap_bytes : 0;
+        s->ra->window = read_window_bytes(s->ra->cap_bytes, s->bounce_bytes);
         prof_reset(s->ra);
     }
     struct sw_read_async *ra = s->ra;
