@@ -25,6 +25,11 @@ typedef struct swt_case {
     int32_t tile_blocks;        /* 0 = the engine's default */
     int32_t prefetch_depth;     /* engine read-ahead; -1 = its default */
     uint64_t io_buffer_bytes;   /* store bounce buffer; 0 = the store's default */
+    const char *raw_path;       /* raw O_DIRECT file for interleaved passes (NULL = none) */
+    uint64_t raw_file_bytes;    /* its size */
+    uint64_t raw_slice_bytes;   /* bytes per interleaved pass and shape */
+    int32_t raw_every;          /* a raw pass before the timed steps and after every
+                                 * raw_every of them (and the last); 0 = none */
     int check_after;            /* 1: the checked rows kept and checked after
                                  * the steps, so that they run back to back
                                  * (bench swap); 0: each step checked before
@@ -70,6 +75,7 @@ typedef struct swt_qprof {
 void swt_qprof_begin(sw_store *s);
 void swt_qprof_add(sw_store *s, swt_qprof *acc);
 
+#define SWT_RAW_PASSES 66
 typedef struct swt_result {
     int ok;                     /* every checked head within 1e-2 */
     double max_rel_l2;
@@ -100,6 +106,10 @@ typedef struct swt_result {
     int32_t loop_reps;          /* the kernel loop (kernel_reps), if run */
     double loop_attend_seconds, loop_kernel_seconds;
     uint64_t loop_kernel_kv_bytes, loop_bytes_read;
+    int32_t raw_passes;         /* interleaved raw passes run (raw_every) */
+    double raw_bytes[2], raw_secs[2]; /* their sums per shape: 4 MiB x 1, 1 MiB x 4 */
+    double raw_pass_gbps[SWT_RAW_PASSES]; /* each pass: the better shape */
+    int32_t raw_pass_after[SWT_RAW_PASSES]; /* timed steps done before that pass */
     sw_swap_stats swap;         /* at the end */
     sw_store_stats store;
 } swt_result;
@@ -135,6 +145,9 @@ const char *swt_fs_name(const char *path, int *is_tmpfs);
 int swt_raw_write(const char *path, uint64_t bytes);
 /* GB/s of the better sequential configuration; < 0 when O_DIRECT reads fail. */
 double swt_raw_read(const char *path, uint64_t bytes);
+/* The interleaved passes' raw rate: per shape their bytes over their time,
+ * the better shape; < 0 when none ran. */
+double swt_raw_interleaved_gbps(const swt_result *r);
 double swt_memcpy_pieces(uint64_t set, size_t piece, size_t ring_pieces);
 /* GPU references (GB/s, best of 5 timed with CUDA events; < 0 without a
  * GPU): pinned host-to-device copy of `bytes`, and a device-to-device

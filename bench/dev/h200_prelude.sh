@@ -2,7 +2,7 @@
 # repository root of the device machine's copy: $OUT, the carried Debian packages unpacked ($DEB: their
 # library folder), $B (the carried build), el (seconds since the start), pack STAGE ($OUT/STAGE into
 # one archive), and setting V (a variant written VAR=value[,VAR=value...], default, tileN -> --tile N,
-# pdN -> --prefetch-depth N, ioN -> --io-buffer-mb N, during -> --check-during: sets n (a file-name form), envs and args).
+# pdN -> --prefetch-depth N, ioN -> --io-buffer-mb N, rawN -> --raw-every N, during -> --check-during: sets n (a file-name form), envs and args).
 set -u
 OUT=${OUT:-out}; mkdir -p "$OUT"
 mkdir -p .carry/debs/root && for f in .carry/debs/*.deb; do dpkg -x "$f" .carry/debs/root; done
@@ -24,6 +24,7 @@ setting() {
     tile*) args+=(--tile "${kv#tile}") ;;
     pd*) args+=(--prefetch-depth "${kv#pd}") ;;
     io*) args+=(--io-buffer-mb "${kv#io}") ;;
+    raw*) args+=(--raw-every "${kv#raw}") ;;
     during) args+=(--check-during) ;;
     *) envs+=("$kv") ;;
   esac; done
