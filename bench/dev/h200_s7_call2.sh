@@ -9,6 +9,7 @@
 # Stages:
 #   ptest    test_prefill_cuda and test_prefill_errors (the Hopper path, v12 on)
 #   cprobe   copy_probe: pinned H2D copy-engine rate by copy size and by streams alternated (48 and 256 MiB)
+#   demo     spillway demo (the main job) on the GPU
 #   dprobe   disk_probe: the disk's O_DIRECT read rate by request size and requests in flight
 #   gprobe   gather_probe: the GPU's rate for 8 KiB host-tier stripes (gather kernel, zero-copy copies,
 #            batched copy-engine copies, one contiguous memcpy)
@@ -59,6 +60,12 @@ dprobe)
     timeout 200 .carry/probe/disk_probe /var/tmp ${DPROBE_MB:-512} ${DPROBE_ROUNDS:-3}; echo "rc=$?"; } \
     >"$OUT/dprobe/disk-probe-h200.log" 2>&1
   cat "$OUT/dprobe/disk-probe-h200.log" ;;
+demo)
+  # the main job on the GPU: `spillway demo` (part 1 prefill mix-a, part 2 swap on the device pool); exit 0
+  # only when every checked row meets its reference
+  { uptime; LD_LIBRARY_PATH=$PWD/$B:$DEB timeout 400 $B/spillway demo --dir /var/tmp; echo "demo rc=$?"; } \
+    >"$OUT/demo/demo-h200.log" 2>&1
+  grep -E "rc=|PASS|FAIL|tokens/s|max rel|raw O_DIRECT" "$OUT/demo/demo-h200.log" | head -20 ;;
 gprobe)
   { echo "# .carry/probe/gather_probe 6144 8192"; timeout 60 .carry/probe/gather_probe 6144 8192; echo "rc=$?"; } \
     >"$OUT/gprobe/gather-probe-h200.log" 2>&1
