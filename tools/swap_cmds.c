@@ -81,7 +81,11 @@ static int swap_opt(int argc, char **argv, int *i, swap_opts *o)
     else if (!strcmp(a, "--raw-mb")) o->raw_mb = strtoull(v, NULL, 10);
     else if (!strcmp(a, "--prefetch-depth")) o->prefetch_depth = atoi(v);
     else if (!strcmp(a, "--tile")) o->tile = atoi(v);
-    else if (!strcmp(a, "--io-buffer-mb")) o->io_buffer_mb = atoi(v);
+    else if (!strcmp(a, "--io-buffer-mb")) {
+        char *end = NULL;
+        const long mb = strtol(v, &end, 10);
+        o->io_buffer_mb = end != v && !*end && mb >= 0 && mb <= 4096 ? (int32_t)mb : -1;
+    }
     return 1;
 }
 
@@ -238,24 +242,32 @@ static void print_raw_interleaved(const swt_result *r, double before_after)
            "(before the first step, then every few steps and after the last; each a slice of "
            "the raw file per shape): 4 MiB QD1 %.3f, 1 MiB QD4 %.3f GB/s (bytes / time over the "
            "passes); the limit is the better, %.3f GB/s (the before / after passes' better: "
-           "%.3f)\n",
+           "%.3f%s)\n",
            r->raw_passes, r->raw_secs[0] > 0 ? r->raw_bytes[0] / r->raw_secs[0] / 1e9 : 0.0,
            r->raw_secs[1] > 0 ? r->raw_bytes[1] / r->raw_secs[1] / 1e9 : 0.0,
-           swt_raw_interleaved_gbps(r), before_after);
+           swt_raw_interleaved_gbps(r), before_after > 0 ? before_after : 0.0,
+           before_after > 0 ? "" : ", not measured");
     const double per_step = r->steps > 0 ? (double)r->file_bytes_read / r->steps : 0;
     printf("    per pass, the better shape (GB/s), and between passes the engine's disk reads "
            "(payload per step, mean, / those steps' time):");
-    for (int32_t j = 0; j < r->raw_passes; j++) {
-        printf(" %s%.2f", j ? "| " : "", r->raw_pass_gbps[j]);
-        if (j + 1 < r->raw_passes) {
+    const int32_t np = r->raw_passes < SWT_RAW_PASSES ? r->raw_passes : SWT_RAW_PASSES;
+    for (int32_t j = 0; j < np; j++) {
+        if (r->raw_pass_gbps[j] > 0)
+            printf(" %s%.2f", j ? "| " : "", r->raw_pass_gbps[j]);
+        else
+            printf(" %s-", j ? "| " : ""); /* both shapes failed */
+        if (j + 1 < np) {
             double ms = 0;
-            int32_t a = r->raw_pass_after[j], b = r->raw_pass_after[j + 1];
-            for (int32_t i = a; i < b && i < r->nstep_ms; i++)
+            const int32_t a = r->raw_pass_after[j], b = r->raw_pass_after[j + 1];
+            for (int32_t i = a; i < b; i++)
                 ms += r->step_ms[i];
-            if (ms > 0 && b > a)
+            /* steps past the first 64 are not kept one by one */
+            if (ms > 0 && b > a && b <= r->nstep_ms)
                 printf(" [%.2f]", per_step * (b - a) / (ms * 1e-3) / 1e9);
         }
     }
+    if (np < r->raw_passes)
+        printf(" (the first %d of %d passes)", np, r->raw_passes);
     printf("\n");
 }
 
@@ -360,8 +372,10 @@ static void print_case(const swt_case *c, const swt_result *r, double raw)
            d.read_per_step / MIB, r->host_bytes_read / MIB / r->steps,
            r->file_bytes_read / MIB / r->steps, d.gbps);
     if (raw > 0)
-        printf("    disk reads: %.3f GB/s = %.1f%% of the raw O_DIRECT read (%.3f GB/s)\n",
-               d.disk_gbps, 100 * d.disk_gbps / raw, raw);
+        printf("    disk reads: %.3f GB/s = %.1f%% of the raw O_DIRECT read (%.3f GB/s, %s)\n",
+               d.disk_gbps, 100 * d.disk_gbps / raw, raw,
+               swt_raw_interleaved_gbps(r) > 0 ? "passes interleaved with the steps"
+                                               : "the better of the passes before / after");
     else
         printf("    disk reads: %.3f GB/s (no raw figure to hold them against)\n", d.disk_gbps);
     swt_print_disk_path(r);
@@ -679,8 +693,9 @@ int cmd_bench_swap(int argc, char **argv)
             }
         } else if (!strcmp(a, "--raw-every") && i + 1 < argc) {
             char *end = NULL;
-            raw_every = strtoll(argv[++i], &end, 10);
-            if (!end || *end || raw_every < 0 || raw_every > 1000) {
+            const char *v = argv[++i];
+            raw_every = strtoll(v, &end, 10);
+            if (!end || end == v || *end || raw_every < 0 || raw_every > 1000) {
                 fprintf(stderr, "spillway bench swap: --raw-every wants 0..1000 steps, not '%s'\n",
                         argv[i]);
                 return 2;
@@ -816,6 +831,9 @@ int cmd_bench_swap(int argc, char **argv)
     print_raw(&s);
     if (rawi > 0)
         print_raw_interleaved(&res[0], rawb);
+    else if (ran[0] && res[0].raw_passes > 0)
+        printf("  raw O_DIRECT reads interleaved with the disk case's steps: every pass failed; "
+               "its limit is the before / after passes' better\n");
     for (int k = 0; k < 3; k++)
         if (ran[k]) {
             printf("\n-- %s --\n", cases[k].name);
@@ -917,6 +935,9 @@ int cmd_bench_swap(int argc, char **argv)
                                                  (rawd * 1e9) * 1e3 : 0;
             rows[nr++] = (bench_row){"step_ms_vs_1.15x_disk_ms", d.step_s * 1e3,
                                      1.15 * raw_ms, raw_ms > 0, -1.0};
+            if (rawi > 0 && rawb > 0)
+                rows[nr++] = (bench_row){"disk_read_GBps_vs_raw_before_after", d.disk_gbps,
+                                         rawb, 1, 0};
             rows[nr++] = (bench_row){"step_ms_median", step_ms_rank(rr, 0.5), 0, 0, 0};
         } else if (k == 1)
             rows[nr++] = (bench_row){"host_tier_read_GBps", d.host_gbps, mc, 1, 0};

@@ -247,11 +247,9 @@ double swt_raw_read(const char *path, uint64_t bytes)
 /* One interleaved raw pass (swt_case.raw_every): both shapes of
  * swt_raw_read over the next slice of the raw file, which shape goes first
  * alternating by pass; bytes and seconds added per shape. */
-static void raw_interleaved_pass(const swt_case *c, swt_result *res)
+static void raw_interleaved_pass(const swt_case *c, swt_result *res, int32_t steps_done)
 {
     const int k = res->raw_passes;
-    if (k >= SWT_RAW_PASSES)
-        return;
     const uint64_t nslices = c->raw_file_bytes / c->raw_slice_bytes;
     const uint64_t start = (uint64_t)k % (nslices ? nslices : 1) * c->raw_slice_bytes;
     double g[2] = {0, 0};
@@ -265,8 +263,10 @@ static void raw_interleaved_pass(const swt_case *c, swt_result *res)
             res->raw_secs[shape] += secs;
         }
     }
-    res->raw_pass_gbps[k] = g[0] > g[1] ? g[0] : g[1];
-    res->raw_pass_after[k] = res->nstep_ms;
+    if (k < SWT_RAW_PASSES) { /* each pass listed up to there; the sums go on */
+        res->raw_pass_gbps[k] = g[0] > g[1] ? g[0] : g[1];
+        res->raw_pass_after[k] = steps_done;
+    }
     res->raw_passes++;
 }
 
@@ -730,7 +730,7 @@ int swt_run_case(const swt_case *c, const char *store_dir, swt_result *res)
     for (int32_t step = 0; step < nsteps; step++) {
         if (step == c->warmup) {
             if (interleave)
-                raw_interleaved_pass(c, res); /* before the first timed step */
+                raw_interleaved_pass(c, res, 0); /* before the first timed step */
             sw_swap_get_stats(x.swap, &s0);
             sw_store_get_stats(x.store, &t0s);
         }
@@ -803,7 +803,7 @@ int swt_run_case(const swt_case *c, const char *store_dir, swt_result *res)
          * minutes as the steps) */
         if (interleave && step >= c->warmup &&
             ((step - c->warmup + 1) % c->raw_every == 0 || step == nsteps - 1))
-            raw_interleaved_pass(c, res);
+            raw_interleaved_pass(c, res, step - c->warmup + 1);
 #ifdef SPILLWAY_HAVE_CUDA
         if (c->device_pool && cudaMemcpy(x.o, x.dout, qn * 2, cudaMemcpyDeviceToHost) != cudaSuccess) {
             fprintf(stderr, "spillway: output download failed\n");

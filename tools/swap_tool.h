@@ -107,8 +107,9 @@ typedef struct swt_result {
     double loop_attend_seconds, loop_kernel_seconds;
     uint64_t loop_kernel_kv_bytes, loop_bytes_read;
     int32_t raw_passes;         /* interleaved raw passes run (raw_every) */
-    double raw_bytes[2], raw_secs[2]; /* their sums per shape: 4 MiB x 1, 1 MiB x 4 */
-    double raw_pass_gbps[SWT_RAW_PASSES]; /* each pass: the better shape */
+    double raw_bytes[2], raw_secs[2]; /* their sums per shape (4 MiB x 1, 1 MiB x 4), every pass */
+    double raw_pass_gbps[SWT_RAW_PASSES]; /* the first SWT_RAW_PASSES passes: the better
+                                 * shape (<= 0: both failed) */
     int32_t raw_pass_after[SWT_RAW_PASSES]; /* timed steps done before that pass */
     sw_swap_stats swap;         /* at the end */
     sw_store_stats store;

@@ -45,6 +45,7 @@ static int write_file(const char *path, uint64_t bytes)
     int rc = 0;
     for (uint64_t off = 0; off < bytes && !rc; off += chunk) {
         memcpy(buf, &off, sizeof off);
+        errno = 0;
         if (pwrite(fd, buf, chunk, (off_t)off) != (ssize_t)chunk)
             rc = errno ? -errno : -EIO;
     }
@@ -92,12 +93,16 @@ static double pass(const char *path, uint64_t bytes, size_t chunk, int threads)
     pthread_t th[64];
     bytes -= bytes % chunk;
     double t0 = now();
+    int started = 0, err = 0;
     for (int t = 0; t < threads; t++) {
         jobs[t] = (job){fd, bytes, chunk, &next, 0};
-        pthread_create(&th[t], NULL, reader, &jobs[t]);
+        if (pthread_create(&th[t], NULL, reader, &jobs[t]) != 0) {
+            err = 1;
+            break;
+        }
+        started++;
     }
-    int err = 0;
-    for (int t = 0; t < threads; t++) {
+    for (int t = 0; t < started; t++) {
         pthread_join(th[t], NULL);
         err |= jobs[t].err;
     }
@@ -114,6 +119,10 @@ int main(int argc, char **argv)
     }
     uint64_t mb = argc > 2 ? strtoull(argv[2], NULL, 10) : 512;
     int rounds = argc > 3 ? atoi(argv[3]) : 3;
+    if (mb < 16 || mb > (1u << 20) || rounds < 1 || rounds > 16) {
+        fprintf(stderr, "disk_probe: SIZE_MB 16..1048576, ROUNDS 1..16\n");
+        return 2;
+    }
     char path[4096], path2[4096];
     snprintf(path, sizeof path, "%s/disk-probe.bin", argv[1]);
     snprintf(path2, sizeof path2, "%s/disk-probe-2.bin", argv[1]);
@@ -126,6 +135,7 @@ int main(int argc, char **argv)
     int e = write_file(path, bytes);
     if (e) {
         fprintf(stderr, "disk_probe: write %s: %s\n", path, strerror(-e));
+        unlink(path);
         return 1;
     }
     printf("wrote %llu MiB in %.2f s\n", (unsigned long long)mb, now() - t0);
@@ -153,6 +163,8 @@ int main(int argc, char **argv)
         double b = pass(path2, bytes, 512u << 10, 8);
         printf("first read after the write of a second file: 4096 KiB x 1 %.3f, then 512 KiB x 8 %.3f GB/s\n",
                a, b);
+    } else {
+        printf("second file: write failed (%s)\n", strerror(-e));
     }
     unlink(path);
     unlink(path2);

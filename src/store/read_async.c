@@ -155,8 +155,9 @@ static uint64_t tag_of(uint32_t t, size_t o) { return ((uint64_t)t << 16) | o; }
 
 /* ------------------------------------------------------ bounce regions -- */
 /* Next fit (after the newest region, wrapping to the start) inside a window
- * of the bounce buffer's first `window` bytes (2 x the in-flight cap; a
- * ticket larger than half the window may use the whole buffer). On the
+ * of the bounce buffer's first `window` bytes (read_window_bytes: by default
+ * 2 x the in-flight cap; a ticket larger than half the window may use the
+ * whole buffer). On the
  * 2-core VM's virtio disk the footprint of the DMA buffers matters: the same
  * 1 MiB reads went at 3.2 GB/s into 4 buffers taken in turn, 2.7 into 16 and
  * 30; the store's tickets over all 32 MiB of the bounce buffer (a ring, as
@@ -459,7 +460,8 @@ static size_t read_inflight_bytes(void)
 }
 
 /* The window of the bounce buffer that small tickets' regions go round
- * (region_alloc): SPILLWAY_STORE_READ_WINDOW bytes (0 = the whole buffer),
+ * (region_alloc): SPILLWAY_STORE_READ_WINDOW bytes (0, or at least the
+ * buffer = the whole buffer; unset or negative = the default),
  * by default 2 x the in-flight cap when that fits in half the buffer, else
  * the whole buffer. Tickets in flight and those arrived but not yet waited
  * for hold regions, so the window also bounds how far a caller's read-ahead
