@@ -1355,16 +1355,6 @@ static void prelease_run(struct prelease *P, int land_ok, int32_t limit, int cal
         if (caller && P->land_yield && !atomic_load_explicit(&P->posted, memory_order_acquire))
             break;
         const int32_t i1 = n - i0 < PL_CH ? n : i0 + PL_CH;
-        /* Nothing left to claim here (claimed by the other side, or by a
-         * tile): no turn at lmu. A block never goes back to FREE within a
-         * job, so this is final. Without it the caller, whose chunks the
-         * thread had already taken, waited for lmu once per chunk behind
-         * the thread's whole landing (5 of ~270 H200 calls, 0.6-0.8 ms). */
-        int32_t f = i0;
-        while (f < i1 && atomic_load_explicit(&P->state[f], memory_order_relaxed) != PL_FREE)
-            f++;
-        if (f == i1)
-            continue;
         int32_t nm = 0;
         pthread_mutex_lock(&P->lmu);
         for (int32_t i = i0; i < i1; i++) {
@@ -1966,18 +1956,6 @@ sw_status sw_swap_dev_attend_verdict(sw_swap *s, void *stream, int report)
     /* the prelease thread done with this call (its leases released below) */
     prelease_wait(d->pl, 1);
     sw_swap_dev_tl_phase(s, 'w');
-    const size_t bad_bytes = sizeof(uint32_t) * (1 + SW_SWAP_BAD_CAP);
-    /* A call that completed (report: its pass and finalisation enqueued)
-     * without gathers issued ahead has every kernel that writes the report
-     * ordered before the end of `stream` (the finalisation waits for the
-     * tile and merge streams, pass_end): the report's copy goes on it now,
-     * behind the GPU's last work, instead of after the waits below (a
-     * round trip after the GPU is done). */
-    int early = 0;
-    if (report && st == SW_OK && !d->gissued && d->ngrec) {
-        st = sw_cuda_swap_copy(d->h_bad, d->d_bad, bad_bytes, stream);
-        early = 1;
-    }
     for (int i = 0; d->pissued && i < 3; i++) {
         const sw_status g = sw_cuda_stream_sync(i < 2 ? d->pstream[i] : d->mstream);
         if (st == SW_OK)
@@ -1988,6 +1966,7 @@ sw_status sw_swap_dev_attend_verdict(sw_swap *s, void *stream, int report)
         prelease_release(s); /* nothing leased: the landing's counters for the next call */
         return st;
     }
+    const size_t bad_bytes = sizeof(uint32_t) * (1 + SW_SWAP_BAD_CAP);
     /* Gathers issued ahead of a tile that never computed (a failed call)
      * are waited by no kernel of `stream`: wait for them first, so that the
      * leases outlive them and the report copied below holds their
@@ -1999,7 +1978,7 @@ sw_status sw_swap_dev_attend_verdict(sw_swap *s, void *stream, int report)
             st = g;
     }
     d->gissued = 0;
-    if (d->ngrec && st == SW_OK && !early)
+    if (d->ngrec && st == SW_OK)
         st = sw_cuda_swap_copy(d->h_bad, d->d_bad, bad_bytes, stream);
     /* the one wait on the call's stream: the gathers are done with the
      * leased memory, and the report is here */
