@@ -318,20 +318,10 @@ static double tl_now(void)
  * finalisation's end. tag: the tile's ring position (hbuf); for c,
  * 10 x hbuf + 1 if its gathers were issued ahead + 2 if it gathers on the
  * compute stream. Best effort: a failure only ends the marks. */
-static void tl_mark_locked(sw_swap_dev *d, void *stream, char kind, int32_t tag);
-static void tl_mark(sw_swap_dev *d, void *stream, char kind, int32_t tag)
-{
-    if (!d->tline)
-        return;
-    pthread_mutex_lock(&d->tl_mu);
-    tl_mark_locked(d, stream, kind, tag);
-    pthread_mutex_unlock(&d->tl_mu);
-}
-
 static void tl_mark_locked(sw_swap_dev *d, void *stream, char kind, int32_t tag)
 {
     if (!d->tline)
-        return;
+        return; /* (turned off under the lock by another thread's failure) */
     if (d->ntl == d->tl_cap) {
         const int32_t nc = d->tl_cap ? 2 * d->tl_cap : 256;
         void **e = realloc(d->tl_ev, sizeof(void *) * (size_t)nc);
@@ -367,6 +357,15 @@ static void tl_mark_locked(sw_swap_dev *d, void *stream, char kind, int32_t tag)
     d->tl_kind[d->ntl] = kind;
     d->tl_tag[d->ntl] = tag;
     d->ntl++;
+}
+
+static void tl_mark(sw_swap_dev *d, void *stream, char kind, int32_t tag)
+{
+    if (!d->tline)
+        return;
+    pthread_mutex_lock(&d->tl_mu); /* the launcher thread marks too */
+    tl_mark_locked(d, stream, kind, tag);
+    pthread_mutex_unlock(&d->tl_mu);
 }
 
 void sw_swap_dev_tl_phase(sw_swap *s, char kind)
@@ -1579,25 +1578,26 @@ static sw_status prelease_start_thread(sw_swap *s)
     return SW_OK;
 }
 
+/* Sets a polling thread's nudge flag and wakes it (under its mutex). */
+static void nudge_one(pthread_mutex_t *mu, pthread_cond_t *cv, int *nudge)
+{
+    pthread_mutex_lock(mu);
+    *nudge = 1;
+    pthread_cond_signal(cv);
+    pthread_mutex_unlock(mu);
+}
+
 void sw_swap_dev_nudge(sw_swap *s, int which)
 {
     sw_swap_dev *d = s->dev;
     if (!d || !d->nudge)
         return;
     struct prelease *P = (which & 1) ? d->pl : NULL;
-    if (P && P->spin_s > 0.0) {
-        pthread_mutex_lock(&P->mu);
-        P->nudge = 1;
-        pthread_cond_signal(&P->cv);
-        pthread_mutex_unlock(&P->mu);
-    }
+    if (P && P->spin_s > 0.0)
+        nudge_one(&P->mu, &P->cv, &P->nudge);
     struct launcher *L = (which & 2) ? d->ln : NULL;
-    if (L && L->spin_s > 0.0) {
-        pthread_mutex_lock(&L->mu);
-        L->nudge = 1;
-        pthread_cond_signal(&L->cv_push);
-        pthread_mutex_unlock(&L->mu);
-    }
+    if (L && L->spin_s > 0.0)
+        nudge_one(&L->mu, &L->cv_push, &L->nudge);
 }
 
 void sw_swap_dev_quiesce(sw_swap *s)
@@ -1775,8 +1775,8 @@ sw_status sw_swap_dev_prelease(sw_swap *s, const sw_swap_seq *q, int32_t layer,
     P->ns = q->ns;
     P->bbase = q->block_base;
     /* landing room for the job's first blocks (what is left of the call's),
-     * and an event per landing launch (at most nl / PL_CH + 1) */
-    P->job_nland = 0;
+     * and an event per landing launch (at most nl / PL_CH + 2); job_nland
+     * was zeroed above */
     P->ljob_nev = 0;
     P->ljob_ev = 0;
     P->npend = 0;
