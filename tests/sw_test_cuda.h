@@ -32,8 +32,15 @@ static inline size_t bytes_of(const sw_case *c, int64_t rows, int64_t stride)
     return (size_t)(rows * stride) * sw_dtype_size(c->params.dtype) + 64;
 }
 
-/* Q, K, V copied to fresh device buffers; O and LSE allocated; no workspace. */
-static inline void upload(const sw_case *c, dev_case *d)
+/* Q, K, V copied to fresh device buffers; O and LSE allocated; no workspace.
+ * The copies are ordered on `st`, the stream the case then runs on, and the
+ * stream is synchronised before this returns. A plain cudaMemcpy from
+ * pageable memory is NOT enough: it runs on the legacy default stream, which
+ * a cudaStreamNonBlocking stream does not wait for, and it may return once
+ * the bytes are staged, before the DMA has landed them -- a kernel launched
+ * next on `st` could read Q/K/V before they arrive (seen as wrong results
+ * only while other processes kept the copy engines busy). */
+static inline void upload(const sw_case *c, dev_case *d, cudaStream_t st)
 {
     memset(d, 0, sizeof *d);
     CUDA_OK(cudaMalloc(&d->q, bytes_of(c, c->total_q, c->q_stride)));
@@ -41,9 +48,22 @@ static inline void upload(const sw_case *c, dev_case *d)
     CUDA_OK(cudaMalloc(&d->k, bytes_of(c, c->total_kv, c->k_stride)));
     CUDA_OK(cudaMalloc(&d->v, bytes_of(c, c->total_kv, c->v_stride)));
     CUDA_OK(cudaMalloc((void **)&d->lse, (size_t)c->total_q * c->params.num_qo_heads * 4 + 64));
+#ifdef SW_TEST_UPLOAD_UNORDERED
+    /* bench/dev only: the upload as it was before this function took a
+     * stream (to show that test_prefill_stress catches it). */
+    (void)st;
     CUDA_OK(cudaMemcpy(d->q, c->q, bytes_of(c, c->total_q, c->q_stride) - 64, cudaMemcpyHostToDevice));
     CUDA_OK(cudaMemcpy(d->k, c->k, bytes_of(c, c->total_kv, c->k_stride) - 64, cudaMemcpyHostToDevice));
     CUDA_OK(cudaMemcpy(d->v, c->v, bytes_of(c, c->total_kv, c->v_stride) - 64, cudaMemcpyHostToDevice));
+#else
+    CUDA_OK(cudaMemcpyAsync(d->q, c->q, bytes_of(c, c->total_q, c->q_stride) - 64,
+                            cudaMemcpyHostToDevice, st));
+    CUDA_OK(cudaMemcpyAsync(d->k, c->k, bytes_of(c, c->total_kv, c->k_stride) - 64,
+                            cudaMemcpyHostToDevice, st));
+    CUDA_OK(cudaMemcpyAsync(d->v, c->v, bytes_of(c, c->total_kv, c->v_stride) - 64,
+                            cudaMemcpyHostToDevice, st));
+    CUDA_OK(cudaStreamSynchronize(st));
+#endif
 }
 
 static inline void release(dev_case *d)

@@ -105,7 +105,7 @@ static int run_case(sw_case *c, int row_sample, cudaStream_t st, int layers)
     const int64_t dq = (int64_t)c->params.num_qo_heads * c->params.head_dim;
     dev_case d;
     if (!fa3 && c->o_stride != dq && c->total_q > 0) {
-        upload(c, &d);
+        upload(c, &d, st);
         d.ws_bytes = sw_prefill_plan_workspace_size(pl);
         if (d.ws_bytes)
             CUDA_OK(cudaMalloc(&d.ws, d.ws_bytes));
@@ -122,7 +122,7 @@ static int run_case(sw_case *c, int row_sample, cudaStream_t st, int layers)
     }
     if (!fa3 && c->o_stride != dq)
         make_o_dense(c);
-    upload(c, &d);
+    upload(c, &d, st);
     d.ws_bytes = sw_prefill_plan_workspace_size(pl);
     if (d.ws_bytes)
         CUDA_OK(cudaMalloc(&d.ws, d.ws_bytes));
@@ -209,7 +209,7 @@ static void check_refusals(cudaStream_t st)
     make_fixed(&c, 7, SW_DTYPE_BF16, 4, 2, 128, 1, 2, ql, kl);
     c.params.backend = g_backend;
     dev_case d;
-    upload(&c, &d);
+    upload(&c, &d, st);
     sw_prefill_plan *pl = NULL;
     CHECK_STATUS(sw_prefill_plan_create(&c.params, c.batch, c.qo_indptr, c.kv_indptr, &pl), SW_OK);
     if (pl) {

@@ -24,7 +24,7 @@ int main(void)
 static int run_case(sw_case *c, int row_sample, cudaStream_t st, int layers, sw_backend backend)
 {
     dev_case d;
-    upload(c, &d);
+    upload(c, &d, st);
     c->params.backend = backend;
     sw_prefill_plan *pl = NULL;
     sw_status s = sw_prefill_plan_create(&c->params, c->batch, c->qo_indptr, c->kv_indptr, &pl);
@@ -122,9 +122,10 @@ static int check_isolation(cudaStream_t st, sw_backend backend)
             CUDA_OK(cudaMalloc(&dv, (size_t)nk * 2));
             CUDA_OK(cudaMalloc(&dout, (size_t)nq * 2));
             CUDA_OK(cudaMalloc((void **)&dlse, (size_t)qo[2] * hq * 4));
-            CUDA_OK(cudaMemcpy(dq, q, (size_t)nq * 2, cudaMemcpyHostToDevice));
-            CUDA_OK(cudaMemcpy(dk, k, (size_t)nk * 2, cudaMemcpyHostToDevice));
-            CUDA_OK(cudaMemcpy(dv, v, (size_t)nk * 2, cudaMemcpyHostToDevice));
+            /* on `st`, like the run (sw_test_cuda.h's upload says why) */
+            CUDA_OK(cudaMemcpyAsync(dq, q, (size_t)nq * 2, cudaMemcpyHostToDevice, st));
+            CUDA_OK(cudaMemcpyAsync(dk, k, (size_t)nk * 2, cudaMemcpyHostToDevice, st));
+            CUDA_OK(cudaMemcpyAsync(dv, v, (size_t)nk * 2, cudaMemcpyHostToDevice, st));
             p.backend = backend;
             sw_prefill_plan *pl = NULL;
             sw_status s = sw_prefill_plan_create(&p, 2, qo, kv, &pl);
@@ -183,7 +184,7 @@ static void check_refusals(cudaStream_t st)
     sw_case_make(&c, 99, 0, SW_DTYPE_BF16, 64);
     c.params.backend = SW_BACKEND_CUDA;
     dev_case d;
-    upload(&c, &d);
+    upload(&c, &d, st);
     sw_prefill_plan *pl = NULL;
     CHECK_STATUS(sw_prefill_plan_create(&c.params, c.batch, c.qo_indptr, c.kv_indptr, &pl), SW_OK);
     if (pl && sw_prefill_plan_workspace_size(pl) > 0) {
@@ -210,7 +211,23 @@ static void check_refusals(cudaStream_t st)
     sw_case_free(&c);
 }
 
-int main(void)
+/* `--only bf16|f16 INDEX portable|hopper`: that one case of the short family,
+ * three times (for compute-sanitizer's tools, which are too slow for the
+ * whole program). */
+static int run_only(char **argv, uint64_t seed, cudaStream_t st)
+{
+    const int f16 = strcmp(argv[2], "f16") == 0;
+    const sw_backend b = strcmp(argv[4], "hopper") == 0 ? SW_BACKEND_CUDA_HOPPER
+                                                         : SW_BACKEND_CUDA_PORTABLE;
+    sw_case c;
+    sw_case_make(&c, seed + (uint64_t)f16, atoi(argv[3]), f16 ? SW_DTYPE_F16 : SW_DTYPE_BF16, 160);
+    printf("test_prefill_cuda: only %s [%s]\n", c.name, sw_backend_name(b));
+    const int bad = run_case(&c, 1, st, 3, b);
+    sw_case_free(&c);
+    return bad;
+}
+
+int main(int argc, char **argv)
 {
     if (sw_cuda_device_count() == 0) {
         printf("test_prefill_cuda: skipped (no usable CUDA device)\n");
@@ -220,6 +237,11 @@ int main(void)
     const int ncases = (int)sw_env_int("SPILLWAY_TEST_CASES", 100);
     cudaStream_t st;
     CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    if (argc == 5 && strcmp(argv[1], "--only") == 0) {
+        const int bad = run_only(argv, seed, st);
+        cudaStreamDestroy(st);
+        return bad || sw_test_failures ? 1 : 0;
+    }
     check_refusals(st);
     int failed = 0, total = 0;
     double t0 = sw_now_seconds();

@@ -77,10 +77,13 @@ static sw_status dev_attend(sw_swap *s, const sw_swap_attend_params *hp, const s
     CU(cudaMalloc(&dq, qn * 2 + 16));
     CU(cudaMalloc(&dout, qn * 2 + 16));
     CU(cudaMalloc(&dl, (size_t)rows * sh->Hq * 4 + 16));
-    CU(cudaMemcpy(dq, hp->q, qn * 2, cudaMemcpyHostToDevice));
+    /* On `stream`, where the attend runs: a plain cudaMemcpy / cudaMemset runs
+     * on the legacy default stream, which a non-blocking stream does not wait
+     * for, and may return before the bytes land (sw_test_cuda.h). */
+    CU(cudaMemcpyAsync(dq, hp->q, qn * 2, cudaMemcpyHostToDevice, stream));
     /* poison: 0xffff is a BF16 NaN, 0xffffffff a float NaN */
-    CU(cudaMemset(dout, 0xff, qn * 2));
-    CU(cudaMemset(dl, 0xff, (size_t)rows * sh->Hq * 4));
+    CU(cudaMemsetAsync(dout, 0xff, qn * 2, stream));
+    CU(cudaMemsetAsync(dl, 0xff, (size_t)rows * sh->Hq * 4, stream));
     sw_swap_attend_params p = *hp;
     p.q = dq;
     p.o = dout;

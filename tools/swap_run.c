@@ -742,7 +742,13 @@ int swt_run_case(const swt_case *c, const char *store_dir, swt_result *res)
         x.len++;
         gen_queries(&x);
 #ifdef SPILLWAY_HAVE_CUDA
-        if (c->device_pool && cudaMemcpy(x.dq, x.q, qn * 2, cudaMemcpyHostToDevice) != cudaSuccess) {
+        /* On the attend's stream: a plain cudaMemcpy from pageable memory runs
+         * on the legacy stream, which x.stream (non-blocking) does not wait
+         * for, and may return before the DMA lands. */
+        if (c->device_pool &&
+            (cudaMemcpyAsync(x.dq, x.q, qn * 2, cudaMemcpyHostToDevice, (cudaStream_t)x.stream) !=
+                 cudaSuccess ||
+             cudaStreamSynchronize((cudaStream_t)x.stream) != cudaSuccess)) {
             fprintf(stderr, "spillway: query upload failed\n");
             goto out;
         }

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# The GPU suite on the lent H200, built here (the device call spends no time
+# compiling). Two halves:
+#
+#   scripts/h200_gpu.sh stage            here: build build-h200 (sm_90a, Release;
+#                                        configured on first use) and pack what
+#                                        ctest needs into .carry/ (ignored; carried)
+#   scripts/h200_gpu.sh run STAGE...     there, from the repository root, with
+#                                        carry [".carry"]; files under $OUT
+#
+# Stages of `run`:
+#   suiteN     `ctest -j4 -L gpu` N times in a row (suite20: twenty); one log
+#              per run plus a table of each run's time and result
+#   sanitize   compute-sanitizer's racecheck, synccheck, initcheck and memcheck
+#              on the portable kernel's two shapes that failed under load
+#              (test_prefill_cuda --only f16 56|66 portable) and on the Hopper
+#              kernel's case 56
+#   unordered  test_prefill_stress built with -DSW_TEST_UPLOAD_UNORDERED (the
+#              upload as it was: cudaMemcpy on the legacy stream), 3 runs
+#   all        the whole C suite once, `ctest -j4`
+set -uo pipefail
+cd "$(dirname "$0")/.."
+B=build-h200
+case ${1:-} in
+stage)
+  set -e
+  [ -f $B/CMakeCache.txt ] || cmake -S . -B $B -DCMAKE_BUILD_TYPE=Release -DSPILLWAY_CUDA=ON \
+    -DSPILLWAY_CUDA_ARCHS=90a >/dev/null
+  cmake --build $B -j"$(nproc)" >/dev/null
+  # The stress test with the old upload, to show that the test catches it.
+  (cd $B/tests &&
+    gcc -DSPILLWAY_HAVE_CUDA=1 -D_GNU_SOURCE -DSW_TEST_UPLOAD_UNORDERED -I../../src -I../../include \
+      -isystem /usr/local/cuda/include -O2 -std=c11 -c ../../tests/test_prefill_stress.c \
+      -o /tmp/sw_stress_unordered.o &&
+    sed 's#CMakeFiles/test_prefill_stress.dir/test_prefill_stress.c.o#/tmp/sw_stress_unordered.o#' \
+      CMakeFiles/test_prefill_stress.dir/objects1 >/tmp/sw_stress_unordered.objs &&
+    g++ @/tmp/sw_stress_unordered.objs -o test_prefill_stress_unordered \
+      @CMakeFiles/test_prefill_stress.dir/linkLibs.rsp \
+      -L/usr/local/cuda/targets/x86_64-linux/lib/stubs -L/usr/local/cuda/targets/x86_64-linux/lib)
+  grep -qx '/.carry/' .git/info/exclude || echo '/.carry/' >>.git/info/exclude
+  rm -rf .carry && mkdir -p .carry/debs
+  (find $B -name CTestTestfile.cmake; find $B -maxdepth 2 -type f -perm -u+x ! -path '*/CMakeFiles/*';
+   ls $B/libspillway.so*) | sort -u | tar cJf .carry/build.tar.xz -T -
+  (cd .carry/debs && apt-get download liburing2 libhiredis0.14 >/dev/null 2>&1)
+  echo "$(git rev-parse --short HEAD)$(git diff --quiet HEAD || echo '+changes')" >.carry/commit
+  echo "staged $(git rev-parse --short HEAD)$(git diff --quiet HEAD || echo '+changes')"
+  du -sh .carry ;;
+run)
+  shift
+  OUT=${OUT:-out}; mkdir -p "$OUT"
+  # ctest's files name the build tree by its path here: give it that path.
+  here=$(cd "$(dirname "$0")/.." && pwd)
+  mkdir -p /work && { [ -e /work/main ] || ln -s "$here" /work/main; }
+  rm -rf $B && tar xJf .carry/build.tar.xz
+  mkdir -p /tmp/sw-debs && for f in .carry/debs/*.deb; do dpkg -x "$f" /tmp/sw-debs; done
+  export LD_LIBRARY_PATH=/tmp/sw-debs/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  export PATH=/usr/local/cuda/bin:$PATH
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
+  for stage in "$@"; do case $stage in
+  suite*)
+    n=${stage#suite}; pass=0
+    echo "# ctest -j4 -L gpu, $n runs in a row, $(date -u +%FT%TZ), build $(cat .carry/commit 2>/dev/null)" \
+      >"$OUT/gpu-suite.md"
+    for i in $(seq 1 "$n"); do
+      t0=$(date +%s.%N)
+      (cd /work/main/$B && ctest -j4 -L gpu --output-on-failure) >"$OUT/gpu-suite-run$i.log" 2>&1
+      rc=$?; t1=$(date +%s.%N)
+      [ $rc = 0 ] && pass=$((pass + 1))
+      line="run $i: rc=$rc $(awk "BEGIN{printf \"%.1f\", $t1 - $t0}") s; $(grep -E 'tests passed' "$OUT/gpu-suite-run$i.log")"
+      echo "$line" | tee -a "$OUT/gpu-suite.md"
+    done
+    echo "$pass of $n runs passed" | tee -a "$OUT/gpu-suite.md"
+    cat "$OUT"/gpu-suite-run*.log >"$OUT/gpu-suite-runs.log" && rm -f "$OUT"/gpu-suite-run*.log ;;
+  sanitize)
+    for tool in racecheck synccheck initcheck memcheck; do
+      for c in "56 portable" "66 portable" "56 hopper"; do
+        echo "## compute-sanitizer --tool $tool test_prefill_cuda --only f16 $c"
+        timeout 300 compute-sanitizer --tool $tool --error-exitcode 9 \
+          $B/tests/test_prefill_cuda --only f16 $c 2>&1 | tail -4
+        echo "rc=${PIPESTATUS[0]}"
+      done
+    done 2>&1 | tee "$OUT/sanitize.log" ;;
+  unordered)
+    for i in 1 2 3; do
+      echo "## test_prefill_stress_unordered, run $i"
+      timeout 300 $B/tests/test_prefill_stress_unordered 2>&1 | grep -vE '^ok ' | tail -12
+      echo "rc=${PIPESTATUS[0]}"
+      echo "## test_prefill_stress, run $i"
+      timeout 300 $B/tests/test_prefill_stress 2>&1 | tail -4
+      echo "rc=${PIPESTATUS[0]}"
+    done 2>&1 | tee "$OUT/stress.log" ;;
+  all)
+    (cd /work/main/$B && ctest -j4 --output-on-failure) >"$OUT/ctest-all.log" 2>&1
+    echo "ctest all: rc=$?"; tail -25 "$OUT/ctest-all.log" ;;
+  *) echo "h200_gpu.sh: unknown stage $stage" >&2; exit 2 ;;
+  esac; done ;;
+*) sed -n '2,22p' "$0"; exit 2 ;;
+esac
