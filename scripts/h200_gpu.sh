@@ -15,6 +15,10 @@
 #              on the portable kernel's two shapes that failed under load
 #              (test_prefill_cuda --only f16 56|66 portable) and on the Hopper
 #              kernel's case 56
+#   racecheck  compute-sanitizer racecheck, whole reports, on those shapes and
+#              six more, for each test_prefill_cuda under .carry/li/ (built
+#              with -lineinfo: reports name source lines), then synccheck and
+#              initcheck on the two shapes
 #   unordered  test_prefill_stress built with -DSW_TEST_UPLOAD_UNORDERED (the
 #              upload as it was: cudaMemcpy on the legacy stream), 3 runs
 #   all        the whole C suite once, `ctest -j4`
@@ -38,7 +42,9 @@ stage)
       @CMakeFiles/test_prefill_stress.dir/linkLibs.rsp \
       -L/usr/local/cuda/targets/x86_64-linux/lib/stubs -L/usr/local/cuda/targets/x86_64-linux/lib)
   grep -qx '/.carry/' .git/info/exclude || echo '/.carry/' >>.git/info/exclude
-  rm -rf .carry && mkdir -p .carry/debs
+  rm -rf .carry && mkdir -p .carry/debs .carry/li
+  # test_prefill_cuda programs built with -lineinfo, when staged in /tmp/sw-li/
+  cp -a /tmp/sw-li/. .carry/li/ 2>/dev/null || true
   (find $B -name CTestTestfile.cmake; find $B -maxdepth 2 -type f -perm -u+x ! -path '*/CMakeFiles/*';
    ls $B/libspillway.so*) | sort -u | tar cJf .carry/build.tar.xz -T -
   (cd .carry/debs && apt-get download liburing2 libhiredis0.14 >/dev/null 2>&1)
@@ -80,6 +86,24 @@ run)
         echo "rc=${PIPESTATUS[0]}"
       done
     done 2>&1 | tee "$OUT/sanitize.log" ;;
+  racecheck)
+    for bin in .carry/li/*; do
+      shapes=("f16 56 portable" "f16 66 portable")
+      case $bin in *before*) ;; *) shapes+=("bf16 1 portable" "bf16 2 portable" "bf16 3 portable"
+        "f16 4 portable" "f16 5 portable" "f16 6 portable" "f16 56 hopper") ;; esac
+      for c in "${shapes[@]}"; do
+        echo "## compute-sanitizer --tool racecheck $bin --only $c"
+        timeout 120 compute-sanitizer --tool racecheck --error-exitcode 9 $bin --only $c 2>&1
+        echo "rc=$?"
+      done
+      case $bin in *before*) continue ;; esac
+      for tool in synccheck initcheck; do for c in "f16 56 portable" "f16 66 portable"; do
+        echo "## compute-sanitizer --tool $tool $bin --only $c"
+        timeout 120 compute-sanitizer --tool $tool --error-exitcode 9 $bin --only $c 2>&1 | tail -3
+        echo "rc=${PIPESTATUS[0]}"
+      done; done
+    done >"$OUT/racecheck.log" 2>&1
+    grep -E "^## |SUMMARY|^rc=" "$OUT/racecheck.log" ;;
   unordered)
     for i in 1 2 3; do
       echo "## test_prefill_stress_unordered, run $i"
@@ -89,6 +113,11 @@ run)
       timeout 300 $B/tests/test_prefill_stress 2>&1 | tail -4
       echo "rc=${PIPESTATUS[0]}"
     done 2>&1 | tee "$OUT/stress.log" ;;
+  prefill)
+    # the prefill programs and the default swap test, together (-j4)
+    (cd /work/main/$B && ctest -j4 --output-on-failure -R '^(test_prefill_cuda|test_prefill_stress|test_swap_cuda)$') \
+      >"$OUT/ctest-prefill.log" 2>&1
+    echo "ctest prefill: rc=$?"; grep -E "Test +#|tests passed|FAIL" "$OUT/ctest-prefill.log" | head -20 ;;
   all)
     (cd /work/main/$B && ctest -j4 --output-on-failure) >"$OUT/ctest-all.log" 2>&1
     echo "ctest all: rc=$?"; tail -25 "$OUT/ctest-all.log" ;;

@@ -20,10 +20,15 @@ __global__ void __launch_bounds__(traits<D>::NT, traits<D>::MIN_CTAS)
     using TR = traits<D>;
     extern __shared__ __align__(128) unsigned char smem[];
     /* Two slots so that thread 0 can publish item i+1 while slow threads
-     * may still be reading item i's slot (no second barrier per item). The
-     * slot of item i is rewritten only after barrier i+1, which every reader
-     * of it has passed (the early publication of item i+1 at the end of
-     * item i's loop writes the other slot). */
+     * may still be reading item i's slot (no second barrier per item). Each
+     * slot is written once per item it carries, by thread 0: item i+1 goes
+     * into the slot that item i-1 used, either by the mainloop (after its
+     * last PV, so that the next Q can be requested during the epilogue) or,
+     * when the mainloop did not publish it, after item i's epilogue. Every
+     * reader of item i-1's slot passed item i's top barrier before either
+     * write. (Writing the slot again at the loop's top, as this loop once
+     * did, raced with the mainloop's readers of it: racecheck reported it;
+     * it wrote the same value, but a race is a race.) */
     __shared__ int s_item[2];
     __shared__ int s_lim[TR::BM];
 
@@ -39,12 +44,12 @@ __global__ void __launch_bounds__(traits<D>::NT, traits<D>::MIN_CTAS)
     /* Thread 0 claims the next item as soon as the current one is known;
      * the atomic's round trip hides behind a whole item of work. */
     int next = 0;
-    if (tid == 0)
+    if (tid == 0) {
         next = atomicAdd(a.counter, 1);
+        s_item[0] = next;
+    }
     bool q_ready = false; /* this item's Q rows already requested */
     for (int slot = 0;; slot ^= 1) {
-        if (tid == 0)
-            s_item[slot] = next;
         __syncthreads(); /* publishes s_item[slot]; the previous item is done with all smem */
         const int item = s_item[slot];
         if (item >= a.num_work)
@@ -55,14 +60,17 @@ __global__ void __launch_bounds__(traits<D>::NT, traits<D>::MIN_CTAS)
         item_geom g = item_geom::of<TR::BM, TR::BN, CAUSAL>(a, item);
         float o[TR::MT][TR::NO][4];
         softmax_state<TR::MT> sm;
-        q_ready = mainloop<TR, T, CAUSAL>(a, g, o, sm, sQ, sK, sV, shared_kv, scale_log2, la,
-                                          s_lim, &s_item[slot ^ 1], next, q_ready, tid);
+        const int ml = mainloop<TR, T, CAUSAL>(a, g, o, sm, sQ, sK, sV, shared_kv, scale_log2,
+                                               la, s_lim, &s_item[slot ^ 1], next, q_ready, tid);
+        q_ready = (ml & SW_ML_Q_READY) != 0;
         /* Reloaded (item index from smem, geometry from L1) rather than kept
          * live across the K/V loop, where the d128 kernel is at 255
          * registers. The loop's barriers make the compiler re-read. */
         g = item_geom::of<TR::BM, TR::BN, CAUSAL>(a, s_item[slot]);
         epilogue<TR, T>(a, g, o, sm, smem + (q_ready ? TR::Q_BYTES : 0), scale_log2, warp,
                         lane);
+        if (tid == 0 && !(ml & SW_ML_PUBLISHED))
+            s_item[slot ^ 1] = next;
     }
 }
 

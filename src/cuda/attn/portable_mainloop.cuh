@@ -198,14 +198,18 @@ __device__ __forceinline__ void gemm_pv(float (&o)[TR::MT][TR::NO][4],
     }
 }
 
+/* What mainloop did beyond its item: published the next item's index in
+ * *s_next (else the caller does, after the epilogue), requested the next
+ * item's Q rows (then O must be staged in the K/V buffers, not in Q). */
+enum { SW_ML_PUBLISHED = 1, SW_ML_Q_READY = 2 };
+
 /* Runs all K/V tiles of one item for this warp's rows; leaves O unnormalised
  * in `o` and the softmax state in `sm`. Every thread of the CTA calls it with
  * the same item (it contains CTA barriers). `q_ready`: this item's Q rows
  * were requested by the previous item. `next`: the next item's index, valid
- * in thread 0 only (published here). Returns whether it requested the next
- * item's Q rows; then O must be staged in the K/V buffers, not in Q. */
+ * in thread 0 only. Returns SW_ML_* flags. */
 template <class TR, class T, bool CAUSAL>
-__device__ __forceinline__ bool mainloop(const sw_cuda_prefill_args &a, const item_geom &g,
+__device__ __forceinline__ int mainloop(const sw_cuda_prefill_args &a, const item_geom &g,
                                          float (&o)[TR::MT][TR::NO][4], softmax_state<TR::MT> &sm,
                                          uint32_t sQ, uint32_t sK, uint32_t sV, bool shared_kv,
                                          float scale_log2, const lane_addrs &la, int *s_lim,
@@ -225,7 +229,7 @@ __device__ __forceinline__ bool mainloop(const sw_cuda_prefill_args &a, const it
                 o[mt][nt][c] = 0.f;
     sm.init();
     if (g.n_tiles == 0)
-        return false;
+        return 0;
 
     /* Key bound of every tile row, kept in shared memory rather than in four
      * registers per thread: only the few masked tiles read it, and the d128
@@ -321,19 +325,19 @@ __device__ __forceinline__ bool mainloop(const sw_cuda_prefill_args &a, const it
         }
     }
     if (shared_kv)
-        return false; /* the one K/V buffer cannot hold a BM-row O stage */
+        return 0; /* the one K/V buffer cannot hold a BM-row O stage */
     if (tid == 0)
         *s_next = next;
     __syncthreads(); /* publishes *s_next; everyone is done with the K/V buffers */
     const int nxt = *s_next;
     if (nxt >= a.num_work)
-        return false;
+        return SW_ML_PUBLISHED;
     const item_geom gn = item_geom::of<TR::BM, TR::BN, CAUSAL>(a, nxt);
     if (gn.n_tiles == 0)
-        return false;
+        return SW_ML_PUBLISHED;
     load_q_rows<TR>(a, gn, sQ, warp, lane);
     cp_async_commit();
-    return true;
+    return SW_ML_PUBLISHED | SW_ML_Q_READY;
 }
 
 } // namespace sw_portable
