@@ -188,9 +188,15 @@ SW_API void sw_prefill_tensors_init(sw_prefill_tensors *t);
 /*
  * Runs attention for the plan. CUDA backends enqueue on `stream` (a
  * cudaStream_t, NULL = default stream) and return without synchronising or
- * allocating; errors in the kernel show up at the caller's next sync. CPU
- * backends run to completion on the calling thread (plus workers) and ignore
- * the stream and workspace.
+ * allocating; errors in the kernel show up at the caller's next sync. The
+ * kernel reads Q, K, V and the workspace, and writes O and LSE, in `stream`'s
+ * order: work that produces the inputs must be ordered before it on that
+ * stream (or through an event). A plain cudaMemcpy / cudaMemset runs on the
+ * legacy default stream, which a cudaStreamNonBlocking stream does not wait
+ * for, and a cudaMemcpy from pageable memory may return before its bytes
+ * have landed: use cudaMemcpyAsync on `stream`. The workspace may not be
+ * shared by runs that can overlap. CPU backends run to completion on the
+ * calling thread (plus workers) and ignore the stream and workspace.
  * Pointers must be 16-byte aligned and row strides multiples of 8 elements
  * (16 bytes) for the CUDA backends; any alignment of the element type works
  * on the CPU.

@@ -244,7 +244,11 @@ typedef struct sw_swap_attend_result {
  * prefetch_depth tiles ahead of the tile being computed. fp32 running
  * (max, sum, acc) per query row and head, merged across tiles, finalised
  * to BF16 (and LSE).
- * `stream` is for a device pool; ignored for a host pool.
+ * `stream` is for a device pool; ignored for a host pool. With a device
+ * pool, q is read and o / lse are written in `stream`'s order: produce q on
+ * that stream (cudaMemcpyAsync, not a plain cudaMemcpy, which runs on the
+ * legacy stream and may return before its bytes land) or order it with an
+ * event.
  * res (optional; res->struct_size set by the caller) receives counters.
  * Returns SW_OK; SW_STATUS_INVALID (null argument, bad struct_size, layer
  * out of range, batch < 1, bad or non-monotonic q_indptr, a sequence listed
