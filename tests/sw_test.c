@@ -5,6 +5,8 @@
 #include "core/sw_half.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <time.h>
 
@@ -266,4 +268,44 @@ sw_check sw_case_check(const sw_case *c, int row_sample)
     free(scratch);
     free(ref);
     return res;
+}
+
+typedef struct pool_arg {
+    void (*fn)(int, int, void *);
+    void *ctx;
+    atomic_int *next;
+    int njobs, worker;
+} pool_arg;
+
+static void *pool_main(void *p)
+{
+    pool_arg *a = p;
+    for (int j; (j = atomic_fetch_add(a->next, 1)) < a->njobs;)
+        a->fn(j, a->worker, a->ctx);
+    return NULL;
+}
+
+void sw_test_pool_run(int workers, int njobs, void (*fn)(int job, int worker, void *ctx), void *ctx)
+{
+    if (workers > 64)
+        workers = 64;
+    if (workers <= 1) {
+        for (int j = 0; j < njobs; j++)
+            fn(j, 0, ctx);
+        return;
+    }
+    atomic_int next = 0;
+    pthread_t th[64];
+    pool_arg args[64];
+    int started = 0;
+    for (int w = 0; w < workers; w++) {
+        args[w] = (pool_arg){fn, ctx, &next, njobs, w};
+        if (w > 0 && pthread_create(&th[w], NULL, pool_main, &args[w]) == 0)
+            started = w;
+        else if (w > 0)
+            break;
+    }
+    pool_main(&args[0]); /* the caller is worker 0 */
+    for (int w = 1; w <= started; w++)
+        pthread_join(th[w], NULL);
 }

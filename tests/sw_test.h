@@ -88,4 +88,9 @@ sw_check sw_case_check(const sw_case *c, int row_sample);
 
 double sw_now_seconds(void);
 
+/* Runs fn(job, worker, ctx) for job = 0 .. njobs - 1 on `workers` threads
+ * (worker = 0 .. workers - 1; each job exactly once, in no set order);
+ * returns once all have run. workers <= 1 runs them in order on the caller. */
+void sw_test_pool_run(int workers, int njobs, void (*fn)(int job, int worker, void *ctx), void *ctx);
+
 #endif

@@ -8,6 +8,7 @@
 #include "core/sw_half.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #ifndef SPILLWAY_HAVE_CUDA
@@ -53,9 +54,11 @@ static int run_case(sw_case *c, int row_sample, cudaStream_t st, int layers, sw_
             exit(1); /* a sticky error poisons the context: stop here */
         return 1;
     }
-    CUDA_OK(cudaMemcpy(c->o, d.o, bytes_of(c, c->total_q, c->o_stride) - 64, cudaMemcpyDeviceToHost));
-    CUDA_OK(cudaMemcpy(c->lse, d.lse, (size_t)c->total_q * c->params.num_qo_heads * 4,
-                       cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpyAsync(c->o, d.o, bytes_of(c, c->total_q, c->o_stride) - 64,
+                            cudaMemcpyDeviceToHost, st));
+    CUDA_OK(cudaMemcpyAsync(c->lse, d.lse, (size_t)c->total_q * c->params.num_qo_heads * 4,
+                            cudaMemcpyDeviceToHost, st));
+    CUDA_OK(cudaStreamSynchronize(st));
     release(&d);
     sw_check ck = sw_case_check(c, row_sample);
     int bad = ck.rel_l2 > 1e-2 || ck.unwritten || ck.lse_bad || ck.lse_max_abs > 2e-2;
@@ -211,6 +214,40 @@ static void check_refusals(cudaStream_t st)
     sw_case_free(&c);
 }
 
+/* One case of a seeded family, run by a worker of the pool. */
+typedef struct job {
+    uint64_t seed;
+    int index, row_sample, layers;
+    sw_dtype dtype;
+    int32_t max_len;
+    int ramp, mix;            /* sw_case_ramp(period, slope, mix) when ramp */
+    int32_t period;
+    double slope;
+} job;
+
+typedef struct pool {
+    const job *jobs;
+    sw_backend backend;
+    int wide_only;            /* run only the non-causal d128 cases */
+    cudaStream_t st[64];
+    atomic_int failed, ran;
+} pool;
+
+static void pool_job(int j, int w, void *ctx)
+{
+    pool *p = ctx;
+    const job *jb = &p->jobs[j];
+    sw_case c;
+    sw_case_make(&c, jb->seed, jb->index, jb->dtype, jb->max_len);
+    if (jb->ramp)
+        sw_case_ramp(&c, jb->period, jb->slope, jb->mix);
+    if (!p->wide_only || (c.params.head_dim == 128 && !c.params.causal)) {
+        atomic_fetch_add(&p->failed, run_case(&c, jb->row_sample, p->st[w], jb->layers, p->backend));
+        atomic_fetch_add(&p->ran, 1);
+    }
+    sw_case_free(&c);
+}
+
 /* `--only bf16|f16 INDEX portable|hopper`: that one case of the short family,
  * three times (for compute-sanitizer's tools, which are too slow for the
  * whole program). */
@@ -265,86 +302,105 @@ int main(int argc, char **argv)
         sw_prefill_plan_destroy(pl);
         sw_case_free(&c);
     }
+    /* The families' cases run on a pool of threads, each with its own
+     * stream: the CPU-side work (generating a case, the fp64 reference) is
+     * most of this program's time. */
+    int workers = (int)sw_env_int("SPILLWAY_TEST_THREADS", sw_cpu_count() < 8 ? sw_cpu_count() : 8);
+    if (workers < 1)
+        workers = 1;
+    if (workers > 64)
+        workers = 64;
+    pool P;
+    memset(&P, 0, sizeof P);
+    P.st[0] = st;
+    for (int w = 1; w < workers; w++)
+        CUDA_OK(cudaStreamCreateWithFlags(&P.st[w], cudaStreamNonBlocking));
+    /* The short family (every row; every tenth case run three times with one
+     * plan: plan reuse across "layers"), then longer ragged batches (several
+     * tiles per request, the persistent loop, causal skipping; sampled rows
+     * keep the fp64 reference affordable). */
+    const int njobs = 2 * ncases + 2 * 24 + 2 * 2 * 16;
+    job *jobs = calloc((size_t)njobs + 2 * 2 * 60, sizeof *jobs);
+    int nj = 0;
+    for (int di = 0; di < 2; di++)
+        for (int i = 0; i < ncases; i++)
+            jobs[nj++] = (job){.seed = seed + (uint64_t)di, .index = i, .dtype = dts[di],
+                               .max_len = 160, .row_sample = 1, .layers = i % 10 == 0 ? 3 : 1};
+    for (int di = 0; di < 2; di++)
+        for (int i = 0; i < 24; i++)
+            jobs[nj++] = (job){.seed = seed + 100 + (uint64_t)di, .index = i, .dtype = dts[di],
+                               .max_len = 2500, .row_sample = 29, .layers = 1};
+    /* Rising scores (sw_case_ramp): the row maxima grow by more than the
+     * max slack from one key tile to the next, so the kernels' rescale
+     * paths run on every tile (with random data they almost never do).
+     * The second family: a gentler slope (0.055: tiles of 96-128 keys
+     * then alternate between kept and refused no-max steps on a steady
+     * ramp) and rows of one warp on rising, flat and falling ramps;
+     * every row checked. */
+    static const struct {
+        uint64_t seed;
+        int32_t max_len;
+        int row_sample, mix;
+        double slope01, slope23; /* for i % 4 < 2, else */
+    } ramps[2] = {{200, 1500, 13, 0, 0.1, 0.1}, {300, 600, 1, 1, 0.055, 0.1}};
+    for (int f = 0; f < 2; f++)
+        for (int di = 0; di < 2; di++)
+            for (int i = 0; i < 16; i++)
+                jobs[nj++] = (job){.seed = seed + ramps[f].seed + (uint64_t)di, .index = i,
+                                   .dtype = dts[di], .max_len = ramps[f].max_len,
+                                   .row_sample = ramps[f].row_sample, .layers = 1, .ramp = 1,
+                                   .period = i % 2 ? 300 : 1 << 30,
+                                   .slope = i % 4 < 2 ? ramps[f].slope01 : ramps[f].slope23,
+                                   .mix = ramps[f].mix};
+    /* Hopper's wide K/V tile kernel (non-causal d128, chosen by the plan for
+     * long batches): forced on the non-causal d128 cases of both families,
+     * so its partial tiles (lengths not multiples of 144) and q_len !=
+     * kv_len are checked whatever the random lengths. */
+    job *wide = jobs + nj;
+    int nw = 0;
+    for (int fam = 0; fam < 2; fam++)
+        for (int di = 0; di < 2; di++)
+            for (int i = 0; i < 60; i++)
+                wide[nw++] = (job){.seed = seed + (fam ? 100 : 0) + (uint64_t)di, .index = i,
+                                   .dtype = dts[di], .max_len = fam ? 2500 : 160,
+                                   .row_sample = fam ? 29 : 1, .layers = 1};
     for (int bi = 0; bi < nb; bi++) {
         int f0 = failed, n0 = total;
-        for (int di = 0; di < 2; di++)
-            for (int i = 0; i < ncases; i++) {
-                sw_case c;
-                sw_case_make(&c, seed + (uint64_t)di, i, dts[di], 160); /* same family as CPU */
-                failed += run_case(&c, 1, st, i % 10 == 0 ? 3 : 1, backends[bi]);
-                total++;
-                sw_case_free(&c);
-            }
-        /* Longer ragged batches: several tiles per request, the persistent
-         * loop, causal skipping; sampled rows keep the fp64 reference
-         * affordable. */
-        for (int di = 0; di < 2; di++)
-            for (int i = 0; i < 24; i++) {
-                sw_case c;
-                sw_case_make(&c, seed + 100 + (uint64_t)di, i, dts[di], 2500);
-                failed += run_case(&c, 29, st, 1, backends[bi]);
-                total++;
-                sw_case_free(&c);
-            }
-        /* Rising scores (sw_case_ramp): the row maxima grow by more than the
-         * max slack from one key tile to the next, so the kernels' rescale
-         * paths run on every tile (with random data they almost never do).
-         * The second family: a gentler slope (0.055: tiles of 96-128 keys
-         * then alternate between kept and refused no-max steps on a steady
-         * ramp) and rows of one warp on rising, flat and falling ramps;
-         * every row checked. */
-        static const struct {
-            uint64_t seed;
-            int32_t max_len;
-            int row_sample, mix;
-            double slope01, slope23; /* for i % 4 < 2, else */
-        } ramps[2] = {{200, 1500, 13, 0, 0.1, 0.1}, {300, 600, 1, 1, 0.055, 0.1}};
-        for (int f = 0; f < 2; f++)
-            for (int di = 0; di < 2; di++)
-                for (int i = 0; i < 16; i++) {
-                    sw_case c;
-                    sw_case_make(&c, seed + ramps[f].seed + (uint64_t)di, i, dts[di],
-                                 ramps[f].max_len);
-                    sw_case_ramp(&c, i % 2 ? 300 : 1 << 30,
-                                 i % 4 < 2 ? ramps[f].slope01 : ramps[f].slope23, ramps[f].mix);
-                    failed += run_case(&c, ramps[f].row_sample, st, 1, backends[bi]);
-                    total++;
-                    sw_case_free(&c);
-                }
+        P.jobs = jobs;
+        P.backend = backends[bi];
+        P.wide_only = 0;
+        atomic_store(&P.failed, 0);
+        atomic_store(&P.ran, 0);
+        sw_test_pool_run(workers, nj, pool_job, &P);
+        failed += atomic_load(&P.failed);
+        total += atomic_load(&P.ran);
         failed += check_isolation(st, backends[bi]);
         total += 6;
-        /* Hopper's wide K/V tile kernel (non-causal d128, chosen by the plan
-         * for long batches): forced on the non-causal d128 cases of both
-         * families, so its partial tiles (lengths not multiples of 144) and
-         * q_len != kv_len are checked whatever the random lengths. */
         if (backends[bi] == SW_BACKEND_CUDA_HOPPER) {
+            /* set while no other thread runs: the plan reads it */
             const char *prev = getenv("SPILLWAY_HOPPER_WIDE_KV");
             char *saved = prev ? strdup(prev) : NULL;
             setenv("SPILLWAY_HOPPER_WIDE_KV", "1", 1);
-            int wide = 0;
-            for (int fam = 0; fam < 2; fam++)
-                for (int di = 0; di < 2; di++)
-                    for (int i = 0; i < 60; i++) {
-                        sw_case c;
-                        sw_case_make(&c, seed + (fam ? 100 : 0) + (uint64_t)di, i, dts[di],
-                                     fam ? 2500 : 160);
-                        if (c.params.head_dim == 128 && !c.params.causal) {
-                            failed += run_case(&c, fam ? 29 : 1, st, 1, backends[bi]);
-                            total++;
-                            wide++;
-                        }
-                        sw_case_free(&c);
-                    }
+            P.jobs = wide;
+            P.wide_only = 1;
+            atomic_store(&P.failed, 0);
+            atomic_store(&P.ran, 0);
+            sw_test_pool_run(workers, nw, pool_job, &P);
+            failed += atomic_load(&P.failed);
+            total += atomic_load(&P.ran);
             if (saved)
                 setenv("SPILLWAY_HOPPER_WIDE_KV", saved, 1); /* the caller's A/B value */
             else
                 unsetenv("SPILLWAY_HOPPER_WIDE_KV");
             free(saved);
-            CHECK(wide >= 12); /* the families do hold such cases */
+            CHECK(atomic_load(&P.ran) >= 12); /* the families do hold such cases */
         }
         printf("test_prefill_cuda: %s: %d cases, %d failed\n", sw_backend_name(backends[bi]),
                total - n0, failed - f0);
     }
+    for (int w = 1; w < workers; w++)
+        cudaStreamDestroy(P.st[w]);
+    free(jobs);
     cudaStreamDestroy(st);
     printf("test_prefill_cuda: %d cases (seed %llu), %d failed, %.1f s\n", total,
            (unsigned long long)seed, failed, sw_now_seconds() - t0);

@@ -4,10 +4,11 @@
  *   - two other processes (this program re-run with --load) keep the copy
  *     engines and the multiprocessors busy: pinned H2D and D2H copies of
  *     32 MiB on two streams and a long causal prefill on a third;
- *   - a stream of this process keeps H2D copies of 32 MiB queued;
- *   - four cases are in flight at once, each on its own stream (the legacy
- *     default stream and three non-blocking ones), each with its own
- *     workspace, uploaded, poisoned, run and checked in that order.
+ *   - a thread of this process keeps H2D copies of 32 MiB queued;
+ *   - four threads each run cases on their own stream (the legacy default
+ *     stream and three non-blocking ones), each case with its own buffers
+ *     and workspace, uploaded, poisoned, run and checked in that order, so
+ *     four cases are in flight at once.
  * A kernel or launch that is right only on an idle GPU (an ordering race
  * between a stream and the work it depends on, a scheduler counter reset
  * behind the launch, shared memory read before it is written) fails here,
@@ -21,6 +22,9 @@
 #include "core/sw_core.h"
 
 #include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -122,60 +126,84 @@ static int load_main(double seconds, pid_t parent, int fd)
     return 0;
 }
 
-/* One case in flight on stream `st`. */
-typedef struct slot {
+/* The cases: each worker of the pool runs its cases on its own stream
+ * (worker 0 on the legacy default stream), uploads, poisons, runs and checks
+ * each; so NSTREAMS cases are in flight at once, next to the checks. */
+typedef struct stress {
+    sw_backend backend;
+    uint64_t seed;
+    int ncases;
+    cudaStream_t st[NSTREAMS];
+    atomic_int failed, total;
+} stress;
+
+static void stress_job(int j, int w, void *ctx)
+{
+    stress *P = ctx;
+    /* jobs: the short family (BF16, F16), then the long one (BF16, F16) */
+    const int nlong = P->ncases / 8, fam = j >= 2 * P->ncases;
+    const int k = fam ? j - 2 * P->ncases : j, n = fam ? nlong : P->ncases;
+    const int di = k / n, i = k % n;
+    const sw_dtype dt = di ? SW_DTYPE_F16 : SW_DTYPE_BF16;
+    const cudaStream_t st = P->st[w];
     sw_case c;
     dev_case d;
-    sw_prefill_plan *pl;
-    cudaStream_t st;
-    int live, row_sample;
-} slot;
-
-static int slot_start(slot *s, sw_backend backend)
-{
-    s->c.params.backend = backend;
-    upload(&s->c, &s->d, s->st);
-    sw_status r = sw_prefill_plan_create(&s->c.params, s->c.batch, s->c.qo_indptr,
-                                         s->c.kv_indptr, &s->pl);
+    sw_case_make(&c, P->seed + (fam ? 100 : 0) + (uint64_t)di, i, dt, fam ? 2500 : 160);
+    c.params.backend = P->backend;
+    upload(&c, &d, st);
+    sw_prefill_plan *pl = NULL;
+    sw_status r = sw_prefill_plan_create(&c.params, c.batch, c.qo_indptr, c.kv_indptr, &pl);
     if (r == SW_OK) {
-        s->d.ws_bytes = sw_prefill_plan_workspace_size(s->pl);
-        if (s->d.ws_bytes)
-            CUDA_OK(cudaMalloc(&s->d.ws, s->d.ws_bytes));
-        CUDA_OK(cudaMemsetAsync(s->d.o, 0xff, bytes_of(&s->c, s->c.total_q, s->c.o_stride) - 64,
-                                s->st));
-        CUDA_OK(cudaMemsetAsync(s->d.lse, 0xff,
-                                (size_t)s->c.total_q * s->c.params.num_qo_heads * 4, s->st));
-        sw_prefill_tensors t = tensors_of(&s->c, &s->d);
-        r = sw_prefill_run(s->pl, &t, s->st);
+        d.ws_bytes = sw_prefill_plan_workspace_size(pl);
+        if (d.ws_bytes)
+            CUDA_OK(cudaMalloc(&d.ws, d.ws_bytes));
+        CUDA_OK(cudaMemsetAsync(d.o, 0xff, bytes_of(&c, c.total_q, c.o_stride) - 64, st));
+        CUDA_OK(cudaMemsetAsync(d.lse, 0xff, (size_t)c.total_q * c.params.num_qo_heads * 4, st));
+        sw_prefill_tensors t = tensors_of(&c, &d);
+        r = sw_prefill_run(pl, &t, st);
     }
+    int bad = 1;
     if (r != SW_OK) {
-        fprintf(stderr, "FAIL %s [%s]: %s %s\n", s->c.name, sw_backend_name(backend),
-                sw_status_str(r), sw_last_error());
-        return 1;
+        fprintf(stderr, "FAIL %s [%s, stream %d]: %s %s\n", c.name, sw_backend_name(P->backend),
+                w, sw_status_str(r), sw_last_error());
+        CUDA_OK(cudaStreamSynchronize(st));
+    } else {
+        CUDA_OK(cudaMemcpyAsync(c.o, d.o, bytes_of(&c, c.total_q, c.o_stride) - 64,
+                                cudaMemcpyDeviceToHost, st));
+        CUDA_OK(cudaMemcpyAsync(c.lse, d.lse, (size_t)c.total_q * c.params.num_qo_heads * 4,
+                                cudaMemcpyDeviceToHost, st));
+        CUDA_OK(cudaStreamSynchronize(st));
+        sw_check ck = sw_case_check(&c, fam ? 29 : 1);
+        bad = ck.rel_l2 > 1e-2 || ck.unwritten || ck.lse_bad || ck.lse_max_abs > 2e-2;
+        if (bad)
+            fprintf(stderr, "FAIL %s [%s, stream %d]: rel_l2=%.3g unwritten=%lld lse_bad=%lld "
+                    "lse_err=%.3g\n", c.name, sw_backend_name(P->backend), w, ck.rel_l2,
+                    (long long)ck.unwritten, (long long)ck.lse_bad, ck.lse_max_abs);
     }
-    s->live = 1;
-    return 0;
+    sw_prefill_plan_destroy(pl);
+    release(&d);
+    sw_case_free(&c);
+    atomic_fetch_add(&P->failed, bad);
+    atomic_fetch_add(&P->total, 1);
 }
 
-static int slot_finish(slot *s, int si, sw_backend backend)
+/* This process's own copy hog: 32 MiB H2D copies, two queued at a time,
+ * until told to stop. */
+typedef struct hog {
+    atomic_int stop;
+    void *h, *d;
+    cudaStream_t st;
+} hog;
+
+static void *hog_main(void *p)
 {
-    CUDA_OK(cudaStreamSynchronize(s->st));
-    CUDA_OK(cudaMemcpy(s->c.o, s->d.o, bytes_of(&s->c, s->c.total_q, s->c.o_stride) - 64,
-                       cudaMemcpyDeviceToHost));
-    CUDA_OK(cudaMemcpy(s->c.lse, s->d.lse, (size_t)s->c.total_q * s->c.params.num_qo_heads * 4,
-                       cudaMemcpyDeviceToHost));
-    sw_prefill_plan_destroy(s->pl);
-    s->pl = NULL;
-    release(&s->d);
-    sw_check ck = sw_case_check(&s->c, s->row_sample);
-    const int bad = ck.rel_l2 > 1e-2 || ck.unwritten || ck.lse_bad || ck.lse_max_abs > 2e-2;
-    if (bad)
-        fprintf(stderr, "FAIL %s [%s, stream %d]: rel_l2=%.3g unwritten=%lld lse_bad=%lld "
-                "lse_err=%.3g\n", s->c.name, sw_backend_name(backend), si, ck.rel_l2,
-                (long long)ck.unwritten, (long long)ck.lse_bad, ck.lse_max_abs);
-    sw_case_free(&s->c);
-    s->live = 0;
-    return bad;
+    hog *g = p;
+    while (!atomic_load(&g->stop)) {
+        for (int k = 0; k < 2; k++)
+            CUDA_OK(cudaMemcpyAsync(g->d, g->h, HOG_BYTES, cudaMemcpyHostToDevice, g->st));
+        CUDA_OK(cudaStreamSynchronize(g->st));
+    }
+    return NULL;
 }
 
 int main(int argc, char **argv)
@@ -214,13 +242,18 @@ int main(int argc, char **argv)
     }
     close(pfd[1]);
     for (int i = 0; i < NLOAD; i++) {
+        /* a load process that failed before its first round never writes */
+        struct pollfd pf = {pfd[0], POLLIN, 0};
         char b;
-        ssize_t r;
-        do
-            r = read(pfd[0], &b, 1);
-        while (r < 0 && errno == EINTR);
+        ssize_t r = -1;
+        if (poll(&pf, 1, 60000) == 1)
+            do
+                r = read(pfd[0], &b, 1);
+            while (r < 0 && errno == EINTR);
         if (r != 1) {
             fprintf(stderr, "FAIL: a load process did not start\n");
+            for (int k = 0; k < NLOAD; k++)
+                kill(kids[k], SIGKILL);
             return 1;
         }
     }
@@ -228,18 +261,24 @@ int main(int argc, char **argv)
     printf("test_prefill_stress: %d load processes running (%.1f s)\n", NLOAD,
            sw_now_seconds() - t0);
 
-    /* This process's own copy hog: 32 MiB H2D copies kept queued. */
-    void *hog_h = NULL, *hog_d = NULL;
-    cudaStream_t hog;
-    CUDA_OK(cudaMallocHost(&hog_h, HOG_BYTES));
-    CUDA_OK(cudaMalloc(&hog_d, HOG_BYTES));
-    CUDA_OK(cudaStreamCreateWithFlags(&hog, cudaStreamNonBlocking));
+    hog g;
+    memset(&g, 0, sizeof g);
+    CUDA_OK(cudaMallocHost(&g.h, HOG_BYTES));
+    CUDA_OK(cudaMalloc(&g.d, HOG_BYTES));
+    CUDA_OK(cudaStreamCreateWithFlags(&g.st, cudaStreamNonBlocking));
+    pthread_t hog_thread;
+    if (pthread_create(&hog_thread, NULL, hog_main, &g) != 0) {
+        fprintf(stderr, "FAIL: pthread_create\n");
+        return 1;
+    }
 
-    slot slots[NSTREAMS];
-    memset(slots, 0, sizeof slots);
-    slots[0].st = NULL; /* the legacy default stream */
+    stress P;
+    memset(&P, 0, sizeof P);
+    P.seed = seed;
+    P.ncases = ncases;
+    P.st[0] = NULL; /* the legacy default stream */
     for (int i = 1; i < NSTREAMS; i++)
-        CUDA_OK(cudaStreamCreateWithFlags(&slots[i].st, cudaStreamNonBlocking));
+        CUDA_OK(cudaStreamCreateWithFlags(&P.st[i], cudaStreamNonBlocking));
 
     sw_backend backends[2] = {SW_BACKEND_CUDA_PORTABLE, SW_BACKEND_CUDA_HOPPER};
     int nb = 1;
@@ -253,42 +292,19 @@ int main(int argc, char **argv)
         sw_prefill_plan_destroy(pl);
         sw_case_free(&c);
     }
-    const sw_dtype dts[2] = {SW_DTYPE_BF16, SW_DTYPE_F16};
     int failed = 0, total = 0;
     for (int bi = 0; bi < nb; bi++) {
-        const int f0 = failed, n0 = total;
-        /* the short family, then longer ragged batches on sampled rows */
-        for (int fam = 0; fam < 2; fam++)
-            for (int di = 0; di < 2; di++) {
-                const int n = fam ? ncases / 8 : ncases;
-                for (int i = 0; i < n; i += NSTREAMS) {
-                    for (int k = 0; k < 2; k++) /* keep the copy engine busy */
-                        CUDA_OK(cudaMemcpyAsync(hog_d, hog_h, HOG_BYTES, cudaMemcpyHostToDevice,
-                                                hog));
-                    for (int si = 0; si < NSTREAMS && i + si < n; si++) {
-                        slot *s = &slots[si];
-                        sw_case_make(&s->c, seed + (fam ? 100 : 0) + (uint64_t)di, i + si,
-                                     dts[di], fam ? 2500 : 160);
-                        s->row_sample = fam ? 29 : 1;
-                        total++;
-                        if (slot_start(s, backends[bi])) {
-                            failed++;
-                            sw_prefill_plan_destroy(s->pl);
-                            s->pl = NULL;
-                            CUDA_OK(cudaStreamSynchronize(s->st));
-                            release(&s->d);
-                            sw_case_free(&s->c);
-                        }
-                    }
-                    for (int si = 0; si < NSTREAMS; si++)
-                        if (slots[si].live)
-                            failed += slot_finish(&slots[si], si, backends[bi]);
-                }
-            }
+        P.backend = backends[bi];
+        atomic_store(&P.failed, 0);
+        atomic_store(&P.total, 0);
+        sw_test_pool_run(NSTREAMS, 2 * ncases + 2 * (ncases / 8), stress_job, &P);
+        failed += atomic_load(&P.failed);
+        total += atomic_load(&P.total);
         printf("test_prefill_stress: %s: %d cases, %d failed\n", sw_backend_name(backends[bi]),
-               total - n0, failed - f0);
+               atomic_load(&P.total), atomic_load(&P.failed));
     }
-    CUDA_OK(cudaStreamSynchronize(hog));
+    atomic_store(&g.stop, 1);
+    pthread_join(hog_thread, NULL);
     for (int i = 0; i < NLOAD; i++)
         kill(kids[i], SIGTERM);
     int load_bad = 0;
@@ -300,10 +316,10 @@ int main(int argc, char **argv)
     if (load_bad)
         fprintf(stderr, "FAIL: %d load process(es) failed\n", load_bad);
     for (int i = 1; i < NSTREAMS; i++)
-        cudaStreamDestroy(slots[i].st);
-    cudaStreamDestroy(hog);
-    cudaFree(hog_d);
-    cudaFreeHost(hog_h);
+        cudaStreamDestroy(P.st[i]);
+    cudaStreamDestroy(g.st);
+    cudaFree(g.d);
+    cudaFreeHost(g.h);
     printf("test_prefill_stress: %d cases (seed %llu), %d failed, %.1f s\n", total,
            (unsigned long long)seed, failed, sw_now_seconds() - t0);
     return failed || load_bad || sw_test_failures ? 1 : 0;
