@@ -22,13 +22,15 @@ int main(void)
 
 /* Runs the case on the GPU `layers` times with one plan (fresh poison each
  * time) and checks the last result. */
-static int run_case(sw_case *c, int row_sample, cudaStream_t st, int layers, sw_backend backend)
+static int run_case_tuned(sw_case *c, int row_sample, cudaStream_t st, int layers,
+                          sw_backend backend, const sw_prefill_tuning *tuning)
 {
     dev_case d;
     upload(c, &d, st);
     c->params.backend = backend;
     sw_prefill_plan *pl = NULL;
-    sw_status s = sw_prefill_plan_create(&c->params, c->batch, c->qo_indptr, c->kv_indptr, &pl);
+    sw_status s = sw_prefill_plan_create_tuned(&c->params, c->batch, c->qo_indptr, c->kv_indptr,
+                                               tuning, &pl);
     if (s != SW_OK) {
         fprintf(stderr, "FAIL %s [%s]: plan: %s %s\n", c->name, sw_backend_name(backend),
                 sw_status_str(s), sw_last_error());
@@ -67,6 +69,11 @@ static int run_case(sw_case *c, int row_sample, cudaStream_t st, int layers, sw_
                 bad ? "FAIL" : "ok", c->name, ck.rel_l2, (long long)ck.unwritten,
                 (long long)ck.lse_bad, ck.lse_max_abs);
     return bad;
+}
+
+static int run_case(sw_case *c, int row_sample, cudaStream_t st, int layers, sw_backend backend)
+{
+    return run_case_tuned(c, row_sample, st, layers, backend, NULL);
 }
 
 /* A request's result depends on its own rows only: request 1's K rows are NaN
@@ -228,7 +235,7 @@ typedef struct job {
 typedef struct pool {
     const job *jobs;
     sw_backend backend;
-    int wide_only;            /* run only the non-causal d128 cases */
+    int wide_only;            /* only the non-causal d128 cases, wide K/V tiles forced */
     cudaStream_t st[64];
     atomic_int failed, ran;
 } pool;
@@ -242,7 +249,12 @@ static void pool_job(int j, int w, void *ctx)
     if (jb->ramp)
         sw_case_ramp(&c, jb->period, jb->slope, jb->mix);
     if (!p->wide_only || (c.params.head_dim == 128 && !c.params.causal)) {
-        atomic_fetch_add(&p->failed, run_case(&c, jb->row_sample, p->st[w], jb->layers, p->backend));
+        /* wide_only: the Hopper kernel's 144-key K/V tiles, forced */
+        sw_prefill_tuning tu;
+        sw_prefill_tuning_default(&tu);
+        tu.wide_kv = p->wide_only ? 1 : -1;
+        atomic_fetch_add(&p->failed, run_case_tuned(&c, jb->row_sample, p->st[w], jb->layers,
+                                                    p->backend, &tu));
         atomic_fetch_add(&p->ran, 1);
     }
     sw_case_free(&c);
@@ -377,10 +389,6 @@ int main(int argc, char **argv)
         failed += check_isolation(st, backends[bi]);
         total += 6;
         if (backends[bi] == SW_BACKEND_CUDA_HOPPER) {
-            /* set while no other thread runs: the plan reads it */
-            const char *prev = getenv("SPILLWAY_HOPPER_WIDE_KV");
-            char *saved = prev ? strdup(prev) : NULL;
-            setenv("SPILLWAY_HOPPER_WIDE_KV", "1", 1);
             P.jobs = wide;
             P.wide_only = 1;
             atomic_store(&P.failed, 0);
@@ -388,11 +396,6 @@ int main(int argc, char **argv)
             sw_test_pool_run(workers, nw, pool_job, &P);
             failed += atomic_load(&P.failed);
             total += atomic_load(&P.ran);
-            if (saved)
-                setenv("SPILLWAY_HOPPER_WIDE_KV", saved, 1); /* the caller's A/B value */
-            else
-                unsetenv("SPILLWAY_HOPPER_WIDE_KV");
-            free(saved);
             CHECK(atomic_load(&P.ran) >= 12); /* the families do hold such cases */
         }
         printf("test_prefill_cuda: %s: %d cases, %d failed\n", sw_backend_name(backends[bi]),

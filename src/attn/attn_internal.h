@@ -78,6 +78,32 @@ int64_t sw_plan_work(const int32_t *qo_indptr, const int32_t *kv_indptr, int32_t
  * hold >= 75% of the batch's non-causal work (q_len x kv_len). */
 int32_t sw_plan_wide_kv(const int32_t *qo_indptr, const int32_t *kv_indptr, int32_t batch);
 
+/* What the plan decides beyond the user's parameters: the library's
+ * defaults (sw_prefill_tuning_default), open to tests and bench/dev variants
+ * through sw_prefill_plan_create_tuned. Not a user option and not read from
+ * the environment. */
+typedef struct sw_prefill_tuning {
+    /* GQA packing: only requests of at most this many query tokens are
+     * packed (INT32_MAX: every request whose group divides the tile; packing
+     * all measured +2..7% at d64/d128 on the H200, neutral at d256). */
+    int32_t pack_max_q;
+    /* L2 sections of the work list (sw_plan_work): K/V bytes per section;
+     * 0 = one section, plain longest-first order. */
+    int64_t section_bytes;
+    /* Hopper, non-causal d128: -1 = sw_plan_wide_kv decides, 0 / 1 = the
+     * 128- / 144-key K/V tiles. */
+    int32_t wide_kv;
+} sw_prefill_tuning;
+
+void sw_prefill_tuning_default(sw_prefill_tuning *t);
+
+/* sw_prefill_plan_create with a tuning other than the default (NULL = the
+ * default). */
+sw_status sw_prefill_plan_create_tuned(const sw_prefill_params *params, int32_t batch,
+                                       const int32_t *qo_indptr_host,
+                                       const int32_t *kv_indptr_host,
+                                       const sw_prefill_tuning *tuning, sw_prefill_plan **out);
+
 /* Visible keys of query token t (0-based) of a request: causal bottom-right
  * alignment; clamped to [0, kv_len]. */
 static inline int32_t sw_visible_keys(int32_t t, int32_t q_len, int32_t kv_len, int32_t causal)

@@ -30,8 +30,7 @@
  * once per call (per request and kv head, by the first unit that needs them;
  * requests grouped so that the packs stay under SW_CPU_PACK_MAX_BYTES).
  * Threads: SPILLWAY_NUM_THREADS when set (> 0), else num_threads, else one
- * per online CPU. Development only: SPILLWAY_CPU_AMX_KEYS (keys per AMX
- * tile, 32..256, multiple of 32; unset: chosen per unit by its length). */
+ * per online CPU. Keys per AMX tile: sw_cpu_amx_nkeys (cpu_fast_kernels.h). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* syscall() */
 #endif
@@ -132,11 +131,6 @@ int sw_cpu_amx_nkeys = SW_CPU_AMX_NKEYS_DEFAULT;
 
 static void sw_isa_init(void)
 {
-    /* development only: keys per AMX tile (32..256, a multiple of 32; else
-     * the kernel picks by the unit's visible keys) */
-    int64_t nk = sw_env_int("SPILLWAY_CPU_AMX_KEYS", SW_CPU_AMX_NKEYS_DEFAULT);
-    if (nk >= 32 && nk <= SW_CPU_AMX_NKEYS_MAX && nk % 32 == 0)
-        sw_cpu_amx_nkeys = (int)nk;
     sw_isa_best_v = sw_isa_detect();
     sw_isa_chosen_v = sw_isa_best_v;
     const char *e = getenv("SPILLWAY_CPU_ISA");

@@ -28,7 +28,7 @@
  *    first tile starts from zeroed tiles instead of a cleared O; rows whose
  *    running max did not move (alpha == 1) are not rescaled.
  *  - Keys per tile: 128, or 256 for units that see more than 512 keys
- *    (sw_amx_keys; SPILLWAY_CPU_AMX_KEYS=32..256 fixes it for measurements):
+ *    (sw_amx_keys; sw_cpu_amx_nkeys = 32..256 fixes it for measurements):
  *    more keys per tile means fewer O tile loads/stores and rescales per FLOP.
  * Short units (2026-11-30; v1 is kept as bench/dev/cpu_fast_amx_v1.c):
  *  - 2^x by sw_exp2_avx512_nonpos_z: excluded keys are zeroed by a mask,

@@ -48,8 +48,8 @@ typedef struct sw_cpu_unit {
 
 /* AMX kernel: keys per tile, a multiple of 32 up to SW_CPU_AMX_NKEYS_MAX;
  * 0 (the default): chosen per unit from its visible keys (cpu_fast_amx.c,
- * sw_amx_keys). Development override SPILLWAY_CPU_AMX_KEYS, read once with
- * the ISA choice. */
+ * sw_amx_keys). A development tool (bench/dev/cpu_fast_check) may set it
+ * before the first call; the library never does. */
 #define SW_CPU_AMX_NKEYS_MAX 256
 #define SW_CPU_AMX_NKEYS_DEFAULT 0
 extern int sw_cpu_amx_nkeys;

@@ -30,7 +30,7 @@ struct sw_prefill_plan {
     int32_t num_work;
     int32_t grid;
     int32_t tile_m;
-    int32_t wide_kv;            /* Hopper: sw_plan_wide_kv's choice (or SPILLWAY_HOPPER_WIDE_KV) */
+    int32_t wide_kv;            /* Hopper: sw_plan_wide_kv's choice (or the tuning's) */
 
     void *opp;                  /* an opponent backend's plan (src/opponents/) */
 };
@@ -85,14 +85,11 @@ static sw_status resolve_backend(const sw_prefill_params *p, sw_backend *out)
     if (is_cuda && p->dtype == SW_DTYPE_F32)
         return sw_fail(SW_STATUS_UNSUPPORTED, "dtype F32 is supported on the CPU backends only");
     /* The best CUDA kernel: the Hopper one where it can run (compute
-     * capability 9.0, sm_90a code in this build), else the portable one.
-     * SPILLWAY_CUDA_KERNEL=portable forces the portable kernel (A/B runs). */
+     * capability 9.0, sm_90a code in this build), else the portable one
+     * (SW_BACKEND_CUDA_PORTABLE asks for that one by name). */
     if (b == SW_BACKEND_CUDA) {
         int32_t tm = 0, grid = 0;
-        const char *force = getenv("SPILLWAY_CUDA_KERNEL");
-        const int portable = force && strcmp(force, "portable") == 0;
-        if (!portable &&
-            sw_cuda_prefill_hopper_config(p->device, p->head_dim, p->dtype, &tm, &grid) == SW_OK)
+        if (sw_cuda_prefill_hopper_config(p->device, p->head_dim, p->dtype, &tm, &grid) == SW_OK)
             b = SW_BACKEND_CUDA_HOPPER;
         else
             b = SW_BACKEND_CUDA_PORTABLE;
@@ -101,7 +98,14 @@ static sw_status resolve_backend(const sw_prefill_params *p, sw_backend *out)
     return SW_OK;
 }
 
-static sw_status plan_cuda(sw_prefill_plan *pl)
+void sw_prefill_tuning_default(sw_prefill_tuning *t)
+{
+    t->pack_max_q = INT32_MAX;
+    t->section_bytes = (int64_t)16 << 20; /* a quarter of the H200's 60 MB L2 */
+    t->wide_kv = -1;
+}
+
+static sw_status plan_cuda(sw_prefill_plan *pl, const sw_prefill_tuning *tu)
 {
     const sw_prefill_params *p = &pl->params;
     int32_t tile_m = 0, grid = 0;
@@ -117,15 +121,11 @@ static sw_status plan_cuda(sw_prefill_plan *pl)
      * unpacked, and K/V are loaded once for the group. Measured on the H200
      * (docs/perf/NOTES.md, "GQA packing sweep"): +2..7% at d64/d128 on
      * 16x1k and both mixes, neutral at d256 and at 1x16k. */
-    const int32_t pack_max = (int32_t)sw_env_int("SPILLWAY_PACK_MAX_Q", INT32_MAX);
+    const int32_t pack_max = tu->pack_max_q;
     /* L2 sections of the work list (planner.c): the K/V of the groups whose
-     * items run together. SPILLWAY_PLAN_SECTION_MB overrides (0 = plain
-     * longest-first order). */
+     * items run together. */
     const int64_t kv_token_bytes = 2 * (int64_t)p->head_dim * 2; /* K + V, 16-bit */
-    const int64_t section_mb = sw_env_int("SPILLWAY_PLAN_SECTION_MB", 16);
-    const int64_t section_bytes =
-        section_mb > 0 ? (section_mb < ((int64_t)1 << 30) ? section_mb : (int64_t)1 << 30) << 20
-                       : 0;
+    const int64_t section_bytes = tu->section_bytes > 0 ? tu->section_bytes : 0;
     int64_t n = sw_plan_work(pl->qo_indptr, pl->kv_indptr, pl->batch, p->num_qo_heads,
                              p->num_kv_heads, p->causal, tile_m, pack_max, kv_token_bytes, section_bytes, NULL, 0);
     if (n < 0)
@@ -151,13 +151,10 @@ static sw_status plan_cuda(sw_prefill_plan *pl)
     SW_ASSERT_RET(m == n);
     pl->num_work = (int32_t)n;
     pl->tile_m = tile_m;
-    /* Wide K/V tiles (non-causal d128 on Hopper) where the batch is long;
-     * SPILLWAY_HOPPER_WIDE_KV=0/1 forces the choice (A/B runs). */
-    if (pl->backend == SW_BACKEND_CUDA_HOPPER && !p->causal && p->head_dim == 128) {
-        const int64_t force = sw_env_int("SPILLWAY_HOPPER_WIDE_KV", -1);
-        pl->wide_kv = force >= 0 ? force != 0
-                                 : sw_plan_wide_kv(pl->qo_indptr, pl->kv_indptr, pl->batch);
-    }
+    /* Wide K/V tiles (non-causal d128 on Hopper) where the batch is long. */
+    if (pl->backend == SW_BACKEND_CUDA_HOPPER && !p->causal && p->head_dim == 128)
+        pl->wide_kv = tu->wide_kv >= 0 ? tu->wide_kv != 0
+                                       : sw_plan_wide_kv(pl->qo_indptr, pl->kv_indptr, pl->batch);
     pl->grid = grid < (int32_t)n ? grid : (int32_t)(n > 0 ? n : 1);
     return SW_OK;
 }
@@ -178,6 +175,18 @@ sw_status sw_prefill_plan_create(const sw_prefill_params *params, int32_t batch,
                                  const int32_t *qo_indptr_host, const int32_t *kv_indptr_host,
                                  sw_prefill_plan **out)
 {
+    return sw_prefill_plan_create_tuned(params, batch, qo_indptr_host, kv_indptr_host, NULL, out);
+}
+
+sw_status sw_prefill_plan_create_tuned(const sw_prefill_params *params, int32_t batch,
+                                       const int32_t *qo_indptr_host,
+                                       const int32_t *kv_indptr_host,
+                                       const sw_prefill_tuning *tuning, sw_prefill_plan **out)
+{
+    sw_prefill_tuning tu;
+    sw_prefill_tuning_default(&tu);
+    if (tuning)
+        tu = *tuning;
     if (!out)
         return sw_fail(SW_STATUS_INVALID, "out (plan pointer) is NULL");
     *out = NULL;
@@ -206,7 +215,7 @@ sw_status sw_prefill_plan_create(const sw_prefill_params *params, int32_t batch,
     pl->flops = sw_attn_flops(pl->qo_indptr, pl->kv_indptr, batch, params->num_qo_heads,
                               params->head_dim, params->causal);
     if (backend == SW_BACKEND_CUDA_PORTABLE || backend == SW_BACKEND_CUDA_HOPPER) {
-        sw_status s = plan_cuda(pl);
+        sw_status s = plan_cuda(pl, &tu);
         if (s != SW_OK) {
             sw_prefill_plan_destroy(pl);
             return s;
