@@ -10,7 +10,8 @@
  * epilogue) runs as in the real kernel, so on the Xeon "amx" minus "nodp"
  * is the time of the tile instructions, and on a CPU without AMX "nodp"
  * times all the rest. Results are garbage; timing only. Include before the
- * kernel file, with SW_AMX_EMULATE defined. */
+ * kernel file, with SW_AMX_EMULATE defined. Built through
+ * cpu_fast_amx_nodp.c / cpu_fast_amx_v1_nodp.c by bench/dev/cpu_fast_check.sh. */
 #ifndef SW_CPU_FAST_AMX_NODP_H
 #define SW_CPU_FAST_AMX_NODP_H
 

@@ -7,8 +7,8 @@
  *       no-dot-product tile macros of cpu_fast_amx_nodp.h
  *       (bench/dev/cpu_fast_amx_v1_nodp.c): everything but tdpbf16ps, on any
  *       AVX-512 BF16 CPU ("nodp-v1" in cpu_fast_overhead)
- * What changed after v1: docs/perf/NOTES.md, "CPU fast path: short requests
- * on AMX" (2026-11-30). Built by bench/dev/cpu_fast_check.sh; never part of
+ * What changed after v1 (short-request path, fixed costs per call):
+ * docs/perf/prefill.md, "CPU path". Built by bench/dev/cpu_fast_check.sh; never part of
  * the library. The original file follows, with its include paths, names
  * and the no-AMX stub adjusted.
  */
@@ -370,7 +370,7 @@ static void sw_amx_softmax(const float *sx, int lds, uint16_t *px, int ldp, int 
 /* Keys per tile for a unit whose last row sees vis_max keys. More keys per
  * tile load/store the fp32 O tiles and rescale O less often per FLOP, but S
  * and P of a 64-row unit then outgrow L1 (256 keys: 64 KiB of S + 32 KiB of
- * P). Measured on the H200's host (2 threads, docs/perf/NOTES.md
+ * P). Measured on the H200's host (2 threads, docs/perf/prefill.md
  * 2026-11-29): 256 keys won at 1 x 2048 (+14 % d256, +11 % d128) and mix-a
  * d256 (+7 %), 128 won at 4 x 512 d128 (+11 %). */
 static inline int sw_amx_keys(int32_t vis_max)

@@ -34,8 +34,7 @@
  * Timing: median (and best) of --reps runs after one warm-up run.
  * Exit status 0 when every case passed, 1 otherwise.
  *
- * History (what each version changed, what it measured): see the section
- * "CPU fast path" of docs/perf/NOTES.md. */
+ * What each version measured: docs/perf/prefill.md, "CPU path". */
 #define _GNU_SOURCE
 #include "../../src/attn/attn_internal.h"
 #include "../../src/attn/cpu_fast_kernels.h"
@@ -355,7 +354,7 @@ typedef struct perf_shape {
 
 /* --shapes report: the four reporting shapes (1 x 2048). --shapes bench: the
  * bench/prefill.py --cpu cases (lengths x 0.125) where v0 or v1 trailed torch
- * on the Xeon (docs/perf/NOTES.md, 2026-11-29). amx_keys 0: keys per AMX
+ * on the Xeon (docs/perf/prefill.md). amx_keys 0: keys per AMX
  * tile chosen per unit (the library default). */
 static const perf_shape perf_report[] = {
     {"1x2048", 1, {2048}, 16, 2, 256, 1},

@@ -1,7 +1,7 @@
 #!/bin/sh
-# cpu_fast_xeon.sh - ONE device call on the H200's host (Intel Xeon with AMX):
-# the CPU fast path against torch's CPU SDPA, side by side, plus the kernel
-# variants, in a few minutes. Writes two files:
+# cpu_fast_xeon.sh - the CPU fast path on an AMX host (the H200's Xeon) against
+# torch's CPU SDPA, side by side, plus the kernel variants, in a few minutes
+# (how prefill-cpu-h200host.json was produced; docs/perf/prefill.md). Writes two files:
 #   $OUT/prefill-cpu.json   bench/prefill.py --cpu (library default kernel vs
 #                           torch, interleaved, pinned; per-rep ratios)
 #   $OUT/cpu-xeon.log       everything printed: CPU/topology, the AMX kernel
@@ -21,7 +21,7 @@
 #                           bench/dev/cpu_fast_short.py (16 x 128 vs torch: our
 #                           time right after our call, right after torch's, and
 #                           after torch + 100 ms), then the bench/prefill.py
-#                           output and its markdown table (docs/perf/prefill.md).
+#                           output and its markdown table.
 # Usage (repo root): OUT=/some/dir sh bench/dev/cpu_fast_xeon.sh
 # Builds a CPU-only library in build-cpu-xeon/ (python binding via SPILLWAY_LIB).
 set -u

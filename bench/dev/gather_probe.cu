@@ -1,10 +1,10 @@
-/* gather_probe.cu - where the swap host tier's step goes on the GPU side (issue 4): the rate at
+/* gather_probe.cu - where the swap host tier's step goes on the GPU side: the rate at
  * which a GPU pulls 8 KiB stripes scattered over a pinned host arena into device memory, by
  * every way we have or could have:
  *   memcpy        one cudaMemcpyAsync of the same bytes, contiguous (the bench's reference)
  *   gather/N      the engine's gather kernel (src/cuda/swap/swap_gather.cu: zero-copy reads + CRC32C),
  *                 launches of N stripes back to back on two streams, one CTA per stripe (its first form)
- *   gatherp/N     the same with one CTA per SM walking the stripes (the engine's default since session 7)
+ *   gatherp/N     the same with one CTA per SM walking the stripes (the engine's gather kernel as it runs now)
  *   zc/N          a plain zero-copy copy kernel, one 128-thread CTA per stripe (the gather without CRC)
  *   zcw/N         a zero-copy copy with one warp per stripe, 16 x 16-byte loads in flight per lane
  *   batch/N       cudaMemcpyBatchAsync of N stripes per call (copy engines; no CRC)
@@ -13,7 +13,9 @@
  * Build here (nothing compiles on the device):
  *   nvcc -O2 -std=c++17 -arch=sm_90a -Isrc -Iinclude bench/dev/gather_probe.cu \
  *     src/cuda/swap/swap_gather.cu src/core/status.c src/store/crc32c.c -o gather_probe
- * Usage: gather_probe [stripes=6144] [stripe_bytes=8192] */
+ * Usage: gather_probe [stripes=6144] [stripe_bytes=8192]
+ * Measured on the H200: the SM gathers 49-50 GB/s alone (~38 GB/s beside the tile kernels)
+ * against 55.4 GB/s for one contiguous copy; docs/perf/swap.md. */
 #include "swap/swap_cuda.h"
 #include "store/crc32c_gf2.h"
 

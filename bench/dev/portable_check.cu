@@ -3,9 +3,8 @@
  * and timing of the benchmark shapes, in one program so that one device call
  * does both.
  *
- * Versions measured (details, commands and numbers: docs/perf/NOTES.md,
- * section "Portable prefill kernel"; raw output in
- * bench/results/portable_prefill_h200_2026-11-29.txt):
+ * Versions measured on the H200 against PyTorch's FA2 varlen op (portable_fa2.py;
+ * docs/perf/prefill.md, "Portable kernel"):
  *   v1  FA2 schedule (one K + one V buffer), 128-row Q tiles, 4 warps x 32
  *       rows at d64/d128, 8 warps x 16 rows at d256, padded smem rows
  *       (swizzled at d256), persistent longest-first grid. d128 ragged

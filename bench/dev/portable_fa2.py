@@ -1,6 +1,6 @@
 """bench/dev/portable_fa2.py - times PyTorch's FlashAttention-2 varlen forward
 (torch.ops.aten._flash_attention_forward) on the shapes that portable_check.cu
-benchmarked, in the same device session, and prints the ratio ours / FA2.
+benchmarked, on the same machine right after it, and prints the ratio ours / FA2.
 
 Usage: python3 bench/dev/portable_fa2.py OURS.jsonl [MORE.jsonl ...]
 Each .jsonl is written by `portable_check --bench --json FILE` (one per kernel

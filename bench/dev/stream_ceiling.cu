@@ -1,5 +1,5 @@
 /* stream_ceiling.cu - how fast can any kernel read N bytes of HBM on this GPU?
- * (session 6, issue 4's all-resident line: the tile kernel reads a 64 MiB
+ * (the swap bench's all-resident case: the tile kernel reads a 64 MiB
  * attend at ~2.2 TB/s iso against a 1 GiB cudaMemcpy's 4.25 TB/s counted as
  * 2 x bytes / time; this is the ceiling for the same byte count with no
  * attention, no block table, no pipeline of ours.)

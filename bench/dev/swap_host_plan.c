@@ -1,5 +1,5 @@
 /* The host side of `spillway bench swap`'s host-tier case, on a machine
- * without a GPU (helper H9, 2026-11-30): the device pool cannot be created
+ * without a GPU: the device pool cannot be created
  * here, so this times the parts of its per-call host work that do not need
  * CUDA, with the bench's shape (h16-2/d256, block 16, 1 sequence x 2049
  * blocks, pool 512 slots, tile 128, read-ahead 4, host tier holding all of
@@ -13,9 +13,9 @@
  *    both give the same prefix;
  *  - the device path's lease of a tile's keys (sw_store_host_lease of 512
  *    keys, the call the device pool makes per tile) and the release.
- * Not a test: figures only. Build (after a CUDA-less build in build-h9-cpu):
+ * Not a test: figures only. Build (after a CUDA-less build in build-cpu):
  *   cc -O2 -std=c11 -D_GNU_SOURCE -Iinclude -Isrc bench/dev/swap_host_plan.c \
- *      build-h9-cpu/libspillway.a -o /tmp/swap_host_plan -luring -lhiredis -lpthread -lm
+ *      build-cpu/libspillway.a -o /tmp/swap_host_plan -luring -lhiredis -lpthread -lm
  *   /tmp/swap_host_plan /var/tmp
  */
 #include "spillway.h"

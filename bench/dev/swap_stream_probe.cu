@@ -1,8 +1,8 @@
 /* bench/dev/swap_stream_probe.cu - where the swap engine's bulk-copy tile
  * kernel (kernel 3, src/cuda/swap/swap_tile_bulk.cu) stops on the
  * all-resident bench tile: ~2.1 TB/s back to back on the H200 (50% of the
- * D2D copy), with 13 x 16 KiB in flight per SM (docs/perf/swap.md, session
- * 5). One program, one device call: kernel 3's variants (bk_var bits,
+ * D2D copy), with 13 x 16 KiB in flight per SM (docs/perf/swap.md). One
+ * program, one run: kernel 3's variants (bk_var bits,
  * defined next to the kernel, instantiated here only) timed iso and back to
  * back on the tile of `spillway bench swap --cases resident`, next to a
  * plain read of the same 64 MiB and the 1 GiB D2D copy.
@@ -37,7 +37,7 @@
  *
  * Build (here; sm_90a):
  *   nvcc -std=c++17 -O3 -Iinclude -Isrc -gencode=arch=compute_90a,code=sm_90a \
- *     -o .carry/h12/swap_stream_probe bench/dev/swap_stream_probe.cu \
+ *     -o /tmp/swap_stream_probe bench/dev/swap_stream_probe.cu \
  *     src/cuda/swap/swap_tile.cu src/cuda/swap/swap_tile_mma.cu \
  *     src/cuda/swap/swap_tile_stream.cu
  * (swap_tile_bulk.cu and swap_tile_check.cu -- its problem, fp64 reference,

@@ -11,7 +11,8 @@
  * GB/s iso), 3 bulk copies into an mbarrier ring, producer warp + 8 consumer
  * warps (swap_tile_bulk.cu, sm_90+, the default); its descriptor-window
  * variant with SPILLWAY_SWAP_BULK_VARIANT=1 in the environment (read once
- * per process; unsafe: docs/perf/swap.md session 6; bench/dev/
+ * per process; unsafe: a launch failure at 32768 blocks on the H200,
+ * docs/perf/swap.md; bench/dev/
  * swap_stream_probe.cu times kernel 3's variants).
  *
  * Timing, per kernel (CTAs per SM as device.c picks them, --per overrides):

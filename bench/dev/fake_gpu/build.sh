@@ -4,8 +4,9 @@
 # device-pool path) with fakedev.c in place of the CUDA sources (kernels do nothing, copies under 64 KiB
 # are memcpy, the rest nothing), and the CLI with fakecudart.c in place of cudart. Its attend results
 # are garbage (the checks fail, by design); its plan / submit / compute host times are the engine's.
-# Session 9: `OUT/spillway bench swap --dir /var/tmp --cases host --steps 300 --check-heads 1` under
-# `perf record`; docs/perf/swap.md, session 9.
+# Use: `$O/spillway bench swap --dir /var/tmp --cases host --steps 300 --check-heads 1` under
+# `perf record` (the host planning profile in docs/perf/swap.md); also ThreadSanitizer builds of the
+# engine's threads with the GPU faked.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 B=${1:-build-h200}; O=${2:-/tmp/fake_gpu}

@@ -1,3 +1,7 @@
+/* fakecudart.c - the few CUDA runtime calls the CLI itself makes, answered
+ * without a GPU (device memory is host memory), so that the CLI links
+ * against the faked library of bench/dev/fake_gpu/build.sh, which builds it.
+ * For host-side profiles only; results are garbage. */
 #include <cuda_runtime_api.h>
 #include <stdlib.h>
 #include <string.h>
