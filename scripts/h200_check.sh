@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# One call on the lent H200 (see docs/perf/NOTES.md): build with CUDA for
-# sm_90a, run the whole C suite (GPU tests included) and the binding's tests,
-# then the benchmarks. Stages: build ctest pytest cli gpu cpu mixa cpudev opp
-# (default: build ctest pytest cli gpu cpu). At most 8 files come back from $OUT.
+# The recorded runs on the H200, built there: build with CUDA for sm_90a, run
+# the whole C suite (GPU tests included) and the binding's tests, then the
+# benchmarks (bench/results/README.md lists what each stage records).
+# Stages: build ctest pytest cli gpu cpu cpudev opp (default: build ctest
+# pytest cli gpu cpu). The GPU test suite alone, built here: scripts/h200_gpu.sh.
 # Stage opp (run it alone; needs .opp/ carried to the machine, see
 # docs/opponents.md): an opponent build of its own with FlashInfer's headers,
-# its tests against the reference, and the bench with flashinfer-c.
+# its tests against the reference, and the recorded prefill run with every
+# opponent (FlashInfer's FA2 and FA3 paths compiled in, SDPA, the FA2 varlen op).
 # Logs and results go to $OUT (or out/ when unset).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -41,31 +43,36 @@ if has cpu; then
   python3 bench/prefill.py --cpu --threads 2 --cpu-scale 0.125 --out "$OUT/prefill-cpu.json" \
     --md "$OUT/prefill-cpu.md" 2>&1 | tee "$OUT/bench-cpu.log" | grep -E "^\| " | head -17
 fi
-if has mixa; then
-  # Repeat of mix-a at d256 (see NOTES, "Open anomaly").
-  python3 bench/prefill.py --cases mix-a/h16-2 --impls spillway,fa2-varlen --reps 30 --md "" \
-    --out "$OUT/mixa-rep.json" 2>&1 | grep -E "spillway|fa2" | head -4
-fi
 if has cpudev; then
   # Development kernels of the CPU path (AMX among them) on this host's CPU.
   { lscpu | grep -E "Model name|Flags" | cut -c1-400; sh bench/dev/cpu_fast_check.sh &&
     build/dev/cpu_fast_check --cases 60 --threads 2 --reps 5; } 2>&1 | tee "$OUT/cpudev.log" | tail -30
 fi
 if has opp; then
-  # The FlashInfer opponent (docs/opponents.md): its headers come from the
-  # tarball in .opp/ (ignored by git; carried), unpacked outside the tree.
-  OB=build-h200-opp FI=/tmp/spillway-opp
-  tarball=$(ls .opp/flashinfer-*-headers.tar.xz 2>/dev/null | head -1)
-  [ -n "$tarball" ] || { echo "opp: no .opp/flashinfer-*-headers.tar.xz (carry .opp)"; exit 1; }
-  rm -rf $FI && mkdir -p $FI && tar -xJf "$tarball" -C $FI || exit 1
-  t0=$(date +%s)
-  cmake -S . -B $OB -DCMAKE_BUILD_TYPE=Release -DSPILLWAY_CUDA=ON -DSPILLWAY_CUDA_ARCHS=90a \
-    -DSPILLWAY_WERROR=OFF -DSPILLWAY_OPPONENT_FLASHINFER=$FI/flashinfer/include >"$OB.log" 2>&1 &&
-    cmake --build $OB -j16 >>"$OB.log" 2>&1 || { tail -30 "$OB.log"; exit 1; }
-  echo "opp: opponent build took $(( $(date +%s) - t0 )) s"
-  (cd $OB && ctest --output-on-failure -R test_opponent 2>&1) | tee "$OUT/opp-ctest.log" | tail -8
-  SPILLWAY_LIB=$PWD/$OB/libspillway.so SPILLWAY_OPPONENT=flashinfer python3 bench/prefill.py \
-    --impls spillway,flashinfer-c,fa2-varlen,sdpa-cudnn ${OPP_CASES:+--cases $OPP_CASES} \
-    --out "$OUT/prefill-h200-opp.json" --md "$OUT/prefill-opp.md" 2>&1 |
-    tee "$OUT/bench-opp.log" | tail -40
+  # The FlashInfer opponent (docs/opponents.md). With a build made here and
+  # staged by scripts/h200_stage.sh (.carry/build-opp: FA2 and FA3 paths, the
+  # recorded run's setting) that build is measured; otherwise one is made
+  # here from the headers in .opp/ (ignored by git; carried): FA2 path only.
+  impls=spillway,sdpa-flash,sdpa-cudnn,fa2-varlen,flashinfer-c
+  if [ -f .carry/build-opp/libspillway.so ]; then
+    mkdir -p .carry/debs/root
+    for f in .carry/debs/*.deb; do [ -f "$f" ] && dpkg -x "$f" .carry/debs/root; done
+    export LD_LIBRARY_PATH=$PWD/.carry/build-opp:$PWD/.carry/debs/root/usr/lib/x86_64-linux-gnu
+    lib=$PWD/.carry/build-opp/libspillway.so impls=$impls,flashinfer-c-fa3
+  else
+    OB=build-h200-opp FI=/tmp/spillway-opp
+    tarball=$(ls .opp/flashinfer-*-headers.tar.xz 2>/dev/null | head -1)
+    [ -n "$tarball" ] || { echo "opp: no .opp/flashinfer-*-headers.tar.xz (carry .opp)"; exit 1; }
+    rm -rf $FI && mkdir -p $FI && tar -xJf "$tarball" -C $FI || exit 1
+    t0=$(date +%s)
+    cmake -S . -B $OB -DCMAKE_BUILD_TYPE=Release -DSPILLWAY_CUDA=ON -DSPILLWAY_CUDA_ARCHS=90a \
+      -DSPILLWAY_WERROR=OFF -DSPILLWAY_OPPONENT_FLASHINFER=$FI/flashinfer/include >"$OB.log" 2>&1 &&
+      cmake --build $OB -j16 >>"$OB.log" 2>&1 || { tail -30 "$OB.log"; exit 1; }
+    echo "opp: opponent build took $(( $(date +%s) - t0 )) s"
+    (cd $OB && ctest --output-on-failure -R test_opponent 2>&1) | tee "$OUT/opp-ctest.log" | tail -8
+    lib=$PWD/$OB/libspillway.so
+  fi
+  SPILLWAY_LIB=$lib SPILLWAY_OPPONENT=flashinfer python3 bench/prefill.py --impls $impls \
+    ${OPP_CASES:+--cases $OPP_CASES} --out "$OUT/prefill-h200.json" --md "$OUT/prefill-h200.md" 2>&1 |
+    tee "$OUT/prefill-h200.log" | tail -40
 fi

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Development helper for the lent H200 (docs/perf/NOTES.md): stage a build made
+# Helper for the lent H200: stage a build made
 # HERE (cmake -S . -B build-h200 -DSPILLWAY_CUDA_ARCHS=90a ...) into .carry/, an
 # ignored folder small enough to travel (64 MiB), so a device call spends no
 # time compiling. Usage: scripts/h200_stage.sh [test names...]
-# On the device, `scripts/h200_check.sh prebuilt ...` links it back into place.
+# With an opponent build (build-opp), `scripts/h200_check.sh opp` on the device
+# measures it: the recorded prefill run (bench/results/README.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 grep -qx '/.carry/' .git/info/exclude || echo '/.carry/' >>.git/info/exclude
