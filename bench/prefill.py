@@ -784,7 +784,6 @@ def env_info(args, device, argv):
             "torch_num_threads": torch.get_num_threads(),
             "torch_cpu_capability": info["torch_cpu_capability"],
             "spillway_num_threads_env": os.environ.get("SPILLWAY_NUM_THREADS"),
-            "spillway_cpu_amx_keys_env": os.environ.get("SPILLWAY_CPU_AMX_KEYS"),
             "spillway_cpu_isa_env": os.environ.get("SPILLWAY_CPU_ISA"),
         }
     return info

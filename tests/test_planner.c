@@ -173,7 +173,7 @@ int main(void)
         check_plan(3, 16, qo, kv, 32, 8, 0, 128, 0, 512, 1 << 20);
     }
     /* The wide K/V tile choice (sw_plan_wide_kv): the bench's shapes as
-     * measured (docs/perf/NOTES.md, v10): 1x16k and mix-a wide, 16x1k, 4x4k
+     * measured (docs/perf/prefill.md, v10): 1x16k and mix-a wide, 16x1k, 4x4k
      * and mix-b narrow; the 75% line exactly; no work at all narrow. */
     {
         static const int32_t mixa[] = {8192, 3000, 1500, 1200, 800, 600, 400, 300, 200, 100};

@@ -824,7 +824,7 @@ int cmd_bench_swap(int argc, char **argv)
     /* The disk case is held against the raw passes interleaved with its
      * steps when they ran (the same minutes: on the H200's VM disk one pass
      * of the same shape read 2.0-2.8 GB/s from round to round,
-     * bench/results/swap-h200-s13/), else the better of before / after. */
+     * the logs added in 54b7b66), else the better of before / after. */
     const double rawi = ran[0] ? swt_raw_interleaved_gbps(&res[0]) : -1;
     const double rawd = rawi > 0 ? rawi : rawb;
     printf("\n");

@@ -42,7 +42,7 @@
  *    first tile starts from zeroed tiles instead of a cleared O; rows whose
  *    running max did not move (alpha == 1) are not rescaled.
  *  - Keys per tile: 128, or 256 for units that see more than 512 keys
- *    (sw_amx_keys; SPILLWAY_CPU_AMX_KEYS=32..256 fixes it for measurements):
+ *    (sw_amx_keys; cpu_fast_check --amx-keys fixes it for measurements):
  *    more keys per tile means fewer O tile loads/stores and rescales per FLOP.
  * Tiles: 8 registers, all 16 rows x 64 bytes (palette 1). S and P.V: 0-3 C,
  * 4-5 A, 6-7 B.

@@ -22,12 +22,12 @@
  *   sh bench/dev/cpu_fast_check.sh     -> build/dev/cpu_fast_check[_emul]
  * Run: cpu_fast_check [--cases N] [--seed S] [--threads T] [--reps R] [--isa-min I]
  *                     [--dtype f32|f16|bf16] [--emul-only] [--shapes report|bench] [--qamp A]
- *                     [--json FILE] [--perf-only|--check-only]
+ *                     [--json FILE] [--perf-only|--check-only] [--amx-keys K]
  * --shapes bench times the bench/prefill.py --cpu cases (x 0.125) where the
  * v0 AMX kernel trailed torch, instead of the four 1 x 2048 reporting shapes;
  * where AMX runs, the previous kernel (bench/dev/cpu_fast_amx_v1.c) is
- * timed too, as "amx-v1". SPILLWAY_CPU_AMX_KEYS sets the AMX
- * kernel's keys per tile. --isa-min skips the ISAs below I in the checks and
+ * timed too, as "amx-v1". --amx-keys K (32..256, a multiple of
+ * 32) fixes the AMX kernel's keys per tile (default: chosen per unit). --isa-min skips the ISAs below I in the checks and
  * the timings; --dtype fixes the dtype of the random cases; --emul-only
  * checks only amx(emul); --qamp A multiplies Q's amplitude (scores spread
  * over ~A times more log2 units; the LSE check is relative above 1).
@@ -464,7 +464,15 @@ int main(int argc, char **argv)
             }
         } else if (!strcmp(argv[i], "--qamp") && i + 1 < argc)
             opt_qamp = (float)atof(argv[++i]);
-        else if (!strcmp(argv[i], "--emul-only"))
+        else if (!strcmp(argv[i], "--amx-keys") && i + 1 < argc) {
+            const int k = atoi(argv[++i]);
+            if (k < 32 || k > SW_CPU_AMX_NKEYS_MAX || k % 32) {
+                fprintf(stderr, "cpu_fast_check: --amx-keys wants 32..%d, a multiple of 32\n",
+                        SW_CPU_AMX_NKEYS_MAX);
+                return 2;
+            }
+            sw_cpu_amx_nkeys = k;
+        } else if (!strcmp(argv[i], "--emul-only"))
             opt_emul_only = 1;
         else if (!strcmp(argv[i], "--json") && i + 1 < argc)
             json_path = argv[++i];

@@ -43,7 +43,7 @@ NPROC=$(nproc)
   sh bench/dev/cpu_fast_check.sh 2>&1 | tail -3
   echo "== AMX kernel on real tiles: random cases, every ISA (oracle: fp64) $(date -u +%T)"
   taskset -c "$CPUS" build/dev/cpu_fast_check --cases 40 --seed 5 --threads 2 --check-only
-  SPILLWAY_CPU_AMX_KEYS=256 taskset -c "$CPUS" build/dev/cpu_fast_check --cases 20 --seed 6 \
+  taskset -c "$CPUS" build/dev/cpu_fast_check --amx-keys 256 --cases 20 --seed 6 \
     --threads 2 --check-only --dtype bf16 --isa-min 4
   taskset -c "$CPUS" build/dev/cpu_fast_check --cases 40 --seed 12 --threads 2 --check-only \
     --dtype bf16 --isa-min 4 --qamp 100
@@ -54,7 +54,7 @@ NPROC=$(nproc)
   taskset -c "$CPUS" build/dev/cpu_fast_check --perf-only --shapes bench --threads 2 --reps 7 \
     --isa-min 4
   for nk in 128; do
-    SPILLWAY_CPU_AMX_KEYS=$nk taskset -c "$CPUS" build/dev/cpu_fast_check --perf-only \
+    taskset -c "$CPUS" build/dev/cpu_fast_check --amx-keys $nk --perf-only \
       --shapes bench --threads 2 --reps 7 --isa-min 4 | grep "isa amx "
   done
   echo "== 16 x 128 vs torch, our time after ours / after torch / after torch + 100 ms $(date -u +%T)"

@@ -74,7 +74,7 @@ int64_t sw_plan_work(const int32_t *qo_indptr, const int32_t *kv_indptr, int32_t
  * instead of 128) pay for this batch: they gain 3-4.5% on long requests
  * (1x16k, mix-a) but pad every request's last tile further and leave the
  * K ring one stage shallower, which costs short requests (16x1k: -27%; 4x4k
- * about even; docs/perf/NOTES.md, v10). 1 when requests of >= 8192 keys
+ * about even; docs/perf/prefill.md, v10). 1 when requests of >= 8192 keys
  * hold >= 75% of the batch's non-causal work (q_len x kv_len). */
 int32_t sw_plan_wide_kv(const int32_t *qo_indptr, const int32_t *kv_indptr, int32_t batch);
 

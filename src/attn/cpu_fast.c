@@ -26,7 +26,7 @@
  * not a multiple of 16 always runs the scalar kernel; under amx, bf16 with
  * head_dim % 32 == 0 runs the AMX kernel and everything else the fp32
  * avx512 kernel (on the one AMX Xeon measured, avx512 beat avx512bf16 by
- * 1.3-1.6x: docs/perf/NOTES.md). The AMX kernel reads K and V repacked
+ * 1.3-1.6x: docs/perf/prefill.md). The AMX kernel reads K and V repacked
  * once per call (per request and kv head, by the first unit that needs them;
  * requests grouped so that the packs stay under SW_CPU_PACK_MAX_BYTES).
  * Threads: SPILLWAY_NUM_THREADS when set (> 0), else num_threads, else one
@@ -396,7 +396,7 @@ struct sw_cpu_pack {
 /* The scratch + pack block of the last call, kept for the next one. A fresh buffer
  * costs a page fault per 4 KiB on first touch (glibc returns freed blocks
  * of this size to the kernel): 1024 faults, ~1.5 ms of a 2.6 ms pack, per
- * 16 x 128-token d256 call on the Zen 4 box (docs/perf/NOTES.md,
+ * 16 x 128-token d256 call on the Zen 4 box (docs/perf/prefill.md,
  * 2026-11-30), where the attention itself is a few ms. One block for the
  * whole process, taken with an atomic exchange (a concurrent call that finds
  * the slot empty allocates its own; of two returned, the later is kept);

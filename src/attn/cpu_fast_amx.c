@@ -394,7 +394,7 @@ static void sw_amx_softmax(const float *sx, int lds, uint16_t *px, int ldp, int 
 /* Short requests (the driver sets s->next): a 64-row unit reads its Q rows
  * and writes its O rows once, in runs of nh * d * 2 bytes (512 B..4 KiB)
  * one token apart; with little arithmetic per row that memory latency was a
- * large part of the unit (profile on the Zen 4 box, docs/perf/NOTES.md
+ * large part of the unit (profile on the Zen 4 box, docs/perf/prefill.md
  * 2026-11-30). So the next unit's Q rows are prefetched into L2 and this
  * unit's output lines are fetched for writing (prefetchw) while the tiles
  * run. write: 0 Q of u, 1 O of u. */
@@ -420,7 +420,7 @@ static void sw_amx_prefetch_unit(const sw_attn_problem *pb, const sw_cpu_unit *u
 /* Keys per tile for a unit whose last row sees vis_max keys. More keys per
  * tile load/store the fp32 O tiles and rescale O less often per FLOP, but S
  * and P of a 64-row unit then outgrow L1 (256 keys: 64 KiB of S + 32 KiB of
- * P). Measured on the H200's host (2 threads, docs/perf/NOTES.md
+ * P). Measured on the H200's host (2 threads, docs/perf/prefill.md
  * 2026-11-29): 256 keys won at 1 x 2048 (+14 % d256, +11 % d128) and mix-a
  * d256 (+7 %), 128 won at 4 x 512 d128 (+11 %). */
 static inline int sw_amx_keys(int32_t vis_max)

@@ -40,7 +40,7 @@ static void sw_t_cvt_rows(float *dst, int ld, const sw_attn_problem *pb, const v
  * nearest even, NaN kept NaN), 16 elements per step. The scalar epilogue
  * (bit arithmetic per element) cost ~4 ns per output element on the Zen 4
  * box: 8.5 ms of a 16 x 128-token call at d256 on 2 threads, as much as
- * the attention arithmetic itself (docs/perf/NOTES.md, 2026-11-30). */
+ * the attention arithmetic itself (docs/perf/prefill.md, 2026-11-30). */
 void sw_cpu_store_o_avx512(const sw_attn_problem *pb, const sw_cpu_unit *u, const float *o,
                            const float *m, const float *l)
 {

@@ -7,7 +7,7 @@
  *    per item. In plain longest-first order those items lie far apart (one
  *    per cost bucket, every request's in between), so on a batch of many
  *    requests the K/V streams through L2 again for every bucket (16x1k d128
- *    on the H200: 43% L2 hits, DRAM 65% busy, docs/perf/NOTES.md).
+ *    on the H200: 43% L2 hits, DRAM 65% busy, docs/perf/prefill.md).
  * So the list is cut into sections: (request, kv head) groups, longest
  * group first, are packed into a section while their K/V fit in
  * `section_bytes`; within a section the items are longest first. The ~grid

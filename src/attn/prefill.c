@@ -119,7 +119,7 @@ static sw_status plan_cuda(sw_prefill_plan *pl, const sw_prefill_tuning *tu)
      * tile then spans tile_m/group tokens, so the causal diagonal and a
      * request's last partial tile waste a group-th of the rows they waste
      * unpacked, and K/V are loaded once for the group. Measured on the H200
-     * (docs/perf/NOTES.md, "GQA packing sweep"): +2..7% at d64/d128 on
+     * (docs/perf/prefill.md, "GQA packing sweep"): +2..7% at d64/d128 on
      * 16x1k and both mixes, neutral at d256 and at 1x16k. */
     const int32_t pack_max = tu->pack_max_q;
     /* L2 sections of the work list (planner.c): the K/V of the groups whose

@@ -30,14 +30,14 @@ int32_t sw_swap_auto_tile_cap(int host_pool, int host_tier, uint32_t align_block
      * blocks, every ticket was a quarter of a 64-block run per stream, read
      * as 64 KiB device requests with ~4 tiles in flight (`spillway bench
      * swap --cases disk` on the VM: 763 requests per step, 40.6% of the raw
-     * read, bench/results/swap-vm-s5-disk-baseline.log). A whole run per
+     * read, the log added in c4b0cc2). A whole run per
      * tile makes each stream's part of a ticket one run-sized request:
      * 72 requests of 687 KiB, step 49 -> 41 ms (medians of 4 interleaved
-     * runs, bench/results/swap-vm-h15-ab-*.log). Not in front of a host
+     * runs, the logs added in 69399a2). Not in front of a host
      * tier: there the reads are copies, and 4 tiles of 64 blocks staged
      * ahead (8 MiB) no longer stay in the CPU's cache while they wait to be
      * computed (host-tier case: 51 -> 42 tokens/s,
-     * bench/results/swap-vm-h15-host-*.log). */
+     * the logs added in 69399a2). */
     if (!host_tier && align_blocks >= 16)
         return align_blocks < SW_SWAP_MAX_AUTO_TILE ? (int32_t)align_blocks
                                                     : SW_SWAP_MAX_AUTO_TILE;

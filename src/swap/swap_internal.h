@@ -183,7 +183,7 @@ uint64_t sw_swap_pool_used(const sw_swap *s);
  * stream with a separate header read for the second part (the disk case of
  * `spillway bench swap`, tile 64: 11 device requests per tile, a third of
  * them 4 KiB header reads; 2.3 per tile with this rule,
- * bench/results/swap-vm-h5-gpuemul.log). Pure. */
+ * the log added in 8d2b95b). Pure. */
 int sw_swap_tile_takes(int64_t cur, int64_t next, int32_t ahead, int32_t room);
 
 /* ---- attend.c ---- */

@@ -85,7 +85,7 @@ template <int D, bool WIDE = false> struct traits {
      * item's first K can land while this item's last tiles still compute. */
     /* the wide kernel: 3 K stages and one Q buffer (its batches are long
      * requests: one Q load per ~100 tiles), 1.5% ahead of 2 K + 2 Q on
-     * 1x16k (SW_HOPPER_WIDE_KST=2, docs/perf/NOTES.md v10) */
+     * 1x16k (SW_HOPPER_WIDE_KST=2, docs/perf/prefill.md v10) */
     static constexpr int K_ST = WIDE ? SW_HOPPER_WIDE_KST : 3;
     static constexpr int V_ST = D == 64 ? 3 : 2;
     static constexpr int CH = D / 64;              /* 128-byte chunks per row */
@@ -280,7 +280,7 @@ template <int BN> struct row_softmax {
     /* v12's max slack (SW_MAX_SLACK) in every kernel but the wide
      * non-causal d128 one (BN = SW_HOPPER_WIDE_BN): there it measured 3%
      * slower (1x16k non-causal 642-644 vs 656-663 TFLOP/s, H200, session 7,
-     * docs/perf/NOTES.md), so that kernel keeps v10's exact-max softmax. */
+     * docs/perf/prefill.md), so that kernel keeps v10's exact-max softmax. */
     static constexpr bool SLACK = SW_MAX_SLACK && BN != SW_HOPPER_WIDE_BN;
     /* v14 (SW_NOMAX): in the causal kernels, steps after an item's first
      * try the scores against the rows' current offsets without their max
@@ -365,7 +365,7 @@ template <int BN> struct row_softmax {
 
     /* v14: P straight from the scores at the rows' current offsets m,
      * into pn, without the tile's max (a step's one FMNMX per score gone;
-     * the d64 kernel is issue-bound, docs/perf/NOTES.md). Kept when every
+     * the d64 kernel is issue-bound, docs/perf/prefill.md). Kept when every
      * row of the warp sums to at most SUM_LIM (so no P overflows, and the
      * same offsets serve: corr = 1); otherwise the caller runs update()
      * on the untouched scores and packs again. A row with no key seen yet
@@ -535,7 +535,7 @@ __device__ __forceinline__ void step(int j, int it, float (&s)[TR::BN / 2],
  * gives each thread whole 8-column blocks, stored as 16 bytes: a quarter of
  * the store instructions, and every 32-byte sector written whole (the
  * 4-byte stores filled half a sector each and queued the warp behind them:
- * ~15% of the consumers' stall samples on 16x1k d128, docs/perf/NOTES.md). */
+ * ~15% of the consumers' stall samples on 16x1k d128, docs/perf/prefill.md). */
 __device__ __forceinline__ void quad_transpose(uint32_t (&v)[4], int t4)
 {
     /* step 1 (xor 2): swap the off-diagonal 2x2 blocks */

@@ -9,7 +9,7 @@
 #ifndef SW_CUDA_MMA_UTILS_CUH
 #define SW_CUDA_MMA_UTILS_CUH
 
-/* v12 (docs/perf/NOTES.md): a row's softmax offset moves only when its max
+/* v12 (docs/perf/prefill.md): a row's softmax offset moves only when its max
  * grows by more than 8 (log2 units), in both prefill kernels (the Hopper
  * row_softmax, the portable softmax_state). On since session 7 (H200: Hopper
  * d64 +2-3%, d256 +4-6%, d128 even; test_prefill_cuda passes with it);
@@ -18,7 +18,7 @@
 #define SW_MAX_SLACK 1
 #endif
 
-/* v14 (docs/perf/NOTES.md): the causal Hopper kernels' steps after an
+/* v14 (docs/perf/prefill.md): the causal Hopper kernels' steps after an
  * item's first compute P at the rows' running offsets without the tile's
  * max, and fall back to the max when a row's sum says some P grew past the
  * slack. On since session 8 (H200: d64 / d128 causal +5-9%, d256 even;

@@ -30,7 +30,7 @@
  * After the last K/V tile each item requests the next item's Q rows and
  * stages its O in the then idle K + V buffers (2 * BN >= BM rows); the
  * softmax skips the O rescale when no row max moved (portable_softmax.cuh).
- * Both measured faster on the H200 at every head_dim (docs/perf/NOTES.md,
+ * Both measured faster on the H200 at every head_dim (docs/perf/prefill.md,
  * v4 and v5). */
 #ifndef SW_CUDA_PORTABLE_CONFIG_CUH
 #define SW_CUDA_PORTABLE_CONFIG_CUH
@@ -59,7 +59,7 @@ template <> struct cfg<128> : cfg_base<128> {
 /* d256: 64-row tiles so that two CTAs fit an SM (96 KB each) and one CTA's
  * item prologue (Q + first K tile) and epilogue overlap the other's mma's;
  * 8 warps x 16 rows with one 128 KB CTA per SM was 4..14% slower on the
- * H200 (docs/perf/NOTES.md, v5). Per warp the tile work is unchanged. */
+ * H200 (docs/perf/prefill.md, v5). Per warp the tile work is unchanged. */
 template <> struct cfg<256> : cfg_base<256> {
     static constexpr int NWARPS = 4, MT = 1, MIN_CTAS = 2;
     static constexpr bool Q_IN_REGS = false, PAD = false, MAY_SHARE_KV = true;

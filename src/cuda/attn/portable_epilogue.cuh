@@ -4,7 +4,7 @@
  * The accumulator layout gives each thread 4-byte pieces of 8 rows per
  * instruction. Stored straight to global memory that is 4x the store
  * instructions of 16-byte stores, which measured 1-6% slower at d256
- * (docs/perf/NOTES.md, v2). So each warp stages its own rows in shared
+ * (docs/perf/prefill.md, v2). So each warp stages its own rows in shared
  * memory (`stage`: the warp's rows of the Q buffer, which only this warp
  * reads, or of the K/V buffers once the whole CTA is past its last PV) and
  * writes whole 16-byte chunks, a row's chunks contiguous across lanes. Rows

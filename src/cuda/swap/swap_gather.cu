@@ -4,7 +4,7 @@
  * store holds for it, with no CPU copy of the payload (the path it replaces
  * -- the store memcpy'd every stripe into pinned staging, one upload per
  * tile -- moved 4.6 GB/s of the H200's 55.5 GB/s pinned host-to-device
- * rate, docs/perf/NOTES.md).
+ * rate, docs/perf/swap.md).
  *
  * A CTA of 128 threads takes a stripe at a time, in segments of 8 KiB (one
  * segment for the usual 8 KiB stripe): the threads read the segment with

@@ -7,7 +7,7 @@
  *
  * Why another kernel: kernel 2 (swap_tile_stream.cu) streams at ~2 TB/s on
  * the H200 (1780-1815 GB/s iso, 2012 back to back; bench/results/
- * swap-tile-check-h200.log) with ~128 KiB of cp.async in flight per SM on
+ * the log added in 0e4f8bf) with ~128 KiB of cp.async in flight per SM on
  * paper. Each of its 4 warps both issues 32 cp.async per 16-token group and
  * computes it, alone on its SM sub-partition: the warp's own compute and
  * issue latencies sit between a group's arrival and the next group's issue,
@@ -96,10 +96,10 @@ template <int D> struct bk_geo {
  *   per group (~70 of the loop's ~250 SASS instructions, dependent chains
  *   through MUFU.RCP), which the one producer warp pays between copies.
  * SW_BK_V_FIX = DWIN | NODIV is the library's variant 1 (H200, bench tile,
- * in the probe, bench/results/swap-stream-probe-h200.log: iso 2056 GB/s
+ * in the probe, the log added in 4a79b8e: iso 2056 GB/s
  * against 1840 for 0, back to back 2483 against 2125, bit-identical output). DWIN | PROD2 |
  * NODIV passed swap_tile_check's 24 random cases but failed with a launch
- * error on the bench tile (swap-tile-check-h200-fix.log): PROD2 is for the
+ * error on the bench tile (its fix log, 0e4f8bf): PROD2 is for the
  * probe only until that is understood. */
 #define SW_BK_V_DWIN 1
 #define SW_BK_V_NOMATH 2
