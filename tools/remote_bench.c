@@ -373,8 +373,8 @@ static void rb_usage(FILE *f)
             "  --passes N           interleaved passes of each case (default 3; medians)\n"
             "  --context-clients C  redis-benchmark -c of the context figure (default 50;\n"
             "                       0 = skip); the like-for-like figure is always -c 1\n"
-            "  --json PATH          results (default bench/results/store-remote-<host>.json\n"
-            "                       when bench/results exists, else ./store-remote-<host>.json)\n"
+            "  --json PATH          results (default: a new bench/results/store-remote-<host>-\n"
+            "                       <UTC time>.json, never a committed record)\n"
             "exit status 77: a prerequisite is missing (no hiredis in this build, no\n"
             "redis-server / redis-benchmark / redis-cli), nothing measured\n");
 }
@@ -663,16 +663,8 @@ int cmd_store_bench_remote(int argc, char **argv)
 
     /* JSON */
     {
-        char slug[128], path[4300];
-        tool_host_slug(slug, sizeof slug);
-        struct stat dsb;
-        if (o.json)
-            snprintf(path, sizeof path, "%s", o.json);
-        else if (stat("bench/results", &dsb) == 0 && S_ISDIR(dsb.st_mode))
-            snprintf(path, sizeof path, "bench/results/store-remote-%s.json", slug);
-        else
-            snprintf(path, sizeof path, "store-remote-%s.json", slug);
-        FILE *f = fopen(path, "w");
+        char path[4300];
+        FILE *f = tool_result_open(o.json, "store-remote", path, sizeof path);
         if (!f) {
             perror(path);
             goto out;

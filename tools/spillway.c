@@ -1,8 +1,11 @@
 /* spillway - command-line client of libspillway (public API only). */
 #include "tool_common.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -33,6 +36,35 @@ void tool_host_slug(char *out, size_t n)
     out[j] = 0;
     if (!j)
         snprintf(out, n, "host");
+}
+
+FILE *tool_result_open(const char *explicit_path, const char *component, char *path, size_t n)
+{
+    if (explicit_path) {
+        snprintf(path, n, "%s", explicit_path);
+        return fopen(path, "w");
+    }
+    char host[128], stamp[32];
+    tool_host_slug(host, sizeof host);
+    const time_t now = time(NULL);
+    struct tm tmv;
+    gmtime_r(&now, &tmv);
+    strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tmv);
+    struct stat sb;
+    const char *dir = stat("bench/results", &sb) == 0 && S_ISDIR(sb.st_mode) ? "bench/results/" : "";
+    for (int k = 1; k < 1000; k++) {
+        if (k == 1)
+            snprintf(path, n, "%s%s-%s-%s.json", dir, component, host, stamp);
+        else
+            snprintf(path, n, "%s%s-%s-%s-%d.json", dir, component, host, stamp, k);
+        const int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
+        if (fd >= 0)
+            return fdopen(fd, "w");
+        if (errno != EEXIST)
+            return NULL;
+    }
+    errno = EEXIST;
+    return NULL;
 }
 
 static void usage(FILE *f)

@@ -311,8 +311,8 @@ static void bench_usage(FILE *f)
             "                       SPILLWAY_STORE_READ_INFLIGHT=8388608) on a handle\n"
             "                       reopened for it: an A/B of library settings in the same\n"
             "                       passes (the two reads take turns in going first)\n"
-            "  --json PATH          results (default bench/results/store-<host>.json when\n"
-            "                       bench/results exists, else ./store-<host>.json)\n"
+            "  --json PATH          results (default: a new bench/results/store-<host>-<UTC\n"
+            "                       time>.json, never a committed record; ./ without bench/results)\n"
             "  --keep               keep the scratch directory\n"
             "  --remote [HOST:PORT] the remote tier vs redis-benchmark GET instead (see\n"
             "                       'spillway store bench --remote --help')\n");
@@ -1218,14 +1218,7 @@ int cmd_store_bench_disk(int argc, char **argv)
     /* JSON */
     char host[128], path[4300];
     tool_host_slug(host, sizeof host);
-    struct stat dsb;
-    if (o.json)
-        snprintf(path, sizeof path, "%s", o.json);
-    else if (stat("bench/results", &dsb) == 0 && S_ISDIR(dsb.st_mode))
-        snprintf(path, sizeof path, "bench/results/store-%s.json", host);
-    else
-        snprintf(path, sizeof path, "store-%s.json", host);
-    FILE *f = fopen(path, "w");
+    FILE *f = tool_result_open(o.json, "store", path, sizeof path);
     if (!f) {
         perror(path);
         goto out;

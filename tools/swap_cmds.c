@@ -624,8 +624,8 @@ static const char bench_usage[] =
     "                   next step (default: the checked rows are kept and checked after\n"
     "                   the steps, which then run back to back as in a decode loop; the\n"
     "                   check of 16 heads over 32k tokens takes ~0.2 s, an idle GPU)\n"
-    "  --json PATH      default bench/results/swap-<host>.json when bench/results exists,\n"
-    "                   else ./swap-<host>.json\n";
+    "  --json PATH      default: a new bench/results/swap-<host>-<UTC time>.json (never a\n"
+    "                   committed record; ./ when there is no bench/results)\n";
 
 static void json_rec(FILE *f, int *first, const char *cas, const char *metric, double v,
                      double limit, int has_limit)
@@ -843,14 +843,7 @@ int cmd_bench_swap(int argc, char **argv)
     /* Table + JSON. */
     char host[128], path[4096];
     tool_host_slug(host, sizeof host);
-    struct stat sb;
-    if (o.json)
-        snprintf(path, sizeof path, "%s", o.json);
-    else if (stat("bench/results", &sb) == 0 && S_ISDIR(sb.st_mode))
-        snprintf(path, sizeof path, "bench/results/swap-%s.json", host);
-    else
-        snprintf(path, sizeof path, "swap-%s.json", host);
-    FILE *js = fopen(path, "w");
+    FILE *js = tool_result_open(o.json, "swap", path, sizeof path);
     if (!js)
         fprintf(stderr, "spillway bench swap: %s: %s\n", path, strerror(errno));
     int first = 1;

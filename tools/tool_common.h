@@ -5,6 +5,7 @@
 #include "spillway.h"
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 /* A named benchmark shape: heads and head_dim. */
@@ -28,6 +29,13 @@ extern const int tool_num_length_sets;
 double tool_now(void);
 /* Host name as a lower-case slug of [a-z0-9-], "host" when empty. */
 void tool_host_slug(char *out, size_t n);
+/* Opens a benchmark's JSON for writing: `explicit_path` when the user gave
+ * one (--json), else a fresh name that exists nowhere yet,
+ * bench/results/<component>-<host>-<UTC time>[-N].json when bench/results
+ * exists, else ./<component>-<host>-<UTC time>[-N].json -- so a run never
+ * writes over a committed record unless asked to. Writes the name into
+ * `path`; NULL (errno set) when the file cannot be created. */
+FILE *tool_result_open(const char *explicit_path, const char *component, char *path, size_t n);
 int cmd_demo(int argc, char **argv);          /* swap_cmds.c: parts 1 and 2 */
 int demo_prefill(int argc, char **argv, const char *usage, int check_only);
 int cmd_bench_prefill(int argc, char **argv);
