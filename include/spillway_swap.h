@@ -103,6 +103,13 @@ typedef struct sw_swap_config {
     sw_swap_policy policy;    /* default SW_SWAP_POLICY_SCORE */
     sw_swap_pool_kind pool;   /* default SW_SWAP_POOL_HOST */
     int32_t device;           /* CUDA ordinal for a device pool (default 0) */
+    /* ---- appended (a caller built with the struct up to `device` still
+     * works: struct_size says which fields it has; the rest take their
+     * defaults) ---- */
+    int32_t kernel_timing;    /* device pool: time the tile kernels with CUDA
+                               * events into stats.kernel_seconds (each
+                               * attend then waits for its kernels: for
+                               * benchmarks; default 0) */
 } sw_swap_config;
 
 /* Fills the defaults documented above. */
@@ -306,10 +313,9 @@ typedef struct sw_swap_stats {
                                           * kernel attended (valid rows) */
     double kernel_seconds;               /* GPU time of the tile kernels (not
                                           * the merges), measured with CUDA
-                                          * events only when the environment
-                                          * has SPILLWAY_SWAP_KERNEL_TIMING=1
-                                          * at sw_swap_create (each attend
-                                          * then waits for its kernels) */
+                                          * events only with
+                                          * sw_swap_config.kernel_timing (each
+                                          * attend then waits for its kernels) */
     /* ---- appended: where an attend's host time goes (with
      * read_wait_seconds and compute_seconds above) ---- */
     double plan_seconds;                 /* planning tiles: block order,

@@ -39,6 +39,40 @@ typedef struct shape {
     int32_t H, Hq, D, B;
 } shape;
 
+/* The engine's settings under test (the rows of this program): the
+ * defaults, and the paths they replaced or that a knob still selects. Each
+ * row runs every test below with engines made under its tuning. */
+typedef struct variant {
+    const char *name, *what;
+    int n;
+    struct { sw_swap_knob k; int64_t v; } set[6];
+} variant;
+
+static const variant variants[] = {
+    {"default", "prelease, copy-engine landing, direct tiles by landing launch, descriptors in "
+     "place, run-aware eviction, split merges, leases released by the thread", 0, {{0, 0}}},
+    {"staged", "no prelease, landing or direct tiles", 4,
+     {{SW_KNOB_PRELEASE, 0}, {SW_KNOB_DIRECT, 0}, {SW_KNOB_DESC_ZC, 0}, {SW_KNOB_RUN_EVICT, 0}}},
+    {"direct", "direct tiles alone, one launch a tile, one-step merges", 3,
+     {{SW_KNOB_PRELEASE, 0}, {SW_KNOB_MERGE_SPLIT, 0}, {SW_KNOB_DESC_ZC, 0}}},
+    {"prelease", "the prelease thread beside the direct tiles, no landing", 1,
+     {{SW_KNOB_LANDING_MB, 0}}},
+    {"landing", "landing by the gather kernel (1 MiB) on the staged path", 3,
+     {{SW_KNOB_LANDING_MB, 1}, {SW_KNOB_LAND_CE, 0}, {SW_KNOB_DIRECT, 0}}},
+    {"landing_direct", "the gather kernel's landing beside direct tiles", 2,
+     {{SW_KNOB_LANDING_MB, 1}, {SW_KNOB_LAND_CE, 0}}},
+    {"landing_ce", "copy-engine landing: one launch a tile, the thread's first blocks, launches "
+     "of 256 blocks, leases released by the caller", 4,
+     {{SW_KNOB_LAND_GROUPS, 1}, {SW_KNOB_LAND_FIRST, 0}, {SW_KNOB_LAND_GROW, 0},
+      {SW_KNOB_REL_ASYNC, 0}}},
+    {"sleep", "threads sleep between jobs; a direct tile merged once", 2,
+     {{SW_KNOB_SPIN_US, 0}, {SW_KNOB_MERGE_CHUNKS, 0}}},
+    {"yield", "threads poll whatever the CPU count; the caller's first blocks end once the "
+     "thread has the job", 2, {{SW_KNOB_SPIN_US, 2000}, {SW_KNOB_LAND_YIELD, 1}}},
+};
+
+static sw_swap_tuning g_tune; /* the row's */
+
 static sw_swap *make_engine(sw_store *store, const shape *sh, int32_t L, int32_t pool,
                             int32_t tile, int prefetch, sw_swap_policy pol, sw_swap_pool_kind k)
 {
@@ -59,7 +93,7 @@ static sw_swap *make_engine(sw_store *store, const shape *sh, int32_t L, int32_t
     c.pool = k;
     c.device = 0;
     sw_swap *s = NULL;
-    sw_status st = sw_swap_create(&m, &c, store, &s);
+    sw_status st = sw_swap_create_tuned(&m, &c, store, &g_tune, &s);
     if (st != SW_OK)
         fprintf(stderr, "sw_swap_create(%s pool): %s: %s\n",
                 k == SW_SWAP_POOL_DEVICE ? "device" : "host", sw_status_str(st), sw_last_error());
@@ -517,16 +551,17 @@ static void test_host_gather(sw_store *tier, sw_store *small, uint64_t seed)
     for (int i = 0; i < ql * sh.Hq * sh.D; i++)
         qb[i] = sw_f32_to_bf16((float)(2.0 * sw_rng_normal(&r)));
     /* 1. every stripe in the host tier: all gathered, none from the file;
-     * the same result as the ticket path (SPILLWAY_SWAP_HOST_GATHER=0) */
+     * the same result as the ticket path (SW_KNOB_HOST_GATHER 0) */
     {
         const int32_t nb = 40;
         const int64_t len = (int64_t)nb * sh.B - 5;
         sw_swap *s = make_engine(tier, &sh, 1, 8, 3, 2, SW_SWAP_POLICY_SCORE,
                                  SW_SWAP_POOL_DEVICE);
-        setenv("SPILLWAY_SWAP_HOST_GATHER", "0", 1);
+        const int64_t gather = g_tune.v[SW_KNOB_HOST_GATHER];
+        g_tune.v[SW_KNOB_HOST_GATHER] = 0;
         sw_swap *t = make_engine(tier, &sh, 1, 8, 3, 2, SW_SWAP_POLICY_SCORE,
                                  SW_SWAP_POOL_DEVICE);
-        unsetenv("SPILLWAY_SWAP_HOST_GATHER");
+        g_tune.v[SW_KNOB_HOST_GATHER] = gather;
         if (!s || !t) {
             sw_swap_destroy(s);
             sw_swap_destroy(t);
@@ -777,17 +812,13 @@ static void test_errors(sw_store *store, uint64_t seed)
     tsw_seq_free(&q);
 }
 
-int main(void)
+static int run_variant(const variant *v, uint64_t seed)
 {
-    if (sw_cuda_device_count() < 1) {
-        printf("SKIPPED: no usable GPU\n");
-        return SW_TEST_SKIP;
-    }
-    struct cudaDeviceProp prop;
-    CU(cudaGetDeviceProperties(&prop, 0));
-    const uint64_t seed = ts_seed(20250301);
-    printf("device 0: %s, sm_%d%d, %d SMs; seed %llu\n", prop.name, prop.major, prop.minor,
-           prop.multiProcessorCount, (unsigned long long)seed);
+    sw_swap_tuning_default(&g_tune);
+    for (int k = 0; k < v->n; k++)
+        g_tune.v[v->set[k].k] = v->set[k].v;
+    const int failures0 = sw_test_failures;
+    printf("== %s: %s\n", v->name, v->what);
     ts_dir d, dh, dt, ds;
     ts_dir_make(&d, "swap_cuda");
     ts_dir_make(&dh, "swap_cuda_host");
@@ -861,9 +892,53 @@ int main(void)
     ts_rm_rf(dh.base);
     ts_rm_rf(dt.base);
     ts_rm_rf(ds.base);
-    printf("%d cases (%d failed) in %.2f s, %d failed checks (seed %llu)\n", ncases, nfail,
-           sw_now_seconds() - t0, sw_test_failures, (unsigned long long)seed);
-    return sw_test_failures ? 1 : 0;
+    printf("%s: %d cases (%d failed) in %.2f s, %d failed checks (seed %llu)\n", v->name,
+           ncases, nfail, sw_now_seconds() - t0, sw_test_failures - failures0,
+           (unsigned long long)seed);
+    return sw_test_failures != failures0 || nfail;
+}
+
+/* [--variant NAME]...: those rows only (default: every row). */
+int main(int argc, char **argv)
+{
+    if (sw_cuda_device_count() < 1) {
+        printf("SKIPPED: no usable GPU\n");
+        return SW_TEST_SKIP;
+    }
+    struct cudaDeviceProp prop;
+    CU(cudaGetDeviceProperties(&prop, 0));
+    const uint64_t seed = ts_seed(20250301);
+    printf("device 0: %s, sm_%d%d, %d SMs; seed %llu\n", prop.name, prop.major, prop.minor,
+           prop.multiProcessorCount, (unsigned long long)seed);
+    const int nv = (int)(sizeof variants / sizeof variants[0]);
+    int want[sizeof variants / sizeof variants[0]] = {0}, any = 0;
+    for (int i = 1; i < argc; i++) {
+        int found = 0;
+        for (int k = 0; k < nv && i + 1 < argc && !strcmp(argv[i], "--variant"); k++)
+            if (!strcmp(argv[i + 1], variants[k].name))
+                want[k] = found = any = 1;
+        if (!found) {
+            fprintf(stderr, "usage: test_swap_cuda [--variant NAME]... (NAME: ");
+            for (int k = 0; k < nv; k++)
+                fprintf(stderr, "%s%s", k ? ", " : "", variants[k].name);
+            fprintf(stderr, ")\n");
+            return 2;
+        }
+        i++;
+    }
+    const double t0 = sw_now_seconds();
+    int bad = 0, rows = 0;
+    for (int k = 0; k < nv; k++)
+        if (!any || want[k]) {
+            const int b = run_variant(&variants[k], seed);
+            if (b)
+                fprintf(stderr, "FAIL row %s (seed %llu)\n", variants[k].name,
+                        (unsigned long long)seed);
+            bad += b;
+            rows++;
+        }
+    printf("test_swap_cuda: %d rows, %d failed, %.1f s\n", rows, bad, sw_now_seconds() - t0);
+    return bad ? 1 : 0;
 }
 
 #else /* no CUDA in this build */

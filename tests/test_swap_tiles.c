@@ -4,7 +4,7 @@
  * range. Checked on the pure rule (sw_swap_tile_takes) and on an engine
  * whose sequence starts off a chunk boundary (block_base 40, run_blocks 64,
  * tile 64): the first exact pass reads every run exactly once with aligned
- * tiles, more often with SPILLWAY_SWAP_ALIGN_TILES=0 (tiles cut by count),
+ * tiles, more often with SW_KNOB_ALIGN_TILES 0 (tiles cut by count),
  * and both match the fp64 reference on every call. Also: a tile's victims
  * from sw_swap_victims_first are sw_swap_pool_rank's first entries (random
  * pools: free, pinned, equal and NaN scores, both policies); the sparse
@@ -83,9 +83,11 @@ static run_out run_engine_ex(sw_store *store, uint64_t ns, int aligned, int32_t 
 {
     run_out r = {0, 0, 0, 0, 0, 0, 0.0};
     const int32_t H = 2, Hq = 4, D = 64, B = 16;
-    setenv("SPILLWAY_SWAP_ALIGN_TILES", aligned ? "1" : "0", 1); /* read at create */
+    sw_swap_tuning tu;
+    sw_swap_tuning_default(&tu);
+    tu.v[SW_KNOB_ALIGN_TILES] = aligned;
     if (run_evict)
-        setenv("SPILLWAY_SWAP_RUN_EVICT", run_evict, 1);
+        tu.v[SW_KNOB_RUN_EVICT] = atoi(run_evict);
     sw_swap_model m;
     sw_swap_model_init(&m);
     m.num_layers = 1;
@@ -99,9 +101,7 @@ static run_out run_engine_ex(sw_store *store, uint64_t ns, int aligned, int32_t 
     c.tile_blocks = tile;
     c.prefetch_depth = 2;
     sw_swap *s = NULL;
-    CHECK_STATUS(sw_swap_create(&m, &c, store, &s), SW_OK);
-    unsetenv("SPILLWAY_SWAP_ALIGN_TILES");
-    unsetenv("SPILLWAY_SWAP_RUN_EVICT");
+    CHECK_STATUS(sw_swap_create_tuned(&m, &c, store, &tu, &s), SW_OK);
     if (!s)
         return r;
     CHECK_STATUS(sw_swap_seq_add(s, 1, ns, 40, (uint32_t)nblk), SW_OK);
@@ -342,7 +342,7 @@ int main(void)
     CHECK(f.tickets == 1);
     CHECK(f.ranges >= 1 && f.ranges <= 2 * 4);
     CHECK(f.worst < 1e-2);
-    /* Run-aware eviction (SPILLWAY_SWAP_RUN_EVICT): 640 blocks (10 runs of
+    /* Run-aware eviction (SW_KNOB_RUN_EVICT): 640 blocks (10 runs of
      * 4 streams), pool 160 (25%), tile 16, 8 exact attends with random
      * queries. A resident block in a run that is mostly missing saves no
      * I/O (the run is read through it); with the window of 4 tiles the

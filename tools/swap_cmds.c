@@ -805,11 +805,10 @@ int cmd_bench_swap(int argc, char **argv)
         /* The tile kernels are timed with CUDA events in the all-resident
          * case only (the engine then waits for its kernels each call). */
         if (cs[k].device_pool && k == 2) {
-            setenv("SPILLWAY_SWAP_KERNEL_TIMING", "1", 1);
+            cs[k].kernel_timing = 1;
             cs[k].kernel_reps = 20;
         }
         const int rc = swt_run_case(&cs[k], store_dir, &res[k]);
-        unsetenv("SPILLWAY_SWAP_KERNEL_TIMING");
         if (rc) {
             err = 1;
             break;

@@ -612,6 +612,7 @@ int swt_run_case(const swt_case *c, const char *store_dir, swt_result *res)
     if (c->device_pool) {
         cfg.pool = SW_SWAP_POOL_DEVICE;
         cfg.device = 0;
+        cfg.kernel_timing = c->kernel_timing;
     }
     st = sw_swap_create(&m, &cfg, x.store, &x.swap);
     if (st != SW_OK) {

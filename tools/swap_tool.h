@@ -37,6 +37,7 @@ typedef struct swt_case {
     int32_t kernel_reps;        /* device pool: attends of the last queries
                                  * repeated back to back after the steps (the
                                  * tile kernels' steady state); 0 = none */
+    int kernel_timing;          /* device pool: sw_swap_config.kernel_timing */
 } swt_case;
 
 /* Disk-side counters (swap_iostat.c). Totals, or deltas summed over the
@@ -101,7 +102,7 @@ typedef struct swt_result {
     double finish_seconds;
     double attend_seconds;      /* timed steps: the attend calls alone */
     double kernel_seconds;      /* timed steps: tile kernels (GPU events;
-                                 * needs SPILLWAY_SWAP_KERNEL_TIMING=1) */
+                                 * needs sw_swap_config.kernel_timing) */
     uint64_t kernel_kv_bytes;   /* timed steps: K/V bytes the tile kernels read */
     int32_t loop_reps;          /* the kernel loop (kernel_reps), if run */
     double loop_attend_seconds, loop_kernel_seconds;

@@ -86,7 +86,7 @@ typedef struct run {
     int32_t *vrank;
     void *vscratch;
     int32_t vn, vpos;
-    int rank_first;         /* sw_swap_victims_first (SPILLWAY_SWAP_RANK_FIRST,
+    int rank_first;         /* sw_swap_victims_first (SW_KNOB_RANK_FIRST,
                              * default 1), else the full sw_swap_pool_rank */
     /* run-aware eviction (s->run_evict tiles, 0 = off): the first vwin
      * ranked victims reordered by runs_first, vtmp its scratch (NULL =
@@ -883,7 +883,7 @@ static sw_status run_pass(run *R, int sparse)
     /* victim ranking (optional: without it, one scan per missing block) */
     R->vrank = malloc(sizeof(int32_t) * (size_t)(s->c.resident_blocks > 0 ? s->c.resident_blocks : 1));
     R->vscratch = malloc(sw_swap_pool_rank_scratch(s));
-    R->rank_first = sw_env_int("SPILLWAY_SWAP_RANK_FIRST", 1) != 0;
+    R->rank_first = sw_swap_tune(&s->tune, SW_KNOB_RANK_FIRST, 1) != 0;
     {
         const int64_t win = (int64_t)s->run_evict * s->tile_blocks;
         R->vwin = win > 0 ? (int32_t)(win < s->c.resident_blocks ? win : s->c.resident_blocks)

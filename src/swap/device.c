@@ -32,7 +32,7 @@
  * its slot is dropped. The upload then moves only the stripes the ticket
  * read.
  *
- * Gathers issued ahead (SPILLWAY_SWAP_GATHER_AHEAD, default 1): a tile's
+ * Gathers issued ahead (SW_KNOB_GATHER_AHEAD, default 1): a tile's
  * leased stripes are gathered on one of two gather streams into the tile's
  * device staging (one per read-ahead ring position), where the ticket's
  * upload puts the other stripes, as soon as the tile is planned; the tile's
@@ -42,14 +42,14 @@
  * the read-ahead's depth ahead of the computes. (Session 6 gathered straight
  * into the slots; a gather had to wait for the computes still reading its
  * victims -- always tile j-2's, as victims are the lowest scores -- which
- * chained one gather behind each compute: SPILLWAY_SWAP_TIMELINE,
+ * chained one gather behind each compute: SW_KNOB_TIMELINE,
  * docs/perf/swap.md session 7.) The gather items are read by the kernel
  * from the pinned descriptor space (no upload on the way). With 0, the
  * gather runs on the compute stream after the tile's scatter, straight into
  * the slots.
  *
  * With a host tier, by default since session 11 (docs/swap.md "Direct
- * tiles", "Prelease", "Landing"; each has its SPILLWAY_SWAP_* switch back to
+ * tiles", "Prelease", "Landing"; each has its SW_KNOB_* (sw_swap_tuning) switch back to
  * the staged path): direct tiles (one kernel per host-tier tile, in groups
  * by landing launch, two tile streams and a merge stream, a launcher
  * thread); the prelease thread (a sequence's host-tier leases taken ahead,
@@ -123,16 +123,17 @@ static uint32_t crc_raw_of(crc_cache *c, uint32_t crc, uint32_t len)
 #define SW_SWAP_LAND_GROUPS_MAX 8 /* launches a direct tile at most (land_groups) */
 
 typedef struct sw_swap_dev {
-    int nudge;                /* SPILLWAY_SWAP_NUDGE (default 1): sw_swap_dev_nudge */
+    int nudge;                /* SW_KNOB_NUDGE (default 1): sw_swap_dev_nudge */
     double spin_s;            /* the threads' polling time (spin_seconds) */
     int32_t device, sms;
     int32_t ctas;             /* tile-kernel CTAs wanted per launch: sms x
-                               * SPILLWAY_SWAP_TILE_CTAS_PER_SM (default: what
+                               * SW_KNOB_TILE_CTAS_PER_SM (default: what
                                * one SM holds, tile_ctas_per_sm) */
     int fused;                /* the merge in the tile kernel's last CTA: built with
                                * -DSW_SWAP_FUSED_MERGE=1 (not by default until
-                               * measured on a GPU), SPILLWAY_SWAP_FUSED_MERGE=0 off */
-    int32_t kernel;           /* SPILLWAY_SWAP_TILE_KERNEL: 3 bulk copies
+                               * measured on a GPU), SW_KNOB_FUSED_MERGE=0 off */
+    int32_t bulk_variant;     /* SW_KNOB_BULK_VARIANT (kernel 3) */
+    int32_t kernel;           /* SW_KNOB_TILE_KERNEL: 3 bulk copies
                                * into an mbarrier ring (swap_tile_bulk.cu,
                                * the default; sm_90+, elsewhere kernel 2),
                                * 2 tensor cores, streaming
@@ -171,7 +172,7 @@ typedef struct sw_swap_dev {
     uint32_t *d_count;        /* fused merge: [H][row groups] counts (zero between tiles) */
     size_t ncount;
     uint8_t *desc_host, *desc_dev;
-    int desc_zc;              /* SPILLWAY_SWAP_DESC_ZC=1: kernels read the descriptors
+    int desc_zc;              /* SW_KNOB_DESC_ZC=1: kernels read the descriptors
                                * from desc_host (pinned) over PCIe, nothing uploaded:
                                * no upload queued behind landing copies in the copy
                                * engine (session 10); zc: this call's, on only when
@@ -185,7 +186,7 @@ typedef struct sw_swap_dev {
     /* per-call plan */
     int64_t hrows;
     size_t part_floats;
-    /* host-tier gather: enabled (SPILLWAY_SWAP_HOST_GATHER, default 1, and a
+    /* host-tier gather: enabled (SW_KNOB_HOST_GATHER, default 1, and a
      * host tier pinned by CUDA); the call's leased entries and gathered
      * stripes; the device's mismatch report and its pinned copy
      * ([0] count, [1..SW_SWAP_BAD_CAP] gather ids); raw-CRC offsets */
@@ -210,11 +211,11 @@ typedef struct sw_swap_dev {
         int32_t nfill;
         uint64_t kv_bytes;
     } *pre;
-    int32_t gather_ctas; /* CTAs per gather launch (SPILLWAY_SWAP_GATHER_CTAS, default SMs / 2; 0: one per stripe) */
+    int32_t gather_ctas; /* CTAs per gather launch (SW_KNOB_GATHER_CTAS, default SMs / 2; 0: one per stripe) */
     void *gstream[2];
     void **ev_g;
     int gnext, gissued;
-    /* direct tiles (SPILLWAY_SWAP_DIRECT=1, swap_tile_direct.cu): a tile
+    /* direct tiles (SW_KNOB_DIRECT=1, swap_tile_direct.cu): a tile
      * whose missing blocks are all leased from the host tier is one kernel
      * that reads them from the tier, writes their slots and attends. In that
      * mode every tile of a pass (direct or staged) goes to one of two tile
@@ -227,44 +228,44 @@ typedef struct sw_swap_dev {
      * that read it ran (ev_mdone). ptile counts a pass's tiles; pissued:
      * the streams ran this call (the verdict waits for them). */
     int direct;
-    int merge_wide;           /* SPILLWAY_SWAP_MERGE_WIDE: sw_cuda_swap_merge_wide */
-    int merge_split;          /* SPILLWAY_SWAP_MERGE_SPLIT (default 1): direct mode's
+    int merge_wide;           /* SW_KNOB_MERGE_WIDE: sw_cuda_swap_merge_wide */
+    int merge_split;          /* SW_KNOB_MERGE_SPLIT (default 1): direct mode's
                                * merges in two steps (sw_cuda_swap_merge_split, into
                                * d_part2): one CTA per row and kv head folding 512
                                * chunks took ~100 us a tile on the H200 */
     float *d_part2;           /* the split merge's parts (workspace; NULL: none) */
     size_t part2_floats;      /* their room */
     int32_t land_groups;      /* a direct tile's launches at most, by landing launch
-                               * (SPILLWAY_SWAP_LAND_GROUPS, default 4, 1..8) */
-    int32_t merge_chunks;     /* SPILLWAY_SWAP_MERGE_CHUNKS (default 64; 0: one merge a
+                               * (SW_KNOB_LAND_GROUPS, default 4, 1..8) */
+    int32_t merge_chunks;     /* SW_KNOB_MERGE_CHUNKS (default 64; 0: one merge a
                                * tile): a direct tile's partials merged in fixed ranges
                                * of this many chunks, each once launched (launch_direct) */
     int32_t merged;           /* the tile's chunks merged so far (launch_direct) */
-    int32_t direct_bpc;       /* SPILLWAY_SWAP_DIRECT_BPC: blocks per direct CTA (default 1:
+    int32_t direct_bpc;       /* SW_KNOB_DIRECT_BPC: blocks per direct CTA (default 1:
                                * a CTA is 4 warps, so occupancy comes from CTAs) */
     void *pstream[2], *mstream;
     void *ev_kdone[SW_SWAP_NPART], *ev_mdone[SW_SWAP_NPART], *ev_pass;
     float *d_partk[SW_SWAP_NPART];
     int32_t ptile;
     int pissued;
-    /* the launcher (direct mode, SPILLWAY_SWAP_LAUNCHER, default 1): a
+    /* the launcher (direct mode, SW_KNOB_LAUNCHER, default 1): a
      * thread that makes a direct tile's CUDA calls (descriptor upload,
      * kernel, events, merge), so the caller's thread only plans, leases and
      * writes descriptors; jobs in tile order, one at a time. Every other
      * CUDA call of a pass drains it first (launch_drain). The first failure
      * is kept with its message for the next drain. */
     struct launcher *ln;
-    /* prelease (SPILLWAY_SWAP_PRELEASE, default 1; 0: off): a thread of the engine leases the host-tier copies of a
+    /* prelease (SW_KNOB_PRELEASE, default 1; 0: off): a thread of the engine leases the host-tier copies of a
      * sequence's blocks that are missing when its order is built (all of
      * them misses when visited: a block is loaded once a pass) while the
      * caller's thread plans, so a tile's leases are mostly there when it is
      * planned (sw_swap_dev_lease_tile). */
     struct prelease *pl;
-    /* kernel timing (SPILLWAY_SWAP_KERNEL_TIMING=1) */
+    /* kernel timing (sw_swap_config.kernel_timing) */
     int timing;
     void **tev;               /* start/stop pairs, reused from call to call */
     int32_t ntev, tev_cap, tev_used;
-    /* timeline (SPILLWAY_SWAP_TIMELINE=1, a diagnostic): timed events at the
+    /* timeline (SW_KNOB_TIMELINE=1, a diagnostic): timed events at the
      * start and end of every gather and tile compute of a call, with the
      * host's clock when each was enqueued; printed to stderr at the call's
      * end (tl_report). Events reused from call to call. */
@@ -302,7 +303,7 @@ static sw_status prelease_start_thread(sw_swap *s);
 static void prelease_release(sw_swap *s);
 static void prelease_free(struct prelease *P);
 static void land_report(sw_swap_dev *d, int call);
-static double spin_seconds(void);
+static double spin_seconds(const sw_swap_tuning *t);
 
 static double tl_now(void)
 {
@@ -598,10 +599,10 @@ sw_status sw_swap_dev_create(sw_swap *s)
         return sw_fail(SW_STATUS_NO_MEMORY, "device pool state");
     s->dev = d;
     d->device = s->c.device;
-    d->timing = sw_env_int("SPILLWAY_SWAP_KERNEL_TIMING", 0) > 0;
-    d->tline = sw_env_int("SPILLWAY_SWAP_TIMELINE", 0) > 0;
-    d->nudge = sw_env_int("SPILLWAY_SWAP_NUDGE", 1) != 0;
-    d->spin_s = spin_seconds();
+    d->timing = s->c.kernel_timing != 0;
+    d->tline = sw_swap_tune(&s->tune, SW_KNOB_TIMELINE, 0) > 0;
+    d->nudge = sw_swap_tune(&s->tune, SW_KNOB_NUDGE, 1) != 0;
+    d->spin_s = spin_seconds(&s->tune);
     pthread_mutex_init(&d->tl_mu, NULL);
     SW_TRY(sw_cuda_set_device(d->device));
     sw_cuda_swap_preload(D); /* no kernel loaded lazily in the middle of a call */
@@ -609,11 +610,11 @@ sw_status sw_swap_dev_create(sw_swap *s)
     {
         /* Measurement knobs (bench swap sweeps them on the H200): the
          * kernel, and CTAs per SM 1..32. */
-        d->kernel = sw_env_int("SPILLWAY_SWAP_TILE_KERNEL", 3);
-        d->fused = sw_cuda_swap_fused_merge() && sw_env_int("SPILLWAY_SWAP_FUSED_MERGE", 1) != 0;
+        d->kernel = sw_swap_tune(&s->tune, SW_KNOB_TILE_KERNEL, 3);
+        d->fused = sw_cuda_swap_fused_merge() && sw_swap_tune(&s->tune, SW_KNOB_FUSED_MERGE, 1) != 0;
         if (d->kernel < 0 || d->kernel > 3)
             d->kernel = 3;
-        int per = sw_env_int("SPILLWAY_SWAP_TILE_CTAS_PER_SM", tile_ctas_per_sm(d->kernel, D));
+        int per = sw_swap_tune(&s->tune, SW_KNOB_TILE_CTAS_PER_SM, tile_ctas_per_sm(d->kernel, D));
         per = per < 1 ? 1 : per > 32 ? 32 : per;
         d->ctas = d->sms * per;
     }
@@ -655,20 +656,20 @@ sw_status sw_swap_dev_create(sw_swap *s)
     SW_TRY(sw_cuda_swap_alloc((void **)&d->up_dev, up));
     d->entry_floats = (size_t)H * (size_t)B * (size_t)R;
     /* A/B knob for the bench: 0 reads host-tier hits through the tickets */
-    d->gather = sw_env_int("SPILLWAY_SWAP_HOST_GATHER", 1) != 0 && sw_store_host_mapped(s->store);
+    d->gather = sw_swap_tune(&s->tune, SW_KNOB_HOST_GATHER, 1) != 0 && sw_store_host_mapped(s->store);
     const size_t bad_bytes = sizeof(uint32_t) * (1 + SW_SWAP_BAD_CAP);
     SW_TRY(sw_cuda_swap_alloc((void **)&d->d_bad, bad_bytes));
     SW_TRY(sw_cuda_host_alloc((void **)&d->h_bad, bad_bytes));
     SW_TRY(sw_cuda_memset_async(d->d_bad, 0, bad_bytes, d->own_stream));
     /* A/B knob: 0 gathers on the compute stream after each tile's scatter */
-    d->ahead = d->gather && sw_env_int("SPILLWAY_SWAP_GATHER_AHEAD", 1) != 0;
+    d->ahead = d->gather && sw_swap_tune(&s->tune, SW_KNOB_GATHER_AHEAD, 1) != 0;
     {
         /* A/B knob: CTAs of a gather launch (swap_gather.cu; 0: one per
          * stripe). Default: half the SMs (H200 host-tier case, session 7:
          * 66 CTAs 52.6 / 52.8% of pinned H2D against 40.4 / 50.0 / 47.4%
          * with 132, 44.2% with 33; ~0.5 MiB in flight still fills PCIe, and
          * fewer outstanding reads leave the other PCIe traffic less queued) */
-        const int64_t g = sw_env_int("SPILLWAY_SWAP_GATHER_CTAS", (d->sms + 1) / 2);
+        const int64_t g = sw_swap_tune(&s->tune, SW_KNOB_GATHER_CTAS, (d->sms + 1) / 2);
         d->gather_ctas = g > 0 && g <= 64 * (int64_t)d->sms ? (int32_t)g : 0;
     }
     if (d->ahead) {
@@ -681,32 +682,32 @@ sw_status sw_swap_dev_create(sw_swap *s)
         for (int32_t i = 0; i < d->nhstage; i++)
             SW_TRY(sw_cuda_swap_event_create(&d->ev_g[i], 0));
     }
-    if (d->gather && sw_env_int("SPILLWAY_SWAP_PRELEASE", 1) != 0)
+    if (d->gather && sw_swap_tune(&s->tune, SW_KNOB_PRELEASE, 1) != 0)
         SW_TRY(prelease_start_thread(s));
-    /* direct tiles (SPILLWAY_SWAP_DIRECT, default 1 since session 11: with
+    /* direct tiles (SW_KNOB_DIRECT, default 1 since session 11: with
      * the landing they are the fastest host-tier path measured; alone, with
      * the wait for tile j - 3 that correctness needs, they were below the
      * staged path, docs/perf/swap.md session 9); the fused merge (one
      * running state folded by concurrent tiles) excludes them. The wide
      * merge (identical results) goes with them. */
-    d->direct = d->gather && !d->fused && sw_env_int("SPILLWAY_SWAP_DIRECT", 1) != 0;
-    d->merge_wide = sw_env_int("SPILLWAY_SWAP_MERGE_WIDE", d->direct) != 0;
-    d->merge_split = sw_env_int("SPILLWAY_SWAP_MERGE_SPLIT", 1) != 0;
+    d->direct = d->gather && !d->fused && sw_swap_tune(&s->tune, SW_KNOB_DIRECT, 1) != 0;
+    d->merge_wide = sw_swap_tune(&s->tune, SW_KNOB_MERGE_WIDE, d->direct) != 0;
+    d->merge_split = sw_swap_tune(&s->tune, SW_KNOB_MERGE_SPLIT, 1) != 0;
     {
-        const int64_t g = sw_env_int("SPILLWAY_SWAP_LAND_GROUPS", 4);
+        const int64_t g = sw_swap_tune(&s->tune, SW_KNOB_LAND_GROUPS, 4);
         d->land_groups = g < 1 ? 1 : g > SW_SWAP_LAND_GROUPS_MAX ? SW_SWAP_LAND_GROUPS_MAX
                                                                  : (int32_t)g;
     }
-    /* not with kernel 3's descriptor-window variant (SPILLWAY_SWAP_BULK_VARIANT=1):
+    /* not with kernel 3's descriptor-window variant (SW_KNOB_BULK_VARIANT=1):
      * it fetches them with cp.async.bulk, never run from pinned host memory */
-    d->desc_zc = sw_env_int("SPILLWAY_SWAP_DESC_ZC", 1) != 0 &&
-                 sw_env_int("SPILLWAY_SWAP_BULK_VARIANT", 0) != 1;
+    d->bulk_variant = (int32_t)sw_swap_tune(&s->tune, SW_KNOB_BULK_VARIANT, 0);
+    d->desc_zc = sw_swap_tune(&s->tune, SW_KNOB_DESC_ZC, 1) != 0 && d->bulk_variant != 1;
     {
-        const int64_t mc = sw_env_int("SPILLWAY_SWAP_MERGE_CHUNKS", 64);
+        const int64_t mc = sw_swap_tune(&s->tune, SW_KNOB_MERGE_CHUNKS, 64);
         d->merge_chunks = mc > 0 && mc <= (1 << 20) ? (int32_t)mc : 0;
     }
     {
-        const int64_t c = sw_env_int("SPILLWAY_SWAP_DIRECT_BPC", 1);
+        const int64_t c = sw_swap_tune(&s->tune, SW_KNOB_DIRECT_BPC, 1);
         d->direct_bpc = c >= 1 && c <= 64 ? (int32_t)c : 1;
     }
     if (d->direct) {
@@ -718,7 +719,7 @@ sw_status sw_swap_dev_create(sw_swap *s)
             SW_TRY(sw_cuda_swap_event_create(&d->ev_mdone[i], 0));
         }
         SW_TRY(sw_cuda_swap_event_create(&d->ev_pass, 0));
-        if (sw_env_int("SPILLWAY_SWAP_LAUNCHER", 1) != 0)
+        if (sw_swap_tune(&s->tune, SW_KNOB_LAUNCHER, 1) != 0)
             SW_TRY(launcher_start(d));
     }
     return sw_cuda_stream_sync(d->own_stream);
@@ -758,17 +759,17 @@ static sw_status merge_behind(sw_swap_dev *d, const sw_cuda_swap_tile_args *a, v
 static sw_status timing_event(sw_swap_dev *d, int32_t i, void **ev);
 
 /* How long the engine's threads (launcher, prelease) poll for work before
- * they sleep: SPILLWAY_SWAP_SPIN_US (0: never), by default 2000 us with at
+ * they sleep: SW_KNOB_SPIN_US (0: never), by default 2000 us with at
  * least 8 CPUs in the process's affinity mask and 0 with fewer (on this 2-CPU VM two polling threads
  * beside the caller made the faked host-tier step 3x slower). */
-static double spin_seconds(void)
+static double spin_seconds(const sw_swap_tuning *t)
 {
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     cpu_set_t set;
     CPU_ZERO(&set);
     if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
         cpus = CPU_COUNT(&set); /* the CPUs this process may run on */
-    int64_t us = sw_env_int("SPILLWAY_SWAP_SPIN_US", cpus >= 8 ? 2000 : 0);
+    int64_t us = sw_swap_tune(t, SW_KNOB_SPIN_US, cpus >= 8 ? 2000 : 0);
     if (us > 10000000)
         us = 10000000; /* at most 10 s */
     return us > 0 ? 1e-6 * (double)us : 0.0;
@@ -1118,7 +1119,7 @@ struct prelease {
     pthread_cond_t cv;
     int stop, job, running;      /* job: one posted; running: the thread has it */
     /* Between jobs the thread polls `posted` for spin_s seconds before it
-     * sleeps on cv (SPILLWAY_SWAP_SPIN_US, default 2000; 0: sleep at once),
+     * sleeps on cv (SW_KNOB_SPIN_US, default 2000; 0: sleep at once),
      * as io_uring's SQPOLL thread does for sq_thread_idle: a condition
      * variable's wake took 40-70 us on the H200's VM and 150-280 us in about
      * one call of six, and the copy engine idled until the thread took over
@@ -1126,9 +1127,9 @@ struct prelease {
     atomic_uint posted;          /* 1 from a post until the thread takes it */
     double spin_s;
     int nudge;                   /* sw_swap_dev_nudge: wake up and poll (under mu) */
-    int land_yield;              /* SPILLWAY_SWAP_LAND_YIELD (default 0), prelease_run */
+    int land_yield;              /* SW_KNOB_LAND_YIELD (default 0), prelease_run */
     /* the call's host-tier leases released by the thread after the call
-     * (rel: the posted job is that release of rent[0..rn); SPILLWAY_SWAP_REL_ASYNC,
+     * (rel: the posted job is that release of rent[0..rn); SW_KNOB_REL_ASYNC,
      * default 1): ~25 us of the caller's on the H200. The next post, the
      * verdict and the thread's stop wait for it like for any job. */
     int rel, rel_async;
@@ -1152,12 +1153,12 @@ struct prelease {
      * thread's, or the caller's first blocks: sw_swap_dev_prelease) */
     pthread_mutex_t lmu;
     int32_t land_first;         /* blocks the caller lands itself when it posts
-                                 * (SPILLWAY_SWAP_LAND_FIRST, default 320, a multiple
+                                 * (SW_KNOB_LAND_FIRST, default 320, a multiple
                                  * of PL_CH; 0: none) */
-    int32_t land_start;         /* blocks the job's first launch (SPILLWAY_SWAP_LAND_START,
+    int32_t land_start;         /* blocks the job's first launch (SW_KNOB_LAND_START,
                                  * default PL_LAND) */
     int land_grow;              /* launches grow 64, 128, .. land_blocks
-                                 * (SPILLWAY_SWAP_LAND_GROW, default 1) */
+                                 * (SW_KNOB_LAND_GROW, default 1) */
     atomic_int *state;
     int32_t *pos;
     /* one store call's keys and leases (PL_CH blocks) */
@@ -1169,7 +1170,7 @@ struct prelease {
     /* the job: its sequence and layer (a job posted again is kept) */
     const sw_swap_seq *q;
     int32_t layer;
-    /* Landing (SPILLWAY_SWAP_LANDING_MB=N with the prelease: N MiB of
+    /* Landing (SW_KNOB_LANDING_MB=N with the prelease: N MiB of
      * device memory; default 64, 0: off; docs/perf/swap.md sessions 10-11):
      * the thread also moves each block it leased whole into a device buffer
      * (copy-engine copies, land_ce, the default; or the gather kernel,
@@ -1208,15 +1209,15 @@ struct prelease {
     int32_t *pend;
     int32_t npend;
     uint32_t *d_lbad;           /* the landing gathers' mismatch count (unread) */
-    int32_t ctas;               /* CTAs a landing gather (SPILLWAY_SWAP_LAND_CTAS,
+    int32_t ctas;               /* CTAs a landing gather (SW_KNOB_LAND_CTAS,
                                  * default the gathers') */
     int32_t land_blocks;        /* blocks a landing gather after the job's first
-                                 * (SPILLWAY_SWAP_LAND_BLOCKS, default 256) */
+                                 * (SW_KNOB_LAND_BLOCKS, default 256) */
     atomic_int want;            /* the caller waits for a queued block: launch now */
-    int land_ce;                /* SPILLWAY_SWAP_LAND_CE=1: copy-engine copies, not
+    int land_ce;                /* SW_KNOB_LAND_CE=1: copy-engine copies, not
                                  * the gather kernel */
     crc_cache crc;              /* the thread's (the caller's is d->crc) */
-    /* timeline (SPILLWAY_SWAP_TIMELINE=1): per landing launch its event's
+    /* timeline (SW_KNOB_TIMELINE=1): per landing launch its event's
      * index, the host clock when recorded, its stripes and copies */
     int tline;
     int32_t lt_n;
@@ -1346,7 +1347,7 @@ static void prelease_run(struct prelease *P, int land_ok, int32_t limit, int cal
     int32_t mine[PL_CH];
     const int32_t n = limit < P->n ? limit : P->n;
     for (int32_t i0 = 0; i0 < n && !atomic_load(&P->cancel); i0 += PL_CH) {
-        /* SPILLWAY_SWAP_LAND_YIELD=1: the caller's part ends once the thread
+        /* SW_KNOB_LAND_YIELD=1: the caller's part ends once the thread
          * has the job (polling once nudged); the two only take turns at lmu.
          * Off by default: without the caller's head start the thread's
          * leases fell behind the copy engine, idle 50-230 us a step on the
@@ -1422,7 +1423,7 @@ static void prelease_run(struct prelease *P, int land_ok, int32_t limit, int cal
     pthread_mutex_unlock(&P->lmu);
 }
 
-/* The timeline's landing lines (SPILLWAY_SWAP_TIMELINE=1): each landing
+/* The timeline's landing lines (SW_KNOB_TIMELINE=1): each landing
  * launch's end on the GPU and the thread's clock at its record, from the
  * call's B mark (negative: before it, the job posted ahead of the scores);
  * call < 0: only dropped. */
@@ -1517,13 +1518,13 @@ static sw_status prelease_start_thread(sw_swap *s)
     P->device = d->device;
     P->layer = -1;
     P->tline = d->tline;
-    P->rel_async = sw_env_int("SPILLWAY_SWAP_REL_ASYNC", 1) != 0;
+    P->rel_async = sw_swap_tune(&s->tune, SW_KNOB_REL_ASYNC, 1) != 0;
     P->spin_s = d->spin_s;
-    P->land_yield = sw_env_int("SPILLWAY_SWAP_LAND_YIELD", 0) != 0;
+    P->land_yield = sw_swap_tune(&s->tune, SW_KNOB_LAND_YIELD, 0) != 0;
     atomic_init(&P->posted, 0u);
     d->pl = P; /* from here prelease_stop_thread frees what is set up */
     {
-        const int64_t mb = sw_env_int("SPILLWAY_SWAP_LANDING_MB", 64);
+        const int64_t mb = sw_swap_tune(&s->tune, SW_KNOB_LANDING_MB, 64);
         /* host-tier entries are one extent apart (a leased ptr is its
          * entry's first byte): leases that far apart are adjacent */
         sw_store_stats sst;
@@ -1539,19 +1540,19 @@ static sw_status prelease_start_thread(sw_swap *s)
                 sw_cuda_swap_alloc((void **)&P->land, (size_t)cap * st) == SW_OK) {
                 P->land_stride = st;
                 P->land_cap = cap;
-                const int64_t c = sw_env_int("SPILLWAY_SWAP_LAND_CTAS", d->gather_ctas);
+                const int64_t c = sw_swap_tune(&s->tune, SW_KNOB_LAND_CTAS, d->gather_ctas);
                 P->ctas = c >= 0 && c <= 64 * (int64_t)d->sms ? (int32_t)c : d->gather_ctas;
-                P->land_ce = sw_env_int("SPILLWAY_SWAP_LAND_CE", 1) != 0;
-                const int64_t lb = sw_env_int("SPILLWAY_SWAP_LAND_BLOCKS", 256);
+                P->land_ce = sw_swap_tune(&s->tune, SW_KNOB_LAND_CE, 1) != 0;
+                const int64_t lb = sw_swap_tune(&s->tune, SW_KNOB_LAND_BLOCKS, 256);
                 P->land_blocks = lb >= PL_LAND && lb <= (1 << 20) ? (int32_t)lb : 256;
-                const int64_t ls = sw_env_int("SPILLWAY_SWAP_LAND_START", PL_LAND);
+                const int64_t ls = sw_swap_tune(&s->tune, SW_KNOB_LAND_START, PL_LAND);
                 P->land_start = ls >= PL_CH && ls <= P->land_blocks ? (int32_t)ls : PL_LAND;
-                int64_t lf = sw_env_int("SPILLWAY_SWAP_LAND_FIRST", 320);
+                int64_t lf = sw_swap_tune(&s->tune, SW_KNOB_LAND_FIRST, 320);
                 lf = lf >= 0 && lf <= (1 << 20) ? lf : 320;
                 /* whole store calls: one split between the caller and the
                  * thread would be two, and a launch more than counted */
                 P->land_first = (int32_t)((lf + PL_CH - 1) / PL_CH * PL_CH);
-                P->land_grow = sw_env_int("SPILLWAY_SWAP_LAND_GROW", 1) != 0;
+                P->land_grow = sw_swap_tune(&s->tune, SW_KNOB_LAND_GROW, 1) != 0;
                 if (sw_cuda_swap_stream_create(&P->lstream) != SW_OK ||
                     sw_cuda_host_alloc((void **)&P->items, sizeof *P->items * (size_t)cap) !=
                         SW_OK ||
@@ -2537,6 +2538,7 @@ static sw_status tile_args_of(const sw_swap *s, const sw_swap_attend_params *p,
                        "the %zu floats planned", a->nchunks, a->nrg, d->part_floats);
     a->part = part;
     a->kernel = d->kernel;
+    a->bulk_variant = d->bulk_variant;
     a->row0 = r0;
     a->m = d->d_m;
     a->l = d->d_l;

@@ -5,11 +5,14 @@
 #include "core/sw_core.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define SW_SWAP_MAX_HEAD_DIM 1024
 #define SW_SWAP_MAX_BLOCK 65536
+/* sw_swap_config as first published (up to `device`) */
+#define SW_SWAP_CONFIG_V1 (offsetof(sw_swap_config, device) + sizeof(int32_t))
 
 void sw_swap_config_init(sw_swap_config *c)
 {
@@ -93,9 +96,9 @@ static sw_status check_model(const sw_swap_model *m)
 
 static sw_status check_config(const sw_swap_config *c)
 {
-    if (c->struct_size != sizeof *c)
-        return sw_fail(SW_STATUS_INVALID, "sw_swap_config.struct_size %u, want %zu",
-                       c->struct_size, sizeof *c);
+    if (c->struct_size < SW_SWAP_CONFIG_V1 || c->struct_size > sizeof *c)
+        return sw_fail(SW_STATUS_INVALID, "sw_swap_config.struct_size %u, want %zu..%zu",
+                       c->struct_size, (size_t)SW_SWAP_CONFIG_V1, sizeof *c);
     if (c->resident_blocks < 1)
         return sw_fail(SW_STATUS_INVALID, "resident_blocks %d < 1", c->resident_blocks);
     if (c->tile_blocks < 0)
@@ -112,8 +115,20 @@ static sw_status check_config(const sw_swap_config *c)
     return SW_OK;
 }
 
+void sw_swap_tuning_default(sw_swap_tuning *t)
+{
+    for (int k = 0; k < SW_KNOB_COUNT; k++)
+        t->v[k] = SW_SWAP_TUNE_DEFAULT;
+}
+
 sw_status sw_swap_create(const sw_swap_model *model, const sw_swap_config *config,
                          sw_store *store, sw_swap **out)
+{
+    return sw_swap_create_tuned(model, config, store, NULL, out);
+}
+
+sw_status sw_swap_create_tuned(const sw_swap_model *model, const sw_swap_config *config,
+                               sw_store *store, const sw_swap_tuning *tuning, sw_swap **out)
 {
     if (out)
         *out = NULL;
@@ -121,6 +136,12 @@ sw_status sw_swap_create(const sw_swap_model *model, const sw_swap_config *confi
         return sw_fail(SW_STATUS_INVALID, "sw_swap_create: null argument");
     SW_TRY(check_model(model));
     SW_TRY(check_config(config));
+    /* a caller's older, shorter struct: the fields it lacks take defaults */
+    sw_swap_config cfg;
+    sw_swap_config_init(&cfg);
+    memcpy(&cfg, config, config->struct_size);
+    cfg.struct_size = sizeof cfg;
+    config = &cfg;
     if (config->pool == SW_SWAP_POOL_DEVICE) {
         const int32_t nd = sw_cuda_devices();
         if (nd < 1)
@@ -143,14 +164,18 @@ sw_status sw_swap_create(const sw_swap_model *model, const sw_swap_config *confi
         return sw_fail(SW_STATUS_NO_MEMORY, "sw_swap_create: handle");
     s->m = *model;
     s->c = *config;
+    if (tuning)
+        s->tune = *tuning;
+    else
+        sw_swap_tuning_default(&s->tune);
     s->store = store;
     s->store_stripe_bytes = (uint32_t)sst.stripe_bytes;
-    s->align_blocks = sw_env_int("SPILLWAY_SWAP_ALIGN_TILES", 1) != 0 && sst.run_blocks > 1 &&
+    s->align_blocks = sw_swap_tune(&s->tune, SW_KNOB_ALIGN_TILES, 1) != 0 && sst.run_blocks > 1 &&
                               sst.run_blocks <= UINT32_MAX
                           ? (uint32_t)sst.run_blocks
                           : 0;
     {
-        const int64_t w = sw_env_int("SPILLWAY_SWAP_RUN_EVICT", -1);
+        const int64_t w = sw_swap_tune(&s->tune, SW_KNOB_RUN_EVICT, -1);
         /* a device pool: 8 (over a host tier its misses are copied by the
          * landing in runs, session 11; over the disk alone the store reads
          * 1.07 x the payload against 1.16 at 4, steps 27-29 ms against
@@ -168,7 +193,7 @@ sw_status sw_swap_create(const sw_swap_model *model, const sw_swap_config *confi
             tb = 1;
         const int32_t cap = sw_swap_auto_tile_cap(config->pool == SW_SWAP_POOL_HOST,
                                                   sst.host_capacity_bytes > 0, s->align_blocks,
-                                                  sw_env_int("SPILLWAY_SWAP_HOST_TILE", 0));
+                                                  sw_swap_tune(&s->tune, SW_KNOB_HOST_TILE, 0));
         if (tb > cap)
             tb = cap;
     }

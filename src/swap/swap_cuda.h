@@ -37,7 +37,7 @@ int sw_cuda_is_device_ptr(const void *p);
 /* ---- kernels ---- */
 /* One block of a tile as the tile kernel sees it (16-byte aligned array in
  * device memory, or in pinned host memory read in place: device.c's
- * SPILLWAY_SWAP_DESC_ZC). */
+ * SW_KNOB_DESC_ZC). */
 typedef struct sw_cuda_swap_blk {
     int32_t slot;      /* pool slot */
     int32_t block;     /* logical block: first token = block * block_size */
@@ -115,11 +115,13 @@ typedef struct sw_cuda_swap_tile_args {
                                     * cores, streaming (swap_tile_stream.cu),
                                     * 3 = bulk copies into an mbarrier ring
                                     * (swap_tile_bulk.cu, sm_90+; else 2) */
+    int32_t bulk_variant;          /* kernel 3: 1 = the descriptor-window
+                                    * variant (SW_BK_V_FIX), 0 = the first */
     float *part;                   /* [nchunks][H][nrg][8][D + 2] */
     /* merge */
     int32_t row0;                  /* first query row of the sequence */
     float *m, *l, *acc;            /* running state [rows][Hq] (acc x D) */
-    /* fused merge (built with -DSW_SWAP_FUSED_MERGE=1; SPILLWAY_SWAP_FUSED_MERGE=0
+    /* fused merge (built with -DSW_SWAP_FUSED_MERGE=1; SW_KNOB_FUSED_MERGE=0
      * turns it off at run time): the last CTA of each (kv
      * head, row group) to finish, by an atomic count, folds the nchunks
      * partials into the running state, so a tile is one launch; count:
@@ -143,7 +145,7 @@ sw_status sw_cuda_swap_tile(const sw_cuda_swap_tile_args *a, void *stream);
 void sw_cuda_swap_preload(int32_t D);
 sw_status sw_cuda_swap_merge(const sw_cuda_swap_tile_args *a, void *stream);
 /* The same fold with the chunks read in parallel (identical results to
- * sw_cuda_swap_merge; the engine's SPILLWAY_SWAP_MERGE_WIDE picks it; direct
+ * sw_cuda_swap_merge; the engine's SW_KNOB_MERGE_WIDE picks it; direct
  * mode's merges go through sw_cuda_swap_merge_split). */
 sw_status sw_cuda_swap_merge_wide(const sw_cuda_swap_tile_args *a, void *stream);
 /* The same fold in two steps for many chunks: parts of the chunks (about two

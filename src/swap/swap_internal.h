@@ -91,9 +91,69 @@ typedef struct sw_swap_tscratch {
  * padded key count of a block's score row. */
 #define SW_SWAP_TROWS 8
 
+/* The engine's decisions beyond its config (tile kernel, gathers, landing,
+ * merges, threads): each knob's library default sits where it is read
+ * (sw_swap_tune's `def`); a tuning overrides some of them for tests and
+ * bench/dev variants (sw_swap_create_tuned). Not a user option and not read
+ * from the environment. */
+typedef enum sw_swap_knob {
+    SW_KNOB_TIMELINE,        /* diagnostic: timed events per phase (0) */
+    SW_KNOB_NUDGE,           /* wake the threads at an attend's start (1) */
+    SW_KNOB_TILE_KERNEL,     /* 0 mma, 1 CUDA cores, 2 stream, 3 bulk (3) */
+    SW_KNOB_FUSED_MERGE,     /* fused merge where built (1) */
+    SW_KNOB_TILE_CTAS_PER_SM,/* 1..32 (by kernel and head_dim) */
+    SW_KNOB_HOST_GATHER,     /* host-tier hits by the gather kernel (1) */
+    SW_KNOB_GATHER_AHEAD,    /* gathers issued ahead of the tiles (1) */
+    SW_KNOB_GATHER_CTAS,     /* CTAs per gather launch (SMs / 2; 0: one per stripe) */
+    SW_KNOB_PRELEASE,        /* the prelease thread (1) */
+    SW_KNOB_DIRECT,          /* direct tiles (1) */
+    SW_KNOB_MERGE_WIDE,      /* the wide merge (= direct) */
+    SW_KNOB_MERGE_SPLIT,     /* split merges in direct mode (1) */
+    SW_KNOB_LAND_GROUPS,     /* landing launch groups (4) */
+    SW_KNOB_DESC_ZC,         /* descriptors read from pinned host memory (1) */
+    SW_KNOB_BULK_VARIANT,    /* kernel 3's descriptor-window variant (0) */
+    SW_KNOB_MERGE_CHUNKS,    /* chunks per direct-tile merge range (64; 0: one) */
+    SW_KNOB_DIRECT_BPC,      /* blocks per direct CTA (1) */
+    SW_KNOB_LAUNCHER,        /* the launcher thread (1) */
+    SW_KNOB_SPIN_US,         /* threads poll before sleeping (2000 with >= 8 CPUs, else 0) */
+    SW_KNOB_REL_ASYNC,       /* leases released by the thread (1) */
+    SW_KNOB_LAND_YIELD,      /* the caller's first blocks end when the thread takes the job (0) */
+    SW_KNOB_LANDING_MB,      /* landing buffer, MiB (64; 0: off) */
+    SW_KNOB_LAND_CTAS,       /* CTAs per landing gather (= gather CTAs) */
+    SW_KNOB_LAND_CE,         /* landing by copy-engine copies (1) */
+    SW_KNOB_LAND_BLOCKS,     /* blocks per landing launch (256) */
+    SW_KNOB_LAND_START,      /* blocks of the job's first launch */
+    SW_KNOB_LAND_FIRST,      /* the caller's first blocks (320) */
+    SW_KNOB_LAND_GROW,       /* landing launches grow (1) */
+    SW_KNOB_ALIGN_TILES,     /* tiles aligned to store runs (1) */
+    SW_KNOB_RUN_EVICT,       /* run-aware eviction window in tiles (by pool; 0: off) */
+    SW_KNOB_HOST_TILE,       /* the host pool's automatic tile cap (0: by store) */
+    SW_KNOB_RANK_FIRST,      /* victims ranked once per tile (1) */
+    SW_KNOB_COUNT
+} sw_swap_knob;
+
+#define SW_SWAP_TUNE_DEFAULT INT64_MIN /* a knob left to the library */
+
+typedef struct sw_swap_tuning {
+    int64_t v[SW_KNOB_COUNT];
+} sw_swap_tuning;
+
+/* Every knob at SW_SWAP_TUNE_DEFAULT. */
+void sw_swap_tuning_default(sw_swap_tuning *t);
+
+static inline int64_t sw_swap_tune(const sw_swap_tuning *t, sw_swap_knob k, int64_t def)
+{
+    return t->v[k] == SW_SWAP_TUNE_DEFAULT ? def : t->v[k];
+}
+
+/* sw_swap_create with a tuning (NULL = every knob the library's). */
+sw_status sw_swap_create_tuned(const sw_swap_model *model, const sw_swap_config *config,
+                               sw_store *store, const sw_swap_tuning *tuning, sw_swap **out);
+
 struct sw_swap {
     sw_swap_model m;
     sw_swap_config c;
+    sw_swap_tuning tune;
     sw_store *store;
     int32_t tile_blocks;
     int32_t prefetch;       /* effective read-ahead depth in tiles (0 = none) */
@@ -104,7 +164,7 @@ struct sw_swap {
     uint32_t store_stripe_bytes;
     /* Store chunk that a tile's missing blocks stay within (plan_tile):
      * the store's run_blocks, 0 = tiles cut by count only
-     * (SPILLWAY_SWAP_ALIGN_TILES=0). */
+     * (SW_KNOB_ALIGN_TILES=0). */
     uint32_t align_blocks;
     int32_t run_evict;      /* run-aware eviction window in tiles, 0 = off
                              * (see SW_SWAP_RUN_EVICT_DEFAULT) */
@@ -187,7 +247,7 @@ uint64_t sw_swap_pool_used(const sw_swap *s);
 int sw_swap_tile_takes(int64_t cur, int64_t next, int32_t ahead, int32_t room);
 
 /* ---- attend.c ---- */
-/* Run-aware eviction window, in tiles (SPILLWAY_SWAP_RUN_EVICT, read at
+/* Run-aware eviction window, in tiles (SW_KNOB_RUN_EVICT, read at
  * sw_swap_create; default SW_SWAP_RUN_EVICT_HOST for a device pool, else
  * SW_SWAP_RUN_EVICT_DEFAULT when the store has no host tier, else 0): 0 = victims in plain policy order; W > 0 = the first
  * W x tile_blocks victims of the policy, reordered so that blocks of the
@@ -208,7 +268,7 @@ int sw_swap_tile_takes(int64_t cur, int64_t next, int32_t ahead, int32_t room);
 int32_t sw_swap_prefetch_depth(int32_t configured, int32_t resident_blocks, int32_t tile_blocks);
 /* Upper bound of the default tile (config tile_blocks 0, which is also
  * at most resident_blocks / 8): 16 for a device pool; for a host pool
- * `env` (SPILLWAY_SWAP_HOST_TILE) when > 0, else, when the store has no
+ * `env` (SW_KNOB_HOST_TILE) when > 0, else, when the store has no
  * host tier (host_tier 0) and tiles are aligned to store runs of
  * align_blocks >= 16 blocks, align_blocks, else 16; at most
  * SW_SWAP_MAX_AUTO_TILE. Pure. */
@@ -314,7 +374,7 @@ sw_status sw_swap_dev_upload(sw_swap *s, int hbuf, int buf, int32_t nmiss,
 int sw_swap_dev_gathers(const sw_swap *s);
 /* Leases keys[0..n) (sw_store_host_lease; lease[i].ptr NULL: read it
  * through the ticket). The entries stay leased until the call's verdict. */
-/* Prelease (SPILLWAY_SWAP_PRELEASE=1): blocks[0..n) of sequence q (missing
+/* Prelease (SW_KNOB_PRELEASE=1): blocks[0..n) of sequence q (missing
  * when its order was built, in visiting order) leased from the host tier by
  * a thread of the engine while the caller plans; no-op when it is off. */
 sw_status sw_swap_dev_prelease(sw_swap *s, const sw_swap_seq *q, int32_t layer,
@@ -324,18 +384,18 @@ sw_status sw_swap_dev_prelease(sw_swap *s, const sw_swap_seq *q, int32_t layer,
  * leases and landing copies start with the call; the same job posted again
  * when the order is built is kept, not restarted. */
 int sw_swap_dev_preleases(const sw_swap *s);
-/* The timeline's host-only phase mark `kind` (SPILLWAY_SWAP_TIMELINE=1; else
+/* The timeline's host-only phase mark `kind` (SW_KNOB_TIMELINE=1; else
  * nothing): printed with the call's marks, in ms from its B mark. */
 void sw_swap_dev_tl_phase(sw_swap *s, char kind);
 /* Waits for the prelease thread's work of the last call (the release of its
- * host-tier leases, SPILLWAY_SWAP_REL_ASYNC): before the engine writes the
+ * host-tier leases, SW_KNOB_REL_ASYNC): before the engine writes the
  * store, so that its eviction sees the tier as it would without the thread. */
 void sw_swap_dev_quiesce(sw_swap *s);
 /* Wakes the engine's threads ahead of their jobs (which: 1 the prelease
  * thread, at an attend call's start; 2 the launcher, once the call's first
- * job is posted), so that they poll (SPILLWAY_SWAP_SPIN_US) rather than
+ * job is posted), so that they poll (SW_KNOB_SPIN_US) rather than
  * sleep when the jobs come: a sleeping thread took 40-280 us to wake on
- * the H200's VM (SPILLWAY_SWAP_NUDGE=0: off). */
+ * the H200's VM (SW_KNOB_NUDGE=0: off). */
 void sw_swap_dev_nudge(sw_swap *s, int which);
 /* A tile's leases (keys block-major for its nmiss missing blocks): the
  * prelease thread's where it has them, the others leased here
@@ -394,13 +454,13 @@ typedef struct sw_swap_dev_tile {
  * its device staging (t->buf), which the tile's scatter moves into its
  * slots in stream order: no wait for other tiles' computes, only for the
  * staging's previous scatter. *issued = 0 (nothing done) when gathers
- * ahead are off (SPILLWAY_SWAP_GATHER_AHEAD=0), nothing is leased, or a
+ * ahead are off (SW_KNOB_GATHER_AHEAD=0), nothing is leased, or a
  * lease's length is not its block's; the tile then gathers in
  * sw_swap_dev_compute. */
 sw_status sw_swap_dev_gather(sw_swap *s, const sw_swap_attend_params *p, const sw_swap_seq *q,
                              const sw_swap_dev_tile *t, int *issued);
 /* 1 when tile t (planned, its leases taken) goes to the direct kernel
- * (SPILLWAY_SWAP_DIRECT): nothing of it needs reading ahead. */
+ * (SW_KNOB_DIRECT): nothing of it needs reading ahead. */
 int sw_swap_dev_direct_tile(const sw_swap *s, const sw_swap_attend_params *p,
                             const sw_swap_seq *q, const sw_swap_dev_tile *t);
 sw_status sw_swap_dev_compute(sw_swap *s, const sw_swap_attend_params *p, const sw_swap_seq *q,

@@ -1,5 +1,5 @@
 /* Bulk-copy tile kernel of the swap engine's device pool
- * (SPILLWAY_SWAP_TILE_KERNEL=3; sm_90 and later). Same contract and
+ * (SW_KNOB_TILE_KERNEL=3; sm_90 and later). Same contract and
  * partial-state layout as swap_tile.cu / swap_tile_stream.cu: CTA (block
  * range c, kv head h, row group y of 8 (query row, group head) pairs)
  * writes the (max, sum, acc) state of its 8 rows over its range into a.part,
@@ -76,7 +76,7 @@ template <int D> struct bk_geo {
 
 /* Kernel variants (template V, bits). The library runs 0, and SW_BK_V_FIX
  * where a CTA's blocks fit the descriptor window when
- * SPILLWAY_SWAP_BULK_VARIANT=1 (opt-in until test_swap_cuda has run on it);
+ * SW_KNOB_BULK_VARIANT=1 (opt-in until test_swap_cuda has run on it);
  * the others exist for
  * bench/dev/swap_stream_probe.cu, which instantiates them to find where the
  * all-resident stream stops at ~2.1 TB/s (H200; docs/perf/swap.md):
@@ -108,7 +108,7 @@ template <int D> struct bk_geo {
 #define SW_BK_V_CTA2 16
 #define SW_BK_V_PROD2 32
 #define SW_BK_V_NODIV 64
-/* the library's SPILLWAY_SWAP_BULK_VARIANT=1 */
+/* the library's SW_KNOB_BULK_VARIANT=1 */
 #define SW_BK_V_FIX (SW_BK_V_DWIN | SW_BK_V_NODIV)
 template <int V> struct bk_var {
     static_assert(!(V & SW_BK_V_NODIV) || (V & SW_BK_V_DWIN), "NODIV reads the window");
@@ -466,23 +466,12 @@ static sw_status launch_bulk_v(const sw_cuda_swap_tile_args *a, cudaStream_t st,
     return SW_OK;
 }
 
-/* SPILLWAY_SWAP_BULK_VARIANT (read once): 0 = the first kernel 3 (the
- * default: descriptors loaded 4 groups ahead, divisions per group), 1 =
- * SW_BK_V_FIX. */
-static int bulk_variant(void)
-{
-    static volatile int v = -1;
-    if (v < 0)
-        v = (int)sw_env_int("SPILLWAY_SWAP_BULK_VARIANT", 0);
-    return v;
-}
-
 template <int D> static sw_status launch_bulk(const sw_cuda_swap_tile_args *a, cudaStream_t st,
                                               int *launched)
 {
     /* the window holds the longest range of blocks a CTA gets */
     const int64_t most = ((int64_t)a->nblk + a->nchunks - 1) / a->nchunks + 1;
-    if (bulk_variant() == 1 && most <= SW_BK_DW_MAX)
+    if (a->bulk_variant == 1 && most <= SW_BK_DW_MAX)
         return launch_bulk_v<D, SW_BK_V_FIX>(a, st, 1, launched);
     return launch_bulk_v<D, 0>(a, st, 1, launched);
 }

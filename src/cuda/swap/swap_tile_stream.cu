@@ -1,5 +1,5 @@
 /* Streaming tile kernel of the swap engine's device pool
- * (SPILLWAY_SWAP_TILE_KERNEL=2; docs/swap.md, "Tile kernel"). Same contract
+ * (SW_KNOB_TILE_KERNEL=2; docs/swap.md, "Tile kernel"). Same contract
  * and partial-state layout as swap_tile.cu / swap_tile_mma.cu: CTA (block
  * range c, kv head h, row group y of 8 (query row, group head) pairs)
  * writes the (max, sum, acc) state of its 8 rows over its range into a.part,
