@@ -110,13 +110,13 @@ int main(int argc, char **argv)
     p.q = q;
     p.o = o;
     CHECK(sw_swap_attend(s, &p, NULL, NULL)); /* warm-up */
-    /* interleaved A/B of the victim ranking (SPILLWAY_SWAP_RANK_FIRST, read
+    /* interleaved A/B of the victim ranking (SW_KNOB_RANK_FIRST, read
      * per attend call): rounds of one step each way */
     double plan[2] = {0, 0}, step[2] = {0, 0}, sub[2] = {0, 0};
     uint64_t ev[2] = {0, 0};
     for (int i = 0; i < 2 * steps; i++) {
         const int mode = i & 1;
-        setenv("SPILLWAY_SWAP_RANK_FIRST", mode ? "1" : "0", 1);
+        s->tune.v[SW_KNOB_RANK_FIRST] = mode; /* read by each attend */
         sw_swap_stats s0, s1;
         memset(&s0, 0, sizeof s0);
         s0.struct_size = sizeof s0;
@@ -130,10 +130,10 @@ int main(int argc, char **argv)
         sub[mode] += s1.submit_seconds - s0.submit_seconds;
         ev[mode] += s1.evictions - s0.evictions;
     }
-    unsetenv("SPILLWAY_SWAP_RANK_FIRST");
+    s->tune.v[SW_KNOB_RANK_FIRST] = SW_SWAP_TUNE_DEFAULT;
     const double n = steps;
     for (int mode = 0; mode < 2; mode++)
-        printf("CPU engine (host pool), tile %d, pool %d, SPILLWAY_SWAP_RANK_FIRST=%d: %.2f ms "
+        printf("CPU engine (host pool), tile %d, pool %d, SW_KNOB_RANK_FIRST=%d: %.2f ms "
                "per attend, planning %.3f ms per step, submitting %.3f ms, %.0f evictions\n",
                tile, pool, mode, step[mode] / n * 1e3, plan[mode] / n * 1e3,
                sub[mode] / n * 1e3, (double)ev[mode] / n);

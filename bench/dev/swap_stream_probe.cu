@@ -22,7 +22,7 @@
  *   DWIN             descriptors in shared memory (one bulk copy at start)
  *   NODIV            (with DWIN) no integer divisions in the producer loop
  *   FIX              DWIN|NODIV: the library's opt-in
- *                    SPILLWAY_SWAP_BULK_VARIANT=1; DWIN|PROD2|NODIV failed
+ *                    SW_KNOB_BULK_VARIANT=1; DWIN|PROD2|NODIV failed
  *                    with a launch error on the H200 (not listed)
  *   0, again         drift check (the first row repeated last)
  *   read 64 MiB      int4 loads, 4 CTAs x 256 threads per SM, contiguous

@@ -1,6 +1,6 @@
 /* bench/dev/swap_tile_check.cu - development driver for the swap engine's
  * tile kernels (src/cuda/swap/swap_tile*.cu): correctness of every kernel
- * (SPILLWAY_SWAP_TILE_KERNEL values 0, 1, 2, 3) against an fp64 CPU reference
+ * (SW_KNOB_TILE_KERNEL values 0, 1, 2, 3) against an fp64 CPU reference
  * on random shapes, and the all-resident timing of `spillway bench swap`
  * (h16-2/d256, block 16, one tile of 2050 blocks = 32774 tokens of BF16 K/V,
  * one decode row), in one program so that one device call does both.
@@ -10,8 +10,8 @@
  * descriptor-free streaming loop (swap_tile_stream.cu, the default; ~1800
  * GB/s iso), 3 bulk copies into an mbarrier ring, producer warp + 8 consumer
  * warps (swap_tile_bulk.cu, sm_90+, the default); its descriptor-window
- * variant with SPILLWAY_SWAP_BULK_VARIANT=1 in the environment (read once
- * per process; unsafe: a launch failure at 32768 blocks on the H200,
+ * variant with the tile args' bulk_variant = 1 (SW_KNOB_BULK_VARIANT;
+ * unsafe: a launch failure at 32768 blocks on the H200,
  * docs/perf/swap.md; bench/dev/
  * swap_stream_probe.cu times kernel 3's variants).
  *
