@@ -39,16 +39,16 @@
  * scatter, on the compute stream after its gather's event, moves every
  * missing block into its slot. The gather waits only for the scatter of the
  * staging's previous tile (a ring's length earlier), so PCIe streams up to
- * the read-ahead's depth ahead of the computes. (Session 6 gathered straight
+ * the read-ahead's depth ahead of the computes. (The first version gathered straight
  * into the slots; a gather had to wait for the computes still reading its
  * victims -- always tile j-2's, as victims are the lowest scores -- which
  * chained one gather behind each compute: SW_KNOB_TIMELINE,
- * docs/perf/swap.md session 7.) The gather items are read by the kernel
+ * docs/perf/swap.md.) The gather items are read by the kernel
  * from the pinned descriptor space (no upload on the way). With 0, the
  * gather runs on the compute stream after the tile's scatter, straight into
  * the slots.
  *
- * With a host tier, by default since session 11 (docs/swap.md "Direct
+ * With a host tier, by default (docs/swap.md "Direct
  * tiles", "Prelease", "Landing"; each has its SW_KNOB_* (sw_swap_tuning) switch back to
  * the staged path): direct tiles (one kernel per host-tier tile, in groups
  * by landing launch, two tile streams and a merge stream, a launcher
@@ -175,7 +175,7 @@ typedef struct sw_swap_dev {
     int desc_zc;              /* SW_KNOB_DESC_ZC=1: kernels read the descriptors
                                * from desc_host (pinned) over PCIe, nothing uploaded:
                                * no upload queued behind landing copies in the copy
-                               * engine (session 10); zc: this call's, on only when
+                               * engine); zc: this call's, on only when
                                * its first job lands blocks (a call with nothing
                                * to land keeps the uploads: the all-resident tile
                                * kernel read its descriptors at 37% of D2D over
@@ -665,7 +665,7 @@ sw_status sw_swap_dev_create(sw_swap *s)
     d->ahead = d->gather && sw_swap_tune(&s->tune, SW_KNOB_GATHER_AHEAD, 1) != 0;
     {
         /* A/B knob: CTAs of a gather launch (swap_gather.cu; 0: one per
-         * stripe). Default: half the SMs (H200 host-tier case, session 7:
+         * stripe). Default: half the SMs (H200 host-tier case:
          * 66 CTAs 52.6 / 52.8% of pinned H2D against 40.4 / 50.0 / 47.4%
          * with 132, 44.2% with 33; ~0.5 MiB in flight still fills PCIe, and
          * fewer outstanding reads leave the other PCIe traffic less queued) */
@@ -684,10 +684,10 @@ sw_status sw_swap_dev_create(sw_swap *s)
     }
     if (d->gather && sw_swap_tune(&s->tune, SW_KNOB_PRELEASE, 1) != 0)
         SW_TRY(prelease_start_thread(s));
-    /* direct tiles (SW_KNOB_DIRECT, default 1 since session 11: with
+    /* direct tiles (SW_KNOB_DIRECT, default 1: with
      * the landing they are the fastest host-tier path measured; alone, with
      * the wait for tile j - 3 that correctness needs, they were below the
-     * staged path, docs/perf/swap.md session 9); the fused merge (one
+     * staged path, docs/perf/swap.md); the fused merge (one
      * running state folded by concurrent tiles) excludes them. The wide
      * merge (identical results) goes with them. */
     d->direct = d->gather && !d->fused && sw_swap_tune(&s->tune, SW_KNOB_DIRECT, 1) != 0;
@@ -820,7 +820,7 @@ static sw_status launch_direct(sw_swap_dev *d, const launch_job *j)
      * the first launch whose chunks complete it (the last range behind the
      * last launch): the call's last launch then leaves a merge of at most
      * one range after the last copy, not one of the tile's every chunk (~30
-     * us on the H200, session 11), and the fold order depends on the tile
+     * us on the H200), and the fold order depends on the tile
      * alone, not on where its landing launches fell (which timing decides).
      * Launches of a tile come in chunk order, on one stream. */
     const int32_t nchunks = j->A.t.nchunks;
@@ -1123,7 +1123,7 @@ struct prelease {
      * as io_uring's SQPOLL thread does for sq_thread_idle: a condition
      * variable's wake took 40-70 us on the H200's VM and 150-280 us in about
      * one call of six, and the copy engine idled until the thread took over
-     * from the caller's first blocks (docs/perf/swap.md, session 12). */
+     * from the caller's first blocks (docs/perf/swap.md). */
     atomic_uint posted;          /* 1 from a post until the thread takes it */
     double spin_s;
     int nudge;                   /* sw_swap_dev_nudge: wake up and poll (under mu) */
@@ -1184,8 +1184,8 @@ struct prelease {
      * entries: with the pool's residents scattered (~200 copies a step in the
      * bench) 38-43% of pinned H2D; with run-aware eviction (whole 8 MiB
      * runs) and in-place descriptors (DESC_K: the uploads had queued behind
-     * the copies) 60-66% at tile 512, and from session 11 (the caller's
-     * first blocks, the split merge, tiles launched by landing launch)
+     * the copies) 60-66% at tile 512, and with the caller's
+     * first blocks, the split merge and tiles launched by landing launch
      * ~80% (docs/swap.md, "Landing"). Room is handed out in job order
      * through the call (land_used stripes; never reused within a call, so
      * no reader of an earlier job sees it overwritten); a block past it is
@@ -1238,7 +1238,7 @@ static void land_flush(struct prelease *P, int launch)
     /* (a request made while the block was in a store call is dropped here
      * when nothing is queued: the block then waits for the next launch by
      * size; keeping it made the launches at the job's end one store call
-     * each with the GPU faked, not measured on a GPU, session 11) */
+     * each with the GPU faked, not measured on a GPU) */
     atomic_store(&P->want, 0);
     if (P->npend == 0)
         return;
@@ -1351,7 +1351,7 @@ static void prelease_run(struct prelease *P, int land_ok, int32_t limit, int cal
          * has the job (polling once nudged); the two only take turns at lmu.
          * Off by default: without the caller's head start the thread's
          * leases fell behind the copy engine, idle 50-230 us a step on the
-         * H200 (session 12, docs/perf/swap.md) */
+         * H200 (docs/perf/swap.md) */
         if (caller && P->land_yield && !atomic_load_explicit(&P->posted, memory_order_acquire))
             break;
         const int32_t i1 = n - i0 < PL_CH ? n : i0 + PL_CH;

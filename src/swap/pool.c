@@ -164,7 +164,7 @@ int32_t sw_swap_victims_first(sw_swap *s, int32_t k, int32_t *out, void *scratch
      * faster than qsort over every unpinned slot, bench/dev/swap_host_plan.c)
      * sifted on many of the scan's slots: the device pool's host-tier step
      * planned in 0.29-0.30 ms with it, 0.25-0.28 with this (this VM, GPU
-     * faked, five interleaved rounds; docs/perf/swap.md, session 9). Free
+     * faked, five interleaved rounds; docs/perf/swap.md). Free
      * slots first by index, as in sw_swap_pool_rank. */
     vkey *h = scratch;
     int32_t n = 0, nh = 0;

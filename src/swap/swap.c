@@ -177,9 +177,9 @@ sw_status sw_swap_create_tuned(const sw_swap_model *model, const sw_swap_config 
     {
         const int64_t w = sw_swap_tune(&s->tune, SW_KNOB_RUN_EVICT, -1);
         /* a device pool: 8 (over a host tier its misses are copied by the
-         * landing in runs, session 11; over the disk alone the store reads
+         * landing in runs; over the disk alone the store reads
          * 1.07 x the payload against 1.16 at 4, steps 27-29 ms against
-         * 30.5-30.8 on the H200, session 12); a host pool: 4 without a host
+         * 30.5-30.8 on the H200); a host pool: 4 without a host
          * tier, off over one */
         const int64_t def = config->pool == SW_SWAP_POOL_DEVICE ? SW_SWAP_RUN_EVICT_HOST
                             : sst.host_capacity_bytes == 0      ? SW_SWAP_RUN_EVICT_DEFAULT

@@ -141,7 +141,7 @@ sw_status sw_cuda_swap_gather(const sw_cuda_swap_gather_args *a, void *stream);
 sw_status sw_cuda_swap_tile(const sw_cuda_swap_tile_args *a, void *stream);
 /* Loads every swap kernel for head_dim D on the current device (CUDA loads a
  * kernel lazily at its first launch: ~0.7 ms inside the first call that uses
- * it, e.g. the first all-resident tile; session 11). Best effort. */
+ * it, e.g. the first all-resident tile). Best effort. */
 void sw_cuda_swap_preload(int32_t D);
 sw_status sw_cuda_swap_merge(const sw_cuda_swap_tile_args *a, void *stream);
 /* The same fold with the chunks read in parallel (identical results to

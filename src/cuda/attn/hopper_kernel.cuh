@@ -279,7 +279,7 @@ __device__ __forceinline__ int row_limit(const item_geom &g, int r)
 template <int BN> struct row_softmax {
     /* v12's max slack (SW_MAX_SLACK) in every kernel but the wide
      * non-causal d128 one (BN = SW_HOPPER_WIDE_BN): there it measured 3%
-     * slower (1x16k non-causal 642-644 vs 656-663 TFLOP/s, H200, session 7,
+     * slower (1x16k non-causal 642-644 vs 656-663 TFLOP/s, H200,
      * docs/perf/prefill.md), so that kernel keeps v10's exact-max softmax. */
     static constexpr bool SLACK = SW_MAX_SLACK && BN != SW_HOPPER_WIDE_BN;
     /* v14 (SW_NOMAX): in the causal kernels, steps after an item's first

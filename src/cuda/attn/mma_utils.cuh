@@ -11,7 +11,7 @@
 
 /* v12 (docs/perf/prefill.md): a row's softmax offset moves only when its max
  * grows by more than 8 (log2 units), in both prefill kernels (the Hopper
- * row_softmax, the portable softmax_state). On since session 7 (H200: Hopper
+ * row_softmax, the portable softmax_state). On by default (H200: Hopper
  * d64 +2-3%, d256 +4-6%, d128 even; test_prefill_cuda passes with it);
  * -DSW_MAX_SLACK=0 builds v10's exact-max softmax for A/B runs. */
 #ifndef SW_MAX_SLACK
@@ -21,7 +21,7 @@
 /* v14 (docs/perf/prefill.md): the causal Hopper kernels' steps after an
  * item's first compute P at the rows' running offsets without the tile's
  * max, and fall back to the max when a row's sum says some P grew past the
- * slack. On since session 8 (H200: d64 / d128 causal +5-9%, d256 even;
+ * slack. On by default (H200: d64 / d128 causal +5-9%, d256 even;
  * test_prefill_cuda with its rising-score cases passes); -DSW_NOMAX=0
  * builds v12's steps for A/B runs. Needs SW_MAX_SLACK. */
 #ifndef SW_NOMAX
@@ -29,8 +29,8 @@
 #endif
 
 /* The same for the portable kernel (portable_softmax.cuh update_nomax),
- * written in session 8 and not yet run on a GPU: 0 = off until
- * test_prefill_cuda (SPILLWAY_CUDA_KERNEL=portable) and an A/B have run.
+ * not yet run on a GPU: 0 = off until
+ * test_prefill_cuda (the portable backend) and an A/B have run.
  * Needs SW_MAX_SLACK. */
 #ifndef SW_NOMAX_PORTABLE
 #define SW_NOMAX_PORTABLE 0

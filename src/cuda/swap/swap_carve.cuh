@@ -3,7 +3,7 @@
  * all at the largest, the configuration the tile kernels need. An SM holding
  * a CTA of a kernel launched with a smaller carve-out cannot take a CTA that
  * needs the larger one until it drains, which serialised the gathers and
- * the tile computes (docs/perf/swap.md, session 7). Set once per device and
+ * the tile computes (docs/perf/swap.md). Set once per device and
  * function. */
 #ifndef SW_SWAP_CARVE_CUH
 #define SW_SWAP_CARVE_CUH
@@ -27,7 +27,7 @@ template <class F> static sw_status sw_swap_carve_max(F *fn, volatile int (&done
 
 
 /* Loads f now (CUDA's lazy loading would on its first launch, ~0.7 ms in the
- * middle of a call, session 11); an instance this device lacks is skipped. */
+ * middle of a call on the H200); an instance this device lacks is skipped. */
 template <class F> static void sw_swap_preload_fn(F *f)
 {
     cudaFuncAttributes fa;

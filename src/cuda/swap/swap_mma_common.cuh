@@ -303,7 +303,7 @@ static __device__ __forceinline__ void tile_group(const uint8_t *st, const uint4
 }
 
 /* Built in with -DSW_SWAP_FUSED_MERGE=1 (CUDA flags, default 0 in
- * swap/swap_cuda.h; written in session 8, not yet run on a GPU): 0 leaves
+ * swap/swap_cuda.h; not yet run on a GPU): 0 leaves
  * the tile kernels as they were. Invariant it relies on: every CTA of a
  * tile kernel reaches tile_partial_out (no early return before it), or
  * its (kv head, row group) count never reaches nchunks and that merge is

@@ -7,7 +7,7 @@
  * resident blocks read from their slots. What it replaces per tile: the
  * gather into the device staging, the scatter from the staging into the
  * slots and the tile kernel, three launches whose chain on the GPU was as
- * long as the tile's PCIe time (docs/perf/swap.md, session 8).
+ * long as the tile's PCIe time (docs/perf/swap.md).
  *
  * A CTA of 128 threads takes (block range c, kv head h) of a tile whose
  * query rows fit one row group (ql x G <= 8: decode). Per block, K and V of
