@@ -26,13 +26,16 @@
  * Query/output (attend) are BF16 [total_q_rows][num_qo_heads][head_dim];
  * GQA: query head h reads kv head h / (num_qo_heads / num_kv_heads).
  *
- * This build runs the pool and the attention in host memory (the CPU
- * engine). SW_SWAP_POOL_DEVICE is part of the API so that callers can be
- * written now; it returns SW_STATUS_NO_DEVICE without a usable GPU and
- * SW_STATUS_UNSUPPORTED with one, until the GPU engine lands.
+ * Two pools: SW_SWAP_POOL_HOST keeps the slots in host memory and attends
+ * on the CPU; SW_SWAP_POOL_DEVICE keeps them in GPU memory and attends with
+ * CUDA kernels on the caller's stream (a CUDA build and a usable GPU;
+ * SW_STATUS_NO_DEVICE otherwise). Both give the same results up to
+ * rounding (docs/swap.md).
  *
  * Thread safety: a sw_swap handle is not thread-safe; the caller serialises
- * every call on one handle (the engine's own prefetch thread is internal).
+ * every call on one handle (the engine's own threads -- CPU compute workers,
+ * and with a device pool over a host tier the prelease and launcher
+ * threads -- are internal).
  * Different handles may run concurrently, also on one store (the store
  * serialises its calls), but then the per-tier byte counters in
  * sw_swap_stats include the other handles' reads made during ours.
@@ -70,7 +73,7 @@ typedef enum sw_swap_policy {
 /* Where the resident pool lives (append-only). */
 typedef enum sw_swap_pool_kind {
     SW_SWAP_POOL_HOST = 0,    /* host memory; CPU attention */
-    SW_SWAP_POOL_DEVICE = 1   /* GPU memory; not in this build (see top) */
+    SW_SWAP_POOL_DEVICE = 1   /* GPU memory; CUDA tile kernels (see top) */
 } sw_swap_pool_kind;
 
 /* Shape of the model whose KV cache is swapped. */
@@ -126,14 +129,16 @@ SW_API void sw_swap_model_init(sw_swap_model *m);
  * Returns SW_OK; SW_STATUS_INVALID (null argument, bad struct_size, a shape
  * or config field out of range, e.g. predictor_rank outside 1..128 -- the
  * detail names the field); SW_STATUS_NO_DEVICE (pool = DEVICE without a
- * usable GPU); SW_STATUS_UNSUPPORTED (pool = DEVICE with a GPU: not in this
- * build); SW_STATUS_NO_MEMORY (pool or thread). On failure *out is NULL.
+ * usable GPU in this build or machine, or a device ordinal out of range);
+ * SW_STATUS_UNSUPPORTED (pool = DEVICE with a head_dim that has no tile
+ * kernel: 64, 128 and 256 do); SW_STATUS_NO_MEMORY (pool or thread);
+ * SW_STATUS_CUDA (a CUDA call failed setting up the device pool). On failure *out is NULL.
  * The handle is owned by the caller until sw_swap_destroy().
  */
 SW_API sw_status sw_swap_create(const sw_swap_model *model, const sw_swap_config *config,
                                 sw_store *store, sw_swap **out);
 
-/* Stops the prefetch thread and frees the engine, its registry, projected
+/* Stops the engine's threads and frees the engine, its registry, projected
  * keys and pool. Stripes stay in the store. NULL is a no-op. */
 SW_API void sw_swap_destroy(sw_swap *s);
 
