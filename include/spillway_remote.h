@@ -16,10 +16,13 @@
  *        e.g. "sw:00000000000000ab:3:17:2:k". A prefix that contains a
  *        Redis hash tag ("{tenant}:") pins every key of the tier to one
  *        cluster slot.
- * Value: a 64-byte header (magic, format version, key fields, generation,
- *        payload length, CRC32C over header and payload) followed by the
- *        payload. A value whose header, key, length or CRC does not match
- *        is reported as SW_STATUS_CORRUPT (counted, never copied out).
+ * Value: a 64-byte header (magic, format version 2, key fields, generation,
+ *        payload length, a 64-bit hash of the key prefix, CRC32C over
+ *        header and payload) followed by the payload. A value whose
+ *        header, length or CRC does not match, or that was written for
+ *        another key or under another prefix (a value copied from another
+ *        tenant), is reported as SW_STATUS_CORRUPT (counted, never copied
+ *        out).
  *
  * Batches are pipelined: up to max_pipeline commands per node are in
  * flight at once, and the pipelines of the nodes of a cluster overlap.
@@ -158,6 +161,9 @@ typedef struct sw_remote_stats {
      * the bucket, ~9% resolution), in microseconds; 0 when none */
     uint64_t get_calls, get_p50_us, get_p99_us, get_max_us;
     uint64_t put_calls, put_p50_us, put_p99_us, put_max_us;
+    /* appended (older callers pass a smaller struct_size) */
+    uint64_t misplaced;          /* of corruptions: intact values written for
+                                  * another key or under another key prefix */
 } sw_remote_stats;
 
 /* Fills a snapshot of the counters; a smaller, older struct receives the

@@ -1,7 +1,8 @@
 /* Remote tier: values damaged in Redis are SW_STATUS_CORRUPT for that key
  * only (counted), never bytes: one byte flipped in the payload (SETRANGE)
  * and in the header, a value copied under another key, a truncated value,
- * a foreign value, a value of the wrong type. */
+ * a foreign value, a value of the wrong type; a value copied from another
+ * tenant's key prefix over ours (COPY, and a raw SET of its bytes). */
 #include "test_remote_util.h"
 
 int main(void)
@@ -82,11 +83,63 @@ int main(void)
     s.struct_size = sizeof s;
     CHECK_STATUS(sw_remote_get_stats(r, &s), SW_OK);
     CHECK(s.corruptions == 5 && s.hits == 2 && s.errors == 1 && s.misses == 6);
+    CHECK(s.misplaced == 1); /* key 3: intact, but key 4's */
     /* a rewrite heals the key */
     CHECK_STATUS(sw_remote_put_batch(r, N, keys, srcs, lens, NULL, st), SW_OK);
     CHECK_STATUS(sw_remote_get_batch(r, N, keys, dsts, LEN, NULL, NULL, st), SW_OK);
     for (int i = 0; i < N; i++)
         CHECK(!memcmp(dst[i], src[i], LEN));
+
+    /* Tenants: handle t writes under the prefix "tA:"; the same key's value
+     * is copied over the "sw:" name (COPY ... REPLACE) and, for a second
+     * key, its bytes SET raw. Only the prefix differs from what r asks
+     * for: CORRUPT with a detail naming the prefix, counted as misplaced,
+     * dst untouched; r's own writes still read. */
+    sw_remote_config ct = tr_config(srv.port);
+    ct.prefix = "tA:";
+    sw_remote *t = NULL;
+    CHECK_STATUS(sw_remote_open(&ct, &t), SW_OK);
+    if (!t)
+        return 1;
+    static uint8_t other[2][LEN];
+    const void *os[2] = {other[0], other[1]};
+    for (int j = 0; j < 2; j++)
+        tr_fill(&keys[j], 77, other[j], LEN);
+    CHECK_STATUS(sw_remote_put_batch(t, 2, keys, os, lens, NULL, st), SW_OK);
+    char tname[2][SW_REMOTE_MAX_KEY + 1];
+    for (int j = 0; j < 2; j++) {
+        size_t n = sw_remote_key_name("tA:", 3, &keys[j], tname[j]);
+        tname[j][n] = '\0';
+    }
+    rep = tr_cmd(srv.port, "COPY %s %s REPLACE", tname[0], name[0]);
+    CHECK(rep && rep->type == REDIS_REPLY_INTEGER && rep->integer == 1);
+    freeReplyObject(rep);
+    rep = tr_cmd(srv.port, "GET %s", tname[1]);
+    CHECK(rep && rep->type == REDIS_REPLY_STRING && rep->len == SW_REMOTE_HDR_BYTES + LEN);
+    rep2 = tr_cmd(srv.port, "SET %s %b", name[1], rep->str, rep->len);
+    CHECK(rep2 && rep2->type == REDIS_REPLY_STATUS);
+    freeReplyObject(rep);
+    freeReplyObject(rep2);
+    sw_remote_stats s0 = s;
+    CHECK_STATUS(sw_remote_get_stats(r, &s0), SW_OK);
+    memset(dst, 0x5a, sizeof dst);
+    CHECK_STATUS(sw_remote_get_batch(r, 1, keys, dsts, LEN, NULL, NULL, st), SW_STATUS_CORRUPT);
+    printf("cross-prefix COPY: %s: %s\n", sw_status_str(st[0]), sw_last_error());
+    CHECK(strstr(sw_last_error(), "another key prefix") != NULL);
+    CHECK_STATUS(sw_remote_get_batch(r, N, keys, dsts, LEN, NULL, NULL, st), SW_STATUS_CORRUPT);
+    CHECK(st[0] == SW_STATUS_CORRUPT && st[1] == SW_STATUS_CORRUPT);
+    CHECK(dst[0][0] == 0x5a && dst[1][0] == 0x5a && dst[1][LEN - 1] == 0x5a);
+    for (int i = 2; i < N; i++)
+        CHECK(st[i] == SW_OK && !memcmp(dst[i], src[i], LEN));
+    CHECK_STATUS(sw_remote_get_stats(r, &s), SW_OK);
+    CHECK(s.corruptions == s0.corruptions + 3 && s.misplaced == s0.misplaced + 3);
+    /* the legitimate reads: tA's values through tA, ours after a rewrite */
+    CHECK_STATUS(sw_remote_get_batch(t, 2, keys, dsts, LEN, NULL, NULL, st), SW_OK);
+    CHECK(!memcmp(dst[0], other[0], LEN) && !memcmp(dst[1], other[1], LEN));
+    CHECK_STATUS(sw_remote_put_batch(r, 2, keys, srcs, lens, NULL, st), SW_OK);
+    CHECK_STATUS(sw_remote_get_batch(r, 2, keys, dsts, LEN, NULL, NULL, st), SW_OK);
+    CHECK(!memcmp(dst[0], src[0], LEN) && !memcmp(dst[1], src[1], LEN));
+    sw_remote_close(t);
 #endif
     sw_remote_close(r);
     if (sw_test_failures) {

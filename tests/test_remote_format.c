@@ -35,6 +35,40 @@ static void test_value(void)
             CHECK(sw_remote_decode_value(buf, l, &d) == SW_STATUS_CORRUPT);
         CHECK(sw_remote_decode_value(NULL, 0, &d) == SW_STATUS_CORRUPT);
     }
+    /* the key prefix is bound: the same key under another prefix, another
+     * key, an older format version are each rejected for what they are */
+    sw_remote_hdr h;
+    memset(&h, 0, sizeof h);
+    h.key = tr_key(5, 6, 7, 8, SW_STORE_KIND_V);
+    h.generation = 3;
+    h.prefix_hash = sw_remote_prefix_hash("tA:", 3);
+    h.length = 10;
+    memset(buf + SW_REMOTE_HDR_BYTES, 0x42, 10);
+    sw_remote_encode_hdr(&h, buf + SW_REMOTE_HDR_BYTES, buf);
+    sw_remote_hdr d;
+    sw_remote_reject why = SW_REMOTE_REJECT_DAMAGED;
+    CHECK(sw_remote_prefix_hash("tA:", 3) != sw_remote_prefix_hash("tB:", 3));
+    CHECK(sw_remote_prefix_hash("", 0) != sw_remote_prefix_hash("sw:", 3));
+    CHECK_STATUS(sw_remote_check_value(buf, 74, &h.key, sw_remote_prefix_hash("tA:", 3), &d,
+                                       &why), SW_OK);
+    CHECK(why == SW_REMOTE_REJECT_NONE && d.prefix_hash == h.prefix_hash && buf[5] == 2);
+    CHECK_STATUS(sw_remote_check_value(buf, 74, &h.key, sw_remote_prefix_hash("tB:", 3), &d,
+                                       &why), SW_STATUS_CORRUPT);
+    CHECK(why == SW_REMOTE_REJECT_PREFIX);
+    sw_store_key other = h.key;
+    other.block++;
+    CHECK_STATUS(sw_remote_check_value(buf, 74, &other, h.prefix_hash, &d, &why),
+                 SW_STATUS_CORRUPT);
+    CHECK(why == SW_REMOTE_REJECT_KEY);
+    buf[5] = 1; /* a version 1 value (no prefix hash): its tenant is unproven */
+    CHECK_STATUS(sw_remote_check_value(buf, 74, &h.key, h.prefix_hash, &d, &why),
+                 SW_STATUS_CORRUPT);
+    CHECK(why == SW_REMOTE_REJECT_VERSION);
+    buf[5] = 2;
+    buf[40] ^= 1; /* the prefix hash is under the CRC */
+    CHECK_STATUS(sw_remote_check_value(buf, 74, &h.key, h.prefix_hash, &d, &why),
+                 SW_STATUS_CORRUPT);
+    CHECK(why == SW_REMOTE_REJECT_DAMAGED);
 }
 
 static void test_names_and_slots(void)

@@ -3,7 +3,8 @@
  * reads the stripes through the remote (identical bytes, per-key OK,
  * remote hits counted, nothing written back unless asked); a key absent
  * everywhere is NOT_FOUND; a value corrupted in Redis is CORRUPT for that
- * key only (dst untouched); write-back on request; an older struct_size
+ * key only (dst untouched); a value copied from another tenant's key prefix
+ * over this tenant's key is CORRUPT, never served; write-back on request; an older struct_size
  * means no remote; back-pressure with the server SIGSTOPped (local writes
  * succeed within the bounded wait, drops counted, reads of remote-only keys
  * are misses within the timeout, close bounded); server killed: remote-only keys are misses within the timeout, local keys fine. */
@@ -56,7 +57,9 @@ int main(void)
     rc.command_timeout_ms = TIMEOUT_MS;
     rc.connect_timeout_ms = 200;
 
-    ts_dir da, db, dc, dd, de;
+    ts_dir da, db, dc, dd, de, df, dg;
+    ts_dir_make(&df, "srF");
+    ts_dir_make(&dg, "srG");
     ts_dir_make(&da, "srA");
     ts_dir_make(&db, "srB");
     ts_dir_make(&dc, "srC");
@@ -141,6 +144,44 @@ int main(void)
             }
         CHECK(sts[2] == SW_OK && ts_check(bufs[2], len_of(6), &keys[6], 1));
         CHECK(ts_stats(b).remote_corruptions == 1);
+    }
+
+    /* ---- tenants: stores F and G use the key prefix "tB:". A value of
+     * the "sw:" tenant copied over tB's name of the same key (same
+     * namespace, layer, block, head, kind: only the prefix differs) is
+     * CORRUPT for G, never served; F's own write-through reads fine ---- */
+    {
+        sw_remote_config rt = rc;
+        rt.prefix = "tB:";
+        sw_store *f = open_store(df.store, &rt, 0, 0);
+        uint8_t tmp[STRIPE];
+        ts_fill(tmp, len_of(8), &keys[8], 2);
+        CHECK_STATUS(sw_store_write(f, &keys[8], tmp, len_of(8), NULL), SW_OK);
+        drain(f);
+        CHECK_STATUS(sw_store_close(f), SW_OK);
+        char from[256], to[256];
+        size_t nl = sw_remote_key_name("sw:", 3, &keys[7], from);
+        from[nl] = 0;
+        nl = sw_remote_key_name("tB:", 3, &keys[7], to);
+        to[nl] = 0;
+#if defined(SPILLWAY_HAVE_HIREDIS)
+        redisReply *rep = tr_cmd(srv.port, "COPY %s %s REPLACE", from, to);
+        CHECK(rep && rep->type == REDIS_REPLY_INTEGER && rep->integer == 1);
+        if (rep)
+            freeReplyObject(rep);
+#endif
+        sw_store *g = open_store(dg.store, &rt, 0, 0);
+        sw_store_key k2[2] = {keys[7], keys[8]};
+        memset(bufs, 0xAA, sizeof bufs);
+        CHECK_STATUS(sw_store_read(g, 2, k2, dsts, STRIPE, lens, gens, sts), SW_STATUS_CORRUPT);
+        CHECK(sts[0] == SW_STATUS_CORRUPT && lens[0] == 0 && bufs[0][0] == 0xAA &&
+              bufs[0][STRIPE - 1] == 0xAA);
+        CHECK(sts[1] == SW_OK && lens[1] == len_of(8) && ts_check(bufs[1], len_of(8), &keys[8], 2));
+        sw_store_stats sg = ts_stats(g);
+        CHECK(sg.remote_corruptions == 1 && sg.remote_hits == 1);
+        printf("cross-prefix copy through a store: %s / %s\n", sw_status_str(sts[0]),
+               sw_status_str(sts[1]));
+        CHECK_STATUS(sw_store_close(g), SW_OK);
     }
 
     /* ---- write-back on request ---- */
@@ -269,6 +310,8 @@ int main(void)
     ts_rm_rf(dc.base);
     ts_rm_rf(dd.base);
     ts_rm_rf(de.base);
+    ts_rm_rf(df.base);
+    ts_rm_rf(dg.base);
     if (sw_test_failures) {
         fprintf(stderr, "test_store_remote: %d failures\n", sw_test_failures);
         return 1;

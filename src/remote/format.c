@@ -67,6 +67,17 @@ static void encode_fields(const sw_remote_hdr *h, uint8_t *out)
     put_u32(out + 20, h->key.block);
     put_u64(out + 24, h->generation);
     put_u32(out + 32, h->length);
+    put_u64(out + 36, h->prefix_hash);
+}
+
+uint64_t sw_remote_prefix_hash(const char *prefix, size_t prefix_len)
+{
+    uint64_t x = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < prefix_len; i++) {
+        x ^= (uint8_t)prefix[i];
+        x *= 0x100000001b3ull;
+    }
+    return x;
 }
 
 void sw_remote_encode_hdr(const sw_remote_hdr *h, const void *payload,
@@ -85,7 +96,7 @@ sw_status sw_remote_decode_value(const uint8_t *buf, size_t len, sw_remote_hdr *
         return SW_STATUS_CORRUPT;
     if (get_u32(buf) != SW_REMOTE_MAGIC || buf[5] != SW_REMOTE_VERSION || buf[4] > 1)
         return SW_STATUS_CORRUPT;
-    for (int i = 36; i < 60; i++)
+    for (int i = 44; i < 60; i++)
         if (buf[i])
             return SW_STATUS_CORRUPT;
     uint32_t length = get_u32(buf + 32);
@@ -103,8 +114,39 @@ sw_status sw_remote_decode_value(const uint8_t *buf, size_t len, sw_remote_hdr *
     h->key.layer = get_u32(buf + 16);
     h->key.block = get_u32(buf + 20);
     h->generation = get_u64(buf + 24);
+    h->prefix_hash = get_u64(buf + 36);
     h->length = length;
     return SW_OK;
+}
+
+sw_status sw_remote_check_value(const uint8_t *buf, size_t len, const sw_store_key *want,
+                                uint64_t prefix_hash, sw_remote_hdr *h,
+                                sw_remote_reject *why)
+{
+    sw_remote_reject w = SW_REMOTE_REJECT_NONE;
+    if (sw_remote_decode_value(buf, len, h) != SW_OK)
+        w = len >= 6 && get_u32(buf) == SW_REMOTE_MAGIC && buf[5] != SW_REMOTE_VERSION
+                ? SW_REMOTE_REJECT_VERSION
+                : SW_REMOTE_REJECT_DAMAGED;
+    else if (!sw_store_key_eq(&h->key, want))
+        w = SW_REMOTE_REJECT_KEY;
+    else if (h->prefix_hash != prefix_hash)
+        w = SW_REMOTE_REJECT_PREFIX;
+    if (why)
+        *why = w;
+    return w == SW_REMOTE_REJECT_NONE ? SW_OK : SW_STATUS_CORRUPT;
+}
+
+const char *sw_remote_reject_str(sw_remote_reject why)
+{
+    switch (why) {
+    case SW_REMOTE_REJECT_NONE: return "intact";
+    case SW_REMOTE_REJECT_DAMAGED: return "failed its header/CRC32C check";
+    case SW_REMOTE_REJECT_VERSION: return "has a value format version this build does not read";
+    case SW_REMOTE_REJECT_KEY: return "was written for another key";
+    case SW_REMOTE_REJECT_PREFIX: return "was written under another key prefix (tenant)";
+    }
+    return "rejected";
 }
 
 uint16_t sw_remote_crc16(const void *data, size_t len)

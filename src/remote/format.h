@@ -4,16 +4,22 @@
  *
  * value (little-endian):
  *    0  u32  magic 0x56525753 ("SWRV")
- *    4  u8   kind   5 u8 format version (1)   6 u16 kv_head
+ *    4  u8   kind   5 u8 format version (2)   6 u16 kv_head
  *    8  u64  namespace
  *   16  u32  layer  20 u32 block
  *   24  u64  generation
  *   32  u32  payload length
- *   36  u8[24] zero
+ *   36  u64  prefix hash: FNV-1a 64 of the writer's whole key prefix
+ *   44  u8[16] zero
  *   60  u32  crc32c of bytes 0..59 followed by the payload
  *   64  payload
  * One CRC covers header and payload, so a flipped byte anywhere in the value
- * (key field, length or data) fails the same check.
+ * (key field, prefix hash, length or data) fails the same check. The key
+ * fields and the prefix hash together name the one key the value was
+ * written under: a value copied under another key, or from another
+ * tenant's prefix (COPY, RENAME, a raw SET of its bytes), still passes the
+ * CRC but not the comparison with the key asked for. Version 1 (no prefix
+ * hash) is not read: its tenant cannot be proven.
  */
 #ifndef SW_REMOTE_FORMAT_H
 #define SW_REMOTE_FORMAT_H
@@ -24,7 +30,7 @@
 #include <stdint.h>
 
 #define SW_REMOTE_MAGIC 0x56525753u
-#define SW_REMOTE_VERSION 1u
+#define SW_REMOTE_VERSION 2u
 #define SW_REMOTE_HDR_BYTES 64u
 #define SW_REMOTE_MAX_PREFIX 128u
 /* prefix + 16 hex + 3 x u32/u16 decimals + kind + separators */
@@ -34,8 +40,12 @@
 typedef struct sw_remote_hdr {
     sw_store_key key;
     uint64_t generation;
+    uint64_t prefix_hash;   /* sw_remote_prefix_hash of the writer's prefix */
     uint32_t length;
 } sw_remote_hdr;
+
+/* FNV-1a 64 of the key prefix: the tenant a value belongs to. */
+uint64_t sw_remote_prefix_hash(const char *prefix, size_t prefix_len);
 
 /* Writes the key name into out (room for SW_REMOTE_MAX_KEY bytes, not NUL
  * terminated); returns its length. prefix_len <= SW_REMOTE_MAX_PREFIX. */
@@ -49,8 +59,27 @@ void sw_remote_encode_hdr(const sw_remote_hdr *h, const void *payload,
 /* Checks a whole value (header + payload) of `len` bytes: magic, version,
  * kind, reserved bytes, length == len - 64, CRC32C. SW_OK and *h filled, or
  * SW_STATUS_CORRUPT (anything wrong, including len < 64). The caller still
- * compares h->key with the key it asked for. */
+ * compares h->key and h->prefix_hash with the key it asked for (or calls
+ * sw_remote_check_value, which does both). */
 sw_status sw_remote_decode_value(const uint8_t *buf, size_t len, sw_remote_hdr *h);
+
+/* Why a value was rejected (for the error detail and the counters). */
+typedef enum sw_remote_reject {
+    SW_REMOTE_REJECT_NONE = 0,
+    SW_REMOTE_REJECT_DAMAGED,   /* short, bad magic/kind/reserved/length, CRC32C */
+    SW_REMOTE_REJECT_VERSION,   /* a format version this build does not read */
+    SW_REMOTE_REJECT_KEY,       /* intact, but written for another key */
+    SW_REMOTE_REJECT_PREFIX     /* intact, but written under another key prefix */
+} sw_remote_reject;
+
+/* sw_remote_decode_value, then the header's key and prefix hash against the
+ * key asked for (`want`, `prefix_hash`). SW_OK and *h, or SW_STATUS_CORRUPT
+ * with *why saying which check failed (why may be NULL). */
+sw_status sw_remote_check_value(const uint8_t *buf, size_t len, const sw_store_key *want,
+                                uint64_t prefix_hash, sw_remote_hdr *h,
+                                sw_remote_reject *why);
+/* A short phrase for a reject reason ("written under another key prefix"). */
+const char *sw_remote_reject_str(sw_remote_reject why);
 
 /* CRC16-CCITT (XMODEM) as Redis Cluster uses it, and the slot of a key:
  * the CRC16 of the {hash tag} when the key has a non-empty one, else of the

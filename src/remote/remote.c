@@ -2,7 +2,6 @@
  * MOVED/ASK, per-key results). */
 #include "remote/remote_internal.h"
 #include "spillway_remote.h"
-#include "store/format.h" /* sw_store_key_eq */
 
 #include <stdlib.h>
 #include <string.h>
@@ -191,6 +190,7 @@ sw_status sw_remote_open(const sw_remote_config *c, sw_remote **out)
     r->cluster = c->cluster ? 1 : 0;
     memcpy(r->prefix, prefix, plen);
     r->prefix_len = plen;
+    r->prefix_hash = sw_remote_prefix_hash(prefix, plen);
     r->connect_timeout_ms = c->connect_timeout_ms;
     r->command_timeout_ms = c->command_timeout_ms;
     r->max_pipeline = c->max_pipeline;
@@ -309,6 +309,7 @@ static int build_command(sw_remote *r, const batch *b, const rop *o, size_t *pos
         memset(&h, 0, sizeof h);
         h.key = b->keys[o->i];
         h.generation = b->sgens ? b->sgens[o->i] : 0;
+        h.prefix_hash = r->prefix_hash;
         h.length = (uint32_t)b->slens[o->i];
         p += put_bulk_len(p, vlen);
         sw_remote_encode_hdr(&h, b->srcs[o->i], (uint8_t *)p);
@@ -391,12 +392,14 @@ static void handle_get_value(sw_remote *r, batch *b, rop *o, const uint8_t *v, s
     size_t i = o->i;
     o->pending = 0;
     sw_remote_hdr h;
-    if (sw_remote_decode_value(v, len, &h) != SW_OK ||
-        !sw_store_key_eq(&h.key, &b->keys[i])) {
-        sw_fail(SW_STATUS_CORRUPT, "redis: value of %.*s failed its header/CRC32C check",
-                (int)o->klen, o->key);
+    sw_remote_reject why;
+    if (sw_remote_check_value(v, len, &b->keys[i], r->prefix_hash, &h, &why) != SW_OK) {
+        sw_fail(SW_STATUS_CORRUPT, "redis: value of %.*s %s: not served", (int)o->klen, o->key,
+                sw_remote_reject_str(why));
         b->st[i] = SW_STATUS_CORRUPT;
         r->corruptions++;
+        if (why == SW_REMOTE_REJECT_KEY || why == SW_REMOTE_REJECT_PREFIX)
+            r->misplaced++;
         return;
     }
     if (h.length > b->dst_bytes || h.length > r->max_value_bytes) {
@@ -879,6 +882,7 @@ sw_status sw_remote_get_stats(sw_remote *r, sw_remote_stats *st)
     v.moved = r->moved;
     v.ask = r->ask;
     v.topology_refreshes = r->topology_refreshes;
+    v.misplaced = r->misplaced;
     v.get_calls = r->get_hist.count;
     v.get_p50_us = sw_remote_hist_quantile(&r->get_hist, 0.50);
     v.get_p99_us = sw_remote_hist_quantile(&r->get_hist, 0.99);

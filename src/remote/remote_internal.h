@@ -38,6 +38,7 @@ struct sw_remote {
     int32_t cluster;
     char prefix[SW_REMOTE_MAX_PREFIX];
     size_t prefix_len;
+    uint64_t prefix_hash;     /* sw_remote_prefix_hash(prefix): in every value */
     char *user, *password;
     int32_t connect_timeout_ms, command_timeout_ms, max_pipeline;
     int32_t backoff_min_ms, backoff_max_ms;
@@ -57,6 +58,7 @@ struct sw_remote {
     uint64_t gets, hits, not_found, corruptions, errors, puts, deletes;
     uint64_t bytes_read, bytes_written, reconnects, connect_failures, timeouts;
     uint64_t moved, ask, topology_refreshes;
+    uint64_t misplaced;
     sw_remote_hist get_hist, put_hist;
 };
 

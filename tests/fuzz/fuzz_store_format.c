@@ -163,6 +163,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         eh.key.kv_head = (uint16_t)rd32(buf + 16);
         eh.key.kind = (uint8_t)(buf[20] & 1 ? SW_STORE_KIND_V : SW_STORE_KIND_K);
         eh.generation = (uint64_t)rd32(buf + 20) + 1;
+        eh.prefix_hash = sw_remote_prefix_hash((const char *)buf, 24);
         eh.length = (uint32_t)(size - 24);
         uint8_t *val = (uint8_t *)malloc(SW_REMOTE_HDR_BYTES + eh.length);
         if (val) {
@@ -170,7 +171,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             memcpy(val + SW_REMOTE_HDR_BYTES, buf + 24, eh.length);
             FZ_CHECK(sw_remote_decode_value(val, SW_REMOTE_HDR_BYTES + eh.length, &dh) == SW_OK);
             FZ_CHECK(dh.length == eh.length && dh.generation == eh.generation &&
+                     dh.prefix_hash == eh.prefix_hash &&
                      memcmp(&dh.key, &eh.key, sizeof dh.key) == 0);
+            sw_remote_reject why;
+            FZ_CHECK(sw_remote_check_value(val, SW_REMOTE_HDR_BYTES + eh.length, &eh.key,
+                                           eh.prefix_hash ^ 1, &dh, &why) == SW_STATUS_CORRUPT &&
+                     why == SW_REMOTE_REJECT_PREFIX);
             if (eh.length) { /* one flipped payload byte is caught */
                 val[SW_REMOTE_HDR_BYTES + buf[21] % eh.length] ^= 0x5a;
                 FZ_CHECK(sw_remote_decode_value(val, SW_REMOTE_HDR_BYTES + eh.length, &dh) ==
