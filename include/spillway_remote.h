@@ -6,11 +6,24 @@
  * values of a Redis or Valkey server, standalone or a Redis Cluster, so that
  * machines of a fleet can share KV blocks. It is a client only: nothing is
  * kept locally, and every call is bounded in time: a server that is down,
- * slow or unreachable turns into per-key SW_STATUS_IO results (counted in
- * stats.errors) within the configured timeouts, never into a call that
- * blocks indefinitely. Lost connections are re-established by later calls,
- * with exponential backoff between attempts (a call made while a node is
- * backing off fails that node's keys at once, without waiting).
+ * slow, hung or unreachable turns into per-key SW_STATUS_IO results
+ * (counted in stats.errors) within command_timeout_ms, never into a call
+ * that blocks longer. The deadline is checked while replies are read, so a
+ * server that trickles or streams without end cannot stretch a call, and a
+ * reply is read only as far as the caller can take it: a value announced
+ * longer than dst_bytes / max_value_bytes is refused from its length line,
+ * before its bytes are received (the connection is then re-opened).
+ *
+ * A node whose connection failed or timed out is "down": later calls fail
+ * its keys at once (stats.fast_fails) while a probe - a PING on its own
+ * connection, at most one per backoff period (backoff_min_ms doubling to
+ * backoff_max_ms), never waited for more than a few ms - checks whether it
+ * answers again; once it has answered, the node's keys are served again
+ * by the next call. A TCP connect that a hung server's kernel completes is
+ * not an answer. In cluster mode every failure (lost connection, failed
+ * reconnect, timeout) and every MOVED asks for a CLUSTER SLOTS refresh at
+ * the next call (rate-limited to one per 100-400 ms, from any node that
+ * answers), so a replica promoted in place of a dead master is found.
  *
  * Key:   <prefix><namespace:16 hex>:<layer>:<block>:<kv_head>:<k|v>
  *        e.g. "sw:00000000000000ab:3:17:2:k". A prefix that contains a
@@ -70,9 +83,14 @@ typedef struct sw_remote_config {
                                   * (at most 3 passes) share one deadline;
                                   * default 1000 */
     int32_t max_pipeline;        /* commands in flight per node; default 64 */
-    int32_t backoff_min_ms;      /* first reconnect delay; default 10 */
-    int32_t backoff_max_ms;      /* cap of the doubling delay; default 1000 */
-    uint32_t max_value_bytes;    /* largest payload put or got; default 64 MiB */
+    int32_t backoff_min_ms;      /* first delay before a down node is probed;
+                                  * default 10 */
+    int32_t backoff_max_ms;      /* cap of the doubling delay (also the gap
+                                  * between probes of a node that stays
+                                  * down); default 1000 */
+    uint32_t max_value_bytes;    /* largest payload put or got (at most
+                                  * 1 GiB); a GET reply announcing a longer
+                                  * value is refused unread; default 64 MiB */
 } sw_remote_config;
 
 /* Fills the defaults documented above; endpoints = NULL. */
@@ -115,10 +133,14 @@ SW_API sw_status sw_remote_put_batch(sw_remote *r, size_t n, const sw_store_key 
  * Fetches n stripes: key i into dst[i], which has room for dst_bytes bytes.
  * Pipelined GETs. Per key: statuses[i] (required) is SW_OK (a hit),
  * SW_STATUS_NOT_FOUND (no value), SW_STATUS_CORRUPT (a value whose header,
- * key, length or CRC32C does not match: nothing copied; counted in
- * stats.corruptions), SW_STATUS_IO (node down, timeout, error reply;
- * counted in stats.errors), SW_STATUS_INVALID (bad key, NULL dst[i], value
- * larger than dst_bytes). NOT_FOUND, CORRUPT and IO all count as misses.
+ * length or CRC32C does not match, or that was written for another key or
+ * under another key prefix: nothing copied; counted in stats.corruptions,
+ * the latter also in stats.misplaced), SW_STATUS_IO (node down or not yet
+ * answering its probe, timeout, error reply; counted in stats.errors),
+ * SW_STATUS_INVALID (bad key, NULL dst[i], a value longer than dst_bytes
+ * or max_value_bytes: refused from its length, before its bytes are read;
+ * counted in stats.oversized; the node's other keys are still served).
+ * NOT_FOUND, CORRUPT and IO all count as misses.
  * lengths[i] and generations[i] (optional) receive the stripe's length and
  * generation (0 when not OK). dst[i] is untouched unless statuses[i] is OK.
  * Returns SW_OK when every key is SW_OK, else the status of the first key
@@ -164,6 +186,12 @@ typedef struct sw_remote_stats {
     /* appended (older callers pass a smaller struct_size) */
     uint64_t misplaced;          /* of corruptions: intact values written for
                                   * another key or under another key prefix */
+    uint64_t oversized;          /* GET replies announcing more bytes than
+                                  * dst_bytes / max_value_bytes: refused
+                                  * unread, the connection re-opened */
+    uint64_t probes;             /* PING probes sent to nodes that were down */
+    uint64_t fast_fails;         /* keys failed at once: their node was down
+                                  * or not yet answering its probe */
 } sw_remote_stats;
 
 /* Fills a snapshot of the counters; a smaller, older struct receives the

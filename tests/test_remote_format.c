@@ -71,6 +71,35 @@ static void test_value(void)
     CHECK(why == SW_REMOTE_REJECT_DAMAGED);
 }
 
+/* RESP framing: complete replies, what is still needed, lengths judged
+ * from the length line alone, malformed input. */
+static void test_resp_scan(void)
+{
+    size_t frame = 0, need = 0;
+    int64_t bulk = 0;
+#define SCAN(str, max) sw_resp_scan(str, sizeof(str) - 1, max, &frame, &need, &bulk)
+    CHECK(SCAN("+OK\r\n", 0) == 1 && frame == 5);
+    CHECK(SCAN("+OK\r\n+OK\r\n", 0) == 1 && frame == 5);
+    CHECK(SCAN("$-1\r\n", 0) == 1 && frame == 5);
+    CHECK(SCAN("$3\r\nabc\r\n", 3) == 1 && frame == 9);
+    CHECK(SCAN("$3\r\nab", 3) == 0 && need == 9);
+    CHECK(SCAN("$3\r\nabc\r\n", 2) == -2 && bulk == 3);
+    CHECK(SCAN("$2147483648\r\n", 1u << 30) == -2 && bulk == 2147483648ll);
+    CHECK(SCAN("$21474", 1u << 30) == 0 && need == 7);
+    CHECK(SCAN("*2\r\n*1\r\n:1\r\n$1\r\nx\r\n", 10) == 1 && frame == 19);
+    CHECK(SCAN("*2\r\n*1\r\n:1\r\n", 10) == 0);
+    CHECK(SCAN("*0\r\n", 0) == 1 && frame == 4);
+    CHECK(SCAN("*-1\r\n", 0) == 1 && frame == 5);
+    CHECK(SCAN("$3\r\nabcd\r\n", 10) == -1);  /* no CRLF after the data */
+    CHECK(SCAN("$-2\r\n", 10) == -1);
+    CHECK(SCAN("$x\r\n", 10) == -1);
+    CHECK(SCAN("?\r\n", 10) == -1);
+    CHECK(SCAN("+OK\n", 10) == -1);
+    CHECK(SCAN("*99999999\r\n", 10) == -1);     /* over SW_RESP_MAX_ELEMS */
+    CHECK(SCAN("*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n:1\r\n", 10) == -1);
+#undef SCAN
+}
+
 static void test_names_and_slots(void)
 {
     /* Redis Cluster spec: CRC16("123456789") = 0x31C3 */
@@ -114,6 +143,7 @@ static void test_hist(void)
 int main(void)
 {
     test_value();
+    test_resp_scan();
     test_names_and_slots();
     test_hist();
     if (sw_test_failures) {

@@ -4,6 +4,7 @@
 
 #if defined(SPILLWAY_HAVE_HIREDIS)
 #include <errno.h>
+#include <stdio.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,23 +28,43 @@ static struct timeval tv_us(uint64_t us)
     return tv;
 }
 
-static void arm_backoff(sw_remote *r, sw_rnode *n)
+/* The node failed: it is down until a probe answers. The delay doubles
+ * across failures with no reply in between, from backoff_min (after a
+ * reply was read) to backoff_max. */
+static void mark_down(sw_remote *r, sw_rnode *n, const char *why)
 {
+    if (n->answered)
+        n->backoff_ms = (uint32_t)r->backoff_min_ms;
+    n->answered = 0;
+    n->down = 1;
+    n->lost = 1;
+    if (why) { /* kept without the "redis host:port: " that every detail has */
+        char pre[300];
+        int pl = snprintf(pre, sizeof pre, "redis %s:%d: ", n->host, n->port);
+        if (pl > 0 && !strncmp(why, pre, (size_t)pl))
+            why += pl;
+        snprintf(n->why, sizeof n->why, "%s", why);
+    }
     n->next_try_us = sw_remote_now_us() + (uint64_t)n->backoff_ms * 1000u;
     uint32_t next = n->backoff_ms * 2;
     n->backoff_ms = next > (uint32_t)r->backoff_max_ms ? (uint32_t)r->backoff_max_ms : next;
+    if (r->cluster)
+        r->need_refresh = 1; /* the slot's owner may have failed over */
 }
 
-void sw_rnode_drop(sw_remote *r, sw_rnode *n)
+void sw_rnode_close(sw_rnode *n)
 {
     if (n->c) {
         redisFree(n->c);
         n->c = NULL;
     }
     n->rpos = n->rlen = 0; /* replies in flight on the old connection */
-    arm_backoff(r, n);
-    if (r->cluster)
-        r->need_refresh = 1; /* the slot's owner may have failed over */
+}
+
+void sw_rnode_drop(sw_remote *r, sw_rnode *n)
+{
+    sw_rnode_close(n);
+    mark_down(r, n, sw_last_error());
 }
 
 int sw_rnode_flush(sw_rnode *n, uint64_t deadline_us)
@@ -96,31 +117,14 @@ static int wait_readable(sw_rnode *n, uint64_t deadline_us)
 #define SW_RBUF_MIN (256u << 10)
 #define SW_RBUF_MIN_ROOM (16u << 10)
 
-int sw_rnode_fill(sw_rnode *n, size_t need, uint64_t deadline_us)
+/* Makes at least `need` unparsed bytes available at n->rbuf + n->rpos
+ * (compacting or growing the buffer, so pointers into it go stale): a
+ * non-blocking recv first, poll only when it finds nothing. The deadline is
+ * checked after every recv as well, so a server that streams without end
+ * (or trickles) cannot hold a call past it. 0, -1 I/O or allocation error,
+ * -2 deadline passed (detail recorded; caller drops). */
+static int rnode_fill(sw_rnode *n, size_t need, uint64_t deadline_us)
 {
-    /* bytes hiredis buffered but did not parse (none in practice) come first */
-    redisReader *rd = n->c->reader;
-    if (rd->len > rd->pos) {
-        if (rd->ridx != -1) {
-            sw_fail(SW_STATUS_IO, "redis %s:%d: reply half parsed by hiredis", n->host,
-                    n->port);
-            return -1;
-        }
-        size_t extra = rd->len - rd->pos;
-        if (n->rlen + extra > n->rcap) {
-            size_t cap = n->rlen + extra < SW_RBUF_MIN ? SW_RBUF_MIN : n->rlen + extra;
-            char *nb = realloc(n->rbuf, cap);
-            if (!nb) {
-                sw_fail(SW_STATUS_NO_MEMORY, "redis: read buffer of %zu bytes", cap);
-                return -1;
-            }
-            n->rbuf = nb;
-            n->rcap = cap;
-        }
-        memcpy(n->rbuf + n->rlen, rd->buf + rd->pos, extra);
-        n->rlen += extra;
-        rd->pos = rd->len;
-    }
     while (n->rlen - n->rpos < need) {
         size_t have = n->rlen - n->rpos;
         size_t missing = need - have;
@@ -146,6 +150,11 @@ int sw_rnode_fill(sw_rnode *n, size_t need, uint64_t deadline_us)
         ssize_t got = recv(n->c->fd, n->rbuf + n->rlen, n->rcap - n->rlen, MSG_DONTWAIT);
         if (got > 0) {
             n->rlen += (size_t)got;
+            if (n->rlen - n->rpos < need && sw_remote_now_us() >= deadline_us) {
+                sw_fail(SW_STATUS_IO, "redis %s:%d: reply not complete within the timeout",
+                        n->host, n->port);
+                return -2;
+            }
             continue;
         }
         if (got == 0) {
@@ -166,35 +175,69 @@ int sw_rnode_fill(sw_rnode *n, size_t need, uint64_t deadline_us)
     return 0;
 }
 
-int sw_rnode_read(sw_rnode *n, uint64_t deadline_us, redisReply **out)
+int sw_rnode_frame(sw_rnode *n, uint64_t max_bulk, size_t max_frame, uint64_t deadline_us,
+                   size_t *frame_len, int64_t *announced)
 {
-    if (n->rlen > n->rpos) { /* none in practice: GET replies are consumed whole */
-        if (redisReaderFeed(n->c->reader, n->rbuf + n->rpos, n->rlen - n->rpos) != REDIS_OK) {
-            sw_fail(SW_STATUS_IO, "redis %s:%d: reader: out of memory", n->host, n->port);
-            return -1;
-        }
-    }
-    n->rpos = n->rlen = 0;
     for (;;) {
-        void *rep = NULL;
-        if (redisReaderGetReply(n->c->reader, &rep) != REDIS_OK) {
-            sw_fail(SW_STATUS_IO, "redis %s:%d: protocol error: %s", n->host, n->port,
-                    n->c->reader->errstr);
-            return -1;
-        }
-        if (rep) {
-            *out = rep;
+        size_t need = 0;
+        int64_t bulk = 0;
+        int rc = n->rlen > n->rpos
+                     ? sw_resp_scan(n->rbuf + n->rpos, n->rlen - n->rpos, max_bulk, frame_len,
+                                    &need, &bulk)
+                     : (need = 1, 0);
+        if (rc == 1) {
+            n->answered = 1;
             return 0;
         }
-        int w = wait_readable(n, deadline_us);
-        if (w < 0)
-            return w;
-        if (redisBufferRead(n->c) != REDIS_OK) {
-            sw_fail(SW_STATUS_IO, "redis %s:%d: connection lost: %s", n->host, n->port,
-                    n->c->errstr[0] ? n->c->errstr : "closed");
+        if (rc == -1) {
+            sw_fail(SW_STATUS_IO, "redis %s:%d: protocol error: malformed reply", n->host,
+                    n->port);
             return -1;
         }
+        if (rc == -2) {
+            *announced = bulk;
+            sw_fail(SW_STATUS_IO, "redis %s:%d: reply announces a %lld-byte string, at most "
+                    "%llu expected", n->host, n->port, (long long)bulk,
+                    (unsigned long long)max_bulk);
+            return -3;
+        }
+        if (need > max_frame) {
+            sw_fail(SW_STATUS_IO, "redis %s:%d: reply longer than %zu bytes", n->host, n->port,
+                    max_frame);
+            return -1;
+        }
+        rc = rnode_fill(n, need, deadline_us);
+        if (rc)
+            return rc;
     }
+}
+
+int sw_rnode_read(sw_rnode *n, uint64_t deadline_us, redisReply **out)
+{
+    size_t len = 0;
+    int64_t announced = 0;
+    int rc = sw_rnode_frame(n, SW_RESP_SMALL_BULK, SW_RESP_MAX_FRAME, deadline_us, &len,
+                            &announced);
+    if (rc == -3)
+        rc = -1; /* no reply here carries a large string: a protocol error */
+    if (rc)
+        return rc;
+    /* hiredis sees one complete, checked reply at a time */
+    if (redisReaderFeed(n->c->reader, n->rbuf + n->rpos, len) != REDIS_OK) {
+        sw_fail(SW_STATUS_IO, "redis %s:%d: reader: out of memory", n->host, n->port);
+        return -1;
+    }
+    n->rpos += len;
+    void *rep = NULL;
+    if (redisReaderGetReply(n->c->reader, &rep) != REDIS_OK || !rep) {
+        sw_fail(SW_STATUS_IO, "redis %s:%d: protocol error: %s", n->host, n->port,
+                n->c->reader->errstr[0] ? n->c->reader->errstr : "reply not parsed");
+        if (rep)
+            freeReplyObject(rep);
+        return -1;
+    }
+    *out = rep;
+    return 0;
 }
 
 sw_status sw_rnode_command(sw_remote *r, sw_rnode *n, int argc, const char **argv,
@@ -227,14 +270,145 @@ static int is_auth_error(const char *s)
            strstr(s, "AUTH <password> called without") || strstr(s, "invalid username");
 }
 
+void sw_rnode_probe_close(sw_rnode *n)
+{
+    if (n->probe) {
+        redisFree(n->probe);
+        n->probe = NULL;
+    }
+    n->probe_sent = 0;
+}
+
+/* Advances node n's probe, waiting for it at most until `wait_until_us`:
+ * 1 the server answered (anything at all: a hung server sends nothing),
+ * 0 still in flight, -1 failed (refused, reset, closed; detail recorded). */
+static int probe_step(sw_remote *r, sw_rnode *n, uint64_t wait_until_us)
+{
+    static const char ping[] = "*1\r\n$4\r\nPING\r\n";
+    for (;;) {
+        struct pollfd p = {.fd = n->probe->fd, .events = n->probe_sent ? POLLIN : POLLOUT};
+        uint64_t now = sw_remote_now_us();
+        int ms = wait_until_us > now ? (int)((wait_until_us - now + 999) / 1000) : 0;
+        int pr = poll(&p, 1, ms);
+        if (pr < 0 && errno == EINTR)
+            continue;
+        if (pr < 0) {
+            sw_fail(SW_STATUS_IO, "redis %s:%d: probe: poll: %s", n->host, n->port,
+                    strerror(errno));
+            return -1;
+        }
+        if (pr == 0)
+            return 0;
+        if (!n->probe_sent) {
+            int err = 0;
+            socklen_t el = sizeof err;
+            if (getsockopt(n->probe->fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0)
+                err = errno;
+            if (err) {
+                sw_fail(SW_STATUS_IO, "redis %s:%d: probe: connect failed: %s", n->host,
+                        n->port, strerror(err));
+                return -1;
+            }
+            if (send(n->probe->fd, ping, sizeof ping - 1, MSG_DONTWAIT | MSG_NOSIGNAL) !=
+                (ssize_t)(sizeof ping - 1)) {
+                sw_fail(SW_STATUS_IO, "redis %s:%d: probe: send failed: %s", n->host, n->port,
+                        strerror(errno));
+                return -1;
+            }
+            n->probe_sent = 1;
+            r->probes++;
+            continue;
+        }
+        char tmp[256];
+        ssize_t got = recv(n->probe->fd, tmp, sizeof tmp, MSG_DONTWAIT);
+        if (got > 0)
+            return 1;
+        if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+            continue;
+        sw_fail(SW_STATUS_IO, "redis %s:%d: probe: connection %s", n->host, n->port,
+                got == 0 ? "closed" : strerror(errno));
+        return -1;
+    }
+}
+
+/* How long the call that starts a probe waits for its answer: enough for a
+ * server on the same host or LAN, small against any timeout, so a node
+ * that came back is used by that same call and a hung one costs one caller
+ * at most this much per probe. */
+#define SW_PROBE_WAIT_US 5000u
+
+/* A down node: SW_OK when its probe has answered (the node is up again),
+ * else SW_STATUS_IO at once (n->fast_failed). */
+static sw_status probe_node(sw_remote *r, sw_rnode *n, uint64_t deadline_us)
+{
+    uint64_t now = sw_remote_now_us();
+    int pr = 0;
+    if (n->probe) {
+        pr = probe_step(r, n, now);
+        if (pr < 0) { /* refused, reset: the next probe after a backoff */
+            sw_rnode_probe_close(n);
+            mark_down(r, n, sw_last_error());
+        } else if (pr == 0 && now >= n->probe_until_us) {
+            /* unanswered: the next one starts now, with a doubled backoff
+             * (so one is always in flight while the server is hung) */
+            sw_rnode_probe_close(n);
+            mark_down(r, n, NULL);
+            n->next_try_us = now;
+        }
+    }
+    if (!n->probe && pr >= 0 && now >= n->next_try_us) {
+        /* a probe lives until the next would start (at least a connect
+         * timeout), so a server that resumes answers the one in flight */
+        uint64_t life = (uint64_t)n->backoff_ms * 1000u;
+        if (life < (uint64_t)r->connect_timeout_ms * 1000u)
+            life = (uint64_t)r->connect_timeout_ms * 1000u;
+        n->probe_until_us = now + life;
+        n->probe_sent = 0;
+        n->probe = redisConnectNonBlock(n->host, n->port);
+        if (!n->probe || n->probe->err) {
+            sw_fail(SW_STATUS_IO, "redis %s:%d: probe: connect failed: %s", n->host, n->port,
+                    n->probe ? n->probe->errstr : "out of memory");
+            sw_rnode_probe_close(n);
+            r->connect_failures++;
+            mark_down(r, n, sw_last_error());
+            pr = -1;
+        } else {
+            uint64_t wait = now + SW_PROBE_WAIT_US < deadline_us ? now + SW_PROBE_WAIT_US
+                                                                   : deadline_us;
+            pr = probe_step(r, n, wait);
+            if (pr < 0) {
+                sw_rnode_probe_close(n);
+                r->connect_failures++;
+                mark_down(r, n, sw_last_error());
+            }
+        }
+    }
+    if (pr == 1) {
+        sw_rnode_probe_close(n);
+        n->down = 0; /* the backoff stays until a reply of real work is read */
+        return SW_OK;
+    }
+    now = sw_remote_now_us();
+    n->fast_failed = 1;
+    if (r->cluster)
+        r->need_refresh = 1; /* its slots may be served elsewhere by now */
+    if (n->probe)
+        return sw_fail(SW_STATUS_IO, "redis %s:%d: down (%s); not answering its probe yet",
+                       n->host, n->port, n->why);
+    return sw_fail(SW_STATUS_IO, "redis %s:%d: down (%s); next probe in %llu ms", n->host,
+                   n->port, n->why,
+                   (unsigned long long)(n->next_try_us > now ? (n->next_try_us - now) / 1000
+                                                             : 0));
+}
+
 sw_status sw_rnode_connect(sw_remote *r, sw_rnode *n, uint64_t deadline_us)
 {
+    n->fast_failed = 0;
     if (n->c)
         return SW_OK;
+    if (n->down && probe_node(r, n, deadline_us) != SW_OK)
+        return SW_STATUS_IO;
     uint64_t now = sw_remote_now_us();
-    if (now < n->next_try_us)
-        return sw_fail(SW_STATUS_IO, "redis %s:%d: down, next attempt in %llu ms", n->host,
-                       n->port, (unsigned long long)((n->next_try_us - now) / 1000));
     uint64_t budget = (uint64_t)r->connect_timeout_ms * 1000u;
     if (deadline_us <= now)
         return sw_fail(SW_STATUS_IO, "redis %s:%d: no time left to connect", n->host, n->port);
@@ -249,7 +423,7 @@ sw_status sw_rnode_connect(sw_remote *r, sw_rnode *n, uint64_t deadline_us)
         if (c)
             redisFree(c);
         r->connect_failures++;
-        arm_backoff(r, n);
+        mark_down(r, n, sw_last_error());
         return SW_STATUS_IO;
     }
     /* a safety net under the poll-based deadlines */
@@ -269,7 +443,7 @@ sw_status sw_rnode_connect(sw_remote *r, sw_rnode *n, uint64_t deadline_us)
         redisReply *rep = NULL;
         if (sw_rnode_command(r, n, argc, argv, len, conn_deadline, &rep) != SW_OK) {
             r->connect_failures++;
-            return SW_STATUS_IO; /* dropped, backoff armed, detail set */
+            return SW_STATUS_IO; /* dropped, node down, detail set */
         }
         if (rep->type == REDIS_REPLY_ERROR) {
             sw_status s = is_auth_error(rep->str) ? SW_STATUS_INVALID : SW_STATUS_IO;
@@ -281,11 +455,9 @@ sw_status sw_rnode_connect(sw_remote *r, sw_rnode *n, uint64_t deadline_us)
         }
         freeReplyObject(rep);
     }
-    if (n->ever_connected)
+    if (n->lost)
         r->reconnects++;
-    n->ever_connected = 1;
-    n->backoff_ms = (uint32_t)r->backoff_min_ms;
-    n->next_try_us = 0;
+    n->lost = 0;
     return SW_OK;
 }
 #else

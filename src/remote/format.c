@@ -149,6 +149,99 @@ const char *sw_remote_reject_str(sw_remote_reject why)
     return "rejected";
 }
 
+/* The number of a type line "<t><digits>\r" (ll bytes up to the '\n'): -1
+ * allowed, nothing else signed; 0 and *v, -1 malformed. */
+static int resp_number(const char *line, size_t ll, int64_t *v)
+{
+    size_t k = 1, end = ll - 1; /* line[end] is the '\r' */
+    int neg = 0;
+    if (k < end && line[k] == '-') {
+        neg = 1;
+        k++;
+    }
+    if (k == end || end - k > 18)
+        return -1;
+    int64_t x = 0;
+    for (; k < end; k++) {
+        if (line[k] < '0' || line[k] > '9')
+            return -1;
+        x = x * 10 + (line[k] - '0');
+    }
+    if (neg && x != 1)
+        return -1;
+    *v = neg ? -1 : x;
+    return 0;
+}
+
+int sw_resp_scan(const char *buf, size_t len, uint64_t max_bulk, size_t *frame, size_t *need,
+                 int64_t *bulk)
+{
+    int64_t left[SW_RESP_MAX_DEPTH + 1]; /* items still to come per level */
+    int depth = 0;
+    size_t pos = 0;
+    left[0] = 1;
+    for (;;) {
+        const char *nl = pos < len ? memchr(buf + pos, '\n', len - pos) : NULL;
+        if (!nl) {
+            if (len - pos > SW_RESP_MAX_LINE)
+                return -1;
+            *need = len + 1;
+            return 0;
+        }
+        size_t ll = (size_t)(nl - (buf + pos));
+        if (ll < 2 || ll > SW_RESP_MAX_LINE || buf[pos + ll - 1] != '\r')
+            return -1;
+        const char *line = buf + pos;
+        size_t next = pos + ll + 1;
+        int64_t v = 0;
+        switch (line[0]) {
+        case '+':
+        case '-':
+        case ':':
+            break;
+        case '$':
+            if (resp_number(line, ll, &v))
+                return -1;
+            if (v >= 0) {
+                if ((uint64_t)v > max_bulk) {
+                    *bulk = v;
+                    return -2;
+                }
+                if (next + (size_t)v + 2 > len) {
+                    *need = next + (size_t)v + 2;
+                    return 0;
+                }
+                if (buf[next + v] != '\r' || buf[next + v + 1] != '\n')
+                    return -1;
+                next += (size_t)v + 2;
+            }
+            break;
+        case '*':
+            if (resp_number(line, ll, &v) || v > (int64_t)SW_RESP_MAX_ELEMS)
+                return -1;
+            if (v > 0) {
+                if (depth == (int)SW_RESP_MAX_DEPTH)
+                    return -1;
+                left[++depth] = v;
+                pos = next;
+                continue; /* the array is done when its last element is */
+            }
+            break;
+        default:
+            return -1;
+        }
+        pos = next;
+        /* one item done: close every level it completes */
+        while (--left[depth] == 0) {
+            if (depth == 0) {
+                *frame = pos;
+                return 1;
+            }
+            depth--;
+        }
+    }
+}
+
 uint16_t sw_remote_crc16(const void *data, size_t len)
 {
     const uint8_t *p = data;

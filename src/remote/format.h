@@ -81,6 +81,22 @@ sw_status sw_remote_check_value(const uint8_t *buf, size_t len, const sw_store_k
 /* A short phrase for a reject reason ("written under another key prefix"). */
 const char *sw_remote_reject_str(sw_remote_reject why);
 
+/* RESP2 framing without allocation, so that a reply's announced lengths
+ * are judged before its bytes are received. */
+#define SW_RESP_MAX_LINE (64u << 10)   /* a type+length or status line */
+#define SW_RESP_MAX_DEPTH 8u           /* nested arrays */
+#define SW_RESP_MAX_ELEMS (1u << 20)   /* elements of one array */
+/* Scans the reply that starts at buf[0] (len bytes received so far):
+ *  1  complete: *frame = its length in bytes;
+ *  0  incomplete: *need = the length that must be received before it can
+ *     complete or be judged further (> len);
+ * -1  not RESP2 (unknown type, bad number, missing CRLF, a line over
+ *     SW_RESP_MAX_LINE, too deep, too many elements);
+ * -2  a bulk string announces *bulk > max_bulk bytes (nothing past its
+ *     length line needs to be received to know it). */
+int sw_resp_scan(const char *buf, size_t len, uint64_t max_bulk, size_t *frame, size_t *need,
+                 int64_t *bulk);
+
 /* CRC16-CCITT (XMODEM) as Redis Cluster uses it, and the slot of a key:
  * the CRC16 of the {hash tag} when the key has a non-empty one, else of the
  * whole key, modulo 16384. */

@@ -147,6 +147,7 @@ void sw_remote_close(sw_remote *r)
     for (size_t i = 0; i < r->nnodes; i++) {
         if (r->nodes[i].c)
             redisFree(r->nodes[i].c);
+        sw_rnode_probe_close(&r->nodes[i]);
         free(r->nodes[i].ops);
         free(r->nodes[i].rbuf);
     }
@@ -197,6 +198,7 @@ sw_status sw_remote_open(const sw_remote_config *c, sw_remote **out)
     r->backoff_min_ms = c->backoff_min_ms;
     r->backoff_max_ms = c->backoff_max_ms;
     r->max_value_bytes = c->max_value_bytes;
+    r->refresh_gap_ms = SW_REFRESH_MIN_MS;
     r->slots = malloc(SW_REMOTE_SLOTS * sizeof *r->slots);
     r->user = c->user && c->user[0] ? dup_str(c->user) : NULL;
     r->password = dup_str(c->password);
@@ -223,6 +225,8 @@ sw_status sw_remote_open(const sw_remote_config *c, sw_remote **out)
     uint64_t deadline = sw_remote_now_us() + (uint64_t)(c->connect_timeout_ms +
                                                         c->command_timeout_ms) * 1000u;
     if (r->cluster) {
+        for (uint32_t i = 0; i < SW_REMOTE_SLOTS; i++)
+            r->slots[i] = -1;
         s = sw_remote_refresh_topology(r, deadline);
     } else {
         for (uint32_t i = 0; i < SW_REMOTE_SLOTS; i++)
@@ -364,6 +368,7 @@ static void handle_error(sw_remote *r, batch *b, rop *o, const char *msg)
         if (idx >= 0) {
             r->slots[slot] = idx;
             r->need_refresh = 1;
+            r->refresh_gap_ms = SW_REFRESH_MIN_MS;
             r->moved++;
             o->node = -1;
             o->asking = 0;
@@ -419,42 +424,31 @@ static void handle_get_value(sw_remote *r, batch *b, rop *o, const uint8_t *v, s
     r->bytes_read += h.length;
 }
 
-/* One RESP reply parsed from node n's read buffer (GET path): '$' bulk
- * (*len = -1 for nil), '-' error, '+' status or ':' integer (the line in
- * *p, *len bytes). *p points into n->rbuf and stays valid until the next
- * sw_rnode_fill. 0, -1 I/O or protocol error, -2 deadline. */
-#define SW_RESP_MAX_LINE (64u << 10)
-static int resp_next(sw_remote *r, sw_rnode *n, uint64_t deadline, char *type, const char **p,
-                     int64_t *len)
+/* One RESP reply parsed in place from node n's read buffer (GET path): '$'
+ * bulk (*len = -1 for nil), '-' error, '+' status or ':' integer (the line
+ * in *p, *len bytes). A bulk string longer than max_bulk is refused from
+ * its length line (-3, *len = the announced length), before any of it is
+ * buffered. *p points into n->rbuf and stays valid until the next read. 0,
+ * -1 I/O or protocol error, -2 deadline, -3 too long. */
+static int resp_next(sw_rnode *n, uint64_t deadline, uint64_t max_bulk, char *type,
+                     const char **p, int64_t *len)
 {
-    size_t scan = 0; /* bytes after rpos known to hold no '\n' */
-    const char *nl;
-    for (;;) {
-        size_t have = n->rlen - n->rpos;
-        nl = have > scan ? memchr(n->rbuf + n->rpos + scan, '\n', have - scan) : NULL;
-        if (nl)
-            break;
-        scan = have;
-        if (have > SW_RESP_MAX_LINE) {
-            sw_fail(SW_STATUS_IO, "redis %s:%d: protocol error: reply line over %u bytes",
-                    n->host, n->port, SW_RESP_MAX_LINE);
-            return -1;
-        }
-        int rc = sw_rnode_fill(n, have + 1, deadline);
-        if (rc)
-            return rc;
-    }
+    size_t flen = 0;
+    int64_t announced = 0;
+    int rc = sw_rnode_frame(n, max_bulk, (size_t)max_bulk + SW_RESP_MAX_LINE + 2, deadline,
+                            &flen, &announced);
+    if (rc == -3)
+        *len = announced;
+    if (rc)
+        return rc;
     const char *line = n->rbuf + n->rpos;
-    size_t ll = (size_t)(nl - line); /* up to the '\n' */
-    if (ll < 2 || line[ll - 1] != '\r') {
-        sw_fail(SW_STATUS_IO, "redis %s:%d: protocol error: bad reply line", n->host, n->port);
-        return -1;
-    }
+    const char *nl = memchr(line, '\n', flen); /* framed: present */
+    size_t ll = (size_t)(nl - line);
     *type = line[0];
+    n->rpos += flen;
     if (line[0] == '-' || line[0] == '+' || line[0] == ':') {
         *p = line + 1;
         *len = (int64_t)(ll - 2);
-        n->rpos += ll + 1;
         return 0;
     }
     if (line[0] != '$') {
@@ -462,54 +456,45 @@ static int resp_next(sw_remote *r, sw_rnode *n, uint64_t deadline, char *type, c
                 n->host, n->port, line[0]);
         return -1;
     }
-    int64_t v = 0;
-    size_t k = 1;
-    if (ll == 4 && line[1] == '-' && line[2] == '1') {
+    if (line[1] == '-') { /* "$-1": nil */
         *len = -1;
         *p = NULL;
-        n->rpos += ll + 1;
         return 0;
     }
-    for (; k < ll - 1; k++) {
-        if (line[k] < '0' || line[k] > '9' || v > ((int64_t)1 << 31)) {
-            sw_fail(SW_STATUS_IO, "redis %s:%d: protocol error: bad bulk length", n->host,
-                    n->port);
-            return -1;
-        }
-        v = v * 10 + (line[k] - '0');
-    }
-    if (k == 1 || v > ((int64_t)1 << 31)) {
-        sw_fail(SW_STATUS_IO, "redis %s:%d: protocol error: bulk length %lld", n->host, n->port,
-                (long long)v);
-        return -1;
-    }
-    size_t total = ll + 1 + (size_t)v + 2;
-    int rc = sw_rnode_fill(n, total, deadline); /* may move the buffer */
-    if (rc)
-        return rc;
-    const char *data = n->rbuf + n->rpos + ll + 1;
-    if (data[v] != '\r' || data[v + 1] != '\n') {
-        sw_fail(SW_STATUS_IO, "redis %s:%d: protocol error: bulk string not terminated",
-                n->host, n->port);
-        return -1;
-    }
-    *p = data;
-    *len = v;
-    n->rpos += total;
+    *p = line + ll + 1;
+    *len = (int64_t)(flen - ll - 1 - 2);
     return 0;
 }
 
 /* Reads and handles the reply (and the ASKING reply before it) of GET op o
- * from node n; 0 or the resp_next error. */
+ * from node n; 0, the resp_next error, or -3: the value is longer than the
+ * caller can take (the key is failed INVALID, the rest of the value is
+ * still on the connection). */
 static int read_get_reply(sw_remote *r, batch *b, sw_rnode *n, rop *o, uint64_t deadline)
 {
     char type;
     const char *p;
     int64_t len;
     int rc;
-    if (o->asking && (rc = resp_next(r, n, deadline, &type, &p, &len)) != 0)
-        return rc;
-    if ((rc = resp_next(r, n, deadline, &type, &p, &len)) != 0)
+    if (o->asking && (rc = resp_next(n, deadline, SW_RESP_SMALL_BULK, &type, &p, &len)) != 0)
+        return rc == -3 ? -1 : rc;
+    /* a value is read only when it can be delivered: at most the header
+     * plus what dst_bytes and max_value_bytes allow */
+    uint64_t room = b->dst_bytes < r->max_value_bytes ? b->dst_bytes : r->max_value_bytes;
+    rc = resp_next(n, deadline, room + SW_REMOTE_HDR_BYTES, &type, &p, &len);
+    if (rc == -3) {
+        o->pending = 0;
+        b->st[o->i] = sw_fail(SW_STATUS_INVALID,
+                              "redis: value of %.*s has %lld bytes, more than the %llu a "
+                              "64-byte header and dst_bytes %zu / max_value_bytes %u allow: "
+                              "not read",
+                              (int)o->klen, o->key, (long long)len,
+                              (unsigned long long)(room + SW_REMOTE_HDR_BYTES), b->dst_bytes,
+                              r->max_value_bytes);
+        r->oversized++;
+        return -3;
+    }
+    if (rc != 0)
         return rc;
     if (type == '$') {
         if (len < 0) {
@@ -626,8 +611,11 @@ static void run_pass(sw_remote *r, batch *b, uint64_t deadline)
     }
     for (size_t k = 0; k < r->nnodes; k++) {
         sw_rnode *n = &r->nodes[k];
-        if (n->nops && sw_rnode_connect(r, n, deadline) != SW_OK)
+        if (n->nops && sw_rnode_connect(r, n, deadline) != SW_OK) {
+            if (n->fast_failed)
+                r->fast_fails += n->nops;
             node_fail_rest(r, b, n, 0);
+        }
     }
     size_t depth = (size_t)r->max_pipeline;
     for (;;) {
@@ -662,12 +650,30 @@ static void run_pass(sw_remote *r, batch *b, uint64_t deadline)
             sw_rnode *n = &r->nodes[k];
             if (!n->nops || n->chunk_begin >= n->chunk_end)
                 continue;
+            /* the deadline went by while other nodes were read: this node's
+             * replies were not waited for, so it is not to blame */
+            int late = sw_remote_now_us() >= deadline;
             for (size_t q = n->chunk_begin; q < n->chunk_end; q++) {
                 rop *o = &b->ops[n->ops[q]];
                 redisReply *rep = NULL;
                 int rc = 0;
                 if (b->type == OP_GET) {
                     rc = read_get_reply(r, b, n, o, deadline);
+                    if (rc == -3) {
+                        /* the refused value is still on the connection: it
+                         * is re-opened; the node's other keys stay pending
+                         * for the next pass */
+                        sw_rnode_close(n);
+                        n->nops = n->chunk_begin = n->chunk_end = 0;
+                        break;
+                    }
+                    if (rc == -2 && late) {
+                        sw_rnode_close(n);
+                        sw_fail(SW_STATUS_IO, "redis %s:%d: no time left for its replies "
+                                "(the deadline passed reading other nodes)", n->host, n->port);
+                        node_fail_rest(r, b, n, q);
+                        break;
+                    }
                     if (rc != 0) {
                         if (rc == -2)
                             r->timeouts++;
@@ -684,6 +690,13 @@ static void run_pass(sw_remote *r, batch *b, uint64_t deadline)
                 }
                 if (rc == 0)
                     rc = sw_rnode_read(n, deadline, &rep);
+                if (rc == -2 && late) {
+                    sw_rnode_close(n);
+                    sw_fail(SW_STATUS_IO, "redis %s:%d: no time left for its replies "
+                            "(the deadline passed reading other nodes)", n->host, n->port);
+                    node_fail_rest(r, b, n, q);
+                    break;
+                }
                 if (rc != 0) {
                     if (rc == -2)
                         r->timeouts++;
@@ -703,8 +716,10 @@ static sw_status run_batch(sw_remote *r, batch *b)
 {
     uint64_t start = sw_remote_now_us();
     uint64_t deadline = start + (uint64_t)r->command_timeout_ms * 1000u;
-    /* rate-limited: a flapping node must not turn every call into a refresh */
-    if (r->cluster && r->need_refresh && start - r->last_refresh_us > 100000u)
+    /* rate-limited: a node that stays down must not turn every call into a
+     * refresh (the gap grows while refreshes find nothing new) */
+    if (r->cluster && r->need_refresh &&
+        start - r->last_refresh_us >= (uint64_t)r->refresh_gap_ms * 1000u)
         (void)sw_remote_refresh_topology(r, deadline);
     for (int pass = 0; pass < SW_REMOTE_PASSES; pass++) {
         int pending = 0;
@@ -716,7 +731,8 @@ static sw_status run_batch(sw_remote *r, batch *b)
     }
     for (size_t k = 0; k < b->nops; k++)
         if (b->ops[k].pending) {
-            sw_fail(SW_STATUS_IO, "redis: key %.*s still redirected after %d tries",
+            sw_fail(SW_STATUS_IO, "redis: key %.*s not answered in %d passes (redirected, "
+                    "or its connection re-opened each time)",
                     (int)b->ops[k].klen, b->ops[k].key, SW_REMOTE_PASSES);
             op_fail(r, b, &b->ops[k], SW_STATUS_IO);
         }
@@ -883,6 +899,9 @@ sw_status sw_remote_get_stats(sw_remote *r, sw_remote_stats *st)
     v.ask = r->ask;
     v.topology_refreshes = r->topology_refreshes;
     v.misplaced = r->misplaced;
+    v.oversized = r->oversized;
+    v.probes = r->probes;
+    v.fast_fails = r->fast_fails;
     v.get_calls = r->get_hist.count;
     v.get_p50_us = sw_remote_hist_quantile(&r->get_hist, 0.50);
     v.get_p99_us = sw_remote_hist_quantile(&r->get_hist, 0.99);

@@ -14,21 +14,40 @@
 #include <hiredis/hiredis.h>
 
 /* One server. A node is never removed while the handle lives (slot tables
- * hold indices); its connection comes and goes. */
+ * hold indices); its connection comes and goes.
+ *
+ * Health: a node whose connection failed (refused, lost, timed out, a
+ * protocol error) is `down`: calls fail its keys at once, without waiting,
+ * while a probe (a non-blocking connect + PING on a separate socket, at
+ * most one per backoff period) checks whether it answers again. Only an
+ * answer to the probe brings the node back; a TCP connect that a hung
+ * server's kernel completes does not. The backoff doubles across failures
+ * and falls back to backoff_min only after a reply was read from the node
+ * (`answered`). */
 typedef struct sw_rnode {
     char host[256];
     int port;
     redisContext *c;        /* NULL while disconnected */
-    int ever_connected;     /* a later successful connect is a "reconnect" */
-    uint64_t next_try_us;   /* no connect attempt before (monotonic us) */
+    int lost;               /* failed since its last connect: the next is a
+                             * "reconnect" (not after sw_rnode_close) */
+    int down;               /* failed; keys fail at once until a probe answers */
+    int answered;           /* a reply was read since the last failure */
+    int fast_failed;        /* the last sw_rnode_connect failed without trying */
+    uint64_t next_try_us;   /* down: no probe started before (monotonic us) */
     uint32_t backoff_ms;    /* next delay after a failure */
+    char why[128];          /* down: the failure that put it there */
+    redisContext *probe;    /* down: the probe in flight (non-blocking), or NULL */
+    int probe_sent;         /* its PING is written */
+    uint64_t probe_until_us;/* the probe is given up at */
     /* per pass */
     size_t *ops;            /* indices into the batch's op array */
     size_t nops, ops_cap;
     size_t chunk_begin, chunk_end; /* ops of the pipeline chunk in flight */
-    /* GET replies are parsed here, straight from recv(), not by hiredis:
-     * bytes rbuf[rpos..rlen) are received and not yet parsed. Empty
-     * whenever hiredis reads (sw_rnode_read hands leftovers to it). */
+    /* Every reply is received here, straight from recv(): bytes
+     * rbuf[rpos..rlen) are received and not yet parsed. A reply is framed
+     * (sw_resp_scan: lengths checked against the caller's limit before a
+     * byte of a bulk string is buffered) before hiredis (SET, DEL, AUTH,
+     * PING, CLUSTER SLOTS) or remote.c's GET parser sees it. */
     char *rbuf;
     size_t rpos, rlen, rcap;
 } sw_rnode;
@@ -50,6 +69,8 @@ struct sw_remote {
     int32_t *slots;           /* [16384] node index, -1 = uncovered */
     int need_refresh;
     uint64_t last_refresh_us;
+    uint32_t refresh_gap_ms;  /* rate limit of refreshes; doubles while they
+                               * find no change, SW_REFRESH_MIN..MAX_MS */
 
     char *buf;                /* command scratch */
     size_t buf_cap;
@@ -58,30 +79,47 @@ struct sw_remote {
     uint64_t gets, hits, not_found, corruptions, errors, puts, deletes;
     uint64_t bytes_read, bytes_written, reconnects, connect_failures, timeouts;
     uint64_t moved, ask, topology_refreshes;
-    uint64_t misplaced;
+    uint64_t misplaced, oversized, probes, fast_fails;
     sw_remote_hist get_hist, put_hist;
 };
 
 uint64_t sw_remote_now_us(void);
 
 /* conn.c */
-/* Connects (and authenticates) node n unless connected; honours the
- * backoff and never waits past `deadline_us`. SW_OK; SW_STATUS_IO (down,
- * backing off, timeout); SW_STATUS_INVALID (the server refused AUTH or
- * requires it; its message in the detail). Failures arm the backoff. */
+/* Connects (and authenticates) node n unless connected, never waiting past
+ * `deadline_us`. A node that is down is not connected to: its probe is
+ * started or advanced (a short, bounded wait only when it is started) and
+ * the call fails at once (n->fast_failed = 1) unless the probe has
+ * answered. SW_OK; SW_STATUS_IO (down, probing, timeout); SW_STATUS_INVALID
+ * (the server refused AUTH or requires it; its message in the detail).
+ * Failures mark the node down. */
 sw_status sw_rnode_connect(sw_remote *r, sw_rnode *n, uint64_t deadline_us);
-/* Drops the connection (replies in flight are lost) and arms the backoff. */
+/* Drops the connection (replies in flight are lost) after a failure: the
+ * node is down (backoff armed; cluster: the slot map is refreshed). */
 void sw_rnode_drop(sw_remote *r, sw_rnode *n);
+/* Closes the connection of a healthy node that is out of sync (a reply
+ * refused unread, replies not waited for): no backoff, reconnected by the
+ * next use. */
+void sw_rnode_close(sw_rnode *n);
+/* Closes a probe in flight, if any. */
+void sw_rnode_probe_close(sw_rnode *n);
 /* Sends whatever is buffered; 0 or -1 (detail recorded; caller drops). */
 int sw_rnode_flush(sw_rnode *n, uint64_t deadline_us);
-/* Next reply: 0 and *out (free with freeReplyObject), -1 I/O or protocol
- * error, -2 deadline passed. */
+/* Limits of replies other than GET's value (status lines, integers,
+ * CLUSTER SLOTS): strings and whole replies. */
+#define SW_RESP_SMALL_BULK (64u << 10)
+#define SW_RESP_MAX_FRAME (16u << 20)
+/* Frames the next reply at n->rbuf + n->rpos (not consumed): receives until
+ * it is complete, refusing a bulk string longer than max_bulk as soon as
+ * its length line is in, and a reply longer than max_frame. 0 and
+ * *frame_len; -1 I/O or protocol error; -2 deadline passed; -3 a bulk
+ * string of *announced bytes > max_bulk (nothing of it buffered beyond
+ * what one recv brought). Detail recorded on failure. */
+int sw_rnode_frame(sw_rnode *n, uint64_t max_bulk, size_t max_frame, uint64_t deadline_us,
+                   size_t *frame_len, int64_t *announced);
+/* Next reply through hiredis (within the small limits above): 0 and *out
+ * (free with freeReplyObject), -1 I/O or protocol error, -2 deadline. */
 int sw_rnode_read(sw_rnode *n, uint64_t deadline_us, redisReply **out);
-/* Makes at least `need` unparsed bytes available at n->rbuf + n->rpos
- * (compacting or growing the buffer, so pointers into it go stale): a
- * non-blocking recv first, poll only when it finds nothing. 0, -1 I/O or
- * allocation error, -2 deadline passed (detail recorded; caller drops). */
-int sw_rnode_fill(sw_rnode *n, size_t need, uint64_t deadline_us);
 /* One command, synchronously: SW_OK and *out, or SW_STATUS_IO (dropped). */
 sw_status sw_rnode_command(sw_remote *r, sw_rnode *n, int argc, const char **argv,
                            const size_t *argvlen, uint64_t deadline_us, redisReply **out);
@@ -89,6 +127,11 @@ sw_status sw_rnode_command(sw_remote *r, sw_rnode *n, int argc, const char **arg
 /* topology.c */
 /* Index of the node host:port, added when missing; -1 on allocation failure. */
 int sw_remote_node_find_or_add(sw_remote *r, const char *host, size_t host_len, int port);
+/* Refreshes are rate-limited: at least refresh_gap_ms apart; the gap
+ * doubles from SW_REFRESH_MIN_MS to SW_REFRESH_MAX_MS while refreshes find
+ * the same map, so a failover is seen within SW_REFRESH_MAX_MS. */
+#define SW_REFRESH_MIN_MS 100u
+#define SW_REFRESH_MAX_MS 400u
 /* CLUSTER SLOTS from the first node that answers; rebuilds r->slots.
  * SW_OK; SW_STATUS_IO (no node answered); SW_STATUS_INVALID (a server
  * refused AUTH or has cluster support disabled). */

@@ -79,6 +79,9 @@ sw_status sw_remote_refresh_topology(sw_remote *r, uint64_t deadline_us)
         return sw_fail(SW_STATUS_NO_MEMORY, "slot table");
     r->topology_refreshes++;
     r->last_refresh_us = sw_remote_now_us();
+    /* until one that finds something new: the next one waits longer */
+    uint32_t gap = r->refresh_gap_ms * 2;
+    r->refresh_gap_ms = gap > SW_REFRESH_MAX_MS ? SW_REFRESH_MAX_MS : gap;
     sw_status last = sw_fail(SW_STATUS_IO, "no cluster node known");
     /* connected nodes first (no connect cost), then the others in order */
     for (int pass = 0; pass < 2; pass++) {
@@ -86,7 +89,11 @@ sw_status sw_remote_refresh_topology(sw_remote *r, uint64_t deadline_us)
             sw_rnode *n = &r->nodes[i];
             if ((pass == 0) != (n->c != NULL))
                 continue;
-            sw_status s = sw_rnode_connect(r, n, deadline_us);
+            /* a node that does not answer leaves half of what is left to
+             * the next one */
+            uint64_t now = sw_remote_now_us();
+            uint64_t nd = now < deadline_us ? now + (deadline_us - now) / 2 : deadline_us;
+            sw_status s = sw_rnode_connect(r, n, nd);
             if (s != SW_OK) {
                 last = s;
                 if (s == SW_STATUS_INVALID)
@@ -94,7 +101,7 @@ sw_status sw_remote_refresh_topology(sw_remote *r, uint64_t deadline_us)
                 continue;
             }
             redisReply *rep = NULL;
-            s = sw_rnode_command(r, n, 2, argv, len, deadline_us, &rep);
+            s = sw_rnode_command(r, n, 2, argv, len, nd, &rep);
             if (s != SW_OK) {
                 last = s;
                 continue;
@@ -116,7 +123,10 @@ sw_status sw_remote_refresh_topology(sw_remote *r, uint64_t deadline_us)
                 last = s;
                 continue;
             }
-            memcpy(r->slots, fresh, SW_REMOTE_SLOTS * sizeof *fresh);
+            if (memcmp(r->slots, fresh, SW_REMOTE_SLOTS * sizeof *fresh)) {
+                memcpy(r->slots, fresh, SW_REMOTE_SLOTS * sizeof *fresh);
+                r->refresh_gap_ms = SW_REFRESH_MIN_MS;
+            }
             r->need_refresh = 0;
             last = SW_OK;
             goto out;

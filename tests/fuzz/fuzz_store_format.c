@@ -147,13 +147,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* The remote tier's value decoder (a Redis value is untrusted bytes):
      * arbitrary input must decode to CORRUPT or to a header whose length is
      * exactly the payload's; a value we encode must decode back. Slots of
-     * arbitrary key bytes stay in range. */
+     * arbitrary key bytes stay in range; RESP framing stays in bounds. */
     sw_remote_hdr rh;
     if (sw_remote_decode_value(buf, size, &rh) == SW_OK)
         FZ_CHECK(size >= SW_REMOTE_HDR_BYTES && rh.length == size - SW_REMOTE_HDR_BYTES);
     else
         FZ_CHECK(sw_remote_decode_value(buf, size, &rh) == SW_STATUS_CORRUPT);
     FZ_CHECK(sw_remote_key_slot((const char *)buf, size) < SW_REMOTE_SLOTS);
+    { /* RESP framing of untrusted bytes: a frame within them, or more
+       * needed past them, or a refusal */
+        size_t frame = 0, need = 0;
+        int64_t bulk = 0;
+        int rc = sw_resp_scan((const char *)buf, size, 1000, &frame, &need, &bulk);
+        FZ_CHECK(rc >= -2 && rc <= 1);
+        FZ_CHECK(rc != 1 || (frame > 0 && frame <= size));
+        FZ_CHECK(rc != 0 || need > size);
+        FZ_CHECK(rc != -2 || bulk > 1000);
+    }
     if (size >= 24) {
         sw_remote_hdr eh, dh;
         memset(&eh, 0, sizeof eh);
