@@ -71,13 +71,25 @@ static void test_value(void)
     CHECK(why == SW_REMOTE_REJECT_DAMAGED);
 }
 
+/* One whole-buffer scan with fresh state. */
+static int scan1(const char *buf, size_t len, uint64_t max_bulk, uint64_t max_elems,
+                 size_t max_frame, size_t *frame, size_t *need, int64_t *bulk)
+{
+    sw_resp_scan_state st;
+    sw_resp_limits lim = {max_bulk, max_frame, max_elems};
+    sw_resp_scan_init(&st);
+    return sw_resp_scan(&st, buf, len, &lim, frame, need, bulk);
+}
+
 /* RESP framing: complete replies, what is still needed, lengths judged
- * from the length line alone, malformed input. */
+ * from the length line alone, malformed input, the limits. */
 static void test_resp_scan(void)
 {
     size_t frame = 0, need = 0;
     int64_t bulk = 0;
-#define SCAN(str, max) sw_resp_scan(str, sizeof(str) - 1, max, &frame, &need, &bulk)
+#define SCANL(str, max, elems, fmax)                                                          \
+    scan1(str, sizeof(str) - 1, max, elems, fmax, &frame, &need, &bulk)
+#define SCAN(str, max) SCANL(str, max, 1000, (size_t)1 << 30)
     CHECK(SCAN("+OK\r\n", 0) == 1 && frame == 5);
     CHECK(SCAN("+OK\r\n+OK\r\n", 0) == 1 && frame == 5);
     CHECK(SCAN("$-1\r\n", 0) == 1 && frame == 5);
@@ -90,14 +102,100 @@ static void test_resp_scan(void)
     CHECK(SCAN("*2\r\n*1\r\n:1\r\n", 10) == 0);
     CHECK(SCAN("*0\r\n", 0) == 1 && frame == 4);
     CHECK(SCAN("*-1\r\n", 0) == 1 && frame == 5);
+    CHECK(SCAN(":-42\r\n", 0) == 1 && frame == 6);
+    CHECK(SCAN(":0\r\n", 0) == 1 && frame == 4);
+    CHECK(SCAN("$0\r\n\r\n", 0) == 1 && frame == 6);
     CHECK(SCAN("$3\r\nabcd\r\n", 10) == -1);  /* no CRLF after the data */
     CHECK(SCAN("$-2\r\n", 10) == -1);
+    CHECK(SCAN("$-0\r\n", 10) == -1);         /* only "-1" is negative */
+    CHECK(SCAN("$-01\r\n", 10) == -1);
+    CHECK(SCAN("$03\r\nabc\r\n", 10) == -1);  /* no leading zero */
+    CHECK(SCAN("*01\r\n:1\r\n", 10) == -1);
     CHECK(SCAN("$x\r\n", 10) == -1);
+    CHECK(SCAN(":12a\r\n", 10) == -1);        /* integers are digits */
+    CHECK(SCAN(":\r\n", 10) == -1);
+    CHECK(SCAN(":-\r\n", 10) == -1);
     CHECK(SCAN("?\r\n", 10) == -1);
     CHECK(SCAN("+OK\n", 10) == -1);
-    CHECK(SCAN("*99999999\r\n", 10) == -1);     /* over SW_RESP_MAX_ELEMS */
+    CHECK(SCAN("*99999999\r\n", 10) == -1);     /* over max_elems */
     CHECK(SCAN("*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n:1\r\n", 10) == -1);
+    /* elements count over all levels */
+    CHECK(SCANL("*2\r\n*2\r\n:1\r\n:1\r\n:1\r\n", 10, 4, 1000) == 1);
+    CHECK(SCANL("*2\r\n*2\r\n:1\r\n:1\r\n:1\r\n", 10, 3, 1000) == -1);
+    /* no array at all where none may be: judged from the first line */
+    CHECK(SCANL("*1\r\n", 10, 0, 1000) == -1);
+    CHECK(SCANL("*0\r\n", 10, 0, 1000) == -1);
+    CHECK(SCANL("$-1\r\n", 10, 0, 1000) == 1);
+    /* the byte limit: judged before the bytes are in */
+    CHECK(SCANL("+OK\r\n", 10, 0, 5) == 1);
+    CHECK(SCANL("+OKOK", 10, 0, 5) == -1);
+    CHECK(SCANL("$100\r\n", 200, 0, 50) == -1);
 #undef SCAN
+#undef SCANL
+
+    /* Resumed scans agree with whole scans, whatever the read sizes. */
+    static const char *replies[] = {
+        "*3\r\n*3\r\n:0\r\n:5460\r\n*3\r\n$9\r\n127.0.0.1\r\n:7000\r\n$4\r\nabcd\r\n"
+        "$5\r\nhello\r\n*-1\r\n",
+        "$10\r\n0123\n56789\r\n", "-MOVED 3999 127.0.0.1:6381\r\n", "*2\r\n*0\r\n$0\r\n\r\n",
+        "*2\r\n$3\r\nabXd\r\n"};
+    uint64_t seed = 0x5eed;
+    for (size_t t = 0; t < sizeof replies / sizeof replies[0]; t++) {
+        size_t len = strlen(replies[t]);
+        size_t wf = 0, wn = 0, f = 0, nd = 0;
+        int64_t wb = 0, b = 0;
+        int want = scan1(replies[t], len, 100, 100, 1u << 20, &wf, &wn, &wb);
+        for (int rep = 0; rep < 50; rep++) {
+            sw_resp_scan_state st;
+            sw_resp_limits lim = {100, 1u << 20, 100};
+            sw_resp_scan_init(&st);
+            size_t have = 0;
+            int rc = 0;
+            while (have < len) {
+                seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+                have += 1 + (size_t)((seed >> 33) % 7);
+                if (have > len)
+                    have = len;
+                rc = sw_resp_scan(&st, replies[t], have, &lim, &f, &nd, &b);
+                if (rc != 0)
+                    break;
+                CHECK(nd > have);
+            }
+            if (rc != want || (rc == 1 && f != wf)) {
+                fprintf(stderr, "reply %zu, seed %llx: resumed %d, whole %d\n", t,
+                        (unsigned long long)seed, rc, want);
+                CHECK(0);
+            }
+        }
+    }
+
+    /* A 16 MiB array of 4-byte elements received in 64 KB reads is scanned
+     * once in all: rescanning from byte 0 after every read took 5.9 s. */
+    {
+        size_t n = (size_t)4 << 20, len = 12 + 4 * n;
+        char *buf = malloc(len);
+        CHECK(buf != NULL);
+        if (buf) {
+            size_t hl = (size_t)sprintf(buf, "*%zu\r\n", n);
+            for (size_t i = 0; i < n; i++)
+                memcpy(buf + hl + 4 * i, ":1\r\n", 4);
+            len = hl + 4 * n;
+            sw_resp_scan_state st;
+            sw_resp_limits lim = {10, (size_t)32 << 20, (uint64_t)8 << 20};
+            sw_resp_scan_init(&st);
+            double t0 = sw_now_seconds();
+            int rc = 0;
+            size_t f = 0, nd = 0;
+            int64_t b = 0;
+            for (size_t have = 65536; rc == 0; have += 65536)
+                rc = sw_resp_scan(&st, buf, have < len ? have : len, &lim, &f, &nd, &b);
+            double secs = sw_now_seconds() - t0;
+            printf("16 MiB array in 64 KB reads: scanned in %.1f ms\n", secs * 1e3);
+            CHECK(rc == 1 && f == len);
+            CHECK(secs < 0.5);
+            free(buf);
+        }
+    }
 }
 
 static void test_names_and_slots(void)

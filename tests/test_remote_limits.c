@@ -15,11 +15,15 @@
 #include <poll.h>
 #include <pthread.h>
 
-enum { FAKE_HUGE = 1, FAKE_TRICKLE = 2 };
+enum { FAKE_HUGE = 1, FAKE_TRICKLE = 2, FAKE_ARRAY = 3, FAKE_MOVED = 4 };
 enum { TIMEOUT_MS = 300 };
 
 typedef struct fake {
     int lfd, port, mode;
+    int arr_elems;          /* FAKE_ARRAY: the array streamed */
+    size_t arr_elem_len;
+    int names[11];          /* FAKE_MOVED: ports of other nodes it names:
+                             * [0..3] in MOVED, [4..10] in CLUSTER SLOTS */
     volatile int stop;
     pthread_t th;
 } fake;
@@ -43,6 +47,65 @@ static int send_all(int fd, const char *p, size_t n)
     return 0;
 }
 
+/* FAKE_ARRAY: an array of f->arr_elems copies of f->arr_elem as the answer
+ * to anything but PING, 16 KB every 500 us (~32 MB/s). With 1000000 arrays
+ * of 7 integers (32 MB), a client that rescans the reply from its start
+ * after every read falls behind, so every read finds bytes, and a client
+ * that looks at the clock only when a read comes back empty never does. */
+enum { PACE_BYTES = 16384, PACE_US = 500 };
+static char array_pattern[PACE_BYTES + 2 * 64];
+
+static void array_set(fake *f, int elems, const char *elem)
+{
+    f->arr_elems = elems;
+    f->arr_elem_len = strlen(elem);
+    for (size_t i = 0; i + f->arr_elem_len <= sizeof array_pattern; i += f->arr_elem_len)
+        memcpy(array_pattern + i, elem, f->arr_elem_len);
+}
+
+static int stream_array(fake *f, int fd)
+{
+    char head[32];
+    int hl = snprintf(head, sizeof head, "*%d\r\n", f->arr_elems);
+    if (send_all(fd, head, (size_t)hl))
+        return -1;
+    uint64_t total = (uint64_t)f->arr_elems * f->arr_elem_len;
+    for (uint64_t sent = 0; sent < total && !f->stop;) {
+        size_t n = total - sent < PACE_BYTES ? (size_t)(total - sent) : PACE_BYTES;
+        if (send_all(fd, array_pattern + sent % f->arr_elem_len, n))
+            return -1;
+        sent += n;
+        struct timespec ts = {0, PACE_US * 1000L};
+        nanosleep(&ts, NULL);
+    }
+    return -1; /* the client gave up long before: done with it */
+}
+
+/* FAKE_MOVED: a cluster node whose CLUSTER SLOTS names 7 other nodes
+ * (slots 0..6, ports nobody listens on) and itself for 7..16383, so the
+ * client's node table (8 entries) is full; every GET is answered with a
+ * MOVED to a node it does not know yet, which grows the table. */
+static int answer_moved(fake *f, int fd, const char *req)
+{
+    char b[4096];
+    size_t l = 0;
+    if (strstr(req, "SLOTS")) {
+        l += (size_t)snprintf(b, sizeof b, "*8\r\n");
+        for (int i = 0; i < 7; i++)
+            l += (size_t)snprintf(b + l, sizeof b - l,
+                                  "*3\r\n:%d\r\n:%d\r\n*2\r\n$9\r\n127.0.0.1\r\n:%d\r\n", i, i,
+                                  f->names[4 + i]);
+        l += (size_t)snprintf(b + l, sizeof b - l,
+                              "*3\r\n:7\r\n:16383\r\n*2\r\n$9\r\n127.0.0.1\r\n:%d\r\n", f->port);
+        return send_all(fd, b, l);
+    }
+    int i = 0;
+    for (const char *p = req; (p = strstr(p, "GET")) != NULL && l + 64 < sizeof b; p += 3, i++)
+        l += (size_t)snprintf(b + l, sizeof b - l, "-MOVED %d 127.0.0.1:%d\r\n", 100 + i,
+                              f->names[i % 4]);
+    return l ? send_all(fd, b, l) : 0;
+}
+
 static void *fake_conn_main(void *arg)
 {
     fake_conn *fc = arg;
@@ -60,6 +123,16 @@ static void *fake_conn_main(void *arg)
         req[got] = 0;
         if (strstr(req, "PING")) {
             if (send_all(fd, "+PONG\r\n", 7))
+                break;
+            continue;
+        }
+        if (f->mode == FAKE_ARRAY) {
+            if (stream_array(f, fd))
+                break;
+            continue;
+        }
+        if (f->mode == FAKE_MOVED) {
+            if (answer_moved(f, fd, req))
                 break;
             continue;
         }
@@ -246,18 +319,114 @@ int main(void)
         sw_store_key k = tr_key(1, 2, 3, 0, SW_STORE_KIND_K);
         const void *sp[1] = {small};
         size_t l = sizeof small;
+        sw_remote_stats s0;
+        memset(&s0, 0, sizeof s0);
+        s0.struct_size = sizeof s0;
+        CHECK_STATUS(sw_remote_get_stats(r, &s0), SW_OK);
         double t0 = tr_now();
         (void)sw_remote_put_batch(r, 1, &k, sp, &l, NULL, &st);
         secs = tr_now() - t0;
         printf("trickle, SET: %s in %.1f ms: %s\n", sw_status_str(st), secs * 1e3,
                sw_last_error());
         CHECK(st == SW_STATUS_IO && secs < 1.2 * T);
+        /* it waited for the trickle (not a fast fail of a down node) */
+        s = s0;
+        CHECK_STATUS(sw_remote_get_stats(r, &s), SW_OK);
+        CHECK(secs >= 0.9 * T && s.timeouts == s0.timeouts + 1);
         worst = secs > worst ? secs : worst;
     }
     sw_remote_close(r);
     fake_stop(&f);
 
-    /* ---- 3. a real 8 MiB value under a tier key, among normal ones ---- */
+    /* ---- 3. an array streamed fast but paced, as the reply to a GET, a
+     * SET and CLUSTER SLOTS: every read finds bytes, the deadline must
+     * still end the call (was: 1781 ms for a 300 ms timeout) ---- */
+    fake_start(&f, FAKE_ARRAY);
+    array_set(&f, 1000000, "*7\r\n:1\r\n:1\r\n:1\r\n:1\r\n:1\r\n:1\r\n:1\r\n");
+    r = open_at(f.port, 0);
+    {
+        /* a destination as large as max_value_bytes (64 MiB, never
+         * touched): no frame limit below the stream's size helps */
+        size_t cap = (size_t)64 << 20;
+        void *huge = malloc(cap);
+        CHECK(huge != NULL);
+        st = get_one(r, huge, cap, &secs, &grew);
+        printf("paced array to a GET: %s in %.1f ms (timeout %d ms): %s\n", sw_status_str(st),
+               secs * 1e3, TIMEOUT_MS, sw_last_error());
+        CHECK(st == SW_STATUS_IO && secs < 1.2 * T);
+        worst = secs > worst ? secs : worst;
+        free(huge);
+    }
+    tr_sleep_ms(TIMEOUT_MS); /* past the backoff */
+    {
+        sw_store_key k = tr_key(1, 2, 3, 0, SW_STORE_KIND_K);
+        const void *sp[1] = {small};
+        size_t l = sizeof small;
+        double t0 = tr_now();
+        (void)sw_remote_put_batch(r, 1, &k, sp, &l, NULL, &st);
+        secs = tr_now() - t0;
+        printf("paced array to a SET: %s in %.1f ms: %s\n", sw_status_str(st), secs * 1e3,
+               sw_last_error());
+        CHECK(st == SW_STATUS_IO && secs < 1.2 * T);
+        worst = secs > worst ? secs : worst;
+    }
+    sw_remote_close(r);
+    {
+        /* CLUSTER SLOTS may be an array, of at most 512 Ki elements */
+        sw_remote_config c = tr_config(f.port);
+        c.cluster = 1;
+        c.command_timeout_ms = TIMEOUT_MS;
+        c.connect_timeout_ms = 200;
+        sw_remote *rc = NULL;
+        double t0 = tr_now();
+        sw_status os = sw_remote_open(&c, &rc);
+        secs = tr_now() - t0;
+        printf("paced array to CLUSTER SLOTS: open %s in %.1f ms (connect + command %d ms): "
+               "%s\n", sw_status_str(os), secs * 1e3, 200 + TIMEOUT_MS, sw_last_error());
+        CHECK(os == SW_STATUS_IO && !rc && secs < 1.2 * (0.2 + T));
+        sw_remote_close(rc);
+        /* within its limits (400000 elements, 15.6 MB): the deadline ends
+         * it (the refresh gives the one seed half of the open's time) */
+        array_set(&f, 400000, "$32\r\n0123456789abcdef0123456789abcdef\r\n");
+        t0 = tr_now();
+        os = sw_remote_open(&c, &rc);
+        secs = tr_now() - t0;
+        printf("paced array within the limits to CLUSTER SLOTS: open %s in %.1f ms: %s\n",
+               sw_status_str(os), secs * 1e3, sw_last_error());
+        CHECK(os == SW_STATUS_IO && !rc && secs < 1.2 * (0.2 + T));
+        CHECK(strstr(sw_last_error(), "timeout") != NULL);
+        sw_remote_close(rc);
+    }
+    fake_stop(&f);
+
+    /* ---- 4. every key of a batch announces 2 GiB: each refusal re-opens
+     * the connection (too long to drain), and that does not use up one of
+     * the call's passes (was: the 4th key IO, "not answered in 3 passes") */
+    fake_start(&f, FAKE_HUGE);
+    r = open_at(f.port, 0);
+    {
+        enum { K = 4 };
+        sw_store_key hk[K];
+        void *hd[K];
+        sw_status hs[K];
+        for (int i = 0; i < K; i++) {
+            hk[i] = tr_key(9, 0, (uint32_t)i, 0, SW_STORE_KIND_K);
+            hd[i] = small;
+        }
+        double t0 = tr_now();
+        (void)sw_remote_get_batch(r, K, hk, hd, sizeof small, NULL, NULL, hs);
+        secs = tr_now() - t0;
+        printf("%d keys each announcing 2 GiB: %s %s %s %s in %.1f ms: %s\n", K,
+               sw_status_str(hs[0]), sw_status_str(hs[1]), sw_status_str(hs[2]),
+               sw_status_str(hs[3]), secs * 1e3, sw_last_error());
+        for (int i = 0; i < K; i++)
+            CHECK(hs[i] == SW_STATUS_INVALID);
+        CHECK(secs < 1.2 * T);
+    }
+    sw_remote_close(r);
+    fake_stop(&f);
+
+    /* ---- 5. a real 8 MiB value under a tier key, among normal ones ---- */
     tr_server srv;
     tr_start(&srv, 0, NULL);
     r = open_at(srv.port, 0);
@@ -310,10 +479,107 @@ int main(void)
     CHECK(grew < 1024 && secs < 1.2 * T);
     CHECK_STATUS(sw_remote_get_stats(r, &s), SW_OK);
     CHECK(s.oversized == 1 && s.reconnects == 0 && s.errors == 0);
-    /* the connection was re-opened: the next call is clean */
+    /* the connection carried on: the next call is clean */
     CHECK_STATUS(sw_remote_get_batch(r, 2, keys, dsts, LEN, got, NULL, sts), SW_OK);
+
+    /* four oversized values interleaved with four healthy ones on one
+     * node: each refused value is drained, the pipeline goes on (was: each
+     * closed the connection and used a pass, so key 6 and the healthy keys
+     * 5 and 7 failed IO) */
+    CHECK_STATUS(sw_remote_put_batch(r, N, keys, srcs, lens, NULL, sts), SW_OK);
+#if defined(SPILLWAY_HAVE_HIREDIS)
+    {
+        size_t big_len = 1u << 20;
+        char *junk = malloc(big_len);
+        CHECK(junk != NULL);
+        if (junk) {
+            memset(junk, 'j', big_len);
+            for (int i = 0; i < N; i += 2) {
+                char name[SW_REMOTE_MAX_KEY + 1];
+                size_t nl = sw_remote_key_name("sw:", 3, &keys[i], name);
+                name[nl] = 0;
+                redisReply *rep = tr_cmd(srv.port, "SET %s %b", name, junk, big_len);
+                CHECK(rep && rep->type == REDIS_REPLY_STATUS);
+                if (rep)
+                    freeReplyObject(rep);
+            }
+            free(junk);
+        }
+    }
+#endif
+    sw_remote_stats s1 = s;
+    CHECK_STATUS(sw_remote_get_stats(r, &s1), SW_OK);
+    memset(dst, 0x5a, sizeof dst);
+    t0 = tr_now();
+    CHECK_STATUS(sw_remote_get_batch(r, N, keys, dsts, LEN, got, NULL, sts),
+                 SW_STATUS_INVALID);
+    secs = tr_now() - t0;
+    printf("4 of %d keys oversized (1 MiB, dst %d B), in %.1f ms:", N, LEN, secs * 1e3);
+    for (int i = 0; i < N; i++)
+        printf(" %s", sw_status_str(sts[i]));
+    printf("\n");
+    for (int i = 0; i < N; i++) {
+        if (i % 2 == 0)
+            CHECK(sts[i] == SW_STATUS_INVALID && dst[i][0] == 0x5a);
+        else
+            CHECK(sts[i] == SW_OK && got[i] == LEN && !memcmp(dst[i], src[i], LEN));
+    }
+    CHECK_STATUS(sw_remote_get_stats(r, &s), SW_OK);
+    CHECK(s.oversized == s1.oversized + 4 && s.errors == 0 && s.reconnects == 0);
+    CHECK(secs < 1.2 * T);
     sw_remote_close(r);
     tr_kill(&srv);
+
+    /* ---- 6. MOVED to unknown nodes while the node table is full: the
+     * table grows (realloc) under the batch engine, which must not keep a
+     * pointer into the old one (a heap use-after-free; run under
+     * -DSPILLWAY_SANITIZE=address to see it) ---- */
+    fake_start(&f, FAKE_MOVED);
+    for (int i = 0; i < 11; i++)
+        f.names[i] = tr_free_port();
+    {
+        char ep[64];
+        snprintf(ep, sizeof ep, "127.0.0.1:%d", f.port);
+        sw_remote_config c = tr_config(f.port);
+        c.cluster = 1;
+        c.command_timeout_ms = TIMEOUT_MS;
+        c.connect_timeout_ms = 200;
+        sw_remote *rc = NULL;
+        CHECK_STATUS(sw_remote_open(&c, &rc), SW_OK);
+        if (!rc)
+            return 1;
+        sw_remote_stats ms;
+        memset(&ms, 0, sizeof ms);
+        ms.struct_size = sizeof ms;
+        CHECK_STATUS(sw_remote_get_stats(rc, &ms), SW_OK);
+        CHECK(ms.nodes == 8);
+        enum { K = 4 };
+        sw_store_key mk[K];
+        void *md[K];
+        sw_status mst[K];
+        int found = 0;
+        for (uint32_t b = 0; found < K && b < 100000; b++) {
+            sw_store_key k = tr_key(3, 0, b, 0, SW_STORE_KIND_K);
+            char name[SW_REMOTE_MAX_KEY];
+            size_t nl = sw_remote_key_name("sw:", 3, &k, name);
+            if (sw_remote_key_slot(name, nl) >= 7) { /* served by the fake */
+                mk[found] = k;
+                md[found++] = small;
+            }
+        }
+        double t0m = tr_now();
+        (void)sw_remote_get_batch(rc, K, mk, md, sizeof small, NULL, NULL, mst);
+        secs = tr_now() - t0m;
+        CHECK_STATUS(sw_remote_get_stats(rc, &ms), SW_OK);
+        printf("MOVED to 4 unknown nodes (table of 8 full): %s in %.1f ms, %llu nodes, "
+               "%llu moved: %s\n", sw_status_str(mst[0]), secs * 1e3,
+               (unsigned long long)ms.nodes, (unsigned long long)ms.moved, sw_last_error());
+        for (int i = 0; i < K; i++)
+            CHECK(mst[i] == SW_STATUS_IO); /* nobody serves the targets */
+        CHECK(ms.nodes == 12 && ms.moved >= K && secs < 1.2 * T);
+        sw_remote_close(rc);
+    }
+    fake_stop(&f);
 
     printf("slowest misbehaving-server call: %.1f ms (timeout %d ms, bound %.0f ms)\n",
            worst * 1e3, TIMEOUT_MS, 1.2 * TIMEOUT_MS);

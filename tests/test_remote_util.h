@@ -126,10 +126,27 @@ static inline void tr_init(const char *tag)
     signal(SIGPIPE, SIG_IGN);
 }
 
-/* A loopback port nobody listens on right now. */
+/* 1 when a loopback TCP port can be bound now (nobody listens on it). */
+static inline int tr_port_free(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0)
+        return 0;
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons((uint16_t)port);
+    int ok = bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    close(fd);
+    return ok;
+}
+
+/* A loopback port nobody listens on right now, and whose cluster bus port
+ * (port + 10000, where a cluster node also listens) is free as well. */
 static inline int tr_free_port(void)
 {
-    for (int tries = 0; tries < 50; tries++) {
+    for (int tries = 0; tries < 200; tries++) {
         int fd = socket(AF_INET, SOCK_STREAM, 0);
         struct sockaddr_in a;
         memset(&a, 0, sizeof a);
@@ -140,8 +157,7 @@ static inline int tr_free_port(void)
             getsockname(fd, (struct sockaddr *)&a, &len) == 0) {
             int port = ntohs(a.sin_port);
             close(fd);
-            /* cluster nodes also listen on port + 10000 */
-            if (port + 10000 <= 65535)
+            if (port + 10000 <= 65535 && tr_port_free(port + 10000))
                 return port;
         } else {
             close(fd);

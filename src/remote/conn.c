@@ -59,6 +59,7 @@ void sw_rnode_close(sw_rnode *n)
         n->c = NULL;
     }
     n->rpos = n->rlen = 0; /* replies in flight on the old connection */
+    sw_resp_scan_init(&n->scan);
 }
 
 void sw_rnode_drop(sw_remote *r, sw_rnode *n)
@@ -120,8 +121,9 @@ static int wait_readable(sw_rnode *n, uint64_t deadline_us)
 /* Makes at least `need` unparsed bytes available at n->rbuf + n->rpos
  * (compacting or growing the buffer, so pointers into it go stale): a
  * non-blocking recv first, poll only when it finds nothing. The deadline is
- * checked after every recv as well, so a server that streams without end
- * (or trickles) cannot hold a call past it. 0, -1 I/O or allocation error,
+ * checked after every recv that did not bring all of `need` as well (and
+ * sw_rnode_frame checks it before every call), so a server that streams
+ * without end (or trickles) cannot hold a call past it. 0, -1 I/O or allocation error,
  * -2 deadline passed (detail recorded; caller drops). */
 static int rnode_fill(sw_rnode *n, size_t need, uint64_t deadline_us)
 {
@@ -175,36 +177,49 @@ static int rnode_fill(sw_rnode *n, size_t need, uint64_t deadline_us)
     return 0;
 }
 
-int sw_rnode_frame(sw_rnode *n, uint64_t max_bulk, size_t max_frame, uint64_t deadline_us,
+const sw_resp_limits sw_resp_small = {SW_RESP_SMALL_FRAME, SW_RESP_SMALL_FRAME, 0};
+const sw_resp_limits sw_resp_slots = {SW_RESP_SMALL_FRAME, SW_RESP_SLOTS_FRAME,
+                                      SW_RESP_SLOTS_ELEMS};
+
+int sw_rnode_frame(sw_rnode *n, const sw_resp_limits *lim, uint64_t deadline_us,
                    size_t *frame_len, int64_t *announced)
 {
     for (;;) {
-        size_t need = 0;
+        size_t need = 1;
         int64_t bulk = 0;
-        int rc = n->rlen > n->rpos
-                     ? sw_resp_scan(n->rbuf + n->rpos, n->rlen - n->rpos, max_bulk, frame_len,
-                                    &need, &bulk)
-                     : (need = 1, 0);
+        int rc = n->rlen > n->rpos ? sw_resp_scan(&n->scan, n->rbuf + n->rpos, n->rlen - n->rpos,
+                                                  lim, frame_len, &need, &bulk)
+                                   : 0;
         if (rc == 1) {
+            sw_resp_scan_init(&n->scan);
             n->answered = 1;
             return 0;
         }
         if (rc == -1) {
-            sw_fail(SW_STATUS_IO, "redis %s:%d: protocol error: malformed reply", n->host,
-                    n->port);
+            sw_fail(SW_STATUS_IO, "redis %s:%d: protocol error: %s (at most %zu bytes, %llu "
+                    "array elements expected)", n->host, n->port, n->scan.why, lim->max_frame,
+                    (unsigned long long)lim->max_elems);
+            sw_resp_scan_init(&n->scan);
             return -1;
         }
         if (rc == -2) {
             *announced = bulk;
+            *frame_len = n->scan.line_end;
+            sw_resp_scan_init(&n->scan);
             sw_fail(SW_STATUS_IO, "redis %s:%d: reply announces a %lld-byte string, at most "
                     "%llu expected", n->host, n->port, (long long)bulk,
-                    (unsigned long long)max_bulk);
+                    (unsigned long long)lim->max_bulk);
             return -3;
         }
-        if (need > max_frame) {
-            sw_fail(SW_STATUS_IO, "redis %s:%d: reply longer than %zu bytes", n->host, n->port,
-                    max_frame);
-            return -1;
+        /* Checked before every read, not only when a read finds nothing:
+         * while a line is incomplete any byte satisfies the read, so a
+         * server that streams fast enough would never let the clock be
+         * looked at (a 32 MiB array paced at 16 KB per 700 us held a 300
+         * ms call for 1781 ms). */
+        if (sw_remote_now_us() >= deadline_us) {
+            sw_fail(SW_STATUS_IO, "redis %s:%d: reply not complete within the timeout",
+                    n->host, n->port);
+            return -2;
         }
         rc = rnode_fill(n, need, deadline_us);
         if (rc)
@@ -212,12 +227,67 @@ int sw_rnode_frame(sw_rnode *n, uint64_t max_bulk, size_t max_frame, uint64_t de
     }
 }
 
-int sw_rnode_read(sw_rnode *n, uint64_t deadline_us, redisReply **out)
+int sw_rnode_skip(sw_rnode *n, uint64_t bytes, uint64_t deadline_us)
+{
+    unsigned char tail[2] = {0, 0}; /* the last two bytes dropped: CRLF */
+    while (bytes) {
+        size_t have = n->rlen - n->rpos;
+        if (have) {
+            size_t take = (uint64_t)have < bytes ? have : (size_t)bytes;
+            const unsigned char *p = (const unsigned char *)n->rbuf + n->rpos;
+            if (take >= 2) {
+                tail[0] = p[take - 2];
+                tail[1] = p[take - 1];
+            } else {
+                tail[0] = tail[1];
+                tail[1] = p[0];
+            }
+            n->rpos += take;
+            bytes -= take;
+            continue;
+        }
+        n->rpos = n->rlen = 0;
+        if (sw_remote_now_us() >= deadline_us) {
+            sw_fail(SW_STATUS_IO, "redis %s:%d: refused value not drained within the timeout",
+                    n->host, n->port);
+            return -2;
+        }
+        /* never past the value: what follows it is the next reply */
+        size_t want = (uint64_t)n->rcap < bytes ? n->rcap : (size_t)bytes;
+        ssize_t got = recv(n->c->fd, n->rbuf, want, MSG_DONTWAIT);
+        if (got > 0) {
+            n->rlen = (size_t)got;
+            continue;
+        }
+        if (got == 0) {
+            sw_fail(SW_STATUS_IO, "redis %s:%d: connection lost: closed", n->host, n->port);
+            return -1;
+        }
+        if (errno == EINTR)
+            continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK) {
+            sw_fail(SW_STATUS_IO, "redis %s:%d: connection lost: %s", n->host, n->port,
+                    strerror(errno));
+            return -1;
+        }
+        int w = wait_readable(n, deadline_us);
+        if (w != 0)
+            return w;
+    }
+    if (tail[0] != '\r' || tail[1] != '\n') {
+        sw_fail(SW_STATUS_IO, "redis %s:%d: protocol error: a bulk string without CRLF after "
+                "its data", n->host, n->port);
+        return -1;
+    }
+    return 0;
+}
+
+int sw_rnode_read(sw_rnode *n, const sw_resp_limits *lim, uint64_t deadline_us,
+                  redisReply **out)
 {
     size_t len = 0;
     int64_t announced = 0;
-    int rc = sw_rnode_frame(n, SW_RESP_SMALL_BULK, SW_RESP_MAX_FRAME, deadline_us, &len,
-                            &announced);
+    int rc = sw_rnode_frame(n, lim, deadline_us, &len, &announced);
     if (rc == -3)
         rc = -1; /* no reply here carries a large string: a protocol error */
     if (rc)
@@ -241,7 +311,8 @@ int sw_rnode_read(sw_rnode *n, uint64_t deadline_us, redisReply **out)
 }
 
 sw_status sw_rnode_command(sw_remote *r, sw_rnode *n, int argc, const char **argv,
-                           const size_t *argvlen, uint64_t deadline_us, redisReply **out)
+                           const size_t *argvlen, const sw_resp_limits *lim,
+                           uint64_t deadline_us, redisReply **out)
 {
     *out = NULL;
     if (redisAppendCommandArgv(n->c, argc, argv, argvlen) != REDIS_OK) {
@@ -251,7 +322,7 @@ sw_status sw_rnode_command(sw_remote *r, sw_rnode *n, int argc, const char **arg
     }
     int rc = sw_rnode_flush(n, deadline_us);
     if (rc == 0)
-        rc = sw_rnode_read(n, deadline_us, out);
+        rc = sw_rnode_read(n, lim, deadline_us, out);
     if (rc != 0) {
         if (rc == -2)
             r->timeouts++;
@@ -430,6 +501,7 @@ sw_status sw_rnode_connect(sw_remote *r, sw_rnode *n, uint64_t deadline_us)
     redisSetTimeout(c, tv_us((uint64_t)r->command_timeout_ms * 1000u));
     n->c = c;
     n->rpos = n->rlen = 0;
+    sw_resp_scan_init(&n->scan);
     if (r->password) {
         const char *argv[3] = {"AUTH", NULL, NULL};
         size_t len[3] = {4, 0, 0};
@@ -441,7 +513,8 @@ sw_status sw_rnode_connect(sw_remote *r, sw_rnode *n, uint64_t deadline_us)
         argv[argc] = r->password;
         len[argc++] = strlen(r->password);
         redisReply *rep = NULL;
-        if (sw_rnode_command(r, n, argc, argv, len, conn_deadline, &rep) != SW_OK) {
+        if (sw_rnode_command(r, n, argc, argv, len, &sw_resp_small, conn_deadline, &rep) !=
+            SW_OK) {
             r->connect_failures++;
             return SW_STATUS_IO; /* dropped, node down, detail set */
         }

@@ -2,6 +2,7 @@
 #include "remote/format.h"
 #include "store/format.h" /* sw_crc32c: the store's CRC32C, one implementation */
 
+#include <stdint.h>
 #include <string.h>
 
 static void put_u16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
@@ -149,17 +150,17 @@ const char *sw_remote_reject_str(sw_remote_reject why)
     return "rejected";
 }
 
-/* The number of a type line "<t><digits>\r" (ll bytes up to the '\n'): -1
- * allowed, nothing else signed; 0 and *v, -1 malformed. */
-static int resp_number(const char *line, size_t ll, int64_t *v)
+/* The length of a '$' or '*' line "<t><digits>\r" (ll bytes up to the
+ * '\n'): exactly "-1", or digits without a leading zero (but "0"), at most
+ * 18 of them. 0 and *v, -1 malformed. */
+static int resp_length(const char *line, size_t ll, int64_t *v)
 {
     size_t k = 1, end = ll - 1; /* line[end] is the '\r' */
-    int neg = 0;
-    if (k < end && line[k] == '-') {
-        neg = 1;
-        k++;
+    if (end - k == 2 && line[1] == '-' && line[2] == '1') {
+        *v = -1;
+        return 0;
     }
-    if (k == end || end - k > 18)
+    if (k == end || end - k > 18 || (line[k] == '0' && end - k > 1))
         return -1;
     int64_t x = 0;
     for (; k < end; k++) {
@@ -167,77 +168,119 @@ static int resp_number(const char *line, size_t ll, int64_t *v)
             return -1;
         x = x * 10 + (line[k] - '0');
     }
-    if (neg && x != 1)
-        return -1;
-    *v = neg ? -1 : x;
+    *v = x;
     return 0;
 }
 
-int sw_resp_scan(const char *buf, size_t len, uint64_t max_bulk, size_t *frame, size_t *need,
-                 int64_t *bulk)
+/* An integer line ":[-]<digits>\r": what hiredis will parse as a long long
+ * (at most 19 digits). */
+static int resp_integer_ok(const char *line, size_t ll)
 {
-    int64_t left[SW_RESP_MAX_DEPTH + 1]; /* items still to come per level */
-    int depth = 0;
-    size_t pos = 0;
-    left[0] = 1;
-    for (;;) {
-        const char *nl = pos < len ? memchr(buf + pos, '\n', len - pos) : NULL;
-        if (!nl) {
-            if (len - pos > SW_RESP_MAX_LINE)
-                return -1;
-            *need = len + 1;
+    size_t k = 1, end = ll - 1;
+    if (k < end && line[k] == '-')
+        k++;
+    if (k == end || end - k > 19)
+        return 0;
+    for (; k < end; k++)
+        if (line[k] < '0' || line[k] > '9')
             return 0;
+    return 1;
+}
+
+void sw_resp_scan_init(sw_resp_scan_state *s)
+{
+    memset(s, 0, sizeof *s);
+    s->left[0] = 1;
+}
+
+static int scan_refuse(sw_resp_scan_state *s, const char *why)
+{
+    s->why = why;
+    return -1;
+}
+
+int sw_resp_scan(sw_resp_scan_state *s, const char *buf, size_t len, const sw_resp_limits *lim,
+                 size_t *frame, size_t *need, int64_t *bulk)
+{
+    for (;;) {
+        size_t pos = s->pos;
+        size_t from = pos + s->seen; /* the line's bytes searched before */
+        const char *nl = from < len ? memchr(buf + from, '\n', len - from) : NULL;
+        if (!nl) {
+            s->seen = len - pos;
+            if (len - pos > SW_RESP_MAX_LINE)
+                return scan_refuse(s, "a line longer than 64 KiB");
+            *need = len + 1;
+            return *need > lim->max_frame ? scan_refuse(s, "a reply longer than allowed") : 0;
         }
         size_t ll = (size_t)(nl - (buf + pos));
         if (ll < 2 || ll > SW_RESP_MAX_LINE || buf[pos + ll - 1] != '\r')
-            return -1;
+            return scan_refuse(s, "a line without CRLF, empty or over 64 KiB");
         const char *line = buf + pos;
         size_t next = pos + ll + 1;
+        if (next > lim->max_frame)
+            return scan_refuse(s, "a reply longer than allowed");
         int64_t v = 0;
         switch (line[0]) {
         case '+':
         case '-':
+            break;
         case ':':
+            if (!resp_integer_ok(line, ll))
+                return scan_refuse(s, "a malformed integer");
             break;
         case '$':
-            if (resp_number(line, ll, &v))
-                return -1;
+            if (resp_length(line, ll, &v))
+                return scan_refuse(s, "a malformed bulk string length");
             if (v >= 0) {
-                if ((uint64_t)v > max_bulk) {
+                /* v + 2 more bytes must fit a size_t after next (32-bit) */
+                if ((uint64_t)v > lim->max_bulk || (uint64_t)v > (uint64_t)(SIZE_MAX - 2 - next)) {
                     *bulk = v;
+                    s->line_end = next;
                     return -2;
                 }
-                if (next + (size_t)v + 2 > len) {
-                    *need = next + (size_t)v + 2;
+                size_t end = next + (size_t)v + 2;
+                if (end > lim->max_frame)
+                    return scan_refuse(s, "a reply longer than allowed");
+                if (end > len) {
+                    s->seen = ll; /* the length line is whole: not searched again */
+                    *need = end;
                     return 0;
                 }
-                if (buf[next + v] != '\r' || buf[next + v + 1] != '\n')
-                    return -1;
-                next += (size_t)v + 2;
+                if (buf[end - 2] != '\r' || buf[end - 1] != '\n')
+                    return scan_refuse(s, "a bulk string without CRLF after its data");
+                next = end;
             }
             break;
         case '*':
-            if (resp_number(line, ll, &v) || v > (int64_t)SW_RESP_MAX_ELEMS)
-                return -1;
+            if (lim->max_elems == 0)
+                return scan_refuse(s, "an array where none was expected");
+            if (resp_length(line, ll, &v))
+                return scan_refuse(s, "a malformed array length");
             if (v > 0) {
-                if (depth == (int)SW_RESP_MAX_DEPTH)
-                    return -1;
-                left[++depth] = v;
-                pos = next;
+                if ((uint64_t)v > lim->max_elems - s->elems)
+                    return scan_refuse(s, "more array elements than allowed");
+                if (s->depth == (int)SW_RESP_MAX_DEPTH)
+                    return scan_refuse(s, "arrays nested too deep");
+                s->elems += (uint64_t)v;
+                s->left[++s->depth] = v;
+                s->pos = next;
+                s->seen = 0;
                 continue; /* the array is done when its last element is */
             }
             break;
         default:
-            return -1;
+            return scan_refuse(s, "an unknown reply type");
         }
-        pos = next;
+        s->pos = next;
+        s->seen = 0;
         /* one item done: close every level it completes */
-        while (--left[depth] == 0) {
-            if (depth == 0) {
-                *frame = pos;
+        while (--s->left[s->depth] == 0) {
+            if (s->depth == 0) {
+                *frame = s->pos;
                 return 1;
             }
-            depth--;
+            s->depth--;
         }
     }
 }

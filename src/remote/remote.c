@@ -237,7 +237,7 @@ sw_status sw_remote_open(const sw_remote_config *c, sw_remote **out)
             static const char *argv[1] = {"PING"};
             static const size_t len[1] = {4};
             redisReply *rep = NULL;
-            s = sw_rnode_command(r, n, 1, argv, len, deadline, &rep);
+            s = sw_rnode_command(r, n, 1, argv, len, &sw_resp_small, deadline, &rep);
             if (s == SW_OK && rep->type == REDIS_REPLY_ERROR) {
                 int auth = !strncmp(rep->str, "NOAUTH", 6) || !strncmp(rep->str, "NOPERM", 6);
                 s = sw_fail(auth ? SW_STATUS_INVALID : SW_STATUS_IO, "redis %s:%d: PING: %s",
@@ -426,19 +426,23 @@ static void handle_get_value(sw_remote *r, batch *b, rop *o, const uint8_t *v, s
 
 /* One RESP reply parsed in place from node n's read buffer (GET path): '$'
  * bulk (*len = -1 for nil), '-' error, '+' status or ':' integer (the line
- * in *p, *len bytes). A bulk string longer than max_bulk is refused from
- * its length line (-3, *len = the announced length), before any of it is
- * buffered. *p points into n->rbuf and stays valid until the next read. 0,
- * -1 I/O or protocol error, -2 deadline, -3 too long. */
+ * in *p, *len bytes); an array is refused from its first line. A bulk
+ * string longer than max_bulk is refused from its length line (-3, *len =
+ * the announced length, *skip = the bytes of the reply from its start to
+ * its end), before any of it is buffered. *p points into n->rbuf and stays
+ * valid until the next read. 0, -1 I/O or protocol error, -2 deadline, -3
+ * too long. */
 static int resp_next(sw_rnode *n, uint64_t deadline, uint64_t max_bulk, char *type,
-                     const char **p, int64_t *len)
+                     const char **p, int64_t *len, uint64_t *skip)
 {
     size_t flen = 0;
     int64_t announced = 0;
-    int rc = sw_rnode_frame(n, max_bulk, (size_t)max_bulk + SW_RESP_MAX_LINE + 2, deadline,
-                            &flen, &announced);
-    if (rc == -3)
+    sw_resp_limits lim = {max_bulk, (size_t)max_bulk + SW_RESP_MAX_LINE + 2, 0};
+    int rc = sw_rnode_frame(n, &lim, deadline, &flen, &announced);
+    if (rc == -3) {
         *len = announced;
+        *skip = (uint64_t)flen + (uint64_t)announced + 2;
+    }
     if (rc)
         return rc;
     const char *line = n->rbuf + n->rpos;
@@ -450,11 +454,6 @@ static int resp_next(sw_rnode *n, uint64_t deadline, uint64_t max_bulk, char *ty
         *p = line + 1;
         *len = (int64_t)(ll - 2);
         return 0;
-    }
-    if (line[0] != '$') {
-        sw_fail(SW_STATUS_IO, "redis %s:%d: protocol error: unexpected reply type '%c'",
-                n->host, n->port, line[0]);
-        return -1;
     }
     if (line[1] == '-') { /* "$-1": nil */
         *len = -1;
@@ -468,31 +467,39 @@ static int resp_next(sw_rnode *n, uint64_t deadline, uint64_t max_bulk, char *ty
 
 /* Reads and handles the reply (and the ASKING reply before it) of GET op o
  * from node n; 0, the resp_next error, or -3: the value is longer than the
- * caller can take (the key is failed INVALID, the rest of the value is
- * still on the connection). */
+ * caller can take and longer than SW_RESP_SKIP_MAX (the key is failed
+ * INVALID, the rest of the value is still on the connection). A refused
+ * value up to SW_RESP_SKIP_MAX is read and dropped, so the node's other
+ * keys are answered on the same connection in the same pass (closing it
+ * instead cost a pass per refused value: with 4 of 8 keys oversized,
+ * healthy keys failed "not answered in 3 passes"). */
 static int read_get_reply(sw_remote *r, batch *b, sw_rnode *n, rop *o, uint64_t deadline)
 {
     char type;
     const char *p;
     int64_t len;
+    uint64_t skip = 0;
     int rc;
-    if (o->asking && (rc = resp_next(n, deadline, SW_RESP_SMALL_BULK, &type, &p, &len)) != 0)
+    if (o->asking &&
+        (rc = resp_next(n, deadline, SW_RESP_SMALL_FRAME, &type, &p, &len, &skip)) != 0)
         return rc == -3 ? -1 : rc;
     /* a value is read only when it can be delivered: at most the header
      * plus what dst_bytes and max_value_bytes allow */
     uint64_t room = b->dst_bytes < r->max_value_bytes ? b->dst_bytes : r->max_value_bytes;
-    rc = resp_next(n, deadline, room + SW_REMOTE_HDR_BYTES, &type, &p, &len);
+    rc = resp_next(n, deadline, room + SW_REMOTE_HDR_BYTES, &type, &p, &len, &skip);
     if (rc == -3) {
         o->pending = 0;
         b->st[o->i] = sw_fail(SW_STATUS_INVALID,
                               "redis: value of %.*s has %lld bytes, more than the %llu a "
                               "64-byte header and dst_bytes %zu / max_value_bytes %u allow: "
-                              "not read",
+                              "refused, not buffered",
                               (int)o->klen, o->key, (long long)len,
                               (unsigned long long)(room + SW_REMOTE_HDR_BYTES), b->dst_bytes,
                               r->max_value_bytes);
         r->oversized++;
-        return -3;
+        if ((uint64_t)len > SW_RESP_SKIP_MAX)
+            return -3;
+        return sw_rnode_skip(n, skip, deadline); /* not buffered: dropped as it comes */
     }
     if (rc != 0)
         return rc;
@@ -590,8 +597,12 @@ static void node_fail_rest(sw_remote *r, batch *b, sw_rnode *n, size_t from)
     sw_fail(SW_STATUS_IO, "%s", msg);
 }
 
-static void run_pass(sw_remote *r, batch *b, uint64_t deadline)
+/* One pass over the pending ops. Returns 1 when a node's connection was
+ * closed because of a value too long to drain (its other keys were not
+ * sent back: the pass does not count against SW_REMOTE_PASSES). */
+static int run_pass(sw_remote *r, batch *b, uint64_t deadline)
 {
+    int reopened = 0;
     for (size_t k = 0; k < r->nnodes; k++)
         r->nodes[k].nops = r->nodes[k].chunk_begin = r->nodes[k].chunk_end = 0;
     for (size_t k = 0; k < b->nops; k++) {
@@ -647,13 +658,15 @@ static void run_pass(sw_remote *r, batch *b, uint64_t deadline)
         if (!any)
             break;
         for (size_t k = 0; k < r->nnodes; k++) {
-            sw_rnode *n = &r->nodes[k];
-            if (!n->nops || n->chunk_begin >= n->chunk_end)
+            if (!r->nodes[k].nops || r->nodes[k].chunk_begin >= r->nodes[k].chunk_end)
                 continue;
             /* the deadline went by while other nodes were read: this node's
              * replies were not waited for, so it is not to blame */
             int late = sw_remote_now_us() >= deadline;
-            for (size_t q = n->chunk_begin; q < n->chunk_end; q++) {
+            /* n is taken anew for every reply: a MOVED to an unknown node
+             * adds it to r->nodes, which may move the table */
+            for (size_t q = r->nodes[k].chunk_begin; q < r->nodes[k].chunk_end; q++) {
+                sw_rnode *n = &r->nodes[k];
                 rop *o = &b->ops[n->ops[q]];
                 redisReply *rep = NULL;
                 int rc = 0;
@@ -662,9 +675,10 @@ static void run_pass(sw_remote *r, batch *b, uint64_t deadline)
                     if (rc == -3) {
                         /* the refused value is still on the connection: it
                          * is re-opened; the node's other keys stay pending
-                         * for the next pass */
+                         * for the next pass, which does not count as one */
                         sw_rnode_close(n);
                         n->nops = n->chunk_begin = n->chunk_end = 0;
+                        reopened = 1;
                         break;
                     }
                     if (rc == -2 && late) {
@@ -684,12 +698,12 @@ static void run_pass(sw_remote *r, batch *b, uint64_t deadline)
                     continue;
                 }
                 if (o->asking) {
-                    rc = sw_rnode_read(n, deadline, &rep);
+                    rc = sw_rnode_read(n, &sw_resp_small, deadline, &rep);
                     if (rc == 0)
                         freeReplyObject(rep);
                 }
                 if (rc == 0)
-                    rc = sw_rnode_read(n, deadline, &rep);
+                    rc = sw_rnode_read(n, &sw_resp_small, deadline, &rep);
                 if (rc == -2 && late) {
                     sw_rnode_close(n);
                     sw_fail(SW_STATUS_IO, "redis %s:%d: no time left for its replies "
@@ -707,9 +721,10 @@ static void run_pass(sw_remote *r, batch *b, uint64_t deadline)
                 handle_reply(r, b, o, rep);
                 freeReplyObject(rep);
             }
-            n->chunk_begin = n->chunk_end;
+            r->nodes[k].chunk_begin = r->nodes[k].chunk_end;
         }
     }
+    return reopened;
 }
 
 static sw_status run_batch(sw_remote *r, batch *b)
@@ -727,7 +742,8 @@ static sw_status run_batch(sw_remote *r, batch *b)
             pending = b->ops[k].pending;
         if (!pending)
             break;
-        run_pass(r, b, deadline);
+        if (!run_pass(r, b, deadline))
+            pass++;
     }
     for (size_t k = 0; k < b->nops; k++)
         if (b->ops[k].pending) {

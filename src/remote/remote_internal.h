@@ -50,6 +50,7 @@ typedef struct sw_rnode {
      * PING, CLUSTER SLOTS) or remote.c's GET parser sees it. */
     char *rbuf;
     size_t rpos, rlen, rcap;
+    sw_resp_scan_state scan; /* the reply at rpos, scanned so far */
 } sw_rnode;
 
 struct sw_remote {
@@ -105,24 +106,42 @@ void sw_rnode_close(sw_rnode *n);
 void sw_rnode_probe_close(sw_rnode *n);
 /* Sends whatever is buffered; 0 or -1 (detail recorded; caller drops). */
 int sw_rnode_flush(sw_rnode *n, uint64_t deadline_us);
-/* Limits of replies other than GET's value (status lines, integers,
- * CLUSTER SLOTS): strings and whole replies. */
-#define SW_RESP_SMALL_BULK (64u << 10)
-#define SW_RESP_MAX_FRAME (16u << 20)
+/* Limits of replies other than GET's value. SET, DEL, AUTH, PING and
+ * ASKING answer with one short line: at most 64 KiB, no array. CLUSTER
+ * SLOTS is the one array: at most 16 MiB and 512 Ki elements in all
+ * (16384 single-slot ranges of a master and two replicas with metadata
+ * stay under 400 Ki), because hiredis allocates a reply object per
+ * element: ~76 bytes each, so 4 M tiny elements in 16 MiB cost +304 MiB. */
+#define SW_RESP_SMALL_FRAME (64u << 10)
+#define SW_RESP_SLOTS_FRAME (16u << 20)
+#define SW_RESP_SLOTS_ELEMS (1u << 19)
+extern const sw_resp_limits sw_resp_small, sw_resp_slots;
+/* A refused GET value up to this long is read and dropped (the pipeline
+ * goes on); a longer one closes the connection instead. */
+#define SW_RESP_SKIP_MAX (64u << 20)
 /* Frames the next reply at n->rbuf + n->rpos (not consumed): receives until
- * it is complete, refusing a bulk string longer than max_bulk as soon as
- * its length line is in, and a reply longer than max_frame. 0 and
- * *frame_len; -1 I/O or protocol error; -2 deadline passed; -3 a bulk
- * string of *announced bytes > max_bulk (nothing of it buffered beyond
- * what one recv brought). Detail recorded on failure. */
-int sw_rnode_frame(sw_rnode *n, uint64_t max_bulk, size_t max_frame, uint64_t deadline_us,
+ * it is complete, resuming the scan where the last read left it (n->scan),
+ * refusing a bulk string longer than lim->max_bulk as soon as its length
+ * line is in, a reply over lim's other limits as soon as it passes them,
+ * and giving up when the deadline passes (checked before every read).
+ * 0 and *frame_len; -1 I/O or protocol error; -2 deadline passed; -3 a
+ * bulk string of *announced bytes > max_bulk, whose data starts
+ * *frame_len bytes into the reply (nothing of it buffered beyond what one
+ * recv brought). Detail recorded on failure. */
+int sw_rnode_frame(sw_rnode *n, const sw_resp_limits *lim, uint64_t deadline_us,
                    size_t *frame_len, int64_t *announced);
-/* Next reply through hiredis (within the small limits above): 0 and *out
- * (free with freeReplyObject), -1 I/O or protocol error, -2 deadline. */
-int sw_rnode_read(sw_rnode *n, uint64_t deadline_us, redisReply **out);
+/* Receives and drops the next `bytes` bytes (those buffered first), never
+ * receiving past them; the last two must be CRLF (a refused bulk string's
+ * data and its end). 0; -1 I/O or protocol error; -2 deadline. */
+int sw_rnode_skip(sw_rnode *n, uint64_t bytes, uint64_t deadline_us);
+/* Next reply through hiredis (within lim): 0 and *out (free with
+ * freeReplyObject), -1 I/O or protocol error, -2 deadline. */
+int sw_rnode_read(sw_rnode *n, const sw_resp_limits *lim, uint64_t deadline_us,
+                  redisReply **out);
 /* One command, synchronously: SW_OK and *out, or SW_STATUS_IO (dropped). */
 sw_status sw_rnode_command(sw_remote *r, sw_rnode *n, int argc, const char **argv,
-                           const size_t *argvlen, uint64_t deadline_us, redisReply **out);
+                           const size_t *argvlen, const sw_resp_limits *lim,
+                           uint64_t deadline_us, redisReply **out);
 
 /* topology.c */
 /* Index of the node host:port, added when missing; -1 on allocation failure. */

@@ -101,7 +101,7 @@ sw_status sw_remote_refresh_topology(sw_remote *r, uint64_t deadline_us)
                 continue;
             }
             redisReply *rep = NULL;
-            s = sw_rnode_command(r, n, 2, argv, len, nd, &rep);
+            s = sw_rnode_command(r, n, 2, argv, len, &sw_resp_slots, nd, &rep);
             if (s != SW_OK) {
                 last = s;
                 continue;

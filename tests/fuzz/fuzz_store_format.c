@@ -158,11 +158,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
        * needed past them, or a refusal */
         size_t frame = 0, need = 0;
         int64_t bulk = 0;
-        int rc = sw_resp_scan((const char *)buf, size, 1000, &frame, &need, &bulk);
+        sw_resp_scan_state rs;
+        sw_resp_limits lim = {1000, 4096, 64};
+        sw_resp_scan_init(&rs);
+        int rc = sw_resp_scan(&rs, (const char *)buf, size, &lim, &frame, &need, &bulk);
         FZ_CHECK(rc >= -2 && rc <= 1);
         FZ_CHECK(rc != 1 || (frame > 0 && frame <= size));
-        FZ_CHECK(rc != 0 || need > size);
+        FZ_CHECK(rc != 0 || (need > size && need <= lim.max_frame));
         FZ_CHECK(rc != -2 || bulk > 1000);
+        FZ_CHECK(rc != -1 || rs.why != NULL);
+        /* resumed in two reads: the same verdict */
+        if (size > 1) {
+            size_t f2 = 0, n2 = 0;
+            int64_t b2 = 0;
+            sw_resp_scan_init(&rs);
+            int r2 = sw_resp_scan(&rs, (const char *)buf, size / 2, &lim, &f2, &n2, &b2);
+            if (r2 == 0)
+                r2 = sw_resp_scan(&rs, (const char *)buf, size, &lim, &f2, &n2, &b2);
+            FZ_CHECK(r2 == rc && (rc != 1 || f2 == frame));
+        }
     }
     if (size >= 24) {
         sw_remote_hdr eh, dh;
