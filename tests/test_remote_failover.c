@@ -263,6 +263,28 @@ int main(void)
     /* writes go to the new master too */
     CHECK_STATUS(sw_remote_put_batch(r, N, keys, srcs, lens, NULL, st), SW_OK);
 
+    /* A master without a replica dies: nothing will take its slots, and
+     * the calls that fail its keys keep asking for a refresh. The gap
+     * doubles to 1 s (+ up to 25%), so 3 s of calls every 10 ms make about
+     * 5 refreshes (a 400 ms cap made 8). */
+    CHECK_STATUS(sw_remote_get_stats(r, &s), SW_OK);
+    uint64_t before = s.topology_refreshes;
+    tr_kill(&nodes[1]);
+    double t_dead = tr_now();
+    calls = 0;
+    while (tr_now() - t_dead < 3.0) {
+        (void)read_all(r, &wrong, &off_m_bad, &secs);
+        worst = secs > worst ? secs : worst;
+        calls++;
+        tr_sleep_ms(10);
+    }
+    CHECK_STATUS(sw_remote_get_stats(r, &s), SW_OK);
+    printf("a master without replica dead for 3 s: %d calls, %llu refreshes, slowest call "
+           "%.1f ms\n", calls, (unsigned long long)(s.topology_refreshes - before),
+           worst * 1e3);
+    CHECK(s.topology_refreshes - before >= 3 && s.topology_refreshes - before <= 6);
+    CHECK(wrong == 0 && worst < TIMEOUT_MS / 1000.0 + 0.25);
+
     sw_remote_close(r);
     for (int i = 0; i < 4; i++)
         tr_kill(&nodes[i]);

@@ -199,6 +199,8 @@ sw_status sw_remote_open(const sw_remote_config *c, sw_remote **out)
     r->backoff_max_ms = c->backoff_max_ms;
     r->max_value_bytes = c->max_value_bytes;
     r->refresh_gap_ms = SW_REFRESH_MIN_MS;
+    r->refresh_wait_us = (uint64_t)SW_REFRESH_MIN_MS * 1000u;
+    r->rng = (sw_remote_now_us() ^ (uint64_t)(uintptr_t)r) | 1u;
     r->slots = malloc(SW_REMOTE_SLOTS * sizeof *r->slots);
     r->user = c->user && c->user[0] ? dup_str(c->user) : NULL;
     r->password = dup_str(c->password);
@@ -367,8 +369,7 @@ static void handle_error(sw_remote *r, batch *b, rop *o, const char *msg)
         int idx = parse_redirect(r, msg, &slot);
         if (idx >= 0) {
             r->slots[slot] = idx;
-            r->need_refresh = 1;
-            r->refresh_gap_ms = SW_REFRESH_MIN_MS;
+            sw_remote_refresh_soon(r);
             r->moved++;
             o->node = -1;
             o->asking = 0;
@@ -734,9 +735,12 @@ static sw_status run_batch(sw_remote *r, batch *b)
     /* rate-limited: a node that stays down must not turn every call into a
      * refresh (the gap grows while refreshes find nothing new) */
     if (r->cluster && r->need_refresh &&
-        start - r->last_refresh_us >= (uint64_t)r->refresh_gap_ms * 1000u)
+        start - r->last_refresh_us >= r->refresh_wait_us)
         (void)sw_remote_refresh_topology(r, deadline);
-    for (int pass = 0; pass < SW_REMOTE_PASSES; pass++) {
+    /* a pass that re-opened a connection after a refused value does not
+     * count: each such pass settles that key, so there are at most as many
+     * as keys, and the deadline bounds them all */
+    for (int pass = 0; pass < SW_REMOTE_PASSES;) {
         int pending = 0;
         for (size_t k = 0; k < b->nops && !pending; k++)
             pending = b->ops[k].pending;

@@ -71,7 +71,13 @@ struct sw_remote {
     int need_refresh;
     uint64_t last_refresh_us;
     uint32_t refresh_gap_ms;  /* rate limit of refreshes; doubles while they
-                               * find no change, SW_REFRESH_MIN..MAX_MS */
+                               * find no change, SW_REFRESH_MIN..MAX_MS
+                               * (SLOW_MS once a dead owner stays listed) */
+    uint64_t refresh_wait_us; /* the gap plus jitter: the next refresh is
+                               * not made before last_refresh_us + this */
+    uint64_t stale_since_us;  /* first refresh whose map, unchanged, still
+                               * gave slots to a down node; 0 = none */
+    uint64_t rng;             /* xorshift state for the jitter */
 
     char *buf;                /* command scratch */
     size_t buf_cap;
@@ -146,11 +152,21 @@ sw_status sw_rnode_command(sw_remote *r, sw_rnode *n, int argc, const char **arg
 /* topology.c */
 /* Index of the node host:port, added when missing; -1 on allocation failure. */
 int sw_remote_node_find_or_add(sw_remote *r, const char *host, size_t host_len, int port);
-/* Refreshes are rate-limited: at least refresh_gap_ms apart; the gap
- * doubles from SW_REFRESH_MIN_MS to SW_REFRESH_MAX_MS while refreshes find
- * the same map, so a failover is seen within SW_REFRESH_MAX_MS. */
+/* Refreshes are rate-limited: at least refresh_gap_ms (plus up to a
+ * quarter more, random, so that the handles of a fleet do not ask in step)
+ * apart; the gap doubles from SW_REFRESH_MIN_MS to SW_REFRESH_MAX_MS while
+ * refreshes find the same map, so a failover is seen within 1.25 x
+ * SW_REFRESH_MAX_MS (the 400 ms cap it replaces asked 2.5 times a second
+ * per handle for as long as a node stayed dead). When the map has kept a
+ * down node as the owner of slots for SW_REFRESH_PATIENCE_MS (no failover
+ * is coming soon: no replica, or a manual one), the gap grows on to
+ * SW_REFRESH_SLOW_MS. A changed map or a MOVED brings it back to MIN. */
 #define SW_REFRESH_MIN_MS 100u
-#define SW_REFRESH_MAX_MS 400u
+#define SW_REFRESH_MAX_MS 1000u
+#define SW_REFRESH_SLOW_MS 5000u
+#define SW_REFRESH_PATIENCE_MS 10000u
+/* Asks for a refresh soon (a MOVED: the map is known to be stale). */
+void sw_remote_refresh_soon(sw_remote *r);
 /* CLUSTER SLOTS from the first node that answers; rebuilds r->slots.
  * SW_OK; SW_STATUS_IO (no node answered); SW_STATUS_INVALID (a server
  * refused AUTH or has cluster support disabled). */

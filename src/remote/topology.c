@@ -70,6 +70,27 @@ static sw_status parse_slots(sw_remote *r, const sw_rnode *asked, const redisRep
     return SW_OK;
 }
 
+/* 1 when the map gives a slot to a node that is down. */
+static int owner_down(const sw_remote *r)
+{
+    for (uint32_t s = 0; s < SW_REMOTE_SLOTS; s++)
+        if (r->slots[s] >= 0 && r->nodes[r->slots[s]].down)
+            return 1;
+    return 0;
+}
+
+/* 0 .. gap/4 ms, in us: spreads the refreshes of many handles. */
+static uint64_t jitter_us(sw_remote *r, uint32_t gap_ms)
+{
+    uint64_t x = r->rng ? r->rng : 0x9e3779b97f4a7c15ull;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    r->rng = x;
+    uint64_t span = (uint64_t)gap_ms * 1000u / 4u;
+    return span ? x % (span + 1) : 0;
+}
+
 sw_status sw_remote_refresh_topology(sw_remote *r, uint64_t deadline_us)
 {
     static const char *argv[2] = {"CLUSTER", "SLOTS"};
@@ -78,10 +99,15 @@ sw_status sw_remote_refresh_topology(sw_remote *r, uint64_t deadline_us)
     if (!fresh)
         return sw_fail(SW_STATUS_NO_MEMORY, "slot table");
     r->topology_refreshes++;
-    r->last_refresh_us = sw_remote_now_us();
+    uint64_t t0 = sw_remote_now_us();
+    r->last_refresh_us = t0;
     /* until one that finds something new: the next one waits longer */
+    uint32_t cap = r->stale_since_us && t0 - r->stale_since_us >=
+                                            (uint64_t)SW_REFRESH_PATIENCE_MS * 1000u
+                       ? SW_REFRESH_SLOW_MS
+                       : SW_REFRESH_MAX_MS;
     uint32_t gap = r->refresh_gap_ms * 2;
-    r->refresh_gap_ms = gap > SW_REFRESH_MAX_MS ? SW_REFRESH_MAX_MS : gap;
+    r->refresh_gap_ms = gap > cap ? cap : gap;
     sw_status last = sw_fail(SW_STATUS_IO, "no cluster node known");
     /* connected nodes first (no connect cost), then the others in order */
     for (int pass = 0; pass < 2; pass++) {
@@ -126,6 +152,12 @@ sw_status sw_remote_refresh_topology(sw_remote *r, uint64_t deadline_us)
             if (memcmp(r->slots, fresh, SW_REMOTE_SLOTS * sizeof *fresh)) {
                 memcpy(r->slots, fresh, SW_REMOTE_SLOTS * sizeof *fresh);
                 r->refresh_gap_ms = SW_REFRESH_MIN_MS;
+                r->stale_since_us = 0;
+            } else if (owner_down(r)) {
+                if (!r->stale_since_us)
+                    r->stale_since_us = t0;
+            } else {
+                r->stale_since_us = 0;
             }
             r->need_refresh = 0;
             last = SW_OK;
@@ -134,7 +166,17 @@ sw_status sw_remote_refresh_topology(sw_remote *r, uint64_t deadline_us)
     }
 out:
     free(fresh);
+    r->refresh_wait_us = (uint64_t)r->refresh_gap_ms * 1000u + jitter_us(r, r->refresh_gap_ms);
     return last;
+}
+
+void sw_remote_refresh_soon(sw_remote *r)
+{
+    r->need_refresh = 1;
+    r->refresh_gap_ms = SW_REFRESH_MIN_MS;
+    r->stale_since_us = 0;
+    if (r->refresh_wait_us > (uint64_t)SW_REFRESH_MIN_MS * 1000u)
+        r->refresh_wait_us = (uint64_t)SW_REFRESH_MIN_MS * 1000u;
 }
 #else
 typedef int sw_remote_topology_unused_;
