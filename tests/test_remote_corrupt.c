@@ -5,6 +5,20 @@
  * tenant's key prefix over ours (COPY, and a raw SET of its bytes). */
 #include "test_remote_util.h"
 
+#if defined(SPILLWAY_HAVE_HIREDIS)
+/* A command on the server, its reply never NULL: a server that died is a
+ * failure of the test, not a crash on the next line. */
+static redisReply *cmd_checked(redisReply *r, int line)
+{
+    if (!r) {
+        fprintf(stderr, "test_remote_corrupt.c:%d: no reply (the server went away?)\n", line);
+        exit(1);
+    }
+    return r;
+}
+#define CMD(...) cmd_checked(tr_cmd(__VA_ARGS__), __LINE__)
+#endif
+
 int main(void)
 {
     tr_init("remote_corrupt");
@@ -38,33 +52,33 @@ int main(void)
     }
     redisReply *rep;
     /* 1: flip one payload byte in place */
-    rep = tr_cmd(srv.port, "GETRANGE %s 1000 1000", name[1]);
+    rep = CMD(srv.port, "GETRANGE %s 1000 1000", name[1]);
     CHECK(rep && rep->type == REDIS_REPLY_STRING && rep->len == 1);
     char flipped[2] = {(char)(rep->str[0] ^ 0x01), 0};
     freeReplyObject(rep);
-    rep = tr_cmd(srv.port, "SETRANGE %s 1000 %b", name[1], flipped, (size_t)1);
+    rep = CMD(srv.port, "SETRANGE %s 1000 %b", name[1], flipped, (size_t)1);
     CHECK(rep && rep->type == REDIS_REPLY_INTEGER);
     freeReplyObject(rep);
     /* 2: flip a header byte (the layer field) */
-    rep = tr_cmd(srv.port, "SETRANGE %s 16 %b", name[2], "\x07", (size_t)1);
+    rep = CMD(srv.port, "SETRANGE %s 16 %b", name[2], "\x07", (size_t)1);
     freeReplyObject(rep);
     /* 3: the value of key 4 stored under key 3 (valid CRC, wrong key) */
-    rep = tr_cmd(srv.port, "COPY %s %s REPLACE", name[4], name[3]);
+    rep = CMD(srv.port, "COPY %s %s REPLACE", name[4], name[3]);
     CHECK(rep && rep->type == REDIS_REPLY_INTEGER && rep->integer == 1);
     freeReplyObject(rep);
     /* 5: truncated */
-    rep = tr_cmd(srv.port, "GETRANGE %s 0 2000", name[5]);
+    rep = CMD(srv.port, "GETRANGE %s 0 2000", name[5]);
     CHECK(rep && rep->type == REDIS_REPLY_STRING);
-    redisReply *rep2 = tr_cmd(srv.port, "SET %s %b", name[5], rep->str, rep->len);
+    redisReply *rep2 = CMD(srv.port, "SET %s %b", name[5], rep->str, rep->len);
     freeReplyObject(rep);
     freeReplyObject(rep2);
     /* 6: something else's value */
-    rep = tr_cmd(srv.port, "SET %s hello", name[6]);
+    rep = CMD(srv.port, "SET %s hello", name[6]);
     freeReplyObject(rep);
     /* 7: a list: WRONGTYPE, an error for that key only */
-    rep = tr_cmd(srv.port, "DEL %s", name[7]);
+    rep = CMD(srv.port, "DEL %s", name[7]);
     freeReplyObject(rep);
-    rep = tr_cmd(srv.port, "RPUSH %s x", name[7]);
+    rep = CMD(srv.port, "RPUSH %s x", name[7]);
     freeReplyObject(rep);
 
     memset(dst, 0x5a, sizeof dst);
@@ -84,6 +98,21 @@ int main(void)
     CHECK_STATUS(sw_remote_get_stats(r, &s), SW_OK);
     CHECK(s.corruptions == 5 && s.hits == 2 && s.errors == 1 && s.misses == 6);
     CHECK(s.misplaced == 1); /* key 3: intact, but key 4's */
+    /* a version 1 value (an older build's) and a version byte flipped to
+     * 3: CORRUPT, each with the version it has in the detail */
+    CHECK_STATUS(sw_remote_put_batch(r, N, keys, srcs, lens, NULL, st), SW_OK);
+    rep = CMD(srv.port, "SETRANGE %s 5 %b", name[0], "\x01", (size_t)1);
+    freeReplyObject(rep);
+    CHECK_STATUS(sw_remote_get_batch(r, 1, keys, dsts, LEN, NULL, NULL, st), SW_STATUS_CORRUPT);
+    printf("version 1 value: %s\n", sw_last_error());
+    CHECK(strstr(sw_last_error(), "older build") && strstr(sw_last_error(), "version 1"));
+    rep = CMD(srv.port, "SETRANGE %s 5 %b", name[0], "\x03", (size_t)1);
+    freeReplyObject(rep);
+    CHECK_STATUS(sw_remote_get_batch(r, 1, keys, dsts, LEN, NULL, NULL, st), SW_STATUS_CORRUPT);
+    printf("version byte 3: %s\n", sw_last_error());
+    CHECK(strstr(sw_last_error(), "version 3") && strstr(sw_last_error(), "reads version 2"));
+    CHECK_STATUS(sw_remote_get_stats(r, &s), SW_OK);
+    CHECK(s.corruptions == 7 && s.misplaced == 1);
     /* a rewrite heals the key */
     CHECK_STATUS(sw_remote_put_batch(r, N, keys, srcs, lens, NULL, st), SW_OK);
     CHECK_STATUS(sw_remote_get_batch(r, N, keys, dsts, LEN, NULL, NULL, st), SW_OK);
@@ -111,12 +140,12 @@ int main(void)
         size_t n = sw_remote_key_name("tA:", 3, &keys[j], tname[j]);
         tname[j][n] = '\0';
     }
-    rep = tr_cmd(srv.port, "COPY %s %s REPLACE", tname[0], name[0]);
+    rep = CMD(srv.port, "COPY %s %s REPLACE", tname[0], name[0]);
     CHECK(rep && rep->type == REDIS_REPLY_INTEGER && rep->integer == 1);
     freeReplyObject(rep);
-    rep = tr_cmd(srv.port, "GET %s", tname[1]);
+    rep = CMD(srv.port, "GET %s", tname[1]);
     CHECK(rep && rep->type == REDIS_REPLY_STRING && rep->len == SW_REMOTE_HDR_BYTES + LEN);
-    rep2 = tr_cmd(srv.port, "SET %s %b", name[1], rep->str, rep->len);
+    rep2 = CMD(srv.port, "SET %s %b", name[1], rep->str, rep->len);
     CHECK(rep2 && rep2->type == REDIS_REPLY_STATUS);
     freeReplyObject(rep);
     freeReplyObject(rep2);

@@ -418,11 +418,13 @@ static sw_status probe_node(sw_remote *r, sw_rnode *n, uint64_t deadline_us)
         pr = probe_step(r, n, now);
         if (pr < 0) { /* refused, reset: the next probe after a backoff */
             sw_rnode_probe_close(n);
+            r->connect_failures++;
             mark_down(r, n, sw_last_error());
         } else if (pr == 0 && now >= n->probe_until_us) {
             /* unanswered: the next one starts now, with a doubled backoff
              * (so one is always in flight while the server is hung) */
             sw_rnode_probe_close(n);
+            r->connect_failures++;
             mark_down(r, n, NULL);
             n->next_try_us = now;
         }

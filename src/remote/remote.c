@@ -400,8 +400,17 @@ static void handle_get_value(sw_remote *r, batch *b, rop *o, const uint8_t *v, s
     sw_remote_hdr h;
     sw_remote_reject why;
     if (sw_remote_check_value(v, len, &b->keys[i], r->prefix_hash, &h, &why) != SW_OK) {
-        sw_fail(SW_STATUS_CORRUPT, "redis: value of %.*s %s: not served", (int)o->klen, o->key,
-                sw_remote_reject_str(why));
+        if (why == SW_REMOTE_REJECT_VERSION && v[5] == 1)
+            sw_fail(SW_STATUS_CORRUPT, "redis: value of %.*s was written by an older build "
+                    "(value format version 1, no key-prefix hash, so its tenant cannot be "
+                    "proven): not served; rewrite it", (int)o->klen, o->key);
+        else if (why == SW_REMOTE_REJECT_VERSION)
+            sw_fail(SW_STATUS_CORRUPT, "redis: value of %.*s has value format version %u, this "
+                    "build reads version %u (a newer build's value, or a damaged byte): not "
+                    "served", (int)o->klen, o->key, (unsigned)v[5], SW_REMOTE_VERSION);
+        else
+            sw_fail(SW_STATUS_CORRUPT, "redis: value of %.*s %s: not served", (int)o->klen,
+                    o->key, sw_remote_reject_str(why));
         b->st[i] = SW_STATUS_CORRUPT;
         r->corruptions++;
         if (why == SW_REMOTE_REJECT_KEY || why == SW_REMOTE_REJECT_PREFIX)
