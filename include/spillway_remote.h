@@ -8,11 +8,14 @@
  * kept locally, and every call is bounded in time: a server that is down,
  * slow, hung or unreachable turns into per-key SW_STATUS_IO results
  * (counted in stats.errors) within command_timeout_ms, never into a call
- * that blocks longer. The deadline is checked while replies are read, so a
- * server that trickles or streams without end cannot stretch a call, and a
- * reply is read only as far as the caller can take it: a value announced
- * longer than dst_bytes / max_value_bytes is refused from its length line,
- * before its bytes are received (the connection is then re-opened).
+ * that blocks longer. The deadline is checked before every read of a
+ * reply, so a server that trickles or streams without end cannot stretch a
+ * call, and a reply is framed before it is buffered: a GET value announced
+ * longer than dst_bytes / max_value_bytes is refused from its length line
+ * (its bytes are then drained through the read buffer, not stored: up to
+ * 64 MiB; a longer one re-opens the connection), a GET reply that is an
+ * array is refused from its first line, and other replies are held to 64
+ * KiB and no array (CLUSTER SLOTS: 16 MiB and 512 Ki elements).
  *
  * A node whose connection failed or timed out is "down": later calls fail
  * its keys at once (stats.fast_fails) while a probe - a PING on its own
@@ -22,8 +25,11 @@
  * by the next call. A TCP connect that a hung server's kernel completes is
  * not an answer. In cluster mode every failure (lost connection, failed
  * reconnect, timeout) and every MOVED asks for a CLUSTER SLOTS refresh at
- * the next call (rate-limited to one per 100-400 ms, from any node that
- * answers), so a replica promoted in place of a dead master is found.
+ * the next call, from any node that answers, so a replica promoted in place
+ * of a dead master is found. Refreshes are rate-limited: 100 ms apart at
+ * first, the gap doubling to 1 s (plus up to 25% random) while the map does
+ * not change; once a down node has stayed the owner of slots for 10 s, up
+ * to 5 s (plus 25%).
  *
  * Key:   <prefix><namespace:16 hex>:<layer>:<block>:<kv_head>:<k|v>
  *        e.g. "sw:00000000000000ab:3:17:2:k". A prefix that contains a
@@ -48,7 +54,11 @@
  * keep the API: sw_remote_open returns SW_STATUS_UNSUPPORTED.
  *
  * Thread safety: calls on one handle are serialised by a lock inside the
- * handle; different handles are independent.
+ * handle; different handles are independent. The time bound above is per
+ * call, counted from when the call holds the lock: a thread whose call
+ * waits behind the calls of other threads on the same handle waits for
+ * theirs as well (up to one command_timeout_ms, plus a few ms, per call
+ * ahead of it). Threads that each need the bound use a handle each.
  */
 #ifndef SPILLWAY_REMOTE_H
 #define SPILLWAY_REMOTE_H
@@ -80,8 +90,10 @@ typedef struct sw_remote_config {
     int32_t connect_timeout_ms;  /* TCP connect + AUTH; default 500 */
     int32_t command_timeout_ms;  /* bound on a whole batch call: connects,
                                   * AUTH, writes, reads and redirections
-                                  * (at most 3 passes) share one deadline;
-                                  * default 1000 */
+                                  * (at most 3 passes; one that only
+                                  * re-opened a connection after a refused
+                                  * value does not count) share one
+                                  * deadline; default 1000 */
     int32_t max_pipeline;        /* commands in flight per node; default 64 */
     int32_t backoff_min_ms;      /* first delay before a down node is probed;
                                   * default 10 */
@@ -138,8 +150,10 @@ SW_API sw_status sw_remote_put_batch(sw_remote *r, size_t n, const sw_store_key 
  * the latter also in stats.misplaced), SW_STATUS_IO (node down or not yet
  * answering its probe, timeout, error reply; counted in stats.errors),
  * SW_STATUS_INVALID (bad key, NULL dst[i], a value longer than dst_bytes
- * or max_value_bytes: refused from its length, before its bytes are read;
- * counted in stats.oversized; the node's other keys are still served).
+ * or max_value_bytes: refused from its length, its bytes never buffered -
+ * drained up to 64 MiB, past that the connection is re-opened; counted in
+ * stats.oversized; the node's other keys are still served, in the same
+ * call).
  * NOT_FOUND, CORRUPT and IO all count as misses.
  * lengths[i] and generations[i] (optional) receive the stripe's length and
  * generation (0 when not OK). dst[i] is untouched unless statuses[i] is OK.
@@ -174,7 +188,9 @@ typedef struct sw_remote_stats {
     uint64_t bytes_read;         /* payload bytes of hits */
     uint64_t bytes_written;      /* payload bytes of successful puts */
     uint64_t reconnects;         /* connections re-established after a loss */
-    uint64_t connect_failures;   /* connection attempts that failed */
+    uint64_t connect_failures;   /* connection attempts and probes that
+                                  * failed (refused, reset, closed, or a
+                                  * probe not answered within its life) */
     uint64_t timeouts;           /* batch passes that hit the command timeout */
     uint64_t moved;              /* MOVED redirections followed */
     uint64_t ask;                /* ASK redirections followed */
@@ -187,8 +203,9 @@ typedef struct sw_remote_stats {
     uint64_t misplaced;          /* of corruptions: intact values written for
                                   * another key or under another key prefix */
     uint64_t oversized;          /* GET replies announcing more bytes than
-                                  * dst_bytes / max_value_bytes: refused
-                                  * unread, the connection re-opened */
+                                  * dst_bytes / max_value_bytes: refused,
+                                  * drained unbuffered (or, past 64 MiB,
+                                  * the connection re-opened) */
     uint64_t probes;             /* PING probes sent to nodes that were down */
     uint64_t fast_fails;         /* keys failed at once: their node was down
                                   * or not yet answering its probe */
