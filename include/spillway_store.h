@@ -144,6 +144,21 @@ typedef struct sw_store_config {
                                  * (docs/perf/store.md, v8). Costs one
                                  * sequential write of the capacity at
                                  * creation; 0 = fallocate only (default) */
+    /* ---- appended: a caller compiled against the older struct gets 0. */
+    int32_t read_only;          /* 1 = open an existing store without writing
+                                 * any of its files: no creation (a missing
+                                 * store is SW_STATUS_NOT_FOUND), no journal
+                                 * compaction, no torn-tail cut, nothing the
+                                 * open recovers is written back (it is
+                                 * applied in memory only); the files are
+                                 * opened O_RDONLY under a shared lock (other
+                                 * read-only opens may share it, a writer is
+                                 * refused). sw_store_write and
+                                 * sw_store_delete return SW_STATUS_INVALID,
+                                 * as does sw_store_repair; with a remote
+                                 * tier, remote_write_back is ignored. For
+                                 * `spillway store verify`. 0 = read-write
+                                 * (default) */
 } sw_store_config;
 
 /* Fills the defaults documented above; dir = NULL, capacity_bytes = 0. */
@@ -152,9 +167,25 @@ SW_API void sw_store_config_init(sw_store_config *c);
 /*
  * Opens (or creates) the store in c->dir. Creating preallocates the data
  * file (posix_fallocate) and writes the superblock last, so an interrupted
- * creation is redone by the next open. Opening replays the journal: records
- * that fail their checksum are dropped (counted in stats.journal_dropped)
- * and a torn tail is cut off.
+ * creation is redone by the next open. Opening checks the superblock (its
+ * size, checksum, geometry and that every reserved byte is zero), replays
+ * the journal -- records that fail their checksum are dropped (counted in
+ * stats.journal_dropped) -- and then reads every run's extent header page
+ * and compares the headers with the journal (docs/store.md, "Damage"): an
+ * extent or void header newer than the journal's last record of its key
+ * means the journal lost that record. The one operation that a killed
+ * writer may have left without its record (the newest in the store, one
+ * past the journal's last) is taken from the data file (a complete extent,
+ * stats.journal_recovered) or dropped (a torn one, stats.extents_discarded);
+ * a lost delete is redone; any other key the journal lost a record of
+ * cannot be proven current and is not served: its reads return
+ * SW_STATUS_CORRUPT (stats.keys_unprovable) until it is written or deleted
+ * again or sw_store_repair drops it. Never an older version, never a
+ * deleted stripe. Unless c->read_only, what open recovered is written to
+ * the journal (records appended; a partial record at its end cut off), and
+ * a journal that is undamaged but long is compacted; a damaged journal is
+ * kept as it is until sw_store_repair. Open reads one header page per run
+ * (4 KiB per run_blocks extents, ~0.8% of the data file with the defaults).
  * The I/O backend is chosen here: io_uring when it works, else pread/pwrite
  * (SPILLWAY_STORE_IO=pread forces the fallback). O_DIRECT is used when the
  * filesystem accepts it, buffered I/O otherwise (stats.direct_io).
@@ -162,10 +193,13 @@ SW_API void sw_store_config_init(sw_store_config *c);
  * too small capacity on create, stripe_bytes/run_blocks out of range, a
  * directory that is a symlink, owned by another user or open to group/other,
  * store files with wrong owner or mode, a store created with another
- * geometry, capacity or format version); SW_STATUS_NOT_FOUND (no store and
- * create == 0); SW_STATUS_FULL (the filesystem has no room for the data
- * file); SW_STATUS_CORRUPT (a damaged superblock, a data file of the wrong
- * size); SW_STATUS_IO (an OS error, errno in the detail; the store is open in
+ * geometry, capacity or format version -- format version 1, before extents
+ * carried sequence numbers, is refused: recreate the store);
+ * SW_STATUS_NOT_FOUND (no store and create == 0 or read_only); SW_STATUS_FULL
+ * (the filesystem has no room for the data file or the journal);
+ * SW_STATUS_CORRUPT (a damaged superblock: checksum, magic, fields, a
+ * non-zero reserved byte, a file that is not exactly 4096 bytes; a data
+ * file of the wrong size); SW_STATUS_IO (an OS error, errno in the detail; the store is open in
  * another process); SW_STATUS_NO_MEMORY. On failure *out is NULL.
  * The handle is owned by the caller until sw_store_close().
  */
@@ -188,8 +222,8 @@ SW_API sw_status sw_store_close(sw_store *s);
  * when every extent is used the full policy evicts (LRU) or refuses.
  * On any failure the previous stripe of the key, if any, is unchanged.
  * Returns SW_OK; SW_STATUS_INVALID (null store/key, src NULL with bytes > 0,
- * bytes > stripe_bytes, bad kind or reserved); SW_STATUS_FULL (no free
- * extent under SW_STORE_FULL_REFUSE, or the filesystem is out of space
+ * bytes > stripe_bytes, bad kind or reserved, a read-only handle);
+ * SW_STATUS_FULL (no free extent under SW_STORE_FULL_REFUSE, or the filesystem is out of space
  * (ENOSPC) for the journal; the detail says which); SW_STATUS_IO (errno in
  * the detail); SW_STATUS_FAILED (the handle hit an unrecoverable error
  * before, e.g. a failed fsync or a journal it could not repair).
@@ -206,7 +240,9 @@ SW_API sw_status sw_store_write(sw_store *s, const sw_store_key *key, const void
  * payload's CRC32C while it is copied there (the payload is read from
  * memory once); on a CRC mismatch the copy is overwritten with zeros.
  * Per key: statuses[i] (required) is SW_OK, SW_STATUS_NOT_FOUND,
- * SW_STATUS_CORRUPT, SW_STATUS_IO or SW_STATUS_INVALID
+ * SW_STATUS_CORRUPT (the extent failed a check, or the key cannot be proven
+ * current after damage to the store's files: see sw_store_open),
+ * SW_STATUS_IO or SW_STATUS_INVALID
  * (bad key, NULL dst[i], stripe larger than dst_bytes); lengths[i] and
  * generations[i] (both optional) receive the stripe's length and generation
  * (0 when not OK). dst[i] never holds bytes of a stripe that is not OK: it
@@ -310,9 +346,14 @@ SW_API sw_status sw_store_read_wait(sw_store *s, uint64_t ticket, size_t n, size
 
 /*
  * Deletes the stripe of `key` (a journal tombstone, synced per the
- * durability mode) and frees its extent and host-tier copy.
- * Returns SW_OK, SW_STATUS_NOT_FOUND, SW_STATUS_INVALID, SW_STATUS_FULL
- * (ENOSPC on the journal), SW_STATUS_IO, SW_STATUS_FAILED.
+ * durability mode, then a void header written over the extent's header, so
+ * that a lost tombstone cannot bring the stripe back) and frees its extent
+ * and host-tier copy. Deleting a key that cannot be proven current (reads
+ * of it are SW_STATUS_CORRUPT) writes a tombstone and returns SW_OK.
+ * Returns SW_OK, SW_STATUS_NOT_FOUND, SW_STATUS_INVALID (also a read-only
+ * handle), SW_STATUS_FULL (ENOSPC on the journal), SW_STATUS_IO (the
+ * tombstone could not be written; or the void header could not, then the
+ * delete stands and the handle is marked failed), SW_STATUS_FAILED.
  */
 SW_API sw_status sw_store_delete(sw_store *s, const sw_store_key *key);
 
@@ -383,6 +424,25 @@ typedef struct sw_store_stats {
     /* from sw_remote_get_stats of the store's handle */
     uint64_t remote_reconnects, remote_timeouts, remote_connect_failures;
     uint64_t remote_get_p99_us, remote_put_p99_us;
+    /* appended: what open found comparing the journal with the data file's
+     * extent headers (docs/store.md, "Damage"). */
+    uint64_t read_only;             /* 1 when opened with config.read_only */
+    uint64_t journal_damaged;       /* 1 when the journal lost records it
+                                     * cannot place: a record before its last
+                                     * valid one failed its checksum, or its
+                                     * snapshot is incomplete or missing */
+    uint64_t keys_unprovable;       /* keys whose current version cannot be
+                                     * proven: reads return SW_STATUS_CORRUPT */
+    uint64_t journal_recovered;     /* operations found only in the data file
+                                     * and taken from it at open (the write or
+                                     * delete in flight when a writer died,
+                                     * or the journal's lost last record) */
+    uint64_t extents_discarded;     /* torn extents of a write in flight when
+                                     * a writer died, dropped at open */
+    uint64_t headers_bad;           /* extent header slots (and header page
+                                     * padding) that are neither zero nor a
+                                     * valid header */
+    uint64_t header_pages_read;     /* run header pages read at open */
 } sw_store_stats;
 
 /* Fills a snapshot of the counters. st->struct_size must be set to the
@@ -429,25 +489,71 @@ typedef struct sw_store_verify_result {
     uint64_t host_corrupt;
     uint64_t bytes_read;        /* bytes read from the data file */
     uint64_t read_requests;     /* I/O requests issued (one per run in use) */
+    /* appended: the journal and the cross-check made at open (as in
+     * sw_store_stats). */
+    uint64_t journal_dropped;   /* journal records that failed their checksum */
+    uint64_t journal_damaged;   /* 1: the journal lost records it cannot place */
+    uint64_t keys_unprovable;   /* keys that cannot be proven current */
+    uint64_t journal_missing;   /* operations the journal lacks and the data
+                                 * file has (recovered in memory only: a
+                                 * read-only handle) */
+    uint64_t extents_torn;      /* torn extents still in the data file
+                                 * (dropped in memory only: a read-only handle) */
+    uint64_t headers_bad;       /* header slots neither zero nor valid */
 } sw_store_verify_result;
 
 /*
  * Checks every live stripe: reads each run that holds one (header page and
  * slots, one request per run, batched at the queue depth) and checks every
- * extent as sw_store_read does (header CRC, key, generation, length, slot,
- * payload CRC32C), and every host-tier copy against the stripe's CRC32C.
- * Nothing is repaired and no LRU, host tier or read counter changes (only
- * stats.corruptions and stats.io_errors count what it finds). fn (optional)
- * is called for every checked stripe with its status, as sw_store_iterate.
- * res (optional; res->struct_size set by the caller, a smaller, older
- * struct receives its prefix) receives the counts.
- * Returns SW_OK when every extent and host copy checked out;
- * SW_STATUS_CORRUPT when any did not; SW_STATUS_IO when a read failed (and
- * none was corrupt); SW_STATUS_INVALID (null store, res->struct_size < 8);
- * SW_STATUS_FAILED (a failed handle); SW_STATUS_NO_MEMORY.
+ * extent as sw_store_read does (header CRC, key, generation, sequence
+ * number, length, slot, payload CRC32C), and every host-tier copy against
+ * the stripe's CRC32C; and reports what open found in the journal and the
+ * header pages (the appended fields of res). Nothing is repaired and no
+ * LRU, host tier or read counter changes (only stats.corruptions and
+ * stats.io_errors count what it finds); on a handle opened read-only
+ * nothing has been written to any file either. fn (optional) is called for
+ * every checked stripe with its status, as sw_store_iterate, and for every
+ * key that cannot be proven current with SW_STATUS_CORRUPT, generation 0
+ * and extent UINT64_MAX. res (optional; res->struct_size set by the
+ * caller, a smaller, older struct receives its prefix) receives the counts.
+ * Returns SW_OK when every extent and host copy checked out and the files
+ * agree; SW_STATUS_CORRUPT when any extent or host copy did not, a journal
+ * record was dropped, the journal is damaged, a key cannot be proven
+ * current, a header slot is damaged, or (read-only handle) the journal lacks
+ * an operation the data file has or a torn extent is left (detail: which);
+ * SW_STATUS_IO when a read failed (and nothing else was found);
+ * SW_STATUS_INVALID (null store, res->struct_size < 8); SW_STATUS_FAILED (a
+ * failed handle); SW_STATUS_NO_MEMORY.
  */
 SW_API sw_status sw_store_verify(sw_store *s, sw_store_visit_fn fn, void *ctx,
                                  sw_store_verify_result *res);
+
+typedef struct sw_store_repair_result {
+    uint32_t struct_size;       /* sizeof(sw_store_repair_result), set by the caller */
+    uint32_t reserved;
+    uint64_t keys_dropped_unprovable; /* unprovable keys dropped (now NOT_FOUND) */
+    uint64_t keys_dropped_corrupt;    /* stripes whose extent failed its check,
+                                       * or could not be read, dropped */
+    uint64_t headers_cleared;   /* damaged header slots / padding zeroed */
+    uint64_t journal_records;   /* records in the rewritten journal */
+} sw_store_repair_result;
+
+/*
+ * Repairs a store opened read-write: drops every key that cannot be proven
+ * current and every stripe whose extent fails its check (sw_store_verify's
+ * checks; a void header is written over each dropped extent), zeroes the
+ * header slots and header page padding that are neither zero nor a valid
+ * header, and rewrites the journal as a snapshot of what is left (temp file
+ * + fsync + rename; the data file is fdatasync'ed first). Afterwards
+ * sw_store_verify finds nothing, and every stripe that was served before is
+ * served the same. What was dropped reads as SW_STATUS_NOT_FOUND. res
+ * (optional; struct_size set by the caller) receives the counts.
+ * Returns SW_OK; SW_STATUS_INVALID (null store, a read-only handle,
+ * res->struct_size < 8); SW_STATUS_IO, SW_STATUS_FULL (the journal could
+ * not be rewritten; the store stays as it was, with what was dropped
+ * recorded in the old journal); SW_STATUS_FAILED; SW_STATUS_NO_MEMORY.
+ */
+SW_API sw_status sw_store_repair(sw_store *s, sw_store_repair_result *res);
 
 /* "io_uring" / "pread"; "unknown" otherwise. Static string. */
 SW_API const char *sw_store_io_backend_name(sw_store_io_backend b);

@@ -159,7 +159,7 @@ static void test_geometry(const char *dir)
     CHECK_STATUS(sw_store_close(s), SW_OK);
     s = NULL;
 
-    /* Another format version: rewrite the superblock with version 2. */
+    /* Another format version: rewrite the superblock with the next one. */
     char path[700];
     snprintf(path, sizeof path, "%s/superblock", dir);
     FILE *f = fopen(path, "r+b");
@@ -167,7 +167,7 @@ static void test_geometry(const char *dir)
     CHECK(f && fread(sb, 1, sizeof sb, f) == sizeof sb);
     sw_store_geometry g;
     CHECK_STATUS(sw_store_decode_superblock(sb, sizeof sb, &g), SW_OK);
-    g.version = 2;
+    g.version = SW_STORE_FORMAT_VERSION + 1;
     uint8_t sb2[SW_STORE_SB_BYTES];
     sw_store_encode_superblock(&g, sb2);
     fseek(f, 0, SEEK_SET);
@@ -175,6 +175,34 @@ static void test_geometry(const char *dir)
     fflush(f);
     CHECK_STATUS(sw_store_open(&c, &s), SW_STATUS_INVALID);
     CHECK(strstr(sw_last_error(), "version") != NULL);
+    /* A version 1 store (extents without sequence numbers): refused, saying why. */
+    g.version = 1;
+    sw_store_encode_superblock(&g, sb2);
+    fseek(f, 0, SEEK_SET);
+    fwrite(sb2, 1, sizeof sb2, f);
+    fflush(f);
+    CHECK_STATUS(sw_store_open(&c, &s), SW_STATUS_INVALID);
+    CHECK(strstr(sw_last_error(), "recreate") != NULL);
+    /* A superblock truncated to a few hundred bytes, or padded. */
+    CHECK(ftruncate(fileno(f), 300) == 0);
+    fseek(f, 0, SEEK_SET);
+    fwrite(sb, 1, 300, f);
+    fflush(f);
+    CHECK_STATUS(sw_store_open(&c, &s), SW_STATUS_CORRUPT);
+    CHECK(strstr(sw_last_error(), "300 bytes") != NULL);
+    fseek(f, 0, SEEK_SET);
+    fwrite(sb, 1, sizeof sb, f);
+    fwrite("", 1, 1, f);
+    fflush(f);
+    CHECK_STATUS(sw_store_open(&c, &s), SW_STATUS_CORRUPT);
+    CHECK(ftruncate(fileno(f), SW_STORE_SB_BYTES) == 0);
+    /* A non-zero reserved byte (after the CRC: not covered by it). */
+    sb[1000] = 1;
+    fseek(f, 0, SEEK_SET);
+    fwrite(sb, 1, sizeof sb, f);
+    fflush(f);
+    CHECK_STATUS(sw_store_open(&c, &s), SW_STATUS_CORRUPT);
+    sb[1000] = 0;
     /* A damaged superblock. */
     sb[33] ^= 1;
     fseek(f, 0, SEEK_SET);

@@ -1,7 +1,10 @@
 /* Block store integrity: a flipped byte in an extent's payload or header
  * yields SW_STATUS_CORRUPT for that key only (never bytes), counted in
- * stats; a journal cut mid-record recovers every complete record and keeps
- * working; a record with a bad checksum in the middle is dropped alone. */
+ * stats; a journal cut mid-record recovers every complete record, takes the
+ * cut one from the data file and keeps working; a record with a bad
+ * checksum in the middle makes its key unprovable (CORRUPT, never its older
+ * state), until sw_store_repair drops it. (Every byte, page and cut of the
+ * journal: test_store_journal_damage.) */
 #include "test_store_util.h"
 
 #define STRIPE 8192u
@@ -117,8 +120,10 @@ static void test_journal_cut(const char *dir)
     write_all(s, gens, 0, 10);
     CHECK_STATUS(sw_store_close(s), SW_OK);
     long long jsz = file_size(dir, "journal");
-    CHECK(jsz == 10 * SW_STORE_REC_BYTES);
-    /* Cut the last record in the middle. */
+    CHECK(jsz == 11 * SW_STORE_REC_BYTES); /* the snapshot record + 10 puts */
+    /* Cut the last record in the middle: its put is the newest extent of
+     * the data file, one past the journal's last record, and complete, so
+     * it is taken from there (as after a writer killed before its record). */
     char path[700];
     snprintf(path, sizeof path, "%s/journal", dir);
     CHECK(truncate(path, jsz - 30) == 0);
@@ -126,13 +131,11 @@ static void test_journal_cut(const char *dir)
     if (!s)
         return;
     sw_store_stats st = ts_stats(s);
-    CHECK(st.journal_dropped == 1 && st.extents_used == 9);
-    CHECK(read_all(s, 9, -1, SW_OK) == 9);
-    uint8_t buf[STRIPE];
-    sw_store_key k9 = key_of(9);
-    CHECK_STATUS(ts_read1(s, &k9, buf, STRIPE, NULL, NULL), SW_STATUS_NOT_FOUND);
+    CHECK(st.journal_dropped == 1 && st.extents_used == 10 && st.journal_recovered == 1);
+    CHECK(st.keys_unprovable == 0 && st.journal_damaged == 0);
+    CHECK(read_all(s, 10, -1, SW_OK) == 10);
     /* The store keeps working: the rest is written and survives a reopen. */
-    write_all(s, gens, 9, N);
+    write_all(s, gens, 10, N);
     CHECK_STATUS(sw_store_close(s), SW_OK);
     CHECK_STATUS(sw_store_open(&c, &s), SW_OK);
     if (!s)
@@ -164,8 +167,39 @@ static void test_journal_cut(const char *dir)
     if (!s)
         return;
     st = ts_stats(s);
-    CHECK(st.journal_dropped == 1 && st.extents_used == N - 1);
+    CHECK(st.journal_dropped == 1 && st.extents_used == N - 1 && st.keys_unprovable == 1 &&
+          st.journal_damaged == 1);
+    CHECK(read_all(s, N, 4, SW_STATUS_CORRUPT) == N - 1);
+    CHECK(strstr(sw_last_error(), "cannot be proven current") != NULL);
+    CHECK_STATUS(sw_store_close(s), SW_OK);
+    /* Still so after a reopen (nothing was compacted away), and verify
+     * says so. */
+    CHECK_STATUS(sw_store_open(&c, &s), SW_OK);
+    if (!s)
+        return;
+    CHECK(ts_stats(s).keys_unprovable == 1);
+    CHECK(read_all(s, N, 4, SW_STATUS_CORRUPT) == N - 1);
+    sw_store_verify_result vr;
+    memset(&vr, 0, sizeof vr);
+    vr.struct_size = sizeof vr;
+    CHECK_STATUS(sw_store_verify(s, NULL, NULL, &vr), SW_STATUS_CORRUPT);
+    CHECK(vr.keys_unprovable == 1 && vr.journal_dropped == 1 && vr.extents_corrupt == 0);
+    /* Repair drops it: NOT_FOUND from now on, verify clean, after a reopen too. */
+    sw_store_repair_result rr;
+    memset(&rr, 0, sizeof rr);
+    rr.struct_size = sizeof rr;
+    CHECK_STATUS(sw_store_repair(s, &rr), SW_OK);
+    CHECK(rr.keys_dropped_unprovable == 1 && rr.keys_dropped_corrupt == 0);
     CHECK(read_all(s, N, 4, SW_STATUS_NOT_FOUND) == N - 1);
+    CHECK_STATUS(sw_store_verify(s, NULL, NULL, &vr), SW_OK);
+    CHECK_STATUS(sw_store_close(s), SW_OK);
+    CHECK_STATUS(sw_store_open(&c, &s), SW_OK);
+    if (!s)
+        return;
+    st = ts_stats(s);
+    CHECK(st.keys_unprovable == 0 && st.journal_dropped == 0 && st.journal_damaged == 0);
+    CHECK(read_all(s, N, 4, SW_STATUS_NOT_FOUND) == N - 1);
+    CHECK_STATUS(sw_store_verify(s, NULL, NULL, &vr), SW_OK);
     CHECK_STATUS(sw_store_close(s), SW_OK);
 }
 

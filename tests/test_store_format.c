@@ -85,20 +85,33 @@ static void test_record(void)
     sw_store_encode_record(&r, b);
     CHECK_STATUS(sw_store_decode_record(b, sizeof b, &o), SW_OK);
     CHECK(o.type == SW_STORE_REC_DEL);
-    r.type = 3; /* encodes, but the decoder refuses an unknown type */
+    r.type = SW_STORE_REC_UNPROV + 1; /* encodes, but the decoder refuses an unknown type */
     sw_store_encode_record(&r, b);
     CHECK_STATUS(sw_store_decode_record(b, sizeof b, &o), SW_STATUS_CORRUPT);
 }
 
 static void test_extent_hdr(void)
 {
-    sw_store_extent_hdr h = {ts_key(3, 1, 2, 3, 0), 9, 100, 0x12345678, 4};
+    sw_store_extent_hdr h = {ts_key(3, 1, 2, 3, 0), 9, 100, 0x12345678, 4, 77,
+                             SW_STORE_EXTENT_LIVE};
     uint8_t b[SW_STORE_HDR_BYTES];
     sw_store_encode_extent_hdr(&h, b);
     sw_store_extent_hdr o;
     CHECK_STATUS(sw_store_decode_extent_hdr(b, sizeof b, &o), SW_OK);
     CHECK(sw_store_key_eq(&o.key, &h.key) && o.generation == 9 && o.length == 100 &&
-          o.payload_crc == 0x12345678 && o.slot == 4);
+          o.payload_crc == 0x12345678 && o.slot == 4 && o.seq == 77 &&
+          o.state == SW_STORE_EXTENT_LIVE);
+    /* A void header (a deleted extent) round-trips; one with a length does not. */
+    {
+        sw_store_extent_hdr v = {ts_key(3, 1, 2, 3, 1), 9, 0, 0, 4, 78, SW_STORE_EXTENT_VOID};
+        uint8_t vb[SW_STORE_HDR_BYTES];
+        sw_store_encode_extent_hdr(&v, vb);
+        CHECK_STATUS(sw_store_decode_extent_hdr(vb, sizeof vb, &o), SW_OK);
+        CHECK(o.state == SW_STORE_EXTENT_VOID && o.seq == 78 && o.key.kind == 1);
+        v.length = 5;
+        sw_store_encode_extent_hdr(&v, vb);
+        CHECK_STATUS(sw_store_decode_extent_hdr(vb, sizeof vb, &o), SW_STATUS_CORRUPT);
+    }
     for (size_t bit = 0; bit < 8 * sizeof b; bit++) {
         b[bit / 8] ^= (uint8_t)(1u << (bit % 8));
         CHECK_STATUS(sw_store_decode_extent_hdr(b, sizeof b, &o), SW_STATUS_CORRUPT);
@@ -133,11 +146,27 @@ static void test_superblock(void)
         CHECK(sw_store_decode_superblock(b, sizeof b, &o) != SW_OK);
         b[bit / 8] ^= (uint8_t)(1u << (bit % 8));
     }
-    g.version = 2;
+    /* Every byte after the CRC must be zero, and there must be no more than
+     * a superblock's bytes. */
+    for (size_t i = 64; i < sizeof b; i += 97) {
+        b[i] = 1;
+        CHECK_STATUS(sw_store_decode_superblock(b, sizeof b, &o), SW_STATUS_CORRUPT);
+        b[i] = 0;
+    }
+    {
+        uint8_t big[SW_STORE_SB_BYTES + 1];
+        memcpy(big, b, sizeof b);
+        big[SW_STORE_SB_BYTES] = 0;
+        CHECK_STATUS(sw_store_decode_superblock(big, sizeof big, &o), SW_STATUS_CORRUPT);
+    }
+    g.version = SW_STORE_FORMAT_VERSION + 1;
     sw_store_encode_superblock(&g, b);
     CHECK_STATUS(sw_store_decode_superblock(b, sizeof b, &o), SW_STATUS_UNSUPPORTED);
-    CHECK(o.version == 2);
-    g.version = 1;
+    CHECK(o.version == SW_STORE_FORMAT_VERSION + 1);
+    g.version = 1; /* before extents carried sequence numbers */
+    sw_store_encode_superblock(&g, b);
+    CHECK_STATUS(sw_store_decode_superblock(b, sizeof b, &o), SW_STATUS_UNSUPPORTED);
+    g.version = SW_STORE_FORMAT_VERSION;
     g.slot_bytes = 4096; /* inconsistent with stripe_bytes 8192 */
     sw_store_encode_superblock(&g, b);
     CHECK_STATUS(sw_store_decode_superblock(b, sizeof b, &o), SW_STATUS_CORRUPT);

@@ -1,5 +1,5 @@
-/* `spillway store bench|verify|inspect`: a thin client of the block store's
- * public API (spillway_store.h), in the spirit of mdb_stat.
+/* `spillway store bench|verify|repair|inspect`: a thin client of the block
+ * store's public API (spillway_store.h), in the spirit of mdb_stat.
  *
  * The disk bench is in store_bench.c, the remote one in remote_bench.c. */
 #ifndef _GNU_SOURCE
@@ -22,7 +22,7 @@ static int die_status(const char *what, sw_status st)
     return 1;
 }
 
-static sw_status open_existing(const char *dir, uint64_t host_bytes, sw_store **s)
+static sw_status open_existing(const char *dir, uint64_t host_bytes, int read_only, sw_store **s)
 {
     sw_store_config c;
     sw_store_config_init(&c);
@@ -31,6 +31,7 @@ static sw_status open_existing(const char *dir, uint64_t host_bytes, sw_store **
     c.stripe_bytes = 0; /* as created */
     c.run_blocks = 0;
     c.host_tier_bytes = host_bytes;
+    c.read_only = read_only;
     return sw_store_open(&c, s);
 }
 
@@ -80,22 +81,54 @@ static int ns_visit(void *ctx, const sw_store_entry *e)
     return 0;
 }
 
-static const char *need_dir(int argc, char **argv, const char *cmd)
+static const char *const help_inspect =
+    "usage: spillway store inspect --dir DIR\n"
+    "Prints the store's geometry, occupancy, journal state and per-namespace counts.\n"
+    "Opens the store read-only: no file is written.\n";
+static const char *const help_verify =
+    "usage: spillway store verify --dir DIR\n"
+    "Reads the store without writing any of its files (a read-only open: no journal\n"
+    "compaction, no torn-tail cut, nothing recovered is written back) and checks it:\n"
+    "every live extent (header, key, generation, sequence number, payload CRC32C), the\n"
+    "journal (records that fail their checksum, a damaged or incomplete snapshot), the\n"
+    "extent header pages (damaged slots) and the cross-check of the two (keys whose\n"
+    "current version cannot be proven, operations the journal lacks, torn extents).\n"
+    "Prints what it found and the first 20 bad stripes or keys.\n"
+    "Exit status: 0 when nothing was found, 1 when anything was damaged, dropped or\n"
+    "unprovable (or the store does not open), 2 on a usage error.\n"
+    "To drop what cannot be proven and rewrite the journal: spillway store repair.\n";
+static const char *const help_repair =
+    "usage: spillway store repair --dir DIR\n"
+    "Opens the store read-write (recovering what the data file proves), then drops\n"
+    "every key that cannot be proven current and every stripe whose extent fails its\n"
+    "check (they read as not found afterwards), zeroes damaged extent header slots and\n"
+    "rewrites the journal as a snapshot of what is left. Stripes that verify served\n"
+    "stay as they are. A damaged superblock cannot be repaired (the store does not\n"
+    "open). Run 'spillway store verify' first to see what would be dropped.\n"
+    "Exit status: 0 when the store was repaired (or had nothing to repair), 1 on an\n"
+    "error, 2 on a usage error.\n";
+
+/* Parses `--dir DIR` (and --help). Returns 0 with *dir set, or the exit
+ * status: 0 after --help, 2 on a usage error. */
+static int need_dir(int argc, char **argv, const char *cmd, const char *help, const char **dir)
 {
-    const char *dir = NULL;
+    *dir = NULL;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--dir") && i + 1 < argc)
-            dir = argv[++i];
-        else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
-            return NULL;
-        else {
-            fprintf(stderr, "spillway store %s: unknown option '%s'\n", cmd, argv[i]);
-            return NULL;
+        if (!strcmp(argv[i], "--dir") && i + 1 < argc) {
+            *dir = argv[++i];
+        } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            fputs(help, stdout);
+            return 0;
+        } else {
+            fprintf(stderr, "spillway store %s: unknown option '%s'\n%s", cmd, argv[i], help);
+            return 2;
         }
     }
-    if (!dir)
-        fprintf(stderr, "usage: spillway store %s --dir DIR\n", cmd);
-    return dir;
+    if (!*dir) {
+        fputs(help, stderr);
+        return 2;
+    }
+    return 0;
 }
 
 static void print_stats(const sw_store_stats *st)
@@ -115,9 +148,17 @@ static void print_stats(const sw_store_stats *st)
            st->extents_total ? 100.0 * st->extents_used / st->extents_total : 0.0,
            st->used_bytes / mib, st->payload_bytes / mib, (unsigned long long)st->runs_used,
            (unsigned long long)st->runs_total);
-    printf("journal:    %llu records, %llu dropped at open, generation %llu\n",
+    printf("journal:    %llu records, %llu dropped at open (checksum), generation %llu%s\n",
            (unsigned long long)st->journal_records, (unsigned long long)st->journal_dropped,
-           (unsigned long long)st->generation);
+           (unsigned long long)st->generation,
+           st->journal_damaged ? ", DAMAGED (records lost before its end or from its snapshot)"
+                               : "");
+    printf("cross-check: %llu header pages read, %llu key(s) cannot be proven current, "
+           "%llu operation(s) found only in the data file, %llu torn extent(s), "
+           "%llu damaged header slot(s)\n",
+           (unsigned long long)st->header_pages_read, (unsigned long long)st->keys_unprovable,
+           (unsigned long long)st->journal_recovered, (unsigned long long)st->extents_discarded,
+           (unsigned long long)st->headers_bad);
     printf("i/o:        %s, %s, queue depth %llu, buffer %.1f MiB\n",
            sw_store_io_backend_name(st->io_backend), st->direct_io ? "O_DIRECT" : "buffered",
            (unsigned long long)st->queue_depth, st->io_buffer_bytes / mib);
@@ -125,11 +166,12 @@ static void print_stats(const sw_store_stats *st)
 
 static int cmd_store_inspect(int argc, char **argv)
 {
-    const char *dir = need_dir(argc, argv, "inspect");
-    if (!dir)
-        return 2;
+    const char *dir = NULL;
+    int rc = need_dir(argc, argv, "inspect", help_inspect, &dir);
+    if (rc || !dir)
+        return rc;
     sw_store *s = NULL;
-    sw_status st = open_existing(dir, 0, &s);
+    sw_status st = open_existing(dir, 0, 1, &s);
     if (st != SW_OK)
         return die_status("open", st);
     sw_store_stats ss;
@@ -169,21 +211,27 @@ static int verify_visit(void *ctx, const sw_store_entry *e)
     bad_list *b = (bad_list *)ctx;
     if (e->status != SW_OK && b->printed < 20) {
         b->printed++;
-        printf("  %s: ns 0x%016llx layer %u block %u kv_head %u %c gen %llu extent %llu\n",
-               sw_status_str(e->status), (unsigned long long)e->key.ns, e->key.layer,
-               e->key.block, e->key.kv_head, e->key.kind ? 'V' : 'K',
-               (unsigned long long)e->generation, (unsigned long long)e->extent);
+        if (e->extent == UINT64_MAX)
+            printf("  unprovable: ns 0x%016llx layer %u block %u kv_head %u %c (the journal "
+                   "lost a record of it)\n", (unsigned long long)e->key.ns, e->key.layer,
+                   e->key.block, e->key.kv_head, e->key.kind ? 'V' : 'K');
+        else
+            printf("  %s: ns 0x%016llx layer %u block %u kv_head %u %c gen %llu extent %llu\n",
+                   sw_status_str(e->status), (unsigned long long)e->key.ns, e->key.layer,
+                   e->key.block, e->key.kv_head, e->key.kind ? 'V' : 'K',
+                   (unsigned long long)e->generation, (unsigned long long)e->extent);
     }
     return 0;
 }
 
 static int cmd_store_verify(int argc, char **argv)
 {
-    const char *dir = need_dir(argc, argv, "verify");
-    if (!dir)
-        return 2;
+    const char *dir = NULL;
+    int rc = need_dir(argc, argv, "verify", help_verify, &dir);
+    if (rc || !dir)
+        return rc;
     sw_store *s = NULL;
-    sw_status st = open_existing(dir, 0, &s);
+    sw_status st = open_existing(dir, 0, 1, &s); /* read-only: verify writes nothing */
     if (st != SW_OK)
         return die_status("open", st);
     sw_store_stats ss;
@@ -205,18 +253,73 @@ static int cmd_store_verify(int argc, char **argv)
            (unsigned long long)r.extents_corrupt, (unsigned long long)r.extents_io_error,
            r.bytes_read / 1048576.0, (unsigned long long)r.read_requests, dt,
            dt > 0 ? r.bytes_read / dt / 1e9 : 0.0);
-    if (ss.journal_dropped)
-        printf("journal: %llu damaged record(s) were dropped at open\n",
-               (unsigned long long)ss.journal_dropped);
+    printf("journal: %llu record(s) failed their checksum%s; %llu key(s) cannot be proven "
+           "current; %llu operation(s) are in the data file but not in the journal; %llu "
+           "torn extent(s); %llu damaged header slot(s) (%llu header pages read)\n",
+           (unsigned long long)r.journal_dropped,
+           r.journal_damaged ? " (the journal is DAMAGED: records lost before its end or from "
+                               "its snapshot)" : "",
+           (unsigned long long)r.keys_unprovable, (unsigned long long)r.journal_missing,
+           (unsigned long long)r.extents_torn, (unsigned long long)r.headers_bad,
+           (unsigned long long)ss.header_pages_read);
     sw_status cst = sw_store_close(s);
     if (vst != SW_OK) {
         fprintf(stderr, "spillway store verify: %s: %s\n", sw_status_str(vst), err);
+        if (r.journal_missing && !r.journal_dropped && !r.journal_damaged &&
+            !r.keys_unprovable && !r.extents_corrupt && !r.headers_bad)
+            fprintf(stderr, "spillway store verify: the operation(s) missing from the journal "
+                    "are recovered from the data file by the next read-write open (a writer "
+                    "killed before its journal record, or a journal cut at its end)\n");
+        else
+            fprintf(stderr, "spillway store verify: 'spillway store repair --dir %s' drops "
+                    "what cannot be proven and rewrites the journal\n", dir);
         return 1;
     }
     if (cst != SW_OK)
         return die_status("close", cst);
     printf("ok\n");
     return 0;
+}
+
+/* -------------------------------------------------------------- repair -- */
+static int cmd_store_repair(int argc, char **argv)
+{
+    const char *dir = NULL;
+    int rc = need_dir(argc, argv, "repair", help_repair, &dir);
+    if (rc || !dir)
+        return rc;
+    sw_store *s = NULL;
+    sw_status st = open_existing(dir, 0, 0, &s);
+    if (st != SW_OK)
+        return die_status("open", st);
+    sw_store_stats ss;
+    memset(&ss, 0, sizeof ss);
+    ss.struct_size = sizeof ss;
+    sw_store_get_stats(s, &ss);
+    printf("open: %llu journal record(s) failed their checksum%s, %llu operation(s) recovered "
+           "from the data file, %llu torn extent(s) dropped, %llu key(s) cannot be proven "
+           "current, %llu damaged header slot(s)\n",
+           (unsigned long long)ss.journal_dropped,
+           ss.journal_damaged ? " (journal damaged)" : "",
+           (unsigned long long)ss.journal_recovered, (unsigned long long)ss.extents_discarded,
+           (unsigned long long)ss.keys_unprovable, (unsigned long long)ss.headers_bad);
+    sw_store_repair_result r;
+    memset(&r, 0, sizeof r);
+    r.struct_size = sizeof r;
+    st = sw_store_repair(s, &r);
+    if (st != SW_OK) {
+        char err[512];
+        snprintf(err, sizeof err, "%s", sw_last_error());
+        sw_store_close(s);
+        fprintf(stderr, "spillway store repair: %s: %s\n", sw_status_str(st), err);
+        return 1;
+    }
+    printf("repair: dropped %llu unprovable key(s) and %llu stripe(s) with a bad extent, "
+           "cleared %llu damaged header slot(s); journal rewritten with %llu record(s)\n",
+           (unsigned long long)r.keys_dropped_unprovable, (unsigned long long)r.keys_dropped_corrupt,
+           (unsigned long long)r.headers_cleared, (unsigned long long)r.journal_records);
+    st = sw_store_close(s);
+    return st == SW_OK ? 0 : die_status("close", st);
 }
 
 int cmd_store(int argc, char **argv)
@@ -231,7 +334,19 @@ int cmd_store(int argc, char **argv)
         return cmd_store_verify(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "inspect"))
         return cmd_store_inspect(argc - 1, argv + 1);
-    fprintf(stderr, "usage: spillway store bench [options] | verify --dir D | inspect --dir D\n"
-                    "run 'spillway store bench --help' for the bench's options\n");
+    if (argc >= 2 && !strcmp(argv[1], "repair"))
+        return cmd_store_repair(argc - 1, argv + 1);
+    const char *usage =
+        "usage: spillway store bench [options] | verify --dir D | repair --dir D | inspect --dir D\n"
+        "  bench    disk (or --remote) benchmark of the store\n"
+        "  verify   check a store without writing to it (exit 1 when anything is damaged)\n"
+        "  repair   drop what cannot be proven current, rewrite the journal\n"
+        "  inspect  geometry, occupancy, journal, namespaces (read-only)\n"
+        "run 'spillway store <command> --help' for a command's options\n";
+    if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+        fputs(usage, stdout);
+        return 0;
+    }
+    fputs(usage, stderr);
     return 2;
 }

@@ -93,7 +93,7 @@ sw_status sw_store_decode_superblock(const uint8_t *buf, size_t len, sw_store_ge
     g->store_id = get64(buf + 40);
     if (g->version != SW_STORE_FORMAT_VERSION)
         return SW_STATUS_UNSUPPORTED;
-    if (!all_zero(buf + 48, 12))
+    if (!all_zero(buf + 48, 12) || len > SW_STORE_SB_BYTES || !all_zero(buf + 64, len - 64))
         return SW_STATUS_CORRUPT;
     /* The stored derived fields must be what this version derives. */
     if (g->stripe_bytes == 0 || g->stripe_bytes > SW_STORE_MAX_STRIPE || g->run_blocks == 0 ||
@@ -135,6 +135,8 @@ void sw_store_encode_extent_hdr(const sw_store_extent_hdr *h, uint8_t out[SW_STO
     put32(out + 32, h->length);
     put32(out + 36, h->payload_crc);
     put64(out + 40, h->slot);
+    out[5] = (uint8_t)h->state;
+    put64(out + 48, h->seq);
     put32(out + 60, sw_crc32c(out, 60));
 }
 
@@ -145,14 +147,17 @@ sw_status sw_store_decode_extent_hdr(const uint8_t *buf, size_t len, sw_store_ex
         return SW_STATUS_INVALID;
     if (get32(buf) != SW_STORE_EXTENT_MAGIC || get32(buf + 60) != sw_crc32c(buf, 60))
         return SW_STATUS_CORRUPT;
-    if (buf[4] > 1 || buf[5] != 0 || !all_zero(buf + 48, 12))
+    if (buf[4] > 1 || buf[5] > SW_STORE_EXTENT_VOID || !all_zero(buf + 56, 4))
         return SW_STATUS_CORRUPT;
     get_key(buf, &h->key);
+    h->state = buf[5];
     h->generation = get64(buf + 24);
     h->length = get32(buf + 32);
     h->payload_crc = get32(buf + 36);
     h->slot = get64(buf + 40);
-    if (h->length > SW_STORE_MAX_STRIPE)
+    h->seq = get64(buf + 48);
+    if (h->length > SW_STORE_MAX_STRIPE ||
+        (h->state == SW_STORE_EXTENT_VOID && (h->length || h->payload_crc)))
         return SW_STATUS_CORRUPT;
     return SW_OK;
 }
@@ -179,7 +184,7 @@ sw_status sw_store_decode_record(const uint8_t *buf, size_t len, sw_store_record
         return SW_STATUS_INVALID;
     if (get32(buf) != SW_STORE_RECORD_MAGIC || get32(buf + 60) != sw_crc32c(buf, 60))
         return SW_STATUS_CORRUPT;
-    if ((buf[4] != SW_STORE_REC_PUT && buf[4] != SW_STORE_REC_DEL) || buf[5] > 1 ||
+    if (buf[4] < SW_STORE_REC_PUT || buf[4] > SW_STORE_REC_UNPROV || buf[5] > 1 ||
         !all_zero(buf + 56, 4))
         return SW_STATUS_CORRUPT;
     r->type = buf[4];

@@ -91,8 +91,9 @@ static void verify_deliver(sw_read_ctx *c, const sw_read_item *it, const char *h
     sw_store_extent_hdr h;
     int ok = e->used && e->generation == it->gen &&
              sw_store_decode_extent_hdr((const uint8_t *)hdr, SW_STORE_HDR_BYTES, &h) == SW_OK &&
-             sw_store_key_eq(&h.key, &e->key) && h.generation == e->generation &&
-             h.length == e->length && h.payload_crc == e->crc && h.slot == it->slot;
+             h.state == SW_STORE_EXTENT_LIVE && sw_store_key_eq(&h.key, &e->key) &&
+             h.generation == e->generation && h.seq == e->seq && h.length == e->length &&
+             h.payload_crc == e->crc && h.slot == it->slot;
     const char *src = pay;
     if (ok && !c->out->device) {
         void *d = c->out->dst[it->idx];
@@ -291,7 +292,7 @@ size_t sw_store_read_plan(sw_store *s, sw_read_item *items, size_t i, size_t n, 
         size_t t = i;
         if (g.split) {
             rq[nrq++] = (sw_read_req){(uint32_t)ng, 1, 0, 0, (uint32_t)nops, 1, 0};
-            ops[nops++] = (sw_io_op){s->data_fd, 0, bounce + used, hb, roff, 0};
+            ops[nops++] = (sw_io_op){s->data_fd, 0, bounce + used, hb, roff, 0, 0};
         }
         for (uint32_t a = base; a <= g.p1;) {
             uint32_t e = chunk_slots ? a + chunk_slots - 1 : g.p1;
@@ -316,7 +317,7 @@ size_t sw_store_read_plan(sw_store *s, sw_read_item *items, size_t i, size_t n, 
                 q.op = (uint32_t)(nops - 1);
             } else {
                 q.op = (uint32_t)nops;
-                ops[nops++] = (sw_io_op){s->data_fd, 0, bounce + off, len, foff, 0};
+                ops[nops++] = (sw_io_op){s->data_fd, 0, bounce + off, len, foff, 0, 0};
             }
             rq[nrq++] = q;
             a = e + 1;
@@ -406,6 +407,12 @@ size_t sw_store_read_lookup(sw_read_ctx *c, size_t n, const sw_store_key *keys,
                 continue;
             uint32_t v = sw_store_index_find_h(s, &keys[i], hs[i]);
             if (v == SW_NIL) {
+                if (sw_store_unprovable(s, &keys[i])) {
+                    /* never an older version: see sw_store_recover */
+                    statuses[i] = SW_STATUS_CORRUPT;
+                    s->st.corruptions++;
+                    continue;
+                }
                 s->st.not_found++;
                 continue;
             }
@@ -460,13 +467,18 @@ static sw_status store_read(sw_store *s, size_t n, const sw_store_key *keys, sw_
                 statuses[i] = out->err;
         return out->err;
     }
-    return sw_store_read_summary(n, dst_bytes, statuses);
+    return sw_store_read_summary(s, keys, n, dst_bytes, statuses);
 }
 
-sw_status sw_store_read_summary(size_t n, size_t dst_bytes, const sw_status *statuses)
+sw_status sw_store_read_summary(sw_store *s, const sw_store_key *keys, size_t n,
+                                size_t dst_bytes, const sw_status *statuses)
 {
     for (size_t i = 0; i < n; i++)
         if (statuses[i] != SW_OK) {
+            if (statuses[i] == SW_STATUS_CORRUPT && s && sw_store_unprovable(s, &keys[i]))
+                return sw_fail(SW_STATUS_CORRUPT, "key %zu cannot be proven current: the "
+                               "store's journal lost a record of it (found at open; "
+                               "sw_store_repair drops it, a write or delete replaces it)", i);
             if (statuses[i] == SW_STATUS_CORRUPT)
                 return sw_fail(SW_STATUS_CORRUPT, "key %zu: extent failed its key/generation/CRC "
                                "check", i);
@@ -511,7 +523,7 @@ static sw_status read_common(sw_store *s, size_t n, const sw_store_key *keys, sw
                                               dst_bytes, lengths, generations, statuses);
         if (rst != SW_OK && rst != SW_STATUS_NO_MEMORY)
             return rst; /* a device copy failed */
-        st = sw_store_read_summary(n, dst_bytes, statuses);
+        st = sw_store_read_summary(NULL, keys, n, dst_bytes, statuses); /* unlocked */
     }
     return st;
 }

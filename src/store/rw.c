@@ -5,6 +5,7 @@
 #include "attn/attn_internal.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -42,8 +43,33 @@ static sw_status io_error(sw_store *s, const sw_io_op *op, const char *what)
                    (long long)op->res, op->len, (unsigned long long)op->off);
 }
 
-/* Evicts the LRU stripe (journal tombstone first, so that replay never maps
- * the key to a slot that is about to be overwritten). */
+/* Removes the stripe in slot v: journal tombstone first (so that replay
+ * never maps the key to a slot that is about to be overwritten), then a
+ * void header over its extent header with the tombstone's sequence number,
+ * so that a journal that loses the tombstone cannot serve the stripe again
+ * (open finds the void newer than the key's last record and redoes the
+ * delete). A failed void write leaves the delete standing (it is in the
+ * journal) and marks the handle failed: the protection it gives is gone. */
+sw_status sw_store_remove_slot(sw_store *s, uint32_t v)
+{
+    sw_slot *e = &s->slots[v];
+    sw_store_record r = {SW_STORE_REC_DEL, e->key, e->generation, 0, 0, 0, 0};
+    r.key.reserved = 0;
+    r.seq = sw_store_next_seq(s);
+    SW_TRY(sw_store_journal_append(s, &r));
+    sw_status st = sw_store_void_extent(s, v, &r.key, r.generation, r.seq);
+    sw_store_index_remove(s, v);
+    if (st != SW_OK) {
+        char keep[512];
+        snprintf(keep, sizeof keep, "%s", sw_last_error());
+        s->failed = 1;
+        return sw_fail(st, "the delete is in the journal, but its void header could not be "
+                       "written (the handle is marked failed): %s", keep);
+    }
+    return SW_OK;
+}
+
+/* Evicts the LRU stripe. */
 static sw_status evict_one(sw_store *s, uint32_t avoid)
 {
     uint32_t v = sw_store_lru_victim(s, avoid);
@@ -51,9 +77,7 @@ static sw_status evict_one(sw_store *s, uint32_t avoid)
         v = avoid; /* the only stripe is the one being overwritten */
     if (v == SW_NIL)
         return sw_fail(SW_STATUS_INTERNAL, "store full but nothing to evict");
-    sw_store_record r = {SW_STORE_REC_DEL, s->slots[v].key, s->slots[v].generation, 0, 0, 0, 0};
-    SW_TRY(sw_store_journal_append(s, &r));
-    sw_store_index_remove(s, v);
+    SW_TRY(sw_store_remove_slot(s, v));
     s->st.evictions++;
     return SW_OK;
 }
@@ -64,6 +88,8 @@ static sw_status write_extent(sw_store *s, const sw_store_key *key, const void *
 static sw_status store_write(sw_store *s, const sw_store_key *key, const void *src,
                              size_t bytes, uint64_t *gen_out)
 {
+    if (s->read_only)
+        return sw_fail(SW_STATUS_INVALID, "the store is open read-only");
     uint32_t old = sw_store_index_find(s, key);
     uint32_t slot = sw_store_place(s, key, old);
     if (slot == SW_NIL) {
@@ -88,6 +114,9 @@ static sw_status write_extent(sw_store *s, const sw_store_key *key, const void *
 {
     uint64_t gen = s->generation + 1;
     uint32_t crc = sw_crc32c(src, bytes);
+    /* The extent header and the journal record carry the same sequence
+     * number: open compares them (recover.c). */
+    uint64_t seq = s->journal_seq + 1;
 
     /* Bounce layout: [payload slot][run header page(s)]. The header page is
      * read, patched and written whole: the other headers in it are written
@@ -97,17 +126,21 @@ static sw_status write_extent(sw_store *s, const sw_store_key *key, const void *
     uint32_t run = slot / s->g.run_blocks, pos = slot % s->g.run_blocks;
     uint64_t hdr_page = (uint64_t)pos * SW_STORE_HDR_BYTES / SW_STORE_ALIGN * SW_STORE_ALIGN;
     sw_io_op *op = s->ops;
-    op[0] = (sw_io_op){s->data_fd, 0, hdr, SW_STORE_ALIGN, sw_store_run_off(s, run) + hdr_page, 0};
+    op[0] = (sw_io_op){s->data_fd, 0, hdr, SW_STORE_ALIGN, sw_store_run_off(s, run) + hdr_page, 0, 0};
     if (sw_io_run(s->io, op, 1))
         return io_error(s, &op[0], "read extent header page");
 
     memcpy(pay, src, bytes);
     memset(pay + bytes, 0, s->g.slot_bytes - bytes);
-    sw_store_extent_hdr h = {*key, gen, (uint32_t)bytes, crc, slot};
+    sw_store_extent_hdr h = {*key, gen, (uint32_t)bytes, crc, slot, seq, SW_STORE_EXTENT_LIVE};
     h.key.reserved = 0;
-    sw_store_encode_extent_hdr(&h, (uint8_t *)hdr + (pos * SW_STORE_HDR_BYTES - hdr_page));
-    op[0] = (sw_io_op){s->data_fd, 1, pay, s->g.slot_bytes, sw_store_slot_off(s, slot), 0};
-    op[1] = (sw_io_op){s->data_fd, 1, hdr, SW_STORE_ALIGN, sw_store_run_off(s, run) + hdr_page, 0};
+    uint8_t *my_hdr = (uint8_t *)hdr + (pos * SW_STORE_HDR_BYTES - hdr_page);
+    sw_store_encode_extent_hdr(&h, my_hdr);
+    /* Payload first, header after it (linked on io_uring, in order with
+     * pwrite): a killed writer never leaves a header over a payload that did
+     * not land, so a header with a bad payload is damage, not a crash. */
+    op[0] = (sw_io_op){s->data_fd, 1, pay, s->g.slot_bytes, sw_store_slot_off(s, slot), 0, 1};
+    op[1] = (sw_io_op){s->data_fd, 1, hdr, SW_STORE_ALIGN, sw_store_run_off(s, run) + hdr_page, 0, 0};
     if (sw_io_run(s->io, op, 2))
         return io_error(s, op[0].res != (int64_t)op[0].len ? &op[0] : &op[1], "write extent");
     if (s->durability == SW_STORE_DURABILITY_SYNC && fdatasync(s->data_fd) != 0) {
@@ -115,19 +148,36 @@ static sw_status write_extent(sw_store *s, const sw_store_key *key, const void *
         return sw_store_errno(s, errno, "fdatasync(data)");
     }
 
-    sw_store_record r = {SW_STORE_REC_PUT, h.key, gen, slot, (uint32_t)bytes, crc, 0};
-    SW_TRY(sw_store_journal_append(s, &r));
+    sw_store_record r = {SW_STORE_REC_PUT, h.key, gen, slot, (uint32_t)bytes, crc, seq};
+    sw_status jst = sw_store_journal_append(s, &r);
+    if (jst != SW_OK) {
+        /* Not acknowledged: its header must not outlive the failure (a later
+         * open would find it newer than the journal). */
+        char keep[512];
+        snprintf(keep, sizeof keep, "%s", sw_last_error());
+        memset(my_hdr, 0, SW_STORE_HDR_BYTES);
+        op[0] = (sw_io_op){s->data_fd, 1, hdr, SW_STORE_ALIGN,
+                           sw_store_run_off(s, run) + hdr_page, 0, 0};
+        if (sw_io_run(s->io, op, 1))
+            s->failed = 1;
+        sw_fail(jst, "%s", keep);
+        return jst;
+    }
+    s->journal_seq = seq;
 
     /* Published only now: the extent and its record are complete. */
     s->generation = gen;
     sw_slot *e = &s->slots[slot];
     e->key = h.key;
     e->generation = gen;
+    e->seq = seq;
     e->length = (uint32_t)bytes;
     e->crc = crc;
     sw_store_index_publish(s, slot);
     if (old != SW_NIL)
         sw_store_slot_release(s, old);
+    if (s->unprov.n)
+        sw_keymap_erase(&s->unprov, &h.key);
     sw_store_host_put(s, slot, src);
     s->st.writes++;
     s->st.bytes_written += bytes;
@@ -177,16 +227,24 @@ sw_status sw_store_delete(sw_store *s, const sw_store_key *key)
     SW_TRY(sw_store_enter(s));
     sw_status st = SW_OK;
     uint32_t v = sw_store_index_find(s, key);
-    if (v == SW_NIL) {
-        st = sw_fail(SW_STATUS_NOT_FOUND, "no stripe for this key");
-    } else {
-        sw_store_record r = {SW_STORE_REC_DEL, *key, s->slots[v].generation, 0, 0, 0, 0};
+    if (s->read_only) {
+        st = sw_fail(SW_STATUS_INVALID, "the store is open read-only");
+    } else if (v == SW_NIL && sw_store_unprovable(s, key)) {
+        /* no extent: the tombstone alone supersedes its unprovable record */
+        sw_store_record r = {SW_STORE_REC_DEL, *key, 0, 0, 0, 0, 0};
         r.key.reserved = 0;
+        r.seq = sw_store_next_seq(s);
         st = sw_store_journal_append(s, &r);
         if (st == SW_OK) {
-            sw_store_index_remove(s, v);
+            sw_keymap_erase(&s->unprov, key);
             s->st.deletes++;
         }
+    } else if (v == SW_NIL) {
+        st = sw_fail(SW_STATUS_NOT_FOUND, "no stripe for this key");
+    } else {
+        st = sw_store_remove_slot(s, v);
+        if (st == SW_OK)
+            s->st.deletes++;
     }
     pthread_mutex_unlock(&s->lock);
     return st;

@@ -1,9 +1,13 @@
-/* Whole-store walks for tools: sw_store_iterate (index only) and
- * sw_store_verify (every live extent read back and checked). */
+/* Whole-store walks for tools: sw_store_iterate (index only),
+ * sw_store_verify (every live extent read back and checked, and what open
+ * found comparing the journal with the header pages) and sw_store_repair. */
 #include "store/store_internal.h"
 
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static sw_status scan_enter(sw_store *s, const char *what)
 {
@@ -55,6 +59,7 @@ static sw_status check_extent(const sw_store *s, uint32_t v, const char *hdr, co
     const sw_slot *e = &s->slots[v];
     sw_store_extent_hdr h;
     if (sw_store_decode_extent_hdr((const uint8_t *)hdr, SW_STORE_HDR_BYTES, &h) != SW_OK ||
+        h.state != SW_STORE_EXTENT_LIVE || h.seq != e->seq ||
         !sw_store_key_eq(&h.key, &e->key) || h.generation != e->generation ||
         h.length != e->length || h.payload_crc != e->crc || h.slot != v ||
         sw_crc32c(pay, h.length) != h.payload_crc)
@@ -109,7 +114,7 @@ static sw_status verify_locked(sw_store *s, verify_state *vs)
             if (used + need > s->bounce_bytes)
                 break; /* next batch; a whole run always fits (bounce >= 2 runs) */
             s->ops[nb] = (sw_io_op){s->data_fd, 0, s->bounce + used, need,
-                                    sw_store_run_off(s, (uint32_t)run), 0};
+                                    sw_store_run_off(s, (uint32_t)run), 0, 0};
             batch[nb++] = (uint32_t)run;
             used += need;
         }
@@ -138,6 +143,17 @@ static sw_status verify_locked(sw_store *s, verify_state *vs)
         }
     }
     free(batch);
+    /* Keys that cannot be proven current: what a read of them returns. */
+    for (uint64_t i = 0; s->unprov.a && i <= s->unprov.mask && !vs->stop; i++) {
+        if (!s->unprov.a[i].used || !vs->fn)
+            continue;
+        sw_store_entry e;
+        memset(&e, 0, sizeof e);
+        e.key = s->unprov.a[i].key;
+        e.extent = UINT64_MAX;
+        e.status = SW_STATUS_CORRUPT;
+        vs->stop = vs->fn(vs->ctx, &e) != 0;
+    }
     /* Host-tier copies: the bytes a hit would return. */
     for (uint32_t h = 0; h < s->host_n && !vs->stop; h++) {
         uint32_t v = s->host[h].slot;
@@ -163,6 +179,15 @@ sw_status sw_store_verify(sw_store *s, sw_store_visit_fn fn, void *ctx,
     vs.fn = fn;
     vs.ctx = ctx;
     sw_status st = verify_locked(s, &vs);
+    /* What open found. A read-write open has written what it recovered
+     * from the data file to the journal and dropped torn extents; a
+     * read-only one did that in memory only, so the files still lack it. */
+    vs.r.journal_dropped = s->st.journal_dropped;
+    vs.r.journal_damaged = s->st.journal_damaged;
+    vs.r.keys_unprovable = s->unprov.n;
+    vs.r.journal_missing = s->read_only ? s->st.journal_recovered : 0;
+    vs.r.extents_torn = s->read_only ? s->st.extents_discarded : 0;
+    vs.r.headers_bad = s->st.headers_bad;
     pthread_mutex_unlock(&s->lock);
     if (res) {
         uint32_t want = res->struct_size;
@@ -171,14 +196,161 @@ sw_status sw_store_verify(sw_store *s, sw_store_visit_fn fn, void *ctx,
     }
     if (st != SW_OK)
         return st;
-    if (vs.r.extents_corrupt || vs.r.host_corrupt)
-        return sw_fail(SW_STATUS_CORRUPT, "verify: %llu corrupt extent(s), %llu corrupt host "
-                       "cop(ies) of %llu stripes",
-                       (unsigned long long)vs.r.extents_corrupt,
-                       (unsigned long long)vs.r.host_corrupt,
-                       (unsigned long long)vs.r.extents_checked);
+    const sw_store_verify_result *r = &vs.r;
+    if (r->extents_corrupt || r->host_corrupt || r->journal_dropped || r->journal_damaged ||
+        r->keys_unprovable || r->journal_missing || r->extents_torn || r->headers_bad)
+        return sw_fail(SW_STATUS_CORRUPT, "verify: %llu corrupt extent(s) and %llu corrupt host "
+                       "cop(ies) of %llu stripes; journal: %llu record(s) failed their "
+                       "checksum%s, %llu key(s) cannot be proven current, %llu operation(s) "
+                       "found only in the data file, %llu torn extent(s); %llu damaged "
+                       "header slot(s)",
+                       (unsigned long long)r->extents_corrupt, (unsigned long long)r->host_corrupt,
+                       (unsigned long long)r->extents_checked,
+                       (unsigned long long)r->journal_dropped,
+                       r->journal_damaged ? " (damaged: records lost before its end or from "
+                                            "its snapshot)" : "",
+                       (unsigned long long)r->keys_unprovable,
+                       (unsigned long long)r->journal_missing,
+                       (unsigned long long)r->extents_torn, (unsigned long long)r->headers_bad);
     if (vs.r.extents_io_error)
         return sw_fail(SW_STATUS_IO, "verify: %llu stripe(s) could not be read",
                        (unsigned long long)vs.r.extents_io_error);
     return SW_OK;
+}
+
+/* --------------------------------------------------------------- repair -- */
+typedef struct bad_slots {
+    uint32_t *a;
+    size_t n, cap;
+    int oom;
+} bad_slots;
+
+static int collect_bad(void *ctx, const sw_store_entry *e)
+{
+    bad_slots *b = (bad_slots *)ctx;
+    if (e->status == SW_OK || e->extent == UINT64_MAX)
+        return 0;
+    if (b->n == b->cap) {
+        size_t cap = b->cap ? 2 * b->cap : 64;
+        uint32_t *a = (uint32_t *)realloc(b->a, cap * sizeof *a);
+        if (!a) {
+            b->oom = 1;
+            return 1;
+        }
+        b->a = a;
+        b->cap = cap;
+    }
+    b->a[b->n++] = (uint32_t)e->extent;
+    return 0;
+}
+
+/* Zeroes every header slot that is neither zero nor a valid header of its
+ * slot, and non-zero padding after the last header of a page. */
+static sw_status clear_bad_headers(sw_store *s, uint64_t *cleared)
+{
+    const uint32_t R = s->g.run_blocks;
+    const size_t hb = s->g.run_header_bytes;
+    char *buf = s->bounce;
+    for (uint64_t run = 0; run < s->g.nruns; run++) {
+        sw_io_op op = {s->data_fd, 0, buf, hb, sw_store_run_off(s, (uint32_t)run), 0, 0};
+        if (sw_io_run(s->io, &op, 1))
+            return op.res < 0 ? sw_store_errno(s, (int)-op.res, "repair: read header page")
+                              : sw_fail(SW_STATUS_IO, "repair: short read of a header page");
+        uint64_t fixed = 0;
+        for (uint32_t p = 0; p < R; p++) {
+            uint8_t *b = (uint8_t *)buf + (size_t)p * SW_STORE_HDR_BYTES;
+            int zero = 1;
+            for (size_t i = 0; i < SW_STORE_HDR_BYTES && zero; i++)
+                zero = b[i] == 0;
+            sw_store_extent_hdr h;
+            if (zero || (sw_store_decode_extent_hdr(b, SW_STORE_HDR_BYTES, &h) == SW_OK &&
+                         h.slot == run * R + p &&
+                         (h.state != SW_STORE_EXTENT_LIVE || h.length <= s->g.stripe_bytes)))
+                continue;
+            memset(b, 0, SW_STORE_HDR_BYTES);
+            fixed++;
+        }
+        for (size_t i = (size_t)R * SW_STORE_HDR_BYTES; i < hb; i++)
+            if (buf[i]) {
+                memset(buf + (size_t)R * SW_STORE_HDR_BYTES, 0, hb - (size_t)R * SW_STORE_HDR_BYTES);
+                fixed++;
+                break;
+            }
+        if (!fixed)
+            continue;
+        op.write = 1;
+        op.res = 0;
+        if (sw_io_run(s->io, &op, 1))
+            return op.res < 0 ? sw_store_errno(s, (int)-op.res, "repair: write header page")
+                              : sw_fail(SW_STATUS_IO, "repair: short write of a header page");
+        *cleared += fixed;
+    }
+    return SW_OK;
+}
+
+static sw_status repair_locked(sw_store *s, sw_store_repair_result *r)
+{
+    /* 1. Stripes whose extent fails its check (or cannot be read). */
+    bad_slots b;
+    memset(&b, 0, sizeof b);
+    verify_state vs;
+    memset(&vs, 0, sizeof vs);
+    vs.fn = collect_bad;
+    vs.ctx = &b;
+    sw_status st = verify_locked(s, &vs);
+    if (st == SW_OK && b.oom)
+        st = sw_fail(SW_STATUS_NO_MEMORY, "repair: list of bad stripes");
+    for (size_t i = 0; i < b.n && st == SW_OK; i++) {
+        if (!s->slots[b.a[i]].used)
+            continue;
+        st = sw_store_remove_slot(s, b.a[i]);
+        r->keys_dropped_corrupt += st == SW_OK;
+    }
+    free(b.a);
+    SW_TRY(st);
+    /* 2. Keys that cannot be proven current: a tombstone each (the old
+     * journal then records the drop, should the rewrite below fail). */
+    while (s->unprov.n) {
+        sw_keymap_ent *e = NULL;
+        for (uint64_t i = 0; i <= s->unprov.mask && !e; i++)
+            if (s->unprov.a[i].used)
+                e = &s->unprov.a[i];
+        sw_store_record rec = {SW_STORE_REC_DEL, e->key, 0, 0, 0, 0, sw_store_next_seq(s)};
+        SW_TRY(sw_store_journal_append(s, &rec));
+        sw_keymap_erase(&s->unprov, &rec.key);
+        r->keys_dropped_unprovable++;
+    }
+    /* 3. Damaged header slots. */
+    SW_TRY(clear_bad_headers(s, &r->headers_cleared));
+    /* 4. A fresh journal: the snapshot of what is left. Its mark covers
+     * every header in the data file, which is synced first. */
+    if (fdatasync(s->data_fd) != 0)
+        return sw_store_errno(s, errno, "repair: fdatasync(data)");
+    SW_TRY(sw_store_compact_journal(s));
+    r->journal_records = s->st.journal_records;
+    s->st.journal_dropped = 0;
+    s->st.journal_damaged = 0;
+    s->st.headers_bad = 0;
+    s->st.extents_discarded = 0;
+    s->st.journal_recovered = 0;
+    return SW_OK;
+}
+
+sw_status sw_store_repair(sw_store *s, sw_store_repair_result *res)
+{
+    if (res && res->struct_size < 8)
+        return sw_fail(SW_STATUS_INVALID, "sw_store_repair: res->struct_size < 8");
+    SW_TRY(scan_enter(s, "sw_store_repair"));
+    sw_store_repair_result r;
+    memset(&r, 0, sizeof r);
+    sw_status st = s->read_only
+                       ? sw_fail(SW_STATUS_INVALID, "sw_store_repair: the store is open read-only")
+                       : repair_locked(s, &r);
+    pthread_mutex_unlock(&s->lock);
+    if (res) {
+        uint32_t want = res->struct_size;
+        r.struct_size = want;
+        memcpy(res, &r, want < sizeof r ? want : sizeof r);
+    }
+    return st;
 }

@@ -160,12 +160,12 @@ static sw_status replace_file(sw_store *s, const char *tmp, const char *name, co
 }
 
 /* -------------------------------------------------------------- journal -- */
-sw_status sw_store_journal_append(sw_store *s, const sw_store_record *r0)
+sw_status sw_store_journal_append(sw_store *s, const sw_store_record *r)
 {
-    sw_store_record r = *r0;
-    r.seq = ++s->journal_seq;
     uint8_t buf[SW_STORE_REC_BYTES];
-    sw_store_encode_record(&r, buf);
+    if (s->read_only)
+        return sw_fail(SW_STATUS_INVALID, "the store is open read-only");
+    sw_store_encode_record(r, buf);
     sw_status st = write_all(s->journal_fd, buf, sizeof buf, s->journal_end, "journal append");
     if (st == SW_OK && s->durability == SW_STORE_DURABILITY_SYNC &&
         fdatasync(s->journal_fd) != 0)
@@ -189,59 +189,86 @@ sw_status sw_store_journal_append(sw_store *s, const sw_store_record *r0)
     return SW_OK;
 }
 
-static void apply_record(sw_store *s, const sw_store_record *r)
+/* Replays one record into the index. deleted: keys whose newest record so
+ * far removed them (a delete, or a later put that took their slot), with
+ * that record's sequence number -- what the cross-check with the extent
+ * headers compares against for keys that are not in the index. */
+static sw_status apply_record(sw_store *s, const sw_store_record *r, sw_keymap *deleted)
 {
     if (r->generation > s->generation)
         s->generation = r->generation;
+    if (r->type == SW_STORE_REC_SNAP)
+        return SW_OK;
     uint32_t cur = sw_store_index_find(s, &r->key);
-    if (r->type == SW_STORE_REC_DEL) {
+    if (r->type == SW_STORE_REC_DEL || r->type == SW_STORE_REC_UNPROV) {
         if (cur != SW_NIL)
             sw_store_index_remove(s, cur);
-        return;
+        sw_keymap_erase(&s->unprov, &r->key);
+        if (r->type == SW_STORE_REC_UNPROV)
+            return sw_keymap_put(&s->unprov, &r->key, r->seq);
+        return sw_keymap_put(deleted, &r->key, r->seq);
     }
     if (r->slot >= s->nslots || r->length > s->g.stripe_bytes)
-        return; /* checksummed but impossible for this geometry: ignore */
+        return SW_OK; /* checksummed but impossible for this geometry: ignore */
     uint32_t slot = (uint32_t)r->slot;
-    /* A later record owns the slot: whoever held it before lost it. */
-    if (s->slots[slot].used && cur != slot)
+    /* A later record owns the slot: whoever held it before lost it (only
+     * after a lost record: a slot is reused after its key's delete or
+     * move). That key counts as removed by this record. */
+    if (s->slots[slot].used && cur != slot) {
+        SW_TRY(sw_keymap_put(deleted, &s->slots[slot].key, r->seq));
         sw_store_index_remove(s, slot);
+    }
+    sw_keymap_erase(deleted, &r->key);
+    sw_keymap_erase(&s->unprov, &r->key);
     sw_slot *e = &s->slots[slot];
     e->key = r->key;
     e->key.reserved = 0;
     e->generation = r->generation;
+    e->seq = r->seq;
     e->length = r->length;
     e->crc = r->payload_crc;
     sw_store_index_publish(s, slot);
     if (cur != SW_NIL && cur != slot)
         sw_store_slot_release(s, cur);
+    return SW_OK;
 }
 
-static sw_status compact_journal(sw_store *s)
+sw_status sw_store_compact_journal(sw_store *s)
 {
-    size_t n = s->used_slots, k = 0;
+    size_t n = (size_t)s->used_slots + (size_t)s->unprov.n, k = 0;
     uint8_t *buf = (uint8_t *)malloc((n + 1) * SW_STORE_REC_BYTES);
     if (!buf)
         return sw_fail(SW_STATUS_NO_MEMORY, "journal compaction");
-    uint64_t seq = 0;
-    /* Generations only grow: the store's high-water mark may belong to a key
-     * deleted or evicted since, whose records compaction drops. A leading
-     * tombstone carries it (replay raises s->generation on every record; the
-     * live puts that follow re-add its key if it exists). Without it a
-     * reopened store handed out generations that were already acknowledged
-     * (seen in test_store_crash). */
-    {
-        sw_store_record hw;
-        memset(&hw, 0, sizeof hw);
-        hw.type = SW_STORE_REC_DEL;
-        hw.generation = s->generation;
-        hw.seq = ++seq;
-        sw_store_encode_record(&hw, buf + k++ * SW_STORE_REC_BYTES);
-    }
-    /* Oldest first, so that replay rebuilds the same LRU order. */
+    /* The snapshot record: the sequence number and generation high-water
+     * marks (the newest key may be deleted, and generations and sequence
+     * numbers only grow: without it a reopened store handed out
+     * generations that were already acknowledged, seen in
+     * test_store_crash), and how many records follow it (replay checks
+     * that they are all there). Every extent header in the data file is at
+     * or below its sequence number. */
+    sw_store_record snap;
+    memset(&snap, 0, sizeof snap);
+    snap.type = SW_STORE_REC_SNAP;
+    snap.generation = s->generation;
+    snap.seq = s->journal_seq;
+    snap.slot = n;
+    sw_store_encode_record(&snap, buf + k++ * SW_STORE_REC_BYTES);
+    /* Oldest first, so that replay rebuilds the same LRU order; the
+     * records keep their sequence numbers (= their extent headers'). */
     for (uint32_t v = s->lru_tail; v != SW_NIL; v = s->slots[v].lru_prev) {
         const sw_slot *e = &s->slots[v];
         sw_store_record r = {SW_STORE_REC_PUT, e->key, e->generation, v, e->length, e->crc,
-                             ++seq};
+                             e->seq};
+        sw_store_encode_record(&r, buf + k++ * SW_STORE_REC_BYTES);
+    }
+    for (uint64_t i = 0; s->unprov.a && i <= s->unprov.mask; i++) {
+        if (!s->unprov.a[i].used)
+            continue;
+        sw_store_record r;
+        memset(&r, 0, sizeof r);
+        r.type = SW_STORE_REC_UNPROV;
+        r.key = s->unprov.a[i].key;
+        r.seq = s->unprov.a[i].seq;
         sw_store_encode_record(&r, buf + k++ * SW_STORE_REC_BYTES);
     }
     sw_status st = replace_file(s, JOURNAL_TMP_NAME, JOURNAL_NAME, buf, k * SW_STORE_REC_BYTES);
@@ -253,7 +280,6 @@ static sw_status compact_journal(sw_store *s)
     close(s->journal_fd);
     s->journal_fd = fd;
     s->journal_end = k * SW_STORE_REC_BYTES;
-    s->journal_seq = seq;
     s->st.journal_records = k;
     return SW_OK;
 }
@@ -264,34 +290,83 @@ static sw_status replay_journal(sw_store *s)
     size_t len;
     SW_TRY(read_file(s->journal_fd, &buf, &len, "read journal"));
     size_t nrec = len / SW_STORE_REC_BYTES;
-    uint64_t good_end = 0;
-    for (size_t i = 0; i < nrec; i++) {
+    sw_keymap deleted = {0};
+    sw_status st = SW_OK;
+    /* The first record is the snapshot: its sequence number bounds every
+     * extent header of the keys it no longer mentions, and the `slot`
+     * records after it must all be there. A journal without one (or with a
+     * snapshot record that lost records) cannot tell a deleted key from a
+     * lost one: `damaged`, as is a dropped record before the last good one. */
+    uint64_t snap_seq = 0, snap_n = 0, max_seq = 0, last_good = 0;
+    int damaged = 0, have_snap = 0;
+    size_t first_bad = SIZE_MAX;
+    for (size_t i = 0; i < nrec && st == SW_OK; i++) {
         sw_store_record r;
         if (sw_store_decode_record(buf + i * SW_STORE_REC_BYTES, SW_STORE_REC_BYTES, &r) !=
             SW_OK) {
             s->st.journal_dropped++;
+            if (first_bad == SIZE_MAX)
+                first_bad = i;
+            if (i <= snap_n)
+                damaged = 1; /* the snapshot, or one of its records */
             continue;
         }
-        apply_record(s, &r);
-        if (r.seq > s->journal_seq)
-            s->journal_seq = r.seq;
+        if (i == 0 && r.type == SW_STORE_REC_SNAP) {
+            have_snap = 1;
+            snap_seq = r.seq;
+            snap_n = r.slot;
+        } else if (r.type == SW_STORE_REC_SNAP) {
+            damaged = 1; /* a snapshot record anywhere else: not ours */
+            continue;
+        }
+        st = apply_record(s, &r, &deleted);
+        if (r.seq > max_seq)
+            max_seq = r.seq;
         s->st.journal_records++;
-        good_end = (uint64_t)(i + 1) * SW_STORE_REC_BYTES;
+        last_good = (uint64_t)(i + 1);
     }
     free(buf);
-    /* A torn tail (a partial record, or whole records that fail their
-     * checksum after the last good one) is cut off so appends follow the
-     * last good record. */
-    if (good_end < len) {
-        s->st.journal_dropped += (len % SW_STORE_REC_BYTES) ? 1 : 0;
-        if (ftruncate(s->journal_fd, (off_t)good_end) != 0)
+    if (!have_snap || nrec < snap_n + 1 || (first_bad != SIZE_MAX && first_bad < last_good))
+        damaged = 1;
+    s->journal_seq = max_seq;
+    if (st == SW_OK)
+        st = sw_store_recover(s, &deleted, max_seq, snap_seq, damaged);
+    sw_keymap_free(&deleted);
+    SW_TRY(st);
+    s->st.journal_damaged = (uint64_t)damaged;
+    return SW_OK;
+}
+
+/* After the cross-check (read-write opens): a partial record at the end (a
+ * torn append) is cut so that appends stay aligned; whole records that fail
+ * their checksum stay where they are (the journal stays damaged, and says
+ * so, until sw_store_repair). */
+static sw_status journal_tail(sw_store *s, uint64_t len)
+{
+    uint64_t whole = len / SW_STORE_REC_BYTES * SW_STORE_REC_BYTES;
+    if (whole != len) {
+        s->st.journal_dropped++;
+        if (!s->read_only && ftruncate(s->journal_fd, (off_t)whole) != 0)
             return sw_store_errno(s, errno, "truncate torn journal tail");
     }
-    s->journal_end = good_end;
+    s->journal_end = whole;
+    return SW_OK;
+}
+
+static sw_status open_journal(sw_store *s)
+{
+    struct stat stt;
+    if (fstat(s->journal_fd, &stt) != 0)
+        return sw_store_errno(s, errno, "fstat(journal)");
+    SW_TRY(journal_tail(s, (uint64_t)stt.st_size));
+    /* the records open recovered are appended after the tail */
+    SW_TRY(replay_journal(s));
+    if (s->read_only)
+        return SW_OK;
     int64_t min_compact = sw_env_int("SPILLWAY_STORE_COMPACT_MIN", 4096);
-    if (s->st.journal_records > 2 * (uint64_t)s->used_slots + (uint64_t)min_compact ||
-        s->st.journal_dropped) {
-        sw_status st = compact_journal(s);
+    if (!s->st.journal_damaged && !s->st.journal_dropped &&
+        s->st.journal_records > 2 * ((uint64_t)s->used_slots + s->unprov.n) + (uint64_t)min_compact) {
+        sw_status st = sw_store_compact_journal(s);
         /* Compaction is an optimisation: without room for the new journal
          * the old one keeps working. */
         if (st != SW_OK && st != SW_STATUS_FULL)
@@ -315,6 +390,7 @@ static void store_free(sw_store *s)
     free(s->rd_groups);
     free(s->rd_reqs);
     sw_store_index_free(s);
+    sw_keymap_free(&s->unprov);
     if (s->data_fd >= 0)
         close(s->data_fd);
     if (s->journal_fd >= 0)
@@ -409,7 +485,7 @@ static sw_status zero_fill_data(sw_store *s, int fd, uint64_t bytes)
 
 static sw_status open_data(sw_store *s, int create, int zero_fill)
 {
-    int base = O_RDWR | (create ? O_CREAT | O_TRUNC : 0);
+    int base = (s->read_only ? O_RDONLY : O_RDWR) | (create ? O_CREAT | O_TRUNC : 0);
     int fd = -1;
     s->direct_io = 1;
     if (sw_env_int("SPILLWAY_STORE_BUFFERED", 0))
@@ -430,7 +506,9 @@ static sw_status open_data(sw_store *s, int create, int zero_fill)
      * requests keep the file open. Waiting for the lock therefore also
      * waits until no write of a dead writer can still land. */
     int64_t wait_ms = sw_env_int("SPILLWAY_STORE_LOCK_WAIT_MS", 2000);
-    for (int64_t waited = 0; flock(fd, LOCK_EX | LOCK_NB) != 0; waited += 5) {
+    /* read-only opens share the lock with each other, never with a writer */
+    const int lock = s->read_only ? LOCK_SH : LOCK_EX;
+    for (int64_t waited = 0; flock(fd, lock | LOCK_NB) != 0; waited += 5) {
         if (errno != EWOULDBLOCK && errno != EINTR)
             return sw_store_errno(s, errno, "flock(data)");
         if (waited >= wait_ms)
@@ -519,7 +597,8 @@ geometry_ok:
 
 static sw_status store_open(const sw_store_config *c, sw_store *s)
 {
-    SW_TRY(open_dir(s, c->dir, c->create));
+    const int may_create = c->create && !s->read_only;
+    SW_TRY(open_dir(s, c->dir, may_create));
 
     /* The superblock is written last at creation: without it the store
      * does not exist (an interrupted creation is redone). */
@@ -528,8 +607,9 @@ static sw_status store_open(const sw_store_config *c, sw_store *s)
     if (sb_fd < 0) {
         if (errno != ENOENT)
             return sw_store_errno(s, errno, SB_NAME);
-        if (!c->create)
-            return sw_fail(SW_STATUS_NOT_FOUND, "no store in '%s' (and create = 0)", c->dir);
+        if (!may_create)
+            return sw_fail(SW_STATUS_NOT_FOUND, "no store in '%s' (and %s)", c->dir,
+                           s->read_only ? "read_only = 1" : "create = 0");
         create = 1;
         if (sw_store_geometry_make(c->stripe_bytes, c->run_blocks, c->capacity_bytes, &s->g) !=
             SW_OK)
@@ -540,20 +620,32 @@ static sw_status store_open(const sw_store_config *c, sw_store *s)
         s->g.store_id = random_id();
     } else {
         sw_status st = check_owned(sb_fd, SB_NAME, S_IFREG);
-        uint8_t sb[SW_STORE_SB_BYTES];
-        ssize_t r = st == SW_OK ? pread(sb_fd, sb, sizeof sb, 0) : -1;
+        /* One byte more than a superblock: a padded file is seen as such. */
+        uint8_t sb[SW_STORE_SB_BYTES + 1];
+        struct stat sbst;
+        ssize_t r = -1;
+        if (st == SW_OK && fstat(sb_fd, &sbst) == 0)
+            r = pread(sb_fd, sb, sizeof sb, 0);
         int e = errno;
         close(sb_fd);
         if (st != SW_OK)
             return st;
         if (r < 0)
             return sw_store_errno(s, e, "read superblock");
+        if (sbst.st_size != SW_STORE_SB_BYTES || r != SW_STORE_SB_BYTES)
+            return sw_fail(SW_STATUS_CORRUPT, "superblock of '%s' has %lld bytes, not %u "
+                           "(truncated or padded)", c->dir, (long long)sbst.st_size,
+                           SW_STORE_SB_BYTES);
         st = sw_store_decode_superblock(sb, (size_t)r, &s->g);
         if (st == SW_STATUS_UNSUPPORTED)
-            return sw_fail(SW_STATUS_INVALID, "store format version %u, this library reads %u",
-                           s->g.version, SW_STORE_FORMAT_VERSION);
+            return sw_fail(SW_STATUS_INVALID, "store format version %u, this library reads "
+                           "version %u only%s", s->g.version, SW_STORE_FORMAT_VERSION,
+                           s->g.version == 1 ? " (version 1 extents carry no sequence "
+                           "number, so a damaged journal could not be detected: recreate "
+                           "the store)" : "");
         if (st != SW_OK)
-            return sw_fail(SW_STATUS_CORRUPT, "superblock of '%s' is damaged", c->dir);
+            return sw_fail(SW_STATUS_CORRUPT, "superblock of '%s' is damaged (checksum, "
+                           "magic, inconsistent geometry or a non-zero reserved byte)", c->dir);
         int as_created = c->stripe_bytes == 0 && c->run_blocks == 0;
         if (!as_created &&
             (s->g.stripe_bytes != c->stripe_bytes || s->g.run_blocks != c->run_blocks))
@@ -581,9 +673,17 @@ static sw_status store_open(const sw_store_config *c, sw_store *s)
                         ? c->zero_fill != 0
                         : 0;
     SW_TRY(open_data(s, create, zero_fill));
-    SW_TRY(open_file(s, JOURNAL_NAME, O_RDWR | (create ? O_CREAT | O_TRUNC : 0), &s->journal_fd));
-    (void)unlinkat(s->dir_fd, JOURNAL_TMP_NAME, 0);
+    SW_TRY(open_file(s, JOURNAL_NAME,
+                     (s->read_only ? O_RDONLY : O_RDWR) | (create ? O_CREAT | O_TRUNC : 0),
+                     &s->journal_fd));
+    if (!s->read_only)
+        (void)unlinkat(s->dir_fd, JOURNAL_TMP_NAME, 0);
     if (create) {
+        /* A journal starts with its snapshot record (none follow yet). */
+        sw_store_record snap;
+        memset(&snap, 0, sizeof snap);
+        snap.type = SW_STORE_REC_SNAP;
+        SW_TRY(sw_store_journal_append(s, &snap));
         if (fsync(s->journal_fd) != 0)
             return sw_store_errno(s, errno, "fsync(journal)");
         uint8_t sb[SW_STORE_SB_BYTES];
@@ -616,7 +716,7 @@ static sw_status store_open(const sw_store_config *c, sw_store *s)
     if (!s->io)
         return sw_fail(SW_STATUS_NO_MEMORY, "I/O backend");
 
-    return create ? SW_OK : replay_journal(s);
+    return create ? SW_OK : open_journal(s);
 }
 
 sw_status sw_store_open(const sw_store_config *c, sw_store **out)
@@ -630,6 +730,9 @@ sw_status sw_store_open(const sw_store_config *c, sw_store **out)
         return sw_fail(SW_STATUS_NO_MEMORY, "store handle");
     pthread_mutex_init(&s->lock, NULL);
     s->dir_fd = s->data_fd = s->journal_fd = -1;
+    s->read_only = c->struct_size >= offsetof(sw_store_config, read_only) + sizeof c->read_only
+                       ? c->read_only != 0
+                       : 0;
     s->durability = c->durability;
     s->full_policy = c->full_policy;
     s->queue_depth = c->queue_depth;
@@ -656,7 +759,7 @@ sw_status sw_store_close(sw_store *s)
      * one put batch in flight (the remote's command_timeout_ms). */
     sw_store_remote_close(s);
     sw_status st = SW_OK;
-    if (!s->failed) {
+    if (!s->failed && !s->read_only) {
         if (fdatasync(s->data_fd) != 0)
             st = sw_store_errno(s, errno, "fdatasync(data) at close");
         if (fdatasync(s->journal_fd) != 0 && st == SW_OK)
@@ -697,6 +800,8 @@ sw_status sw_store_get_stats(sw_store *s, sw_store_stats *out)
     st.store_id = s->g.store_id;
     st.queue_depth = s->queue_depth;
     st.io_buffer_bytes = s->bounce_bytes;
+    st.read_only = (uint64_t)s->read_only;
+    st.keys_unprovable = s->unprov.n;
     pthread_mutex_unlock(&s->lock);
     sw_store_remote_stats(s, &st);
     st.struct_size = want;

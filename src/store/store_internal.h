@@ -15,6 +15,7 @@
 typedef struct sw_slot {
     sw_store_key key;
     uint64_t generation;
+    uint64_t seq;                /* sequence number of its put (header + record) */
     uint32_t length;
     uint32_t crc;
     uint32_t lru_prev, lru_next; /* file-tier LRU, most recent at head */
@@ -31,6 +32,20 @@ typedef struct sw_run {
     uint8_t owned;
     uint8_t in_free;    /* on the free-run stack */
 } sw_run;
+
+/* A set of keys with a sequence number each (open addressing, linear
+ * probing, backward-shift erase): the unprovable keys of a handle, and at
+ * open the keys the journal deleted (recover.c). */
+typedef struct sw_keymap_ent {
+    sw_store_key key;
+    uint64_t seq;
+    uint8_t used;
+} sw_keymap_ent;
+typedef struct sw_keymap {
+    sw_keymap_ent *a;
+    uint64_t mask;   /* capacity - 1; 0 with a == NULL */
+    uint64_t n;
+} sw_keymap;
 
 /* Host-tier entries are replaced by CLOCK (second chance): a hit only sets
  * `ref` (no list relinks per 8 KiB stripe); eviction sweeps a hand over the
@@ -56,6 +71,7 @@ struct sw_store {
     int dir_fd, data_fd, journal_fd;
     int direct_io;
     int failed;
+    int read_only;               /* sw_store_config.read_only: no file is written */
 
     /* index: key -> slot (open addressing, linear probing) */
     uint32_t *table;
@@ -97,9 +113,15 @@ struct sw_store {
                                   * first sw_store_read_submit */
 
     /* journal */
-    uint64_t journal_end;        /* bytes of valid records */
-    uint64_t journal_seq;
+    uint64_t journal_end;        /* bytes of the journal (appends go here) */
+    uint64_t journal_seq;        /* newest sequence number handed out or seen
+                                  * in either file */
     uint64_t generation;
+
+    /* Keys whose current version could not be proven at open (recover.c):
+     * not in the index; a read of one is SW_STATUS_CORRUPT until it is
+     * written or deleted again. seq = of its unprovable record. */
+    sw_keymap unprov;
 
     sw_store_stats st;           /* counters (occupancy fields filled on demand) */
 
@@ -169,10 +191,40 @@ static inline uint64_t sw_store_run_off(const sw_store *s, uint32_t run)
     return (uint64_t)run * s->run_bytes;
 }
 
-/* store.c: journal append (record encoded, written at journal_end, synced
- * per durability). On failure the journal is cut back; SW_STATUS_FAILED
- * when that is impossible (handle marked failed). */
+/* store.c: journal append (record encoded as given -- r->seq set by the
+ * caller, see sw_store_next_seq -- written at journal_end, synced per
+ * durability). On failure the journal is cut back; SW_STATUS_FAILED when
+ * that is impossible (handle marked failed). */
 sw_status sw_store_journal_append(sw_store *s, const sw_store_record *r);
+static inline uint64_t sw_store_next_seq(sw_store *s) { return ++s->journal_seq; }
+/* store.c: rewrites the journal as a snapshot of the index and the
+ * unprovable keys (temp file + fsync + rename). */
+sw_status sw_store_compact_journal(sw_store *s);
+
+/* recover.c: the key sets, the cross-check of the journal with the data
+ * file's extent headers at open, void headers, repair. */
+sw_keymap_ent *sw_keymap_find(const sw_keymap *m, const sw_store_key *k);
+sw_status sw_keymap_put(sw_keymap *m, const sw_store_key *k, uint64_t seq);
+void sw_keymap_erase(sw_keymap *m, const sw_store_key *k);
+void sw_keymap_free(sw_keymap *m);
+static inline int sw_store_unprovable(const sw_store *s, const sw_store_key *k)
+{
+    return s->unprov.n && sw_keymap_find(&s->unprov, k) != NULL;
+}
+/* Reads every run's header page(s), compares each extent header with what
+ * the replayed journal says (journal_deleted: keys whose last record was a
+ * delete, with its sequence number) and resolves what the journal lost:
+ * rolls forward the one operation that may have been in flight, marks
+ * keys that cannot be proven current, and (unless read-only) records that
+ * in the journal. damaged: the journal lost records it cannot place (a
+ * snapshot record, a record before its end). */
+sw_status sw_store_recover(sw_store *s, sw_keymap *journal_deleted, uint64_t max_journal_seq,
+                           uint64_t snapshot_seq, int damaged);
+/* Writes a void header (the deleted extent's key and generation, sequence
+ * number seq) over the header of `slot` (read-modify-write of its header
+ * page). */
+sw_status sw_store_void_extent(sw_store *s, uint32_t slot, const sw_store_key *key,
+                               uint64_t generation, uint64_t seq);
 sw_status sw_store_errno(sw_store *s, int err, const char *what);
 
 /* rw.c: key check; lock + failed check + sw_store_reads_drain (unlocks
@@ -187,6 +239,10 @@ sw_status sw_store_enter(sw_store *s);
  * delivering anything into the callers' buffers, then frees the tickets. */
 void sw_store_reads_drain(sw_store *s);
 void sw_store_reads_close(sw_store *s);
+
+/* rw.c: removes the stripe in slot v (tombstone, then a void header over
+ * its extent header), s->lock held. */
+sw_status sw_store_remove_slot(sw_store *s, uint32_t v);
 
 /* rw.c: sw_store_write's body, s->lock held (remote write-back). */
 sw_status sw_store_write_locked(sw_store *s, const sw_store_key *key, const void *src,

@@ -90,7 +90,7 @@ static void check_record(const uint8_t *buf, size_t len)
         FZ_CHECK(st == SW_STATUS_INVALID);
     if (st != SW_OK)
         return;
-    FZ_CHECK((r.type == SW_STORE_REC_PUT || r.type == SW_STORE_REC_DEL) && r.key.kind <= 1 &&
+    FZ_CHECK(r.type >= SW_STORE_REC_PUT && r.type <= SW_STORE_REC_UNPROV && r.key.kind <= 1 &&
              r.length <= SW_STORE_MAX_STRIPE);
     uint8_t again[SW_STORE_REC_BYTES];
     sw_store_encode_record(&r, again);
@@ -250,7 +250,8 @@ static size_t make_seed(unsigned i, uint8_t *out)
         return SW_STORE_SB_BYTES;
     }
     case 1: {
-        sw_store_extent_hdr h = {k, 100u + i, 8192u - i, 0xdeadbeefu ^ i, i * 3u};
+        sw_store_extent_hdr h = {k, 100u + i, 8192u - i, 0xdeadbeefu ^ i, i * 3u, 7u * i,
+                                 SW_STORE_EXTENT_LIVE};
         sw_store_encode_extent_hdr(&h, out);
         return SW_STORE_HDR_BYTES;
     }

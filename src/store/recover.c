@@ -1,0 +1,389 @@
+/* What open does after the journal replay: every extent header of the data
+ * file is compared with the journal, so that damage to the journal can lose
+ * a stripe but never make an older version or a deleted stripe current.
+ * Also the key sets (store_internal.h) and the void header writes.
+ *
+ * Why this is enough (docs/store.md, "Damage"). Every operation takes the
+ * next store-wide sequence number and writes it into both files: a put
+ * writes its extent (payload, then header) and then its journal record; a
+ * delete or eviction writes its tombstone and then a void header over the
+ * deleted extent's header. A header is only ever overwritten by a later
+ * operation. So the newest operation on a key always leaves a header with
+ * its number -- a live header that stays until a later operation on the same
+ * key frees the slot, or a void header, which may be overwritten once its
+ * slot is reused, but then the key is deleted anyway, and the replayed
+ * journal has it deleted (its put's slot is claimed by the reuse's record)
+ * or the reuse's record is lost too and is found by its own header.
+ * Therefore, when the journal loses records (a flipped byte, a zeroed page,
+ * a cut at any point), every key whose newest operation was lost has a
+ * header newer than the key's last record in the journal, and the check
+ * below finds it; a key whose newest record survived is served as the
+ * journal says, and each read still checks that record against the header.
+ * Damage to the header pages instead makes a header invalid: the journal is
+ * intact, reads of that stripe fail their header check.
+ *
+ * The one legitimate gap: a writer killed between a put's extent and its
+ * record (or between a tombstone and its void) leaves the newest header one
+ * past the journal's last record. That operation is taken from the data file
+ * (a void: the delete is redone; a live extent with a good payload: the put
+ * is taken, as if its record had landed -- which is also exactly right when
+ * the journal's last record was cut off), or, when its payload does not
+ * match (a torn write), dropped. Anything else the journal lost makes its key
+ * unprovable: not served (SW_STATUS_CORRUPT) until written, deleted or
+ * dropped by sw_store_repair. */
+#include "store/store_internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* -------------------------------------------------------------- key sets -- */
+sw_keymap_ent *sw_keymap_find(const sw_keymap *m, const sw_store_key *k)
+{
+    if (!m->n)
+        return NULL;
+    for (uint64_t i = sw_store_key_hash(k) & m->mask;; i = (i + 1) & m->mask) {
+        sw_keymap_ent *e = &m->a[i];
+        if (!e->used)
+            return NULL;
+        if (sw_store_key_eq(&e->key, k))
+            return e;
+    }
+}
+
+static sw_status keymap_grow(sw_keymap *m)
+{
+    uint64_t cap = m->a ? 2 * (m->mask + 1) : 16;
+    sw_keymap_ent *a = (sw_keymap_ent *)calloc(cap, sizeof *a);
+    if (!a)
+        return sw_fail(SW_STATUS_NO_MEMORY, "key set of %llu entries", (unsigned long long)cap);
+    for (uint64_t i = 0; m->a && i <= m->mask; i++) {
+        if (!m->a[i].used)
+            continue;
+        uint64_t j = sw_store_key_hash(&m->a[i].key) & (cap - 1);
+        while (a[j].used)
+            j = (j + 1) & (cap - 1);
+        a[j] = m->a[i];
+    }
+    free(m->a);
+    m->a = a;
+    m->mask = cap - 1;
+    return SW_OK;
+}
+
+sw_status sw_keymap_put(sw_keymap *m, const sw_store_key *k, uint64_t seq)
+{
+    sw_keymap_ent *e = sw_keymap_find(m, k);
+    if (e) {
+        e->seq = seq;
+        return SW_OK;
+    }
+    if (!m->a || (m->n + 1) * 2 > m->mask + 1)
+        SW_TRY(keymap_grow(m));
+    uint64_t i = sw_store_key_hash(k) & m->mask;
+    while (m->a[i].used)
+        i = (i + 1) & m->mask;
+    m->a[i].key = *k;
+    m->a[i].key.reserved = 0;
+    m->a[i].seq = seq;
+    m->a[i].used = 1;
+    m->n++;
+    return SW_OK;
+}
+
+void sw_keymap_erase(sw_keymap *m, const sw_store_key *k)
+{
+    if (!m->n)
+        return;
+    uint64_t i = sw_store_key_hash(k) & m->mask;
+    for (;; i = (i + 1) & m->mask) {
+        if (!m->a[i].used)
+            return;
+        if (sw_store_key_eq(&m->a[i].key, k))
+            break;
+    }
+    m->a[i].used = 0;
+    m->n--;
+    /* backward shift: no tombstones in the probe sequences */
+    for (uint64_t j = (i + 1) & m->mask; m->a[j].used; j = (j + 1) & m->mask) {
+        uint64_t h = sw_store_key_hash(&m->a[j].key) & m->mask;
+        int between = i <= j ? (h > i && h <= j) : (h > i || h <= j);
+        if (!between) {
+            m->a[i] = m->a[j];
+            m->a[j].used = 0;
+            i = j;
+        }
+    }
+}
+
+void sw_keymap_free(sw_keymap *m)
+{
+    free(m->a);
+    memset(m, 0, sizeof *m);
+}
+
+/* ---------------------------------------------------------- header I/O -- */
+static sw_status io_fail(sw_store *s, const sw_io_op *op, const char *what)
+{
+    s->st.io_errors++;
+    if (op->res < 0)
+        return sw_store_errno(s, (int)-op->res, what);
+    return sw_fail(SW_STATUS_IO, "%s: short transfer (%lld of %zu bytes at offset %llu)", what,
+                   (long long)op->res, op->len, (unsigned long long)op->off);
+}
+
+/* Read-modify-write of the 4 KiB header page that holds slot's header:
+ * h (64 bytes) replaces it, the other headers are written back as read. */
+static sw_status header_patch(sw_store *s, uint32_t slot, const uint8_t h[SW_STORE_HDR_BYTES])
+{
+    if (s->read_only)
+        return sw_fail(SW_STATUS_INVALID, "the store is open read-only");
+    uint32_t run = slot / s->g.run_blocks, pos = slot % s->g.run_blocks;
+    uint64_t page = (uint64_t)pos * SW_STORE_HDR_BYTES / SW_STORE_ALIGN * SW_STORE_ALIGN;
+    char *buf = s->bounce;
+    sw_io_op op = {s->data_fd, 0, buf, SW_STORE_ALIGN, sw_store_run_off(s, run) + page, 0, 0};
+    if (sw_io_run(s->io, &op, 1))
+        return io_fail(s, &op, "read extent header page");
+    memcpy(buf + (pos * SW_STORE_HDR_BYTES - page), h, SW_STORE_HDR_BYTES);
+    op.write = 1;
+    op.res = 0;
+    if (sw_io_run(s->io, &op, 1))
+        return io_fail(s, &op, "write extent header page");
+    return SW_OK;
+}
+
+sw_status sw_store_void_extent(sw_store *s, uint32_t slot, const sw_store_key *key,
+                               uint64_t generation, uint64_t seq)
+{
+    sw_store_extent_hdr h;
+    memset(&h, 0, sizeof h);
+    h.key = *key;
+    h.key.reserved = 0;
+    h.generation = generation;
+    h.slot = slot;
+    h.seq = seq;
+    h.state = SW_STORE_EXTENT_VOID;
+    uint8_t b[SW_STORE_HDR_BYTES];
+    sw_store_encode_extent_hdr(&h, b);
+    return header_patch(s, slot, b);
+}
+
+/* ------------------------------------------------------------ recovery -- */
+/* A header newer than its key's last journal record (the newest one per key). */
+typedef struct suspect {
+    sw_store_extent_hdr h;
+} suspect;
+
+typedef struct suspects {
+    suspect *a;
+    size_t n, cap;
+    sw_keymap at; /* key -> index in a (in seq) */
+} suspects;
+
+static sw_status suspect_add(suspects *x, const sw_store_extent_hdr *h)
+{
+    sw_keymap_ent *e = sw_keymap_find(&x->at, &h->key);
+    if (e) {
+        if (x->a[e->seq].h.seq < h->seq)
+            x->a[e->seq].h = *h;
+        return SW_OK;
+    }
+    if (x->n == x->cap) {
+        size_t cap = x->cap ? 2 * x->cap : 16;
+        suspect *a = (suspect *)realloc(x->a, cap * sizeof *a);
+        if (!a)
+            return sw_fail(SW_STATUS_NO_MEMORY, "open: %zu suspect keys", cap);
+        x->a = a;
+        x->cap = cap;
+    }
+    x->a[x->n].h = *h;
+    SW_TRY(sw_keymap_put(&x->at, &h->key, x->n));
+    x->n++;
+    return SW_OK;
+}
+
+/* The sequence number of the key's newest record in the (replayed)
+ * journal; 0 when it has none. */
+static uint64_t journal_seq_of(const sw_store *s, const sw_keymap *deleted, const sw_store_key *k)
+{
+    uint32_t v = sw_store_index_find(s, k);
+    if (v != SW_NIL)
+        return s->slots[v].seq;
+    const sw_keymap_ent *e = sw_keymap_find(&s->unprov, k);
+    if (e)
+        return e->seq;
+    e = sw_keymap_find(deleted, k);
+    return e ? e->seq : 0;
+}
+
+static int all_zero(const uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i])
+            return 0;
+    return 1;
+}
+
+/* Reads every run's header page(s) in batches through the bounce buffer;
+ * per valid header, compares with the journal and collects the suspects. */
+static sw_status scan_headers(sw_store *s, const sw_keymap *deleted, uint64_t snap_seq,
+                              int damaged, suspects *x, uint64_t *dmax)
+{
+    const uint32_t R = s->g.run_blocks;
+    const size_t hb = s->g.run_header_bytes;
+    size_t per = s->bounce_bytes / hb;
+    if (per > s->ops_cap)
+        per = s->ops_cap;
+    for (uint64_t r0 = 0; r0 < s->g.nruns; r0 += per) {
+        size_t nb = s->g.nruns - r0 < per ? (size_t)(s->g.nruns - r0) : per;
+        for (size_t k = 0; k < nb; k++)
+            s->ops[k] = (sw_io_op){s->data_fd, 0, s->bounce + k * hb, hb,
+                                   sw_store_run_off(s, (uint32_t)(r0 + k)), 0, 0};
+        if (sw_io_run(s->io, s->ops, nb)) {
+            for (size_t k = 0; k < nb; k++)
+                if (s->ops[k].res != (int64_t)s->ops[k].len)
+                    return io_fail(s, &s->ops[k], "open: read run header page");
+        }
+        s->st.header_pages_read += nb * (hb / SW_STORE_ALIGN);
+        for (size_t k = 0; k < nb; k++) {
+            const uint8_t *page = (const uint8_t *)s->bounce + k * hb;
+            if (!all_zero(page + (size_t)R * SW_STORE_HDR_BYTES, hb - (size_t)R * SW_STORE_HDR_BYTES))
+                s->st.headers_bad++; /* the padding after the last header */
+            for (uint32_t p = 0; p < R; p++) {
+                const uint8_t *b = page + (size_t)p * SW_STORE_HDR_BYTES;
+                if (all_zero(b, SW_STORE_HDR_BYTES))
+                    continue; /* never written, or a dropped torn write */
+                uint32_t slot = (uint32_t)((r0 + k) * R + p);
+                sw_store_extent_hdr h;
+                if (sw_store_decode_extent_hdr(b, SW_STORE_HDR_BYTES, &h) != SW_OK ||
+                    h.slot != slot || (h.state == SW_STORE_EXTENT_LIVE &&
+                                       h.length > s->g.stripe_bytes)) {
+                    s->st.headers_bad++;
+                    continue;
+                }
+                if (h.generation > s->generation)
+                    s->generation = h.generation;
+                if (h.seq > *dmax)
+                    *dmax = h.seq;
+                uint64_t j = journal_seq_of(s, deleted, &h.key);
+                if (j >= h.seq)
+                    continue; /* the journal knows this operation or a later one */
+                /* A key the journal does not mention, below the snapshot's
+                 * mark: deleted before the journal was last compacted --
+                 * unless the journal lost records it cannot place. */
+                if (j == 0 && h.seq <= snap_seq && !damaged)
+                    continue;
+                SW_TRY(suspect_add(x, &h));
+            }
+        }
+    }
+    return SW_OK;
+}
+
+static sw_status append(sw_store *s, uint32_t type, const sw_store_extent_hdr *h, uint64_t seq)
+{
+    if (s->read_only)
+        return SW_OK; /* applied in memory only: the files stay as they are */
+    sw_store_record r = {type, h->key, h->generation, 0, 0, 0, seq};
+    if (type == SW_STORE_REC_PUT) {
+        r.slot = h->slot;
+        r.length = h->length;
+        r.payload_crc = h->payload_crc;
+    }
+    return sw_store_journal_append(s, &r);
+}
+
+/* Does the payload of the live header h match its CRC? */
+static sw_status payload_ok(sw_store *s, const sw_store_extent_hdr *h, int *ok)
+{
+    uint32_t slot = (uint32_t)h->slot;
+    sw_io_op op = {s->data_fd, 0, s->bounce, s->g.slot_bytes, sw_store_slot_off(s, slot), 0, 0};
+    if (sw_io_run(s->io, &op, 1))
+        return io_fail(s, &op, "open: read extent");
+    *ok = sw_crc32c(s->bounce, h->length) == h->payload_crc;
+    return SW_OK;
+}
+
+static sw_status resolve(sw_store *s, const sw_store_extent_hdr *h, uint64_t dmax,
+                         uint64_t max_journal_seq)
+{
+    uint32_t cur = sw_store_index_find(s, &h->key);
+    if (h->state == SW_STORE_EXTENT_VOID) {
+        /* A delete whose tombstone the journal lost (or a delete in flight
+         * whose tombstone was the journal's last record... then it is not a
+         * suspect): redone. */
+        if (cur != SW_NIL)
+            sw_store_index_remove(s, cur);
+        sw_keymap_erase(&s->unprov, &h->key);
+        s->st.journal_recovered++;
+        return append(s, SW_STORE_REC_DEL, h, h->seq);
+    }
+    if (h->seq == dmax && h->seq == max_journal_seq + 1) {
+        /* The newest operation of the store, one past the journal: the put
+         * a killed writer left without its record, or the journal's last
+         * record was lost. */
+        int ok = 0;
+        SW_TRY(payload_ok(s, h, &ok));
+        if (!ok) {
+            /* torn: never acknowledged (its payload is written before its
+             * header), the key keeps what the journal says */
+            s->st.extents_discarded++;
+            if (s->read_only)
+                return SW_OK;
+            static const uint8_t zero[SW_STORE_HDR_BYTES];
+            return header_patch(s, (uint32_t)h->slot, zero);
+        }
+        uint32_t slot = (uint32_t)h->slot;
+        if (s->slots[slot].used && cur != slot)
+            sw_store_index_remove(s, slot); /* a key whose freeing record was lost */
+        sw_slot *e = &s->slots[slot];
+        e->key = h->key;
+        e->generation = h->generation;
+        e->seq = h->seq;
+        e->length = h->length;
+        e->crc = h->payload_crc;
+        sw_store_index_publish(s, slot);
+        if (cur != SW_NIL && cur != slot)
+            sw_store_slot_release(s, cur);
+        sw_keymap_erase(&s->unprov, &h->key);
+        s->st.journal_recovered++;
+        return append(s, SW_STORE_REC_PUT, h, h->seq);
+    }
+    /* The journal lost a newer record of this key: what it says about the
+     * key (an older version, a delete, nothing) cannot be trusted, and the
+     * newer extent cannot be proven current either (a later operation on
+     * the key may have been lost with it). Not served. */
+    uint64_t u = h->seq;
+    if (!s->read_only) {
+        u = sw_store_next_seq(s);
+        sw_store_record r = {SW_STORE_REC_UNPROV, h->key, 0, 0, 0, 0, u};
+        SW_TRY(sw_store_journal_append(s, &r));
+        /* The older version the journal points at is voided: should the
+         * unprovable record itself be lost later, that void (newer than the
+         * put's record) turns the key into a delete, never into that
+         * version. */
+        if (cur != SW_NIL)
+            SW_TRY(sw_store_void_extent(s, cur, &h->key, s->slots[cur].generation, u));
+    }
+    if (cur != SW_NIL)
+        sw_store_index_remove(s, cur);
+    return sw_keymap_put(&s->unprov, &h->key, u);
+}
+
+sw_status sw_store_recover(sw_store *s, sw_keymap *deleted, uint64_t max_journal_seq,
+                           uint64_t snapshot_seq, int damaged)
+{
+    suspects x;
+    memset(&x, 0, sizeof x);
+    uint64_t dmax = 0;
+    sw_status st = scan_headers(s, deleted, snapshot_seq, damaged, &x, &dmax);
+    if (s->journal_seq < dmax)
+        s->journal_seq = dmax; /* never hand out a number a header carries */
+    for (size_t i = 0; i < x.n && st == SW_OK; i++)
+        st = resolve(s, &x.a[i].h, dmax, max_journal_seq);
+    free(x.a);
+    sw_keymap_free(&x.at);
+    return st;
+}
