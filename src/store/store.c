@@ -213,9 +213,11 @@ static sw_status apply_record(sw_store *s, const sw_store_record *r, sw_keymap *
     uint32_t slot = (uint32_t)r->slot;
     /* A later record owns the slot: whoever held it before lost it (only
      * after a lost record: a slot is reused after its key's delete or
-     * move). That key counts as removed by this record. */
+     * move, and that record is what was lost). The key's newest known
+     * record stays its put there, so that a header of the lost operation
+     * (newer than that put) is found by the cross-check. */
     if (s->slots[slot].used && cur != slot) {
-        SW_TRY(sw_keymap_put(deleted, &s->slots[slot].key, r->seq));
+        SW_TRY(sw_keymap_put(deleted, &s->slots[slot].key, s->slots[slot].seq));
         sw_store_index_remove(s, slot);
     }
     sw_keymap_erase(deleted, &r->key);

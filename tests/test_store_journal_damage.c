@@ -1,0 +1,470 @@
+/* Damage to any store file never serves an older version or a deleted
+ * stripe. A small store with a history (puts, overwrites, deletes,
+ * evictions, a compacted journal followed by appends) is damaged in every
+ * way below, one case at a time from the pristine files:
+ *   - every byte of the journal flipped, every 4 KiB page of it zeroed, the
+ *     journal cut at every record boundary and inside a few records;
+ *   - every byte of the run header pages' extent headers flipped (and every
+ *     31st byte of their padding);
+ *   - every byte of the superblock flipped, the superblock truncated.
+ * Per case: (1) a read-only open + sw_store_verify must fail (or the open
+ *     must), and the three files must be byte-identical afterwards; every
+ *     key read on that handle is checked; (2) a read-write open, every key
+ *     read; (3) the store closed and opened again, every key read. (2) and
+ *     (3) for every 4th byte of the byte flips of the journal and of the
+ *     header pages (every record and header still gets 16), every other
+ *     case.
+ * A read of a key must return its current bytes and generation, or a
+ * status that is not SW_OK: never older bytes, never a deleted key's.
+ * Per damage kind it prints how many reads served the current bytes, how
+ * many reported an error (CORRUPT for a key that exists; NOT_FOUND counted
+ * apart) and how many were stale (must be 0).
+ * `--make-damaged DIR` only builds the store in DIR with one record in the
+ * middle of its journal flipped (for the CLI test, store_cli_verify.sh). */
+#include "test_store_util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+
+#define STRIPE 4096u
+#define RUN 8u
+#define NRUNS 2u
+#define NK 20
+
+typedef struct truth {
+    int present;
+    uint64_t tag, gen;
+    size_t len;
+} truth;
+
+static truth cur[NK];
+static uint64_t seed;
+static const char *g_dir;
+
+typedef struct tally {
+    const char *name;
+    uint64_t cases, verify_failed, opens_refused, files_changed;
+    uint64_t served, errors, lost, absent_ok, stale;
+} tally;
+
+static sw_store_key key_of(int i) { return ts_key(77, (uint32_t)(i % 2), (uint32_t)(i / 2), 0, (uint8_t)(i % 2)); }
+
+static sw_store_config config(const char *dir, int read_only)
+{
+    sw_store_config c = ts_config(dir, STRIPE, RUN, NRUNS);
+    c.queue_depth = 8;
+    c.io_buffer_bytes = 1; /* two runs: the smallest, cheap to set up 3 times per case */
+    c.create = read_only ? 0 : 1;
+    c.read_only = read_only;
+    return c;
+}
+
+/* ------------------------------------------------------------ history -- */
+static void put(sw_store *s, int k, uint64_t tag)
+{
+    uint8_t buf[STRIPE];
+    sw_store_key key = key_of(k);
+    size_t len = ts_len(&key, tag, STRIPE);
+    ts_fill(buf, len, &key, tag);
+    CHECK_STATUS(sw_store_write(s, &key, buf, len, NULL), SW_OK);
+    cur[k].tag = tag; /* present/gen: from the read-back below */
+}
+
+static void history(sw_store *s, sw_rng *r, int ops, uint64_t *tag)
+{
+    for (int i = 0; i < ops; i++) {
+        int k = (int)(sw_rng_next(r) % NK);
+        if (sw_rng_next(r) % 5 == 0) {
+            sw_store_key key = key_of(k);
+            sw_status st = sw_store_delete(s, &key);
+            CHECK(st == SW_OK || st == SW_STATUS_NOT_FOUND);
+        } else {
+            put(s, k, ++*tag);
+        }
+    }
+}
+
+/* The truth is what the undamaged store serves (evictions decide which
+ * keys are gone); each served key must hold the bytes last written. */
+static void learn_truth(sw_store *s)
+{
+    uint8_t buf[STRIPE];
+    for (int k = 0; k < NK; k++) {
+        sw_store_key key = key_of(k);
+        size_t len = 0;
+        uint64_t gen = 0;
+        sw_status st = ts_read1(s, &key, buf, STRIPE, &len, &gen);
+        CHECK(st == SW_OK || st == SW_STATUS_NOT_FOUND);
+        cur[k].present = st == SW_OK;
+        cur[k].gen = gen;
+        cur[k].len = len;
+        if (st == SW_OK)
+            CHECK(len == ts_len(&key, cur[k].tag, STRIPE) && ts_check(buf, len, &key, cur[k].tag));
+    }
+}
+
+static void build(const char *dir)
+{
+    sw_rng r = {seed};
+    uint64_t tag = 0;
+    sw_store_config c = config(dir, 0);
+    sw_store *s = NULL;
+    CHECK_STATUS(sw_store_open(&c, &s), SW_OK);
+    if (!s)
+        exit(1);
+    history(s, &r, 60, &tag);
+    CHECK_STATUS(sw_store_close(s), SW_OK);
+    /* reopen with compaction forced: the journal becomes a snapshot ... */
+    setenv("SPILLWAY_STORE_COMPACT_MIN", "0", 1);
+    CHECK_STATUS(sw_store_open(&c, &s), SW_OK);
+    unsetenv("SPILLWAY_STORE_COMPACT_MIN");
+    if (!s)
+        exit(1);
+    /* ... followed by appends: overwrites, deletes, evictions */
+    history(s, &r, 70, &tag);
+    learn_truth(s);
+    sw_store_stats st = ts_stats(s);
+    CHECK(st.evictions > 0 && st.deletes > 0);
+    CHECK_STATUS(sw_store_close(s), SW_OK);
+}
+
+/* ---------------------------------------------------------------- files -- */
+typedef struct blob {
+    uint8_t *p;
+    size_t n;
+} blob;
+
+static blob pristine[3];
+static const char *const names[3] = {"superblock", "data", "journal"};
+
+static blob slurp(const char *dir, const char *name)
+{
+    char path[700];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    blob b = {NULL, 0};
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return b;
+    fseek(f, 0, SEEK_END);
+    b.n = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    b.p = (uint8_t *)malloc(b.n ? b.n : 1);
+    if (fread(b.p, 1, b.n, f) != b.n)
+        b.n = 0;
+    fclose(f);
+    return b;
+}
+
+static void spit(const char *dir, const char *name, const uint8_t *p, size_t n)
+{
+    char path[700];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    CHECK(fd >= 0);
+    if (fd < 0)
+        return;
+    CHECK(write(fd, p, n) == (ssize_t)n);
+    close(fd);
+}
+
+static void restore(const char *dir)
+{
+    for (int i = 0; i < 3; i++)
+        spit(dir, names[i], pristine[i].p, pristine[i].n);
+}
+
+/* The store's files now, against `want` (the damaged files). */
+static int files_same(const char *dir, blob want[3])
+{
+    int same = 1;
+    for (int i = 0; i < 3; i++) {
+        blob b = slurp(dir, names[i]);
+        same &= b.n == want[i].n && memcmp(b.p, want[i].p, b.n) == 0;
+        free(b.p);
+    }
+    return same;
+}
+
+/* ---------------------------------------------------------------- check -- */
+/* Every key ever written, in one sw_store_read call. */
+static void read_keys(sw_store *s, tally *t, const char *what, long long where)
+{
+    static uint8_t bufs[NK][STRIPE];
+    sw_store_key keys[NK];
+    void *dst[NK];
+    size_t lens[NK];
+    uint64_t gens[NK];
+    sw_status sts[NK];
+    for (int k = 0; k < NK; k++) {
+        keys[k] = key_of(k);
+        dst[k] = bufs[k];
+        memset(bufs[k], 0xee, STRIPE);
+    }
+    (void)sw_store_read(s, NK, keys, dst, STRIPE, lens, gens, sts);
+    for (int k = 0; k < NK; k++) {
+        sw_store_key key = keys[k];
+        size_t len = lens[k];
+        uint64_t gen = gens[k];
+        const uint8_t *buf = bufs[k];
+        sw_status st = sts[k];
+        if (st == SW_OK) {
+            int ok = cur[k].present && gen == cur[k].gen && len == cur[k].len &&
+                     ts_check(buf, len, &key, cur[k].tag);
+            if (!ok) {
+                t->stale++;
+                fprintf(stderr, "STALE: %s %s at %lld: key %d served gen %llu len %zu "
+                        "(current: %s gen %llu) seed 0x%llx\n", t->name, what, where, k,
+                        (unsigned long long)gen, len, cur[k].present ? "present" : "deleted",
+                        (unsigned long long)cur[k].gen, (unsigned long long)seed);
+                CHECK(!"stale or resurrected stripe served");
+            } else {
+                t->served++;
+            }
+        } else if (st == SW_STATUS_NOT_FOUND && !cur[k].present) {
+            t->absent_ok++;
+        } else if (st == SW_STATUS_NOT_FOUND) {
+            t->lost++;
+            if (getenv("SW_TEST_VERBOSE"))
+                fprintf(stderr, "lost: %s %s at %lld: key %d\n", t->name, what, where, k);
+        } else {
+            t->errors++;
+        }
+    }
+}
+
+/* The files hold one damaged version (damaged[i] = pristine[i] unless
+ * `file` is i, then the bytes spit there); restore() is done by the caller.
+ * writable: also rounds (2) and (3). */
+static void check_case(tally *t, const char *what, long long where, int file, const uint8_t *p,
+                       size_t n, int writable)
+{
+    const char *dir = g_dir;
+    blob damaged[3];
+    for (int i = 0; i < 3; i++)
+        damaged[i] = pristine[i];
+    damaged[file] = (blob){(uint8_t *)p, n};
+    spit(dir, names[file], p, n);
+    t->cases++;
+    /* (1) read-only: verify must fail, nothing may change */
+    sw_store_config c = config(dir, 1);
+    sw_store *s = NULL;
+    sw_status ost = sw_store_open(&c, &s);
+    if (ost != SW_OK) {
+        t->opens_refused++;
+        t->verify_failed++;
+    } else {
+        sw_store_verify_result vr;
+        memset(&vr, 0, sizeof vr);
+        vr.struct_size = sizeof vr;
+        sw_status vst = sw_store_verify(s, NULL, NULL, &vr);
+        if (vst != SW_OK)
+            t->verify_failed++;
+        else
+            fprintf(stderr, "verify passed a damaged store: %s %s at %lld (seed 0x%llx)\n",
+                    t->name, what, where, (unsigned long long)seed);
+        CHECK(vst != SW_OK);
+        read_keys(s, t, what, where);
+        CHECK(sw_store_write(s, &(sw_store_key){0}, "x", 1, NULL) == SW_STATUS_INVALID);
+        CHECK_STATUS(sw_store_close(s), SW_OK);
+    }
+    int same = files_same(dir, damaged);
+    if (!same) {
+        t->files_changed++;
+        fprintf(stderr, "a read-only open changed the files: %s %s at %lld\n", t->name, what,
+                where);
+    }
+    CHECK(same);
+    if (ost != SW_OK) {
+        /* a refused store stays refused read-write (superblock damage) */
+        c = config(dir, 0);
+        c.create = 0;
+        CHECK(sw_store_open(&c, &s) != SW_OK);
+        return;
+    }
+    if (!writable)
+        return;
+    /* (2) read-write, (3) again after close: what open wrote holds */
+    for (int round = 0; round < 2; round++) {
+        c = config(dir, 0);
+        c.create = 0;
+        s = NULL;
+        CHECK_STATUS(sw_store_open(&c, &s), SW_OK);
+        if (!s)
+            return;
+        read_keys(s, t, what, where);
+        CHECK_STATUS(sw_store_close(s), SW_OK);
+    }
+}
+
+static void report(const tally *t)
+{
+    printf("%-22s %5llu cases: verify failed %llu (open refused %llu), files changed by "
+           "read-only %llu; reads: %llu current, %llu error, %llu not-found of a present key, "
+           "%llu absent ok, %llu STALE\n",
+           t->name, (unsigned long long)t->cases, (unsigned long long)t->verify_failed,
+           (unsigned long long)t->opens_refused, (unsigned long long)t->files_changed,
+           (unsigned long long)t->served, (unsigned long long)t->errors,
+           (unsigned long long)t->lost, (unsigned long long)t->absent_ok,
+           (unsigned long long)t->stale);
+}
+
+/* ---------------------------------------------------------------- cases -- */
+static void flip_case(tally *t, int file, size_t off, int writable)
+{
+    blob b = pristine[file];
+    uint8_t *p = (uint8_t *)malloc(b.n);
+    memcpy(p, b.p, b.n);
+    p[off] ^= (uint8_t)(1u << (off % 8)) | 0x20; /* never a no-op */
+    check_case(t, "flip", (long long)off, file, p, b.n, writable);
+    free(p);
+    restore(g_dir);
+}
+
+int main(int argc, char **argv)
+{
+    seed = ts_seed(0x3d4a11);
+    ts_dir d;
+    ts_dir_make(&d, "jdamage");
+    /* On a tmpfs where there is one: ~39,000 opens, and a read-write
+     * handle's close syncs both files (3x the run time on this VM's disk).
+     * The paths under test (journal, header pages, the cross-check) are the
+     * same with buffered I/O; O_DIRECT is covered by the other store tests. */
+    {
+        char shm[256];
+        snprintf(shm, sizeof shm, "/dev/shm/sw_jdamage_XXXXXX");
+        if (access("/dev/shm", W_OK) == 0 && mkdtemp(shm)) {
+            ts_rm_rf(d.base);
+            snprintf(d.base, sizeof d.base, "%s", shm);
+            snprintf(d.store, sizeof d.store, "%s/store", d.base);
+        }
+    }
+    g_dir = d.store;
+    build(d.store);
+    if (argc == 3 && !strcmp(argv[1], "--make-damaged")) {
+        /* for store_cli_verify.sh: the store moved to argv[2], one record
+         * in the middle of its journal flipped */
+        blob j = slurp(d.store, "journal");
+        CHECK(j.n >= 8 * SW_STORE_REC_BYTES);
+        /* the put of a stripe that is current, not the last record: its
+         * key becomes unprovable */
+        size_t victim = 0;
+        for (size_t i = 1; i + 1 < j.n / SW_STORE_REC_BYTES && !victim; i++) {
+            sw_store_record rec;
+            if (sw_store_decode_record(j.p + i * SW_STORE_REC_BYTES, SW_STORE_REC_BYTES, &rec) !=
+                    SW_OK || rec.type != SW_STORE_REC_PUT)
+                continue;
+            for (int k = 0; k < NK; k++) {
+                sw_store_key key = key_of(k);
+                if (cur[k].present && cur[k].gen == rec.generation && sw_store_key_eq(&key, &rec.key))
+                    victim = i;
+            }
+        }
+        CHECK(victim > 0);
+        j.p[victim * SW_STORE_REC_BYTES + 21] ^= 0x40;
+        spit(d.store, "journal", j.p, j.n);
+        free(j.p);
+        char cmd[1200];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s' && mv '%s' '%s'", argv[2], d.store, argv[2]);
+        CHECK(system(cmd) == 0);
+        ts_rm_rf(d.base);
+        return sw_test_failures ? 1 : 0;
+    }
+    for (int i = 0; i < 3; i++)
+        pristine[i] = slurp(d.store, names[i]);
+    size_t jn = pristine[2].n, nrec = jn / SW_STORE_REC_BYTES;
+    int npresent = 0;
+    for (int k = 0; k < NK; k++)
+        npresent += cur[k].present;
+    printf("seed 0x%llx: %d keys (%d present), journal %zu records (%zu bytes), data %zu bytes\n",
+           (unsigned long long)seed, NK, npresent, nrec, jn, pristine[1].n);
+
+    /* The pristine store: verify passes, every key current. */
+    {
+        tally t = {.name = "pristine"};
+        sw_store_config c = config(d.store, 1);
+        sw_store *s = NULL;
+        CHECK_STATUS(sw_store_open(&c, &s), SW_OK);
+        if (s) {
+            CHECK_STATUS(sw_store_verify(s, NULL, NULL, NULL), SW_OK);
+            read_keys(s, &t, "none", 0);
+            CHECK(t.served + t.absent_ok == NK);
+            CHECK_STATUS(sw_store_close(s), SW_OK);
+        }
+    }
+
+    tally tj = {.name = "journal byte flip"};
+    /* the read-write rounds for every 4th byte: the 64 bytes of a record
+     * all make it fail its checksum, so each record still gets 16 */
+    for (size_t off = 0; off < jn; off++)
+        flip_case(&tj, 2, off, off % 4 == 0);
+    report(&tj);
+
+    tally tz = {.name = "journal page zeroed"};
+    for (size_t pg = 0; pg * 4096 < jn; pg++) {
+        uint8_t *p = (uint8_t *)malloc(jn);
+        memcpy(p, pristine[2].p, jn);
+        size_t end = (pg + 1) * 4096 < jn ? (pg + 1) * 4096 : jn;
+        memset(p + pg * 4096, 0, end - pg * 4096);
+        check_case(&tz, "zero page", (long long)pg, 2, p, jn, 1);
+        free(p);
+        restore(d.store);
+    }
+    report(&tz);
+
+    tally tc = {.name = "journal cut"};
+    for (size_t k = 0; k < nrec; k++) {
+        check_case(&tc, "cut at record", (long long)k, 2, pristine[2].p, k * SW_STORE_REC_BYTES,
+                   1);
+        restore(d.store);
+    }
+    for (size_t k = 1; k < nrec; k += nrec / 5 + 1) {
+        check_case(&tc, "cut inside record", (long long)k, 2, pristine[2].p,
+                   k * SW_STORE_REC_BYTES - 23, 1);
+        restore(d.store);
+    }
+    /* the last record cut at every one of its bytes */
+    for (size_t b = 1; b < SW_STORE_REC_BYTES; b += 9) {
+        check_case(&tc, "cut inside last record", (long long)b, 2, pristine[2].p, jn - b, 1);
+        restore(d.store);
+    }
+    report(&tc);
+
+    tally th = {.name = "header page byte flip"};
+    {
+        sw_store_geometry g;
+        sw_store_geometry_make(STRIPE, RUN, UINT64_MAX, &g);
+        uint64_t rb = sw_store_run_bytes(&g);
+        for (uint64_t r = 0; r < NRUNS; r++)
+            for (size_t b = 0; b < g.run_header_bytes; b += b < RUN * SW_STORE_HDR_BYTES ? 1 : 31)
+                flip_case(&th, 1, (size_t)(r * rb + b), b % 4 == 0);
+    }
+    report(&th);
+
+    tally ts = {.name = "superblock"};
+    for (size_t off = 0; off < pristine[0].n; off++)
+        flip_case(&ts, 0, off, 1);
+    check_case(&ts, "truncated to", 300, 0, pristine[0].p, 300, 1);
+    restore(d.store);
+    CHECK(ts.opens_refused == ts.cases);
+    report(&ts);
+
+    tally all[5] = {tj, tz, tc, th, ts};
+    uint64_t stale = 0, cases = 0, vfail = 0;
+    for (int i = 0; i < 5; i++) {
+        stale += all[i].stale;
+        cases += all[i].cases;
+        vfail += all[i].verify_failed;
+        CHECK(all[i].files_changed == 0);
+    }
+    printf("%llu damage cases: verify failed on %llu; %llu stale reads\n",
+           (unsigned long long)cases, (unsigned long long)vfail, (unsigned long long)stale);
+    CHECK(stale == 0 && vfail == cases);
+
+    for (int i = 0; i < 3; i++)
+        free(pristine[i].p);
+    ts_rm_rf(d.base);
+    if (sw_test_failures)
+        fprintf(stderr, "test_store_journal_damage: %d failures (seed 0x%llx)\n",
+                sw_test_failures, (unsigned long long)seed);
+    return sw_test_failures ? 1 : 0;
+}
