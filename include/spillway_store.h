@@ -7,10 +7,13 @@
  * extent and its index journal record are written (and synced, per the
  * durability mode); a killed writer never exposes a torn or unacknowledged
  * stripe. Every read checks the extent's key, generation and CRC32C and
- * returns SW_STATUS_CORRUPT instead of bytes on a mismatch.
+ * returns SW_STATUS_CORRUPT instead of bytes on a mismatch. Damage to any
+ * store file never makes an older version or a deleted stripe current: open
+ * compares the journal with the extent headers, and what cannot be proven
+ * current reads as SW_STATUS_CORRUPT (docs/store.md, "Damage").
  *
  * Directory layout (fixed names; no path is built from caller data):
- *   <dir>/superblock  magic, format version, geometry (4 KiB, CRC32C)
+ *   <dir>/superblock  magic, format version 2, geometry (exactly 4 KiB, CRC32C)
  *   <dir>/data        preallocated: runs of [header page | run_blocks slots]
  *   <dir>/journal     append-only index journal, 64-byte CRC32C records
  * The directory is 0700 and the files 0600, owned by the calling user; a
