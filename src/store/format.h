@@ -40,8 +40,8 @@
  *   48  u64  sequence number: the journal record's of the same operation
  *   56  u8[4] zero
  *   60  u32  crc32c of bytes 0..59
- *   A live header is written with its payload (payload first) before the
- *   put's journal record; a void header (length 0, crc 0) is written over
+ *   A live header is written with its payload before the put's journal
+ *   record; a void header (length 0, crc 0) is written over
  *   the deleted extent's header after a delete's or eviction's tombstone,
  *   with the tombstone's sequence number. Open compares every header with
  *   the journal (store/recover.c).

@@ -96,9 +96,7 @@ sw_store_io_backend sw_io_backend(const sw_io *io) { return io->backend; }
 static void op_finish(sw_io_op *ops, size_t k, sw_io_done_fn done, void *ctx)
 {
     sw_io_op *op = &ops[k];
-    /* -ECANCELED: a linked op whose predecessor came back short (it was
-     * completed synchronously above, in completion order) */
-    if (op->res == -EAGAIN || op->res == -EINTR || op->res == -ECANCELED)
+    if (op->res == -EAGAIN || op->res == -EINTR)
         op_sync(op, 0);
     else if (op->res >= 0 && (size_t)op->res < op->len)
         op_sync(op, (size_t)op->res);
@@ -134,10 +132,6 @@ static size_t run_uring(sw_io *io, sw_io_op *ops, size_t n, sw_io_done_fn done, 
                 break;
             sw_io_op *op = &ops[i + queued];
             prep_sqe(io, sqe, op);
-            /* a link never spans submissions: the last op of a batch is
-             * waited for before the next batch starts anyway */
-            if (op->link && queued + 1 < batch)
-                io_uring_sqe_set_flags(sqe, IOSQE_IO_LINK);
             io_uring_sqe_set_data64(sqe, (uint64_t)(i + queued));
             op->res = -EIO;
             io->finished[queued] = 0;
@@ -228,9 +222,7 @@ int sw_io_async(const sw_io *io) { return io->backend == SW_STORE_IO_URING; }
 
 void sw_io_op_finish(sw_io_op *op)
 {
-    /* -ECANCELED: a linked op whose predecessor came back short (it was
-     * completed synchronously above, in completion order) */
-    if (op->res == -EAGAIN || op->res == -EINTR || op->res == -ECANCELED)
+    if (op->res == -EAGAIN || op->res == -EINTR)
         op_sync(op, 0);
     else if (op->res >= 0 && (size_t)op->res < op->len)
         op_sync(op, (size_t)op->res);

@@ -16,9 +16,6 @@ typedef struct sw_io_op {
     size_t len;
     uint64_t off;
     int64_t res;        /* out: bytes transferred (== len on success) or -errno */
-    int link;           /* sw_io_run: the next op starts only after this one
-                         * completed (IOSQE_IO_LINK on io_uring; pwrite runs
-                         * the ops in order anyway) */
 } sw_io_op;
 
 typedef struct sw_io sw_io;

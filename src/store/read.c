@@ -292,7 +292,7 @@ size_t sw_store_read_plan(sw_store *s, sw_read_item *items, size_t i, size_t n, 
         size_t t = i;
         if (g.split) {
             rq[nrq++] = (sw_read_req){(uint32_t)ng, 1, 0, 0, (uint32_t)nops, 1, 0};
-            ops[nops++] = (sw_io_op){s->data_fd, 0, bounce + used, hb, roff, 0, 0};
+            ops[nops++] = (sw_io_op){s->data_fd, 0, bounce + used, hb, roff, 0};
         }
         for (uint32_t a = base; a <= g.p1;) {
             uint32_t e = chunk_slots ? a + chunk_slots - 1 : g.p1;
@@ -317,7 +317,7 @@ size_t sw_store_read_plan(sw_store *s, sw_read_item *items, size_t i, size_t n, 
                 q.op = (uint32_t)(nops - 1);
             } else {
                 q.op = (uint32_t)nops;
-                ops[nops++] = (sw_io_op){s->data_fd, 0, bounce + off, len, foff, 0, 0};
+                ops[nops++] = (sw_io_op){s->data_fd, 0, bounce + off, len, foff, 0};
             }
             rq[nrq++] = q;
             a = e + 1;

@@ -5,7 +5,7 @@
  *
  * Why this is enough (docs/store.md, "Damage"). Every operation takes the
  * next store-wide sequence number and writes it into both files: a put
- * writes its extent (payload, then header) and then its journal record; a
+ * writes its extent (payload and header) and then its journal record; a
  * delete or eviction writes its tombstone and then a void header over the
  * deleted extent's header. A header is only ever overwritten by a later
  * operation. So the newest operation on a key always leaves a header with
@@ -28,7 +28,7 @@
  * (a void: the delete is redone; a live extent with a good payload: the put
  * is taken, as if its record had landed -- which is also exactly right when
  * the journal's last record was cut off), or, when its payload does not
- * match (a torn write), dropped. Anything else the journal lost makes its key
+ * match (a torn write: header landed, payload not), dropped. Anything else the journal lost makes its key
  * unprovable: not served (SW_STATUS_CORRUPT) until written, deleted or
  * dropped by sw_store_repair. */
 #include "store/store_internal.h"
@@ -143,7 +143,7 @@ static sw_status header_patch(sw_store *s, uint32_t slot, const uint8_t h[SW_STO
     uint32_t run = slot / s->g.run_blocks, pos = slot % s->g.run_blocks;
     uint64_t page = (uint64_t)pos * SW_STORE_HDR_BYTES / SW_STORE_ALIGN * SW_STORE_ALIGN;
     char *buf = s->bounce;
-    sw_io_op op = {s->data_fd, 0, buf, SW_STORE_ALIGN, sw_store_run_off(s, run) + page, 0, 0};
+    sw_io_op op = {s->data_fd, 0, buf, SW_STORE_ALIGN, sw_store_run_off(s, run) + page, 0};
     if (sw_io_run(s->io, &op, 1))
         return io_fail(s, &op, "read extent header page");
     memcpy(buf + (pos * SW_STORE_HDR_BYTES - page), h, SW_STORE_HDR_BYTES);
@@ -240,7 +240,7 @@ static sw_status scan_headers(sw_store *s, const sw_keymap *deleted, uint64_t sn
         size_t nb = s->g.nruns - r0 < per ? (size_t)(s->g.nruns - r0) : per;
         for (size_t k = 0; k < nb; k++)
             s->ops[k] = (sw_io_op){s->data_fd, 0, s->bounce + k * hb, hb,
-                                   sw_store_run_off(s, (uint32_t)(r0 + k)), 0, 0};
+                                   sw_store_run_off(s, (uint32_t)(r0 + k)), 0};
         if (sw_io_run(s->io, s->ops, nb)) {
             for (size_t k = 0; k < nb; k++)
                 if (s->ops[k].res != (int64_t)s->ops[k].len)
@@ -299,7 +299,7 @@ static sw_status append(sw_store *s, uint32_t type, const sw_store_extent_hdr *h
 static sw_status payload_ok(sw_store *s, const sw_store_extent_hdr *h, int *ok)
 {
     uint32_t slot = (uint32_t)h->slot;
-    sw_io_op op = {s->data_fd, 0, s->bounce, s->g.slot_bytes, sw_store_slot_off(s, slot), 0, 0};
+    sw_io_op op = {s->data_fd, 0, s->bounce, s->g.slot_bytes, sw_store_slot_off(s, slot), 0};
     if (sw_io_run(s->io, &op, 1))
         return io_fail(s, &op, "open: read extent");
     *ok = sw_crc32c(s->bounce, h->length) == h->payload_crc;
@@ -327,8 +327,12 @@ static sw_status resolve(sw_store *s, const sw_store_extent_hdr *h, uint64_t dma
         int ok = 0;
         SW_TRY(payload_ok(s, h, &ok));
         if (!ok) {
-            /* torn: never acknowledged (its payload is written before its
-             * header), the key keeps what the journal says */
+            /* torn: the payload and header writes of a put are in flight
+             * together and a killed writer can leave the header alone; such
+             * a put was never acknowledged (its record comes after both),
+             * so the key keeps what the journal says. (The other reading,
+             * the journal's last record cut off AND the payload damaged,
+             * takes two independent damages.) */
             s->st.extents_discarded++;
             if (s->read_only)
                 return SW_OK;

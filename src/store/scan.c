@@ -114,7 +114,7 @@ static sw_status verify_locked(sw_store *s, verify_state *vs)
             if (used + need > s->bounce_bytes)
                 break; /* next batch; a whole run always fits (bounce >= 2 runs) */
             s->ops[nb] = (sw_io_op){s->data_fd, 0, s->bounce + used, need,
-                                    sw_store_run_off(s, (uint32_t)run), 0, 0};
+                                    sw_store_run_off(s, (uint32_t)run), 0};
             batch[nb++] = (uint32_t)run;
             used += need;
         }
@@ -252,7 +252,7 @@ static sw_status clear_bad_headers(sw_store *s, uint64_t *cleared)
     const size_t hb = s->g.run_header_bytes;
     char *buf = s->bounce;
     for (uint64_t run = 0; run < s->g.nruns; run++) {
-        sw_io_op op = {s->data_fd, 0, buf, hb, sw_store_run_off(s, (uint32_t)run), 0, 0};
+        sw_io_op op = {s->data_fd, 0, buf, hb, sw_store_run_off(s, (uint32_t)run), 0};
         if (sw_io_run(s->io, &op, 1))
             return op.res < 0 ? sw_store_errno(s, (int)-op.res, "repair: read header page")
                               : sw_fail(SW_STATUS_IO, "repair: short read of a header page");
