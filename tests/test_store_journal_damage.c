@@ -47,7 +47,10 @@ typedef struct tally {
     uint64_t served, errors, lost, absent_ok, stale;
 } tally;
 
-static sw_store_key key_of(int i) { return ts_key(77, (uint32_t)(i % 2), (uint32_t)(i / 2), 0, (uint8_t)(i % 2)); }
+static sw_store_key key_of(int i)
+{
+    return ts_key(77, (uint32_t)(i % 2), (uint32_t)(i / 2), 0, (uint8_t)(i % 2));
+}
 
 static sw_store_config config(const char *dir, int read_only)
 {
@@ -355,7 +358,8 @@ int main(int argc, char **argv)
                 continue;
             for (int k = 0; k < NK; k++) {
                 sw_store_key key = key_of(k);
-                if (cur[k].present && cur[k].gen == rec.generation && sw_store_key_eq(&key, &rec.key))
+                if (cur[k].present && cur[k].gen == rec.generation &&
+                    sw_store_key_eq(&key, &rec.key))
                     victim = i;
             }
         }

@@ -316,7 +316,8 @@ static int cmd_store_repair(int argc, char **argv)
     }
     printf("repair: dropped %llu unprovable key(s) and %llu stripe(s) with a bad extent, "
            "cleared %llu damaged header slot(s); journal rewritten with %llu record(s)\n",
-           (unsigned long long)r.keys_dropped_unprovable, (unsigned long long)r.keys_dropped_corrupt,
+           (unsigned long long)r.keys_dropped_unprovable,
+           (unsigned long long)r.keys_dropped_corrupt,
            (unsigned long long)r.headers_cleared, (unsigned long long)r.journal_records);
     st = sw_store_close(s);
     return st == SW_OK ? 0 : die_status("close", st);
@@ -337,7 +338,8 @@ int cmd_store(int argc, char **argv)
     if (argc >= 2 && !strcmp(argv[1], "repair"))
         return cmd_store_repair(argc - 1, argv + 1);
     const char *usage =
-        "usage: spillway store bench [options] | verify --dir D | repair --dir D | inspect --dir D\n"
+        "usage: spillway store bench [options] | verify --dir D | repair --dir D |\n"
+        "                      inspect --dir D\n"
         "  bench    disk (or --remote) benchmark of the store\n"
         "  verify   check a store without writing to it (exit 1 when anything is damaged)\n"
         "  repair   drop what cannot be proven current, rewrite the journal\n"

@@ -694,7 +694,8 @@ sw_status sw_store_read_wait(sw_store *s, uint64_t ticket_id, size_t n, size_t *
         memcpy(lengths, t->lengths, sizeof *lengths * n);
     if (generations)
         memcpy(generations, t->gens, sizeof *generations * n);
-    sw_status st = t->err != SW_OK ? t->err : sw_store_read_summary(s, t->keys, n, t->dst_bytes, statuses);
+    sw_status st = t->err != SW_OK ? t->err
+                                   : sw_store_read_summary(s, t->keys, n, t->dst_bytes, statuses);
     if (s->rt && (st == SW_STATUS_NOT_FOUND || st == SW_STATUS_CORRUPT || st == SW_STATUS_IO ||
                   st == SW_STATUS_INVALID)) {
         /* Local misses from the remote tier, as sw_store_read does, without

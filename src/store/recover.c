@@ -28,8 +28,8 @@
  * (a void: the delete is redone; a live extent with a good payload: the put
  * is taken, as if its record had landed -- which is also exactly right when
  * the journal's last record was cut off), or, when its payload does not
- * match (a torn write: header landed, payload not), dropped. Anything else the journal lost makes its key
- * unprovable: not served (SW_STATUS_CORRUPT) until written, deleted or
+ * match (a torn write: header landed, payload not), dropped. Anything else
+ * the journal lost makes its key unprovable: not served (SW_STATUS_CORRUPT) until written, deleted or
  * dropped by sw_store_repair. */
 #include "store/store_internal.h"
 
@@ -249,7 +249,8 @@ static sw_status scan_headers(sw_store *s, const sw_keymap *deleted, uint64_t sn
         s->st.header_pages_read += nb * (hb / SW_STORE_ALIGN);
         for (size_t k = 0; k < nb; k++) {
             const uint8_t *page = (const uint8_t *)s->bounce + k * hb;
-            if (!all_zero(page + (size_t)R * SW_STORE_HDR_BYTES, hb - (size_t)R * SW_STORE_HDR_BYTES))
+            const size_t used = (size_t)R * SW_STORE_HDR_BYTES;
+            if (!all_zero(page + used, hb - used))
                 s->st.headers_bad++; /* the padding after the last header */
             for (uint32_t p = 0; p < R; p++) {
                 const uint8_t *b = page + (size_t)p * SW_STORE_HDR_BYTES;

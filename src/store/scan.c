@@ -272,7 +272,7 @@ static sw_status clear_bad_headers(sw_store *s, uint64_t *cleared)
         }
         for (size_t i = (size_t)R * SW_STORE_HDR_BYTES; i < hb; i++)
             if (buf[i]) {
-                memset(buf + (size_t)R * SW_STORE_HDR_BYTES, 0, hb - (size_t)R * SW_STORE_HDR_BYTES);
+                memset(buf + i, 0, hb - i);
                 fixed++;
                 break;
             }

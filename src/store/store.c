@@ -367,7 +367,8 @@ static sw_status open_journal(sw_store *s)
         return SW_OK;
     int64_t min_compact = sw_env_int("SPILLWAY_STORE_COMPACT_MIN", 4096);
     if (!s->st.journal_damaged && !s->st.journal_dropped &&
-        s->st.journal_records > 2 * ((uint64_t)s->used_slots + s->unprov.n) + (uint64_t)min_compact) {
+        s->st.journal_records >
+            2 * ((uint64_t)s->used_slots + s->unprov.n) + (uint64_t)min_compact) {
         sw_status st = sw_store_compact_journal(s);
         /* Compaction is an optimisation: without room for the new journal
          * the old one keeps working. */
