@@ -1,24 +1,31 @@
 /* Damage to any store file never serves an older version or a deleted
- * stripe. A small store with a history (puts, overwrites, deletes,
- * evictions, a compacted journal followed by appends) is damaged in every
- * way below, one case at a time from the pristine files:
- *   - every byte of the journal flipped, every 4 KiB page of it zeroed, the
+ * stripe. Small stores with a history (puts, overwrites -- each moves its
+ * key to another slot of its run --, deletes whose slot a neighbouring
+ * block reuses, evictions, a compacted journal followed by appends of more
+ * than two journal pages), one per seed (4 seeds), are damaged in every way
+ * below, one case at a time from the pristine files:
+ *   - every record of the journal with 4 of its bytes flipped (over the
+ *     records, every byte position), every 4 KiB page of it zeroed, the
  *     journal cut at every record boundary and inside a few records;
- *   - every byte of the run header pages' extent headers flipped (and every
- *     31st byte of their padding);
- *   - every byte of the superblock flipped, the superblock truncated.
+ *   - every 3rd byte of the run header pages' extent headers flipped (and
+ *     every 31st byte of their padding);
+ *   - (first seed) every byte of the superblock flipped, the superblock
+ *     truncated.
+ * And the exact histories that once resurrected a deleted key (a moving
+ * overwrite, the delete, the slot reused by the next block; the same with
+ * an eviction and after a compaction), cut after the first put's record
+ * and with the page of the lost records zeroed.
  * Per case: (1) a read-only open + sw_store_verify must fail (or the open
  *     must), and the three files must be byte-identical afterwards; every
  *     key read on that handle is checked; (2) a read-write open, every key
  *     read; (3) the store closed and opened again, every key read. (2) and
- *     (3) for every 4th byte of the byte flips of the journal and of the
- *     header pages (every record and header still gets 16), every other
- *     case.
- * A read of a key must return its current bytes and generation, or a
- * status that is not SW_OK: never older bytes, never a deleted key's.
- * Per damage kind it prints how many reads served the current bytes, how
- * many reported an error (CORRUPT for a key that exists; NOT_FOUND counted
- * apart) and how many were stale (must be 0).
+ *     (3) for every 4th header byte flip, every other case.
+ * A read of a key must return its current bytes and generation, or an
+ * error status: never older bytes, never a deleted key's, and never
+ * NOT_FOUND for a key that exists (that would be a lost stripe served as
+ * absent). Per damage kind and seed it prints how many reads served the
+ * current bytes, how many reported an error, how many keys read as absent
+ * that are, and how many were stale (must be 0).
  * `--make-damaged DIR` only builds the store in DIR with one record in the
  * middle of its journal flipped (for the CLI test, store_cli_verify.sh). */
 #include "test_store_util.h"
@@ -123,8 +130,9 @@ static void build(const char *dir)
     unsetenv("SPILLWAY_STORE_COMPACT_MIN");
     if (!s)
         exit(1);
-    /* ... followed by appends: overwrites, deletes, evictions */
-    history(s, &r, 70, &tag);
+    /* ... followed by appends: overwrites, deletes, evictions (more than two
+     * journal pages, so that zeroing each page is more than two cases) */
+    history(s, &r, 200, &tag);
     learn_truth(s);
     sw_store_stats st = ts_stats(s);
     CHECK(st.evictions > 0 && st.deletes > 0);
@@ -227,8 +235,10 @@ static void read_keys(sw_store *s, tally *t, const char *what, long long where)
             t->absent_ok++;
         } else if (st == SW_STATUS_NOT_FOUND) {
             t->lost++;
-            if (getenv("SW_TEST_VERBOSE"))
-                fprintf(stderr, "lost: %s %s at %lld: key %d\n", t->name, what, where, k);
+            fprintf(stderr, "LOST: %s %s at %lld: key %d (present, gen %llu) read as NOT_FOUND "
+                    "seed 0x%llx\n", t->name, what, where, k, (unsigned long long)cur[k].gen,
+                    (unsigned long long)seed);
+            CHECK(!"a present key read as NOT_FOUND");
         } else {
             t->errors++;
         }
@@ -323,12 +333,241 @@ static void flip_case(tally *t, int file, size_t off, int writable)
     restore(g_dir);
 }
 
+/* ------------------------------------------------------------ families -- */
+enum { F_FLIP, F_ZERO, F_CUT, F_HDR, F_SB, F_EXACT, NF };
+static tally total[NF] = {{.name = "journal byte flip"}, {.name = "journal page zeroed"},
+                          {.name = "journal cut"}, {.name = "header page byte flip"},
+                          {.name = "superblock"}, {.name = "exact histories"}};
+
+static void add(tally *to, const tally *t)
+{
+    to->cases += t->cases;
+    to->verify_failed += t->verify_failed;
+    to->opens_refused += t->opens_refused;
+    to->files_changed += t->files_changed;
+    to->served += t->served;
+    to->errors += t->errors;
+    to->lost += t->lost;
+    to->absent_ok += t->absent_ok;
+    to->stale += t->stale;
+}
+
+static void load_pristine(void)
+{
+    for (int i = 0; i < 3; i++)
+        pristine[i] = slurp(g_dir, names[i]);
+}
+
+static void free_pristine(void)
+{
+    for (int i = 0; i < 3; i++) {
+        free(pristine[i].p);
+        pristine[i] = (blob){NULL, 0};
+    }
+}
+
+/* The journal as damaged: pristine with [off, off + n) zeroed, cut to len. */
+static void journal_case(tally *t, const char *what, long long where, size_t zoff, size_t zn,
+                         size_t len)
+{
+    uint8_t *p = (uint8_t *)malloc(pristine[2].n + 1);
+    memcpy(p, pristine[2].p, pristine[2].n);
+    memset(p + zoff, 0, zn);
+    check_case(t, what, where, 2, p, len, 1);
+    free(p);
+    restore(g_dir);
+}
+
+static void run_seed(int first)
+{
+    memset(cur, 0, sizeof cur);
+    build(g_dir);
+    load_pristine();
+    size_t jn = pristine[2].n, nrec = jn / SW_STORE_REC_BYTES;
+    int npresent = 0;
+    for (int k = 0; k < NK; k++)
+        npresent += cur[k].present;
+    printf("seed 0x%llx: %d keys (%d present), journal %zu records (%zu bytes, %zu pages), "
+           "data %zu bytes\n", (unsigned long long)seed, NK, npresent, nrec, jn,
+           (jn + 4095) / 4096, pristine[1].n);
+    CHECK(jn > 2 * 4096);
+
+    /* The pristine store: verify passes, every key current. */
+    {
+        tally t = {.name = "pristine"};
+        sw_store_config c = config(g_dir, 1);
+        sw_store *s = NULL;
+        CHECK_STATUS(sw_store_open(&c, &s), SW_OK);
+        if (s) {
+            CHECK_STATUS(sw_store_verify(s, NULL, NULL, NULL), SW_OK);
+            read_keys(s, &t, "none", 0);
+            CHECK(t.served + t.absent_ok == NK);
+            CHECK_STATUS(sw_store_close(s), SW_OK);
+        }
+    }
+
+    tally t[NF];
+    for (int f = 0; f < NF; f++)
+        t[f] = (tally){.name = total[f].name};
+    /* 4 bytes of every record (any one fails its checksum: the same case
+     * for replay), a different 4 per record so that every position is hit */
+    for (size_t rec = 0; rec < nrec; rec++)
+        for (size_t b = (rec * 5) % 16; b < SW_STORE_REC_BYTES; b += 16)
+            flip_case(&t[F_FLIP], 2, rec * SW_STORE_REC_BYTES + b, 1);
+    for (size_t pg = 0; pg * 4096 < jn; pg++) {
+        size_t end = (pg + 1) * 4096 < jn ? (pg + 1) * 4096 : jn;
+        journal_case(&t[F_ZERO], "zero page", (long long)pg, pg * 4096, end - pg * 4096, jn);
+    }
+    for (size_t k = 0; k < nrec; k++)
+        journal_case(&t[F_CUT], "cut at record", (long long)k, 0, 0, k * SW_STORE_REC_BYTES);
+    for (size_t k = 1; k < nrec; k += nrec / 5 + 1)
+        journal_case(&t[F_CUT], "cut inside record", (long long)k, 0, 0,
+                     k * SW_STORE_REC_BYTES - 23);
+    for (size_t b = 1; b < SW_STORE_REC_BYTES; b += 9) /* the last record, every 9th byte */
+        journal_case(&t[F_CUT], "cut inside last record", (long long)b, 0, 0, jn - b);
+    {
+        sw_store_geometry g;
+        sw_store_geometry_make(STRIPE, RUN, UINT64_MAX, &g);
+        uint64_t rb = sw_store_run_bytes(&g);
+        for (uint64_t r = 0; r < NRUNS; r++)
+            for (size_t b = 0; b < g.run_header_bytes; b += b < RUN * SW_STORE_HDR_BYTES ? 3 : 31)
+                flip_case(&t[F_HDR], 1, (size_t)(r * rb + b), b % 4 == 0);
+    }
+    if (first) {
+        for (size_t off = 0; off < pristine[0].n; off++)
+            flip_case(&t[F_SB], 0, off, 1);
+        check_case(&t[F_SB], "truncated to", 300, 0, pristine[0].p, 300, 1);
+        restore(g_dir);
+        CHECK(t[F_SB].opens_refused == t[F_SB].cases);
+    }
+    for (int f = 0; f < F_EXACT; f++) {
+        if (!t[f].cases)
+            continue;
+        report(&t[f]);
+        add(&total[f], &t[f]);
+    }
+    free_pristine();
+    ts_rm_rf(g_dir);
+}
+
+/* ------------------------------------------------------ exact histories -- */
+/* K = block 0 and L = block 1 of one stream chunk (run 0 is theirs); the
+ * fillers are blocks 8 and 9 (another chunk, run 1). */
+enum { KK = 0, KL = 2, KF0 = 16, KF1 = 17 };
+
+static sw_store *fresh(void)
+{
+    ts_rm_rf(g_dir);
+    memset(cur, 0, sizeof cur);
+    sw_store_config c = config(g_dir, 0);
+    sw_store *s = NULL;
+    CHECK_STATUS(sw_store_open(&c, &s), SW_OK);
+    if (!s)
+        exit(1);
+    return s;
+}
+
+static size_t journal_bytes(void)
+{
+    char path[700];
+    snprintf(path, sizeof path, "%s/journal", g_dir);
+    struct stat st;
+    return stat(path, &st) == 0 ? (size_t)st.st_size : 0;
+}
+
+static void del(sw_store *s, int k)
+{
+    sw_store_key key = key_of(k);
+    CHECK_STATUS(sw_store_delete(s, &key), SW_OK);
+}
+
+/* Closes s, learns the truth, damages the journal as asked; then cuts it
+ * at every other record boundary too. */
+static void exact_damage(sw_store *s, tally *t, const char *name, size_t cut, size_t zoff,
+                         size_t zn)
+{
+    learn_truth(s);
+    CHECK(!cur[KK].present);
+    CHECK_STATUS(sw_store_close(s), SW_OK);
+    load_pristine();
+    CHECK(cut <= pristine[2].n && zoff + zn <= pristine[2].n);
+    journal_case(t, name, (long long)(cut ? cut : zoff) / SW_STORE_REC_BYTES, zoff, zn,
+                 cut ? cut : pristine[2].n);
+    for (size_t k = 0; k < pristine[2].n / SW_STORE_REC_BYTES; k++)
+        if (k * SW_STORE_REC_BYTES != cut)
+            journal_case(t, name, -(long long)k, 0, 0, k * SW_STORE_REC_BYTES);
+    free_pristine();
+}
+
+static void exact_histories(void)
+{
+    tally t = {.name = "exact histories"};
+    uint64_t tag = 1000;
+    /* 1. put K (slot 0), put K (moves to slot 1), delete K, put L (block 1:
+     * its home slot 1); the journal cut right after K's first put. */
+    sw_store *s = fresh();
+    put(s, KK, ++tag);
+    size_t cut = journal_bytes();
+    put(s, KK, ++tag);
+    del(s, KK);
+    put(s, KL, ++tag);
+    exact_damage(s, &t, "move, delete, reuse: cut after the first put", cut, 0, 0);
+
+    /* 2. the same with fillers before, so that K's second put and its
+     * delete are the last two records of journal page 1: that page zeroed */
+    s = fresh();
+    put(s, KK, ++tag);
+    for (int i = 0; journal_bytes() < 126 * SW_STORE_REC_BYTES; i++)
+        put(s, i % 2 ? KF1 : KF0, ++tag);
+    CHECK(journal_bytes() == 126 * SW_STORE_REC_BYTES);
+    put(s, KK, ++tag);
+    del(s, KK);
+    put(s, KL, ++tag);
+    exact_damage(s, &t, "move, delete, reuse: page of the lost records zeroed", 0, 4096, 4096);
+
+    /* 3. the key evicted instead of deleted: a moving overwrite, then the
+     * store filled until K is the LRU victim, its slot reused (its first
+     * slot is reused before: the store is full) */
+    s = fresh();
+    put(s, KK, ++tag);
+    cut = journal_bytes();
+    put(s, KK, ++tag);
+    for (int k = 1; k < NK; k++)
+        if (k != KK)
+            put(s, k, ++tag);
+    exact_damage(s, &t, "move, eviction, reuse: cut after the first put", cut, 0, 0);
+
+    /* 4. after a compaction: the snapshot holds K's first put; then the
+     * move, the delete and the reuse are appended; cut right after the
+     * snapshot's records */
+    s = fresh();
+    put(s, KK, ++tag);
+    put(s, KF0, ++tag);
+    CHECK_STATUS(sw_store_close(s), SW_OK);
+    setenv("SPILLWAY_STORE_COMPACT_MIN", "0", 1);
+    sw_store_config c = config(g_dir, 0);
+    s = NULL;
+    CHECK_STATUS(sw_store_open(&c, &s), SW_OK);
+    unsetenv("SPILLWAY_STORE_COMPACT_MIN");
+    if (!s)
+        exit(1);
+    cut = journal_bytes();
+    CHECK(cut == 3 * SW_STORE_REC_BYTES); /* snapshot + 2 puts */
+    put(s, KK, ++tag);
+    del(s, KK);
+    put(s, KL, ++tag);
+    exact_damage(s, &t, "compaction, move, delete, reuse: cut after the snapshot", cut, 0, 0);
+    report(&t);
+    add(&total[F_EXACT], &t);
+    ts_rm_rf(g_dir);
+}
+
 int main(int argc, char **argv)
 {
     seed = ts_seed(0x3d4a11);
     ts_dir d;
     ts_dir_make(&d, "jdamage");
-    /* On a tmpfs where there is one: ~39,000 opens, and a read-write
+    /* On a tmpfs where there is one: ~60,000 opens, and a read-write
      * handle's close syncs both files (3x the run time on this VM's disk).
      * The paths under test (journal, header pages, the cross-check) are the
      * same with buffered I/O; O_DIRECT is covered by the other store tests. */
@@ -342,8 +581,8 @@ int main(int argc, char **argv)
         }
     }
     g_dir = d.store;
-    build(d.store);
     if (argc == 3 && !strcmp(argv[1], "--make-damaged")) {
+        build(d.store);
         /* for store_cli_verify.sh: the store moved to argv[2], one record
          * in the middle of its journal flipped */
         blob j = slurp(d.store, "journal");
@@ -373,99 +612,31 @@ int main(int argc, char **argv)
         ts_rm_rf(d.base);
         return sw_test_failures ? 1 : 0;
     }
-    for (int i = 0; i < 3; i++)
-        pristine[i] = slurp(d.store, names[i]);
-    size_t jn = pristine[2].n, nrec = jn / SW_STORE_REC_BYTES;
-    int npresent = 0;
-    for (int k = 0; k < NK; k++)
-        npresent += cur[k].present;
-    printf("seed 0x%llx: %d keys (%d present), journal %zu records (%zu bytes), data %zu bytes\n",
-           (unsigned long long)seed, NK, npresent, nrec, jn, pristine[1].n);
 
-    /* The pristine store: verify passes, every key current. */
-    {
-        tally t = {.name = "pristine"};
-        sw_store_config c = config(d.store, 1);
-        sw_store *s = NULL;
-        CHECK_STATUS(sw_store_open(&c, &s), SW_OK);
-        if (s) {
-            CHECK_STATUS(sw_store_verify(s, NULL, NULL, NULL), SW_OK);
-            read_keys(s, &t, "none", 0);
-            CHECK(t.served + t.absent_ok == NK);
-            CHECK_STATUS(sw_store_close(s), SW_OK);
-        }
+    exact_histories();
+    const uint64_t base = seed;
+    for (int i = 0; i < 4 && !sw_test_failures; i++) {
+        /* not a multiple of the generator's increment: 4 different streams */
+        seed = base + (uint64_t)i * 1000003u;
+        run_seed(i == 0);
     }
+    seed = base;
 
-    tally tj = {.name = "journal byte flip"};
-    /* the read-write rounds for every 4th byte: the 64 bytes of a record
-     * all make it fail its checksum, so each record still gets 16 */
-    for (size_t off = 0; off < jn; off++)
-        flip_case(&tj, 2, off, off % 4 == 0);
-    report(&tj);
-
-    tally tz = {.name = "journal page zeroed"};
-    for (size_t pg = 0; pg * 4096 < jn; pg++) {
-        uint8_t *p = (uint8_t *)malloc(jn);
-        memcpy(p, pristine[2].p, jn);
-        size_t end = (pg + 1) * 4096 < jn ? (pg + 1) * 4096 : jn;
-        memset(p + pg * 4096, 0, end - pg * 4096);
-        check_case(&tz, "zero page", (long long)pg, 2, p, jn, 1);
-        free(p);
-        restore(d.store);
+    uint64_t stale = 0, cases = 0, vfail = 0, lost = 0;
+    printf("all seeds:\n");
+    for (int i = 0; i < NF; i++) {
+        report(&total[i]);
+        stale += total[i].stale;
+        lost += total[i].lost;
+        cases += total[i].cases;
+        vfail += total[i].verify_failed;
+        CHECK(total[i].files_changed == 0);
     }
-    report(&tz);
+    printf("%llu damage cases: verify failed on %llu; %llu stale reads, %llu present keys "
+           "read as absent\n", (unsigned long long)cases, (unsigned long long)vfail,
+           (unsigned long long)stale, (unsigned long long)lost);
+    CHECK(stale == 0 && lost == 0 && vfail == cases);
 
-    tally tc = {.name = "journal cut"};
-    for (size_t k = 0; k < nrec; k++) {
-        check_case(&tc, "cut at record", (long long)k, 2, pristine[2].p, k * SW_STORE_REC_BYTES,
-                   1);
-        restore(d.store);
-    }
-    for (size_t k = 1; k < nrec; k += nrec / 5 + 1) {
-        check_case(&tc, "cut inside record", (long long)k, 2, pristine[2].p,
-                   k * SW_STORE_REC_BYTES - 23, 1);
-        restore(d.store);
-    }
-    /* the last record cut at every one of its bytes */
-    for (size_t b = 1; b < SW_STORE_REC_BYTES; b += 9) {
-        check_case(&tc, "cut inside last record", (long long)b, 2, pristine[2].p, jn - b, 1);
-        restore(d.store);
-    }
-    report(&tc);
-
-    tally th = {.name = "header page byte flip"};
-    {
-        sw_store_geometry g;
-        sw_store_geometry_make(STRIPE, RUN, UINT64_MAX, &g);
-        uint64_t rb = sw_store_run_bytes(&g);
-        for (uint64_t r = 0; r < NRUNS; r++)
-            for (size_t b = 0; b < g.run_header_bytes; b += b < RUN * SW_STORE_HDR_BYTES ? 1 : 31)
-                flip_case(&th, 1, (size_t)(r * rb + b), b % 4 == 0);
-    }
-    report(&th);
-
-    tally ts = {.name = "superblock"};
-    for (size_t off = 0; off < pristine[0].n; off++)
-        flip_case(&ts, 0, off, 1);
-    check_case(&ts, "truncated to", 300, 0, pristine[0].p, 300, 1);
-    restore(d.store);
-    CHECK(ts.opens_refused == ts.cases);
-    report(&ts);
-
-    tally all[5] = {tj, tz, tc, th, ts};
-    uint64_t stale = 0, cases = 0, vfail = 0;
-    for (int i = 0; i < 5; i++) {
-        stale += all[i].stale;
-        cases += all[i].cases;
-        vfail += all[i].verify_failed;
-        CHECK(all[i].files_changed == 0);
-    }
-    printf("%llu damage cases: verify failed on %llu; %llu stale reads\n",
-           (unsigned long long)cases, (unsigned long long)vfail, (unsigned long long)stale);
-    CHECK(stale == 0 && vfail == cases);
-
-    for (int i = 0; i < 3; i++)
-        free(pristine[i].p);
     ts_rm_rf(d.base);
     if (sw_test_failures)
         fprintf(stderr, "test_store_journal_damage: %d failures (seed 0x%llx)\n",

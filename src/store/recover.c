@@ -5,20 +5,22 @@
  *
  * Why this is enough (docs/store.md, "Damage"). Every operation takes the
  * next store-wide sequence number and writes it into both files: a put
- * writes its extent (payload and header) and then its journal record; a
- * delete or eviction writes its tombstone and then a void header over the
- * deleted extent's header. A header is only ever overwritten by a later
- * operation. So the newest operation on a key always leaves a header with
- * its number -- a live header that stays until a later operation on the same
- * key frees the slot, or a void header, which may be overwritten once its
- * slot is reused, but then the key is deleted anyway, and the replayed
- * journal has it deleted (its put's slot is claimed by the reuse's record)
- * or the reuse's record is lost too and is found by its own header.
- * Therefore, when the journal loses records (a flipped byte, a zeroed page,
- * a cut at any point), every key whose newest operation was lost has a
- * header newer than the key's last record in the journal, and the check
- * below finds it; a key whose newest record survived is served as the
- * journal says, and each read still checks that record against the header.
+ * writes its extent (payload and header), then its journal record, then --
+ * an overwrite, which always goes to another slot -- a void header with its
+ * number over the version it replaced; a delete or eviction writes its
+ * tombstone and then a void header over the deleted extent's header. So
+ * every live header of a key other than its current version has a newer
+ * header of the key in the data file (a killed writer can leave a void
+ * undone: the newer header then is the current version, which only an
+ * operation on the key can move, and the next read-write open writes the
+ * missing voids first: void_leftovers). A read serves a key only from the
+ * slot the journal maps it to, when that header is live with the record's
+ * number and open found no newer header of the key: by the invariant, its
+ * current version. When the journal loses records (a flipped byte, a zeroed
+ * page, a cut at any point), every key whose newest operation was lost has
+ * a header newer than its last record in the journal -- or has no live
+ * header left at all (every one overwritten by reuse), and then its reads
+ * fail their header check or it is resolved as deleted.
  * Damage to the header pages instead makes a header invalid: the journal is
  * intact, reads of that stripe fail their header check.
  *
@@ -134,24 +136,50 @@ static sw_status io_fail(sw_store *s, const sw_io_op *op, const char *what)
                    (long long)op->res, op->len, (unsigned long long)op->off);
 }
 
+static uint64_t header_page_off(const sw_store *s, uint32_t slot, size_t *at)
+{
+    uint32_t run = slot / s->g.run_blocks, pos = slot % s->g.run_blocks;
+    uint64_t page = (uint64_t)pos * SW_STORE_HDR_BYTES / SW_STORE_ALIGN * SW_STORE_ALIGN;
+    if (at)
+        *at = (size_t)(pos * SW_STORE_HDR_BYTES - page);
+    return sw_store_run_off(s, run) + page;
+}
+
+sw_status sw_store_header_page(sw_store *s, uint32_t slot, size_t *at)
+{
+    uint64_t off = header_page_off(s, slot, at);
+    if (s->hpage_off == off)
+        return SW_OK;
+    s->hpage_off = UINT64_MAX;
+    sw_io_op op = {s->data_fd, 0, s->hpage, SW_STORE_ALIGN, off, 0};
+    if (sw_io_run(s->io, &op, 1))
+        return io_fail(s, &op, "read extent header page");
+    s->hpage_off = off;
+    return SW_OK;
+}
+
+sw_status sw_store_header_page_write(sw_store *s, uint32_t slot)
+{
+    uint64_t off = header_page_off(s, slot, NULL);
+    sw_io_op op = {s->data_fd, 1, s->hpage, SW_STORE_ALIGN, off, 0};
+    if (sw_io_run(s->io, &op, 1)) {
+        s->hpage_off = UINT64_MAX; /* what the page holds now is unknown */
+        return io_fail(s, &op, "write extent header page");
+    }
+    s->hpage_off = off;
+    return SW_OK;
+}
+
 /* Read-modify-write of the 4 KiB header page that holds slot's header:
  * h (64 bytes) replaces it, the other headers are written back as read. */
 static sw_status header_patch(sw_store *s, uint32_t slot, const uint8_t h[SW_STORE_HDR_BYTES])
 {
     if (s->read_only)
         return sw_fail(SW_STATUS_INVALID, "the store is open read-only");
-    uint32_t run = slot / s->g.run_blocks, pos = slot % s->g.run_blocks;
-    uint64_t page = (uint64_t)pos * SW_STORE_HDR_BYTES / SW_STORE_ALIGN * SW_STORE_ALIGN;
-    char *buf = s->bounce;
-    sw_io_op op = {s->data_fd, 0, buf, SW_STORE_ALIGN, sw_store_run_off(s, run) + page, 0};
-    if (sw_io_run(s->io, &op, 1))
-        return io_fail(s, &op, "read extent header page");
-    memcpy(buf + (pos * SW_STORE_HDR_BYTES - page), h, SW_STORE_HDR_BYTES);
-    op.write = 1;
-    op.res = 0;
-    if (sw_io_run(s->io, &op, 1))
-        return io_fail(s, &op, "write extent header page");
-    return SW_OK;
+    size_t at = 0;
+    SW_TRY(sw_store_header_page(s, slot, &at));
+    memcpy(s->hpage + at, h, SW_STORE_HDR_BYTES);
+    return sw_store_header_page_write(s, slot);
 }
 
 sw_status sw_store_void_extent(sw_store *s, uint32_t slot, const sw_store_key *key,
@@ -180,13 +208,36 @@ typedef struct suspects {
     suspect *a;
     size_t n, cap;
     sw_keymap at; /* key -> index in a (in seq) */
+    /* Live headers that the journal has superseded but that are still live
+     * on disk (a writer killed between a record and the void that follows
+     * it): voided after the resolution (void_leftovers). */
+    sw_store_extent_hdr *left;
+    size_t nleft, capleft;
 } suspects;
+
+static sw_status leftover_add(suspects *x, const sw_store_extent_hdr *h)
+{
+    if (x->nleft == x->capleft) {
+        size_t cap = x->capleft ? 2 * x->capleft : 16;
+        sw_store_extent_hdr *a = (sw_store_extent_hdr *)realloc(x->left, cap * sizeof *a);
+        if (!a)
+            return sw_fail(SW_STATUS_NO_MEMORY, "open: %zu superseded headers", cap);
+        x->left = a;
+        x->capleft = cap;
+    }
+    x->left[x->nleft++] = *h;
+    return SW_OK;
+}
 
 static sw_status suspect_add(suspects *x, const sw_store_extent_hdr *h)
 {
     sw_keymap_ent *e = sw_keymap_find(&x->at, &h->key);
     if (e) {
-        if (x->a[e->seq].h.seq < h->seq)
+        /* The newest header of the key; of a live and a void header with
+         * the same number (a moving overwrite and its void over the slot
+         * it left), the live one: that operation was a put. */
+        const sw_store_extent_hdr *o = &x->a[e->seq].h;
+        if (o->seq < h->seq || (o->seq == h->seq && h->state == SW_STORE_EXTENT_LIVE))
             x->a[e->seq].h = *h;
         return SW_OK;
     }
@@ -269,13 +320,25 @@ static sw_status scan_headers(sw_store *s, const sw_keymap *deleted, uint64_t sn
                 if (h.seq > *dmax)
                     *dmax = h.seq;
                 uint64_t j = journal_seq_of(s, deleted, &h.key);
-                if (j >= h.seq)
-                    continue; /* the journal knows this operation or a later one */
+                /* A live header that is not the key's current version by
+                 * the journal: its void (a delete's, or a moving
+                 * overwrite's over the slot it left) did not land. */
+                int left = h.state == SW_STORE_EXTENT_LIVE &&
+                           sw_store_index_find(s, &h.key) != slot;
+                if (j >= h.seq) {
+                    /* the journal knows this operation or a later one */
+                    if (left)
+                        SW_TRY(leftover_add(x, &h));
+                    continue;
+                }
                 /* A key the journal does not mention, below the snapshot's
                  * mark: deleted before the journal was last compacted --
                  * unless the journal lost records it cannot place. */
-                if (j == 0 && h.seq <= snap_seq && !damaged)
+                if (j == 0 && h.seq <= snap_seq && !damaged) {
+                    if (left)
+                        SW_TRY(leftover_add(x, &h));
                     continue;
+                }
                 SW_TRY(suspect_add(x, &h));
             }
         }
@@ -319,6 +382,7 @@ static sw_status resolve(sw_store *s, const sw_store_extent_hdr *h, uint64_t dma
             sw_store_index_remove(s, cur);
         sw_keymap_erase(&s->unprov, &h->key);
         s->st.journal_recovered++;
+        s->deletes_redone++;
         return append(s, SW_STORE_REC_DEL, h, h->seq);
     }
     if (h->seq == dmax && h->seq == max_journal_seq + 1) {
@@ -338,7 +402,14 @@ static sw_status resolve(sw_store *s, const sw_store_extent_hdr *h, uint64_t dma
             if (s->read_only)
                 return SW_OK;
             static const uint8_t zero[SW_STORE_HDR_BYTES];
-            return header_patch(s, (uint32_t)h->slot, zero);
+            SW_TRY(header_patch(s, (uint32_t)h->slot, zero));
+            /* No file carries its number any more: handed out again, so
+             * that the next operation a killed writer leaves without its
+             * record is again one past the journal (else it would be two
+             * past, and its key unprovable with its acknowledged version). */
+            if (s->journal_seq == h->seq)
+                s->journal_seq = max_journal_seq;
+            return SW_OK;
         }
         uint32_t slot = (uint32_t)h->slot;
         if (s->slots[slot].used && cur != slot)
@@ -362,9 +433,9 @@ static sw_status resolve(sw_store *s, const sw_store_extent_hdr *h, uint64_t dma
      * the key may have been lost with it). Not served. */
     uint64_t u = h->seq;
     if (!s->read_only) {
-        u = sw_store_next_seq(s);
-        sw_store_record r = {SW_STORE_REC_UNPROV, h->key, 0, 0, 0, 0, u};
-        SW_TRY(sw_store_journal_append(s, &r));
+        sw_store_record r = {SW_STORE_REC_UNPROV, h->key, 0, 0, 0, 0, 0};
+        SW_TRY(sw_store_journal_append_next(s, &r));
+        u = r.seq;
         /* The older version the journal points at is voided: should the
          * unprovable record itself be lost later, that void (newer than the
          * put's record) turns the key into a delete, never into that
@@ -375,6 +446,27 @@ static sw_status resolve(sw_store *s, const sw_store_extent_hdr *h, uint64_t dma
     if (cur != SW_NIL)
         sw_store_index_remove(s, cur);
     return sw_keymap_put(&s->unprov, &h->key, u);
+}
+
+/* The voids a killed writer did not write: over every live header that the
+ * journal superseded (the key lives elsewhere, or was deleted), with the
+ * key's newest sequence number -- so that at most one live header of a key
+ * is not outnumbered by a newer header of it, its current version
+ * (docs/store.md, "why this is enough"). Read-only: counted only. */
+static sw_status void_leftovers(sw_store *s, const sw_keymap *deleted, const suspects *x)
+{
+    for (size_t i = 0; i < x->nleft; i++) {
+        const sw_store_extent_hdr *h = &x->left[i];
+        uint32_t slot = (uint32_t)h->slot;
+        if (s->slots[slot].used || sw_store_index_find(s, &h->key) == slot)
+            continue; /* the journal gives the slot to a key: not a leftover */
+        uint64_t j = journal_seq_of(s, deleted, &h->key);
+        s->voids_pending++;
+        if (s->read_only)
+            continue;
+        SW_TRY(sw_store_void_extent(s, slot, &h->key, h->generation, j > h->seq ? j : h->seq));
+    }
+    return SW_OK;
 }
 
 sw_status sw_store_recover(sw_store *s, sw_keymap *deleted, uint64_t max_journal_seq,
@@ -388,7 +480,10 @@ sw_status sw_store_recover(sw_store *s, sw_keymap *deleted, uint64_t max_journal
         s->journal_seq = dmax; /* never hand out a number a header carries */
     for (size_t i = 0; i < x.n && st == SW_OK; i++)
         st = resolve(s, &x.a[i].h, dmax, max_journal_seq);
+    if (st == SW_OK)
+        st = void_leftovers(s, deleted, &x);
     free(x.a);
+    free(x.left);
     sw_keymap_free(&x.at);
     return st;
 }

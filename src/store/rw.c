@@ -55,8 +55,7 @@ sw_status sw_store_remove_slot(sw_store *s, uint32_t v)
     sw_slot *e = &s->slots[v];
     sw_store_record r = {SW_STORE_REC_DEL, e->key, e->generation, 0, 0, 0, 0};
     r.key.reserved = 0;
-    r.seq = sw_store_next_seq(s);
-    SW_TRY(sw_store_journal_append(s, &r));
+    SW_TRY(sw_store_journal_append_next(s, &r));
     sw_status st = sw_store_void_extent(s, v, &r.key, r.generation, r.seq);
     sw_store_index_remove(s, v);
     if (st != SW_OK) {
@@ -109,40 +108,60 @@ static sw_status store_write(sw_store *s, const sw_store_key *key, const void *s
     return st;
 }
 
+/* Writes the header page in s->hpage again with slot's header as `was`
+ * (64 bytes): undoes a header write whose operation is not acknowledged.
+ * A failure marks the handle failed (the header may be on disk: then the
+ * next open finds it one past the journal and checks its payload). */
+static void header_undo(sw_store *s, uint32_t slot, size_t at, const uint8_t *was)
+{
+    memcpy(s->hpage + at, was, SW_STORE_HDR_BYTES);
+    if (sw_store_header_page_write(s, slot) != SW_OK)
+        s->failed = 1;
+}
+
 static sw_status write_extent(sw_store *s, const sw_store_key *key, const void *src,
                               size_t bytes, uint32_t slot, uint32_t old, uint64_t *gen_out)
 {
     uint64_t gen = s->generation + 1;
     uint32_t crc = sw_crc32c(src, bytes);
     /* The extent header and the journal record carry the same sequence
-     * number: open compares them (recover.c). */
+     * number: open compares them (recover.c). It is consumed only once the
+     * record is written; every failure before that takes the header back
+     * (or marks the handle failed), so no header of a failed write shares a
+     * number with a later operation. */
     uint64_t seq = s->journal_seq + 1;
 
-    /* Bounce layout: [payload slot][run header page(s)]. The header page is
-     * read, patched and written whole: the other headers in it are written
-     * back byte-identical, so even a torn page write cannot damage them. */
+    /* The header page is patched and written whole: the other headers in it
+     * are written back byte-identical, so even a torn page write cannot
+     * damage them. It is read only when it is not the page this handle
+     * wrote last (at capacity, an eviction's void usually is that page). */
     char *pay = s->bounce;
-    char *hdr = s->bounce + s->g.slot_bytes;
-    uint32_t run = slot / s->g.run_blocks, pos = slot % s->g.run_blocks;
-    uint64_t hdr_page = (uint64_t)pos * SW_STORE_HDR_BYTES / SW_STORE_ALIGN * SW_STORE_ALIGN;
-    sw_io_op *op = s->ops;
-    op[0] = (sw_io_op){s->data_fd, 0, hdr, SW_STORE_ALIGN, sw_store_run_off(s, run) + hdr_page, 0};
-    if (sw_io_run(s->io, op, 1))
-        return io_error(s, &op[0], "read extent header page");
+    size_t at = 0;
+    SW_TRY(sw_store_header_page(s, slot, &at));
+    uint8_t was[SW_STORE_HDR_BYTES];
+    memcpy(was, s->hpage + at, sizeof was);
 
     memcpy(pay, src, bytes);
     memset(pay + bytes, 0, s->g.slot_bytes - bytes);
     sw_store_extent_hdr h = {*key, gen, (uint32_t)bytes, crc, slot, seq, SW_STORE_EXTENT_LIVE};
     h.key.reserved = 0;
-    uint8_t *my_hdr = (uint8_t *)hdr + (pos * SW_STORE_HDR_BYTES - hdr_page);
-    sw_store_encode_extent_hdr(&h, my_hdr);
+    sw_store_encode_extent_hdr(&h, (uint8_t *)s->hpage + at);
+    uint64_t hdr_off = s->hpage_off;
     /* Both in flight together (ordering them cost ~20% per O_DIRECT write
      * on the bench VM): a killed writer may leave the header over a payload
      * that did not land; open drops such a torn extent (recover.c). */
+    sw_io_op *op = s->ops;
     op[0] = (sw_io_op){s->data_fd, 1, pay, s->g.slot_bytes, sw_store_slot_off(s, slot), 0};
-    op[1] = (sw_io_op){s->data_fd, 1, hdr, SW_STORE_ALIGN, sw_store_run_off(s, run) + hdr_page, 0};
-    if (sw_io_run(s->io, op, 2))
-        return io_error(s, op[0].res != (int64_t)op[0].len ? &op[0] : &op[1], "write extent");
+    op[1] = (sw_io_op){s->data_fd, 1, s->hpage, SW_STORE_ALIGN, hdr_off, 0};
+    if (sw_io_run(s->io, op, 2)) {
+        sw_status st = io_error(s, op[0].res != (int64_t)op[0].len ? &op[0] : &op[1],
+                                "write extent");
+        char keep[512];
+        snprintf(keep, sizeof keep, "%s", sw_last_error());
+        header_undo(s, slot, at, was);
+        sw_fail(st, "%s", keep);
+        return st;
+    }
     if (s->durability == SW_STORE_DURABILITY_SYNC && fdatasync(s->data_fd) != 0) {
         s->failed = 1; /* after a failed fsync the page state is unknown */
         return sw_store_errno(s, errno, "fdatasync(data)");
@@ -155,11 +174,7 @@ static sw_status write_extent(sw_store *s, const sw_store_key *key, const void *
          * open would find it newer than the journal). */
         char keep[512];
         snprintf(keep, sizeof keep, "%s", sw_last_error());
-        memset(my_hdr, 0, SW_STORE_HDR_BYTES);
-        op[0] = (sw_io_op){s->data_fd, 1, hdr, SW_STORE_ALIGN,
-                           sw_store_run_off(s, run) + hdr_page, 0};
-        if (sw_io_run(s->io, op, 1))
-            s->failed = 1;
+        header_undo(s, slot, at, was);
         sw_fail(jst, "%s", keep);
         return jst;
     }
@@ -174,8 +189,19 @@ static sw_status write_extent(sw_store *s, const sw_store_key *key, const void *
     e->length = (uint32_t)bytes;
     e->crc = crc;
     sw_store_index_publish(s, slot);
-    if (old != SW_NIL)
+    sw_status vst = SW_OK;
+    if (old != SW_NIL) {
+        /* The version the overwrite replaced keeps a live header in the
+         * slot it leaves: a void over it with this put's number, after the
+         * record (written with the new header, a torn put that open drops
+         * would take the acknowledged old version with it). Without it a
+         * journal that later lost this record and the key's delete would
+         * find that header and no newer one of the key, and serve the old
+         * version (docs/store.md, "why this is enough"). */
+        uint64_t ogen = s->slots[old].generation;
         sw_store_slot_release(s, old);
+        vst = sw_store_void_extent(s, old, &h.key, ogen, seq);
+    }
     if (s->unprov.n)
         sw_keymap_erase(&s->unprov, &h.key);
     sw_store_host_put(s, slot, src);
@@ -183,6 +209,14 @@ static sw_status write_extent(sw_store *s, const sw_store_key *key, const void *
     s->st.bytes_written += bytes;
     if (gen_out)
         *gen_out = gen;
+    if (vst != SW_OK) {
+        char keep[512];
+        snprintf(keep, sizeof keep, "%s", sw_last_error());
+        s->failed = 1;
+        return sw_fail(vst, "the write is in the journal, but the void header over its previous "
+                       "extent could not be written (the handle is marked failed; the next "
+                       "open writes it): %s", keep);
+    }
     return SW_OK;
 }
 
@@ -233,8 +267,7 @@ sw_status sw_store_delete(sw_store *s, const sw_store_key *key)
         /* no extent: the tombstone alone supersedes its unprovable record */
         sw_store_record r = {SW_STORE_REC_DEL, *key, 0, 0, 0, 0, 0};
         r.key.reserved = 0;
-        r.seq = sw_store_next_seq(s);
-        st = sw_store_journal_append(s, &r);
+        st = sw_store_journal_append_next(s, &r);
         if (st == SW_OK) {
             sw_keymap_erase(&s->unprov, key);
             s->st.deletes++;

@@ -315,8 +315,8 @@ static sw_status repair_locked(sw_store *s, sw_store_repair_result *r)
         for (uint64_t i = 0; i <= s->unprov.mask && !e; i++)
             if (s->unprov.a[i].used)
                 e = &s->unprov.a[i];
-        sw_store_record rec = {SW_STORE_REC_DEL, e->key, 0, 0, 0, 0, sw_store_next_seq(s)};
-        SW_TRY(sw_store_journal_append(s, &rec));
+        sw_store_record rec = {SW_STORE_REC_DEL, e->key, 0, 0, 0, 0, 0};
+        SW_TRY(sw_store_journal_append_next(s, &rec));
         sw_keymap_erase(&s->unprov, &rec.key);
         r->keys_dropped_unprovable++;
     }

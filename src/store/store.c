@@ -189,6 +189,14 @@ sw_status sw_store_journal_append(sw_store *s, const sw_store_record *r)
     return SW_OK;
 }
 
+sw_status sw_store_journal_append_next(sw_store *s, sw_store_record *r)
+{
+    r->seq = s->journal_seq + 1;
+    SW_TRY(sw_store_journal_append(s, r));
+    s->journal_seq = r->seq;
+    return SW_OK;
+}
+
 /* Replays one record into the index. deleted: keys whose newest record so
  * far removed them (a delete, or a later put that took their slot), with
  * that record's sequence number -- what the cross-check with the extent
@@ -389,6 +397,7 @@ static void store_free(sw_store *s)
     free_io_mem(s->bounce, s->bounce_pinned);
     free_io_mem(s->host_mem, s->host_pinned);
     free(s->ops);
+    free(s->hpage);
     free(s->rd_scratch);
     free(s->rd_groups);
     free(s->rd_reqs);
@@ -711,7 +720,9 @@ static sw_status store_open(const sw_store_config *c, sw_store *s)
     s->bounce = (char *)alloc_io_mem(s->bounce_bytes, &s->bounce_pinned);
     s->ops_cap = (size_t)c->queue_depth * 2 + 8;
     s->ops = (sw_io_op *)calloc(s->ops_cap, sizeof *s->ops);
-    if (!s->bounce || !s->ops)
+    s->hpage = (char *)aligned_alloc(SW_STORE_ALIGN, SW_STORE_ALIGN);
+    s->hpage_off = UINT64_MAX;
+    if (!s->bounce || !s->ops || !s->hpage)
         return sw_fail(SW_STATUS_NO_MEMORY, "I/O buffer of %zu bytes", s->bounce_bytes);
     const char *io_env = getenv("SPILLWAY_STORE_IO");
     int force_pread = io_env && strcmp(io_env, "pread") == 0;

@@ -105,6 +105,13 @@ struct sw_store {
     size_t bounce_bytes;
     int bounce_pinned;
     sw_io_op *ops;               /* queue scratch */
+    /* The header page last read or written by this handle (4 KiB, aligned)
+     * and its file offset (UINT64_MAX: none). One writer holds the file, so
+     * the copy is the page on disk: a delete's or an overwrite's void, and
+     * the put that reuses the slot, patch it without reading it again
+     * (sw_store_header_page). Forgotten after any failed header write. */
+    char *hpage;
+    uint64_t hpage_off;
     size_t ops_cap;
     void *rd_scratch;            /* read plan scratch (items, hashes), grown */
     size_t rd_scratch_bytes;
@@ -122,6 +129,13 @@ struct sw_store {
      * not in the index; a read of one is SW_STATUS_CORRUPT until it is
      * written or deleted again. seq = of its unprovable record. */
     sw_keymap unprov;
+
+    /* What open found, for sw_store_verify: deletes redone from a void
+     * header (their tombstone was lost: damage, never a crash), and live
+     * headers of a key that a later operation of it had left to be voided
+     * (a writer killed between a record and its void: a crash). */
+    uint64_t deletes_redone;
+    uint64_t voids_pending;
 
     sw_store_stats st;           /* counters (occupancy fields filled on demand) */
 
@@ -196,7 +210,12 @@ static inline uint64_t sw_store_run_off(const sw_store *s, uint32_t run)
  * durability). On failure the journal is cut back; SW_STATUS_FAILED when
  * that is impossible (handle marked failed). */
 sw_status sw_store_journal_append(sw_store *s, const sw_store_record *r);
-static inline uint64_t sw_store_next_seq(sw_store *s) { return ++s->journal_seq; }
+/* Appends r with the next sequence number (set in r->seq) and consumes that
+ * number only once the record is written: a number that neither file
+ * carries is never left behind at the journal's end, where it would make
+ * the next operation a killed writer leaves without its record look two
+ * past the journal (recover.c). */
+sw_status sw_store_journal_append_next(sw_store *s, sw_store_record *r);
 /* store.c: rewrites the journal as a snapshot of the index and the
  * unprovable keys (temp file + fsync + rename). */
 sw_status sw_store_compact_journal(sw_store *s);
@@ -220,9 +239,14 @@ static inline int sw_store_unprovable(const sw_store *s, const sw_store_key *k)
  * snapshot record, a record before its end). */
 sw_status sw_store_recover(sw_store *s, sw_keymap *journal_deleted, uint64_t max_journal_seq,
                            uint64_t snapshot_seq, int damaged);
+/* The header page that holds slot's header, in s->hpage (read unless it is
+ * the cached page); *at: the offset of slot's header in it. */
+sw_status sw_store_header_page(sw_store *s, uint32_t slot, size_t *at);
+/* Writes s->hpage (holding slot's page) back; forgets it on failure. */
+sw_status sw_store_header_page_write(sw_store *s, uint32_t slot);
 /* Writes a void header (the deleted extent's key and generation, sequence
  * number seq) over the header of `slot` (read-modify-write of its header
- * page). */
+ * page, the read saved when it is the cached page). */
 sw_status sw_store_void_extent(sw_store *s, uint32_t slot, const sw_store_key *key,
                                uint64_t generation, uint64_t seq);
 sw_status sw_store_errno(sw_store *s, int err, const char *what);
