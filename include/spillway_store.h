@@ -552,9 +552,13 @@ typedef struct sw_store_repair_result {
  * served the same. What was dropped reads as SW_STATUS_NOT_FOUND. res
  * (optional; struct_size set by the caller) receives the counts.
  * Returns SW_OK; SW_STATUS_INVALID (null store, a read-only handle,
- * res->struct_size < 8); SW_STATUS_IO, SW_STATUS_FULL (the journal could
- * not be rewritten; the store stays as it was, with what was dropped
- * recorded in the old journal); SW_STATUS_FAILED; SW_STATUS_NO_MEMORY.
+ * res->struct_size < 8); SW_STATUS_IO, SW_STATUS_FULL (a write failed: what
+ * was dropped before the failure stays dropped -- its tombstones are in
+ * the old journal (synced), its void headers and cleared header slots in
+ * the data file, and res counts it --, the rest is as it was; when the
+ * journal rewrite failed, the old journal's damage stays and verify keeps
+ * reporting it until a repair succeeds; the handle stays usable unless
+ * the error is SW_STATUS_FAILED); SW_STATUS_FAILED; SW_STATUS_NO_MEMORY.
  */
 SW_API sw_status sw_store_repair(sw_store *s, sw_store_repair_result *res);
 

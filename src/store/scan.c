@@ -288,7 +288,12 @@ static sw_status clear_bad_headers(sw_store *s, uint64_t *cleared)
     return SW_OK;
 }
 
-static sw_status repair_locked(sw_store *s, sw_store_repair_result *r)
+/* Steps 1-3 of repair: every drop is written to the files (tombstones
+ * appended to the current journal, void headers, damaged header slots
+ * zeroed). The tombstones are appended without a sync each, even in SYNC
+ * mode: the journal is synced once after them (a repair of n keys took n
+ * fdatasyncs, only for the journal to be rewritten right after). */
+static sw_status repair_drop(sw_store *s, sw_store_repair_result *r)
 {
     /* 1. Stripes whose extent fails its check (or cannot be read). */
     bad_slots b;
@@ -308,20 +313,46 @@ static sw_status repair_locked(sw_store *s, sw_store_repair_result *r)
     }
     free(b.a);
     SW_TRY(st);
-    /* 2. Keys that cannot be proven current: a tombstone each (the old
-     * journal then records the drop, should the rewrite below fail). */
-    while (s->unprov.n) {
-        sw_keymap_ent *e = NULL;
-        for (uint64_t i = 0; i <= s->unprov.mask && !e; i++)
-            if (s->unprov.a[i].used)
-                e = &s->unprov.a[i];
-        sw_store_record rec = {SW_STORE_REC_DEL, e->key, 0, 0, 0, 0, 0};
-        SW_TRY(sw_store_journal_append_next(s, &rec));
-        sw_keymap_erase(&s->unprov, &rec.key);
-        r->keys_dropped_unprovable++;
+    /* 2. Keys that cannot be proven current: a tombstone each, the keys
+     * collected in one pass over the set (erasing while scanning it would
+     * move entries behind the scan). */
+    size_t nu = (size_t)s->unprov.n, k = 0;
+    sw_store_key *keys = nu ? (sw_store_key *)malloc(nu * sizeof *keys) : NULL;
+    if (nu && !keys)
+        return sw_fail(SW_STATUS_NO_MEMORY, "repair: %zu unprovable keys", nu);
+    for (uint64_t i = 0; s->unprov.a && i <= s->unprov.mask; i++)
+        if (s->unprov.a[i].used)
+            keys[k++] = s->unprov.a[i].key;
+    for (size_t i = 0; i < k && st == SW_OK; i++) {
+        sw_store_record rec = {SW_STORE_REC_DEL, keys[i], 0, 0, 0, 0, 0};
+        st = sw_store_journal_append_next(s, &rec);
+        if (st == SW_OK) {
+            sw_keymap_erase(&s->unprov, &keys[i]);
+            r->keys_dropped_unprovable++;
+        }
     }
-    /* 3. Damaged header slots. */
-    SW_TRY(clear_bad_headers(s, &r->headers_cleared));
+    free(keys);
+    SW_TRY(st);
+    /* 3. Damaged header slots (written directly: the cached page is
+     * forgotten). */
+    s->hpage_off = UINT64_MAX;
+    st = clear_bad_headers(s, &r->headers_cleared);
+    s->hpage_off = UINT64_MAX;
+    return st;
+}
+
+static sw_status repair_locked(sw_store *s, sw_store_repair_result *r)
+{
+    const sw_store_durability dur = s->durability;
+    s->durability = SW_STORE_DURABILITY_PROCESS;
+    sw_status st = repair_drop(s, r);
+    s->durability = dur;
+    /* The drops are durable before the journal is rewritten: should the
+     * rewrite fail, the old journal (still damaged: verify keeps failing)
+     * records them. */
+    if (fdatasync(s->journal_fd) != 0 && st == SW_OK)
+        st = sw_store_errno(s, errno, "repair: fdatasync(journal)");
+    SW_TRY(st);
     /* 4. A fresh journal: the snapshot of what is left. Its mark covers
      * every header in the data file, which is synced first. */
     if (fdatasync(s->data_fd) != 0)
@@ -333,6 +364,8 @@ static sw_status repair_locked(sw_store *s, sw_store_repair_result *r)
     s->st.headers_bad = 0;
     s->st.extents_discarded = 0;
     s->st.journal_recovered = 0;
+    s->deletes_redone = 0;
+    s->voids_pending = 0;
     return SW_OK;
 }
 
