@@ -12,6 +12,7 @@
 #include "test_store_util.h"
 
 #include <stddef.h>
+#include <sys/stat.h>
 
 enum { N = 64, STRIPE = 4096, TIMEOUT_MS = 300, WAIT_MS = 50, CLOSE_MS = 200 };
 #define SLACK_S 0.3
@@ -214,6 +215,54 @@ int main(void)
             CHECK(ts_stats(e).remote_gets == 0);
             CHECK_STATUS(sw_store_close(e), SW_OK);
         }
+    }
+
+    /* ---- a key that cannot be proven current stays CORRUPT: the remote's
+     * copy (written through earlier, older than the lost local version) is
+     * neither served nor installed; a read-only handle never writes back
+     * (and its read's error is the local one) ---- */
+    {
+        ts_dir df;
+        ts_dir_make(&df, "srF");
+        sw_store_config c = ts_config(df.store, STRIPE, 16, 16);
+        sw_store *f = NULL;
+        CHECK_STATUS(sw_store_open(&c, &f), SW_OK);
+        if (!f)
+            exit(1);
+        uint8_t tmp[STRIPE];
+        for (int i = 0; i < 2; i++) {
+            ts_fill(tmp, len_of(i), &keys[i], 9);
+            CHECK_STATUS(sw_store_write(f, &keys[i], tmp, len_of(i), NULL), SW_OK);
+        }
+        CHECK_STATUS(sw_store_close(f), SW_OK);
+        /* the journal loses both records (the newest is two past its end):
+         * both keys are unprovable */
+        char jp[700];
+        snprintf(jp, sizeof jp, "%s/journal", df.store);
+        struct stat jst;
+        CHECK(stat(jp, &jst) == 0 && truncate(jp, jst.st_size - 128) == 0);
+        c.remote = &rc;
+        c.remote_write_back = 1;
+        c.create = 0;
+        sw_store_key fk[2] = {keys[0], keys[2]}; /* unprovable; remote only */
+        for (int ro = 1; ro >= 0; ro--) {
+            c.read_only = ro;
+            CHECK_STATUS(sw_store_open(&c, &f), SW_OK);
+            if (!f)
+                exit(1);
+            memset(bufs, 0xAA, sizeof bufs);
+            sw_status r = sw_store_read(f, 2, fk, dsts, STRIPE, lens, gens, sts);
+            CHECK(r == SW_STATUS_CORRUPT && !strstr(sw_last_error(), "read-only"));
+            CHECK(sts[0] == SW_STATUS_CORRUPT && bufs[0][0] == 0xAA);
+            CHECK(sts[1] == SW_OK && ts_check(bufs[1], len_of(2), &keys[2], 1));
+            sw_store_stats sf = ts_stats(f);
+            CHECK(sf.keys_unprovable == 2);
+            CHECK(sf.remote_gets == 1); /* keys[2] only */
+            CHECK(sf.remote_write_backs == (uint64_t)(ro ? 0 : 1));
+            CHECK(sf.extents_used == (uint64_t)(ro ? 0 : 1));
+            CHECK_STATUS(sw_store_close(f), SW_OK);
+        }
+        ts_rm_rf(df.base);
     }
 
     /* ---- back-pressure: tiny queue, server stopped ---- */

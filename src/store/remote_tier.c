@@ -376,13 +376,18 @@ sw_status sw_store_remote_fetch(sw_store *s, size_t n, const sw_store_key *keys,
         }
     }
     pthread_mutex_lock(&s->lock);
-    if (t->write_back && !s->failed) {
+    /* A read-only handle never writes back (sw_store_config.read_only). Only
+     * NOT_FOUND keys were fetched: an unprovable key reads CORRUPT and is
+     * neither fetched nor installed -- a remote copy may be older than the
+     * version the journal lost (write-through can lag), and installing it
+     * would clear the mark. */
+    if (t->write_back && !s->failed && !s->read_only) {
         for (j = 0; j < m; j++) {
             size_t i = idx[j];
             if (statuses[i] != SW_OK || rs[j] != SW_OK)
                 continue;
             /* a local write that raced with the fetch wins */
-            if (sw_store_index_find(s, &keys[i]) != SW_NIL)
+            if (sw_store_index_find(s, &keys[i]) != SW_NIL || sw_store_unprovable(s, &keys[i]))
                 continue;
             if (sw_store_write_locked(s, &keys[i], rd[j], rl[j], NULL) == SW_OK)
                 wbs++;
