@@ -503,6 +503,17 @@ typedef struct sw_store_verify_result {
     uint64_t extents_torn;      /* torn extents still in the data file
                                  * (dropped in memory only: a read-only handle) */
     uint64_t headers_bad;       /* header slots neither zero nor valid */
+    /* appended: what a writer killed mid-operation leaves (read-only
+     * handles; a read-write open completes it). in_flight: 1 when the only
+     * findings are the one operation such a writer can leave unfinished --
+     * a put without its record (journal_missing 1: rolled forward by the
+     * next open), a torn put (extents_torn 1: dropped by it), or a void
+     * header a delete, eviction or overwrite left unwritten (voids_pending
+     * 1: written by it) -- then verify returns SW_OK. A delete the journal
+     * lost (a void header without its tombstone) is never a crash: it is
+     * counted in journal_missing and fails verify. */
+    uint64_t voids_pending;
+    uint64_t in_flight;
 } sw_store_verify_result;
 
 /*
@@ -523,7 +534,9 @@ typedef struct sw_store_verify_result {
  * agree; SW_STATUS_CORRUPT when any extent or host copy did not, a journal
  * record was dropped, the journal is damaged, a key cannot be proven
  * current, a header slot is damaged, or (read-only handle) the journal lacks
- * an operation the data file has or a torn extent is left (detail: which);
+ * an operation the data file has or a torn extent is left (detail: which)
+ * -- except the one unfinished operation of a killed writer and nothing
+ * else (res->in_flight = 1, SW_OK: a crash is not damage);
  * SW_STATUS_IO when a read failed (and nothing else was found);
  * SW_STATUS_INVALID (null store, res->struct_size < 8); SW_STATUS_FAILED (a
  * failed handle); SW_STATUS_NO_MEMORY.
@@ -537,7 +550,9 @@ typedef struct sw_store_repair_result {
     uint64_t keys_dropped_unprovable; /* unprovable keys dropped (now NOT_FOUND) */
     uint64_t keys_dropped_corrupt;    /* stripes whose extent failed its check,
                                        * or could not be read, dropped */
-    uint64_t headers_cleared;   /* damaged header slots / padding zeroed */
+    uint64_t headers_cleared;   /* damaged header slots / padding zeroed, and
+                                 * live headers that are not their key's
+                                 * current version voided */
     uint64_t journal_records;   /* records in the rewritten journal */
 } sw_store_repair_result;
 

@@ -262,6 +262,15 @@ static int cmd_store_verify(int argc, char **argv)
            (unsigned long long)r.keys_unprovable, (unsigned long long)r.journal_missing,
            (unsigned long long)r.extents_torn, (unsigned long long)r.headers_bad,
            (unsigned long long)ss.header_pages_read);
+    if (r.in_flight)
+        printf("note: a writer was killed in the middle of one operation (%s); the next "
+               "read-write open finishes or drops it as if it had completed or never started "
+               "-- not damage\n",
+               r.journal_missing ? "a put whose journal record is missing: it is taken from "
+                                   "the data file"
+               : r.extents_torn  ? "a torn put: its header landed without its payload and "
+                                   "it was never acknowledged: it is dropped"
+                                 : "a void header not yet written over a superseded extent");
     sw_status cst = sw_store_close(s);
     if (vst != SW_OK) {
         fprintf(stderr, "spillway store verify: %s: %s\n", sw_status_str(vst), err);

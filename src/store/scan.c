@@ -187,7 +187,23 @@ sw_status sw_store_verify(sw_store *s, sw_store_visit_fn fn, void *ctx,
     vs.r.keys_unprovable = s->unprov.n;
     vs.r.journal_missing = s->read_only ? s->st.journal_recovered : 0;
     vs.r.extents_torn = s->read_only ? s->st.extents_discarded : 0;
+    vs.r.voids_pending = s->read_only ? s->voids_pending : 0;
     vs.r.headers_bad = s->st.headers_bad;
+    /* A killed writer leaves at most one operation unfinished: a put
+     * without its record (one past the journal, rolled forward), a torn put
+     * (dropped) or a void not written after its record. Each is resolved
+     * by the next read-write open exactly as if the writer had finished or
+     * never started it, so alone it is not damage. A void without its
+     * tombstone (a redone delete) cannot come from a kill (the tombstone
+     * is appended first): damage. (A journal whose last record alone was
+     * cut looks like the first case, and open's roll-forward is right for
+     * it too.) */
+    const uint64_t redone = s->read_only ? s->deletes_redone : 0;
+    const sw_store_verify_result *q = &vs.r;
+    if (!q->extents_corrupt && !q->host_corrupt && !q->journal_dropped && !q->journal_damaged &&
+        !q->keys_unprovable && !q->headers_bad && !redone &&
+        q->journal_missing + q->extents_torn + q->voids_pending == 1)
+        vs.r.in_flight = 1;
     pthread_mutex_unlock(&s->lock);
     if (res) {
         uint32_t want = res->struct_size;
@@ -197,13 +213,13 @@ sw_status sw_store_verify(sw_store *s, sw_store_visit_fn fn, void *ctx,
     if (st != SW_OK)
         return st;
     const sw_store_verify_result *r = &vs.r;
-    if (r->extents_corrupt || r->host_corrupt || r->journal_dropped || r->journal_damaged ||
-        r->keys_unprovable || r->journal_missing || r->extents_torn || r->headers_bad)
+    if (!r->in_flight && (r->voids_pending || r->extents_corrupt || r->host_corrupt || r->journal_dropped || r->journal_damaged ||
+        r->keys_unprovable || r->journal_missing || r->extents_torn || r->headers_bad))
         return sw_fail(SW_STATUS_CORRUPT, "verify: %llu corrupt extent(s) and %llu corrupt host "
                        "cop(ies) of %llu stripes; journal: %llu record(s) failed their "
                        "checksum%s, %llu key(s) cannot be proven current, %llu operation(s) "
-                       "found only in the data file, %llu torn extent(s); %llu damaged "
-                       "header slot(s)",
+                       "found only in the data file, %llu torn extent(s), %llu void header(s) "
+                       "not written; %llu damaged header slot(s)",
                        (unsigned long long)r->extents_corrupt, (unsigned long long)r->host_corrupt,
                        (unsigned long long)r->extents_checked,
                        (unsigned long long)r->journal_dropped,
@@ -211,7 +227,8 @@ sw_status sw_store_verify(sw_store *s, sw_store_visit_fn fn, void *ctx,
                                             "its snapshot)" : "",
                        (unsigned long long)r->keys_unprovable,
                        (unsigned long long)r->journal_missing,
-                       (unsigned long long)r->extents_torn, (unsigned long long)r->headers_bad);
+                       (unsigned long long)r->extents_torn, (unsigned long long)r->voids_pending,
+                       (unsigned long long)r->headers_bad);
     if (vs.r.extents_io_error)
         return sw_fail(SW_STATUS_IO, "verify: %llu stripe(s) could not be read",
                        (unsigned long long)vs.r.extents_io_error);
@@ -245,7 +262,8 @@ static int collect_bad(void *ctx, const sw_store_entry *e)
 }
 
 /* Zeroes every header slot that is neither zero nor a valid header of its
- * slot, and non-zero padding after the last header of a page. */
+ * slot, and non-zero padding after the last header of a page; voids every
+ * live header that is not the current version of its key. */
 static sw_status clear_bad_headers(sw_store *s, uint64_t *cleared)
 {
     const uint32_t R = s->g.run_blocks;
@@ -263,10 +281,26 @@ static sw_status clear_bad_headers(sw_store *s, uint64_t *cleared)
             for (size_t i = 0; i < SW_STORE_HDR_BYTES && zero; i++)
                 zero = b[i] == 0;
             sw_store_extent_hdr h;
-            if (zero || (sw_store_decode_extent_hdr(b, SW_STORE_HDR_BYTES, &h) == SW_OK &&
-                         h.slot == run * R + p &&
-                         (h.state != SW_STORE_EXTENT_LIVE || h.length <= s->g.stripe_bytes)))
+            if (zero)
                 continue;
+            if (sw_store_decode_extent_hdr(b, SW_STORE_HDR_BYTES, &h) == SW_OK &&
+                h.slot == run * R + p &&
+                (h.state != SW_STORE_EXTENT_LIVE || h.length <= s->g.stripe_bytes)) {
+                const sw_slot *e = &s->slots[run * R + p];
+                if (h.state != SW_STORE_EXTENT_LIVE ||
+                    (e->used && e->seq == h.seq && sw_store_key_eq(&e->key, &h.key)))
+                    continue;
+                /* A live header that is not its key's current version: a
+                 * dropped key's newer extent, or a void a killed writer
+                 * left unwritten. Voided, so that it can never be taken
+                 * for the key again. */
+                h.state = SW_STORE_EXTENT_VOID;
+                h.length = 0;
+                h.payload_crc = 0;
+                sw_store_encode_extent_hdr(&h, b);
+                fixed++;
+                continue;
+            }
             memset(b, 0, SW_STORE_HDR_BYTES);
             fixed++;
         }
