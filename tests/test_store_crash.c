@@ -15,10 +15,16 @@
 #include <sys/wait.h>
 #include <time.h>
 
-#define STRIPE 8192u
+/* Default: 96 keys in 192 extents of 8 KiB. `evict`: 288 keys of up to
+ * 64 KiB in the same 192 extents, so that the store runs at capacity and
+ * most puts evict (LRU), and the writes are long enough for some kills to
+ * land inside one. */
+static uint32_t STRIPE = 8192u;
+static int NK = 96;
+static int g_evict;
+#define NK_MAX 288
 #define RUN 16u
 #define NRUNS 12u
-#define NK 96
 #define DEFAULT_ROUNDS 40
 
 enum { MSG_OPENED = 1, MSG_BEGIN_PUT, MSG_ACK_PUT, MSG_BEGIN_DEL, MSG_ACK_DEL, MSG_FAIL };
@@ -46,7 +52,7 @@ static sw_store_config config(const char *dir, int round)
 {
     sw_store_config c = ts_config(dir, STRIPE, RUN, NRUNS);
     c.durability = (round % 3 == 2) ? SW_STORE_DURABILITY_SYNC : SW_STORE_DURABILITY_PROCESS;
-    c.host_tier_bytes = 16 * STRIPE;
+    c.host_tier_bytes = 16 * (uint64_t)STRIPE;
     c.queue_depth = 8;
     return c;
 }
@@ -71,11 +77,11 @@ static void child(int fd, const char *dir, int round, uint64_t seed)
     }
     send_msg(fd, MSG_OPENED, 0, 0, 0);
     sw_rng r = {seed};
-    uint8_t buf[STRIPE];
+    uint8_t *buf = malloc(STRIPE);
     for (uint64_t op = 1;; op++) {
         int k = (int)(sw_rng_next(&r) % NK);
         sw_store_key key = key_of(k);
-        if (sw_rng_next(&r) % 8 == 0) {
+        if (sw_rng_next(&r) % 8 == 0 && !g_evict) {
             send_msg(fd, MSG_BEGIN_DEL, (uint32_t)k, 0, 0);
             sw_status st = sw_store_delete(s, &key);
             if (st != SW_OK && st != SW_STATUS_NOT_FOUND) {
@@ -227,6 +233,12 @@ static void simulated_kills(const char *dir)
 int main(int argc, char **argv)
 {
     const int ROUNDS = argc > 1 ? atoi(argv[1]) : DEFAULT_ROUNDS;
+    if (argc > 2 && !strcmp(argv[2], "evict")) {
+        g_evict = 1;
+        STRIPE = 65536u;
+        NK = NK_MAX;
+    }
+    uint64_t evicted = 0, full_checks = 0;
     uint64_t seed = ts_seed(0xc4a54);
     sw_rng r = {seed};
     ts_dir d;
@@ -235,10 +247,38 @@ int main(int argc, char **argv)
     simulated_kills(d.store);
     /* Compact often so that kills also land inside compaction. */
     setenv("SPILLWAY_STORE_COMPACT_MIN", "64", 1);
-    static kstate model[NK];
+    static kstate model[NK_MAX];
     uint64_t total_acked = 0, inflight_applied = 0, last_gen = 0, recovered = 0, discarded = 0;
     uint8_t *buf = malloc(STRIPE);
-    for (int round = 0; round < ROUNDS && !sw_test_failures; round++) {
+    if (g_evict) {
+        /* Start at capacity: every key written once (the last 192 stay),
+         * the model learnt by reading them back. */
+        sw_store_config c = config(d.store, 0);
+        sw_store *s = NULL;
+        CHECK_STATUS(sw_store_open(&c, &s), SW_OK);
+        for (int k = 0; k < NK && s; k++) {
+            sw_store_key key = key_of(k);
+            size_t len = ts_len(&key, (uint64_t)k, STRIPE);
+            ts_fill(buf, len, &key, (uint64_t)k);
+            CHECK_STATUS(sw_store_write(s, &key, buf, len, NULL), SW_OK);
+        }
+        for (int k = 0; k < NK && s; k++) {
+            sw_store_key key = key_of(k);
+            size_t len = 0;
+            uint64_t gen = 0;
+            sw_status st = ts_read1(s, &key, buf, STRIPE, &len, &gen);
+            CHECK(st == SW_OK || st == SW_STATUS_NOT_FOUND);
+            if (st == SW_OK)
+                model[k] = (kstate){1, (uint64_t)k, gen};
+            if (gen > last_gen)
+                last_gen = gen;
+        }
+        if (s)
+            CHECK(ts_stats(s).extents_used == ts_stats(s).extents_total);
+        CHECK_STATUS(sw_store_close(s), SW_OK);
+    }
+    int rounds_run = 0;
+    for (int round = 0; round < ROUNDS && !sw_test_failures; round++, rounds_run++) {
         int p[2];
         if (pipe(p) != 0) {
             perror("pipe");
@@ -268,7 +308,8 @@ int main(int argc, char **argv)
                 if (m.type == MSG_FAIL)
                     break;
             }
-            sleep_us(1000 + (long)(sw_rng_next(&r) % 20000));
+            sleep_us(g_evict ? 5000 + (long)(sw_rng_next(&r) % 60000)
+                             : 1000 + (long)(sw_rng_next(&r) % 20000));
         }
         kill(pid, SIGKILL);
         int in_key = -1, in_put = 0;
@@ -320,8 +361,9 @@ int main(int argc, char **argv)
             kstate *e = &model[k];
             if (k == in_key) {
                 /* The operation in flight: old state or new, whole. */
-                int old_ok = e->present ? (st == SW_OK && gen == e->gen && len ==
-                             ts_len(&key, e->tag, STRIPE) && ts_check(buf, len, &key, e->tag))
+                int old_ok = e->present ? ((g_evict && st == SW_STATUS_NOT_FOUND) ||
+                             (st == SW_OK && gen == e->gen && len ==
+                             ts_len(&key, e->tag, STRIPE) && ts_check(buf, len, &key, e->tag)))
                                         : st == SW_STATUS_NOT_FOUND;
                 int new_ok = in_put ? (st == SW_OK && gen > last_gen &&
                              len == ts_len(&key, in_tag, STRIPE) && ts_check(buf, len, &key, in_tag))
@@ -331,7 +373,10 @@ int main(int argc, char **argv)
                             round, k, in_put ? "put" : "delete", sw_status_str(st), len,
                             (unsigned long long)gen);
                 CHECK(old_ok || new_ok);
-                if (new_ok && !old_ok) {
+                if (g_evict && in_put && st == SW_STATUS_NOT_FOUND && e->present) {
+                    e->present = 0; /* evicted by the put in flight or before */
+                    evicted++;
+                } else if (new_ok && !old_ok) {
                     inflight_applied++;
                     if (in_put) {
                         *e = (kstate){1, in_tag, gen};
@@ -340,6 +385,13 @@ int main(int argc, char **argv)
                         e->present = 0;
                     }
                 }
+                continue;
+            }
+            if (e->present && g_evict && st == SW_STATUS_NOT_FOUND) {
+                /* evicted (LRU): the model does not follow the victims;
+                 * a lost write is caught by the occupancy check below */
+                e->present = 0;
+                evicted++;
                 continue;
             }
             if (e->present) {
@@ -359,6 +411,28 @@ int main(int argc, char **argv)
         }
         sw_store_stats st = ts_stats(s);
         CHECK(st.corruptions == 0 && st.io_errors == 0);
+        if (g_evict && (st.evictions > 0 || evicted > 0)) {
+            /* Once full, a store that loses no acknowledged write stays
+             * full: a kill can free at most the in-flight put's victim
+             * (evicted, its put not applied) -- every other extent holds a
+             * key the model has current. */
+            uint64_t current = 0;
+            for (int k = 0; k < NK; k++)
+                current += model[k].present;
+            CHECK(st.extents_used == current);
+            /* No deletes in this mode: once full, at most one extent is
+             * free (an overwrite at capacity evicts one stripe and then
+             * frees its old slot; a put in flight that was not applied
+             * leaves its victim's slot free) -- a lost put of a new key
+             * would leave two. */
+            int gap_ok = st.extents_used + 1 >= st.extents_total;
+            if (!gap_ok)
+                fprintf(stderr, "round %d: %llu of %llu extents used after the store was full "
+                        "(a lost write?)\n", round, (unsigned long long)st.extents_used,
+                        (unsigned long long)st.extents_total);
+            CHECK(gap_ok);
+            full_checks++;
+        }
         /* a crash is not damage: nothing unprovable, nothing dropped */
         CHECK(st.keys_unprovable == 0 && st.journal_damaged == 0 && st.headers_bad == 0);
         recovered += st.journal_recovered;
@@ -369,10 +443,15 @@ int main(int argc, char **argv)
                    (unsigned long long)st.journal_records, (unsigned long long)st.journal_dropped);
         CHECK_STATUS(sw_store_close(s), SW_OK);
     }
-    printf("%d rounds, %llu acknowledged operations, %llu in-flight operations found applied "
-           "(%llu taken from the data file at open), %llu torn in-flight extents dropped\n",
-           ROUNDS, (unsigned long long)total_acked, (unsigned long long)inflight_applied,
-           (unsigned long long)recovered, (unsigned long long)discarded);
+    printf("%d rounds%s (%s), %llu acknowledged operations, 0 lost, %llu in-flight operations "
+           "found applied (%llu taken from the data file at open), %llu torn in-flight extents "
+           "dropped; %llu keys evicted, %llu full-store occupancy checks\n",
+           rounds_run, g_evict ? " at capacity, LRU eviction, 64 KiB stripes" : "",
+           getenv("SPILLWAY_STORE_IO") && *getenv("SPILLWAY_STORE_IO") ? getenv("SPILLWAY_STORE_IO")
+                                                                 : "default I/O",
+           (unsigned long long)total_acked, (unsigned long long)inflight_applied,
+           (unsigned long long)recovered, (unsigned long long)discarded,
+           (unsigned long long)evicted, (unsigned long long)full_checks);
     CHECK(total_acked > 100);
     free(buf);
     ts_rm_rf(d.base);
