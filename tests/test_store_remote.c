@@ -222,9 +222,9 @@ int main(void)
      * neither served nor installed; a read-only handle never writes back
      * (and its read's error is the local one) ---- */
     {
-        ts_dir df;
-        ts_dir_make(&df, "srF");
-        sw_store_config c = ts_config(df.store, STRIPE, 16, 16);
+        ts_dir du;
+        ts_dir_make(&du, "srU");
+        sw_store_config c = ts_config(du.store, STRIPE, 16, 16);
         sw_store *f = NULL;
         CHECK_STATUS(sw_store_open(&c, &f), SW_OK);
         if (!f)
@@ -238,7 +238,7 @@ int main(void)
         /* the journal loses both records (the newest is two past its end):
          * both keys are unprovable */
         char jp[700];
-        snprintf(jp, sizeof jp, "%s/journal", df.store);
+        snprintf(jp, sizeof jp, "%s/journal", du.store);
         struct stat jst;
         CHECK(stat(jp, &jst) == 0 && truncate(jp, jst.st_size - 128) == 0);
         c.remote = &rc;
@@ -262,7 +262,7 @@ int main(void)
             CHECK(sf.extents_used == (uint64_t)(ro ? 0 : 1));
             CHECK_STATUS(sw_store_close(f), SW_OK);
         }
-        ts_rm_rf(df.base);
+        ts_rm_rf(du.base);
     }
 
     /* ---- back-pressure: tiny queue, server stopped ---- */
