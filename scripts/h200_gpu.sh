@@ -19,8 +19,9 @@
 #              six more, for each test_prefill_cuda under .carry/li/ (built
 #              with -lineinfo: reports name source lines), then synccheck and
 #              initcheck on the two shapes
-#   unordered  test_prefill_stress built with -DSW_TEST_UPLOAD_UNORDERED (the
-#              upload as it was: cudaMemcpy on the legacy stream), 3 runs
+#   unorderedN test_prefill_stress built with -DSW_TEST_UPLOAD_UNORDERED (the
+#              upload as it was: cudaMemcpy on the legacy stream), then the
+#              real one, N times (default 1)
 #   all        the whole C suite once, `ctest -j4`
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -104,8 +105,9 @@ run)
       done; done
     done >"$OUT/racecheck.log" 2>&1
     grep -E "^## |SUMMARY|^rc=" "$OUT/racecheck.log" ;;
-  unordered)
-    for i in 1 2 3; do
+  unordered*)
+    n=${stage#unordered}
+    for i in $(seq 1 "${n:-1}"); do
       echo "## test_prefill_stress_unordered, run $i"
       timeout 300 $B/tests/test_prefill_stress_unordered 2>&1 | grep -vE '^ok ' | tail -12
       echo "rc=${PIPESTATUS[0]}"
