@@ -22,6 +22,8 @@
 #   unorderedN test_prefill_stress built with -DSW_TEST_UPLOAD_UNORDERED (the
 #              upload as it was: cudaMemcpy on the legacy stream), then the
 #              real one, N times (default 1)
+#   cli        the command-line tests (`ctest -j4 -R ^cli_`: the demo and the
+#              benches, on the GPU here)
 #   all        the whole C suite once, `ctest -j4`
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -120,6 +122,9 @@ run)
     (cd /work/main/$B && ctest -j4 --output-on-failure -R '^(test_prefill_cuda|test_prefill_stress|test_swap_cuda)$') \
       >"$OUT/ctest-prefill.log" 2>&1
     echo "ctest prefill: rc=$?"; grep -E "Test +#|tests passed|FAIL" "$OUT/ctest-prefill.log" | head -20 ;;
+  cli)
+    (cd /work/main/$B && ctest -j4 -R '^cli_' --output-on-failure) >"$OUT/ctest-cli.log" 2>&1
+    echo "ctest cli: rc=$?"; grep -E "tests passed|Failed|\*\*\*" "$OUT/ctest-cli.log" | head -20 ;;
   all)
     (cd /work/main/$B && ctest -j4 --output-on-failure) >"$OUT/ctest-all.log" 2>&1
     echo "ctest all: rc=$?"; tail -25 "$OUT/ctest-all.log" ;;
