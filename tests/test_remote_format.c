@@ -115,6 +115,20 @@ static void test_resp_scan(void)
     CHECK(SCAN(":12a\r\n", 10) == -1);        /* integers are digits */
     CHECK(SCAN(":\r\n", 10) == -1);
     CHECK(SCAN(":-\r\n", 10) == -1);
+    /* integers as hiredis reads them: no leading zero, no "-0", int64 */
+    CHECK(SCAN(":007\r\n", 10) == -1);
+    CHECK(SCAN(":-07\r\n", 10) == -1);
+    CHECK(SCAN(":-0\r\n", 10) == -1);
+    CHECK(SCAN(":00\r\n", 10) == -1);
+    CHECK(SCAN(":9223372036854775807\r\n", 10) == 1 && frame == 22);
+    CHECK(SCAN(":9223372036854775808\r\n", 10) == -1);
+    CHECK(SCAN(":9999999999999999999\r\n", 10) == -1);
+    CHECK(SCAN(":-9223372036854775808\r\n", 10) == 1 && frame == 23);
+    CHECK(SCAN(":-9223372036854775809\r\n", 10) == -1);
+    CHECK(SCAN(":10000000000000000000\r\n", 10) == -1); /* 20 digits */
+    CHECK(SCAN(":1000000000000000000\r\n", 10) == 1);   /* 19 digits, 1e18 */
+    CHECK(SCAN(":-1\r\n", 10) == 1 && frame == 5);
+    CHECK(SCAN(":10\r\n", 10) == 1 && frame == 5);
     CHECK(SCAN("?\r\n", 10) == -1);
     CHECK(SCAN("+OK\n", 10) == -1);
     CHECK(SCAN("*99999999\r\n", 10) == -1);     /* over max_elems */

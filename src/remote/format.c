@@ -172,19 +172,30 @@ static int resp_length(const char *line, size_t ll, int64_t *v)
     return 0;
 }
 
-/* An integer line ":[-]<digits>\r": what hiredis will parse as a long long
- * (at most 19 digits). */
+/* An integer line ":[-]<digits>\r": what hiredis parses as a long long
+ * (string2ll): "0", or digits without a leading zero after an optional
+ * '-' ("-0" is refused), within INT64_MIN..INT64_MAX. Without the range
+ * check a 19-digit value above INT64_MAX would reach a parser that
+ * overflows (hiredis 0.14) or refuses it (later ones). */
 static int resp_integer_ok(const char *line, size_t ll)
 {
+    static const char max_pos[] = "9223372036854775807", max_neg[] = "9223372036854775808";
     size_t k = 1, end = ll - 1;
-    if (k < end && line[k] == '-')
+    int neg = 0;
+    if (k < end && line[k] == '-') {
+        neg = 1;
         k++;
-    if (k == end || end - k > 19)
+    }
+    size_t nd = end - k;
+    if (nd == 0 || nd > 19)
         return 0;
-    for (; k < end; k++)
-        if (line[k] < '0' || line[k] > '9')
+    if (line[k] == '0')
+        return nd == 1 && !neg;
+    for (size_t i = k; i < end; i++)
+        if (line[i] < '0' || line[i] > '9')
             return 0;
-    return 1;
+    /* same length: the digits compare like the numbers */
+    return nd < 19 || memcmp(line + k, neg ? max_neg : max_pos, 19) <= 0;
 }
 
 void sw_resp_scan_init(sw_resp_scan_state *s)
