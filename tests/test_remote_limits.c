@@ -15,7 +15,7 @@
 #include <poll.h>
 #include <pthread.h>
 
-enum { FAKE_HUGE = 1, FAKE_TRICKLE = 2, FAKE_ARRAY = 3, FAKE_MOVED = 4 };
+enum { FAKE_HUGE = 1, FAKE_TRICKLE = 2, FAKE_ARRAY = 3, FAKE_MOVED = 4, FAKE_SLOW_DRAIN = 5 };
 enum { TIMEOUT_MS = 300 };
 
 typedef struct fake {
@@ -24,6 +24,9 @@ typedef struct fake {
     size_t arr_elem_len;
     int names[11];          /* FAKE_MOVED: ports of other nodes it names:
                              * [0..3] in MOVED, [4..10] in CLUSTER SLOTS */
+    volatile int slow_once;  /* FAKE_SLOW_DRAIN: the next GET of block 1 is
+                              * a 32 MiB value sent slowly */
+    volatile int accepts;    /* connections accepted */
     volatile int stop;
     pthread_t th;
 } fake;
@@ -106,6 +109,102 @@ static int answer_moved(fake *f, int fd, const char *req)
     return l ? send_all(fd, b, l) : 0;
 }
 
+/* FAKE_SLOW_DRAIN: the value of a tier key (ns 7, kind K, payload
+ * SLOW_LEN bytes of tr_fill) as a RESP bulk string. */
+enum { SLOW_LEN = 4096, SLOW_BIG = 32 << 20 };
+static size_t slow_value(uint32_t block, char *out)
+{
+    sw_store_key k = tr_key(7, 0, block, 0, SW_STORE_KIND_K);
+    static uint8_t payload[SLOW_LEN];
+    tr_fill(&k, 1, payload, SLOW_LEN);
+    sw_remote_hdr h;
+    memset(&h, 0, sizeof h);
+    h.key = k;
+    h.prefix_hash = sw_remote_prefix_hash("sw:", 3);
+    h.length = SLOW_LEN;
+    size_t l = (size_t)sprintf(out, "$%u\r\n", SW_REMOTE_HDR_BYTES + SLOW_LEN);
+    sw_remote_encode_hdr(&h, payload, (uint8_t *)out + l);
+    memcpy(out + l + SW_REMOTE_HDR_BYTES, payload, SLOW_LEN);
+    l += SW_REMOTE_HDR_BYTES + SLOW_LEN;
+    memcpy(out + l, "\r\n", 2);
+    return l + 2;
+}
+
+/* FAKE_SLOW_DRAIN: answers the whole commands in req[0..*len) (GET of a
+ * key "sw:<ns>:<layer>:<block>:..." by block, anything else +OK) and
+ * keeps the incomplete rest. Block 1, once, is a SLOW_BIG-byte value sent
+ * 16 KB every 50 ms (320 KB/s: its drain cannot end within the timeout). */
+static int answer_slow_drain(fake *f, int fd, char *req, size_t *len)
+{
+    size_t p = 0;
+    for (;;) {
+        char *args[3] = {NULL, NULL, NULL};
+        size_t al[3] = {0, 0, 0};
+        size_t q = p;
+        if (q >= *len || req[q] != '*')
+            break;
+        char *e = memchr(req + q, '\n', *len - q);
+        if (!e)
+            break;
+        int na = atoi(req + q + 1), whole = 1;
+        q = (size_t)(e - req) + 1;
+        for (int a = 0; a < na && whole; a++) {
+            e = q < *len ? memchr(req + q, '\n', *len - q) : NULL;
+            if (!e) {
+                whole = 0;
+                break;
+            }
+            size_t bl = (size_t)atol(req + q + 1);
+            q = (size_t)(e - req) + 1;
+            if (q + bl + 2 > *len) {
+                whole = 0;
+                break;
+            }
+            if (a < 3) {
+                args[a] = req + q;
+                al[a] = bl;
+            }
+            q += bl + 2;
+        }
+        if (!whole)
+            break;
+        p = q;
+        if (!(al[0] == 3 && !memcmp(args[0], "GET", 3))) {
+            const char *rep = al[0] == 4 && !memcmp(args[0], "PING", 4) ? "+PONG\r\n" : "+OK\r\n";
+            if (send_all(fd, rep, strlen(rep)))
+                return -1;
+            continue;
+        }
+        char name[SW_REMOTE_MAX_KEY + 1];
+        size_t nl = al[1] < SW_REMOTE_MAX_KEY ? al[1] : SW_REMOTE_MAX_KEY;
+        memcpy(name, args[1], nl);
+        name[nl] = 0;
+        unsigned layer = 0, block = 0;
+        const char *c = strchr(name + 3, ':');
+        if (!c || sscanf(c, ":%u:%u", &layer, &block) != 2)
+            return -1;
+        if (block == 1 && f->slow_once) {
+            f->slow_once = 0;
+            char head[32];
+            int hl = snprintf(head, sizeof head, "$%d\r\n", (int)SLOW_BIG);
+            if (send_all(fd, head, (size_t)hl))
+                return -1;
+            for (size_t sent = 0; sent < SLOW_BIG && !f->stop; sent += PACE_BYTES) {
+                if (send_all(fd, stream_chunk, PACE_BYTES))
+                    return -1;
+                tr_sleep_ms(50);
+            }
+            return -1; /* the client gave up long before */
+        }
+        static char v[SLOW_LEN + 128];
+        if (send_all(fd, v, slow_value(block, v)))
+            return -1;
+    }
+    memmove(req, req + p, *len - p);
+    *len -= p;
+    return 0;
+}
+
 static void *fake_conn_main(void *arg)
 {
     fake_conn *fc = arg;
@@ -113,10 +212,20 @@ static void *fake_conn_main(void *arg)
     int fd = fc->fd;
     free(fc);
     char req[4096];
+    size_t held = 0; /* FAKE_SLOW_DRAIN: bytes of an incomplete command */
     while (!f->stop) {
         struct pollfd p = {.fd = fd, .events = POLLIN};
         if (poll(&p, 1, 50) <= 0)
             continue;
+        if (f->mode == FAKE_SLOW_DRAIN) {
+            ssize_t got = recv(fd, req + held, sizeof req - held, 0);
+            if (got <= 0)
+                break;
+            held += (size_t)got;
+            if (answer_slow_drain(f, fd, req, &held) || held == sizeof req)
+                break;
+            continue;
+        }
         ssize_t got = recv(fd, req, sizeof req - 1, 0);
         if (got <= 0)
             break;
@@ -167,6 +276,7 @@ static void *fake_main(void *arg)
         int fd = accept(f->lfd, NULL, NULL);
         if (fd < 0)
             continue;
+        f->accepts++;
         fake_conn *fc = malloc(sizeof *fc);
         if (!fc) {
             close(fd);
@@ -435,7 +545,74 @@ int main(void)
     sw_remote_close(r);
     fake_stop(&f);
 
-    /* ---- 5. a real 8 MiB value under a tier key, among normal ones ---- */
+    /* ---- 5. a refused value (32 MiB: short enough to be drained) sent
+     * at 320 KB/s: the drain runs into the deadline. The call still ends
+     * within 1.2x the timeout, having waited for it (a timeout, not a fast
+     * fail); the key before it is served, the refused key is INVALID, the
+     * key after it IO with the drain's own detail; the next call, on a
+     * fresh connection, reads all three. ---- */
+    fake_start(&f, FAKE_SLOW_DRAIN);
+    f.slow_once = 1;
+    r = open_at(f.port, 0);
+    {
+        enum { K = 3 };
+        sw_store_key dk[K];
+        static uint8_t dd[K][SLOW_LEN], want[K][SLOW_LEN];
+        void *dp[K];
+        size_t dl[K];
+        sw_status ds[K];
+        for (int i = 0; i < K; i++) {
+            dk[i] = tr_key(7, 0, (uint32_t)i, 0, SW_STORE_KIND_K);
+            tr_fill(&dk[i], 1, want[i], SLOW_LEN);
+            dp[i] = dd[i];
+        }
+        sw_remote_stats s0, s1;
+        memset(&s0, 0, sizeof s0);
+        s0.struct_size = sizeof s0;
+        s1 = s0;
+        CHECK_STATUS(sw_remote_get_stats(r, &s0), SW_OK);
+        int accepts0 = f.accepts;
+        memset(dd, 0x5a, sizeof dd);
+        double t0 = tr_now();
+        (void)sw_remote_get_batch(r, K, dk, dp, SLOW_LEN, dl, NULL, ds);
+        secs = tr_now() - t0;
+        char why[512];
+        snprintf(why, sizeof why, "%s", sw_last_error());
+        CHECK_STATUS(sw_remote_get_stats(r, &s1), SW_OK);
+        printf("32 MiB refused value drained at 320 KB/s: %s %s %s in %.1f ms (timeout %d "
+               "ms), timeouts +%llu: %s\n", sw_status_str(ds[0]), sw_status_str(ds[1]),
+               sw_status_str(ds[2]), secs * 1e3, TIMEOUT_MS,
+               (unsigned long long)(s1.timeouts - s0.timeouts), why);
+        CHECK(ds[0] == SW_OK && dl[0] == SLOW_LEN && !memcmp(dd[0], want[0], SLOW_LEN));
+        CHECK(ds[1] == SW_STATUS_INVALID && dd[1][0] == 0x5a);
+        CHECK(ds[2] == SW_STATUS_IO && dd[2][0] == 0x5a);
+        CHECK(secs >= 0.9 * T && secs < 1.2 * T);
+        CHECK(strstr(why, "refused value not drained within the timeout") != NULL);
+        CHECK(s1.timeouts == s0.timeouts + 1 && s1.oversized == s0.oversized + 1);
+        worst = secs > worst ? secs : worst;
+        /* the node is down after the timeout: calls may fail fast until
+         * its probe answers; the one that reached the server reads all */
+        int fresh = 0;
+        for (int attempt = 0; attempt < 50 && !fresh; attempt++) {
+            tr_sleep_ms(20);
+            CHECK_STATUS(sw_remote_get_stats(r, &s0), SW_OK);
+            memset(dd, 0x5a, sizeof dd);
+            (void)sw_remote_get_batch(r, K, dk, dp, SLOW_LEN, dl, NULL, ds);
+            CHECK_STATUS(sw_remote_get_stats(r, &s1), SW_OK);
+            fresh = s1.fast_fails == s0.fast_fails;
+        }
+        printf("next call: %s %s %s, %d new connections to the server\n",
+               sw_status_str(ds[0]), sw_status_str(ds[1]), sw_status_str(ds[2]),
+               f.accepts - accepts0);
+        CHECK(fresh);
+        for (int i = 0; i < K; i++)
+            CHECK(ds[i] == SW_OK && dl[i] == SLOW_LEN && !memcmp(dd[i], want[i], SLOW_LEN));
+        CHECK(f.accepts > accepts0 && s1.reconnects >= 1);
+    }
+    sw_remote_close(r);
+    fake_stop(&f);
+
+    /* ---- 6. a real 8 MiB value under a tier key, among normal ones ---- */
     tr_server srv;
     tr_start(&srv, 0, NULL);
     r = open_at(srv.port, 0);
@@ -539,7 +716,7 @@ int main(void)
     sw_remote_close(r);
     tr_kill(&srv);
 
-    /* ---- 6. MOVED to unknown nodes while the node table is full: the
+    /* ---- 7. MOVED to unknown nodes while the node table is full: the
      * table grows (realloc) under the batch engine, which must not keep a
      * pointer into the old one (a heap use-after-free; run under
      * -DSPILLWAY_SANITIZE=address to see it) ---- */

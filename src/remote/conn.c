@@ -271,6 +271,9 @@ int sw_rnode_skip(sw_rnode *n, uint64_t bytes, uint64_t deadline_us)
             return -1;
         }
         int w = wait_readable(n, deadline_us);
+        if (w == -2) /* wait_readable's "no reply" would hide what was cut short */
+            sw_fail(SW_STATUS_IO, "redis %s:%d: refused value not drained within the "
+                    "timeout", n->host, n->port);
         if (w != 0)
             return w;
     }
