@@ -324,6 +324,26 @@ static void fake_stop(fake *f)
     tr_sleep_ms(120); /* connection threads see stop within 50 ms */
 }
 
+#if defined(SPILLWAY_HAVE_HIREDIS)
+/* The server's INFO stats total_connections_received (this query's own
+ * connection included), or -1. */
+static long long conns_received(int port)
+{
+    redisReply *rep = tr_cmd(port, "INFO stats");
+    long long v = -1;
+    const char *q = rep && rep->type == REDIS_REPLY_STRING
+                        ? strstr(rep->str, "total_connections_received:")
+                        : NULL;
+    if (q)
+        v = atoll(q + strlen("total_connections_received:"));
+    if (rep)
+        freeReplyObject(rep);
+    return v;
+}
+#else
+static long long conns_received(int port) { (void)port; return -1; }
+#endif
+
 static long rss_kib(void)
 {
     FILE *fp = fopen("/proc/self/statm", "r");
@@ -650,14 +670,21 @@ int main(void)
     }
 #endif
     memset(dst, 0x5a, sizeof dst);
+    /* the server counts the connections it accepts: a value drained on the
+     * connection adds none, one closed and re-opened (which the client's
+     * own counters do not show: that is not a "reconnect") adds one */
+    long long conns0 = conns_received(srv.port);
     long before = rss_kib();
     double t0 = tr_now();
     CHECK_STATUS(sw_remote_get_batch(r, N, keys, dsts, LEN, got, NULL, sts),
                  SW_STATUS_INVALID);
     secs = tr_now() - t0;
     grew = rss_kib() - before;
-    printf("8 MiB value among %d keys, dst %d B: key 3 %s, %.1f ms, RSS +%ld KiB\n", N, LEN,
-           sw_status_str(sts[3]), secs * 1e3, grew);
+    long long conns1 = conns_received(srv.port);
+    printf("8 MiB value among %d keys, dst %d B: key 3 %s, %.1f ms, RSS +%ld KiB, %lld new "
+           "connections (the INFO's own excluded)\n", N, LEN, sw_status_str(sts[3]),
+           secs * 1e3, grew, conns1 - conns0 - 1);
+    CHECK(conns0 > 0 && conns1 - conns0 == 1);
     CHECK(sts[3] == SW_STATUS_INVALID && dst[3][0] == 0x5a);
     for (int i = 0; i < N; i++)
         if (i != 3)
@@ -696,14 +723,18 @@ int main(void)
     sw_remote_stats s1 = s;
     CHECK_STATUS(sw_remote_get_stats(r, &s1), SW_OK);
     memset(dst, 0x5a, sizeof dst);
+    conns0 = conns_received(srv.port);
     t0 = tr_now();
     CHECK_STATUS(sw_remote_get_batch(r, N, keys, dsts, LEN, got, NULL, sts),
                  SW_STATUS_INVALID);
     secs = tr_now() - t0;
-    printf("4 of %d keys oversized (1 MiB, dst %d B), in %.1f ms:", N, LEN, secs * 1e3);
+    conns1 = conns_received(srv.port);
+    printf("4 of %d keys oversized (1 MiB, dst %d B), in %.1f ms, %lld new connections:", N,
+           LEN, secs * 1e3, conns1 - conns0 - 1);
     for (int i = 0; i < N; i++)
         printf(" %s", sw_status_str(sts[i]));
     printf("\n");
+    CHECK(conns0 > 0 && conns1 - conns0 == 1); /* all four drained, none re-opened */
     for (int i = 0; i < N; i++) {
         if (i % 2 == 0)
             CHECK(sts[i] == SW_STATUS_INVALID && dst[i][0] == 0x5a);
