@@ -48,7 +48,9 @@
  * In cluster mode keys go to the node that owns their slot (CRC16 of the
  * key, or of its {hash tag}); MOVED updates the slot map (and a full
  * CLUSTER SLOTS refresh follows) and the key is retried, ASK is retried on
- * the named node behind ASKING.
+ * the named node behind ASKING (a reply to ASKING other than +OK fails the
+ * key); a key is redirected at most twice per call. A standalone handle
+ * follows no redirection: MOVED or ASK fails the key (SW_STATUS_IO).
  *
  * Builds without hiredis (SPILLWAY_REDIS=OFF, or AUTO without the library)
  * keep the API: sw_remote_open returns SW_STATUS_UNSUPPORTED.
@@ -90,9 +92,10 @@ typedef struct sw_remote_config {
     int32_t connect_timeout_ms;  /* TCP connect + AUTH; default 500 */
     int32_t command_timeout_ms;  /* bound on a whole batch call: connects,
                                   * AUTH, writes, reads and redirections
-                                  * (at most 3 passes; one that only
+                                  * (at most 3 passes, one that only
                                   * re-opened a connection after a refused
-                                  * value does not count) share one
+                                  * value not counted; at most two
+                                  * redirections per key) share one
                                   * deadline; default 1000 */
     int32_t max_pipeline;        /* commands in flight per node; default 64 */
     int32_t backoff_min_ms;      /* first delay before a down node is probed;

@@ -62,7 +62,12 @@ sw_status sw_remote_get_stats(sw_remote *r, sw_remote_stats *st)
 int32_t sw_remote_available(void) { return 1; }
 
 enum { OP_GET = 0, OP_SET = 1, OP_DEL = 2 };
-#define SW_REMOTE_PASSES 3  /* first try + up to two redirections */
+/* A key is sent at most SW_REMOTE_PASSES times for redirections (MOVED,
+ * ASK, TRYAGAIN): the first try and up to two more, counted per key
+ * (rop.redirects), since a pass that only re-opened a connection after a
+ * refused value does not count against the call's passes and would
+ * otherwise let a key be redirected once per such pass. */
+#define SW_REMOTE_PASSES 3
 
 typedef struct rop {
     size_t i;          /* key index */
@@ -70,6 +75,7 @@ typedef struct rop {
     int32_t node;      /* forced target (ASK); -1 = the slot's owner */
     uint8_t asking;
     uint8_t pending;
+    uint8_t redirects; /* MOVED / ASK / TRYAGAIN followed for this key */
     uint16_t klen;
     char key[SW_REMOTE_MAX_KEY];
 } rop;
@@ -360,12 +366,30 @@ static int parse_redirect(sw_remote *r, const char *msg, uint32_t *slot)
     return sw_remote_node_find_or_add(r, addr, (size_t)(colon - addr), (int)port);
 }
 
-/* An error reply to op o (msg NUL-terminated): MOVED / ASK / TRYAGAIN leave
- * it pending for the next pass, anything else fails it. */
+/* An error reply to op o (msg NUL-terminated): in cluster mode MOVED / ASK
+ * / TRYAGAIN leave it pending for the next pass (up to two redirections
+ * per key), anything else fails it. */
 static void handle_error(sw_remote *r, batch *b, rop *o, const char *msg)
 {
     uint32_t slot = 0;
-    if (!strncmp(msg, "MOVED ", 6)) {
+    int moved = !strncmp(msg, "MOVED ", 6), ask = !strncmp(msg, "ASK ", 4);
+    int again = !strncmp(msg, "TRYAGAIN", 8);
+    if ((moved || ask) && !r->cluster) {
+        /* one server was configured: following it would connect wherever
+         * the server names (ASK) and add nodes to a handle that has one */
+        sw_fail(SW_STATUS_IO, "redis: a standalone server sent a redirection for key %.*s "
+                "(%s): not followed (a Redis Cluster needs cluster = 1)", (int)o->klen,
+                o->key, msg);
+        op_fail(r, b, o, SW_STATUS_IO);
+        return;
+    }
+    if ((moved || ask || again) && o->redirects >= SW_REMOTE_PASSES - 1) {
+        sw_fail(SW_STATUS_IO, "redis: key %.*s redirected more than %d times (last: %s)",
+                (int)o->klen, o->key, SW_REMOTE_PASSES - 1, msg);
+        op_fail(r, b, o, SW_STATUS_IO);
+        return;
+    }
+    if (moved) {
         int idx = parse_redirect(r, msg, &slot);
         if (idx >= 0) {
             r->slots[slot] = idx;
@@ -373,17 +397,20 @@ static void handle_error(sw_remote *r, batch *b, rop *o, const char *msg)
             r->moved++;
             o->node = -1;
             o->asking = 0;
+            o->redirects++;
             return; /* still pending: next pass */
         }
-    } else if (!strncmp(msg, "ASK ", 4)) {
+    } else if (ask) {
         int idx = parse_redirect(r, msg, &slot);
         if (idx >= 0) {
             r->ask++;
             o->node = idx;
             o->asking = 1;
+            o->redirects++;
             return;
         }
-    } else if (!strncmp(msg, "TRYAGAIN", 8)) {
+    } else if (again) {
+        o->redirects++;
         return;
     }
     sw_fail(SW_STATUS_IO, "redis: %s (key %.*s)", msg, (int)o->klen, o->key);
@@ -475,6 +502,31 @@ static int resp_next(sw_rnode *n, uint64_t deadline, uint64_t max_bulk, char *ty
     return 0;
 }
 
+/* The reply to the ASKING sent before op o's command, framed with the
+ * limits of every short reply (64 KiB, no array: an ASKING reply is one
+ * line). 0 with *ok = 1 for +OK, or *ok = 0 and the detail recorded for
+ * anything else (the command after it was not taken as part of an import:
+ * its reply is read, to keep the pipeline in step, and not used); -1 a
+ * reply over the limits, -2 deadline. */
+static int read_asking_reply(sw_rnode *n, const rop *o, uint64_t deadline, int *ok)
+{
+    size_t flen = 0;
+    int64_t announced = 0;
+    int rc = sw_rnode_frame(n, &sw_resp_small, deadline, &flen, &announced);
+    if (rc)
+        return rc == -3 ? -1 : rc;
+    const char *line = n->rbuf + n->rpos;
+    *ok = flen == 5 && !memcmp(line, "+OK\r\n", 5);
+    if (!*ok) {
+        const char *cr = memchr(line, '\r', flen); /* framed: its first line ends */
+        size_t ll = cr ? (size_t)(cr - line) : 0;
+        sw_fail(SW_STATUS_IO, "redis %s:%d: ASKING before key %.*s answered '%.*s', not +OK",
+                n->host, n->port, (int)o->klen, o->key, (int)(ll < 120 ? ll : 120), line);
+    }
+    n->rpos += flen;
+    return 0;
+}
+
 /* Reads and handles the reply (and the ASKING reply before it) of GET op o
  * from node n; 0, the resp_next error, or -3: the value is longer than the
  * caller can take and longer than SW_RESP_SKIP_MAX (the key is failed
@@ -489,14 +541,26 @@ static int read_get_reply(sw_remote *r, batch *b, sw_rnode *n, rop *o, uint64_t 
     const char *p;
     int64_t len;
     uint64_t skip = 0;
-    int rc;
-    if (o->asking &&
-        (rc = resp_next(n, deadline, SW_RESP_SMALL_FRAME, &type, &p, &len, &skip)) != 0)
-        return rc == -3 ? -1 : rc;
+    int rc, ask_ok = 1;
+    char ask_why[512];
+    if (o->asking) {
+        if ((rc = read_asking_reply(n, o, deadline, &ask_ok)) != 0)
+            return rc;
+        if (!ask_ok)
+            snprintf(ask_why, sizeof ask_why, "%s", sw_last_error());
+    }
     /* a value is read only when it can be delivered: at most the header
      * plus what dst_bytes and max_value_bytes allow */
     uint64_t room = b->dst_bytes < r->max_value_bytes ? b->dst_bytes : r->max_value_bytes;
     rc = resp_next(n, deadline, room + SW_REMOTE_HDR_BYTES, &type, &p, &len, &skip);
+    if (!ask_ok && (rc == 0 || rc == -3)) {
+        /* the GET's reply is not the key's answer: dropped */
+        sw_fail(SW_STATUS_IO, "%s", ask_why);
+        op_fail(r, b, o, SW_STATUS_IO);
+        if (rc == 0)
+            return 0;
+        return (uint64_t)len > SW_RESP_SKIP_MAX ? -3 : sw_rnode_skip(n, skip, deadline);
+    }
     if (rc == -3) {
         o->pending = 0;
         b->st[o->i] = sw_fail(SW_STATUS_INVALID,
@@ -707,10 +771,12 @@ static int run_pass(sw_remote *r, batch *b, uint64_t deadline)
                     }
                     continue;
                 }
+                int ask_ok = 1;
+                char ask_why[512];
                 if (o->asking) {
-                    rc = sw_rnode_read(n, &sw_resp_small, deadline, &rep);
-                    if (rc == 0)
-                        freeReplyObject(rep);
+                    rc = read_asking_reply(n, o, deadline, &ask_ok);
+                    if (rc == 0 && !ask_ok)
+                        snprintf(ask_why, sizeof ask_why, "%s", sw_last_error());
                 }
                 if (rc == 0)
                     rc = sw_rnode_read(n, &sw_resp_small, deadline, &rep);
@@ -728,7 +794,12 @@ static int run_pass(sw_remote *r, batch *b, uint64_t deadline)
                     node_fail_rest(r, b, n, q);
                     break;
                 }
-                handle_reply(r, b, o, rep);
+                if (ask_ok) {
+                    handle_reply(r, b, o, rep);
+                } else { /* the command's reply is not the key's answer */
+                    sw_fail(SW_STATUS_IO, "%s", ask_why);
+                    op_fail(r, b, o, SW_STATUS_IO);
+                }
                 freeReplyObject(rep);
             }
             r->nodes[k].chunk_begin = r->nodes[k].chunk_end;
@@ -748,7 +819,8 @@ static sw_status run_batch(sw_remote *r, batch *b)
         (void)sw_remote_refresh_topology(r, deadline);
     /* a pass that re-opened a connection after a refused value does not
      * count: each such pass settles that key, so there are at most as many
-     * as keys, and the deadline bounds them all */
+     * as keys, and the deadline bounds them all; redirections are bounded
+     * per key (handle_error), whatever kind of pass they came in */
     for (int pass = 0; pass < SW_REMOTE_PASSES;) {
         int pending = 0;
         for (size_t k = 0; k < b->nops && !pending; k++)
@@ -803,6 +875,7 @@ static sw_status batch_prepare(sw_remote *r, batch *b)
         o->node = -1;
         o->asking = 0;
         o->pending = 1;
+        o->redirects = 0;
         o->klen = (uint16_t)sw_remote_key_name(r->prefix, r->prefix_len, k, o->key);
         o->slot = r->cluster ? sw_remote_key_slot(o->key, o->klen) : 0;
         b->st[i] = SW_STATUS_IO;
