@@ -128,7 +128,7 @@ int main(void)
     bad = tr_config(srv.port);
     bad.command_timeout_ms = 0;
     CHECK_STATUS(sw_remote_open(&bad, &none), SW_STATUS_INVALID);
-    bad = tr_config(tr_free_port()); /* nobody listens */
+    bad = tr_config(tr_dead_port()); /* nobody listens: refused */
     bad.connect_timeout_ms = 200;
     double tc = tr_now();
     CHECK_STATUS(sw_remote_open(&bad, &none), SW_STATUS_IO);

@@ -138,7 +138,7 @@ int main(void)
 
     /* seed list: the first seed is dead */
     char ep[128];
-    snprintf(ep, sizeof ep, "127.0.0.1:%d, 127.0.0.1:%d", tr_free_port(), nodes[1].port);
+    snprintf(ep, sizeof ep, "127.0.0.1:%d, 127.0.0.1:%d", tr_dead_port(), nodes[1].port);
     sw_remote_config c;
     sw_remote_config_init(&c);
     c.endpoints = ep;

@@ -753,7 +753,7 @@ int main(void)
      * -DSPILLWAY_SANITIZE=address to see it) ---- */
     fake_start(&f, FAKE_MOVED);
     for (int i = 0; i < 11; i++)
-        f.names[i] = tr_free_port();
+        f.names[i] = tr_dead_port(); /* refused, reserved */
     {
         char ep[64];
         snprintf(ep, sizeof ep, "127.0.0.1:%d", f.port);

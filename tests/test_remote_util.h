@@ -167,6 +167,27 @@ static inline int tr_free_port(void)
     exit(1);
 }
 
+/* A loopback port that refuses connections for the rest of the test: it is
+ * bound (without listen) by a socket kept open until exit, so a connect to
+ * it is refused and no other process - a redis-server of a test running in
+ * parallel included - can take it meanwhile (a port that was merely free
+ * when asked, as tr_free_port gives, could be). */
+static inline int tr_dead_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
+        getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
+        perror("tr_dead_port");
+        exit(1);
+    }
+    return ntohs(a.sin_port); /* fd stays open: the port stays reserved */
+}
+
 #if defined(SPILLWAY_HAVE_HIREDIS)
 static inline redisContext *tr_connect(int port, const char *user, const char *pass)
 {
@@ -211,11 +232,26 @@ static inline redisReply *tr_cmd(int port, const char *fmt, ...)
 
 /* Starts redis-server on `port` (0 = a free one) in its own directory with
  * no persistence; extra arguments (NULL-terminated pairs/flags) follow.
- * Waits (<= 5 s) until it accepts connections. */
+ * Waits (<= 5 s) until it accepts connections. A port chosen here (and,
+ * for a cluster node, its bus port + 10000) was free when chosen, but a
+ * test running in parallel can take it before the server binds it: a
+ * server that then exits at start is started again on another port (up to
+ * 5 times). */
+static inline int tr_start_on(tr_server *s, int port, const char *const *extra, int retry);
 static inline void tr_start(tr_server *s, int port, const char *const *extra)
 {
-    if (!port)
-        port = tr_free_port();
+    if (port) {
+        tr_start_on(s, port, extra, 0);
+        return;
+    }
+    for (int attempt = 0; attempt < 5; attempt++)
+        if (tr_start_on(s, tr_free_port(), extra, attempt < 4) == 0)
+            return;
+}
+
+/* 0 started; -1 the server exited at start and `retry` is set (else exit). */
+static inline int tr_start_on(tr_server *s, int port, const char *const *extra, int retry)
+{
     s->port = port;
     snprintf(s->dir, sizeof s->dir, "%s/%d", tr_base, port);
     mkdir(s->dir, 0700);
@@ -269,12 +305,17 @@ static inline void tr_start(tr_server *s, int port, const char *const *extra)
         int ok = connect(fd, (struct sockaddr *)&a, sizeof a) == 0;
         close(fd);
         if (ok)
-            return;
+            return 0;
         int st;
         if (waitpid(pid, &st, WNOHANG) == pid) {
-            fprintf(stderr, "redis-server on port %d exited at start (see %s/redis.log)\n",
-                    port, s->dir);
-            tr_kill(s);
+            fprintf(stderr, "redis-server on port %d exited at start (see %s/redis.log)%s\n",
+                    port, s->dir, retry ? "; trying another port" : "");
+            for (int j = 0; j < TR_MAX_SERVERS; j++)
+                if (tr_pids[j] == pid)
+                    tr_pids[j] = 0; /* reaped: not to be killed again */
+            s->pid = 0;
+            if (retry)
+                return -1;
             exit(1);
         }
         tr_sleep_ms(10);
