@@ -130,51 +130,72 @@ static inline sw_status tsw_offload_block(sw_swap *s, tsw_seq *q, int32_t layer,
     return st;
 }
 
+typedef struct tsw_ref_job {
+    const tsw_seq *q;
+    const tsw_layer *y;
+    int32_t Hq, ql;
+    const uint16_t *qrows;
+    int causal;
+    double scale, *out, *lse;
+} tsw_ref_job;
+
+/* One (query row, head) of tsw_reference. */
+static inline void tsw_reference_row(int job, int worker, void *ctx)
+{
+    (void)worker;
+    const tsw_ref_job *R = ctx;
+    const tsw_layer *y = R->y;
+    const int32_t H = R->q->H, D = R->q->D, G = R->Hq / H, Hq = R->Hq;
+    const int32_t i = job / Hq, h = job % Hq, kh = h / G;
+    int64_t nv = y->len;
+    if (R->causal) {
+        int64_t lim = (int64_t)i + y->len - R->ql + 1;
+        nv = lim < 0 ? 0 : lim < nv ? lim : nv;
+    }
+    double *o = R->out + ((size_t)i * Hq + h) * D;
+    for (int32_t c = 0; c < D; c++)
+        o[c] = 0;
+    if (nv == 0) {
+        R->lse[i * Hq + h] = -INFINITY;
+        return;
+    }
+    double *sc = malloc(sizeof(double) * (size_t)nv);
+    double mx = -INFINITY;
+    for (int64_t j = 0; j < nv; j++) {
+        double a = 0;
+        for (int32_t c = 0; c < D; c++)
+            a += (double)sw_bf16_to_f32(R->qrows[((size_t)i * Hq + h) * D + c]) *
+                 y->k[(j * H + kh) * D + c];
+        sc[j] = a * R->scale;
+        mx = sc[j] > mx ? sc[j] : mx;
+    }
+    double sum = 0;
+    for (int64_t j = 0; j < nv; j++) {
+        double pj = exp(sc[j] - mx);
+        sum += pj;
+        for (int32_t c = 0; c < D; c++)
+            o[c] += pj * y->v[(j * H + kh) * D + c];
+    }
+    for (int32_t c = 0; c < D; c++)
+        o[c] /= sum;
+    R->lse[i * Hq + h] = mx + log(sum);
+    free(sc);
+}
+
 /* fp64 reference over all tokens of layer `layer` of q for query rows
- * qrows[ql][Hq][D] (bf16), causal bottom-right; out fp64 [ql][Hq][D]. */
+ * qrows[ql][Hq][D] (bf16), causal bottom-right; out fp64 [ql][Hq][D]. The
+ * (row, head) pairs of a large problem are spread over the CPUs (the
+ * reference is most of the GPU tests' time). */
 static inline void tsw_reference(const tsw_seq *q, int32_t layer, int32_t Hq,
                                  const uint16_t *qrows, int32_t ql, int causal, double scale,
                                  double *out, double *lse)
 {
-    const tsw_layer *y = &q->layers[layer];
-    const int32_t H = q->H, D = q->D, G = Hq / H;
-    double *sc = malloc(sizeof(double) * (size_t)(y->len + 1));
-    for (int32_t i = 0; i < ql; i++)
-        for (int32_t h = 0; h < Hq; h++) {
-            const int32_t kh = h / G;
-            int64_t nv = y->len;
-            if (causal) {
-                int64_t lim = (int64_t)i + y->len - ql + 1;
-                nv = lim < 0 ? 0 : lim < nv ? lim : nv;
-            }
-            double *o = out + ((size_t)i * Hq + h) * D;
-            for (int32_t c = 0; c < D; c++)
-                o[c] = 0;
-            if (nv == 0) {
-                lse[i * Hq + h] = -INFINITY;
-                continue;
-            }
-            double mx = -INFINITY;
-            for (int64_t j = 0; j < nv; j++) {
-                double a = 0;
-                for (int32_t c = 0; c < D; c++)
-                    a += (double)sw_bf16_to_f32(qrows[((size_t)i * Hq + h) * D + c]) *
-                         y->k[(j * H + kh) * D + c];
-                sc[j] = a * scale;
-                mx = sc[j] > mx ? sc[j] : mx;
-            }
-            double sum = 0;
-            for (int64_t j = 0; j < nv; j++) {
-                double pj = exp(sc[j] - mx);
-                sum += pj;
-                for (int32_t c = 0; c < D; c++)
-                    o[c] += pj * y->v[(j * H + kh) * D + c];
-            }
-            for (int32_t c = 0; c < D; c++)
-                o[c] /= sum;
-            lse[i * Hq + h] = mx + log(sum);
-        }
-    free(sc);
+    tsw_ref_job R = {q, &q->layers[layer], Hq, ql, qrows, causal, scale, out, lse};
+    const int64_t work = (int64_t)ql * Hq * q->layers[layer].len * q->D;
+    int workers = work >= ((int64_t)1 << 22) ? sw_cpu_count() : 1;
+    if (workers > 16)
+        workers = 16;
+    sw_test_pool_run(workers, ql * Hq, tsw_reference_row, &R);
 }
 
 /* A store sized for `stripe` bytes per stripe and about `stripes` stripes. */
