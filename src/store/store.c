@@ -428,7 +428,7 @@ static uint64_t random_id(void)
  * 4 KiB pages (*pinned = 1, SPILLWAY_STORE_IO_MEM=0, or when registering
  * fails) split requests of more than max_segments pages on the H200 host's
  * virtio disk: 436 -> 648 KiB per device read, the swap disk case's step 45.9
- * -> 28.9 ms (docs/perf/swap.md, session 6). Without a GPU: the huge-page
+ * -> 28.9 ms (docs/perf/swap.md). Without a GPU: the huge-page
  * memory unpinned (*pinned = 0). */
 static void *alloc_io_mem(size_t bytes, int *pinned)
 {
