@@ -74,9 +74,11 @@ typedef enum sw_store_full_policy {
 } sw_store_full_policy;
 
 typedef enum sw_store_io_backend {
+    SW_STORE_IO_AUTO = 0,   /* config only: io_uring when this build has it and
+                             * the kernel allows it, else pread/pwrite */
     SW_STORE_IO_URING = 1,  /* io_uring with registered buffers */
     SW_STORE_IO_PREAD = 2   /* pread/pwrite; chosen when io_uring is missing or
-                             * SPILLWAY_STORE_IO=pread is set */
+                             * sw_store_config.io_backend asks for it */
 } sw_store_io_backend;
 
 typedef struct sw_store_config {
@@ -162,6 +164,21 @@ typedef struct sw_store_config {
                                  * tier, remote_write_back is ignored. For
                                  * `spillway store verify`. 0 = read-write
                                  * (default) */
+    /* ---- appended: a caller compiled against the older struct gets the
+     * defaults. */
+    sw_store_io_backend io_backend; /* SW_STORE_IO_AUTO (default),
+                                 * SW_STORE_IO_PREAD (pread/pwrite even where
+                                 * io_uring works), SW_STORE_IO_URING
+                                 * (io_uring or SW_STATUS_UNSUPPORTED);
+                                 * stats.io_backend says which runs */
+    int32_t buffered_io;        /* 1 = buffered I/O on the data file instead
+                                 * of O_DIRECT; 0 (default) = O_DIRECT, or
+                                 * buffered where the filesystem refuses it
+                                 * (stats.direct_io says which) */
+    int32_t lock_wait_ms;       /* how long open waits for another process's
+                                 * lock on the store (a killed writer's ring
+                                 * keeps it until its last request ends):
+                                 * 0 = default 2000 ms; < 0 = not at all */
 } sw_store_config;
 
 /* Fills the defaults documented above; dir = NULL, capacity_bytes = 0. */
@@ -190,8 +207,9 @@ SW_API void sw_store_config_init(sw_store_config *c);
  * kept as it is until sw_store_repair. Open reads one header page per run
  * (4 KiB per run_blocks extents, ~0.8% of the data file with the defaults).
  * The I/O backend is chosen here: io_uring when it works, else pread/pwrite
- * (SPILLWAY_STORE_IO=pread forces the fallback). O_DIRECT is used when the
- * filesystem accepts it, buffered I/O otherwise (stats.direct_io).
+ * (c->io_backend may ask for one). O_DIRECT is used when the filesystem
+ * accepts it and c->buffered_io is 0, buffered I/O otherwise
+ * (stats.direct_io).
  * Returns SW_OK; SW_STATUS_INVALID (null argument, bad struct_size, zero or
  * too small capacity on create, stripe_bytes/run_blocks out of range, a
  * directory that is a symlink, owned by another user or open to group/other,
@@ -203,7 +221,9 @@ SW_API void sw_store_config_init(sw_store_config *c);
  * SW_STATUS_CORRUPT (a damaged superblock: checksum, magic, fields, a
  * non-zero reserved byte, a file that is not exactly 4096 bytes; a data
  * file of the wrong size); SW_STATUS_IO (an OS error, errno in the detail; the store is open in
- * another process); SW_STATUS_NO_MEMORY. On failure *out is NULL.
+ * another process and its lock was not released within lock_wait_ms);
+ * SW_STATUS_UNSUPPORTED (io_backend = SW_STORE_IO_URING where io_uring is not
+ * available); SW_STATUS_NO_MEMORY. On failure *out is NULL.
  * The handle is owned by the caller until sw_store_close().
  */
 SW_API sw_status sw_store_open(const sw_store_config *c, sw_store **out);

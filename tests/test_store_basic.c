@@ -75,6 +75,9 @@ static void test_round_trips(const char *dir, uint64_t seed)
     sw_store_stats st = ts_stats(s);
     printf("io backend: %s, direct_io %d\n", sw_store_io_backend_name(st.io_backend),
            st.direct_io);
+    /* the config's backend is the one that runs (the *_pread run asks for
+     * pread through ts_config) */
+    CHECK(c.io_backend != SW_STORE_IO_PREAD || st.io_backend == SW_STORE_IO_PREAD);
     CHECK(st.extents_total == 64 * RUN && st.extents_used == 0);
 
     static model m[NKEYS];
@@ -244,9 +247,18 @@ static void test_errors(const char *dir)
         return;
     /* A second open of the same store (this process or another) is refused. */
     sw_store *s2 = NULL;
-    setenv("SPILLWAY_STORE_LOCK_WAIT_MS", "20", 1);
+    c.lock_wait_ms = 20;
+    double t0 = sw_now_seconds();
     CHECK_STATUS(sw_store_open(&c, &s2), SW_STATUS_IO);
-    unsetenv("SPILLWAY_STORE_LOCK_WAIT_MS");
+    CHECK(strstr(sw_last_error(), "another process") != NULL);
+    CHECK(sw_now_seconds() - t0 < 1.0); /* waited ~20 ms, not the default 2 s */
+    c.lock_wait_ms = -1; /* not at all */
+    CHECK_STATUS(sw_store_open(&c, &s2), SW_STATUS_IO);
+    c.lock_wait_ms = 0;
+    /* an unknown backend is refused before anything is opened */
+    c.io_backend = (sw_store_io_backend)7;
+    CHECK_STATUS(sw_store_open(&c, &s2), SW_STATUS_INVALID);
+    c.io_backend = SW_STORE_IO_AUTO;
     sw_store_key k = ts_key(1, 1, 1, 1, SW_STORE_KIND_V);
     uint8_t buf[STRIPE + 1] = {1};
     CHECK_STATUS(sw_store_write(s, &k, buf, STRIPE + 1, NULL), SW_STATUS_INVALID);
@@ -402,6 +414,41 @@ static void test_device_runs(const char *dir)
     CHECK_STATUS(sw_store_close(s), SW_OK);
 }
 
+/* The I/O options of sw_store_config: the backend asked for is the one that
+ * runs, buffered_io turns O_DIRECT off, and a store written one way reads
+ * the same the other way. */
+static void test_io_options(const char *dir)
+{
+    sw_store_key k = ts_key(3, 1, 2, 0, SW_STORE_KIND_K);
+    uint8_t w[STRIPE], r[STRIPE];
+    for (size_t i = 0; i < sizeof w; i++)
+        w[i] = (uint8_t)(i * 7 + 1);
+    for (int pass = 0; pass < 2; pass++) {
+        sw_store_config c = ts_config(dir, STRIPE, RUN, 2);
+        c.io_backend = pass ? SW_STORE_IO_AUTO : SW_STORE_IO_PREAD;
+        c.buffered_io = !pass;
+        sw_store *s = NULL;
+        CHECK_STATUS(sw_store_open(&c, &s), SW_OK);
+        if (!s)
+            return;
+        sw_store_stats st = ts_stats(s);
+        CHECK(!c.buffered_io || st.direct_io == 0);
+        CHECK(c.io_backend != SW_STORE_IO_PREAD || st.io_backend == SW_STORE_IO_PREAD);
+        if (pass == 0) {
+            CHECK_STATUS(sw_store_write(s, &k, w, STRIPE, NULL), SW_OK);
+        } else {
+            void *dst[1] = {r};
+            size_t len[1];
+            uint64_t gen[1];
+            sw_status sts[1];
+            memset(r, 0, sizeof r);
+            CHECK_STATUS(sw_store_read(s, 1, &k, dst, STRIPE, len, gen, sts), SW_OK);
+            CHECK(sts[0] == SW_OK && len[0] == STRIPE && memcmp(r, w, STRIPE) == 0);
+        }
+        CHECK_STATUS(sw_store_close(s), SW_OK);
+    }
+}
+
 int main(void)
 {
     uint64_t seed = ts_seed(0x5107e);
@@ -420,6 +467,8 @@ int main(void)
     test_generation_after_compaction(sub);
     snprintf(sub, sizeof sub, "%s/dev", d.base);
     test_device_runs(sub);
+    snprintf(sub, sizeof sub, "%s/io", d.base);
+    test_io_options(sub);
     ts_rm_rf(d.base);
     if (sw_test_failures)
         fprintf(stderr, "test_store_basic: %d failures (seed 0x%llx)\n", sw_test_failures,

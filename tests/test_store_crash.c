@@ -447,7 +447,7 @@ int main(int argc, char **argv)
            "found applied (%llu taken from the data file at open), %llu torn in-flight extents "
            "dropped; %llu keys evicted, %llu full-store occupancy checks\n",
            rounds_run, g_evict ? " at capacity, LRU eviction, 64 KiB stripes" : "",
-           getenv("SPILLWAY_STORE_IO") && *getenv("SPILLWAY_STORE_IO") ? getenv("SPILLWAY_STORE_IO")
+           getenv("SW_TEST_STORE_IO") && *getenv("SW_TEST_STORE_IO") ? getenv("SW_TEST_STORE_IO")
                                                                  : "default I/O",
            (unsigned long long)total_acked, (unsigned long long)inflight_applied,
            (unsigned long long)recovered, (unsigned long long)discarded,

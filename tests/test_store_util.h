@@ -92,6 +92,10 @@ static inline sw_store_config ts_config(const char *dir, uint32_t stripe, uint32
     sw_store_config c;
     sw_store_config_init(&c);
     c.dir = dir;
+    /* the *_pread runs (ctest): the same test on the pread/pwrite backend */
+    const char *io = getenv("SW_TEST_STORE_IO");
+    if (io && strcmp(io, "pread") == 0)
+        c.io_backend = SW_STORE_IO_PREAD;
     c.stripe_bytes = stripe;
     c.run_blocks = run_blocks;
     sw_store_geometry g;

@@ -22,11 +22,15 @@ static int die_status(const char *what, sw_status st)
     return 1;
 }
 
+/* --io: the store's I/O backend (sw_store_config.io_backend) */
+static sw_store_io_backend g_io = SW_STORE_IO_AUTO;
+
 static sw_status open_existing(const char *dir, uint64_t host_bytes, int read_only, sw_store **s)
 {
     sw_store_config c;
     sw_store_config_init(&c);
     c.dir = dir;
+    c.io_backend = g_io;
     c.create = 0;
     c.stripe_bytes = 0; /* as created */
     c.run_blocks = 0;
@@ -82,11 +86,11 @@ static int ns_visit(void *ctx, const sw_store_entry *e)
 }
 
 static const char *const help_inspect =
-    "usage: spillway store inspect --dir DIR\n"
+    "usage: spillway store inspect --dir DIR [--io auto|uring|pread]\n"
     "Prints the store's geometry, occupancy, journal state and per-namespace counts.\n"
     "Opens the store read-only: no file is written.\n";
 static const char *const help_verify =
-    "usage: spillway store verify --dir DIR\n"
+    "usage: spillway store verify --dir DIR [--io auto|uring|pread]\n"
     "Reads the store without writing any of its files (a read-only open: no journal\n"
     "compaction, no torn-tail cut, nothing recovered is written back) and checks it:\n"
     "every live extent (header, key, generation, sequence number, payload CRC32C), the\n"
@@ -98,7 +102,7 @@ static const char *const help_verify =
     "unprovable (or the store does not open), 2 on a usage error.\n"
     "To drop what cannot be proven and rewrite the journal: spillway store repair.\n";
 static const char *const help_repair =
-    "usage: spillway store repair --dir DIR\n"
+    "usage: spillway store repair --dir DIR [--io auto|uring|pread]\n"
     "Opens the store read-write (recovering what the data file proves), then drops\n"
     "every key that cannot be proven current and every stripe whose extent fails its\n"
     "check (they read as not found afterwards), zeroes damaged extent header slots and\n"
@@ -116,6 +120,19 @@ static int need_dir(int argc, char **argv, const char *cmd, const char *help, co
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--dir") && i + 1 < argc) {
             *dir = argv[++i];
+        } else if (!strcmp(argv[i], "--io") && i + 1 < argc) {
+            const char *v = argv[++i];
+            if (!strcmp(v, "auto"))
+                g_io = SW_STORE_IO_AUTO;
+            else if (!strcmp(v, "uring"))
+                g_io = SW_STORE_IO_URING;
+            else if (!strcmp(v, "pread"))
+                g_io = SW_STORE_IO_PREAD;
+            else {
+                fprintf(stderr, "spillway store %s: --io wants auto, uring or pread, not '%s'\n",
+                        cmd, v);
+                return 2;
+            }
         } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             fputs(help, stdout);
             return 0;

@@ -159,8 +159,6 @@ static int crc_use_hw(void)
 #else
         hw = 0;
 #endif
-        if (sw_env_int("SPILLWAY_CRC_TABLE", 0))
-            hw = 0;
         __atomic_store_n(&crc_hw, hw, __ATOMIC_RELAXED);
     }
     return hw;

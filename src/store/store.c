@@ -38,6 +38,7 @@ void sw_store_config_init(sw_store_config *c)
 const char *sw_store_io_backend_name(sw_store_io_backend b)
 {
     switch (b) {
+    case SW_STORE_IO_AUTO: return "auto";
     case SW_STORE_IO_URING: return "io_uring";
     case SW_STORE_IO_PREAD: return "pread";
     }
@@ -499,9 +500,7 @@ static sw_status open_data(sw_store *s, int create, int zero_fill)
 {
     int base = (s->read_only ? O_RDONLY : O_RDWR) | (create ? O_CREAT | O_TRUNC : 0);
     int fd = -1;
-    s->direct_io = 1;
-    if (sw_env_int("SPILLWAY_STORE_BUFFERED", 0))
-        s->direct_io = 0;
+    s->direct_io = !s->buffered_io;
     sw_status st = s->direct_io ? open_file(s, DATA_NAME, base | O_DIRECT, &fd) : SW_STATUS_IO;
     if (st != SW_OK && (!s->direct_io || errno == EINVAL)) {
         /* The filesystem refuses O_DIRECT (EINVAL): buffered I/O, reported
@@ -517,7 +516,7 @@ static sw_status open_data(sw_store *s, int create, int zero_fill)
      * io_uring tears its ring down asynchronously, and its in-flight
      * requests keep the file open. Waiting for the lock therefore also
      * waits until no write of a dead writer can still land. */
-    int64_t wait_ms = sw_env_int("SPILLWAY_STORE_LOCK_WAIT_MS", 2000);
+    const int64_t wait_ms = s->lock_wait_ms;
     /* read-only opens share the lock with each other, never with a writer */
     const int lock = s->read_only ? LOCK_SH : LOCK_EX;
     for (int64_t waited = 0; flock(fd, lock | LOCK_NB) != 0; waited += 5) {
@@ -602,6 +601,9 @@ geometry_ok:
         return sw_fail(SW_STATUS_INVALID, "queue_depth %u not in [1, 4096]", c->queue_depth);
     if ((unsigned)c->durability > SW_STORE_DURABILITY_SYNC)
         return sw_fail(SW_STATUS_INVALID, "unknown durability mode %d", (int)c->durability);
+    if (c->struct_size >= offsetof(sw_store_config, io_backend) + sizeof c->io_backend &&
+        (unsigned)c->io_backend > SW_STORE_IO_PREAD)
+        return sw_fail(SW_STATUS_INVALID, "unknown io_backend %d", (int)c->io_backend);
     if ((unsigned)c->full_policy > SW_STORE_FULL_REFUSE)
         return sw_fail(SW_STATUS_INVALID, "unknown full policy %d", (int)c->full_policy);
     return SW_OK;
@@ -724,11 +726,14 @@ static sw_status store_open(const sw_store_config *c, sw_store *s)
     s->hpage_off = UINT64_MAX;
     if (!s->bounce || !s->ops || !s->hpage)
         return sw_fail(SW_STATUS_NO_MEMORY, "I/O buffer of %zu bytes", s->bounce_bytes);
-    const char *io_env = getenv("SPILLWAY_STORE_IO");
-    int force_pread = io_env && strcmp(io_env, "pread") == 0;
-    s->io = sw_io_create(c->queue_depth, s->bounce, s->bounce_bytes, force_pread);
+    s->io = sw_io_create(c->queue_depth, s->bounce, s->bounce_bytes,
+                         s->io_want == SW_STORE_IO_PREAD);
     if (!s->io)
         return sw_fail(SW_STATUS_NO_MEMORY, "I/O backend");
+    if (s->io_want == SW_STORE_IO_URING && sw_io_backend(s->io) != SW_STORE_IO_URING)
+        return sw_fail(SW_STATUS_UNSUPPORTED, "io_backend = SW_STORE_IO_URING, but io_uring "
+                       "is not available (a build without liburing, or the kernel refused "
+                       "io_uring_queue_init)");
 
     return create ? SW_OK : open_journal(s);
 }
@@ -747,6 +752,14 @@ sw_status sw_store_open(const sw_store_config *c, sw_store **out)
     s->read_only = c->struct_size >= offsetof(sw_store_config, read_only) + sizeof c->read_only
                        ? c->read_only != 0
                        : 0;
+    /* the fields appended after read_only: an older caller gets defaults */
+    const int has_io = c->struct_size >= offsetof(sw_store_config, lock_wait_ms) +
+                                             sizeof c->lock_wait_ms;
+    s->io_want = has_io ? c->io_backend : SW_STORE_IO_AUTO;
+    s->buffered_io = has_io ? c->buffered_io != 0 : 0;
+    s->lock_wait_ms = !has_io || c->lock_wait_ms == 0 ? 2000
+                      : c->lock_wait_ms < 0           ? 0
+                                                      : c->lock_wait_ms;
     s->durability = c->durability;
     s->full_policy = c->full_policy;
     s->queue_depth = c->queue_depth;

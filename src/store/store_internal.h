@@ -72,6 +72,9 @@ struct sw_store {
     int direct_io;
     int failed;
     int read_only;               /* sw_store_config.read_only: no file is written */
+    sw_store_io_backend io_want; /* sw_store_config.io_backend */
+    int buffered_io;             /* sw_store_config.buffered_io */
+    int64_t lock_wait_ms;        /* sw_store_config.lock_wait_ms, resolved */
 
     /* index: key -> slot (open addressing, linear probing) */
     uint32_t *table;
