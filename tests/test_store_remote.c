@@ -253,6 +253,7 @@ int main(void)
             memset(bufs, 0xAA, sizeof bufs);
             sw_status r = sw_store_read(f, 2, fk, dsts, STRIPE, lens, gens, sts);
             CHECK(r == SW_STATUS_CORRUPT && !strstr(sw_last_error(), "read-only"));
+            CHECK(strstr(sw_last_error(), "key 0 cannot be proven current") != NULL);
             CHECK(sts[0] == SW_STATUS_CORRUPT && bufs[0][0] == 0xAA);
             CHECK(sts[1] == SW_OK && ts_check(bufs[1], len_of(2), &keys[2], 1));
             sw_store_stats sf = ts_stats(f);
@@ -260,6 +261,12 @@ int main(void)
             CHECK(sf.remote_gets == 1); /* keys[2] only */
             CHECK(sf.remote_write_backs == (uint64_t)(ro ? 0 : 1));
             CHECK(sf.extents_used == (uint64_t)(ro ? 0 : 1));
+            /* a ticket's wait says the same after its remote fetch */
+            uint64_t tk = 0;
+            CHECK_STATUS(sw_store_read_submit(f, 2, fk, dsts, STRIPE, &tk), SW_OK);
+            r = sw_store_read_wait(f, tk, 2, lens, gens, sts);
+            CHECK(r == SW_STATUS_CORRUPT && sts[0] == SW_STATUS_CORRUPT && sts[1] == SW_OK);
+            CHECK(strstr(sw_last_error(), "key 0 cannot be proven current") != NULL);
             CHECK_STATUS(sw_store_close(f), SW_OK);
         }
         ts_rm_rf(du.base);

@@ -475,7 +475,7 @@ sw_status sw_store_read_summary(sw_store *s, const sw_store_key *keys, size_t n,
 {
     for (size_t i = 0; i < n; i++)
         if (statuses[i] != SW_OK) {
-            if (statuses[i] == SW_STATUS_CORRUPT && s && sw_store_unprovable(s, &keys[i]))
+            if (statuses[i] == SW_STATUS_CORRUPT && sw_store_unprovable(s, &keys[i]))
                 return sw_fail(SW_STATUS_CORRUPT, "key %zu cannot be proven current: the "
                                "store's journal lost a record of it (found at open; "
                                "sw_store_repair drops it, a write or delete replaces it)", i);
@@ -523,7 +523,11 @@ static sw_status read_common(sw_store *s, size_t n, const sw_store_key *keys, sw
                                               dst_bytes, lengths, generations, statuses);
         if (rst != SW_OK && rst != SW_STATUS_NO_MEMORY)
             return rst; /* a device copy failed */
-        st = sw_store_read_summary(NULL, keys, n, dst_bytes, statuses); /* unlocked */
+        /* Under the lock again, briefly: the detail must name a key that
+         * stayed CORRUPT because it cannot be proven current. */
+        pthread_mutex_lock(&s->lock);
+        st = sw_store_read_summary(s, keys, n, dst_bytes, statuses);
+        pthread_mutex_unlock(&s->lock);
     }
     return st;
 }

@@ -109,7 +109,7 @@ void sw_store_read_done(void *ctx, size_t o);
 sw_status sw_store_read_file(sw_read_ctx *c, sw_read_item *items, size_t n);
 
 /* The call's status from the per-key ones (the first that is not OK). */
-/* s (NULL when its lock is not held) names unprovable keys in the detail. */
+/* s->lock held: the detail names a key that cannot be proven current. */
 sw_status sw_store_read_summary(sw_store *s, const sw_store_key *keys, size_t n,
                                 size_t dst_bytes, const sw_status *statuses);
 

@@ -704,10 +704,11 @@ sw_status sw_store_read_wait(sw_store *s, uint64_t ticket_id, size_t n, size_t *
         pthread_mutex_unlock(&s->lock);
         sw_status rst = sw_store_remote_fetch(s, n, t->keys, t->dst, 0, NULL, t->dst_bytes,
                                               lengths, generations, statuses);
+        pthread_mutex_lock(&s->lock);
+        /* summary under the lock: it names an unprovable key (sw_store_read) */
         st = rst != SW_OK && rst != SW_STATUS_NO_MEMORY
                  ? rst
-                 : sw_store_read_summary(NULL, t->keys, n, t->dst_bytes, statuses); /* unlocked */
-        pthread_mutex_lock(&s->lock);
+                 : sw_store_read_summary(s, t->keys, n, t->dst_bytes, statuses);
     }
     t->state = T_FREE;
     t->id = 0;
