@@ -27,7 +27,8 @@
  * current bytes, how many reported an error, how many keys read as absent
  * that are, and how many were stale (must be 0).
  * `--make-damaged DIR` only builds the store in DIR with one record in the
- * middle of its journal flipped (for the CLI test, store_cli_verify.sh). */
+ * middle of its journal flipped, `--make-killed DIR` with a put as the
+ * journal's last record (the CLI test, store_cli_verify.sh, cuts it off). */
 #include "test_store_util.h"
 
 #include <errno.h>
@@ -177,6 +178,14 @@ static void spit(const char *dir, const char *name, const uint8_t *p, size_t n)
         return;
     CHECK(write(fd, p, n) == (ssize_t)n);
     close(fd);
+}
+
+/* The store built in `from` becomes `to` (for store_cli_verify.sh). */
+static void move_store(const char *from, const char *to)
+{
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mv '%s' '%s'", to, from, to);
+    CHECK(system(cmd) == 0);
 }
 
 static void restore(const char *dir)
@@ -642,6 +651,34 @@ int main(int argc, char **argv)
         }
     }
     g_dir = d.store;
+    if (argc == 3 && !strcmp(argv[1], "--make-killed")) {
+        build(d.store);
+        /* for store_cli_verify.sh: one more put, an overwrite of a current
+         * key, so that cutting the journal's last record leaves what a
+         * writer killed before that record leaves */
+        int k = 0;
+        while (k < NK && !cur[k].present)
+            k++;
+        CHECK(k < NK);
+        sw_store_config c = config(d.store, 0);
+        sw_store *s = NULL;
+        CHECK_STATUS(sw_store_open(&c, &s), SW_OK);
+        if (!s)
+            exit(1);
+        put(s, k, 1000000);
+        CHECK_STATUS(sw_store_close(s), SW_OK);
+        blob j = slurp(d.store, "journal");
+        sw_store_record rec;
+        sw_store_key key = key_of(k);
+        CHECK(j.n >= 2 * SW_STORE_REC_BYTES &&
+              sw_store_decode_record(j.p + j.n - SW_STORE_REC_BYTES, SW_STORE_REC_BYTES,
+                                     &rec) == SW_OK &&
+              rec.type == SW_STORE_REC_PUT && sw_store_key_eq(&rec.key, &key));
+        free(j.p);
+        move_store(d.store, argv[2]);
+        ts_rm_rf(d.base);
+        return sw_test_failures ? 1 : 0;
+    }
     if (argc == 3 && !strcmp(argv[1], "--make-damaged")) {
         build(d.store);
         /* for store_cli_verify.sh: the store moved to argv[2], one record
@@ -667,9 +704,7 @@ int main(int argc, char **argv)
         j.p[victim * SW_STORE_REC_BYTES + 21] ^= 0x40;
         spit(d.store, "journal", j.p, j.n);
         free(j.p);
-        char cmd[1200];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s' && mv '%s' '%s'", argv[2], d.store, argv[2]);
-        CHECK(system(cmd) == 0);
+        move_store(d.store, argv[2]);
         ts_rm_rf(d.base);
         return sw_test_failures ? 1 : 0;
     }
