@@ -12,6 +12,10 @@ cli=$1
 maker=$2
 work=$3/cli_verify
 fail() { echo "store_cli_verify: FAIL: $*" >&2; exit 1; }
+# the *_pread run: the CLI on the pread/pwrite backend too (the store maker
+# reads SW_TEST_STORE_IO itself)
+io=""
+[ "${SW_TEST_STORE_IO:-}" = pread ] && io="--io pread"
 
 rm -rf "$work" && mkdir -p "$work" || fail "mkdir $work"
 "$maker" --make-damaged "$work/store" > /dev/null || fail "could not build the damaged store"
@@ -27,7 +31,7 @@ same() {
     [ ! -e "$st/journal.tmp" ] || fail "$1 left journal.tmp"
 }
 
-"$cli" store verify --dir "$work/store" > "$work/verify.out" 2>&1
+"$cli" store verify $io --dir "$work/store" > "$work/verify.out" 2>&1
 rc=$?
 cat "$work/verify.out"
 [ $rc -eq 1 ] || fail "verify of a damaged store exited $rc, want 1"
@@ -36,10 +40,10 @@ grep -q "[1-9][0-9]* key(s) cannot be proven current" "$work/verify.out" ||
     fail "verify did not report unprovable keys"
 grep -q "unprovable: ns" "$work/verify.out" || fail "verify did not list the unprovable key"
 same "verify"
-"$cli" store verify --dir "$work/store" > /dev/null 2>&1
+"$cli" store verify $io --dir "$work/store" > /dev/null 2>&1
 [ $? -eq 1 ] || fail "a second verify did not fail"
 same "the second verify"
-"$cli" store inspect --dir "$work/store" > /dev/null || fail "inspect"
+"$cli" store inspect $io --dir "$work/store" > /dev/null || fail "inspect"
 same "inspect"
 
 for c in verify repair inspect bench; do
@@ -50,10 +54,10 @@ done
 "$cli" store verify > /dev/null 2>&1
 [ $? -eq 2 ] || fail "verify without --dir must exit 2"
 
-"$cli" store repair --dir "$work/store" > "$work/repair.out" || fail "repair exited non-zero"
+"$cli" store repair $io --dir "$work/store" > "$work/repair.out" || fail "repair exited non-zero"
 cat "$work/repair.out"
 grep -q "dropped 1 unprovable" "$work/repair.out" || fail "repair did not drop the key"
-"$cli" store verify --dir "$work/store" || fail "verify after repair exited non-zero"
+"$cli" store verify $io --dir "$work/store" || fail "verify after repair exited non-zero"
 # A writer killed before the journal record of a put leaves the extent
 # without its record, which on disk is the journal with its last record (64
 # bytes, the put's) cut off: one unfinished operation, not damage.
@@ -68,7 +72,7 @@ dd if=/dev/null of="$ks/journal" bs=64 seek=$((n / 64 - 1)) 2> /dev/null ||
 [ "$(wc -c < "$ks/journal")" -eq $((n - 64)) ] || fail "the journal was not cut"
 mkdir "$work/killed_before" && cp -p "$ks/superblock" "$ks/data" "$ks/journal" \
     "$work/killed_before/" || fail "copy"
-"$cli" store verify --dir "$ks" > "$work/killed.out" 2>&1
+"$cli" store verify $io --dir "$ks" > "$work/killed.out" 2>&1
 rc=$?
 cat "$work/killed.out"
 [ $rc -eq 0 ] || fail "verify after a killed writer exited $rc, want 0"
@@ -82,7 +86,7 @@ same "verify after a killed writer" "$ks" "$work/killed_before"
 # One record more lost is not what a kill leaves: damage, exit 1, no note.
 dd if=/dev/null of="$ks/journal" bs=64 seek=$((n / 64 - 2)) 2> /dev/null ||
     fail "cut the journal's last two records"
-"$cli" store verify --dir "$ks" > "$work/killed2.out" 2>&1
+"$cli" store verify $io --dir "$ks" > "$work/killed2.out" 2>&1
 rc=$?
 [ $rc -eq 1 ] || fail "verify with two records cut off exited $rc, want 1"
 ! grep -q "^note: a writer was killed" "$work/killed2.out" ||

@@ -98,8 +98,10 @@ static const char *const help_verify =
     "extent header pages (damaged slots) and the cross-check of the two (keys whose\n"
     "current version cannot be proven, operations the journal lacks, torn extents).\n"
     "Prints what it found and the first 20 bad stripes or keys.\n"
-    "Exit status: 0 when nothing was found, 1 when anything was damaged, dropped or\n"
-    "unprovable (or the store does not open), 2 on a usage error.\n"
+    "Exit status: 0 when nothing was found (or only one unfinished operation of a\n"
+    "killed writer, which the next read-write open completes or drops: a note says\n"
+    "so), 1 when anything was damaged, dropped or unprovable (or the store does not\n"
+    "open), 2 on a usage error. --io picks the I/O backend (default auto).\n"
     "To drop what cannot be proven and rewrite the journal: spillway store repair.\n";
 static const char *const help_repair =
     "usage: spillway store repair --dir DIR [--io auto|uring|pread]\n"
