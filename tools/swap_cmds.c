@@ -259,10 +259,11 @@ static void print_raw_interleaved(const swt_result *r, double before_after)
         if (j + 1 < np) {
             double ms = 0;
             const int32_t a = r->raw_pass_after[j], b = r->raw_pass_after[j + 1];
-            for (int32_t i = a; i < b; i++)
-                ms += r->step_ms[i];
-            /* steps past the first 64 are not kept one by one */
-            if (ms > 0 && b > a && b <= r->nstep_ms)
+            /* steps past the first 64 are not kept one by one (step_ms) */
+            if (b <= r->nstep_ms)
+                for (int32_t i = a; i < b; i++)
+                    ms += r->step_ms[i];
+            if (ms > 0 && b > a)
                 printf(" [%.2f]", per_step * (b - a) / (ms * 1e-3) / 1e9);
         }
     }
