@@ -32,9 +32,13 @@ extern "C" {
 #define SW_API
 #endif
 
-#define SPILLWAY_VERSION_MAJOR 0
-#define SPILLWAY_VERSION_MINOR 1
-#define SPILLWAY_VERSION_PATCH 0
+#define SW_VERSION_MAJOR 0
+#define SW_VERSION_MINOR 1
+#define SW_VERSION_PATCH 0
+/* the first names of the version macros, kept for callers that use them */
+#define SPILLWAY_VERSION_MAJOR SW_VERSION_MAJOR
+#define SPILLWAY_VERSION_MINOR SW_VERSION_MINOR
+#define SPILLWAY_VERSION_PATCH SW_VERSION_PATCH
 
 /* ------------------------------------------------------------------------ */
 /* Status codes (append-only).                                              */

@@ -36,7 +36,7 @@ stage)
   cmake --build $B -j"$(nproc)" >/dev/null
   # The stress test with the old upload, to show that the test catches it.
   (cd $B/tests &&
-    gcc -DSPILLWAY_HAVE_CUDA=1 -D_GNU_SOURCE -DSW_TEST_UPLOAD_UNORDERED -I../../src -I../../include \
+    gcc -DSW_HAVE_CUDA=1 -D_GNU_SOURCE -DSW_TEST_UPLOAD_UNORDERED -I../../src -I../../include \
       -isystem /usr/local/cuda/include -O2 -std=c11 -c ../../tests/test_prefill_stress.c \
       -o /tmp/sw_stress_unordered.o &&
     sed 's#CMakeFiles/test_prefill_stress.dir/test_prefill_stress.c.o#/tmp/sw_stress_unordered.o#' \

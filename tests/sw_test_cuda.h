@@ -1,6 +1,6 @@
 /* Shared by the C tests that run prefill on a GPU (test_prefill_cuda,
  * test_opponent_flashinfer): a fatal CUDA check, and a generated case's
- * tensors copied to the device. Include only where SPILLWAY_HAVE_CUDA. */
+ * tensors copied to the device. Include only where SW_HAVE_CUDA. */
 #ifndef SW_TEST_CUDA_H
 #define SW_TEST_CUDA_H
 

@@ -22,7 +22,7 @@
 
 #include <string.h>
 
-#if !defined(SPILLWAY_HAVE_CUDA) || !defined(SW_HAVE_OPPONENT_FLASHINFER)
+#if !defined(SW_HAVE_CUDA) || !defined(SW_HAVE_OPPONENT_FLASHINFER)
 int main(void)
 {
     printf("test_opponent_flashinfer: skipped (built without CUDA or without the opponent)\n");

@@ -11,7 +11,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
-#ifndef SPILLWAY_HAVE_CUDA
+#ifndef SW_HAVE_CUDA
 int main(void)
 {
     printf("test_prefill_cuda: skipped (built without CUDA)\n");

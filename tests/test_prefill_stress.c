@@ -32,7 +32,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#ifndef SPILLWAY_HAVE_CUDA
+#ifndef SW_HAVE_CUDA
 int main(void)
 {
     printf("test_prefill_stress: skipped (built without CUDA)\n");

@@ -10,7 +10,7 @@ int main(void)
     tr_server srv;
     const char *extra[] = {"--requirepass", "s3cret", NULL};
     tr_start(&srv, 0, extra);
-#if defined(SPILLWAY_HAVE_HIREDIS)
+#if defined(SW_HAVE_HIREDIS)
     tr_admin_pass = "s3cret";
 #endif
     sw_remote *r = NULL;
@@ -45,7 +45,7 @@ int main(void)
         r = NULL;
     }
 
-#if defined(SPILLWAY_HAVE_HIREDIS)
+#if defined(SW_HAVE_HIREDIS)
     /* ACL user allowed on sw:* keys only */
     redisReply *rep = tr_cmd(srv.port, "ACL SETUSER alice on >alicepw ~sw:* +@all");
     CHECK(rep && rep->type == REDIS_REPLY_STATUS);

@@ -8,7 +8,7 @@
 
 #include <pthread.h>
 
-#if defined(SPILLWAY_HAVE_HIREDIS)
+#if defined(SW_HAVE_HIREDIS)
 static tr_server nodes[3];
 
 static int cluster_ok(int port)
@@ -107,7 +107,7 @@ static void migrate_keys(int from, int to, const char names[][SW_REMOTE_MAX_KEY 
 int main(void)
 {
     tr_init("remote_cluster");
-#if defined(SPILLWAY_HAVE_HIREDIS)
+#if defined(SW_HAVE_HIREDIS)
     if (access("/usr/bin/redis-cli", X_OK) != 0 && access("/usr/local/bin/redis-cli", X_OK)) {
         fprintf(stderr, "SKIP: redis-cli not installed\n");
         return SW_TEST_SKIP;

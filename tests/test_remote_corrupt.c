@@ -5,7 +5,7 @@
  * tenant's key prefix over ours (COPY, and a raw SET of its bytes). */
 #include "test_remote_util.h"
 
-#if defined(SPILLWAY_HAVE_HIREDIS)
+#if defined(SW_HAVE_HIREDIS)
 /* A command on the server, its reply never NULL: a server that died is a
  * failure of the test, not a crash on the next line. */
 static redisReply *cmd_checked(redisReply *r, int line)
@@ -29,7 +29,7 @@ int main(void)
     CHECK_STATUS(sw_remote_open(&c, &r), SW_OK);
     if (!r)
         return 1;
-#if defined(SPILLWAY_HAVE_HIREDIS)
+#if defined(SW_HAVE_HIREDIS)
     enum { N = 8, LEN = 4096 };
     sw_store_key keys[N];
     static uint8_t src[N][LEN], dst[N][LEN];

@@ -7,7 +7,7 @@
  * serve M's keys from R within 2 s of the promotion. */
 #include "test_remote_util.h"
 
-#if defined(SPILLWAY_HAVE_HIREDIS)
+#if defined(SW_HAVE_HIREDIS)
 static tr_server nodes[4]; /* 0..2 masters, 3 the replica of 0 */
 
 static int info_has(int port, const char *cmd, const char *what)
@@ -96,7 +96,7 @@ static int read_all(sw_remote *r, int *wrong, int *off_m_bad, double *secs)
 int main(void)
 {
     tr_init("remote_failover");
-#if defined(SPILLWAY_HAVE_HIREDIS)
+#if defined(SW_HAVE_HIREDIS)
     if (access("/usr/bin/redis-cli", X_OK) != 0 && access("/usr/local/bin/redis-cli", X_OK)) {
         fprintf(stderr, "SKIP: redis-cli not installed\n");
         return SW_TEST_SKIP;

@@ -324,7 +324,7 @@ static void fake_stop(fake *f)
     tr_sleep_ms(120); /* connection threads see stop within 50 ms */
 }
 
-#if defined(SPILLWAY_HAVE_HIREDIS)
+#if defined(SW_HAVE_HIREDIS)
 /* The server's INFO stats total_connections_received (this query's own
  * connection included), or -1. */
 static long long conns_received(int port)
@@ -651,7 +651,7 @@ int main(void)
         lens[i] = LEN;
     }
     CHECK_STATUS(sw_remote_put_batch(r, N, keys, srcs, lens, NULL, sts), SW_OK);
-#if defined(SPILLWAY_HAVE_HIREDIS)
+#if defined(SW_HAVE_HIREDIS)
     {
         char name[SW_REMOTE_MAX_KEY + 1];
         size_t nl = sw_remote_key_name("sw:", 3, &keys[3], name);
@@ -700,7 +700,7 @@ int main(void)
      * closed the connection and used a pass, so key 6 and the healthy keys
      * 5 and 7 failed IO) */
     CHECK_STATUS(sw_remote_put_batch(r, N, keys, srcs, lens, NULL, sts), SW_OK);
-#if defined(SPILLWAY_HAVE_HIREDIS)
+#if defined(SW_HAVE_HIREDIS)
     {
         size_t big_len = 1u << 20;
         char *junk = malloc(big_len);

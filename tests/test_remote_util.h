@@ -25,7 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#if defined(SPILLWAY_HAVE_HIREDIS)
+#if defined(SW_HAVE_HIREDIS)
 #include <hiredis/hiredis.h>
 #endif
 
@@ -105,7 +105,7 @@ static inline const char *tr_redis_server(void)
 /* Skips (exit 77) without hiredis or redis-server; sets up cleanup. */
 static inline void tr_init(const char *tag)
 {
-#if !defined(SPILLWAY_HAVE_HIREDIS)
+#if !defined(SW_HAVE_HIREDIS)
     fprintf(stderr, "SKIP: built without hiredis\n");
     exit(SW_TEST_SKIP);
 #endif
@@ -188,7 +188,7 @@ static inline int tr_dead_port(void)
     return ntohs(a.sin_port); /* fd stays open: the port stays reserved */
 }
 
-#if defined(SPILLWAY_HAVE_HIREDIS)
+#if defined(SW_HAVE_HIREDIS)
 static inline redisContext *tr_connect(int port, const char *user, const char *pass)
 {
     struct timeval tv = {2, 0};

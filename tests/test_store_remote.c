@@ -127,7 +127,7 @@ int main(void)
         char name[256];
         size_t nl = sw_remote_key_name("sw:", 3, &keys[5], name);
         name[nl] = 0;
-#if defined(SPILLWAY_HAVE_HIREDIS) /* without it tr_init() skipped the test already */
+#if defined(SW_HAVE_HIREDIS) /* without it tr_init() skipped the test already */
         redisReply *rep = tr_cmd(srv.port, "SETRANGE %s 100 %b", name, "\x5a\xa5", (size_t)2);
         CHECK(rep && rep->type == REDIS_REPLY_INTEGER);
         if (rep)
@@ -165,7 +165,7 @@ int main(void)
         from[nl] = 0;
         nl = sw_remote_key_name("tB:", 3, &keys[7], to);
         to[nl] = 0;
-#if defined(SPILLWAY_HAVE_HIREDIS)
+#if defined(SW_HAVE_HIREDIS)
         redisReply *rep = tr_cmd(srv.port, "COPY %s %s REPLACE", from, to);
         CHECK(rep && rep->type == REDIS_REPLY_INTEGER && rep->integer == 1);
         if (rep)

@@ -22,7 +22,7 @@
  * Every failing row prints its parameters and the seed. */
 #include "test_swap_util.h"
 
-#if defined(SPILLWAY_HAVE_CUDA)
+#if defined(SW_HAVE_CUDA)
 #include <cuda_runtime.h>
 
 #define CU(call)                                                                          \

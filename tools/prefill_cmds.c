@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifdef SPILLWAY_HAVE_CUDA
+#ifdef SW_HAVE_CUDA
 #include <cuda_runtime_api.h>
 #endif
 
@@ -84,7 +84,7 @@ static void die_status(const char *what, sw_status s)
     exit(1);
 }
 
-#ifdef SPILLWAY_HAVE_CUDA
+#ifdef SW_HAVE_CUDA
 #define CU(x)                                                                             \
     do {                                                                                  \
         cudaError_t e_ = (x);                                                             \
@@ -138,7 +138,7 @@ static void job_make(job *j, const tool_shape *sh, const tool_lengths *ls, doubl
     if (s != SW_OK)
         die_status("plan", s);
     j->backend = sw_prefill_plan_backend(j->plan);
-#ifdef SPILLWAY_HAVE_CUDA
+#ifdef SW_HAVE_CUDA
     if (j->backend == SW_BACKEND_CUDA || j->backend == SW_BACKEND_CUDA_PORTABLE ||
         j->backend == SW_BACKEND_CUDA_HOPPER) {
         CU(cudaMalloc(&j->dq, nq * 2));
@@ -166,7 +166,7 @@ static int job_is_cuda(const job *j)
 static void job_free(job *j)
 {
     sw_prefill_plan_destroy(j->plan);
-#ifdef SPILLWAY_HAVE_CUDA
+#ifdef SW_HAVE_CUDA
     if (job_is_cuda(j)) {
         cudaFree(j->dq); cudaFree(j->dk); cudaFree(j->dv); cudaFree(j->dout);
         cudaFree(j->dlse); cudaFree(j->dws);
@@ -205,7 +205,7 @@ static double job_time(job *j, int warmup, int reps)
         if (s != SW_OK)
             die_status("run", s);
     }
-#ifdef SPILLWAY_HAVE_CUDA
+#ifdef SW_HAVE_CUDA
     if (job_is_cuda(j)) {
         cudaEvent_t a, b;
         CU(cudaEventCreate(&a));
@@ -249,7 +249,7 @@ static double job_check(job *j, int samples, int64_t *bad)
     const tool_shape *sh = j->shape;
     const int d = sh->d;
     const size_t nq = (size_t)j->total * sh->hq * d;
-#ifdef SPILLWAY_HAVE_CUDA
+#ifdef SW_HAVE_CUDA
     if (job_is_cuda(j)) {
         CU(cudaDeviceSynchronize());
         CU(cudaMemcpy(j->o, j->dout, nq * 2, cudaMemcpyDeviceToHost));

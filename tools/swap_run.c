@@ -24,7 +24,7 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <unistd.h>
-#ifdef SPILLWAY_HAVE_CUDA
+#ifdef SW_HAVE_CUDA
 #include <cuda_runtime.h>
 #endif
 
@@ -305,7 +305,7 @@ double swt_memcpy_pieces(uint64_t set, size_t piece, size_t ring_pieces)
 }
 
 /* ------------------------------------------------------ GPU references -- */
-#ifdef SPILLWAY_HAVE_CUDA
+#ifdef SW_HAVE_CUDA
 static double gpu_copy_gbps(void *dst, const void *src, uint64_t bytes, double factor)
 {
     cudaEvent_t a, b;
@@ -332,7 +332,7 @@ static double gpu_copy_gbps(void *dst, const void *src, uint64_t bytes, double f
 
 double swt_h2d_pinned(uint64_t bytes)
 {
-#ifdef SPILLWAY_HAVE_CUDA
+#ifdef SW_HAVE_CUDA
     if (sw_cuda_device_count() < 1)
         return -1;
     void *h = NULL, *d = NULL;
@@ -353,7 +353,7 @@ double swt_h2d_pinned(uint64_t bytes)
 
 double swt_d2d_copy(uint64_t bytes)
 {
-#ifdef SPILLWAY_HAVE_CUDA
+#ifdef SW_HAVE_CUDA
     if (sw_cuda_device_count() < 1)
         return -1;
     void *a = NULL, *b = NULL;
@@ -522,7 +522,7 @@ static int fail_status(const char *what, sw_status st)
 static void ctx_free(ctx *x)
 {
     sw_swap_destroy(x->swap);
-#ifdef SPILLWAY_HAVE_CUDA
+#ifdef SW_HAVE_CUDA
     if (x->dq)
         cudaFree(x->dq);
     if (x->dout)
@@ -653,7 +653,7 @@ int swt_run_case(const swt_case *c, const char *store_dir, swt_result *res)
     x.q = (uint16_t *)swt_xalloc(qn * 2, 0);
     x.o = (uint16_t *)swt_xalloc(qn * 2, 0);
     x.ref = (double *)swt_xalloc(sizeof(double) * x.D, 0);
-#ifdef SPILLWAY_HAVE_CUDA
+#ifdef SW_HAVE_CUDA
     if (c->device_pool) {
         cudaStream_t cs = NULL;
         if (cudaMalloc(&x.dq, qn * 2) != cudaSuccess || cudaMalloc(&x.dout, qn * 2) != cudaSuccess ||
@@ -742,7 +742,7 @@ int swt_run_case(const swt_case *c, const char *store_dir, swt_result *res)
                 gen_token(&x, b, l, x.len);
         x.len++;
         gen_queries(&x);
-#ifdef SPILLWAY_HAVE_CUDA
+#ifdef SW_HAVE_CUDA
         /* On the attend's stream: a plain cudaMemcpy from pageable memory runs
          * on the legacy stream, which x.stream (non-blocking) does not wait
          * for, and may return before the DMA lands. */
@@ -784,7 +784,7 @@ int swt_run_case(const swt_case *c, const char *store_dir, swt_result *res)
                 goto out;
             }
         }
-#ifdef SPILLWAY_HAVE_CUDA
+#ifdef SW_HAVE_CUDA
         if (c->device_pool && cudaStreamSynchronize((cudaStream_t)x.stream) != cudaSuccess) {
             fprintf(stderr, "spillway: attend on the GPU: %s\n",
                     cudaGetErrorString(cudaGetLastError()));
@@ -811,7 +811,7 @@ int swt_run_case(const swt_case *c, const char *store_dir, swt_result *res)
         if (interleave && step >= c->warmup &&
             ((step - c->warmup + 1) % c->raw_every == 0 || step == nsteps - 1))
             raw_interleaved_pass(c, res, step - c->warmup + 1);
-#ifdef SPILLWAY_HAVE_CUDA
+#ifdef SW_HAVE_CUDA
         if (c->device_pool && cudaMemcpy(x.o, x.dout, qn * 2, cudaMemcpyDeviceToHost) != cudaSuccess) {
             fprintf(stderr, "spillway: output download failed\n");
             goto out;
@@ -852,7 +852,7 @@ int swt_run_case(const swt_case *c, const char *store_dir, swt_result *res)
     sw_swap_get_stats(x.swap, &s1);
     sw_store_get_stats(x.store, &t1s);
     (void)rng_uniform;
-#ifdef SPILLWAY_HAVE_CUDA
+#ifdef SW_HAVE_CUDA
     /* Steady state of the tile kernels: attends of the last step's queries
      * back to back (no check, no host work in between), so the GPU runs at
      * its working clocks as during the reference copies. Every block is

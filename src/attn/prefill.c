@@ -470,8 +470,8 @@ const char *sw_version_string(void)
     static _Thread_local char buf[160];
     if (!buf[0]) {
         const char *archs = sw_cuda_built() ? sw_cuda_archs() : "none";
-        int n = snprintf(buf, sizeof buf, "%d.%d.%d (cuda archs: %s)", SPILLWAY_VERSION_MAJOR,
-                         SPILLWAY_VERSION_MINOR, SPILLWAY_VERSION_PATCH, archs);
+        int n = snprintf(buf, sizeof buf, "%d.%d.%d (cuda archs: %s)", SW_VERSION_MAJOR,
+                         SW_VERSION_MINOR, SW_VERSION_PATCH, archs);
         if (sw_opponents_built()[0] && n > 0 && (size_t)n < sizeof buf)
             snprintf(buf + n, sizeof buf - (size_t)n, " [opponent: %s]", sw_opponents_built());
     }

@@ -2,7 +2,7 @@
  * bounded writes and reads (poll against a deadline), backoff. */
 #include "remote/remote_internal.h"
 
-#if defined(SPILLWAY_HAVE_HIREDIS)
+#if defined(SW_HAVE_HIREDIS)
 #include <errno.h>
 #include <stdio.h>
 #include <poll.h>

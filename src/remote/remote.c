@@ -21,7 +21,7 @@ void sw_remote_config_init(sw_remote_config *c)
     c->max_value_bytes = 64u << 20;
 }
 
-#if !defined(SPILLWAY_HAVE_HIREDIS)
+#if !defined(SW_HAVE_HIREDIS)
 int32_t sw_remote_available(void) { return 0; }
 sw_status sw_remote_open(const sw_remote_config *c, sw_remote **out)
 {

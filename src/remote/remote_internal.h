@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#if defined(SPILLWAY_HAVE_HIREDIS)
+#if defined(SW_HAVE_HIREDIS)
 #include <hiredis/hiredis.h>
 
 /* One server. A node is never removed while the handle lives (slot tables

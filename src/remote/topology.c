@@ -1,7 +1,7 @@
 /* Remote tier: cluster topology - the node table and CLUSTER SLOTS. */
 #include "remote/remote_internal.h"
 
-#if defined(SPILLWAY_HAVE_HIREDIS)
+#if defined(SW_HAVE_HIREDIS)
 #include <stdlib.h>
 #include <string.h>
 

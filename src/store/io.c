@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#if defined(SPILLWAY_HAVE_URING)
+#if defined(SW_HAVE_URING)
 #include <liburing.h>
 #endif
 
@@ -17,7 +17,7 @@ struct sw_io {
     unsigned qd;
     char *reg;
     size_t reg_len;
-#if defined(SPILLWAY_HAVE_URING)
+#if defined(SW_HAVE_URING)
     struct io_uring ring;
     int registered;
     unsigned char *finished; /* per op of a batch: res is final, done() called */
@@ -55,7 +55,7 @@ sw_io *sw_io_create(unsigned queue_depth, void *reg, size_t reg_len, int force_p
     io->reg = (char *)reg;
     io->reg_len = reg_len;
     io->backend = SW_STORE_IO_PREAD;
-#if defined(SPILLWAY_HAVE_URING)
+#if defined(SW_HAVE_URING)
     io->finished = (unsigned char *)calloc(io->qd, 1);
     if (!io->finished) {
         free(io);
@@ -80,7 +80,7 @@ void sw_io_destroy(sw_io *io)
 {
     if (!io)
         return;
-#if defined(SPILLWAY_HAVE_URING)
+#if defined(SW_HAVE_URING)
     if (io->backend == SW_STORE_IO_URING)
         io_uring_queue_exit(&io->ring);
     free(io->finished);
@@ -90,7 +90,7 @@ void sw_io_destroy(sw_io *io)
 
 sw_store_io_backend sw_io_backend(const sw_io *io) { return io->backend; }
 
-#if defined(SPILLWAY_HAVE_URING)
+#if defined(SW_HAVE_URING)
 /* Makes op's result final (EAGAIN/EINTR redone, a short transfer finished
  * synchronously) and reports it. */
 static void op_finish(sw_io_op *ops, size_t k, sw_io_done_fn done, void *ctx)
@@ -196,7 +196,7 @@ static size_t run_uring(sw_io *io, sw_io_op *ops, size_t n, sw_io_done_fn done, 
 
 size_t sw_io_run_cb(sw_io *io, sw_io_op *ops, size_t n, sw_io_done_fn done, void *ctx)
 {
-#if defined(SPILLWAY_HAVE_URING)
+#if defined(SW_HAVE_URING)
     if (io->backend == SW_STORE_IO_URING)
         run_uring(io, ops, n, done, ctx);
     else
@@ -230,7 +230,7 @@ void sw_io_op_finish(sw_io_op *op)
 
 void sw_io_retire(sw_io *io)
 {
-#if defined(SPILLWAY_HAVE_URING)
+#if defined(SW_HAVE_URING)
     if (io->backend == SW_STORE_IO_URING)
         io_uring_queue_exit(&io->ring);
 #endif
@@ -239,7 +239,7 @@ void sw_io_retire(sw_io *io)
 
 size_t sw_io_submit(sw_io *io, sw_io_op *ops, size_t n, uint64_t tag0)
 {
-#if defined(SPILLWAY_HAVE_URING)
+#if defined(SW_HAVE_URING)
     if (io->backend != SW_STORE_IO_URING)
         return 0;
     size_t queued = 0;
@@ -264,7 +264,7 @@ size_t sw_io_submit(sw_io *io, sw_io_op *ops, size_t n, uint64_t tag0)
 
 int sw_io_reap(sw_io *io, int wait, sw_io_cqe_fn fn, void *ctx)
 {
-#if defined(SPILLWAY_HAVE_URING)
+#if defined(SW_HAVE_URING)
     if (io->backend != SW_STORE_IO_URING)
         return -1;
     int got = 0;

@@ -2883,7 +2883,7 @@ sw_status sw_swap_dev_score_host(sw_swap *s, const sw_swap_layer *L, const void 
     return SW_OK;
 }
 
-#ifndef SPILLWAY_HAVE_CUDA
+#ifndef SW_HAVE_CUDA
 /* A build without CUDA never creates a device pool; src/core/cuda_stub.c
  * has no entry for the gather kernel, so its stub lives here. */
 sw_status sw_cuda_swap_gather(const sw_cuda_swap_gather_args *a, void *stream)

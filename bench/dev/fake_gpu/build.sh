@@ -15,6 +15,6 @@ gcc -O2 -fPIC -g -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -c bench/dev/fake_gpu/fa
 gcc -shared -g -o "$O/libspillway.so.0" -Wl,-soname,libspillway.so.0 \
   $(find "$B/CMakeFiles/spillway_obj.dir/src" -name '*.c.o') "$O/fakedev.o" -luring -lhiredis -lm -lpthread
 ln -sf libspillway.so.0 "$O/libspillway.so"
-gcc -O2 -g -std=c11 -D_GNU_SOURCE -DSPILLWAY_HAVE_CUDA=1 -I/usr/local/cuda/include -Iinclude -Isrc tools/*.c \
+gcc -O2 -g -std=c11 -D_GNU_SOURCE -DSW_HAVE_CUDA=1 -I/usr/local/cuda/include -Iinclude -Isrc tools/*.c \
   bench/dev/fake_gpu/fakecudart.c -L"$O" -lspillway -lm -lpthread -o "$O/spillway" -Wl,-rpath,"$O"
 echo "$O/spillway"
