@@ -158,7 +158,7 @@ int main(void)
                 sw_case_free(&c);
             }
     /* longer bf16 requests on the best ISA: several key tiles per unit for
-     * the AMX kernel at any SPILLWAY_CPU_AMX_KEYS (32..256), its K/V packs
+     * the AMX kernel at any sw_cpu_amx_nkeys (32..256), its K/V packs
      * with lengths that are not multiples of 32, and q_len != kv_len */
     for (int i = 0; i < ncases / 5; i++) {
         sw_case c;
