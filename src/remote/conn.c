@@ -115,6 +115,29 @@ static int wait_readable(sw_rnode *n, uint64_t deadline_us)
     }
 }
 
+/* One non-blocking recv of up to `cap` bytes into dst; when the socket has
+ * nothing, waits until it is readable. Returns the bytes read (> 0), 0 when
+ * the caller should simply try again (EINTR, or readable now), -1 the
+ * connection is lost, -2 the deadline passed (detail recorded). */
+static ssize_t rnode_recv(sw_rnode *n, char *dst, size_t cap, uint64_t deadline_us)
+{
+    const ssize_t got = recv(n->c->fd, dst, cap, MSG_DONTWAIT);
+    if (got > 0)
+        return got;
+    if (got == 0) {
+        sw_fail(SW_STATUS_IO, "redis %s:%d: connection lost: closed", n->host, n->port);
+        return -1;
+    }
+    if (errno == EINTR)
+        return 0;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) {
+        sw_fail(SW_STATUS_IO, "redis %s:%d: connection lost: %s", n->host, n->port,
+                strerror(errno));
+        return -1;
+    }
+    return wait_readable(n, deadline_us);
+}
+
 #define SW_RBUF_MIN (256u << 10)
 #define SW_RBUF_MIN_ROOM (16u << 10)
 
@@ -149,30 +172,15 @@ static int rnode_fill(sw_rnode *n, size_t need, uint64_t deadline_us)
             n->rbuf = nb;
             n->rcap = cap;
         }
-        ssize_t got = recv(n->c->fd, n->rbuf + n->rlen, n->rcap - n->rlen, MSG_DONTWAIT);
-        if (got > 0) {
-            n->rlen += (size_t)got;
-            if (n->rlen - n->rpos < need && sw_remote_now_us() >= deadline_us) {
-                sw_fail(SW_STATUS_IO, "redis %s:%d: reply not complete within the timeout",
-                        n->host, n->port);
-                return -2;
-            }
-            continue;
+        const ssize_t got = rnode_recv(n, n->rbuf + n->rlen, n->rcap - n->rlen, deadline_us);
+        if (got < 0)
+            return (int)got;
+        n->rlen += (size_t)got;
+        if (got > 0 && n->rlen - n->rpos < need && sw_remote_now_us() >= deadline_us) {
+            sw_fail(SW_STATUS_IO, "redis %s:%d: reply not complete within the timeout",
+                    n->host, n->port);
+            return -2;
         }
-        if (got == 0) {
-            sw_fail(SW_STATUS_IO, "redis %s:%d: connection lost: closed", n->host, n->port);
-            return -1;
-        }
-        if (errno == EINTR)
-            continue;
-        if (errno != EAGAIN && errno != EWOULDBLOCK) {
-            sw_fail(SW_STATUS_IO, "redis %s:%d: connection lost: %s", n->host, n->port,
-                    strerror(errno));
-            return -1;
-        }
-        int w = wait_readable(n, deadline_us);
-        if (w != 0)
-            return w;
     }
     return 0;
 }
@@ -254,28 +262,13 @@ int sw_rnode_skip(sw_rnode *n, uint64_t bytes, uint64_t deadline_us)
         }
         /* never past the value: what follows it is the next reply */
         size_t want = (uint64_t)n->rcap < bytes ? n->rcap : (size_t)bytes;
-        ssize_t got = recv(n->c->fd, n->rbuf, want, MSG_DONTWAIT);
-        if (got > 0) {
-            n->rlen = (size_t)got;
-            continue;
-        }
-        if (got == 0) {
-            sw_fail(SW_STATUS_IO, "redis %s:%d: connection lost: closed", n->host, n->port);
-            return -1;
-        }
-        if (errno == EINTR)
-            continue;
-        if (errno != EAGAIN && errno != EWOULDBLOCK) {
-            sw_fail(SW_STATUS_IO, "redis %s:%d: connection lost: %s", n->host, n->port,
-                    strerror(errno));
-            return -1;
-        }
-        int w = wait_readable(n, deadline_us);
-        if (w == -2) /* wait_readable's "no reply" would hide what was cut short */
+        const ssize_t got = rnode_recv(n, n->rbuf, want, deadline_us);
+        if (got == -2) /* wait_readable's "no reply" would hide what was cut short */
             sw_fail(SW_STATUS_IO, "redis %s:%d: refused value not drained within the "
                     "timeout", n->host, n->port);
-        if (w != 0)
-            return w;
+        if (got < 0)
+            return (int)got;
+        n->rlen = (size_t)got;
     }
     if (tail[0] != '\r' || tail[1] != '\n') {
         sw_fail(SW_STATUS_IO, "redis %s:%d: protocol error: a bulk string without CRLF after "
