@@ -108,7 +108,7 @@ int main(void)
 {
     tr_init("remote_cluster");
 #if defined(SW_HAVE_HIREDIS)
-    if (access("/usr/bin/redis-cli", X_OK) != 0 && access("/usr/local/bin/redis-cli", X_OK)) {
+    if (!tr_have_redis_cli()) {
         fprintf(stderr, "SKIP: redis-cli not installed\n");
         return SW_TEST_SKIP;
     }
@@ -117,15 +117,8 @@ int main(void)
     double t0 = tr_now();
     for (int i = 0; i < 3; i++)
         tr_start(&nodes[i], 0, extra);
-    char cmd[512];
-    snprintf(cmd, sizeof cmd,
-             "redis-cli --cluster create 127.0.0.1:%d 127.0.0.1:%d 127.0.0.1:%d "
-             "--cluster-replicas 0 --cluster-yes >%s/create.log 2>&1",
-             nodes[0].port, nodes[1].port, nodes[2].port, tr_base);
-    if (system(cmd) != 0) {
-        fprintf(stderr, "redis-cli --cluster create failed (see %s/create.log)\n", tr_base);
+    if (tr_cluster_create(nodes))
         return 1;
-    }
     int up = 0;
     for (int i = 0; i < 1000 && !up; i++) {
         up = cluster_ok(nodes[0].port) && cluster_ok(nodes[1].port) &&

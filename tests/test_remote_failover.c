@@ -97,7 +97,7 @@ int main(void)
 {
     tr_init("remote_failover");
 #if defined(SW_HAVE_HIREDIS)
-    if (access("/usr/bin/redis-cli", X_OK) != 0 && access("/usr/local/bin/redis-cli", X_OK)) {
+    if (!tr_have_redis_cli()) {
         fprintf(stderr, "SKIP: redis-cli not installed\n");
         return SW_TEST_SKIP;
     }
@@ -107,15 +107,8 @@ int main(void)
     double t0 = tr_now();
     for (int i = 0; i < 4; i++)
         tr_start(&nodes[i], 0, extra);
-    char cmd[512];
-    snprintf(cmd, sizeof cmd,
-             "redis-cli --cluster create 127.0.0.1:%d 127.0.0.1:%d 127.0.0.1:%d "
-             "--cluster-replicas 0 --cluster-yes >%s/create.log 2>&1",
-             nodes[0].port, nodes[1].port, nodes[2].port, tr_base);
-    if (system(cmd) != 0) {
-        fprintf(stderr, "redis-cli --cluster create failed (see %s/create.log)\n", tr_base);
+    if (tr_cluster_create(nodes))
         return 1;
-    }
     /* the replica joins and follows node 0 */
     char mid[64];
     {

@@ -299,20 +299,7 @@ static void fake_start(fake *f, int mode)
 {
     memset(f, 0, sizeof *f);
     f->mode = mode;
-    f->lfd = socket(AF_INET, SOCK_STREAM, 0);
-    int one = 1;
-    setsockopt(f->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    if (bind(f->lfd, (struct sockaddr *)&a, sizeof a) || listen(f->lfd, 16) ||
-        getsockname(f->lfd, (struct sockaddr *)&a, &len)) {
-        perror("fake server");
-        exit(1);
-    }
-    f->port = ntohs(a.sin_port);
+    f->lfd = tr_bind_any(1, &f->port);
     pthread_create(&f->th, NULL, fake_main, f);
 }
 

@@ -228,18 +228,7 @@ static void fk_start(fk *f, int role, int peer)
     memset(f, 0, sizeof *f);
     f->role = role;
     f->peer = peer;
-    f->lfd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    if (bind(f->lfd, (struct sockaddr *)&a, sizeof a) || listen(f->lfd, 16) ||
-        getsockname(f->lfd, (struct sockaddr *)&a, &len)) {
-        perror("fake server");
-        exit(1);
-    }
-    f->port = ntohs(a.sin_port);
+    f->lfd = tr_bind_any(1, &f->port);
     pthread_create(&f->th, NULL, fk_main, f);
 }
 

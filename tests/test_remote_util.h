@@ -126,17 +126,40 @@ static inline void tr_init(const char *tag)
     signal(SIGPIPE, SIG_IGN);
 }
 
+/* 127.0.0.1:port (0: any free port, when bound). */
+static inline struct sockaddr_in tr_loopback(int port)
+{
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons((uint16_t)port);
+    return a;
+}
+
+/* A TCP socket bound to a free loopback port (*port), listening when
+ * `listening`; exits the test when that fails. */
+static inline int tr_bind_any(int listening, int *port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = tr_loopback(0);
+    socklen_t len = sizeof a;
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
+        (listening && listen(fd, 16) != 0) || getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
+        perror("loopback socket");
+        exit(1);
+    }
+    *port = ntohs(a.sin_port);
+    return fd;
+}
+
 /* 1 when a loopback TCP port can be bound now (nobody listens on it). */
 static inline int tr_port_free(int port)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     if (fd < 0)
         return 0;
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = htons((uint16_t)port);
+    struct sockaddr_in a = tr_loopback(port);
     int ok = bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
     close(fd);
     return ok;
@@ -148,10 +171,7 @@ static inline int tr_free_port(void)
 {
     for (int tries = 0; tries < 200; tries++) {
         int fd = socket(AF_INET, SOCK_STREAM, 0);
-        struct sockaddr_in a;
-        memset(&a, 0, sizeof a);
-        a.sin_family = AF_INET;
-        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        struct sockaddr_in a = tr_loopback(0);
         socklen_t len = sizeof a;
         if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
             getsockname(fd, (struct sockaddr *)&a, &len) == 0) {
@@ -174,18 +194,9 @@ static inline int tr_free_port(void)
  * when asked, as tr_free_port gives, could be). */
 static inline int tr_dead_port(void)
 {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
-        getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
-        perror("tr_dead_port");
-        exit(1);
-    }
-    return ntohs(a.sin_port); /* fd stays open: the port stays reserved */
+    int port = 0;
+    (void)tr_bind_any(0, &port); /* the fd stays open: the port stays reserved */
+    return port;
 }
 
 #if defined(SW_HAVE_HIREDIS)
@@ -297,11 +308,7 @@ static inline int tr_start_on(tr_server *s, int port, const char *const *extra, 
         }
     for (int i = 0; i < 500; i++) {
         int fd = socket(AF_INET, SOCK_STREAM, 0);
-        struct sockaddr_in a;
-        memset(&a, 0, sizeof a);
-        a.sin_family = AF_INET;
-        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        a.sin_port = htons((uint16_t)port);
+        struct sockaddr_in a = tr_loopback(port);
         int ok = connect(fd, (struct sockaddr *)&a, sizeof a) == 0;
         close(fd);
         if (ok)
@@ -366,6 +373,28 @@ static inline sw_remote_config tr_config(int port)
     sw_remote_config_init(&c);
     c.endpoints = ep;
     return c;
+}
+
+/* redis-cli is needed to create a cluster: 1 when it is there. */
+static inline int tr_have_redis_cli(void)
+{
+    return access("/usr/bin/redis-cli", X_OK) == 0 || access("/usr/local/bin/redis-cli", X_OK) == 0;
+}
+
+/* Makes nodes[0..2] (started with --cluster-enabled) one cluster of three
+ * masters sharing the slots: 0, or 1 with the reason printed. */
+static inline int tr_cluster_create(const tr_server *nodes)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd,
+             "redis-cli --cluster create 127.0.0.1:%d 127.0.0.1:%d 127.0.0.1:%d "
+             "--cluster-replicas 0 --cluster-yes >%s/create.log 2>&1",
+             nodes[0].port, nodes[1].port, nodes[2].port, tr_base);
+    if (system(cmd) != 0) {
+        fprintf(stderr, "redis-cli --cluster create failed (see %s/create.log)\n", tr_base);
+        return 1;
+    }
+    return 0;
 }
 
 #endif
