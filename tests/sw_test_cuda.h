@@ -84,4 +84,59 @@ static inline sw_prefill_tensors tensors_of(const sw_case *c, const dev_case *d)
     return t;
 }
 
+/* Runs the case on `backend` on stream `st`, `layers` times with one plan
+ * (its own buffers and workspace, fresh poison each time), copies the last
+ * result back and checks it against the fp64 reference (every row_sample-th
+ * row): 0 when right, 1 (reported on stderr) when not. tuning: NULL = the
+ * plan's defaults. A CUDA error ends the program (a sticky error poisons the
+ * context). */
+static inline int sw_cuda_case_run(sw_case *c, int row_sample, cudaStream_t st, int layers,
+                                   sw_backend backend, const sw_prefill_tuning *tuning)
+{
+    dev_case d;
+    upload(c, &d, st);
+    c->params.backend = backend;
+    sw_prefill_plan *pl = NULL;
+    sw_status s = sw_prefill_plan_create_tuned(&c->params, c->batch, c->qo_indptr, c->kv_indptr,
+                                               tuning, &pl);
+    if (s != SW_OK) {
+        fprintf(stderr, "FAIL %s [%s]: plan: %s %s\n", c->name, sw_backend_name(backend),
+                sw_status_str(s), sw_last_error());
+        release(&d);
+        return 1;
+    }
+    d.ws_bytes = sw_prefill_plan_workspace_size(pl);
+    if (d.ws_bytes)
+        CUDA_OK(cudaMalloc(&d.ws, d.ws_bytes));
+    sw_prefill_tensors t = tensors_of(c, &d);
+    for (int l = 0; l < layers && s == SW_OK; l++) {
+        CUDA_OK(cudaMemsetAsync(d.o, 0xff, bytes_of(c, c->total_q, c->o_stride) - 64, st));
+        CUDA_OK(cudaMemsetAsync(d.lse, 0xff, (size_t)c->total_q * c->params.num_qo_heads * 4, st));
+        s = sw_prefill_run(pl, &t, st);
+    }
+    cudaError_t e = cudaStreamSynchronize(st);
+    sw_prefill_plan_destroy(pl);
+    if (s != SW_OK || e != cudaSuccess) {
+        fprintf(stderr, "FAIL %s [%s]: run: %s %s / %s\n", c->name, sw_backend_name(backend),
+                sw_status_str(s), sw_last_error(), cudaGetErrorString(e));
+        release(&d);
+        if (e != cudaSuccess)
+            exit(1); /* a sticky error poisons the context: stop here */
+        return 1;
+    }
+    CUDA_OK(cudaMemcpyAsync(c->o, d.o, bytes_of(c, c->total_q, c->o_stride) - 64,
+                            cudaMemcpyDeviceToHost, st));
+    CUDA_OK(cudaMemcpyAsync(c->lse, d.lse, (size_t)c->total_q * c->params.num_qo_heads * 4,
+                            cudaMemcpyDeviceToHost, st));
+    CUDA_OK(cudaStreamSynchronize(st));
+    release(&d);
+    sw_check ck = sw_case_check(c, row_sample);
+    int bad = ck.rel_l2 > 1e-2 || ck.unwritten || ck.lse_bad || ck.lse_max_abs > 2e-2;
+    if (bad || getenv("SPILLWAY_TEST_VERBOSE"))
+        fprintf(stderr, "%s %s: rel_l2=%.3g unwritten=%lld lse_bad=%lld lse_err=%.3g\n",
+                bad ? "FAIL" : "ok", c->name, ck.rel_l2, (long long)ck.unwritten,
+                (long long)ck.lse_bad, ck.lse_max_abs);
+    return bad;
+}
+
 #endif

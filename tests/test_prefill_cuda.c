@@ -20,60 +20,9 @@ int main(void)
 #else
 #include "sw_test_cuda.h"
 
-/* Runs the case on the GPU `layers` times with one plan (fresh poison each
- * time) and checks the last result. */
-static int run_case_tuned(sw_case *c, int row_sample, cudaStream_t st, int layers,
-                          sw_backend backend, const sw_prefill_tuning *tuning)
-{
-    dev_case d;
-    upload(c, &d, st);
-    c->params.backend = backend;
-    sw_prefill_plan *pl = NULL;
-    sw_status s = sw_prefill_plan_create_tuned(&c->params, c->batch, c->qo_indptr, c->kv_indptr,
-                                               tuning, &pl);
-    if (s != SW_OK) {
-        fprintf(stderr, "FAIL %s [%s]: plan: %s %s\n", c->name, sw_backend_name(backend),
-                sw_status_str(s), sw_last_error());
-        release(&d);
-        return 1;
-    }
-    d.ws_bytes = sw_prefill_plan_workspace_size(pl);
-    if (d.ws_bytes)
-        CUDA_OK(cudaMalloc(&d.ws, d.ws_bytes));
-    sw_prefill_tensors t = tensors_of(c, &d);
-    for (int l = 0; l < layers && s == SW_OK; l++) {
-        CUDA_OK(cudaMemsetAsync(d.o, 0xff, bytes_of(c, c->total_q, c->o_stride) - 64, st));
-        CUDA_OK(cudaMemsetAsync(d.lse, 0xff, (size_t)c->total_q * c->params.num_qo_heads * 4, st));
-        s = sw_prefill_run(pl, &t, st);
-    }
-    cudaError_t e = cudaStreamSynchronize(st);
-    sw_prefill_plan_destroy(pl);
-    if (s != SW_OK || e != cudaSuccess) {
-        fprintf(stderr, "FAIL %s [%s]: run: %s %s / %s\n", c->name, sw_backend_name(backend),
-                sw_status_str(s), sw_last_error(), cudaGetErrorString(e));
-        release(&d);
-        if (e != cudaSuccess)
-            exit(1); /* a sticky error poisons the context: stop here */
-        return 1;
-    }
-    CUDA_OK(cudaMemcpyAsync(c->o, d.o, bytes_of(c, c->total_q, c->o_stride) - 64,
-                            cudaMemcpyDeviceToHost, st));
-    CUDA_OK(cudaMemcpyAsync(c->lse, d.lse, (size_t)c->total_q * c->params.num_qo_heads * 4,
-                            cudaMemcpyDeviceToHost, st));
-    CUDA_OK(cudaStreamSynchronize(st));
-    release(&d);
-    sw_check ck = sw_case_check(c, row_sample);
-    int bad = ck.rel_l2 > 1e-2 || ck.unwritten || ck.lse_bad || ck.lse_max_abs > 2e-2;
-    if (bad || getenv("SPILLWAY_TEST_VERBOSE"))
-        fprintf(stderr, "%s %s: rel_l2=%.3g unwritten=%lld lse_bad=%lld lse_err=%.3g\n",
-                bad ? "FAIL" : "ok", c->name, ck.rel_l2, (long long)ck.unwritten,
-                (long long)ck.lse_bad, ck.lse_max_abs);
-    return bad;
-}
-
 static int run_case(sw_case *c, int row_sample, cudaStream_t st, int layers, sw_backend backend)
 {
-    return run_case_tuned(c, row_sample, st, layers, backend, NULL);
+    return sw_cuda_case_run(c, row_sample, st, layers, backend, NULL);
 }
 
 /* A request's result depends on its own rows only: request 1's K rows are NaN
@@ -253,7 +202,7 @@ static void pool_job(int j, int w, void *ctx)
         sw_prefill_tuning tu;
         sw_prefill_tuning_default(&tu);
         tu.wide_kv = p->wide_only ? 1 : -1;
-        atomic_fetch_add(&p->failed, run_case_tuned(&c, jb->row_sample, p->st[w], jb->layers,
+        atomic_fetch_add(&p->failed, sw_cuda_case_run(&c, jb->row_sample, p->st[w], jb->layers,
                                                     p->backend, &tu));
         atomic_fetch_add(&p->ran, 1);
     }

@@ -145,43 +145,11 @@ static void stress_job(int j, int w, void *ctx)
     const int k = fam ? j - 2 * P->ncases : j, n = fam ? nlong : P->ncases;
     const int di = k / n, i = k % n;
     const sw_dtype dt = di ? SW_DTYPE_F16 : SW_DTYPE_BF16;
-    const cudaStream_t st = P->st[w];
     sw_case c;
-    dev_case d;
     sw_case_make(&c, P->seed + (fam ? 100 : 0) + (uint64_t)di, i, dt, fam ? 2500 : 160);
-    c.params.backend = P->backend;
-    upload(&c, &d, st);
-    sw_prefill_plan *pl = NULL;
-    sw_status r = sw_prefill_plan_create(&c.params, c.batch, c.qo_indptr, c.kv_indptr, &pl);
-    if (r == SW_OK) {
-        d.ws_bytes = sw_prefill_plan_workspace_size(pl);
-        if (d.ws_bytes)
-            CUDA_OK(cudaMalloc(&d.ws, d.ws_bytes));
-        CUDA_OK(cudaMemsetAsync(d.o, 0xff, bytes_of(&c, c.total_q, c.o_stride) - 64, st));
-        CUDA_OK(cudaMemsetAsync(d.lse, 0xff, (size_t)c.total_q * c.params.num_qo_heads * 4, st));
-        sw_prefill_tensors t = tensors_of(&c, &d);
-        r = sw_prefill_run(pl, &t, st);
-    }
-    int bad = 1;
-    if (r != SW_OK) {
-        fprintf(stderr, "FAIL %s [%s, stream %d]: %s %s\n", c.name, sw_backend_name(P->backend),
-                w, sw_status_str(r), sw_last_error());
-        CUDA_OK(cudaStreamSynchronize(st));
-    } else {
-        CUDA_OK(cudaMemcpyAsync(c.o, d.o, bytes_of(&c, c.total_q, c.o_stride) - 64,
-                                cudaMemcpyDeviceToHost, st));
-        CUDA_OK(cudaMemcpyAsync(c.lse, d.lse, (size_t)c.total_q * c.params.num_qo_heads * 4,
-                                cudaMemcpyDeviceToHost, st));
-        CUDA_OK(cudaStreamSynchronize(st));
-        sw_check ck = sw_case_check(&c, fam ? 29 : 1);
-        bad = ck.rel_l2 > 1e-2 || ck.unwritten || ck.lse_bad || ck.lse_max_abs > 2e-2;
-        if (bad)
-            fprintf(stderr, "FAIL %s [%s, stream %d]: rel_l2=%.3g unwritten=%lld lse_bad=%lld "
-                    "lse_err=%.3g\n", c.name, sw_backend_name(P->backend), w, ck.rel_l2,
-                    (long long)ck.unwritten, (long long)ck.lse_bad, ck.lse_max_abs);
-    }
-    sw_prefill_plan_destroy(pl);
-    release(&d);
+    const int bad = sw_cuda_case_run(&c, fam ? 29 : 1, P->st[w], 1, P->backend, NULL);
+    if (bad)
+        fprintf(stderr, "  (that case ran on stream %d)\n", w);
     sw_case_free(&c);
     atomic_fetch_add(&P->failed, bad);
     atomic_fetch_add(&P->total, 1);
