@@ -166,6 +166,7 @@ static void test_superblock(void)
     g.version = 1; /* before extents carried sequence numbers */
     sw_store_encode_superblock(&g, b);
     CHECK_STATUS(sw_store_decode_superblock(b, sizeof b, &o), SW_STATUS_UNSUPPORTED);
+    CHECK(o.version == 1);
     g.version = SW_STORE_FORMAT_VERSION;
     g.slot_bytes = 4096; /* inconsistent with stripe_bytes 8192 */
     sw_store_encode_superblock(&g, b);
