@@ -79,7 +79,9 @@ run)
       echo "$line" | tee -a "$OUT/gpu-suite.md"
     done
     echo "$pass of $n runs passed" | tee -a "$OUT/gpu-suite.md"
-    cat "$OUT"/gpu-suite-run*.log >"$OUT/gpu-suite-runs.log" && rm -f "$OUT"/gpu-suite-run*.log ;;
+    # each test's time, per run
+    grep -hE "Test +#" "$OUT"/gpu-suite-run[0-9]*.log | sed 's/^ *//' >>"$OUT/gpu-suite.md"
+    cat "$OUT"/gpu-suite-run[0-9]*.log >"$OUT/gpu-suite-all.log" && rm -f "$OUT"/gpu-suite-run[0-9]*.log ;;
   sanitize)
     for tool in racecheck synccheck initcheck memcheck; do
       for c in "56 portable" "66 portable" "56 hopper"; do

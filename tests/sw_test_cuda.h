@@ -132,7 +132,7 @@ static inline int sw_cuda_case_run(sw_case *c, int row_sample, cudaStream_t st, 
     release(&d);
     sw_check ck = sw_case_check(c, row_sample);
     int bad = ck.rel_l2 > 1e-2 || ck.unwritten || ck.lse_bad || ck.lse_max_abs > 2e-2;
-    if (bad || getenv("SPILLWAY_TEST_VERBOSE"))
+    if (bad || getenv("SW_TEST_VERBOSE"))
         fprintf(stderr, "%s %s: rel_l2=%.3g unwritten=%lld lse_bad=%lld lse_err=%.3g\n",
                 bad ? "FAIL" : "ok", c->name, ck.rel_l2, (long long)ck.unwritten,
                 (long long)ck.lse_bad, ck.lse_max_abs);

@@ -150,7 +150,7 @@ static int run_case(sw_case *c, int row_sample, cudaStream_t st, int layers)
     sw_check ck = sw_case_check(c, row_sample);
     checked++;
     int bad = ck.rel_l2 > 1e-2 || ck.unwritten || ck.lse_bad || ck.lse_max_abs > 2e-2;
-    if (bad || getenv("SPILLWAY_TEST_VERBOSE"))
+    if (bad || getenv("SW_TEST_VERBOSE"))
         fprintf(stderr, "%s %s %s: rel_l2=%.3g unwritten=%lld lse_bad=%lld lse_err=%.3g\n",
                 bad ? "FAIL" : "ok", bn, c->name, ck.rel_l2, (long long)ck.unwritten,
                 (long long)ck.lse_bad, ck.lse_max_abs);
@@ -342,10 +342,10 @@ int main(void)
                "ctest sets it)\n");
         return SW_TEST_SKIP;
     }
-    const uint64_t seed = (uint64_t)sw_env_int("SPILLWAY_TEST_SEED", 20261129);
-    const int ncases = (int)sw_env_int("SPILLWAY_TEST_CASES", 60);
-    /* SPILLWAY_TEST_OPPONENT=fa2|fa3 runs one path only. */
-    const char *only = getenv("SPILLWAY_TEST_OPPONENT");
+    const uint64_t seed = (uint64_t)sw_env_int("SW_TEST_SEED", 20261129);
+    const int ncases = (int)sw_env_int("SW_TEST_CASES", 60);
+    /* SW_TEST_OPPONENT=fa2|fa3 runs one path only. */
+    const char *only = getenv("SW_TEST_OPPONENT");
     int major = 0, minor = 0;
     CUDA_OK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
     CUDA_OK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0));

@@ -1,6 +1,6 @@
 /* The CPU fast path against the fp64 reference over seeded random ragged
  * cases (one line per failing case, with its parameters and seed).
- * SPILLWAY_TEST_SEED and SPILLWAY_TEST_CASES override the family. */
+ * SW_TEST_SEED and SW_TEST_CASES override the family. */
 #include "sw_test.h"
 
 #include "attn/cpu_fast_kernels.h"
@@ -124,8 +124,8 @@ static int check_store_avx512(void)
 
 int main(void)
 {
-    const uint64_t seed = (uint64_t)sw_env_int("SPILLWAY_TEST_SEED", 20261129);
-    const int ncases = (int)sw_env_int("SPILLWAY_TEST_CASES", 100);
+    const uint64_t seed = (uint64_t)sw_env_int("SW_TEST_SEED", 20261129);
+    const int ncases = (int)sw_env_int("SW_TEST_CASES", 100);
     int failed = 0, total = 0;
     double t0 = sw_now_seconds();
     const sw_dtype dts[3] = {SW_DTYPE_BF16, SW_DTYPE_F16, SW_DTYPE_F32};

@@ -231,8 +231,8 @@ int main(int argc, char **argv)
         printf("test_prefill_cuda: skipped (no usable CUDA device)\n");
         return SW_TEST_SKIP;
     }
-    const uint64_t seed = (uint64_t)sw_env_int("SPILLWAY_TEST_SEED", 20261129);
-    const int ncases = (int)sw_env_int("SPILLWAY_TEST_CASES", 100);
+    const uint64_t seed = (uint64_t)sw_env_int("SW_TEST_SEED", 20261129);
+    const int ncases = (int)sw_env_int("SW_TEST_CASES", 100);
     cudaStream_t st;
     CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     if (argc == 5 && strcmp(argv[1], "--only") == 0) {
@@ -266,7 +266,7 @@ int main(int argc, char **argv)
     /* The families' cases run on a pool of threads, each with its own
      * stream: the CPU-side work (generating a case, the fp64 reference) is
      * most of this program's time. */
-    int workers = (int)sw_env_int("SPILLWAY_TEST_THREADS", sw_cpu_count() < 8 ? sw_cpu_count() : 8);
+    int workers = (int)sw_env_int("SW_TEST_THREADS", sw_cpu_count() < 8 ? sw_cpu_count() : 8);
     if (workers < 1)
         workers = 1;
     if (workers > 64)

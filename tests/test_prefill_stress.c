@@ -182,8 +182,8 @@ int main(int argc, char **argv)
         printf("test_prefill_stress: skipped (no usable CUDA device)\n");
         return SW_TEST_SKIP;
     }
-    const uint64_t seed = (uint64_t)sw_env_int("SPILLWAY_TEST_SEED", 20261129);
-    const int ncases = (int)sw_env_int("SPILLWAY_TEST_CASES", 100);
+    const uint64_t seed = (uint64_t)sw_env_int("SW_TEST_SEED", 20261129);
+    const int ncases = (int)sw_env_int("SW_TEST_CASES", 100);
     const double t0 = sw_now_seconds();
 
     /* The competitors: this program again, in two processes. */

@@ -47,7 +47,7 @@ NPROC=$(nproc)
     --threads 2 --check-only --dtype bf16 --isa-min 4
   taskset -c "$CPUS" build/dev/cpu_fast_check --cases 40 --seed 12 --threads 2 --check-only \
     --dtype bf16 --isa-min 4 --qamp 100
-  SPILLWAY_TEST_CASES=60 $B/tests/test_prefill_cpu 2>&1 | tail -3
+  SW_TEST_CASES=60 $B/tests/test_prefill_cpu 2>&1 | tail -3
   echo "== costs per call (16 x 128 tokens, 2 threads, 9 interleaved rounds) $(date -u +%T)"
   taskset -c "$CPUS" build/dev/cpu_fast_overhead 2 9
   echo "== variants (bf16, 2 threads, median of 7; amx_keys 0 = per unit, the default) $(date -u +%T)"

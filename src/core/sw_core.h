@@ -40,6 +40,10 @@ void sw_clear_error(void);
 
 /* Environment gates: integer value of a variable, `def` when unset/invalid. */
 int64_t sw_env_int(const char *name, int64_t def);
+/* 1 unless `name` (its first `len` bytes) has Spillway's prefix and is not
+ * one of the variables that the library, the binding or the scripts read;
+ * each such unknown name gets one warning on stderr when the library loads. */
+int sw_env_name_known(const char *name, size_t len);
 /* Number of online CPUs (>= 1). */
 int sw_cpu_count(void);
 
