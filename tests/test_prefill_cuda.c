@@ -266,7 +266,7 @@ int main(int argc, char **argv)
     /* The families' cases run on a pool of threads, each with its own
      * stream: the CPU-side work (generating a case, the fp64 reference) is
      * most of this program's time. */
-    int workers = (int)sw_env_int("SW_TEST_THREADS", sw_cpu_count() < 8 ? sw_cpu_count() : 8);
+    int workers = (int)sw_env_int("SW_TEST_THREADS", sw_cpu_count());
     if (workers < 1)
         workers = 1;
     if (workers > 64)
