@@ -185,6 +185,19 @@ typedef struct sw_prefill_tensors {
     int64_t o_row_stride;     /* 0 = num_qo_heads*head_dim */
     void *workspace;          /* >= sw_prefill_plan_workspace_size() bytes, 256-aligned */
     size_t workspace_bytes;
+    /* Paged K/V (plans made by sw_prefill_plan_create_paged), in elements;
+     * 0 = the layout's dense default. k and v are then the page pools' first
+     * elements, k_row_stride / v_row_stride step from a token to the next
+     * within a page, k_head_stride / v_head_stride from a kv head to the
+     * next, and k_page_stride / v_page_stride from a page to the next.
+     * Defaults: SW_KV_NHD row = heads*head_dim, head = head_dim,
+     * page = page_size*heads*head_dim; SW_KV_HND row = head_dim,
+     * head = page_size*head_dim, page = heads*page_size*head_dim.
+     * Ignored for contiguous plans. */
+    int64_t k_head_stride;
+    int64_t v_head_stride;
+    int64_t k_page_stride;
+    int64_t v_page_stride;
 } sw_prefill_tensors;
 
 SW_API void sw_prefill_tensors_init(sw_prefill_tensors *t);
@@ -212,6 +225,82 @@ SW_API void sw_prefill_tensors_init(sw_prefill_tensors *t);
  */
 SW_API sw_status sw_prefill_run(sw_prefill_plan *plan, const sw_prefill_tensors *t,
                                 void *stream);
+
+/* ------------------------------------------------------------------------ */
+/* Paged K/V: keys and values in fixed-size pages of a pool, addressed by a  */
+/* page table (prefix caching, chunked prefill, continuous batching).       */
+/*                                                                          */
+/* Page p holds page_size tokens of every kv head, laid out                  */
+/*   SW_KV_NHD: [page][token][kv head][head_dim]  (FlashInfer NHD, vLLM)     */
+/*   SW_KV_HND: [page][kv head][token][head_dim]                             */
+/* with the strides of sw_prefill_tensors (k_row/head/page_stride). Request */
+/* b's key j lives in its (j / page_size)-th page at token j % page_size.   */
+/* The table comes in either convention (exactly one of the two is set):    */
+/*   FlashInfer: page_indptr [batch+1] (prefix sums from 0), page_indices   */
+/*     [page_indptr[batch]], last_page_len [batch] (1..page_size; 0 for a   */
+/*     request with no page): kv_len = (pages-1)*page_size + last_page_len; */
+/*   FlashAttention: block_table [batch][block_table_stride] and seq_lens   */
+/*     [batch]: request b's pages are its row's first                        */
+/*     ceil(seq_lens[b]/page_size) entries (the rest is not read).          */
+/* A page may be shared by requests (a common prefix) but not appear twice  */
+/* within one request. Queries stay ragged (qo_indptr); causal is bottom-   */
+/* right aligned as for contiguous K/V, so a chunk of new tokens attends    */
+/* over its cached prefix and itself.                                       */
+/* ------------------------------------------------------------------------ */
+typedef enum sw_kv_layout {
+    SW_KV_NHD = 0, /* [page][token][kv head][head_dim] */
+    SW_KV_HND = 1  /* [page][kv head][token][head_dim] */
+} sw_kv_layout;
+
+typedef struct sw_paged_kv {
+    uint32_t struct_size;           /* sizeof(sw_paged_kv) */
+    int32_t page_size;              /* tokens per page, 1..256 */
+    sw_kv_layout layout;
+    int32_t num_pages;              /* pages in the pool; every index is < num_pages */
+    /* FlashInfer's convention (host arrays, copied by the plan) */
+    const int32_t *page_indptr;
+    const int32_t *page_indices;
+    const int32_t *last_page_len;
+    /* or FlashAttention's (host arrays, copied by the plan) */
+    const int32_t *block_table;
+    int32_t block_table_stride;     /* entries per block_table row */
+    const int32_t *seq_lens;
+} sw_paged_kv;
+
+/* Fills defaults: page_size 16, SW_KV_NHD, no table. */
+SW_API void sw_paged_kv_init(sw_paged_kv *kv);
+
+/*
+ * sw_prefill_plan_create over paged K/V: validates the page table on the
+ * host (every entry it will read: the status's detail names the first bad
+ * one: an index out of [0, num_pages), a page repeated within a request, a
+ * decreasing page_indptr, a last_page_len of 0 or above page_size, a
+ * block_table row shorter than its seq_len needs, a negative seq_len), and
+ * copies it, so a run never reads outside the pool or another request's
+ * pages. q_len 1 per request is batch decode; any q_len works. run() takes
+ * the pools as tensors k and v with the paged strides; kv_rows must be 0 or
+ * num_pages * page_size. total_kv() is the sum of the requests' kv_len.
+ * Backends: the CPU ones (CPU, CPU_REF; AUTO picks CPU). The CUDA kernels
+ * take contiguous K/V only in this build: a CUDA backend gets
+ * SW_STATUS_UNSUPPORTED.
+ */
+SW_API sw_status sw_prefill_plan_create_paged(const sw_prefill_params *params, int32_t batch,
+                                              const int32_t *qo_indptr_host,
+                                              const sw_paged_kv *kv, sw_prefill_plan **out);
+
+/*
+ * Appends new tokens' K/V to a paged cache (host memory, the CPU): request b
+ * writes rows [new_indptr[b], new_indptr[b+1]) of k_new / v_new
+ * ([rows][num_kv_heads][head_dim], row stride new_row_stride elements, 0 =
+ * dense) to its last (new_indptr[b+1] - new_indptr[b]) positions of the
+ * table `kv` describes (which already counts them: kv_len after the step).
+ * The pools use tensors' paged strides (only k, v and the k_/v_ row, head
+ * and page strides of `t` are read). Same table checks as the plan.
+ */
+SW_API sw_status sw_paged_kv_append_host(const sw_prefill_params *params, int32_t batch,
+                                         const sw_paged_kv *kv, const int32_t *new_indptr,
+                                         const void *k_new, const void *v_new,
+                                         int64_t new_row_stride, const sw_prefill_tensors *t);
 
 /*
  * One-shot convenience for host (CPU) buffers: plan + run + destroy.

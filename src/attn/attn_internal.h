@@ -127,6 +127,43 @@ sw_status sw_prefill_validate_params(const sw_prefill_params *p);
 sw_status sw_prefill_validate_indptr(int32_t batch, const int32_t *qo_indptr,
                                      const int32_t *kv_indptr);
 
+/* A checked page table in one normal form (paged.c): request b's pages are
+ * page_indices[page_indptr[b] .. page_indptr[b+1]), its keys
+ * kv_indptr[b] .. kv_indptr[b+1] counted as if contiguous. */
+typedef struct sw_paged_table {
+    int32_t page_size;
+    sw_kv_layout layout;
+    int32_t num_pages;
+    int32_t *page_indptr;   /* batch+1 */
+    int32_t *page_indices;  /* every entry in [0, num_pages), none twice within a request */
+    int32_t *kv_indptr;     /* batch+1 */
+} sw_paged_table;
+
+/* Checks `kv` for `batch` requests (every entry that a run reads; the
+ * detail names the first bad one) and builds its normal form. Pure host
+ * work; on failure *out is empty. */
+sw_status sw_paged_table_build(const sw_paged_kv *kv, int32_t batch, sw_paged_table *out);
+void sw_paged_table_free(sw_paged_table *t);
+
+/* A pool's strides in elements, the layout's defaults resolved. */
+typedef struct sw_paged_strides {
+    int64_t token, head, page;
+} sw_paged_strides;
+
+/* The K and V pools' strides from the tensors (0: the layout's default),
+ * refused when rows of a page or pages would overlap. */
+sw_status sw_paged_resolve_strides(const sw_paged_table *pt, int32_t num_kv_heads,
+                                   int32_t head_dim, const sw_prefill_tensors *t,
+                                   sw_paged_strides *ks, sw_paged_strides *vs);
+
+/* Paged K/V on the CPU: pb's k and v are the pools (its kv_indptr and K/V
+ * strides are not used). Requests are taken a group at a time, their pages
+ * gathered into dense K/V, and the group run by the reference (reference =
+ * 1) or the fast path. */
+sw_status sw_cpu_prefill_paged(const sw_attn_problem *pb, const sw_paged_table *pt,
+                               const sw_paged_strides *ks, const sw_paged_strides *vs,
+                               int reference, int num_threads);
+
 /* CPU backends. Run to completion. */
 sw_status sw_cpu_prefill_ref(const sw_attn_problem *pb);
 sw_status sw_cpu_prefill_fast(const sw_attn_problem *pb, int num_threads);

@@ -33,6 +33,9 @@ struct sw_prefill_plan {
     int32_t wide_kv;            /* Hopper: sw_plan_wide_kv's choice (or the tuning's) */
 
     void *opp;                  /* an opponent backend's plan (src/opponents/) */
+
+    int paged;                  /* K/V in pages (sw_prefill_plan_create_paged) */
+    sw_paged_table pages;       /* the checked table; kv_indptr is its kv_indptr */
 };
 
 void sw_prefill_params_init(sw_prefill_params *p)
@@ -171,6 +174,10 @@ static sw_status validate_params(const sw_prefill_params *p)
     return sw_prefill_validate_params(p);
 }
 
+static sw_status plan_make(const sw_prefill_params *params, sw_backend backend, int32_t batch,
+                           const int32_t *qo_indptr_host, const int32_t *kv_indptr_host,
+                           const sw_prefill_tuning *tuning, sw_prefill_plan **out);
+
 sw_status sw_prefill_plan_create(const sw_prefill_params *params, int32_t batch,
                                  const int32_t *qo_indptr_host, const int32_t *kv_indptr_host,
                                  sw_prefill_plan **out)
@@ -183,10 +190,6 @@ sw_status sw_prefill_plan_create_tuned(const sw_prefill_params *params, int32_t 
                                        const int32_t *kv_indptr_host,
                                        const sw_prefill_tuning *tuning, sw_prefill_plan **out)
 {
-    sw_prefill_tuning tu;
-    sw_prefill_tuning_default(&tu);
-    if (tuning)
-        tu = *tuning;
     if (!out)
         return sw_fail(SW_STATUS_INVALID, "out (plan pointer) is NULL");
     *out = NULL;
@@ -194,7 +197,45 @@ sw_status sw_prefill_plan_create_tuned(const sw_prefill_params *params, int32_t 
     SW_TRY(sw_prefill_validate_indptr(batch, qo_indptr_host, kv_indptr_host));
     sw_backend backend = SW_BACKEND_AUTO;
     SW_TRY(resolve_backend(params, &backend));
+    return plan_make(params, backend, batch, qo_indptr_host, kv_indptr_host, tuning, out);
+}
 
+sw_status sw_prefill_plan_create_paged(const sw_prefill_params *params, int32_t batch,
+                                       const int32_t *qo_indptr_host, const sw_paged_kv *kv,
+                                       sw_prefill_plan **out)
+{
+    if (!out)
+        return sw_fail(SW_STATUS_INVALID, "out (plan pointer) is NULL");
+    *out = NULL;
+    SW_TRY(validate_params(params));
+    sw_backend backend = params->backend == SW_BACKEND_AUTO ? SW_BACKEND_CPU : params->backend;
+    if (backend != SW_BACKEND_CPU && backend != SW_BACKEND_CPU_REF)
+        return sw_fail(SW_STATUS_UNSUPPORTED, "paged K/V runs on the CPU backends in this build; "
+                       "backend %s takes contiguous K/V (sw_prefill_plan_create)",
+                       sw_backend_name(backend));
+    sw_paged_table pt;
+    SW_TRY(sw_paged_table_build(kv, batch, &pt));
+    sw_status s = sw_prefill_validate_indptr(batch, qo_indptr_host, pt.kv_indptr);
+    if (s == SW_OK)
+        s = plan_make(params, backend, batch, qo_indptr_host, pt.kv_indptr, NULL, out);
+    if (s != SW_OK) {
+        sw_paged_table_free(&pt);
+        return s;
+    }
+    (*out)->paged = 1;
+    (*out)->pages = pt;
+    return SW_OK;
+}
+
+/* The plan for validated parameters, offsets and a resolved backend. */
+static sw_status plan_make(const sw_prefill_params *params, sw_backend backend, int32_t batch,
+                           const int32_t *qo_indptr_host, const int32_t *kv_indptr_host,
+                           const sw_prefill_tuning *tuning, sw_prefill_plan **out)
+{
+    sw_prefill_tuning tu;
+    sw_prefill_tuning_default(&tu);
+    if (tuning)
+        tu = *tuning;
     sw_prefill_plan *pl = calloc(1, sizeof *pl);
     if (!pl)
         return sw_fail(SW_STATUS_NO_MEMORY, "cannot allocate a plan");
@@ -250,6 +291,7 @@ void sw_prefill_plan_destroy(sw_prefill_plan *plan)
 #endif
     free(plan->qo_indptr);
     free(plan->kv_indptr);
+    sw_paged_table_free(&plan->pages);
     free(plan);
 }
 
@@ -313,7 +355,12 @@ static sw_status build_problem(const sw_prefill_plan *pl, const sw_prefill_tenso
         return sw_fail(SW_STATUS_INVALID, "q_rows=%lld but qo_indptr[%d]=%lld: the offsets must "
                        "end at the number of query rows", (long long)t->q_rows, pl->batch,
                        (long long)total_q);
-    if (t->kv_rows != total_kv)
+    const int64_t pool_rows = (int64_t)pl->pages.num_pages * pl->pages.page_size;
+    if (pl->paged && t->kv_rows != 0 && t->kv_rows != pool_rows)
+        return sw_fail(SW_STATUS_INVALID, "kv_rows=%lld but the paged pool holds %d pages of %d "
+                       "tokens (%lld rows; 0 skips this check)", (long long)t->kv_rows,
+                       pl->pages.num_pages, pl->pages.page_size, (long long)pool_rows);
+    if (!pl->paged && t->kv_rows != total_kv)
         return sw_fail(SW_STATUS_INVALID, "kv_rows=%lld but kv_indptr[%d]=%lld: the offsets must "
                        "end at the number of key rows", (long long)t->kv_rows, pl->batch,
                        (long long)total_kv);
@@ -326,8 +373,10 @@ static sw_status build_problem(const sw_prefill_plan *pl, const sw_prefill_tenso
     const int64_t dq = (int64_t)p->num_qo_heads * p->head_dim;
     const int64_t dk = (int64_t)p->num_kv_heads * p->head_dim;
     SW_TRY(check_stride("q_row_stride", &pb->q_stride, t->q_row_stride, dq));
-    SW_TRY(check_stride("k_row_stride", &pb->k_stride, t->k_row_stride, dk));
-    SW_TRY(check_stride("v_row_stride", &pb->v_stride, t->v_row_stride, dk));
+    if (!pl->paged) { /* paged strides: sw_paged_resolve_strides */
+        SW_TRY(check_stride("k_row_stride", &pb->k_stride, t->k_row_stride, dk));
+        SW_TRY(check_stride("v_row_stride", &pb->v_stride, t->v_row_stride, dk));
+    }
     SW_TRY(check_stride("o_row_stride", &pb->o_stride, t->o_row_stride, dq));
 
     const size_t es = sw_dtype_size(p->dtype);
@@ -427,6 +476,13 @@ sw_status sw_prefill_run(sw_prefill_plan *plan, const sw_prefill_tensors *t, voi
     sw_attn_problem pb;
     memset(&pb, 0, sizeof pb);
     SW_TRY(build_problem(plan, t, &pb));
+    if (plan->paged) {
+        sw_paged_strides ks, vs;
+        SW_TRY(sw_paged_resolve_strides(&plan->pages, pb.num_kv_heads, pb.head_dim, t, &ks,
+                                        &vs));
+        return sw_cpu_prefill_paged(&pb, &plan->pages, &ks, &vs,
+                                    plan->backend == SW_BACKEND_CPU_REF, plan->params.num_threads);
+    }
     switch (plan->backend) {
     case SW_BACKEND_CPU_REF: return sw_cpu_prefill_ref(&pb);
     case SW_BACKEND_CPU: return sw_cpu_prefill_fast(&pb, plan->params.num_threads);

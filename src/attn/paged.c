@@ -1,0 +1,394 @@
+/* Paged K/V: the page table's checks and normal form (pure, host), the
+ * paged strides, the CPU run (pages gathered into contiguous K/V a group of
+ * requests at a time, then the contiguous CPU kernels) and the host append. */
+#include "attn_internal.h"
+#include "../core/sw_core.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Pages gathered per step of a CPU run: requests are taken in order until
+ * their K and V pass this many bytes (a longer request is a step alone). */
+#define SW_PAGED_GATHER_BYTES ((size_t)256 << 20)
+
+void sw_paged_kv_init(sw_paged_kv *kv)
+{
+    if (!kv)
+        return;
+    memset(kv, 0, sizeof *kv);
+    kv->struct_size = sizeof *kv;
+    kv->page_size = 16;
+    kv->layout = SW_KV_NHD;
+}
+
+void sw_paged_table_free(sw_paged_table *t)
+{
+    if (!t)
+        return;
+    free(t->page_indptr);
+    free(t->page_indices);
+    free(t->kv_indptr);
+    memset(t, 0, sizeof *t);
+}
+
+/* Marks request b's pages in `seen` (one int32 per pool page, holding the
+ * request number + 1 and the position of the page within it); a page met
+ * twice within the request is refused. */
+static sw_status mark_page(int32_t *seen_req, int32_t *seen_pos, int32_t page, int32_t b,
+                           int32_t pos, const char *where, int64_t entry)
+{
+    if (seen_req[page] == b + 1)
+        return sw_fail(SW_STATUS_INVALID, "%s[%lld] = %d: request %d holds page %d twice (its "
+                       "pages %d and %d); a page may repeat across requests only", where,
+                       (long long)entry, page, b, page, seen_pos[page], pos);
+    seen_req[page] = b + 1;
+    seen_pos[page] = pos;
+    return SW_OK;
+}
+
+sw_status sw_paged_table_build(const sw_paged_kv *kv, int32_t batch, sw_paged_table *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!kv)
+        return sw_fail(SW_STATUS_INVALID, "kv (the page table) is NULL");
+    if (kv->struct_size < offsetof(sw_paged_kv, seq_lens) + sizeof(kv->seq_lens))
+        return sw_fail(SW_STATUS_INVALID, "kv->struct_size=%u is too small; call "
+                       "sw_paged_kv_init()", kv->struct_size);
+    if (batch < 0)
+        return sw_fail(SW_STATUS_INVALID, "batch=%d must be >= 0", batch);
+    const int32_t ps = kv->page_size;
+    if (ps < 1 || ps > 256)
+        return sw_fail(SW_STATUS_UNSUPPORTED, "page_size=%d is not in 1..256", ps);
+    if (kv->layout != SW_KV_NHD && kv->layout != SW_KV_HND)
+        return sw_fail(SW_STATUS_INVALID, "layout=%d is neither SW_KV_NHD nor SW_KV_HND",
+                       (int)kv->layout);
+    if (kv->num_pages < 0)
+        return sw_fail(SW_STATUS_INVALID, "num_pages=%d must be >= 0", kv->num_pages);
+    const int fi = kv->page_indptr || kv->page_indices || kv->last_page_len;
+    const int fa = kv->block_table || kv->seq_lens;
+    if (fi == fa)
+        return sw_fail(SW_STATUS_INVALID, "set exactly one page table: page_indptr + "
+                       "page_indices + last_page_len, or block_table + seq_lens (%s)",
+                       fi ? "both are set" : "neither is set");
+    if (fi && (!kv->page_indptr || !kv->last_page_len || (!kv->page_indices && batch > 0)))
+        return sw_fail(SW_STATUS_INVALID, "%s is NULL", !kv->page_indptr ? "page_indptr"
+                       : !kv->last_page_len ? "last_page_len" : "page_indices");
+    if (fa && (!kv->seq_lens || (!kv->block_table && batch > 0)))
+        return sw_fail(SW_STATUS_INVALID, "%s is NULL", !kv->seq_lens ? "seq_lens"
+                                                                       : "block_table");
+    if (fa && kv->block_table_stride < 0)
+        return sw_fail(SW_STATUS_INVALID, "block_table_stride=%d must be >= 0",
+                       kv->block_table_stride);
+
+    /* Pages per request and their total, checked before anything is read
+     * through them. */
+    out->page_size = ps;
+    out->layout = kv->layout;
+    out->num_pages = kv->num_pages;
+    out->page_indptr = malloc(sizeof(int32_t) * ((size_t)batch + 1));
+    out->kv_indptr = malloc(sizeof(int32_t) * ((size_t)batch + 1));
+    if (!out->page_indptr || !out->kv_indptr) {
+        sw_paged_table_free(out);
+        return sw_fail(SW_STATUS_NO_MEMORY, "cannot copy a page table of %d requests", batch);
+    }
+    sw_status st = SW_OK;
+    out->page_indptr[0] = 0;
+    out->kv_indptr[0] = 0;
+    if (fi && kv->page_indptr[0] != 0)
+        st = sw_fail(SW_STATUS_INVALID, "page_indptr[0]=%d, must be 0", kv->page_indptr[0]);
+    for (int32_t b = 0; st == SW_OK && b < batch; b++) {
+        int64_t np, len;
+        if (fi) {
+            np = (int64_t)kv->page_indptr[b + 1] - kv->page_indptr[b];
+            const int32_t last = kv->last_page_len[b];
+            if (np < 0) {
+                st = sw_fail(SW_STATUS_INVALID, "page_indptr[%d]=%d < page_indptr[%d]=%d: "
+                             "offsets must not decrease", b + 1, kv->page_indptr[b + 1], b,
+                             kv->page_indptr[b]);
+                break;
+            }
+            if (np == 0 ? last != 0 : (last < 1 || last > ps)) {
+                st = sw_fail(SW_STATUS_INVALID, "last_page_len[%d]=%d: request %d has %lld "
+                             "page(s), so it must be %s (page_size=%d)", b, last, b,
+                             (long long)np, np == 0 ? "0" : "in 1..page_size", ps);
+                break;
+            }
+            len = np == 0 ? 0 : (np - 1) * ps + last;
+        } else {
+            len = kv->seq_lens[b];
+            if (len < 0) {
+                st = sw_fail(SW_STATUS_INVALID, "seq_lens[%d]=%lld must be >= 0", b,
+                             (long long)len);
+                break;
+            }
+            np = (len + ps - 1) / ps;
+            if (np > kv->block_table_stride) {
+                st = sw_fail(SW_STATUS_INVALID, "block_table row %d: seq_lens[%d]=%lld needs "
+                             "%lld pages of %d tokens, the row holds %d", b, b, (long long)len,
+                             (long long)np, ps, kv->block_table_stride);
+                break;
+            }
+        }
+        const int64_t pages = out->page_indptr[b] + np, kvs = out->kv_indptr[b] + len;
+        if (pages > INT32_MAX || kvs > INT32_MAX) {
+            st = sw_fail(SW_STATUS_UNSUPPORTED, "request %d: more than INT32_MAX %s in the "
+                         "batch", b, pages > INT32_MAX ? "pages" : "key tokens");
+            break;
+        }
+        out->page_indptr[b + 1] = (int32_t)pages;
+        out->kv_indptr[b + 1] = (int32_t)kvs;
+    }
+    if (st != SW_OK) {
+        sw_paged_table_free(out);
+        return st;
+    }
+    const int64_t total = out->page_indptr[batch];
+    out->page_indices = malloc(sizeof(int32_t) * ((size_t)total + 1));
+    int32_t *seen = calloc(2 * ((size_t)kv->num_pages + 1), sizeof(int32_t));
+    if (!out->page_indices || !seen) {
+        free(seen);
+        sw_paged_table_free(out);
+        return sw_fail(SW_STATUS_NO_MEMORY, "cannot copy %lld page indices", (long long)total);
+    }
+    int32_t *seen_pos = seen + (size_t)kv->num_pages + 1;
+    for (int32_t b = 0; st == SW_OK && b < batch; b++) {
+        const int32_t np = out->page_indptr[b + 1] - out->page_indptr[b];
+        for (int32_t i = 0; i < np; i++) {
+            int64_t entry;
+            int32_t page;
+            const char *where;
+            if (fi) {
+                entry = (int64_t)kv->page_indptr[b] + i;
+                page = kv->page_indices[entry];
+                where = "page_indices";
+            } else {
+                entry = (int64_t)b * kv->block_table_stride + i;
+                page = kv->block_table[entry];
+                where = "block_table";
+            }
+            if (page < 0 || page >= kv->num_pages) {
+                st = sw_fail(SW_STATUS_INVALID, "%s[%lld] = %d (request %d, its page %d) is out "
+                             "of range: num_pages=%d", where, (long long)entry, page, b, i,
+                             kv->num_pages);
+                break;
+            }
+            st = mark_page(seen, seen_pos, page, b, i, where, entry);
+            if (st != SW_OK)
+                break;
+            out->page_indices[out->page_indptr[b] + i] = page;
+        }
+    }
+    free(seen);
+    if (st != SW_OK)
+        sw_paged_table_free(out);
+    return st;
+}
+
+static sw_status stride_or(const char *name, int64_t given, int64_t def, int64_t *out)
+{
+    if (given < 0)
+        return sw_fail(SW_STATUS_INVALID, "%s=%lld must be >= 0 (0: the layout's default)", name,
+                       (long long)given);
+    *out = given ? given : def;
+    return SW_OK;
+}
+
+/* One pool's strides, with the layout's defaults, checked so that no two
+ * (page, token, head) rows of head_dim elements overlap. */
+static sw_status pool_strides(const sw_paged_table *pt, int32_t heads, int32_t d, char which,
+                              int64_t row, int64_t head, int64_t page, sw_paged_strides *s)
+{
+    const int64_t ps = pt->page_size;
+    const int nhd = pt->layout == SW_KV_NHD;
+    char n1[24], n2[24], n3[24];
+    snprintf(n1, sizeof n1, "%c_row_stride", which);
+    snprintf(n2, sizeof n2, "%c_head_stride", which);
+    snprintf(n3, sizeof n3, "%c_page_stride", which);
+    SW_TRY(stride_or(n1, row, nhd ? (int64_t)heads * d : d, &s->token));
+    SW_TRY(stride_or(n2, head, nhd ? d : ps * d, &s->head));
+    SW_TRY(stride_or(n3, page, ps * heads * d, &s->page));
+    /* The rows of a page (d elements at token*t + head*h) do not overlap
+     * when the smaller stride spaces its rows at least d apart and the
+     * larger one clears a whole run of them; pages then follow one another. */
+    const int inner_heads = s->token >= s->head;
+    const int64_t inner = inner_heads ? s->head : s->token;
+    const int64_t outer = inner_heads ? s->token : s->head;
+    const int64_t inner_n = inner_heads ? heads : ps, outer_n = inner_heads ? ps : heads;
+    if (inner < d || (outer_n > 1 && outer < inner * (inner_n - 1) + d))
+        return sw_fail(SW_STATUS_INVALID, "%s=%lld and %s=%lld make rows of a page overlap "
+                       "(%d heads, page_size %d, head_dim %d)", n1, (long long)s->token, n2,
+                       (long long)s->head, heads, pt->page_size, d);
+    const int64_t extent = outer * (outer_n - 1) + inner * (inner_n - 1) + d;
+    if (pt->num_pages > 1 && s->page < extent)
+        return sw_fail(SW_STATUS_INVALID, "%s=%lld is smaller than a page's %lld elements", n3,
+                       (long long)s->page, (long long)extent);
+    return SW_OK;
+}
+
+sw_status sw_paged_resolve_strides(const sw_paged_table *pt, int32_t num_kv_heads,
+                                   int32_t head_dim, const sw_prefill_tensors *t,
+                                   sw_paged_strides *ks, sw_paged_strides *vs)
+{
+    /* a tensors struct from before the paged fields: the defaults */
+    const int has = t->struct_size >= offsetof(sw_prefill_tensors, v_page_stride) +
+                                          sizeof(t->v_page_stride);
+    SW_TRY(pool_strides(pt, num_kv_heads, head_dim, 'k', t->k_row_stride,
+                        has ? t->k_head_stride : 0, has ? t->k_page_stride : 0, ks));
+    SW_TRY(pool_strides(pt, num_kv_heads, head_dim, 'v', t->v_row_stride,
+                        has ? t->v_head_stride : 0, has ? t->v_page_stride : 0, vs));
+    return SW_OK;
+}
+
+/* Element offset of request-local key j of kv head h in a pool. */
+static inline int64_t key_offset(const sw_paged_table *pt, const sw_paged_strides *s,
+                                 int32_t req, int64_t j, int32_t h)
+{
+    const int32_t page = pt->page_indices[pt->page_indptr[req] + j / pt->page_size];
+    return page * s->page + (j % pt->page_size) * s->token + h * s->head;
+}
+
+/* Requests [b0, b1)'s keys and values, copied to dense [token][head][d]. */
+static void gather(const sw_attn_problem *pb, const sw_paged_table *pt,
+                   const sw_paged_strides *ks, const sw_paged_strides *vs, int32_t b0,
+                   int32_t b1, char *kd, char *vd)
+{
+    const size_t es = sw_dtype_size(pb->dtype), rowb = (size_t)pb->head_dim * es;
+    const int32_t H = pb->num_kv_heads;
+    size_t o = 0;
+    for (int32_t b = b0; b < b1; b++) {
+        const int32_t len = pt->kv_indptr[b + 1] - pt->kv_indptr[b];
+        for (int32_t j = 0; j < len; j++)
+            for (int32_t h = 0; h < H; h++, o += rowb) {
+                memcpy(kd + o, (const char *)pb->k + (size_t)key_offset(pt, ks, b, j, h) * es,
+                       rowb);
+                memcpy(vd + o, (const char *)pb->v + (size_t)key_offset(pt, vs, b, j, h) * es,
+                       rowb);
+            }
+    }
+}
+
+sw_status sw_cpu_prefill_paged(const sw_attn_problem *pb, const sw_paged_table *pt,
+                               const sw_paged_strides *ks, const sw_paged_strides *vs,
+                               int reference, int num_threads)
+{
+    const size_t es = sw_dtype_size(pb->dtype);
+    const size_t tok_bytes = 2 * (size_t)pb->num_kv_heads * pb->head_dim * es;
+    size_t cap = 0;
+    for (int32_t b = 0; b < pb->batch; b++) {
+        const size_t one = (size_t)(pt->kv_indptr[b + 1] - pt->kv_indptr[b]) * tok_bytes;
+        if (one > cap)
+            cap = one;
+    }
+    if (cap < SW_PAGED_GATHER_BYTES)
+        cap = (size_t)(pt->kv_indptr[pb->batch]) * tok_bytes < SW_PAGED_GATHER_BYTES
+                  ? (size_t)(pt->kv_indptr[pb->batch]) * tok_bytes
+                  : SW_PAGED_GATHER_BYTES;
+    char *buf = sw_aligned_alloc(64, cap + 128);
+    int32_t *qi = malloc(sizeof(int32_t) * ((size_t)pb->batch + 1));
+    int32_t *ki = malloc(sizeof(int32_t) * ((size_t)pb->batch + 1));
+    if (!buf || !qi || !ki) {
+        sw_aligned_free(buf);
+        free(qi);
+        free(ki);
+        return sw_fail(SW_STATUS_NO_MEMORY, "paged K/V on the CPU: cannot allocate %zu bytes to "
+                       "gather pages into", cap);
+    }
+    sw_status st = SW_OK;
+    for (int32_t b0 = 0; st == SW_OK && b0 < pb->batch;) {
+        /* the group: requests from b0 while their K/V fit the buffer */
+        int32_t b1 = b0 + 1;
+        size_t bytes = (size_t)(pt->kv_indptr[b1] - pt->kv_indptr[b0]) * tok_bytes;
+        while (b1 < pb->batch) {
+            const size_t more = (size_t)(pt->kv_indptr[b1 + 1] - pt->kv_indptr[b1]) * tok_bytes;
+            if (bytes + more > cap)
+                break;
+            bytes += more;
+            b1++;
+        }
+        const size_t half = sw_align_up(bytes / 2, 64);
+        gather(pb, pt, ks, vs, b0, b1, buf, buf + half);
+        sw_attn_problem g = *pb;
+        g.batch = b1 - b0;
+        for (int32_t b = b0; b <= b1; b++) {
+            qi[b - b0] = pb->qo_indptr[b] - pb->qo_indptr[b0];
+            ki[b - b0] = pt->kv_indptr[b] - pt->kv_indptr[b0];
+        }
+        g.qo_indptr = qi;
+        g.kv_indptr = ki;
+        g.q = (const char *)pb->q + (size_t)pb->qo_indptr[b0] * pb->q_stride * es;
+        g.o = (char *)pb->o + (size_t)pb->qo_indptr[b0] * pb->o_stride * es;
+        g.lse = pb->lse ? pb->lse + (size_t)pb->qo_indptr[b0] * pb->num_qo_heads : NULL;
+        g.k = buf;
+        g.v = buf + half;
+        g.k_stride = g.v_stride = (int64_t)pb->num_kv_heads * pb->head_dim;
+        st = reference ? sw_cpu_prefill_ref(&g) : sw_cpu_prefill_fast(&g, num_threads);
+        b0 = b1;
+    }
+    sw_aligned_free(buf);
+    free(qi);
+    free(ki);
+    return st;
+}
+
+sw_status sw_paged_kv_append_host(const sw_prefill_params *params, int32_t batch,
+                                  const sw_paged_kv *kv, const int32_t *new_indptr,
+                                  const void *k_new, const void *v_new, int64_t new_row_stride,
+                                  const sw_prefill_tensors *t)
+{
+    SW_TRY(sw_prefill_validate_params(params));
+    if (!t)
+        return sw_fail(SW_STATUS_INVALID, "tensors is NULL");
+    if (t->struct_size < offsetof(sw_prefill_tensors, workspace_bytes) + sizeof(t->workspace_bytes))
+        return sw_fail(SW_STATUS_INVALID, "tensors->struct_size=%u is too small; call "
+                       "sw_prefill_tensors_init()", t->struct_size);
+    if (!new_indptr)
+        return sw_fail(SW_STATUS_INVALID, "new_indptr is NULL");
+    sw_paged_table pt;
+    SW_TRY(sw_paged_table_build(kv, batch, &pt));
+    sw_status st = SW_OK;
+    const int32_t H = params->num_kv_heads, d = params->head_dim;
+    if (new_indptr[0] != 0)
+        st = sw_fail(SW_STATUS_INVALID, "new_indptr[0]=%d, must be 0", new_indptr[0]);
+    for (int32_t b = 0; st == SW_OK && b < batch; b++) {
+        const int64_t n = (int64_t)new_indptr[b + 1] - new_indptr[b];
+        const int32_t len = pt.kv_indptr[b + 1] - pt.kv_indptr[b];
+        if (n < 0)
+            st = sw_fail(SW_STATUS_INVALID, "new_indptr[%d]=%d < new_indptr[%d]=%d: offsets "
+                         "must not decrease", b + 1, new_indptr[b + 1], b, new_indptr[b]);
+        else if (n > len)
+            st = sw_fail(SW_STATUS_INVALID, "request %d appends %lld tokens but its table "
+                         "holds %d: the table must already count the new tokens", b,
+                         (long long)n, len);
+    }
+    const int64_t rows = batch > 0 && st == SW_OK ? new_indptr[batch] : 0;
+    int64_t rs = new_row_stride ? new_row_stride : (int64_t)H * d;
+    if (st == SW_OK && rs < (int64_t)H * d)
+        st = sw_fail(SW_STATUS_INVALID, "new_row_stride=%lld is smaller than heads*head_dim=%d",
+                     (long long)new_row_stride, H * d);
+    if (st == SW_OK && rows > 0 && (!k_new || !v_new || !t->k || !t->v))
+        st = sw_fail(SW_STATUS_INVALID, "%s is NULL", !k_new ? "k_new" : !v_new ? "v_new"
+                                                      : !t->k ? "tensors->k" : "tensors->v");
+    sw_paged_strides ks, vs;
+    if (st == SW_OK)
+        st = sw_paged_resolve_strides(&pt, H, d, t, &ks, &vs);
+    if (st == SW_OK) {
+        const size_t es = sw_dtype_size(params->dtype), rowb = (size_t)d * es;
+        for (int32_t b = 0; b < batch; b++) {
+            const int32_t len = pt.kv_indptr[b + 1] - pt.kv_indptr[b];
+            const int32_t n = new_indptr[b + 1] - new_indptr[b];
+            for (int32_t i = 0; i < n; i++) {
+                const int64_t j = (int64_t)len - n + i, r = new_indptr[b] + i;
+                for (int32_t h = 0; h < H; h++) {
+                    const size_t src = ((size_t)r * rs + (size_t)h * d) * es;
+                    memcpy((char *)t->k + (size_t)key_offset(&pt, &ks, b, j, h) * es,
+                           (const char *)k_new + src, rowb);
+                    memcpy((char *)t->v + (size_t)key_offset(&pt, &vs, b, j, h) * es,
+                           (const char *)v_new + src, rowb);
+                }
+            }
+        }
+    }
+    sw_paged_table_free(&pt);
+    return st;
+}

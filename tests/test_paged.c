@@ -1,0 +1,422 @@
+/* Paged K/V on the CPU backends against the fp64 reference over the same
+ * keys laid out contiguously: page sizes 1, 16, 64 and 256, both layouts
+ * (with padded strides sometimes), shuffled pages in a pool whose unused
+ * pages hold 1e4 (a read of a wrong page shows), both table conventions,
+ * empty and one-token requests, decode (q_len 1 and 3), causal
+ * continuation of a cached prefix, LSE; the append; every refusal of a bad
+ * table or stride, with the entry named in the detail. */
+#include "attn/attn_internal.h"
+#include "core/sw_core.h"
+#include "core/sw_half.h"
+#include "sw_test.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct pool {
+    sw_paged_kv kv;
+    int32_t *indptr, *indices, *last, *table, *lens;
+    void *k, *v;
+    int64_t tok, head, page; /* strides, elements */
+    size_t bytes;
+} pool;
+
+static void pool_free(pool *p)
+{
+    free(p->indptr);
+    free(p->indices);
+    free(p->last);
+    free(p->table);
+    free(p->lens);
+    sw_aligned_free(p->k);
+    sw_aligned_free(p->v);
+    memset(p, 0, sizeof *p);
+}
+
+static void put(sw_dtype t, void *base, int64_t i, float x)
+{
+    if (t == SW_DTYPE_F16)
+        ((uint16_t *)base)[i] = sw_f32_to_f16(x);
+    else if (t == SW_DTYPE_BF16)
+        ((uint16_t *)base)[i] = sw_f32_to_bf16(x);
+    else
+        ((float *)base)[i] = x;
+}
+
+/* Lays c's K/V out in pages: `spare` extra pages, shuffled, the table in the
+ * convention `fa` (block_table) or not (FlashInfer). When `scatter` is 0 the
+ * pages are left filled with 1e4 for the append to write. */
+static void pool_make(pool *p, const sw_case *c, sw_rng *r, int32_t ps, sw_kv_layout layout,
+                      int fa, int padded, int scatter)
+{
+    memset(p, 0, sizeof *p);
+    const int32_t B = c->batch, H = c->params.num_kv_heads, d = c->params.head_dim;
+    const size_t es = sw_dtype_size(c->params.dtype);
+    int32_t need = 0, maxp = 0;
+    for (int32_t b = 0; b < B; b++) {
+        const int32_t np = (c->kv_indptr[b + 1] - c->kv_indptr[b] + ps - 1) / ps;
+        need += np;
+        maxp = np > maxp ? np : maxp;
+    }
+    const int32_t npages = need + sw_rng_int(r, 0, 3);
+    int32_t *perm = malloc(sizeof(int32_t) * ((size_t)npages + 1));
+    for (int32_t i = 0; i < npages; i++)
+        perm[i] = i;
+    for (int32_t i = npages - 1; i > 0; i--) {
+        const int32_t j = sw_rng_int(r, 0, i), t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+    const int64_t pad = padded ? 8 : 0;
+    if (layout == SW_KV_NHD) {
+        p->head = d + (padded ? pad : 0);
+        p->tok = H * p->head + pad;
+        p->page = ps * p->tok + pad;
+    } else {
+        p->tok = d + pad;
+        p->head = ps * p->tok + pad;
+        p->page = H * p->head + pad;
+    }
+    if (!padded && layout == SW_KV_NHD)
+        p->tok = p->head = p->page = 0; /* the defaults */
+    const int64_t tok = p->tok ? p->tok : (layout == SW_KV_NHD ? (int64_t)H * d : d);
+    const int64_t head = p->head ? p->head : (layout == SW_KV_NHD ? d : (int64_t)ps * d);
+    const int64_t page = p->page ? p->page : (int64_t)ps * H * d;
+    const int64_t elems = page * (npages > 0 ? npages : 1);
+    p->bytes = (size_t)elems * es;
+    p->k = sw_aligned_alloc(64, p->bytes + 64);
+    p->v = sw_aligned_alloc(64, p->bytes + 64);
+    for (int64_t i = 0; i < elems; i++) {
+        put(c->params.dtype, p->k, i, 1e4f);
+        put(c->params.dtype, p->v, i, 1e4f);
+    }
+    sw_paged_kv_init(&p->kv);
+    p->kv.page_size = ps;
+    p->kv.layout = layout;
+    p->kv.num_pages = npages;
+    p->indptr = calloc((size_t)B + 1, sizeof(int32_t));
+    p->indices = calloc((size_t)need + 1, sizeof(int32_t));
+    p->last = calloc((size_t)B + 1, sizeof(int32_t));
+    p->lens = calloc((size_t)B + 1, sizeof(int32_t));
+    const int32_t stride = maxp + sw_rng_int(r, 0, 2);
+    p->table = malloc(sizeof(int32_t) * ((size_t)B * (size_t)stride + 1));
+    for (int64_t i = 0; i < (int64_t)B * stride; i++)
+        p->table[i] = -7; /* entries past a row's need are not read */
+    int32_t next = 0;
+    for (int32_t b = 0; b < B; b++) {
+        const int32_t len = c->kv_indptr[b + 1] - c->kv_indptr[b];
+        const int32_t np = (len + ps - 1) / ps;
+        p->indptr[b + 1] = p->indptr[b] + np;
+        p->last[b] = np ? len - (np - 1) * ps : 0;
+        p->lens[b] = len;
+        for (int32_t i = 0; i < np; i++) {
+            p->indices[p->indptr[b] + i] = perm[next];
+            p->table[(int64_t)b * stride + i] = perm[next++];
+        }
+        for (int32_t j = 0; scatter && j < len; j++) {
+            const int32_t pg = p->indices[p->indptr[b] + j / ps];
+            for (int32_t h = 0; h < H; h++) {
+                const int64_t dst = pg * page + (j % ps) * tok + h * head;
+                const int64_t src = (int64_t)(c->kv_indptr[b] + j) * c->k_stride + h * d;
+                memcpy((char *)p->k + dst * es, (const char *)c->k + src * es, (size_t)d * es);
+                memcpy((char *)p->v + dst * es, (const char *)c->v + src * es, (size_t)d * es);
+            }
+        }
+    }
+    if (fa) {
+        p->kv.block_table = p->table;
+        p->kv.block_table_stride = stride;
+        p->kv.seq_lens = p->lens;
+    } else {
+        p->kv.page_indptr = p->indptr;
+        p->kv.page_indices = p->indices;
+        p->kv.last_page_len = p->last;
+    }
+    free(perm);
+}
+
+static void tensors_of(sw_prefill_tensors *t, const sw_case *c, const pool *p)
+{
+    sw_prefill_tensors_init(t);
+    t->q = c->q;
+    t->o = c->o;
+    t->lse = c->lse;
+    t->k = p->k;
+    t->v = p->v;
+    t->q_rows = c->total_q;
+    t->q_row_stride = c->q_stride;
+    t->o_row_stride = c->o_stride;
+    t->k_row_stride = t->v_row_stride = p->tok;
+    t->k_head_stride = t->v_head_stride = p->head;
+    t->k_page_stride = t->v_page_stride = p->page;
+}
+
+/* Keeps at most `keep` query tokens per request (the last ones: decode and
+ * small speculative steps continue the cache). */
+static void shorten_queries(sw_case *c, int32_t keep)
+{
+    const size_t es = sw_dtype_size(c->params.dtype);
+    int32_t *ni = calloc((size_t)c->batch + 1, sizeof(int32_t));
+    for (int32_t b = 0; b < c->batch; b++) {
+        const int32_t ql = c->qo_indptr[b + 1] - c->qo_indptr[b];
+        const int32_t n = ql < keep ? ql : keep;
+        memmove((char *)c->q + (size_t)ni[b] * (size_t)c->q_stride * es,
+                (char *)c->q + (size_t)(c->qo_indptr[b + 1] - n) * (size_t)c->q_stride * es,
+                (size_t)n * (size_t)c->q_stride * es);
+        ni[b + 1] = ni[b] + n;
+    }
+    memcpy(c->qo_indptr, ni, sizeof(int32_t) * ((size_t)c->batch + 1));
+    c->total_q = ni[c->batch];
+    free(ni);
+}
+
+static const int32_t page_sizes[] = {1, 16, 64, 256};
+
+static int run_case(int index, sw_backend backend)
+{
+    sw_case c;
+    sw_case_make(&c, 20261202, index, index % 3 == 2 ? SW_DTYPE_F16 : SW_DTYPE_BF16, 200);
+    sw_rng r = {9000 + (uint64_t)index};
+    const int mode = index % 4; /* 0, 1 prefill; 2 decode q_len 1; 3 q_len <= 3 */
+    if (mode >= 2)
+        shorten_queries(&c, mode == 2 ? 1 : 3);
+    const int32_t ps = page_sizes[(index / 4) % 4];
+    const sw_kv_layout layout = (index / 2) % 2 ? SW_KV_HND : SW_KV_NHD;
+    const int fa = (index / 3) % 2, padded = (index / 5) % 2;
+    pool p;
+    pool_make(&p, &c, &r, ps, layout, fa, padded, 1);
+    sw_case_poison(&c);
+    c.params.backend = backend;
+    sw_prefill_plan *pl = NULL;
+    sw_prefill_tensors t;
+    tensors_of(&t, &c, &p);
+    sw_status s = sw_prefill_plan_create_paged(&c.params, c.batch, c.qo_indptr, &p.kv, &pl);
+    if (s == SW_OK) {
+        CHECK(sw_prefill_plan_total_kv(pl) == c.total_kv);
+        s = sw_prefill_run(pl, &t, NULL);
+    }
+    sw_prefill_plan_destroy(pl);
+    int bad = 0;
+    if (s != SW_OK) {
+        fprintf(stderr, "FAIL %s page %d %s %s: %s %s\n", c.name, ps,
+                layout == SW_KV_NHD ? "NHD" : "HND", fa ? "block_table" : "indptr",
+                sw_status_str(s), sw_last_error());
+        bad = 1;
+    } else {
+        const sw_check ck = sw_case_check(&c, 1);
+        const double tol = backend == SW_BACKEND_CPU_REF ? 4e-3 : 1.2e-2;
+        bad = ck.rel_l2 > tol || ck.unwritten || ck.lse_bad || ck.lse_max_abs > 1e-2;
+        if (bad || getenv("SW_TEST_VERBOSE"))
+            fprintf(stderr, "%s %s page %d %s %s%s [%s]: rel_l2=%.3g unwritten=%lld "
+                    "lse_bad=%lld lse_err=%.3g\n", bad ? "FAIL" : "ok", c.name, ps,
+                    layout == SW_KV_NHD ? "NHD" : "HND", fa ? "block_table" : "indptr",
+                    padded ? " padded" : "", sw_backend_name(backend), ck.rel_l2,
+                    (long long)ck.unwritten, (long long)ck.lse_bad, ck.lse_max_abs);
+    }
+    pool_free(&p);
+    sw_case_free(&c);
+    return bad;
+}
+
+/* The append writes exactly the requests' rows: an empty pool filled by one
+ * append from strided rows equals the pool the test scattered itself, byte
+ * for byte (spare pages and padding untouched). */
+static void test_append(int index)
+{
+    sw_case c;
+    sw_case_make(&c, 20261203, index, SW_DTYPE_BF16, 120);
+    sw_rng r = {777 + (uint64_t)index}, r2 = r;
+    const int32_t ps = page_sizes[index % 4];
+    const sw_kv_layout layout = index % 2 ? SW_KV_HND : SW_KV_NHD;
+    pool whole, step;
+    pool_make(&whole, &c, &r, ps, layout, index % 3 == 0, index % 5 == 0, 1);
+    pool_make(&step, &c, &r2, ps, layout, index % 3 == 0, index % 5 == 0, 0);
+    /* the new tokens: the last n of each request, the rest appended first */
+    const int32_t B = c.batch, H = c.params.num_kv_heads, d = c.params.head_dim;
+    int32_t *all = calloc((size_t)B + 1, sizeof(int32_t));
+    for (int32_t b = 0; b < B; b++)
+        all[b + 1] = c.kv_indptr[b + 1];
+    sw_prefill_tensors t;
+    sw_prefill_tensors_init(&t);
+    t.k = step.k;
+    t.v = step.v;
+    t.k_row_stride = t.v_row_stride = step.tok;
+    t.k_head_stride = t.v_head_stride = step.head;
+    t.k_page_stride = t.v_page_stride = step.page;
+    /* one append of every token (rows = c's K/V rows), strided source */
+    sw_status s = sw_paged_kv_append_host(&c.params, B, &step.kv, all, c.k, c.v, c.k_stride, &t);
+    CHECK_STATUS(s, SW_OK);
+    CHECK(memcmp(whole.k, step.k, whole.bytes) == 0);
+    CHECK(memcmp(whole.v, step.v, whole.bytes) == 0);
+    /* a request appending more tokens than its table holds is refused */
+    if (B > 0 && c.kv_indptr[1] > 0) {
+        int32_t *more = calloc((size_t)B + 1, sizeof(int32_t));
+        for (int32_t b = 0; b < B; b++)
+            more[b + 1] = more[b] + (c.kv_indptr[b + 1] - c.kv_indptr[b]) + (b == 0);
+        void *big = calloc((size_t)(more[B] + 1) * (size_t)H * (size_t)d, 2);
+        CHECK_STATUS(sw_paged_kv_append_host(&c.params, B, &step.kv, more, big, big, 0, &t),
+                     SW_STATUS_INVALID);
+        CHECK(strstr(sw_last_error(), "request 0 appends") != NULL);
+        free(big);
+        free(more);
+    }
+    free(all);
+    pool_free(&whole);
+    pool_free(&step);
+    sw_case_free(&c);
+}
+
+/* Each bad table is refused at plan time with INVALID (or UNSUPPORTED for a
+ * page size out of range) and a detail naming the entry. */
+static void expect_refusal(const sw_prefill_params *pp, int32_t batch, const int32_t *qo,
+                           const sw_paged_kv *kv, sw_status want, const char *needle)
+{
+    sw_prefill_plan *pl = (sw_prefill_plan *)1;
+    const sw_status s = sw_prefill_plan_create_paged(pp, batch, qo, kv, &pl);
+    CHECK(s == want);
+    CHECK(pl == NULL);
+    if (!strstr(sw_last_error(), needle)) {
+        fprintf(stderr, "FAIL refusal: wanted \"%s\" in \"%s\"\n", needle, sw_last_error());
+        sw_test_failures++;
+    }
+}
+
+static void test_refusals(void)
+{
+    sw_prefill_params pp;
+    sw_prefill_params_init(&pp);
+    pp.num_qo_heads = 2;
+    pp.num_kv_heads = 1;
+    pp.head_dim = 64;
+    pp.backend = SW_BACKEND_CPU;
+    const int32_t qo[3] = {0, 1, 2};
+    int32_t indptr[3] = {0, 2, 3}, idx[3] = {4, 1, 2}, last[2] = {16, 5};
+    sw_paged_kv kv;
+    sw_paged_kv_init(&kv);
+    kv.num_pages = 5;
+    kv.page_indptr = indptr;
+    kv.page_indices = idx;
+    kv.last_page_len = last;
+    sw_prefill_plan *pl = NULL;
+    CHECK_STATUS(sw_prefill_plan_create_paged(&pp, 2, qo, &kv, &pl), SW_OK);
+    CHECK(pl && sw_prefill_plan_total_kv(pl) == 32 + 5);
+    sw_prefill_plan_destroy(pl);
+
+    idx[1] = 5;
+    expect_refusal(&pp, 2, qo, &kv, SW_STATUS_INVALID, "page_indices[1] = 5 (request 0, its page 1)");
+    idx[1] = -1;
+    expect_refusal(&pp, 2, qo, &kv, SW_STATUS_INVALID, "page_indices[1] = -1");
+    idx[1] = 4;
+    expect_refusal(&pp, 2, qo, &kv, SW_STATUS_INVALID, "request 0 holds page 4 twice");
+    idx[1] = 1;
+    idx[2] = 4; /* shared across requests: allowed (a common prefix) */
+    CHECK_STATUS(sw_prefill_plan_create_paged(&pp, 2, qo, &kv, &pl), SW_OK);
+    sw_prefill_plan_destroy(pl);
+    pl = NULL;
+    idx[2] = 2;
+    last[1] = 0;
+    expect_refusal(&pp, 2, qo, &kv, SW_STATUS_INVALID, "last_page_len[1]=0");
+    last[1] = 17;
+    expect_refusal(&pp, 2, qo, &kv, SW_STATUS_INVALID, "last_page_len[1]=17");
+    last[1] = 5;
+    indptr[1] = 4;
+    expect_refusal(&pp, 2, qo, &kv, SW_STATUS_INVALID, "page_indptr[2]=3 < page_indptr[1]=4");
+    indptr[1] = 2;
+    indptr[0] = 1;
+    expect_refusal(&pp, 2, qo, &kv, SW_STATUS_INVALID, "page_indptr[0]=1");
+    indptr[0] = 0;
+    kv.page_size = 0;
+    expect_refusal(&pp, 2, qo, &kv, SW_STATUS_UNSUPPORTED, "page_size=0");
+    kv.page_size = 512;
+    expect_refusal(&pp, 2, qo, &kv, SW_STATUS_UNSUPPORTED, "page_size=512");
+    kv.page_size = 16;
+    /* a query longer than nothing is fine; the table must be one of two */
+    int32_t table[2 * 2] = {0, 3, 2, -1}, lens[2] = {20, 16};
+    kv.block_table = table;
+    kv.block_table_stride = 2;
+    kv.seq_lens = lens;
+    expect_refusal(&pp, 2, qo, &kv, SW_STATUS_INVALID, "both are set");
+    kv.page_indptr = NULL;
+    kv.page_indices = NULL;
+    kv.last_page_len = NULL;
+    CHECK_STATUS(sw_prefill_plan_create_paged(&pp, 2, qo, &kv, &pl), SW_OK);
+    CHECK(pl && sw_prefill_plan_total_kv(pl) == 36);
+    sw_prefill_plan_destroy(pl);
+    pl = NULL;
+    lens[1] = 17; /* needs the row's second entry, -1 */
+    expect_refusal(&pp, 2, qo, &kv, SW_STATUS_INVALID, "block_table[3] = -1 (request 1, its page 1)");
+    lens[1] = 33;
+    expect_refusal(&pp, 2, qo, &kv, SW_STATUS_INVALID,
+                   "block_table row 1: seq_lens[1]=33 needs 3 pages of 16 tokens, the row holds 2");
+    lens[1] = -1;
+    expect_refusal(&pp, 2, qo, &kv, SW_STATUS_INVALID, "seq_lens[1]=-1");
+    lens[1] = 16;
+    table[1] = 0;
+    expect_refusal(&pp, 2, qo, &kv, SW_STATUS_INVALID, "block_table[1] = 0: request 0 holds page 0 twice");
+    table[1] = 3;
+    kv.seq_lens = NULL;
+    kv.block_table = NULL;
+    expect_refusal(&pp, 2, qo, &kv, SW_STATUS_INVALID, "neither is set");
+    kv.block_table = table;
+    kv.seq_lens = lens;
+    /* the queries' offsets are checked as for contiguous K/V */
+    const int32_t bad_qo[3] = {0, 2, 1};
+    expect_refusal(&pp, 2, bad_qo, &kv, SW_STATUS_INVALID, "must not decrease");
+    /* CUDA kernels take contiguous K/V in this build */
+    pp.backend = SW_BACKEND_CUDA;
+    expect_refusal(&pp, 2, qo, &kv, SW_STATUS_UNSUPPORTED, "paged K/V runs on the CPU backends");
+    pp.backend = SW_BACKEND_CPU;
+    kv.struct_size = 8;
+    expect_refusal(&pp, 2, qo, &kv, SW_STATUS_INVALID, "struct_size=8");
+    kv.struct_size = sizeof kv;
+    expect_refusal(&pp, 2, qo, NULL, SW_STATUS_INVALID, "kv (the page table) is NULL");
+
+    /* strides that make rows of a page, or pages, overlap; kv_rows */
+    CHECK_STATUS(sw_prefill_plan_create_paged(&pp, 2, qo, &kv, &pl), SW_OK);
+    uint16_t qb[2 * 2 * 64] = {0}, ob[2 * 2 * 64];
+    uint16_t *pool_k = calloc(5 * 16 * 64 + 64, 2), *pool_v = calloc(5 * 16 * 64 + 64, 2);
+    sw_prefill_tensors t;
+    sw_prefill_tensors_init(&t);
+    t.q = qb;
+    t.o = ob;
+    t.k = pool_k;
+    t.v = pool_v;
+    t.q_rows = 2;
+    CHECK_STATUS(sw_prefill_run(pl, &t, NULL), SW_OK);
+    t.k_row_stride = 32;
+    CHECK_STATUS(sw_prefill_run(pl, &t, NULL), SW_STATUS_INVALID);
+    CHECK(strstr(sw_last_error(), "k_row_stride=32") != NULL);
+    t.k_row_stride = 0;
+    t.v_page_stride = 100;
+    CHECK_STATUS(sw_prefill_run(pl, &t, NULL), SW_STATUS_INVALID);
+    CHECK(strstr(sw_last_error(), "v_page_stride=100 is smaller than a page's 1024") != NULL);
+    t.v_page_stride = -2;
+    CHECK_STATUS(sw_prefill_run(pl, &t, NULL), SW_STATUS_INVALID);
+    t.v_page_stride = 0;
+    t.kv_rows = 79;
+    CHECK_STATUS(sw_prefill_run(pl, &t, NULL), SW_STATUS_INVALID);
+    CHECK(strstr(sw_last_error(), "kv_rows=79") != NULL);
+    t.kv_rows = 80;
+    CHECK_STATUS(sw_prefill_run(pl, &t, NULL), SW_OK);
+    sw_prefill_plan_destroy(pl);
+    free(pool_k);
+    free(pool_v);
+}
+
+int main(void)
+{
+    test_refusals();
+    int failed = 0, n = 0;
+    const double t0 = sw_now_seconds();
+    for (int i = 0; i < 64; i++, n++)
+        failed += run_case(i, SW_BACKEND_CPU);
+    for (int i = 0; i < 16; i++, n++)
+        failed += run_case(i, SW_BACKEND_CPU_REF);
+    for (int i = 0; i < 24; i++)
+        test_append(i);
+    printf("test_paged: %d cases, %d failed, %d failed checks, %.1f s\n", n, failed,
+           sw_test_failures, sw_now_seconds() - t0);
+    return failed || sw_test_failures ? 1 : 0;
+}
