@@ -200,6 +200,9 @@ typedef struct sw_prefill_tensors {
     int64_t v_page_stride;
 } sw_prefill_tensors;
 
+/* Zeroes all sizeof(sw_prefill_tensors) bytes of this header's struct and
+ * sets struct_size: a mirror of the struct in another language must have
+ * this size (the library reads only the fields struct_size covers). */
 SW_API void sw_prefill_tensors_init(sw_prefill_tensors *t);
 
 /*

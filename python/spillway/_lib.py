@@ -130,6 +130,11 @@ class sw_prefill_tensors(ctypes.Structure):
         ("o_row_stride", ctypes.c_int64),
         ("workspace", ctypes.c_void_p),
         ("workspace_bytes", ctypes.c_size_t),
+        # paged K/V (sw_prefill_plan_create_paged); 0 = the layout's default
+        ("k_head_stride", ctypes.c_int64),
+        ("v_head_stride", ctypes.c_int64),
+        ("k_page_stride", ctypes.c_int64),
+        ("v_page_stride", ctypes.c_int64),
     ]
 
 
