@@ -129,7 +129,7 @@ FLUSH_BYTES = 256 << 20
 # ------------------------------------------------------------------ cases --
 
 # The two ragged mixes are fixed lists (lengths 100..8192), the same as
-# tool_length_sets in tools/prefill_cmds.c, so `spillway bench prefill` and
+# tool_length_sets in bench/prefill_run.c, so `spillway bench prefill` and
 # this driver measure identical batches. mix-a: one long prompt among short
 # ones (the tail-balance case); mix-b: many requests, log-spread lengths.
 SHAPES = {

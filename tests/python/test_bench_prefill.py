@@ -48,7 +48,7 @@ def test_bench_prefill_mixes_and_flops():
         sys.path.pop(0)
     # The driver and `spillway bench prefill` must time the same batches.
     import re
-    with open(os.path.join(_ROOT, "tools", "prefill_cmds.c")) as f:
+    with open(os.path.join(_ROOT, "bench", "prefill_run.c")) as f:
         csrc = f.read()
     for name in ("16x1k", "4x4k", "1x16k", "mix-a", "mix-b"):
         lens = prefill.SHAPES[name]

@@ -10,7 +10,7 @@
  *   /proc/self/io read_bytes: bytes this process had read from storage
  *   (O_DIRECT included), i.e. the payload plus what the store read through
  *   (gaps between wanted extents, run headers). */
-#include "swap_tool.h"
+#include "swap_run.h"
 #include "spillway_store_profile.h"
 
 #define MIB 1048576.0

@@ -10,7 +10,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include "swap_tool.h"
+#include "swap_run.h"
 
 #include <errno.h>
 #include <fcntl.h>
