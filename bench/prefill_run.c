@@ -1,30 +1,27 @@
-/* `spillway demo` and `spillway bench prefill`: ragged batches of the named
- * benchmark shapes, timed on the chosen backend and checked row by row
- * against the library's fp64 reference (SW_BACKEND_CPU_REF) on sampled query
- * rows. The shapes and length sets match bench/prefill.py. */
+/* The machinery of spillway-bench-prefill (prefill.c) and part 1 of
+ * `spillway demo`: ragged batches of the named benchmark shapes, timed on
+ * the chosen backend and checked row by row against the library's fp64
+ * reference (SW_BACKEND_CPU_REF) on sampled query rows. The shapes and
+ * length sets match bench/prefill.py. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include "tool_common.h"
+#include "prefill_run.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#ifdef SW_HAVE_CUDA
-#include <cuda_runtime_api.h>
-#endif
-
-const tool_shape tool_shapes[] = {
+const prefill_shape prefill_shapes[] = {
     {"h16-2/d256", 16, 2, 256},
     {"h32-8/d128", 32, 8, 128},
     {"h32-8/d64", 32, 8, 64},
 };
-const int tool_num_shapes = 3;
+const int prefill_num_shapes = 3;
 
 /* Keep in step with LENGTH_SETS in bench/prefill.py. */
-const tool_lengths tool_length_sets[] = {
+const prefill_lengths prefill_length_sets[] = {
     {"16x1k", 16, {1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024,
                    1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024}},
     {"4x4k", 4, {4096, 4096, 4096, 4096}},
@@ -34,9 +31,9 @@ const tool_lengths tool_length_sets[] = {
                    800, 700, 600, 513, 500, 400, 300, 257, 200, 150, 100, 100, 100,
                    3000, 2500, 1200, 999, 640, 333, 129, 100}},
 };
-const int tool_num_length_sets = 5;
+const int prefill_num_length_sets = 5;
 
-/* ---- bf16 helpers (the tool keeps its own: it uses the public API only) -- */
+/* ---- bf16 helpers (the bench keeps its own: it uses the public API only) -- */
 static uint16_t f2bf(float f)
 {
     uint32_t u;
@@ -64,7 +61,7 @@ static float rnd_normal(void)
 }
 
 typedef struct job {
-    const tool_shape *shape;
+    const prefill_shape *shape;
     char case_name[96];
     int32_t batch;
     int32_t *indptr; /* q and kv share offsets: q_len = kv_len */
@@ -84,18 +81,14 @@ static void die_status(const char *what, sw_status s)
     exit(1);
 }
 
-#ifdef SW_HAVE_CUDA
-#define CU(x)                                                                             \
-    do {                                                                                  \
-        cudaError_t e_ = (x);                                                             \
-        if (e_ != cudaSuccess) {                                                          \
-            fprintf(stderr, "spillway: %s: %s\n", #x, cudaGetErrorString(e_));            \
-            exit(1);                                                                      \
-        }                                                                                 \
-    } while (0)
-#endif
+/* A failed GPU call (bench/common.c said which) ends the program. */
+static void gpu_need(int ok)
+{
+    if (!ok)
+        exit(1);
+}
 
-static void job_make(job *j, const tool_shape *sh, const tool_lengths *ls, double scale,
+static void job_make(job *j, const prefill_shape *sh, const prefill_lengths *ls, double scale,
                      int causal, sw_backend backend)
 {
     memset(j, 0, sizeof *j);
@@ -138,23 +131,22 @@ static void job_make(job *j, const tool_shape *sh, const tool_lengths *ls, doubl
     if (s != SW_OK)
         die_status("plan", s);
     j->backend = sw_prefill_plan_backend(j->plan);
-#ifdef SW_HAVE_CUDA
     if (j->backend == SW_BACKEND_CUDA || j->backend == SW_BACKEND_CUDA_PORTABLE ||
         j->backend == SW_BACKEND_CUDA_HOPPER) {
-        CU(cudaMalloc(&j->dq, nq * 2));
-        CU(cudaMalloc(&j->dout, nq * 2));
-        CU(cudaMalloc(&j->dk, nk * 2));
-        CU(cudaMalloc(&j->dv, nk * 2));
-        CU(cudaMalloc((void **)&j->dlse, (size_t)j->total * sh->hq * sizeof(float)));
+        gpu_need((j->dq = bench_gpu_alloc(nq * 2, "q")) != NULL);
+        gpu_need((j->dout = bench_gpu_alloc(nq * 2, "o")) != NULL);
+        gpu_need((j->dk = bench_gpu_alloc(nk * 2, "k")) != NULL);
+        gpu_need((j->dv = bench_gpu_alloc(nk * 2, "v")) != NULL);
+        gpu_need((j->dlse = bench_gpu_alloc((size_t)j->total * sh->hq * sizeof(float), "lse")) !=
+                 NULL);
         size_t ws = sw_prefill_plan_workspace_size(j->plan);
         if (ws)
-            CU(cudaMalloc(&j->dws, ws));
-        CU(cudaMemcpy(j->dq, j->q, nq * 2, cudaMemcpyHostToDevice));
-        CU(cudaMemcpy(j->dk, j->k, nk * 2, cudaMemcpyHostToDevice));
-        CU(cudaMemcpy(j->dv, j->v, nk * 2, cudaMemcpyHostToDevice));
-        CU(cudaMemset(j->dout, 0xff, nq * 2));
+            gpu_need((j->dws = bench_gpu_alloc(ws, "workspace")) != NULL);
+        gpu_need(!bench_gpu_copy(j->dq, j->q, nq * 2, NULL, "q upload"));
+        gpu_need(!bench_gpu_copy(j->dk, j->k, nk * 2, NULL, "k upload"));
+        gpu_need(!bench_gpu_copy(j->dv, j->v, nk * 2, NULL, "v upload"));
+        gpu_need(!bench_gpu_fill(j->dout, 0xff, nq * 2, "o poison"));
     }
-#endif
 }
 
 static int job_is_cuda(const job *j)
@@ -166,12 +158,8 @@ static int job_is_cuda(const job *j)
 static void job_free(job *j)
 {
     sw_prefill_plan_destroy(j->plan);
-#ifdef SW_HAVE_CUDA
-    if (job_is_cuda(j)) {
-        cudaFree(j->dq); cudaFree(j->dk); cudaFree(j->dv); cudaFree(j->dout);
-        cudaFree(j->dlse); cudaFree(j->dws);
-    }
-#endif
+    bench_gpu_free(j->dq); bench_gpu_free(j->dk); bench_gpu_free(j->dv);
+    bench_gpu_free(j->dout); bench_gpu_free(j->dlse); bench_gpu_free(j->dws);
     free(j->indptr); free(j->q); free(j->k); free(j->v); free(j->o); free(j->lse);
 }
 
@@ -205,33 +193,25 @@ static double job_time(job *j, int warmup, int reps)
         if (s != SW_OK)
             die_status("run", s);
     }
-#ifdef SW_HAVE_CUDA
     if (job_is_cuda(j)) {
-        cudaEvent_t a, b;
-        CU(cudaEventCreate(&a));
-        CU(cudaEventCreate(&b));
+        bench_gpu_timer t;
+        gpu_need(!bench_gpu_timer_create(&t));
         for (int i = 0; i < reps; i++) {
-            CU(cudaEventRecord(a, NULL));
+            bench_gpu_timer_start(&t, NULL);
             sw_status s = job_run(j);
             if (s != SW_OK)
                 die_status("run", s);
-            CU(cudaEventRecord(b, NULL));
-            CU(cudaEventSynchronize(b));
-            float f;
-            CU(cudaEventElapsedTime(&f, a, b));
-            ms[i] = f;
+            ms[i] = bench_gpu_timer_stop_ms(&t, NULL);
+            gpu_need(ms[i] >= 0);
         }
-        cudaEventDestroy(a);
-        cudaEventDestroy(b);
-    } else
-#endif
-    {
+        bench_gpu_timer_destroy(&t);
+    } else {
         for (int i = 0; i < reps; i++) {
-            double t0 = tool_now();
+            double t0 = bench_now();
             sw_status s = job_run(j);
             if (s != SW_OK)
                 die_status("run", s);
-            ms[i] = (tool_now() - t0) * 1e3;
+            ms[i] = (bench_now() - t0) * 1e3;
         }
     }
     qsort(ms, (size_t)reps, sizeof(double), cmp_double);
@@ -246,15 +226,13 @@ static double job_time(job *j, int warmup, int reps)
  * unwritten (non-finite) output in *bad. */
 static double job_check(job *j, int samples, int64_t *bad)
 {
-    const tool_shape *sh = j->shape;
+    const prefill_shape *sh = j->shape;
     const int d = sh->d;
     const size_t nq = (size_t)j->total * sh->hq * d;
-#ifdef SW_HAVE_CUDA
     if (job_is_cuda(j)) {
-        CU(cudaDeviceSynchronize());
-        CU(cudaMemcpy(j->o, j->dout, nq * 2, cudaMemcpyDeviceToHost));
+        gpu_need(!bench_gpu_sync(NULL, "run"));
+        gpu_need(!bench_gpu_copy(j->o, j->dout, nq * 2, NULL, "o download"));
     }
-#endif
     *bad = 0;
     for (size_t i = 0; i < nq; i++)
         if (!isfinite(bf2f(j->o[i])))
@@ -322,13 +300,10 @@ static double job_check(job *j, int samples, int64_t *bad)
     return worst;
 }
 
-typedef struct opts {
-    int cpu, causal, reps, warmup, samples;
-    double scale;
-    const char *cases, *shapes, *json;
-} opts;
+static const char *const shape_names[] = {"h16-2/d256", "h32-8/d128", "h32-8/d64"};
+static const char *const case_names[] = {"16x1k", "4x4k", "1x16k", "mix-a", "mix-b"};
 
-static int parse_opts(int argc, char **argv, opts *o, const char *usage)
+int prefill_parse(int argc, char **argv, prefill_opts *o, const char *prog, const char *usage)
 {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -342,27 +317,20 @@ static int parse_opts(int argc, char **argv, opts *o, const char *usage)
         else if (!strcmp(a, "--cases") && val) { o->cases = val; i++; }
         else if (!strcmp(a, "--shapes") && val) { o->shapes = val; i++; }
         else if (!strcmp(a, "--json") && val) { o->json = val; i++; }
-        else if (!strcmp(a, "-h") || !strcmp(a, "--help")) { printf("%s", usage); exit(0); }
+        else if (!strcmp(a, "-h") || !strcmp(a, "--help")) { printf("%s", usage); return -1; }
         else {
-            fprintf(stderr, "spillway: unknown or incomplete option '%s'\n%s", a, usage);
-            return 2;
+            fprintf(stderr, "%s: unknown or incomplete option '%s'\n%s", prog, a, usage);
+            return BENCH_USAGE;
         }
     }
     if (o->reps < 1 || o->warmup < 0 || !(o->scale >= 0) || o->samples < 1) {
-        fprintf(stderr, "spillway: --reps >= 1, --warmup >= 0, --scale > 0 (0 = default), --samples >= 1\n");
-        return 2;
+        fprintf(stderr, "%s: --reps >= 1, --warmup >= 0, --scale > 0 (0 = default), "
+                        "--samples >= 1\n", prog);
+        return BENCH_USAGE;
     }
-    return 0;
-}
-
-static int in_list(const char *list, const char *name)
-{
-    if (!list)
-        return 1;
-    size_t n = strlen(name);
-    for (const char *p = list; (p = strstr(p, name)) != NULL; p += n)
-        if ((p == list || p[-1] == ',') && (p[n] == ',' || p[n] == '\0'))
-            return 1;
+    if (bench_check_list(prog, "case", o->cases, case_names, prefill_num_length_sets) ||
+        bench_check_list(prog, "shape", o->shapes, shape_names, prefill_num_shapes))
+        return BENCH_USAGE;
     return 0;
 }
 
@@ -371,34 +339,26 @@ static const char *impl_name(const job *j)
     return job_is_cuda(j) ? "spillway" : "spillway-cpu";
 }
 
-static int bench_loop(opts *o, int demo)
+int prefill_run(prefill_opts *o, FILE *js)
 {
     sw_backend backend = o->cpu ? SW_BACKEND_CPU : SW_BACKEND_AUTO;
     int gpu = !o->cpu && sw_cuda_device_count() > 0;
     if (o->scale == 0)
         o->scale = gpu ? 1.0 : 0.125;
-    FILE *js = NULL;
-    if (o->json) {
-        js = fopen(o->json, "w");
-        if (!js) {
-            perror(o->json);
-            return 1;
-        }
-        fprintf(js, "[\n");
-    }
     printf("spillway %s | backend: %s | cpu isa: %s\n", sw_version_string(),
            gpu ? "cuda" : "cpu", sw_prefill_cpu_isa());
     printf("%-34s %-14s %9s %10s %10s %8s\n", "case", "impl", "tokens", "ms", gpu ? "TFLOP/s" : "GFLOP/s",
            "rel_err");
     int failures = 0, first = 1;
-    for (int si = 0; si < tool_num_shapes; si++) {
-        if (!in_list(o->shapes, tool_shapes[si].name))
+    for (int si = 0; si < prefill_num_shapes; si++) {
+        if (!bench_in_list(o->shapes, prefill_shapes[si].name))
             continue;
-        for (int li = 0; li < tool_num_length_sets; li++) {
-            if (!in_list(o->cases, tool_length_sets[li].name))
+        for (int li = 0; li < prefill_num_length_sets; li++) {
+            if (!bench_in_list(o->cases, prefill_length_sets[li].name))
                 continue;
             job j;
-            job_make(&j, &tool_shapes[si], &tool_length_sets[li], o->scale, o->causal, backend);
+            job_make(&j, &prefill_shapes[si], &prefill_length_sets[li], o->scale, o->causal,
+                     backend);
             double ms = job_time(&j, o->warmup, o->reps);
             int64_t bad = 0;
             double err = job_check(&j, o->samples, &bad);
@@ -421,40 +381,5 @@ static int bench_loop(opts *o, int demo)
             job_free(&j);
         }
     }
-    if (js) {
-        fprintf(js, "\n]\n");
-        fclose(js);
-    }
-    if (demo)
-        printf("%s: %d case(s) failed the check against the reference\n",
-               failures ? "FAIL" : "PASS", failures);
-    return failures ? 1 : 0;
-}
-
-/* Part 1 of `spillway demo` (swap_cmds.c runs both parts): the options
- * left once part 2's are taken out. check_only = 1 only validates them. */
-int demo_prefill(int argc, char **argv, const char *usage, int check_only)
-{
-    opts o = {0, 1, 5, 2, 6, 0.0, "mix-a", "h32-8/d128", NULL};
-    int rc = parse_opts(argc, argv, &o, usage);
-    if (rc || check_only)
-        return rc;
-    return bench_loop(&o, 1);
-}
-
-int cmd_bench_prefill(int argc, char **argv)
-{
-    opts o = {0, 1, 10, 3, 4, 0.0, NULL, NULL, NULL};
-    const char *usage =
-        "usage: spillway bench prefill [--cpu] [--full] [--scale F] [--reps N] [--warmup N]\n"
-        "                              [--cases 16x1k,4x4k,1x16k,mix-a,mix-b]\n"
-        "                              [--shapes h16-2/d256,h32-8/d128,h32-8/d64]\n"
-        "                              [--samples N] [--json FILE]\n"
-        "Times each case (median of --reps after --warmup; CUDA events on the GPU) and checks\n"
-        "sampled rows against the fp64 reference. On the CPU lengths are scaled by 1/8 unless\n"
-        "--scale is given. Opponents are measured by bench/prefill.py.\n";
-    int rc = parse_opts(argc, argv, &o, usage);
-    if (rc)
-        return rc;
-    return bench_loop(&o, 0);
+    return failures;
 }

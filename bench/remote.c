@@ -1,7 +1,8 @@
-/* `spillway store bench --remote [HOST:PORT|auto]`: the remote tier's
- * pipelined reads (sw_remote_get_batch, public API only) against
- * `redis-benchmark -t get` on the same server, with the same value size and
- * pipelining depth, measured in the same run (interleaved passes, medians).
+/* spillway-bench-remote [--remote HOST:PORT|auto] (`spillway bench remote`):
+ * the remote tier's pipelined reads (sw_remote_get_batch, public API only)
+ * against `redis-benchmark -t get` on the same server, with the same value
+ * size and pipelining depth, measured in the same run (interleaved passes,
+ * medians).
  *
  * Without HOST:PORT (or with "auto") the bench starts its own redis-server on
  * a free 127.0.0.1 port in a temp dir (no persistence) and kills it at exit,
@@ -11,7 +12,9 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include "tool_common.h"
+#include "common.h"
+
+#define PROG "spillway-bench-remote"
 
 #include <errno.h>
 #include <ftw.h>
@@ -172,7 +175,7 @@ static int rb_start_server(const char *server)
             rb_server_pid = 0;
         }
     }
-    fprintf(stderr, "spillway store bench: redis-server did not come up (log in %s)\n", rb_tmp);
+    fprintf(stderr, PROG ": redis-server did not come up (log in %s)\n", rb_tmp);
     return -1;
 }
 
@@ -258,7 +261,7 @@ static int rb_ours(sw_remote *r, const rb_opts *o, uint32_t *order, char *dst, v
 {
     uint32_t P = o->pipeline, pos = o->keys;
     uint64_t got = 0, bad = 0;
-    double t0 = tool_now(), t = t0;
+    double t0 = bench_now(), t = t0;
     do {
         for (int rep = 0; rep < 16; rep++) {
             if (pos + P > o->keys) {
@@ -269,7 +272,7 @@ static int rb_ours(sw_remote *r, const rb_opts *o, uint32_t *order, char *dst, v
                 keys[j] = rb_key(order[pos + j]);
             sw_status st = sw_remote_get_batch(r, P, keys, dp, o->value_bytes, lens, NULL, sts);
             if (st != SW_OK) {
-                fprintf(stderr, "spillway store bench: sw_remote_get_batch: %s: %s\n",
+                fprintf(stderr, PROG ": sw_remote_get_batch: %s: %s\n",
                         sw_status_str(st), sw_last_error());
                 return -1;
             }
@@ -280,10 +283,10 @@ static int rb_ours(sw_remote *r, const rb_opts *o, uint32_t *order, char *dst, v
             pos += P;
             got += P;
         }
-        t = tool_now();
+        t = bench_now();
     } while (t - t0 < o->seconds);
     if (bad) {
-        fprintf(stderr, "spillway store bench: %llu values came back with the wrong bytes\n",
+        fprintf(stderr, PROG ": %llu values came back with the wrong bytes\n",
                 (unsigned long long)bad);
         return -1;
     }
@@ -318,7 +321,7 @@ static int rb_redis_benchmark(const char *bin, const char *host, int port, const
     }
     int rc = pclose(f);
     if (rps <= 0 || rc != 0) {
-        fprintf(stderr, "spillway store bench: redis-benchmark gave no GET figure (exit %d): %s",
+        fprintf(stderr, PROG ": redis-benchmark gave no GET figure (exit %d): %s",
                 rc, last[0] ? last : "(no output)\n");
         return -1;
     }
@@ -352,7 +355,7 @@ static int rb_fill_benchmark_keys(const char *cli, const char *host, int port, c
     free(val);
     int rc = pclose(f);
     if (rc != 0) {
-        fprintf(stderr, "spillway store bench: redis-cli --pipe failed (exit %d)\n", rc);
+        fprintf(stderr, PROG ": redis-cli --pipe failed (exit %d)\n", rc);
         return -1;
     }
     return 0;
@@ -361,7 +364,8 @@ static int rb_fill_benchmark_keys(const char *cli, const char *host, int port, c
 static void rb_usage(FILE *f)
 {
     fprintf(f,
-            "usage: spillway store bench --remote [HOST:PORT|auto] [options]\n"
+            "usage: spillway-bench-remote [--remote HOST:PORT|auto] [options]\n"
+            "(also run as 'spillway bench remote')\n"
             "  --remote HOST:PORT   an existing Redis/Valkey server (standalone; no AUTH)\n"
             "  --remote [auto]      start a private redis-server on a free 127.0.0.1 port in a\n"
             "                       temp dir (--save '' --appendonly no), killed at exit\n"
@@ -397,7 +401,7 @@ static int rb_parse(int argc, char **argv, rb_opts *o)
             continue;
         }
         if (!v) {
-            fprintf(stderr, "spillway store bench: option '%s' needs a value\n", a);
+            fprintf(stderr, PROG ": option '%s' needs a value\n", a);
             return 2;
         }
         i++;
@@ -416,7 +420,7 @@ static int rb_parse(int argc, char **argv, rb_opts *o)
         else if (!strcmp(a, "--context-clients"))
             o->ctx_clients = (uint32_t)strtoul(v, NULL, 10);
         else {
-            fprintf(stderr, "spillway store bench --remote: unknown option '%s'\n", a);
+            fprintf(stderr, PROG ": unknown option '%s'\n", a);
             rb_usage(stderr);
             return 2;
         }
@@ -426,7 +430,7 @@ static int rb_parse(int argc, char **argv, rb_opts *o)
     if (!o->value_bytes || o->value_bytes > (64u << 20) || !o->pipeline ||
         o->pipeline > 65536 || o->keys < o->pipeline || !o->passes ||
         o->passes > RB_MAX_PASSES || !(o->seconds > 0)) {
-        fprintf(stderr, "spillway store bench --remote: need 0 < value-bytes <= 64 MiB, "
+        fprintf(stderr, PROG ": need 0 < value-bytes <= 64 MiB, "
                         "0 < pipeline <= 65536 <= ..., keys >= pipeline, 1..32 passes, "
                         "seconds > 0\n");
         return 2;
@@ -434,21 +438,21 @@ static int rb_parse(int argc, char **argv, rb_opts *o)
     return 0;
 }
 
-int cmd_store_bench_remote(int argc, char **argv)
+int main(int argc, char **argv)
 {
     rb_opts o;
     int pr = rb_parse(argc, argv, &o);
     if (pr)
         return pr == 1 ? 0 : 2;
     if (!sw_remote_available()) {
-        fprintf(stderr, "spillway store bench --remote: SKIP: this build has no remote tier "
+        fprintf(stderr, PROG ": SKIP: this build has no remote tier "
                         "(hiredis)\n");
         return RB_SKIP;
     }
     const char *bench_bin = rb_find("SPILLWAY_REDIS_BENCHMARK", "redis-benchmark");
     const char *cli_bin = rb_find("SPILLWAY_REDIS_CLI", "redis-cli");
     if (!bench_bin || !cli_bin) {
-        fprintf(stderr, "spillway store bench --remote: SKIP: redis-benchmark / redis-cli not "
+        fprintf(stderr, PROG ": SKIP: redis-benchmark / redis-cli not "
                         "found (apt package redis-tools)\n");
         return RB_SKIP;
     }
@@ -460,7 +464,7 @@ int cmd_store_bench_remote(int argc, char **argv)
     if (own) {
         const char *server = rb_find("SPILLWAY_REDIS_SERVER", "redis-server");
         if (!server) {
-            fprintf(stderr, "spillway store bench --remote: SKIP: redis-server not found "
+            fprintf(stderr, PROG ": SKIP: redis-server not found "
                             "(apt package redis-server), and no --remote HOST:PORT given\n");
             return RB_SKIP;
         }
@@ -471,7 +475,7 @@ int cmd_store_bench_remote(int argc, char **argv)
         const char *colon = strrchr(o.remote, ':');
         if (!colon || colon == o.remote || (size_t)(colon - o.remote) >= sizeof host ||
             atoi(colon + 1) <= 0) {
-            fprintf(stderr, "spillway store bench --remote: '%s' is not HOST:PORT\n", o.remote);
+            fprintf(stderr, PROG ": '%s' is not HOST:PORT\n", o.remote);
             return 2;
         }
         memcpy(host, o.remote, (size_t)(colon - o.remote));
@@ -490,7 +494,7 @@ int cmd_store_bench_remote(int argc, char **argv)
 
     double load0[3] = {0, 0, 0}, load1[3] = {0, 0, 0};
     (void)getloadavg(load0, 3);
-    printf("spillway store bench --remote: server %s (%s)\n", endpoint,
+    printf(PROG ": server %s (%s)\n", endpoint,
            own ? "own redis-server, no persistence, killed at exit" : "existing server");
     printf("  %u values of %u B (+64 B header each in ours), pipeline %u (keys per "
            "sw_remote_get_batch = redis-benchmark -P), %u interleaved passes, %.1f s per pass "
@@ -518,7 +522,7 @@ int cmd_store_bench_remote(int argc, char **argv)
     c.max_value_bytes = o.value_bytes;
     sw_status st = sw_remote_open(&c, &r);
     if (st != SW_OK) {
-        fprintf(stderr, "spillway store bench --remote: open %s: %s: %s\n", endpoint,
+        fprintf(stderr, PROG ": open %s: %s: %s\n", endpoint,
                 sw_status_str(st), sw_last_error());
         goto out;
     }
@@ -531,7 +535,7 @@ int cmd_store_bench_remote(int argc, char **argv)
     lens = (size_t *)calloc(P, sizeof *lens);
     sts = (sw_status *)calloc(P, sizeof *sts);
     if (!order || !dst || !val || !dp || !keys || !lens || !sts) {
-        fprintf(stderr, "spillway store bench --remote: out of memory\n");
+        fprintf(stderr, PROG ": out of memory\n");
         goto out;
     }
     memset(dst, 0, (size_t)P * o.value_bytes);
@@ -541,7 +545,7 @@ int cmd_store_bench_remote(int argc, char **argv)
     /* 1. our values, through sw_remote_put_batch in batches of P */
     {
         const void **srcs = (const void **)dp;
-        double t0 = tool_now();
+        double t0 = bench_now();
         for (uint32_t i = 0; i < o.keys; i += P) {
             uint32_t n = o.keys - i < P ? o.keys - i : P;
             for (uint32_t j = 0; j < n; j++) {
@@ -552,12 +556,12 @@ int cmd_store_bench_remote(int argc, char **argv)
             }
             st = sw_remote_put_batch(r, n, keys, (const void *const *)srcs, lens, NULL, sts);
             if (st != SW_OK) {
-                fprintf(stderr, "spillway store bench --remote: sw_remote_put_batch: %s: %s\n",
+                fprintf(stderr, PROG ": sw_remote_put_batch: %s: %s\n",
                         sw_status_str(st), sw_last_error());
                 goto out;
             }
         }
-        double dt = tool_now() - t0;
+        double dt = bench_now() - t0;
         printf("  ours written: %u values in %.2f s (%.3f GB/s, sw_remote_put_batch of %u)\n",
                o.keys, dt, (double)o.keys * o.value_bytes / dt / 1e9, P);
         for (uint32_t j = 0; j < P; j++)
@@ -565,12 +569,12 @@ int cmd_store_bench_remote(int argc, char **argv)
     }
     /* 2. redis-benchmark's keys key:000000000000 .. (-r keys) */
     {
-        double t0 = tool_now();
+        double t0 = bench_now();
         if (rb_fill_benchmark_keys(cli_bin, host, port, &o))
             goto out;
         printf("  redis-benchmark keys written: key:%012u..key:%012u, %u B each, in %.2f s "
                "(redis-cli --pipe)\n",
-               0u, o.keys - 1, o.value_bytes, tool_now() - t0);
+               0u, o.keys - 1, o.value_bytes, bench_now() - t0);
     }
 
     /* 3. warm-up of both, then interleaved passes: ours, rb -c 1, rb -c C */
@@ -664,12 +668,12 @@ int cmd_store_bench_remote(int argc, char **argv)
     /* JSON */
     {
         char path[4300];
-        FILE *f = tool_result_open(o.json, "store-remote", path, sizeof path);
+        FILE *f = bench_result_open(o.json, "store-remote", path, sizeof path);
         if (!f) {
             perror(path);
             goto out;
         }
-        fprintf(f, "[\n");
+        bench_json_begin(f, "store-remote", argc, argv);
         int first = 1;
         for (int i = 0; i < 3; i++) {
             rb_series *s = all[i];
@@ -699,8 +703,11 @@ int cmd_store_bench_remote(int argc, char **argv)
                         (unsigned long long)s1.get_p99_us);
             fprintf(f, ", \"load_start\": %.2f, \"load_end\": %.2f}", load0[0], load1[0]);
         }
-        fprintf(f, "\n]\n");
-        fclose(f);
+        bench_json_end(f);
+        if (fclose(f)) {
+            perror(path);
+            goto out;
+        }
         printf("  results: %s\n", path);
     }
     rc = 0;

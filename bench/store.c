@@ -1,5 +1,5 @@
-/* `spillway store bench` (disk and host tier): a thin client of the block
- * store's public API (spillway_store.h).
+/* spillway-bench-store (`spillway bench store`; disk and host tier): a thin
+ * client of the block store's public API (spillway_store.h).
  *
  * It measures, on one file system and in one run: the disk's own O_DIRECT
  * sequential and 64 KiB random reads (minimal loops of its own over a file
@@ -12,7 +12,9 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include "tool_common.h"
+#include "common.h"
+
+#define PROG "spillway-bench-store"
 
 #include "spillway_store_profile.h"
 
@@ -32,7 +34,7 @@
 
 static int die_status(const char *what, sw_status st)
 {
-    fprintf(stderr, "spillway store bench: %s: %s: %s\n", what, sw_status_str(st),
+    fprintf(stderr, PROG ": %s: %s: %s\n", what, sw_status_str(st),
             sw_last_error());
     return 1;
 }
@@ -116,7 +118,7 @@ static void *xalloc_huge(size_t n)
     size_t huge = (size_t)2 << 20, rounded = (n + huge - 1) & ~(huge - 1);
     void *p = NULL;
     if (posix_memalign(&p, huge, rounded) != 0) {
-        fprintf(stderr, "spillway store bench: out of memory (%zu bytes)\n", rounded);
+        fprintf(stderr, PROG ": out of memory (%zu bytes)\n", rounded);
         exit(1);
     }
 #ifdef MADV_HUGEPAGE
@@ -130,7 +132,7 @@ static void *xalloc_aligned(size_t n)
 {
     void *p = NULL;
     if (posix_memalign(&p, 4096, n) != 0) {
-        fprintf(stderr, "spillway store bench: out of memory (%zu bytes)\n", n);
+        fprintf(stderr, PROG ": out of memory (%zu bytes)\n", n);
         exit(1);
     }
     memset(p, 0, n);
@@ -151,7 +153,7 @@ static int raw_write(const char *path, uint64_t bytes, double *gbps)
         uint64_t r = rnd();
         memcpy(buf + i, &r, 8);
     }
-    double t0 = tool_now();
+    double t0 = bench_now();
     for (uint64_t off = 0; off < bytes; off += RAW_CHUNK) {
         memcpy(buf, &off, sizeof off);
         if (pwrite(fd, buf, RAW_CHUNK, (off_t)off) != (ssize_t)RAW_CHUNK) {
@@ -163,7 +165,7 @@ static int raw_write(const char *path, uint64_t bytes, double *gbps)
     }
     if (fsync(fd) != 0)
         perror("fsync");
-    *gbps = bytes / (tool_now() - t0) / 1e9;
+    *gbps = bytes / (bench_now() - t0) / 1e9;
     free(buf);
     close(fd);
     return 0;
@@ -215,7 +217,7 @@ static int raw_read(const char *path, uint64_t bytes, size_t chunk, int threads,
     }
     raw_job jobs[16];
     pthread_t th[16];
-    double t0 = tool_now();
+    double t0 = bench_now();
     for (int t = 0; t < threads; t++) {
         jobs[t] = (raw_job){fd, bytes, (uint64_t)t * chunk, (uint64_t)threads * chunk, chunk,
                             random, random ? random_ops / threads : 0, rnd(), 0};
@@ -228,10 +230,10 @@ static int raw_read(const char *path, uint64_t bytes, size_t chunk, int threads,
         ops += jobs[t].ops;
         err |= jobs[t].err;
     }
-    double dt = tool_now() - t0;
+    double dt = bench_now() - t0;
     close(fd);
     if (err) {
-        fprintf(stderr, "spillway store bench: raw read failed\n");
+        fprintf(stderr, PROG ": raw read failed\n");
         return -1;
     }
     r->bytes = ops * chunk;
@@ -280,7 +282,8 @@ static void print_result(const result *r, double ref)
 static void bench_usage(FILE *f)
 {
     fprintf(f,
-            "usage: spillway store bench [options]\n"
+            "usage: spillway-bench-store [options]\n"
+            "(also run as 'spillway bench store')\n"
             "  --dir D              parent directory of the scratch files (default /var/tmp;\n"
             "                       a disk, not tmpfs: the file system type is printed)\n"
             "  --size-mb N          raw file and store data file size (default 2048)\n"
@@ -314,8 +317,8 @@ static void bench_usage(FILE *f)
             "  --json PATH          results (default: a new bench/results/store-<host>-<UTC\n"
             "                       time>.json, never a committed record; ./ without bench/results)\n"
             "  --keep               keep the scratch directory\n"
-            "  --remote [HOST:PORT] the remote tier vs redis-benchmark GET instead (see\n"
-            "                       'spillway store bench --remote --help')\n");
+            "Exit status: 0 when every stripe read back right, 1 on an error, 2 on a usage\n"
+            "error. The remote tier's bench is spillway-bench-remote.\n");
 }
 
 static int parse_bench(int argc, char **argv, bench_opts *o)
@@ -335,7 +338,7 @@ static int parse_bench(int argc, char **argv, bench_opts *o)
             continue;
         }
         if (!v) {
-            fprintf(stderr, "spillway store bench: option '%s' needs a value\n", a);
+            fprintf(stderr, PROG ": option '%s' needs a value\n", a);
             return 2;
         }
         i++;
@@ -372,7 +375,7 @@ static int parse_bench(int argc, char **argv, bench_opts *o)
         else if (!strcmp(a, "--host-passes"))
             o->host_passes = (uint32_t)strtoul(v, NULL, 10);
         else {
-            fprintf(stderr, "spillway store bench: unknown option '%s'\n", a);
+            fprintf(stderr, PROG ": unknown option '%s'\n", a);
             bench_usage(stderr);
             return 2;
         }
@@ -381,7 +384,7 @@ static int parse_bench(int argc, char **argv, bench_opts *o)
         !o->host_passes || o->passes > MAX_PASSES || o->host_passes > MAX_PASSES ||
         o->inflight > 64 || !o->eng_per || o->eng_inflight > 64 || !o->io_buffer_mb ||
         o->stream_blocks < o->tile_blocks || o->stream_blocks % o->tile_blocks) {
-        fprintf(stderr, "spillway store bench: need --size-mb >= 64, positive counts (passes "
+        fprintf(stderr, PROG ": need --size-mb >= 64, positive counts (passes "
                         "<= 64), --inflight and --engine-inflight <= 64, "
                         "stream-blocks a multiple of tile-blocks\n");
         return 2;
@@ -405,7 +408,7 @@ static int store_tiles(sw_store *s, const bench_opts *o, const uint32_t *order, 
         dp[i] = dst + (size_t)i * STRIPE;
     uint64_t bytes = 0, calls = 0;
     int bad = 0;
-    double t0 = tool_now();
+    double t0 = bench_now();
     for (uint32_t t = 0; t < ntiles; t += o->tiles_per_call) {
         uint32_t n = 0;
         for (uint32_t u = t; u < ntiles && u < t + o->tiles_per_call; u++) {
@@ -429,12 +432,12 @@ static int store_tiles(sw_store *s, const bench_opts *o, const uint32_t *order, 
         bytes += (uint64_t)n * STRIPE;
         calls++;
     }
-    double dt = tool_now() - t0;
+    double dt = bench_now() - t0;
     free(keys);
     free(dp);
     free(sts);
     if (bad) {
-        fprintf(stderr, "spillway store bench: a stripe came back with the wrong bytes\n");
+        fprintf(stderr, PROG ": a stripe came back with the wrong bytes\n");
         return -1;
     }
     r->bytes = bytes;
@@ -464,7 +467,7 @@ static int store_tiles_async(sw_store *s, const bench_opts *o, const uint32_t *o
         dp[i] = dst + (size_t)i * STRIPE;
     uint64_t bytes = 0;
     int bad = 0;
-    double t0 = tool_now();
+    double t0 = bench_now();
     for (uint32_t q = 0; q < nreq + D && !bad; q++) {
         if (q >= D) { /* request q - D is done with its part of dst */
             uint32_t w = q - D, k = w % D, t = w * o->tiles_per_call;
@@ -503,13 +506,13 @@ static int store_tiles_async(sw_store *s, const bench_opts *o, const uint32_t *o
             nkeys[k] = n;
         }
     }
-    double dt = tool_now() - t0;
+    double dt = bench_now() - t0;
     free(keys);
     free(dp);
     free(sts);
     if (bad) {
         /* outstanding tickets are released by sw_store_close */
-        fprintf(stderr, "spillway store bench: a stripe came back with the wrong bytes\n");
+        fprintf(stderr, PROG ": a stripe came back with the wrong bytes\n");
         return -1;
     }
     r->bytes = bytes;
@@ -706,7 +709,7 @@ static int memcpy_tiles(const char *set, const uint32_t *pos, const bench_opts *
     uint32_t tiles_per_stream = o->stream_blocks / o->tile_blocks;
     size_t tile_bytes = (size_t)o->tile_blocks * STRIPE;
     int bad = 0;
-    double t0 = tool_now();
+    double t0 = bench_now();
     for (uint32_t t = 0; t < ntiles; t += o->tiles_per_call) {
         uint32_t n = 0;
         for (uint32_t u = t; u < ntiles && u < t + o->tiles_per_call; u++) {
@@ -722,9 +725,9 @@ static int memcpy_tiles(const char *set, const uint32_t *pos, const bench_opts *
                 bad = 1;
         }
     }
-    double dt = tool_now() - t0;
+    double dt = bench_now() - t0;
     if (bad) {
-        fprintf(stderr, "spillway store bench: memcpy baseline copied the wrong bytes\n");
+        fprintf(stderr, PROG ": memcpy baseline copied the wrong bytes\n");
         return -1;
     }
     r->bytes = (uint64_t)ntiles * tile_bytes;
@@ -793,7 +796,7 @@ static void ab_apply(ab_env *e, char val[AB_VARS][128], int set)
     }
 }
 
-int cmd_store_bench_disk(int argc, char **argv)
+int main(int argc, char **argv)
 {
     bench_opts o;
     int pr = parse_bench(argc, argv, &o);
@@ -803,7 +806,7 @@ int cmd_store_bench_disk(int argc, char **argv)
     char ab_val[AB_VARS][128];
     memset(&ab, 0, sizeof ab);
     if (o.engine_ab && ab_parse(o.engine_ab, &ab, ab_val)) {
-        fprintf(stderr, "spillway store bench: --engine-ab wants NAME=VALUE[,NAME=VALUE] (at "
+        fprintf(stderr, PROG ": --engine-ab wants NAME=VALUE[,NAME=VALUE] (at "
                         "most %d)\n", AB_VARS);
         return 2;
     }
@@ -811,7 +814,7 @@ int cmd_store_bench_disk(int argc, char **argv)
     char work[4096];
     snprintf(work, sizeof work, "%s/spillway-bench-XXXXXX", o.dir);
     if (!mkdtemp(work)) {
-        fprintf(stderr, "spillway store bench: mkdtemp in '%s': %s\n", o.dir, strerror(errno));
+        fprintf(stderr, PROG ": mkdtemp in '%s': %s\n", o.dir, strerror(errno));
         return 1;
     }
     struct statfs sfs;
@@ -820,7 +823,7 @@ int cmd_store_bench_disk(int argc, char **argv)
         fs = fs_name((long)sfs.f_type);
     double load0[3] = {0, 0, 0}, load1[3] = {0, 0, 0};
     (void)getloadavg(load0, 3);
-    printf("spillway store bench: %s (file system: %s%s)\n", work, fs,
+    printf(PROG ": %s (file system: %s%s)\n", work, fs,
            !strcmp(fs, "tmpfs") ? " -- RAM, not a disk: the figures say nothing about I/O" : "");
     printf("  size %llu MiB, stripes %u B, tile %u blocks; engine order: %u tile(s) per read "
            "request, %u in flight; shuffled: %u tile(s) per request, %u in flight; qd %u, "
@@ -875,9 +878,9 @@ int cmd_store_bench_disk(int argc, char **argv)
     c.queue_depth = o.qd;
     c.io_buffer_bytes = o.io_buffer_mb << 20;
     c.zero_fill = o.zero_fill;
-    double t0 = tool_now();
+    double t0 = bench_now();
     st = sw_store_open(&c, &s);
-    double cdt = tool_now() - t0;
+    double cdt = bench_now() - t0;
     if (st != SW_OK) {
         die_status("open", st);
         goto out;
@@ -900,7 +903,7 @@ int cmd_store_bench_disk(int argc, char **argv)
     const char *cap = getenv("SPILLWAY_STORE_READ_INFLIGHT");
     printf("  read tickets: SPILLWAY_STORE_READ_INFLIGHT=%s\n", cap ? cap : "(unset: 4 MiB)");
     char stripe[STRIPE];
-    t0 = tool_now();
+    t0 = bench_now();
     for (uint32_t b = 0; b < o.stream_blocks; b++)
         for (uint32_t q = 0; q < nstreams; q++) {
             sw_store_key k = bench_key(q, b);
@@ -911,7 +914,7 @@ int cmd_store_bench_disk(int argc, char **argv)
                 goto out;
             }
         }
-    double wdt = tool_now() - t0;
+    double wdt = bench_now() - t0;
     printf("  store filled: %u stripes in %.1f s (%.3f GB/s, %.0f us per write)\n",
            nstreams * o.stream_blocks, wdt, (double)nstreams * o.stream_blocks * STRIPE / wdt / 1e9,
            wdt * 1e6 / ((double)nstreams * o.stream_blocks));
@@ -1104,7 +1107,7 @@ int cmd_store_bench_disk(int argc, char **argv)
         shuf_st.corruptions || eng_st.io_errors || shuf_st.io_errors || ab_st.corruptions ||
         ab_st.io_errors || ab_st.host_hits ||
         (ab_r && ab_st.file_hits != (uint64_t)np * ntiles * o.tile_blocks)) {
-        fprintf(stderr, "spillway store bench: the disk passes did not read every stripe from "
+        fprintf(stderr, PROG ": the disk passes did not read every stripe from "
                         "the file with O_DIRECT (see the counters above)\n");
         goto out;
     }
@@ -1217,13 +1220,13 @@ int cmd_store_bench_disk(int argc, char **argv)
 
     /* JSON */
     char host[128], path[4300];
-    tool_host_slug(host, sizeof host);
-    FILE *f = tool_result_open(o.json, "store", path, sizeof path);
+    bench_host_slug(host, sizeof host);
+    FILE *f = bench_result_open(o.json, "store", path, sizeof path);
     if (!f) {
         perror(path);
         goto out;
     }
-    fprintf(f, "[\n");
+    bench_json_begin(f, "store", argc, argv);
     for (int i = 0; i < nres; i++) {
         fprintf(f,
                 "  {\"case\": \"%s\", \"impl\": \"%s\", \"gbps\": %.4f, \"stat\": \"median\", "
@@ -1259,8 +1262,11 @@ int cmd_store_bench_disk(int argc, char **argv)
         fprintf(f, ", \"load_start\": %.2f, \"load_end\": %.2f}%s\n", load0[0], load1[0],
                 i + 1 < nres ? "," : "");
     }
-    fprintf(f, "]\n");
-    fclose(f);
+    bench_json_end(f);
+    if (fclose(f)) {
+        perror(path);
+        goto out;
+    }
     printf("  results: %s\n", path);
     rc = 0;
 out:

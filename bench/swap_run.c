@@ -1,11 +1,11 @@
-/* The machinery behind part 2 of `spillway demo` and `spillway bench swap`
+/* The machinery behind part 2 of `spillway demo` and spillway-bench-swap
  * (public API only): a synthetic long-context KV cache for a real model
  * shape is offloaded to a block store in a scratch directory, then decode
  * steps run exact attention through the swap engine, each step's output
  * checked against an fp64 reference of the tool's own over every token.
  * Also the raw figures the results are held against, measured in the same
  * run by minimal loops of their own: O_DIRECT sequential reads of a file on
- * the same file system (as `spillway store bench` does) and memcpy of
+ * the same file system (as spillway-bench-store does) and memcpy of
  * stripe-sized pieces. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -24,9 +24,6 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <unistd.h>
-#ifdef SW_HAVE_CUDA
-#include <cuda_runtime.h>
-#endif
 
 #define NS 0xdec0de5ba9ull
 
@@ -89,7 +86,7 @@ void swt_progress_start(swt_progress *p, const char *what, int64_t total)
     p->total = total > 0 ? total : 1;
     p->shown = -1;
     p->last_t = 0;
-    p->t0 = tool_now();
+    p->t0 = bench_now();
     swt_progress_update(p, 0, NULL);
 }
 
@@ -98,7 +95,7 @@ void swt_progress_start(swt_progress *p, const char *what, int64_t total)
 void swt_progress_update(swt_progress *p, int64_t done, const char *extra)
 {
     int pct = (int)(100 * done / p->total);
-    double now = tool_now();
+    double now = bench_now();
     if (p->tty) {
         if (done < p->total && now - p->last_t < 0.1 && p->shown >= 0)
             return;
@@ -215,7 +212,7 @@ static double raw_seq_at(const char *path, uint64_t start, uint64_t bytes, size_
         return -1;
     raw_job jobs[8];
     pthread_t th[8];
-    double t0 = tool_now();
+    double t0 = bench_now();
     for (int t = 0; t < threads; t++) {
         jobs[t] = (raw_job){fd, start + bytes, start + (uint64_t)t * chunk,
                             (uint64_t)threads * chunk, 0, chunk, 0};
@@ -228,7 +225,7 @@ static double raw_seq_at(const char *path, uint64_t start, uint64_t bytes, size_
         ops += jobs[t].ops;
         err |= jobs[t].err;
     }
-    double dt = tool_now() - t0;
+    double dt = bench_now() - t0;
     close(fd);
     if (secs)
         *secs = dt;
@@ -288,13 +285,13 @@ double swt_memcpy_pieces(uint64_t set, size_t piece, size_t ring_pieces)
     char *src = (char *)swt_xalloc(set, 1), *dst = (char *)swt_xalloc(piece * ring_pieces, 1);
     double best = 0;
     for (int pass = 0; pass < 3; pass++) {
-        double t0 = tool_now();
+        double t0 = bench_now();
         size_t k = 0;
         for (uint64_t off = 0; off < set; off += piece) {
             memcpy(dst + (k % ring_pieces) * piece, src + off, piece);
             k++;
         }
-        double g = set / (tool_now() - t0) / 1e9;
+        double g = set / (bench_now() - t0) / 1e9;
         best = g > best ? g : best;
     }
     volatile char sink = dst[piece - 1];
@@ -305,71 +302,34 @@ double swt_memcpy_pieces(uint64_t set, size_t piece, size_t ring_pieces)
 }
 
 /* ------------------------------------------------------ GPU references -- */
-#ifdef SW_HAVE_CUDA
-static double gpu_copy_gbps(void *dst, const void *src, uint64_t bytes, double factor)
-{
-    cudaEvent_t a, b;
-    if (cudaEventCreate(&a) != cudaSuccess || cudaEventCreate(&b) != cudaSuccess)
-        return -1;
-    double best = -1;
-    (void)cudaMemcpy(dst, src, bytes, cudaMemcpyDefault); /* warm-up */
-    for (int i = 0; i < 5; i++) {
-        float ms = 0;
-        cudaEventRecord(a, 0);
-        cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, 0);
-        cudaEventRecord(b, 0);
-        if (cudaEventSynchronize(b) != cudaSuccess || cudaEventElapsedTime(&ms, a, b) != cudaSuccess)
-            break;
-        const double g = factor * (double)bytes / (ms * 1e-3) / 1e9;
-        best = g > best ? g : best;
-    }
-    cudaEventDestroy(a);
-    cudaEventDestroy(b);
-    (void)cudaGetLastError();
-    return best;
-}
-#endif
-
 double swt_h2d_pinned(uint64_t bytes)
 {
-#ifdef SW_HAVE_CUDA
     if (sw_cuda_device_count() < 1)
         return -1;
-    void *h = NULL, *d = NULL;
+    void *h = bench_pinned_alloc(bytes, "h2d reference, host buffer");
+    void *d = h ? bench_gpu_alloc(bytes, "h2d reference, device buffer") : NULL;
     double g = -1;
-    if (cudaMallocHost(&h, bytes) == cudaSuccess && cudaMalloc(&d, bytes) == cudaSuccess) {
+    if (d) {
         memset(h, 1, bytes);
-        g = gpu_copy_gbps(d, h, bytes, 1.0);
+        g = bench_gpu_copy_gbps(d, h, bytes, 1.0);
     }
-    cudaFreeHost(h);
-    cudaFree(d);
-    (void)cudaGetLastError();
+    bench_pinned_free(h);
+    bench_gpu_free(d);
     return g;
-#else
-    (void)bytes;
-    return -1;
-#endif
 }
 
 double swt_d2d_copy(uint64_t bytes)
 {
-#ifdef SW_HAVE_CUDA
     if (sw_cuda_device_count() < 1)
         return -1;
-    void *a = NULL, *b = NULL;
+    void *a = bench_gpu_alloc(bytes, "d2d reference, source");
+    void *b = a ? bench_gpu_alloc(bytes, "d2d reference, destination") : NULL;
     double g = -1;
-    if (cudaMalloc(&a, bytes) == cudaSuccess && cudaMalloc(&b, bytes) == cudaSuccess) {
-        cudaMemset(a, 1, bytes);
-        g = gpu_copy_gbps(b, a, bytes, 2.0);
-    }
-    cudaFree(a);
-    cudaFree(b);
-    (void)cudaGetLastError();
+    if (b && !bench_gpu_fill(a, 1, bytes, "d2d reference, fill"))
+        g = bench_gpu_copy_gbps(b, a, bytes, 2.0);
+    bench_gpu_free(a);
+    bench_gpu_free(b);
     return g;
-#else
-    (void)bytes;
-    return -1;
-#endif
 }
 
 /* ------------------------------------------------------- synthetic KV -- */
@@ -522,14 +482,9 @@ static int fail_status(const char *what, sw_status st)
 static void ctx_free(ctx *x)
 {
     sw_swap_destroy(x->swap);
-#ifdef SW_HAVE_CUDA
-    if (x->dq)
-        cudaFree(x->dq);
-    if (x->dout)
-        cudaFree(x->dout);
-    if (x->stream)
-        cudaStreamDestroy((cudaStream_t)x->stream);
-#endif
+    bench_gpu_free(x->dq);
+    bench_gpu_free(x->dout);
+    bench_gpu_stream_destroy(x->stream);
     if (x->store) {
         sw_status st = sw_store_close(x->store);
         if (st != SW_OK)
@@ -653,40 +608,27 @@ int swt_run_case(const swt_case *c, const char *store_dir, swt_result *res)
     x.q = (uint16_t *)swt_xalloc(qn * 2, 0);
     x.o = (uint16_t *)swt_xalloc(qn * 2, 0);
     x.ref = (double *)swt_xalloc(sizeof(double) * x.D, 0);
-#ifdef SW_HAVE_CUDA
-    if (c->device_pool) {
-        cudaStream_t cs = NULL;
-        if (cudaMalloc(&x.dq, qn * 2) != cudaSuccess || cudaMalloc(&x.dout, qn * 2) != cudaSuccess ||
-            cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking) != cudaSuccess) {
-            fprintf(stderr, "spillway: GPU buffers for the queries: %s\n",
-                    cudaGetErrorString(cudaGetLastError()));
-            goto out;
-        }
-        x.stream = cs;
-    }
-#else
-    if (c->device_pool) {
-        fprintf(stderr, "spillway: a device pool needs a CUDA build\n");
+    if (c->device_pool && (!(x.dq = bench_gpu_alloc(qn * 2, "queries on the GPU")) ||
+                           !(x.dout = bench_gpu_alloc(qn * 2, "outputs on the GPU")) ||
+                           !(x.stream = bench_gpu_stream_create("the attend's stream"))))
         goto out;
-    }
-#endif
     x.sc = (double *)swt_xalloc(sizeof(double) * (size_t)final_len, 0);
 
     swt_progress pg;
     const int32_t ctx_blocks = (int32_t)((c->context + x.B - 1) / x.B);
     swt_progress_start(&pg, "offload", (int64_t)c->batch * c->layers * ctx_blocks);
-    double t0 = tool_now(), gen_s = 0;
+    double t0 = bench_now(), gen_s = 0;
     int64_t done = 0;
     for (int32_t b = 0; b < c->batch; b++)
         for (int32_t l = 0; l < c->layers; l++)
             for (int32_t blk = 0; blk < ctx_blocks; blk++) {
-                double g0 = tool_now();
+                double g0 = bench_now();
                 int64_t end = (int64_t)(blk + 1) * x.B;
                 end = end < c->context ? end : c->context;
                 for (int64_t t = (int64_t)blk * x.B; t < end; t++)
                     gen_token(&x, b, l, t);
                 x.len = end;
-                gen_s += tool_now() - g0;
+                gen_s += bench_now() - g0;
                 st = offload_block(&x, b, l, blk);
                 if (st != SW_OK) {
                     fail_status("offload", st);
@@ -695,7 +637,7 @@ int swt_run_case(const swt_case *c, const char *store_dir, swt_result *res)
                 swt_progress_update(&pg, ++done, NULL);
             }
     x.len = c->context;
-    res->offload_seconds = tool_now() - t0 - gen_s;
+    res->offload_seconds = bench_now() - t0 - gen_s;
 
     /* Decode. */
     sw_swap_stats s0, s1;
@@ -742,24 +684,17 @@ int swt_run_case(const swt_case *c, const char *store_dir, swt_result *res)
                 gen_token(&x, b, l, x.len);
         x.len++;
         gen_queries(&x);
-#ifdef SW_HAVE_CUDA
-        /* On the attend's stream: a plain cudaMemcpy from pageable memory runs
-         * on the legacy stream, which x.stream (non-blocking) does not wait
-         * for, and may return before the DMA lands. */
-        if (c->device_pool &&
-            (cudaMemcpyAsync(x.dq, x.q, qn * 2, cudaMemcpyHostToDevice, (cudaStream_t)x.stream) !=
-                 cudaSuccess ||
-             cudaStreamSynchronize((cudaStream_t)x.stream) != cudaSuccess)) {
-            fprintf(stderr, "spillway: query upload failed\n");
+        /* On the attend's stream (bench_gpu_copy: a plain cudaMemcpy from
+         * pageable memory would run on the legacy stream, which x.stream
+         * does not wait for). */
+        if (c->device_pool && bench_gpu_copy(x.dq, x.q, qn * 2, x.stream, "query upload"))
             goto out;
-        }
-#endif
         const int32_t last = (int32_t)((x.len - 1) / x.B);
         swt_iostat io0, io1;
         swt_iostat_read(&ios, &io0); /* outside the timed region */
         if (step >= c->warmup)
             swt_qprof_begin(x.store);
-        double ts = tool_now();
+        double ts = bench_now();
         for (int32_t b = 0; b < c->batch && st == SW_OK; b++)
             for (int32_t l = 0; l < c->layers && st == SW_OK; l++)
                 st = offload_block(&x, b, l, last);
@@ -767,7 +702,7 @@ int swt_run_case(const swt_case *c, const char *store_dir, swt_result *res)
             fail_status("offload (decode)", st);
             goto out;
         }
-        const double ta = tool_now();
+        const double ta = bench_now();
         for (int32_t l = 0; l < c->layers; l++) {
             sw_swap_attend_params p;
             sw_swap_attend_params_init(&p);
@@ -784,14 +719,9 @@ int swt_run_case(const swt_case *c, const char *store_dir, swt_result *res)
                 goto out;
             }
         }
-#ifdef SW_HAVE_CUDA
-        if (c->device_pool && cudaStreamSynchronize((cudaStream_t)x.stream) != cudaSuccess) {
-            fprintf(stderr, "spillway: attend on the GPU: %s\n",
-                    cudaGetErrorString(cudaGetLastError()));
+        if (c->device_pool && bench_gpu_sync(x.stream, "attend on the GPU"))
             goto out;
-        }
-#endif
-        const double te = tool_now(), dt = te - ts;
+        const double te = bench_now(), dt = te - ts;
         swt_iostat_read(&ios, &io1);
         if (step >= c->warmup) {
             swt_iostat_add(&res->io, &io0, &io1);
@@ -811,12 +741,8 @@ int swt_run_case(const swt_case *c, const char *store_dir, swt_result *res)
         if (interleave && step >= c->warmup &&
             ((step - c->warmup + 1) % c->raw_every == 0 || step == nsteps - 1))
             raw_interleaved_pass(c, res, step - c->warmup + 1);
-#ifdef SW_HAVE_CUDA
-        if (c->device_pool && cudaMemcpy(x.o, x.dout, qn * 2, cudaMemcpyDeviceToHost) != cudaSuccess) {
-            fprintf(stderr, "spillway: output download failed\n");
+        if (c->device_pool && bench_gpu_copy(x.o, x.dout, qn * 2, x.stream, "output download"))
             goto out;
-        }
-#endif
         /* Check: every sampled head of every sequence and layer, spread
          * over the kv groups. */
         double worst = 0;
@@ -852,7 +778,6 @@ int swt_run_case(const swt_case *c, const char *store_dir, swt_result *res)
     sw_swap_get_stats(x.swap, &s1);
     sw_store_get_stats(x.store, &t1s);
     (void)rng_uniform;
-#ifdef SW_HAVE_CUDA
     /* Steady state of the tile kernels: attends of the last step's queries
      * back to back (no check, no host work in between), so the GPU runs at
      * its working clocks as during the reference copies. Every block is
@@ -861,7 +786,7 @@ int swt_run_case(const swt_case *c, const char *store_dir, swt_result *res)
         sw_swap_stats k0, k1;
         k0.struct_size = k1.struct_size = sizeof k0;
         sw_swap_get_stats(x.swap, &k0);
-        const double tk = tool_now();
+        const double tk = bench_now();
         for (int32_t rep = 0; rep < c->kernel_reps && st == SW_OK; rep++)
             for (int32_t l = 0; l < c->layers && st == SW_OK; l++) {
                 sw_swap_attend_params p;
@@ -879,19 +804,15 @@ int swt_run_case(const swt_case *c, const char *store_dir, swt_result *res)
             fail_status("attend (kernel loop)", st);
             goto out;
         }
-        if (cudaStreamSynchronize((cudaStream_t)x.stream) != cudaSuccess) {
-            fprintf(stderr, "spillway: kernel loop on the GPU: %s\n",
-                    cudaGetErrorString(cudaGetLastError()));
+        if (bench_gpu_sync(x.stream, "kernel loop on the GPU"))
             goto out;
-        }
-        res->loop_attend_seconds = tool_now() - tk;
+        res->loop_attend_seconds = bench_now() - tk;
         sw_swap_get_stats(x.swap, &k1);
         res->loop_reps = c->kernel_reps;
         res->loop_kernel_seconds = k1.kernel_seconds - k0.kernel_seconds;
         res->loop_kernel_kv_bytes = k1.kernel_kv_bytes - k0.kernel_kv_bytes;
         res->loop_bytes_read = k1.bytes_read - k0.bytes_read;
     }
-#endif
     res->checked_after = keep_q != NULL;
     if (keep_q) {
         /* the checks the steps left (check_after), each against the context

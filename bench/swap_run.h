@@ -1,10 +1,12 @@
-/* Shared by swap_cmds.c (demo part 2, bench swap: options, report, JSON)
- * and swap_run.c (the machinery: synthetic KV, store, engine, decode steps,
- * fp64 check, raw reference loops). */
-#ifndef SW_SWAP_TOOL_H
-#define SW_SWAP_TOOL_H
+/* The swap benchmark's machinery, shared by spillway-bench-swap (swap.c)
+ * and part 2 of `spillway demo` (tools/demo.c): swap_run.c runs a case
+ * (synthetic KV, store, engine, decode steps, fp64 check, raw reference
+ * loops), swap_iostat.c reads the disk-side counters, swap_report.c holds
+ * the options, the cases, the scratch directory and the report. */
+#ifndef SW_BENCH_SWAP_RUN_H
+#define SW_BENCH_SWAP_RUN_H
 
-#include "tool_common.h"
+#include "common.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -158,5 +160,73 @@ double swt_memcpy_pieces(uint64_t set, size_t piece, size_t ring_pieces);
 double swt_h2d_pinned(uint64_t bytes);
 double swt_d2d_copy(uint64_t bytes);
 void *swt_xalloc(size_t n, int aligned);
+
+/* ------------------------------------------------ swap_report.c -- */
+/* The options the demo's part 2 and the bench share. */
+typedef struct swt_opts {
+    int64_t context;
+    int32_t batch, layers, steps, warmup, check_heads;
+    double pool_pct, host_pct;
+    uint64_t raw_mb;
+    const char *dir, *json, *cases;
+    int keep, quick;
+    int host_pool;  /* --host-pool: the CPU engine even with a GPU */
+    int32_t prefetch_depth; /* --prefetch-depth; -1 = the engine's default */
+    int32_t tile;           /* --tile: blocks per tile; 0 = the case's / engine's */
+    int32_t io_buffer_mb;   /* --io-buffer-mb: the store's bounce buffer; 0 = its default */
+} swt_opts;
+/* Their lines of a usage text (no defaults: each program states its own). */
+extern const char swt_opts_help[];
+/* The demo's defaults (the bench changes some). */
+void swt_opts_default(swt_opts *o);
+/* Parses one option at argv[*i] (advancing *i past its value): 1 = taken,
+ * 0 = not one of these options, -1 = bad or missing value (message on
+ * stderr). */
+int swt_opt_parse(int argc, char **argv, int *i, swt_opts *o);
+/* 0, or BENCH_USAGE with the valid ranges on stderr. */
+int swt_opts_check(const swt_opts *o);
+/* 1 when the engine runs its device pool (GPU 0). */
+int swt_use_device(const swt_opts *o);
+/* A case of the demo's model shape (h16-2/d256, block 16): pool and host
+ * tier as a share of the KV, `dev_tile` blocks per tile with a device pool
+ * (0 = every block of a sequence). */
+swt_case swt_make_case(const char *name, const swt_opts *o, double pool_pct, double host_pct,
+                       int32_t dev_tile);
+
+/* A scratch directory (mkdtemp under --dir) with the raw O_DIRECT file
+ * and the raw passes before / after the cases. */
+typedef struct swt_scratch {
+    char work[4096], raw[4200];
+    const char *fs;
+    int tmpfs, keep;
+    uint64_t raw_bytes;
+    double raw_gbps[2];
+    int raw_n;
+} swt_scratch;
+int swt_scratch_open(swt_scratch *s, const char *dir, int keep, const char *tag); /* 0 or 1 */
+void swt_scratch_close(swt_scratch *s); /* removed unless keep */
+void swt_scratch_raw_write(swt_scratch *s, uint64_t bytes);
+void swt_scratch_raw_pass(swt_scratch *s);     /* at most two passes are kept */
+double swt_scratch_raw_best(const swt_scratch *s); /* GB/s; -1 = none */
+
+/* The figures of a case derived from its result. */
+typedef struct swt_derived {
+    double step_s, tokens_per_s, read_per_step, gbps, disk_gbps, host_gbps;
+    double visits_per_step, pool_rate, host_share, disk_share, host_tier_rate;
+    double kv_gbps; /* KV bytes attended per second */
+} swt_derived;
+
+swt_derived swt_derive(const swt_case *c, const swt_result *r);
+/* The value at rank q (0 = min, 0.5 = median, 1 = max) of the first 64 of
+ * `ms`; 0 when none. */
+double swt_ms_rank(const double *ms, int32_t nms, double q);
+double swt_step_ms_rank(const swt_result *r, double q);
+
+/* Report lines. */
+void swt_print_engine(const swt_opts *o);     /* which pool the engine runs */
+void swt_print_setup(const swt_case *c);      /* model, KV, pool, host tier */
+void swt_print_raw(const swt_scratch *s);
+void swt_print_raw_interleaved(const swt_result *r, double before_after);
+void swt_print_case(const swt_case *c, const swt_result *r, double raw);
 
 #endif

@@ -1,6 +1,6 @@
 /* Spillway block store: a profile of the read tickets' device queue
  * (sw_store_read_submit / sw_store_read_wait), for benchmarks and tuning.
- * Not installed yet: `spillway store bench` prints it per case. */
+ * Not installed yet: `spillway bench store` prints it per case. */
 #ifndef SPILLWAY_STORE_PROFILE_H
 #define SPILLWAY_STORE_PROFILE_H
 

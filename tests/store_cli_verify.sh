@@ -46,7 +46,7 @@ same "the second verify"
 "$cli" store inspect $io --dir "$work/store" > /dev/null || fail "inspect"
 same "inspect"
 
-for c in verify repair inspect bench; do
+for c in verify repair inspect; do
     "$cli" store $c --help > "$work/help.out" 2>&1 || fail "store $c --help exited non-zero"
     grep -qi "usage" "$work/help.out" || fail "store $c --help printed no usage"
 done

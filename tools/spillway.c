@@ -1,71 +1,17 @@
-/* spillway - command-line client of libspillway (public API only). */
+/* spillway - command-line client of libspillway (public API only): info,
+ * the demo, the store's inspect / verify / repair, and `bench NAME`, the
+ * front door of the benchmark programs (bench/) installed beside it. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
 #include "tool_common.h"
 
 #include <errno.h>
-#include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
-
-double tool_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-/* Host name as a file-name slug ("h200-node-3"), for results files. */
-void tool_host_slug(char *out, size_t n)
-{
-    char host[256] = "host";
-    gethostname(host, sizeof host - 1);
-    size_t j = 0;
-    for (size_t i = 0; host[i] && j + 1 < n; i++) {
-        char c = host[i];
-        if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'))
-            out[j++] = c;
-        else if (c >= 'A' && c <= 'Z')
-            out[j++] = (char)(c - 'A' + 'a');
-        else if (j && out[j - 1] != '-')
-            out[j++] = '-';
-    }
-    while (j && out[j - 1] == '-')
-        j--;
-    out[j] = 0;
-    if (!j)
-        snprintf(out, n, "host");
-}
-
-FILE *tool_result_open(const char *explicit_path, const char *component, char *path, size_t n)
-{
-    if (explicit_path) {
-        snprintf(path, n, "%s", explicit_path);
-        return fopen(path, "w");
-    }
-    char host[128], stamp[32];
-    tool_host_slug(host, sizeof host);
-    const time_t now = time(NULL);
-    struct tm tmv;
-    gmtime_r(&now, &tmv);
-    strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tmv);
-    struct stat sb;
-    const char *dir = stat("bench/results", &sb) == 0 && S_ISDIR(sb.st_mode) ? "bench/results/" : "";
-    for (int k = 1; k < 1000; k++) {
-        if (k == 1)
-            snprintf(path, n, "%s%s-%s-%s.json", dir, component, host, stamp);
-        else
-            snprintf(path, n, "%s%s-%s-%s-%d.json", dir, component, host, stamp, k);
-        const int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
-        if (fd >= 0)
-            return fdopen(fd, "w");
-        if (errno != EEXIST)
-            return NULL;
-    }
-    errno = EEXIST;
-    return NULL;
-}
 
 static void usage(FILE *f)
 {
@@ -78,17 +24,72 @@ static void usage(FILE *f)
             "                            cache larger than the pool and host tier, streamed from\n"
             "                            disk, checked, with tokens/s, bytes/s vs the raw disk\n"
             "                            read and hit rates per tier\n"
-            "  bench prefill [options]   prefill throughput per shape, each checked\n"
-            "  bench swap [options]      decode over the swap engine: disk-bound, host-tier-bound\n"
-            "                            and all-resident cases vs raw figures of the same run\n"
-            "  store bench [options]     block store tile reads vs the disk's own O_DIRECT\n"
-            "                            reads, host-tier hits vs memcpy\n"
-            "  store bench --remote [HOST:PORT]  remote-tier pipelined GETs vs redis-benchmark\n"
             "  store verify --dir D      check every extent (non-zero exit on corruption)\n"
+            "  store repair --dir D      drop what cannot be proven current\n"
             "  store inspect --dir D     geometry, occupancy, per-namespace counts\n"
-            "run 'spillway demo --help', 'spillway bench prefill --help',\n"
-            "'spillway bench swap --help' or\n"
-            "'spillway store bench --help' for options\n");
+            "  bench NAME [options]      runs the benchmark program spillway-bench-NAME:\n"
+            "    prefill                 prefill throughput per shape, each checked\n"
+            "    swap                    decode over the swap engine: disk-bound, host-tier-bound\n"
+            "                            and all-resident cases vs raw figures of the same run\n"
+            "    store                   block store tile reads vs the disk's own O_DIRECT\n"
+            "                            reads, host-tier hits vs memcpy\n"
+            "    remote                  remote-tier pipelined GETs vs redis-benchmark\n"
+            "run 'spillway <command> --help' (or 'spillway bench NAME --help') for options\n");
+}
+
+static const char *const bench_names[] = {"prefill", "swap", "store", "remote"};
+#define NUM_BENCH (int)(sizeof bench_names / sizeof bench_names[0])
+
+static const char bench_usage[] =
+    "usage: spillway bench prefill|swap|store|remote [options]\n"
+    "Runs the benchmark program spillway-bench-NAME from the directory of this program\n"
+    "(the build tree and the install put them together) with the options given; its exit\n"
+    "status is the bench's. 'spillway bench NAME --help' lists a bench's options. Each\n"
+    "writes its results to --json PATH, or else to a new file under bench/results/ (./\n"
+    "without one), never over a committed record.\n";
+
+/* `spillway bench NAME ARGS...`: exec of spillway-bench-NAME beside this
+ * program, so that each bench stays a program of its own (bench/) while
+ * its command keeps one front door. */
+static int cmd_bench(int argc, char **argv)
+{
+    if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+        fputs(bench_usage, argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    int known = 0;
+    for (int i = 0; i < NUM_BENCH; i++)
+        known |= !strcmp(argv[1], bench_names[i]);
+    if (!known) {
+        fprintf(stderr, "spillway bench: unknown bench '%s' (known: prefill, swap, store, "
+                        "remote)\n", argv[1]);
+        return 2;
+    }
+    char self[PATH_MAX], path[PATH_MAX + 64];
+    const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0) {
+        fprintf(stderr, "spillway bench: cannot find this program's directory: %s\n",
+                strerror(errno));
+        return 1;
+    }
+    self[n] = 0;
+    char *slash = strrchr(self, '/');
+    if (slash)
+        *slash = 0;
+    snprintf(path, sizeof path, "%s/spillway-bench-%s", slash ? self : ".", argv[1]);
+    char **args = (char **)calloc((size_t)argc, sizeof *args);
+    if (!args) {
+        fprintf(stderr, "spillway bench: out of memory\n");
+        return 1;
+    }
+    args[0] = path;
+    for (int i = 2; i < argc; i++)
+        args[i - 1] = argv[i];
+    fflush(NULL);
+    execv(path, args);
+    fprintf(stderr, "spillway bench: cannot run %s: %s\n", path, strerror(errno));
+    free(args);
+    return 1;
 }
 
 int main(int argc, char **argv)
@@ -98,6 +99,13 @@ int main(int argc, char **argv)
         return argc < 2 ? 2 : 0;
     }
     if (!strcmp(argv[1], "info")) {
+        if (argc > 2) {
+            const int help = !strcmp(argv[2], "-h") || !strcmp(argv[2], "--help");
+            fputs("usage: spillway info\n"
+                  "Prints the library's version, the number of usable CUDA devices and the CPU\n"
+                  "instruction set the CPU prefill path chose.\n", help ? stdout : stderr);
+            return help ? 0 : 2;
+        }
         printf("spillway %s\n", sw_version_string());
         printf("cuda devices: %d\n", sw_cuda_device_count());
         printf("cpu isa: %s\n", sw_prefill_cpu_isa());
@@ -105,10 +113,8 @@ int main(int argc, char **argv)
     }
     if (!strcmp(argv[1], "demo"))
         return cmd_demo(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "bench") && argc >= 3 && !strcmp(argv[2], "prefill"))
-        return cmd_bench_prefill(argc - 2, argv + 2);
-    if (!strcmp(argv[1], "bench") && argc >= 3 && !strcmp(argv[2], "swap"))
-        return cmd_bench_swap(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "bench"))
+        return cmd_bench(argc - 1, argv + 1);
     if (!strcmp(argv[1], "store"))
         return cmd_store(argc - 1, argv + 1);
     fprintf(stderr, "spillway: unknown command '%s'\n", argv[1]);

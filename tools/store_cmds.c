@@ -1,7 +1,8 @@
-/* `spillway store bench|verify|repair|inspect`: a thin client of the block
+/* `spillway store verify|repair|inspect`: a thin client of the block
  * store's public API (spillway_store.h), in the spirit of mdb_stat.
  *
- * The disk bench is in store_bench.c, the remote one in remote_bench.c. */
+ * The store's benchmarks are programs of their own: bench/store.c and
+ * bench/remote.c (`spillway bench store|remote`). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -13,8 +14,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
 
 static int die_status(const char *what, sw_status st)
 {
@@ -261,9 +270,9 @@ static int cmd_store_verify(int argc, char **argv)
     sw_store_verify_result r;
     memset(&r, 0, sizeof r);
     r.struct_size = sizeof r;
-    double t0 = tool_now();
+    double t0 = now_s();
     sw_status vst = sw_store_verify(s, verify_visit, &b, &r);
-    double dt = tool_now() - t0;
+    double dt = now_s() - t0;
     char err[512];
     snprintf(err, sizeof err, "%s", sw_last_error());
     printf("store %s: %llu stripes checked: %llu ok, %llu corrupt, %llu unreadable; "
@@ -354,10 +363,9 @@ static int cmd_store_repair(int argc, char **argv)
 int cmd_store(int argc, char **argv)
 {
     if (argc >= 2 && !strcmp(argv[1], "bench")) {
-        for (int i = 2; i < argc; i++)
-            if (!strcmp(argv[i], "--remote")) /* remote_bench.c */
-                return cmd_store_bench_remote(argc - 1, argv + 1);
-        return cmd_store_bench_disk(argc - 1, argv + 1); /* store_bench.c */
+        fprintf(stderr, "spillway store: the store's benchmarks are 'spillway bench store' and "
+                        "'spillway bench remote'\n");
+        return 2;
     }
     if (argc >= 2 && !strcmp(argv[1], "verify"))
         return cmd_store_verify(argc - 1, argv + 1);
@@ -366,13 +374,12 @@ int cmd_store(int argc, char **argv)
     if (argc >= 2 && !strcmp(argv[1], "repair"))
         return cmd_store_repair(argc - 1, argv + 1);
     const char *usage =
-        "usage: spillway store bench [options] | verify --dir D | repair --dir D |\n"
-        "                      inspect --dir D\n"
-        "  bench    disk (or --remote) benchmark of the store\n"
+        "usage: spillway store verify --dir D | repair --dir D | inspect --dir D\n"
         "  verify   check a store without writing to it (exit 1 when anything is damaged)\n"
         "  repair   drop what cannot be proven current, rewrite the journal\n"
         "  inspect  geometry, occupancy, journal, namespaces (read-only)\n"
-        "run 'spillway store <command> --help' for a command's options\n";
+        "run 'spillway store <command> --help' for a command's options; the store's\n"
+        "benchmarks: 'spillway bench store' and 'spillway bench remote'\n";
     if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
         fputs(usage, stdout);
         return 0;

@@ -23,7 +23,7 @@
  *         events (no host gap): GPU time per launch.
  * GB/s = K/V bytes of the tile (2 x H x tokens x D x 2) / time; the limit is
  * a 1 GiB device-to-device cudaMemcpy counted as 2 x bytes / time, best of
- * 5, in the same run (as tools/swap_run.c measures it).
+ * 5, in the same run (as bench/swap_run.c measures it).
  *
  * Build (device machine, from the repository root):
  *   nvcc -std=c++17 -O3 -Iinclude -Isrc -gencode=arch=compute_90a,code=sm_90a \
@@ -505,7 +505,7 @@ static void time_launch(L launch, A after, cudaStream_t st, int reps, double *is
 static void run_bench(const std::vector<int> &kernels, int sms, int per_override, int reps,
                       int blocks)
 {
-    /* tools/swap_cmds.c make_case + bench cases[] "resident": 16/2 heads,
+    /* bench/swap_report.c swt_make_case + bench/swap.c cases[] "resident": 16/2 heads,
      * d256, block 16, context 32768 + 1 warm-up + 5 steps = 32774 tokens,
      * pool = every block + 32, one tile of all 2050 blocks, q_len 1. */
     problem p;

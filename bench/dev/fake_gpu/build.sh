@@ -2,9 +2,9 @@
 # build.sh [BUILD] [OUT] - the device pool's host side on a machine without a GPU, for CPU profiles of it
 # (perf): libspillway from BUILD's C objects (default build-h200: a CUDA build, so the engine takes its
 # device-pool path) with fakedev.c in place of the CUDA sources (kernels do nothing, copies under 64 KiB
-# are memcpy, the rest nothing), and the CLI with fakecudart.c in place of cudart. Its attend results
+# are memcpy, the rest nothing), and spillway-bench-swap with fakecudart.c in place of cudart. Its attend results
 # are garbage (the checks fail, by design); its plan / submit / compute host times are the engine's.
-# Use: `$O/spillway bench swap --dir /var/tmp --cases host --steps 300 --check-heads 1` under
+# Use: `$O/spillway-bench-swap --dir /var/tmp --cases host --steps 300 --check-heads 1` under
 # `perf record` (the host planning profile in docs/perf/swap.md); also ThreadSanitizer builds of the
 # engine's threads with the GPU faked.
 set -euo pipefail
@@ -15,6 +15,10 @@ gcc -O2 -fPIC -g -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -c bench/dev/fake_gpu/fa
 gcc -shared -g -o "$O/libspillway.so.0" -Wl,-soname,libspillway.so.0 \
   $(find "$B/CMakeFiles/spillway_obj.dir/src" -name '*.c.o') "$O/fakedev.o" -luring -lhiredis -lm -lpthread
 ln -sf libspillway.so.0 "$O/libspillway.so"
-gcc -O2 -g -std=c11 -D_GNU_SOURCE -DSW_HAVE_CUDA=1 -I/usr/local/cuda/include -Iinclude -Isrc tools/*.c \
-  bench/dev/fake_gpu/fakecudart.c -L"$O" -lspillway -lm -lpthread -o "$O/spillway" -Wl,-rpath,"$O"
-echo "$O/spillway"
+echo "#define SW_BENCH_COMMIT \"$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)\"" \
+  >"$O/bench_commit.h"
+gcc -O2 -g -std=c11 -D_GNU_SOURCE -DSW_HAVE_CUDA=1 -I/usr/local/cuda/include -Iinclude -Ibench -I"$O" \
+  bench/swap.c bench/swap_report.c bench/swap_run.c bench/swap_iostat.c bench/common.c \
+  bench/dev/fake_gpu/fakecudart.c -L"$O" -lspillway -lm -lpthread -o "$O/spillway-bench-swap" \
+  -Wl,-rpath,"$O"
+echo "$O/spillway-bench-swap"
