@@ -36,6 +36,7 @@
 typedef struct rb_opts {
     const char *remote; /* NULL or "auto": own server */
     const char *json;
+    const char *server_bin, *benchmark_bin, *cli_bin; /* --redis-*: NULL = searched */
     uint32_t value_bytes, pipeline, keys, passes, ctx_clients;
     double seconds;
 } rb_opts;
@@ -70,11 +71,12 @@ static void rb_on_signal(int sig)
     raise(sig);
 }
 
-static const char *rb_find(const char *env, const char *name)
+/* The program `given` (an option's path: used as it is when executable),
+ * else `name` in /usr/bin, /usr/local/bin or /bin; NULL when none is. */
+static const char *rb_find(const char *given, const char *name)
 {
-    const char *e = getenv(env);
-    if (e && e[0])
-        return access(e, X_OK) == 0 ? e : NULL;
+    if (given)
+        return access(given, X_OK) == 0 ? given : NULL;
     static char buf[4][256];
     static int next;
     const char *dirs[] = {"/usr/bin", "/usr/local/bin", "/bin"};
@@ -377,6 +379,9 @@ static void rb_usage(FILE *f)
             "  --passes N           interleaved passes of each case (default 3; medians)\n"
             "  --context-clients C  redis-benchmark -c of the context figure (default 50;\n"
             "                       0 = skip); the like-for-like figure is always -c 1\n"
+            "  --redis-server P, --redis-benchmark P, --redis-cli P\n"
+            "                       the programs to run (default: found in /usr/bin,\n"
+            "                       /usr/local/bin or /bin)\n"
             "  --json PATH          results (default: a new bench/results/store-remote-<host>-\n"
             "                       <UTC time>.json, never a committed record)\n"
             "exit status 77: a prerequisite is missing (no hiredis in this build, no\n"
@@ -385,7 +390,7 @@ static void rb_usage(FILE *f)
 
 static int rb_parse(int argc, char **argv, rb_opts *o)
 {
-    *o = (rb_opts){NULL, NULL, 8192, 64, 16384, 3, 50, 3.0};
+    *o = (rb_opts){NULL, NULL, NULL, NULL, NULL, 8192, 64, 16384, 3, 50, 3.0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -407,6 +412,12 @@ static int rb_parse(int argc, char **argv, rb_opts *o)
         i++;
         if (!strcmp(a, "--json"))
             o->json = v;
+        else if (!strcmp(a, "--redis-server"))
+            o->server_bin = v;
+        else if (!strcmp(a, "--redis-benchmark"))
+            o->benchmark_bin = v;
+        else if (!strcmp(a, "--redis-cli"))
+            o->cli_bin = v;
         else if (!strcmp(a, "--value-bytes"))
             o->value_bytes = (uint32_t)strtoul(v, NULL, 10);
         else if (!strcmp(a, "--pipeline"))
@@ -427,6 +438,12 @@ static int rb_parse(int argc, char **argv, rb_opts *o)
     }
     if (o->remote && !strcmp(o->remote, "auto"))
         o->remote = NULL;
+    const char *given[] = {o->server_bin, o->benchmark_bin, o->cli_bin};
+    for (int k = 0; k < 3; k++)
+        if (given[k] && access(given[k], X_OK) != 0) {
+            fprintf(stderr, PROG ": '%s' is not an executable program\n", given[k]);
+            return 2;
+        }
     if (!o->value_bytes || o->value_bytes > (64u << 20) || !o->pipeline ||
         o->pipeline > 65536 || o->keys < o->pipeline || !o->passes ||
         o->passes > RB_MAX_PASSES || !(o->seconds > 0)) {
@@ -449,8 +466,8 @@ int main(int argc, char **argv)
                         "(hiredis)\n");
         return RB_SKIP;
     }
-    const char *bench_bin = rb_find("SPILLWAY_REDIS_BENCHMARK", "redis-benchmark");
-    const char *cli_bin = rb_find("SPILLWAY_REDIS_CLI", "redis-cli");
+    const char *bench_bin = rb_find(o.benchmark_bin, "redis-benchmark");
+    const char *cli_bin = rb_find(o.cli_bin, "redis-cli");
     if (!bench_bin || !cli_bin) {
         fprintf(stderr, PROG ": SKIP: redis-benchmark / redis-cli not "
                         "found (apt package redis-tools)\n");
@@ -462,7 +479,7 @@ int main(int argc, char **argv)
     int port;
     int own = !o.remote;
     if (own) {
-        const char *server = rb_find("SPILLWAY_REDIS_SERVER", "redis-server");
+        const char *server = rb_find(o.server_bin, "redis-server");
         if (!server) {
             fprintf(stderr, PROG ": SKIP: redis-server not found "
                             "(apt package redis-server), and no --remote HOST:PORT given\n");

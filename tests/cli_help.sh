@@ -68,6 +68,7 @@ for p in "$d/spillway-bench-store" "$s bench store"; do
 done
 for p in "$d/spillway-bench-remote" "$s bench remote"; do
     bad $p --passes 0
+    bad $p --redis-cli /nonexistent/redis-cli
     bad $p --bogus 1
 done
 
