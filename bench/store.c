@@ -8,7 +8,7 @@
  * every tile shuffled, and the engine's order (sequence by sequence, tiles
  * in block order, the K and V streams of every kv head of a tile together)
  * -- host-tier hits, and a plain memcpy of the same bytes; prints the
- * ratios and writes a JSON list of results. */
+ * ratios and writes them to a results file (bench/common.h). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
