@@ -22,7 +22,7 @@
  * Build (device machine, from the repository root):
  *   nvcc -std=c++17 -O3 -Iinclude -Isrc -gencode=arch=compute_90a,code=sm_90a \
  *        -o /tmp/pc bench/dev/portable_check.cu src/cuda/attn/prefill_portable*.cu \
- *        src/cuda/cuda_rt.cu
+ *        src/core/sw_cuda.cu
  * Run: /tmp/pc [--check] [--bench] [--json FILE] [--seed N] [--reps N]
  * Exit: 0 pass, 1 fail, 77 no GPU (skip).
  *

@@ -3,6 +3,7 @@
 #ifndef SW_ATTN_INTERNAL_H
 #define SW_ATTN_INTERNAL_H
 
+#include "core/sw_cuda.h"
 #include "spillway.h"
 
 #include <stdint.h>
@@ -172,7 +173,8 @@ sw_status sw_cpu_prefill_fast(const sw_attn_problem *pb, int num_threads);
 const char *sw_cpu_prefill_isa(void);
 
 /* ---------------------------------------------------------------- CUDA -- */
-/* Implemented in src/cuda/ when built with CUDA; stubs otherwise. */
+/* Implemented in src/cuda/attn/ when built with CUDA; prefill_cuda_stub.c
+ * otherwise. The runtime wrappers they use are core/sw_cuda.h. */
 
 /* Launch-time arguments of the portable kernel. All pointers are device
  * pointers; `work` and `reqs` live in the workspace (uploaded by run()). */
@@ -207,19 +209,6 @@ sw_status sw_cuda_prefill_portable_launch(const sw_cuda_prefill_args *a, void *s
 sw_status sw_cuda_prefill_hopper_config(int32_t device, int32_t head_dim, sw_dtype dtype,
                                         int32_t *tile_m, int32_t *grid_ctas);
 sw_status sw_cuda_prefill_hopper_launch(const sw_cuda_prefill_args *a, void *stream);
-
-/* Thin CUDA runtime wrappers so that C files need no CUDA header. */
-int32_t sw_cuda_devices(void);
-sw_status sw_cuda_set_device(int32_t device);
-sw_status sw_cuda_memcpy_h2d_async(void *dst, const void *src, size_t bytes, void *stream);
-sw_status sw_cuda_memset_async(void *dst, int value, size_t bytes, void *stream);
-sw_status sw_cuda_host_alloc(void **p, size_t bytes);   /* pinned */
-void sw_cuda_host_free(void *p);
-/* Pins existing host memory (cudaHostRegister) / releases that. */
-sw_status sw_cuda_host_register(void *p, size_t bytes);
-void sw_cuda_host_unregister(void *p);
-int sw_cuda_built(void);   /* 1 when compiled with CUDA */
-const char *sw_cuda_archs(void);
 
 #ifdef __cplusplus
 }

@@ -8,7 +8,7 @@
 
 #include "opponents/opponent.h"
 #include "core/sw_core.h"
-#include "cuda/sw_cuda_check.h"
+#include "core/sw_cuda_check.h"
 
 #include <cuda_runtime.h>
 

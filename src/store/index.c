@@ -3,8 +3,6 @@
  * handle's lock and does no I/O. */
 #include "store/store_internal.h"
 
-#include "attn/attn_internal.h"
-
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>

@@ -3,7 +3,7 @@
  * lookups, coalesced request plans, per-extent verification. */
 #include "store/read.h"
 
-#include "attn/attn_internal.h"
+#include "core/sw_cuda.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -3,7 +3,7 @@
  * (sw_remote_get_batch). See docs/remote.md, "The store's remote tier". */
 #include "store/store_internal.h"
 
-#include "attn/attn_internal.h"
+#include "core/sw_cuda.h"
 #include "spillway_remote.h"
 
 #include <errno.h>

@@ -2,8 +2,6 @@
  * delete. Reads are in read.c (synchronous) and read_async.c (tickets). */
 #include "store/store_internal.h"
 
-#include "attn/attn_internal.h"
-
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -2,7 +2,7 @@
  * preallocation), journal replay and compaction, close, stats. */
 #include "store/store_internal.h"
 
-#include "attn/attn_internal.h"
+#include "core/sw_cuda.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -304,8 +304,4 @@ sw_status sw_store_read_device_owned(sw_store *s, size_t n, const sw_store_key *
                                      uint64_t *generations, sw_status *statuses, void *stream);
 size_t sw_store_first_host_dst(size_t n, void *const *dst, size_t dst_bytes);
 
-/* Thin CUDA wrapper added for the store (cuda_rt.cu / cuda_stub.c). */
-sw_status sw_cuda_stream_sync(void *stream);
-int sw_cuda_is_device_ptr(const void *p);
-
 #endif

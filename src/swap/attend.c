@@ -5,7 +5,7 @@
  * fp32. */
 #include "swap_internal.h"
 #include "swap_cuda.h"
-#include "attn/attn_internal.h"
+#include "core/sw_cuda.h"
 #include "core/sw_core.h"
 #include "core/sw_half.h"
 

@@ -60,7 +60,7 @@
  * memory in a call that lands blocks (DESC_K). */
 #include "swap_internal.h"
 #include "swap_cuda.h"
-#include "attn/attn_internal.h"
+#include "core/sw_cuda.h"
 #include "core/sw_core.h"
 #include "core/sw_half.h"
 #include "store/crc32c_gf2.h"

@@ -1,7 +1,7 @@
 /* Swap engine handle: configuration, sequence registry, offload, stats. */
 #include "swap_internal.h"
 #include "swap_cuda.h"
-#include "attn/attn_internal.h"
+#include "core/sw_cuda.h"
 #include "core/sw_core.h"
 
 #include <math.h>

@@ -9,7 +9,7 @@
  * portable kernel when it says no. */
 #include "attn/attn_internal.h"
 #include "core/sw_core.h"
-#include "cuda/sw_cuda_check.h"
+#include "core/sw_cuda_check.h"
 #include "hopper_launch.h"
 
 #include <cuda.h>

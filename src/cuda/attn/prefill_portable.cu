@@ -6,7 +6,7 @@
  * and launch (run time) both go through it so they cannot disagree. */
 #include "attn/attn_internal.h"
 #include "core/sw_core.h"
-#include "cuda/sw_cuda_check.h"
+#include "core/sw_cuda_check.h"
 #include "portable_launch.h"
 
 #include <cuda_runtime.h>

@@ -8,7 +8,7 @@
 #ifndef SW_SWAP_CARVE_CUH
 #define SW_SWAP_CARVE_CUH
 
-#include "cuda/sw_cuda_check.h"
+#include "core/sw_cuda_check.h"
 
 #include <cuda_runtime.h>
 

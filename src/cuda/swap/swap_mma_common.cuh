@@ -17,7 +17,7 @@
 #include <stdint.h>
 #include <type_traits>
 
-#include "cuda/sw_cuda_check.h"
+#include "core/sw_cuda_check.h"
 #include "swap/swap_cuda.h"
 #include "swap_merge.cuh"
 

@@ -6,7 +6,7 @@
  * the same blocks. */
 #include "swap/swap_cuda.h"
 #include "core/sw_core.h"
-#include "cuda/sw_cuda_check.h"
+#include "core/sw_cuda_check.h"
 
 #include <cuda_runtime.h>
 #include <math.h>

@@ -3,7 +3,7 @@
  * error becomes SW_STATUS_CUDA through SW_CUDA_CHECK. */
 #include "swap/swap_cuda.h"
 #include "core/sw_core.h"
-#include "cuda/sw_cuda_check.h"
+#include "core/sw_cuda_check.h"
 
 #include <cuda_runtime.h>
 

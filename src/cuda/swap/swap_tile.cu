@@ -17,7 +17,7 @@
  * the score, v_scale into P). */
 #include "swap/swap_cuda.h"
 #include "core/sw_core.h"
-#include "cuda/sw_cuda_check.h"
+#include "core/sw_cuda_check.h"
 #include "swap_carve.cuh"
 #include "swap_merge.cuh"
 

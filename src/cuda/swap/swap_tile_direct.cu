@@ -25,7 +25,7 @@
 #include "swap/swap_cuda.h"
 #include "store/crc32c_gf2.h"
 #include "core/sw_core.h"
-#include "cuda/sw_cuda_check.h"
+#include "core/sw_cuda_check.h"
 #include "swap_carve.cuh"
 #include "swap_crc.cuh"
 

@@ -34,7 +34,7 @@
  * P is rounded to BF16 for the product (the sum uses fp32 P). */
 #include "swap/swap_cuda.h"
 #include "core/sw_core.h"
-#include "cuda/sw_cuda_check.h"
+#include "core/sw_cuda_check.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>

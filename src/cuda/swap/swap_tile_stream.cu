@@ -37,7 +37,7 @@
  * rounding. */
 #include "swap/swap_cuda.h"
 #include "core/sw_core.h"
-#include "cuda/sw_cuda_check.h"
+#include "core/sw_cuda_check.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>

@@ -1,62 +1,13 @@
-/* CUDA entry points for builds without CUDA: every call reports that no
- * device exists, so the front end falls back to the CPU. */
-#include "../attn/attn_internal.h"
-#include "sw_core.h"
-
-int sw_cuda_built(void) { return 0; }
-const char *sw_cuda_archs(void) { return ""; }
-int32_t sw_cuda_devices(void) { return 0; }
+/* The swap engine's CUDA entry points (swap/swap_cuda.h) for builds
+ * without CUDA: SW_STATUS_NO_DEVICE, so no device pool is ever created. */
+#include "swap/swap_cuda.h"
+#include "core/sw_core.h"
 
 static sw_status no_cuda(void)
 {
     return sw_fail(SW_STATUS_NO_DEVICE, "this build of Spillway has no CUDA support");
 }
 
-sw_status sw_cuda_set_device(int32_t device) { (void)device; return no_cuda(); }
-sw_status sw_cuda_memcpy_h2d_async(void *dst, const void *src, size_t bytes, void *stream)
-{
-    (void)dst; (void)src; (void)bytes; (void)stream;
-    return no_cuda();
-}
-sw_status sw_cuda_memset_async(void *dst, int value, size_t bytes, void *stream)
-{
-    (void)dst; (void)value; (void)bytes; (void)stream;
-    return no_cuda();
-}
-/* Declared in store/store_internal.h (the block store's device reads). */
-sw_status sw_cuda_stream_sync(void *stream);
-sw_status sw_cuda_stream_sync(void *stream) { (void)stream; return no_cuda(); }
-int sw_cuda_is_device_ptr(const void *p);
-int sw_cuda_is_device_ptr(const void *p) { (void)p; return 0; }
-sw_status sw_cuda_host_alloc(void **p, size_t bytes) { (void)bytes; *p = NULL; return no_cuda(); }
-void sw_cuda_host_free(void *p) { (void)p; }
-sw_status sw_cuda_host_register(void *p, size_t bytes) { (void)p; (void)bytes; return no_cuda(); }
-void sw_cuda_host_unregister(void *p) { (void)p; }
-sw_status sw_cuda_prefill_portable_config(int32_t device, int32_t head_dim, sw_dtype dtype,
-                                          int32_t *tile_m, int32_t *grid_ctas)
-{
-    (void)device; (void)head_dim; (void)dtype; (void)tile_m; (void)grid_ctas;
-    return no_cuda();
-}
-sw_status sw_cuda_prefill_portable_launch(const sw_cuda_prefill_args *a, void *stream)
-{
-    (void)a; (void)stream;
-    return no_cuda();
-}
-sw_status sw_cuda_prefill_hopper_config(int32_t device, int32_t head_dim, sw_dtype dtype,
-                                        int32_t *tile_m, int32_t *grid_ctas)
-{
-    (void)device; (void)head_dim; (void)dtype; (void)tile_m; (void)grid_ctas;
-    return no_cuda();
-}
-sw_status sw_cuda_prefill_hopper_launch(const sw_cuda_prefill_args *a, void *stream)
-{
-    (void)a; (void)stream;
-    return no_cuda();
-}
-
-/* The swap engine's device pool (src/swap/swap_cuda.h). */
-#include "../swap/swap_cuda.h"
 sw_status sw_cuda_swap_alloc(void **p, size_t bytes) { (void)bytes; *p = NULL; return no_cuda(); }
 void sw_cuda_swap_free(void *p) { (void)p; }
 sw_status sw_cuda_swap_stream_create(void **stream) { *stream = NULL; return no_cuda(); }

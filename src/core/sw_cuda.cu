@@ -1,9 +1,9 @@
-/* Thin CUDA runtime wrappers declared in attn/attn_internal.h, so that the C
- * sources (front end, planner, store) never include a CUDA header. Each one
+/* The CUDA runtime wrappers of core/sw_cuda.h, so that the C sources (front
+ * end, planner, store, swap engine) never include a CUDA header. Each one
  * maps a runtime error to SW_STATUS_CUDA through SW_CUDA_CHECK. */
-#include "attn/attn_internal.h"
+#include "core/sw_cuda.h"
 #include "core/sw_core.h"
-#include "cuda/sw_cuda_check.h"
+#include "core/sw_cuda_check.h"
 
 #include <cuda_runtime.h>
 
@@ -48,18 +48,18 @@ extern "C" sw_status sw_cuda_memset_async(void *dst, int value, size_t bytes, vo
     return SW_OK;
 }
 
-/* Declared in store/store_internal.h: the block store waits for its copies
- * out of a bounce buffer before it reuses the buffer. */
+/* The block store waits for its copies out of a bounce buffer before it
+ * reuses the buffer. */
 extern "C" sw_status sw_cuda_stream_sync(void *stream)
 {
     SW_CUDA_CHECK(cudaStreamSynchronize((cudaStream_t)stream));
     return SW_OK;
 }
 
-/* Declared in store/store_internal.h: 1 when p is device (or managed) memory
- * of this process, 0 for host or unknown memory. A caller that passes a host
- * buffer as a device destination gets a clear SW_STATUS_INVALID instead of a
- * CUDA error from the copy. */
+/* 1 when p is device (or managed) memory of this process, 0 for host or
+ * unknown memory. A caller that passes a host buffer as a device
+ * destination gets a clear SW_STATUS_INVALID instead of a CUDA error from
+ * the copy. */
 extern "C" int sw_cuda_is_device_ptr(const void *p)
 {
     cudaPointerAttributes at;

@@ -1,0 +1,45 @@
+/* The CUDA runtime as the C sources see it: thin wrappers so that no C file
+ * needs a CUDA header. Implemented in core/sw_cuda.cu when the library is
+ * built with CUDA; in a build without it core/sw_cuda_stub.c reports that no
+ * device exists (SW_STATUS_NO_DEVICE, 0 devices), so every caller falls
+ * back to its CPU path. Each wrapper turns a runtime error into a status
+ * (SW_STATUS_CUDA, or SW_STATUS_NO_MEMORY for pinned memory exhaustion)
+ * with the detail in sw_last_error(). */
+#ifndef SW_CUDA_H
+#define SW_CUDA_H
+
+#include "spillway.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+int sw_cuda_built(void);          /* 1 when compiled with CUDA */
+const char *sw_cuda_archs(void);  /* "sm_80 sm_90a ...": the compiled targets */
+/* Usable devices; 0 without a driver, a device or a new enough driver. */
+int32_t sw_cuda_devices(void);
+/* SW_STATUS_NO_DEVICE when `device` is not one of them. */
+sw_status sw_cuda_set_device(int32_t device);
+
+sw_status sw_cuda_memcpy_h2d_async(void *dst, const void *src, size_t bytes, void *stream);
+sw_status sw_cuda_memset_async(void *dst, int value, size_t bytes, void *stream);
+sw_status sw_cuda_stream_sync(void *stream);
+/* 1 when p is device (or managed) memory of this process, 0 for host or
+ * unknown memory: a host buffer passed as a device destination gets a
+ * clear SW_STATUS_INVALID from its caller instead of a CUDA error. */
+int sw_cuda_is_device_ptr(const void *p);
+
+/* Pinned host memory (cudaMallocHost) and its release. */
+sw_status sw_cuda_host_alloc(void **p, size_t bytes);
+void sw_cuda_host_free(void *p);
+/* Pins existing host memory (cudaHostRegister) / releases that. */
+sw_status sw_cuda_host_register(void *p, size_t bytes);
+void sw_cuda_host_unregister(void *p);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
