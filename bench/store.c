@@ -1,5 +1,7 @@
-/* spillway-bench-store (`spillway bench store`; disk and host tier): a thin
- * client of the block store's public API (spillway_store.h).
+/* spillway-bench-store (`spillway bench store`; disk and host tier): a
+ * client of the block store's public API (spillway_store.h); --engine-ab
+ * opens its second arm with the store's internal tuning
+ * (store/store_internal.h).
  *
  * It measures, on one file system and in one run: the disk's own O_DIRECT
  * sequential and 64 KiB random reads (minimal loops of its own over a file
@@ -13,6 +15,7 @@
 #define _GNU_SOURCE
 #endif
 #include "common.h"
+#include "store/store_internal.h"
 
 #define PROG "spillway-bench-store"
 
@@ -39,8 +42,9 @@ static int die_status(const char *what, sw_status st)
     return 1;
 }
 
-static sw_status open_existing(const char *dir, uint64_t host_bytes, uint64_t io_buffer,
-                               sw_store **s)
+/* tuning: NULL = the library's own (sw_store_open). */
+static sw_status open_existing_tuned(const char *dir, uint64_t host_bytes, uint64_t io_buffer,
+                                     const sw_store_tuning *tuning, sw_store **s)
 {
     sw_store_config c;
     sw_store_config_init(&c);
@@ -50,7 +54,13 @@ static sw_status open_existing(const char *dir, uint64_t host_bytes, uint64_t io
     c.stripe_bytes = 0; /* as created */
     c.run_blocks = 0;
     c.host_tier_bytes = host_bytes;
-    return sw_store_open(&c, s);
+    return sw_store_open_tuned(&c, tuning, s);
+}
+
+static sw_status open_existing(const char *dir, uint64_t host_bytes, uint64_t io_buffer,
+                               sw_store **s)
+{
+    return open_existing_tuned(dir, host_bytes, io_buffer, NULL, s);
 }
 
 static const char *fs_name(long type)
@@ -310,10 +320,11 @@ static void bench_usage(FILE *f)
             "  --host-passes N      interleaved host-tier / memcpy passes (default 11)\n"
             "  --engine-ab NAME=VALUE[,NAME=VALUE...]\n"
             "                       also read the engine order in every pass with these\n"
-            "                       environment variables set (e.g.\n"
-            "                       SPILLWAY_STORE_READ_INFLIGHT=8388608) on a handle\n"
-            "                       reopened for it: an A/B of library settings in the same\n"
-            "                       passes (the two reads take turns in going first)\n"
+            "                       fields of the store's tuning set (e.g.\n"
+            "                       read_inflight_bytes=8388608; the names are in\n"
+            "                       src/store/store_internal.h) on a handle reopened for\n"
+            "                       it: an A/B of library settings in the same passes (the\n"
+            "                       two reads take turns in going first)\n"
             "  --json PATH          results (default: a new bench/results/store-<host>-<UTC\n"
             "                       time>.json, never a committed record; ./ without bench/results)\n"
             "  --keep               keep the scratch directory\n"
@@ -745,69 +756,16 @@ static void print_passes(const char *what, const double *v, int n)
     printf("   median %7.3f\n", median(v, n));
 }
 
-/* --engine-ab: sets (set = 1) or restores (0) the variables of spec. */
-#define AB_VARS 8
-typedef struct ab_env {
-    char name[AB_VARS][96];
-    char *old[AB_VARS];
-    int had[AB_VARS]; /* the variable was set before (old[i] may still be NULL: no memory) */
-    int n;
-} ab_env;
-
-static int ab_parse(const char *spec, ab_env *e, char val[AB_VARS][128])
-{
-    memset(e, 0, sizeof *e);
-    const char *p = spec;
-    while (*p && e->n < AB_VARS) {
-        const char *eq = strchr(p, '='), *end = strchr(p, ',');
-        if (!end)
-            end = p + strlen(p);
-        if (!eq || eq > end || eq == p || (size_t)(eq - p) >= sizeof e->name[0] ||
-            (size_t)(end - eq - 1) >= 128)
-            return -1;
-        memcpy(e->name[e->n], p, (size_t)(eq - p));
-        memcpy(val[e->n], eq + 1, (size_t)(end - eq - 1));
-        val[e->n][end - eq - 1] = '\0';
-        e->n++;
-        p = *end ? end + 1 : end;
-    }
-    return *p ? -1 : 0;
-}
-
-static void ab_apply(ab_env *e, char val[AB_VARS][128], int set)
-{
-    if (set) {
-        for (int i = 0; i < e->n; i++) {
-            const char *o = getenv(e->name[i]);
-            e->old[i] = o ? strdup(o) : NULL;
-            e->had[i] = o != NULL;
-            setenv(e->name[i], val[i], 1);
-        }
-        return;
-    }
-    /* in reverse, so that a name given twice gets its original value back */
-    for (int i = e->n - 1; i >= 0; i--) {
-        if (e->had[i] && e->old[i])
-            setenv(e->name[i], e->old[i], 1);
-        else if (!e->had[i])
-            unsetenv(e->name[i]);
-        free(e->old[i]);
-        e->old[i] = NULL;
-    }
-}
-
 int main(int argc, char **argv)
 {
     bench_opts o;
     int pr = parse_bench(argc, argv, &o);
     if (pr)
         return pr == 1 ? 0 : 2;
-    ab_env ab;
-    char ab_val[AB_VARS][128];
-    memset(&ab, 0, sizeof ab);
-    if (o.engine_ab && ab_parse(o.engine_ab, &ab, ab_val)) {
-        fprintf(stderr, PROG ": --engine-ab wants NAME=VALUE[,NAME=VALUE] (at "
-                        "most %d)\n", AB_VARS);
+    sw_store_tuning ab;
+    sw_store_tuning_auto(&ab);
+    if (o.engine_ab && sw_store_tuning_parse(&ab, o.engine_ab) != SW_OK) {
+        fprintf(stderr, PROG ": --engine-ab: %s\n", sw_last_error());
         return 2;
     }
 
@@ -899,9 +857,13 @@ int main(int argc, char **argv)
            (unsigned long long)(ss.io_buffer_bytes >> 20), cdt,
            o.zero_fill ? "posix_fallocate + zero fill" : "posix_fallocate only");
     /* The read tickets' device bytes in flight are the library's setting
-     * (src/store/read_async.c); printed so that a run says which it used. */
-    const char *cap = getenv("SPILLWAY_STORE_READ_INFLIGHT");
-    printf("  read tickets: SPILLWAY_STORE_READ_INFLIGHT=%s\n", cap ? cap : "(unset: 4 MiB)");
+     * (the store's tuning); printed so that a run says which it used. */
+    sw_store_read_profile cap_pf;
+    memset(&cap_pf, 0, sizeof cap_pf);
+    cap_pf.struct_size = sizeof cap_pf;
+    if (sw_store_read_profile_get(s, &cap_pf, 0) == SW_OK)
+        printf("  read tickets: at most %llu bytes in flight%s\n",
+               (unsigned long long)cap_pf.cap_bytes, o.engine_ab ? " (A arm)" : "");
     char stripe[STRIPE];
     t0 = bench_now();
     for (uint32_t b = 0; b < o.stream_blocks; b++)
@@ -1026,21 +988,18 @@ int main(int argc, char **argv)
                     goto out;
                 continue;
             }
-            /* the same order on a handle opened with the variables set (the
-             * read tickets take their settings when a handle's first ticket
-             * is submitted) */
+            /* the same order on a handle opened with the tuning set (a
+             * handle's tuning is decided at open) */
             result e2;
             sw_store_close(s);
             s = NULL;
-            ab_apply(&ab, ab_val, 1);
-            st = open_existing(store_dir, 0, o.io_buffer_mb << 20, &s);
+            st = open_existing_tuned(store_dir, 0, o.io_buffer_mb << 20, &ab, &s);
             int bad = st != SW_OK ||
                       store_pass(s, &o, o.eng_per, o.eng_inflight, eorder, ntiles, dst, &e2,
                                  &ab_st, &ab_pf);
             if (s)
                 sw_store_close(s);
             s = NULL;
-            ab_apply(&ab, ab_val, 0);
             if (bad) {
                 if (st != SW_OK)
                     die_status("reopen (--engine-ab)", st);

@@ -179,6 +179,16 @@ typedef struct sw_store_config {
                                  * lock on the store (a killed writer's ring
                                  * keeps it until its last request ends):
                                  * 0 = default 2000 ms; < 0 = not at all */
+    /* ---- appended: a caller compiled against the older struct gets the
+     * default. */
+    uint64_t read_inflight_bytes; /* read tickets (sw_store_read_submit):
+                                 * bytes of requests on the device at once,
+                                 * oldest ticket first; 0 = default 4 MiB
+                                 * (on a virtio disk more outstanding bytes
+                                 * read slower, docs/perf/store.md). A device
+                                 * with more parallelism may want more, with
+                                 * a bounce buffer (io_buffer_bytes) of at
+                                 * least twice this */
 } sw_store_config;
 
 /* Fills the defaults documented above; dir = NULL, capacity_bytes = 0. */
@@ -318,8 +328,9 @@ SW_API sw_status sw_store_read_device(sw_store *s, size_t n, const sw_store_key 
  * sw_store_read_submit looks the n keys up (host-tier hits are copied into
  * dst[i] at once), plans the file reads as sw_store_read does (adjacent
  * extents merged, in a region of the bounce buffer) and queues them (at
- * most SPILLWAY_STORE_READ_INFLIGHT bytes of reads on the device at once,
- * default 4 MiB, oldest ticket first); with the pread fallback, or when the read does not fit the bounce
+ * most sw_store_config.read_inflight_bytes of reads on the device at once,
+ * default 4 MiB, oldest ticket first); with the pread fallback, or when the
+ * read does not fit the bounce
  * buffer (io_buffer_bytes) or the queue (queue_depth requests) as one
  * batch, it reads synchronously instead and the wait only hands over the
  * result. `keys` and the `dst` pointer array are copied (they may be reused
@@ -416,10 +427,11 @@ typedef struct sw_store_stats {
     uint64_t store_id;             /* random id written at creation */
     uint64_t queue_depth;          /* I/Os in flight per batch */
     uint64_t io_buffer_bytes;      /* bounce buffer */
-    uint64_t read_ios;             /* device requests for reads: a range is cut
-                                    * into SPILLWAY_STORE_READ_CHUNK-byte pieces
-                                    * (default 128 KiB with io_uring, uncut with pread; 0 = uncut) in flight
-                                    * together */
+    uint64_t read_ios;             /* device requests for reads: a range may be
+                                    * cut into pieces in flight together (128
+                                    * KiB with io_uring, uncut with pread and
+                                    * for read tickets), and whole consecutive
+                                    * runs merged (docs/store.md) */
     /* appended: the remote tier (all 0 without one). Reads: keys missing
      * locally asked from the remote (they also count in not_found). */
     uint64_t remote_enabled;        /* 1 when the store has a remote tier */

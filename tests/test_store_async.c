@@ -120,7 +120,7 @@ static sw_store *open_store(const char *dir, uint64_t nruns, uint64_t host_bytes
     c.host_tier_bytes = host_bytes;
     c.io_buffer_bytes = io_buffer;
     sw_store *s = NULL;
-    CHECK_STATUS(sw_store_open(&c, &s), SW_OK);
+    CHECK_STATUS(ts_open(&c, &s), SW_OK);
     return s;
 }
 
@@ -194,7 +194,7 @@ static void test_corrupt_and_missing(const char *dir)
     enum { STREAMS = 4, BLOCKS = 32 };
     sw_store_config c = ts_config(dir, STRIPE, RUN, 16);
     sw_store *s = NULL;
-    CHECK_STATUS(sw_store_open(&c, &s), SW_OK);
+    CHECK_STATUS(ts_open(&c, &s), SW_OK);
     if (!s)
         return;
     fill(s, STREAMS, BLOCKS, 1);
@@ -208,7 +208,7 @@ static void test_corrupt_and_missing(const char *dir)
     long long pay = -1, hdr = ts_find_extent(dir, &vk, vgen, STRIPE, RUN, &pay);
     CHECK(hdr >= 0);
     CHECK(ts_flip_byte(dir, "data", pay + 100) == 0);
-    CHECK_STATUS(sw_store_open(&c, &s), SW_OK);
+    CHECK_STATUS(ts_open(&c, &s), SW_OK);
     if (!s)
         return;
     enum { NT = STREAMS * (BLOCKS / TILE) };
@@ -251,15 +251,15 @@ static void test_corrupt_and_missing(const char *dir)
  * same order) come back in one merged request per ticket -- on a store
  * created with zero_fill -- and a corrupt payload and a corrupt extent
  * header inside that merged request fail their keys only; sw_store_read
- * returns the same. With SPILLWAY_STORE_READ_CHUNK set (the *_chunk run)
- * the ranges are cut and not merged. */
+ * returns the same. With the ranges cut (--tune read_chunk_bytes /
+ * ticket_chunk_bytes, the *_chunk run) they are not merged. */
 static void test_merged(const char *dir)
 {
     enum { STREAMS = 4, BLOCKS = 32, N = STREAMS * RUN };
     sw_store_config c = ts_config(dir, STRIPE, RUN, 16);
     c.zero_fill = 1;
     sw_store *s = NULL;
-    CHECK_STATUS(sw_store_open(&c, &s), SW_OK);
+    CHECK_STATUS(ts_open(&c, &s), SW_OK);
     if (!s)
         return;
     CHECK_STATUS(sw_store_close(s), SW_OK);
@@ -280,7 +280,7 @@ static void test_merged(const char *dir)
         CHECK(stat(path, &st) == 0 && (uint64_t)st.st_blocks * 512 >= (uint64_t)st.st_size);
         CHECK(nz == 0 && total == (size_t)st.st_size && total > 0);
     }
-    CHECK_STATUS(sw_store_open(&c, &s), SW_OK);
+    CHECK_STATUS(ts_open(&c, &s), SW_OK);
     if (!s)
         return;
     fill(s, STREAMS, BLOCKS, 3); /* block-major: chunk 0 of streams 0..3 in runs 0..3 */
@@ -296,15 +296,13 @@ static void test_merged(const char *dir)
     CHECK(hdr >= 0);
     CHECK(ts_flip_byte(dir, "data", pay + 77) == 0);
     CHECK(ts_flip_byte(dir, "data", hdr + 9) == 0);
-    CHECK_STATUS(sw_store_open(&c, &s), SW_OK);
+    CHECK_STATUS(ts_open(&c, &s), SW_OK);
     if (!s)
         return;
-    /* SPILLWAY_STORE_READ_CHUNK > 0 cuts ranges into pieces (no merge); 0
-     * merges adjacent runs into one request everywhere; unset: tickets and
-     * the pread fallback merge, sw_store_read on io_uring cuts at 128 KiB. */
-    const char *chunk_env = getenv("SPILLWAY_STORE_READ_CHUNK");
-    const int cut = chunk_env && atol(chunk_env) > 0;
-    const int merge_all = chunk_env && atol(chunk_env) <= 0;
+    /* A chunk > 0 cuts ranges into pieces (no merge); 0 merges adjacent
+     * runs into one request; the library's choice (< 0): tickets and the
+     * pread fallback merge, sw_store_read on io_uring cuts at 128 KiB. */
+    const sw_store_tuning *tu = ts_tuning();
     sw_store_key keys[N];
     void *dst[N];
     size_t lens[N];
@@ -329,9 +327,10 @@ static void test_merged(const char *dir)
         CHECK_STATUS(r, SW_STATUS_CORRUPT);
         sw_store_stats b = ts_stats(s);
         CHECK(b.read_requests - a.read_requests == STREAMS);
-        if (cut)
+        const int64_t chunk = pass == 0 ? tu->ticket_chunk_bytes : tu->read_chunk_bytes;
+        if (chunk > 0)
             CHECK(b.read_ios - a.read_ios >= STREAMS);
-        else if (merge_all || pass == 0 || b.io_backend == SW_STORE_IO_PREAD)
+        else if (chunk == 0 || pass == 0 || b.io_backend == SW_STORE_IO_PREAD)
             CHECK(b.read_ios - a.read_ios == 1); /* four runs, one request */
         CHECK(b.corruptions - a.corruptions == 2);
         for (uint32_t i = 0; i < N; i++) {
@@ -434,7 +433,7 @@ static void test_change_in_flight(const char *dir)
     /* 5 runs of 16: 80 extents; 2 streams of 32 blocks take 64 */
     sw_store_config c = ts_config(dir, STRIPE, RUN, 5);
     sw_store *s = NULL;
-    CHECK_STATUS(sw_store_open(&c, &s), SW_OK);
+    CHECK_STATUS(ts_open(&c, &s), SW_OK);
     if (!s)
         return;
     fill(s, 2, 32, 1);
@@ -552,7 +551,7 @@ static void test_large(const char *dir)
     c.queue_depth = 4;
     c.io_buffer_bytes = 1; /* the minimum: two runs */
     sw_store *s = NULL;
-    CHECK_STATUS(sw_store_open(&c, &s), SW_OK);
+    CHECK_STATUS(ts_open(&c, &s), SW_OK);
     if (!s)
         return;
     fill(s, 8, 32, 1);
@@ -593,7 +592,7 @@ static void test_large(const char *dir)
  * copies the older arrived tickets early to free their regions), a write
  * while most are still queued (it waits for every queued read: they return
  * the version of their submit), then waited for in a shuffled order. With
- * SPILLWAY_STORE_READ_INFLIGHT=1 (ctest's *_inflight1 run) every test here
+ * --tune read_inflight_bytes=1 (ctest's *_inflight1 run) every test here
  * runs with at most one ticket on the device. */
 static void test_queued(const char *dir, uint64_t seed)
 {
@@ -601,7 +600,7 @@ static void test_queued(const char *dir, uint64_t seed)
     sw_store_config c = ts_config(dir, STRIPE, RUN, 48);
     c.io_buffer_bytes = 1; /* the minimum: two runs */
     sw_store *s = NULL;
-    CHECK_STATUS(sw_store_open(&c, &s), SW_OK);
+    CHECK_STATUS(ts_open(&c, &s), SW_OK);
     if (!s)
         return;
     fill(s, STREAMS, BLOCKS, 1);
@@ -863,8 +862,9 @@ static void test_profile(const char *dir)
     CHECK_STATUS(sw_store_close(s), SW_OK);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    ts_tuning_args(argc, argv);
     ts_dir d;
     ts_dir_make(&d, "async");
     char sub[320];

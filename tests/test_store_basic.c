@@ -319,10 +319,8 @@ static void test_generation_after_compaction(const char *dir)
     /* Compact at the next open and close with no write in between (as a
      * writer killed right after opening does): the next open sees only the
      * compacted journal. */
-    setenv("SPILLWAY_STORE_COMPACT_MIN", "0", 1);
     s = NULL;
-    CHECK_STATUS(sw_store_open(&c, &s), SW_OK);
-    unsetenv("SPILLWAY_STORE_COMPACT_MIN");
+    CHECK_STATUS(open_compacting(&c, &s), SW_OK);
     if (!s)
         return;
     CHECK_STATUS(sw_store_close(s), SW_OK);

@@ -70,7 +70,7 @@ static void child(int fd, const char *dir, int round, uint64_t seed)
 {
     sw_store_config c = config(dir, round);
     sw_store *s = NULL;
-    if (sw_store_open(&c, &s) != SW_OK) {
+    if (ts_open(&c, &s) != SW_OK) {
         fprintf(stderr, "child: open: %s\n", sw_last_error());
         send_msg(fd, MSG_FAIL, 0, 0, 0);
         _exit(3);
@@ -173,7 +173,7 @@ static void simulated_kills(const char *dir)
     uint8_t buf[4096];
     uint64_t gm1 = 0, gen = 0;
     sw_store *s = NULL;
-    CHECK_STATUS(sw_store_open(&c, &s), SW_OK);
+    CHECK_STATUS(ts_open(&c, &s), SW_OK);
     if (!s)
         return;
     ts_fill(buf, sizeof buf, &K, 1);
@@ -182,14 +182,14 @@ static void simulated_kills(const char *dir)
     CHECK_STATUS(sw_store_write(s, &M, buf, sizeof buf, &gm1), SW_OK);
     CHECK_STATUS(sw_store_close(s), SW_OK);
     /* kill 1: the put of L torn (header only) */
-    CHECK_STATUS(sw_store_open(&c, &s), SW_OK);
+    CHECK_STATUS(ts_open(&c, &s), SW_OK);
     ts_fill(buf, sizeof buf, &L, 1);
     CHECK_STATUS(sw_store_write(s, &L, buf, sizeof buf, NULL), SW_OK);
     CHECK_STATUS(sw_store_close(s), SW_OK);
     cut_last_record(dir);
     zero_newest_payload(dir, &L, stripe, run);
     /* the restarted writer drops it, then kill 2: M v2 without its record */
-    CHECK_STATUS(sw_store_open(&c, &s), SW_OK);
+    CHECK_STATUS(ts_open(&c, &s), SW_OK);
     sw_store_stats st = ts_stats(s);
     CHECK(st.extents_discarded == 1);
     ts_fill(buf, sizeof buf, &M, 2);
@@ -199,7 +199,7 @@ static void simulated_kills(const char *dir)
     for (int ro = 1; ro >= 0; ro--) {
         c.read_only = ro;
         c.create = !ro;
-        CHECK_STATUS(sw_store_open(&c, &s), SW_OK);
+        CHECK_STATUS(ts_open(&c, &s), SW_OK);
         if (!s)
             return;
         size_t len = 0;
@@ -245,8 +245,9 @@ int main(int argc, char **argv)
     ts_dir_make(&d, "crash");
     printf("seed 0x%llx, dir %s\n", (unsigned long long)seed, d.base);
     simulated_kills(d.store);
-    /* Compact often so that kills also land inside compaction. */
-    setenv("SPILLWAY_STORE_COMPACT_MIN", "64", 1);
+    /* Compact often so that kills also land inside compaction (every
+     * ts_open from here on, in this process and its forked writers). */
+    ts_tuning()->compact_min_records = 64;
     static kstate model[NK_MAX];
     uint64_t total_acked = 0, inflight_applied = 0, last_gen = 0, recovered = 0, discarded = 0;
     uint8_t *buf = malloc(STRIPE);
@@ -255,7 +256,7 @@ int main(int argc, char **argv)
          * the model learnt by reading them back. */
         sw_store_config c = config(d.store, 0);
         sw_store *s = NULL;
-        CHECK_STATUS(sw_store_open(&c, &s), SW_OK);
+        CHECK_STATUS(ts_open(&c, &s), SW_OK);
         for (int k = 0; k < NK && s; k++) {
             sw_store_key key = key_of(k);
             size_t len = ts_len(&key, (uint64_t)k, STRIPE);
@@ -344,7 +345,7 @@ int main(int argc, char **argv)
         /* Reopen and verify every key. */
         sw_store_config c = config(d.store, round);
         sw_store *s = NULL;
-        sw_status ost = sw_store_open(&c, &s);
+        sw_status ost = ts_open(&c, &s);
         if (ost == SW_STATUS_NOT_FOUND && !opened && round == 0) {
             /* Killed before the store existed; nothing acknowledged. */
             continue;

@@ -127,9 +127,7 @@ static void build(const char *dir)
     history(s, &r, 60, &tag);
     CHECK_STATUS(sw_store_close(s), SW_OK);
     /* reopen with compaction forced: the journal becomes a snapshot ... */
-    setenv("SPILLWAY_STORE_COMPACT_MIN", "0", 1);
-    CHECK_STATUS(sw_store_open(&c, &s), SW_OK);
-    unsetenv("SPILLWAY_STORE_COMPACT_MIN");
+    CHECK_STATUS(open_compacting(&c, &s), SW_OK);
     if (!s)
         exit(1);
     /* ... followed by appends: overwrites, deletes, evictions (more than two
@@ -614,11 +612,9 @@ static void exact_histories(void)
     put(s, KK, ++tag);
     put(s, KF0, ++tag);
     CHECK_STATUS(sw_store_close(s), SW_OK);
-    setenv("SPILLWAY_STORE_COMPACT_MIN", "0", 1);
     sw_store_config c = config(g_dir, 0);
     s = NULL;
-    CHECK_STATUS(sw_store_open(&c, &s), SW_OK);
-    unsetenv("SPILLWAY_STORE_COMPACT_MIN");
+    CHECK_STATUS(open_compacting(&c, &s), SW_OK);
     if (!s)
         exit(1);
     cut = journal_bytes();

@@ -6,6 +6,7 @@
 
 #include "sw_test.h"
 #include "store/format.h"
+#include "store/store_internal.h"
 
 #include <ftw.h>
 #include <stdio.h>
@@ -102,6 +103,51 @@ static inline sw_store_config ts_config(const char *dir, uint32_t stripe, uint32
     sw_store_geometry_make(stripe, run_blocks, UINT64_MAX, &g);
     c.capacity_bytes = nruns * sw_store_run_bytes(&g);
     return c;
+}
+
+/* The store tuning every ts_open of this program uses: the library's own
+ * unless the program was started with --tune NAME=VALUE[,...] (the ctest
+ * variants of a test; field names in store/store_internal.h). */
+static inline sw_store_tuning *ts_tuning(void)
+{
+    static sw_store_tuning t;
+    static int init;
+    if (!init) {
+        sw_store_tuning_auto(&t);
+        init = 1;
+    }
+    return &t;
+}
+
+/* Applies `--tune SPEC` from the command line; exits 2 on anything else. */
+static inline void ts_tuning_args(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--tune") == 0 && i + 1 < argc) {
+            if (sw_store_tuning_parse(ts_tuning(), argv[++i]) != SW_OK) {
+                fprintf(stderr, "%s: --tune %s: %s\n", argv[0], argv[i], sw_last_error());
+                exit(2);
+            }
+            continue;
+        }
+        fprintf(stderr, "usage: %s [--tune NAME=VALUE[,NAME=VALUE...]]\n", argv[0]);
+        exit(2);
+    }
+}
+
+/* sw_store_open with the program's tuning (ts_tuning). */
+static inline sw_status ts_open(const sw_store_config *c, sw_store **out)
+{
+    return sw_store_open_tuned(c, ts_tuning(), out);
+}
+
+/* sw_store_open that compacts the journal whenever it holds more records
+ * than 2 x the live and unprovable keys (compact_min_records = 0). */
+static inline sw_status open_compacting(const sw_store_config *c, sw_store **out)
+{
+    sw_store_tuning t = *ts_tuning();
+    t.compact_min_records = 0;
+    return sw_store_open_tuned(c, &t, out);
 }
 
 static inline sw_store_stats ts_stats(sw_store *s)

@@ -16,11 +16,7 @@ extern char **environ;
 /* The names after the prefix that Spillway reads: the library's three, then
  * the Python binding's and the scripts' (README, "Environment"). */
 static const char *const sw_env_known[] = {
-    "CPU_ISA", "NUM_THREADS", "OPPONENT", "LIB", "BUILD_DIR", "SKIP_PY",
-    /* the store's read-path and journal knobs, until they become its
-     * internal tuning */
-    "STORE_READ_CHUNK", "STORE_READ_MERGE", "STORE_READ_GAP", "STORE_READ_INFLIGHT",
-    "STORE_READ_WINDOW", "STORE_COMPACT_MIN", "STORE_IO_MEM"};
+    "CPU_ISA", "NUM_THREADS", "OPPONENT", "LIB", "BUILD_DIR", "SKIP_PY"};
 
 int sw_env_name_known(const char *name, size_t len)
 {

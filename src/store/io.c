@@ -46,14 +46,12 @@ static void op_sync(sw_io_op *op, size_t done)
     op->res = (int64_t)done;
 }
 
-sw_io *sw_io_create(unsigned queue_depth, void *reg, size_t reg_len, int force_pread)
+sw_io *sw_io_create(unsigned queue_depth, int force_pread)
 {
     sw_io *io = (sw_io *)calloc(1, sizeof *io);
     if (!io)
         return NULL;
     io->qd = queue_depth ? queue_depth : 1;
-    io->reg = (char *)reg;
-    io->reg_len = reg_len;
     io->backend = SW_STORE_IO_PREAD;
 #if defined(SW_HAVE_URING)
     io->finished = (unsigned char *)calloc(io->qd, 1);
@@ -61,19 +59,26 @@ sw_io *sw_io_create(unsigned queue_depth, void *reg, size_t reg_len, int force_p
         free(io);
         return NULL;
     }
-    if (!force_pread && io_uring_queue_init(io->qd, &io->ring, 0) == 0) {
+    if (!force_pread && io_uring_queue_init(io->qd, &io->ring, 0) == 0)
         io->backend = SW_STORE_IO_URING;
-        if (reg && reg_len) {
-            struct iovec iov = {reg, reg_len};
-            /* Registration pins the pages once instead of per I/O; it can
-             * fail under a low RLIMIT_MEMLOCK, then plain reads still work. */
-            io->registered = io_uring_register_buffers(&io->ring, &iov, 1) == 0;
-        }
-    }
 #else
     (void)force_pread;
 #endif
     return io;
+}
+
+void sw_io_register(sw_io *io, void *reg, size_t reg_len)
+{
+    io->reg = (char *)reg;
+    io->reg_len = reg_len;
+#if defined(SW_HAVE_URING)
+    if (io->backend == SW_STORE_IO_URING && reg && reg_len) {
+        struct iovec iov = {reg, reg_len};
+        /* Registration pins the pages once instead of per I/O; it can fail
+         * under a low RLIMIT_MEMLOCK, then plain reads still work. */
+        io->registered = io_uring_register_buffers(&io->ring, &iov, 1) == 0;
+    }
+#endif
 }
 
 void sw_io_destroy(sw_io *io)

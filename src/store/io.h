@@ -20,11 +20,15 @@ typedef struct sw_io_op {
 
 typedef struct sw_io sw_io;
 
-/* Creates a backend for up to `queue_depth` I/Os in flight. reg/reg_len: a
- * buffer to register with io_uring (may be NULL). force_pread selects the
- * fallback. Never fails for the fallback; returns NULL only when out of
- * memory. */
-sw_io *sw_io_create(unsigned queue_depth, void *reg, size_t reg_len, int force_pread);
+/* Creates a backend for up to `queue_depth` I/Os in flight: io_uring when
+ * this build has it and the kernel allows it, else (or with force_pread)
+ * pread/pwrite. Never fails for the fallback; returns NULL only when out
+ * of memory. */
+sw_io *sw_io_create(unsigned queue_depth, int force_pread);
+/* Registers reg/reg_len (the bounce buffer) with io_uring, once, before the
+ * first I/O: requests inside it use the registered buffer. A no-op for
+ * pread; a failed registration (RLIMIT_MEMLOCK) leaves plain requests. */
+void sw_io_register(sw_io *io, void *reg, size_t reg_len);
 void sw_io_destroy(sw_io *io);
 sw_store_io_backend sw_io_backend(const sw_io *io);
 

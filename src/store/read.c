@@ -190,68 +190,20 @@ void sw_store_read_done(void *ctx, size_t o)
         piece_done(b, k);
 }
 
-static size_t read_chunk_bytes(const sw_store *s, int ticket)
-{
-    /* Default 128 KiB: on the 2-core VM's virtio disk one 516 KiB tile read
-     * cut into 128 KiB requests in flight together went from 0.71 to
-     * 0.96 GB/s (docs/perf/store.md); 0 = never cut. */
-    /* The pread fallback runs the pieces one after the other, so a cut only
-     * adds system calls there (256 MiB bench: 21% of raw-seq cut, see
-     * docs/perf/store.md): uncut by default. */
-    /* A read ticket is one of several tiles in flight, which keep the
-     * device busy without cutting: uncut (fewer requests and completions;
-     * 2.42 vs 2.32 and 2.21 vs 2.18 GB/s with 8 tiles in flight, same
-     * session, docs/perf/store.md v7). Cutting tickets into 512 KiB pieces
-     * with 8 MiB in flight won one in-run A/B on the H200's host and lost
-     * the next, and cut the swap engine's disk reads to half their size
-     * (step 48 -> 61 ms; docs/perf/store.md, "v11 tried"). */
-    int64_t def = sw_io_backend(s->io) == SW_STORE_IO_PREAD || ticket ? 0 : 131072;
-    int64_t env = sw_env_int("SPILLWAY_STORE_READ_CHUNK", def);
-    size_t c = env > 0 ? (size_t)env : 0;
-    if (c && c < s->g.slot_bytes)
-        c = s->g.slot_bytes;
-    return c;
-}
-
-static size_t read_merge_bytes(const sw_store *s, size_t chunk)
-{
-    /* Whole runs of consecutive runs are contiguous in the file ([header |
-     * slots][header | slots]...) and the plan lays their groups out back to
-     * back in the bounce buffer, so a caller that reads a stream's tiles, or
-     * the streams of one tile, in the order they were written gets one
-     * request for several runs. Default 4 MiB (the device's largest request
-     * here, max_sectors_kb); not when the ranges are cut into pieces on
-     * purpose (chunk), 0 = never merge. */
-    int64_t env = sw_env_int("SPILLWAY_STORE_READ_MERGE", chunk ? 0 : (int64_t)4 << 20);
-    size_t m = env > 0 ? (size_t)env : 0;
-    if (m > ((size_t)1 << 30))
-        m = (size_t)1 << 30; /* a request's length is 32-bit */
-    return m > s->run_bytes ? m : 0;
-}
-
-/* Bytes of unwanted slots a request reads through rather than being split
- * in two (and of leading slots read with a run's header rather than a
- * separate header request): 64 KiB, SPILLWAY_STORE_READ_GAP to measure
- * others (0: never read through). The swap engine's disk case reads 1.15 x
- * its payload, mostly through such gaps around pool hits
- * (docs/perf/swap.md): a deep queue may prefer more, smaller requests. */
-static uint64_t read_gap_bytes(void)
-{
-    const int64_t g = sw_env_int("SPILLWAY_STORE_READ_GAP", 65536);
-    return g > 0 ? (uint64_t)g : 0;
-}
-
 size_t sw_store_read_plan(sw_store *s, sw_read_item *items, size_t i, size_t n, char *bounce,
                           size_t bounce_cap, size_t ops_cap, int ticket, sw_read_batch *b)
 {
     const uint64_t sb = s->g.slot_bytes, hb = s->g.run_header_bytes;
     const uint32_t R = s->g.run_blocks;
-    /* Gap slots worth reading through rather than splitting a request. */
-    const uint64_t gap = read_gap_bytes();
+    /* The tuning (sw_store_tuning, decided at open): gap extents worth
+     * reading through rather than splitting a request, the cut, the merge
+     * of uncut ranges. */
+    const uint64_t gap = (uint64_t)s->tune.read_gap_bytes;
     const uint32_t max_gap = gap ? (uint32_t)(gap / sb) + 1 : 1;
-    const size_t chunk = read_chunk_bytes(s, ticket);
+    const size_t chunk =
+        (size_t)(ticket ? s->tune.ticket_chunk_bytes : s->tune.read_chunk_bytes);
     const uint32_t chunk_slots = chunk ? (uint32_t)(chunk / sb) : 0;
-    const size_t merge = read_merge_bytes(s, chunk);
+    const size_t merge = chunk ? 0 : (size_t)s->tune.read_merge_bytes;
     sw_read_group *gs = b->gs;
     sw_read_req *rq = b->rq;
     sw_io_op *ops = b->ops;

@@ -43,7 +43,7 @@ typedef struct sw_read_ctx {
 /* One merged request group: the run's header page(s) and a slot range,
  * read as [header | slots] when the range starts close to the run's start,
  * else as a header read plus the slots; the slots may be cut into several
- * requests (SPILLWAY_STORE_READ_CHUNK bytes). */
+ * requests (the tuning's read_chunk_bytes / ticket_chunk_bytes). */
 typedef struct sw_read_group {
     size_t first, last;      /* item range */
     uint32_t run, p0, p1;    /* slot positions [p0, p1] */
@@ -56,9 +56,10 @@ typedef struct sw_read_group {
  * none), whether it holds the group's header area, and the device request
  * (op) that reads it. Pieces that are adjacent both in the file and in the
  * bounce buffer -- the whole runs of consecutive runs, [header | slots] after
- * [header | slots] -- share one request (up to the merge limit, see
- * read_merge_bytes), so the ops of a batch are at most as many as its
- * pieces, and the pieces of one op are consecutive (op is non-decreasing). */
+ * [header | slots] -- share one request (up to the tuning's
+ * read_merge_bytes, only when ranges are not cut), so the ops of a batch are
+ * at most as many as its pieces, and the pieces of one op are consecutive
+ * (op is non-decreasing). */
 typedef struct sw_read_req {
     uint32_t group;
     uint8_t has_hdr, done, handled;
@@ -92,8 +93,8 @@ size_t sw_store_read_lookup(sw_read_ctx *c, size_t n, const sw_store_key *keys,
 
 /* Plans one batch from items[i..n): groups and pieces that fit in
  * bounce_cap bytes from `bounce` and in ops_cap pieces (so also ops_cap
- * requests); `ticket` selects the read tickets' default cut and merge (see
- * read_chunk_bytes, read_merge_bytes). Fills b (gs, rq, ops must have room
+ * requests); `ticket` selects the read tickets' cut (the tuning's
+ * ticket_chunk_bytes instead of read_chunk_bytes). Fills b (gs, rq, ops must have room
  * for ops_cap entries) and returns the index after the batch's last item;
  * b->ng == 0 when not even the first group fits. */
 size_t sw_store_read_plan(sw_store *s, sw_read_item *items, size_t i, size_t n, char *bounce,

@@ -4,8 +4,8 @@
  * flight after submit returns, so that a caller can keep several tiles'
  * reads queued while earlier ones are checked and copied. Submit looks the
  * keys up and plans the requests; the ticket then waits in a queue until
- * the device has room: at most SPILLWAY_STORE_READ_INFLIGHT bytes of ticket
- * requests are on the device at once (read_inflight_bytes), the rest are
+ * the device has room: at most the tuning's read_inflight_bytes of ticket
+ * requests are on the device at once (store_internal.h), the rest are
  * submitted, in order, as completions come in -- when any call of the
  * handle takes completions, and every few extents while a ticket's extents
  * are checked and copied. A submitted ticket holds a region of the bounce
@@ -77,7 +77,7 @@ struct sw_read_async {
     ticket t[SW_READ_TICKETS];
     uint64_t seq;
     size_t inflight_ops, inflight_bytes;
-    size_t cap_bytes;   /* device bytes in flight at most (read_inflight_bytes); 0 = any */
+    size_t cap_bytes;   /* device bytes in flight at most (tune.read_inflight_bytes); 0 = any */
     uint32_t live[SW_READ_TICKETS]; /* tickets holding bounce regions, by offset */
     size_t live_n;
     size_t window;      /* regions of small tickets lie in [0, window) (region_alloc) */
@@ -155,7 +155,7 @@ static uint64_t tag_of(uint32_t t, size_t o) { return ((uint64_t)t << 16) | o; }
 
 /* ------------------------------------------------------ bounce regions -- */
 /* Next fit (after the newest region, wrapping to the start) inside a window
- * of the bounce buffer's first `window` bytes (read_window_bytes: by default
+ * of the bounce buffer's first `window` bytes (tune.read_window_bytes: by default
  * 2 x the in-flight cap; a ticket larger than half the window may use the
  * whole buffer). On the
  * 2-core VM's virtio disk the footprint of the DMA buffers matters: the same
@@ -446,34 +446,6 @@ static void ticket_read_sync(sw_store *s, ticket *t)
     ticket_read_file(t);
 }
 
-static size_t read_inflight_bytes(void)
-{
-    /* Ticket requests are submitted while fewer than this many bytes are on
-     * the device (so one ticket more may pass it; a larger one goes alone).
-     * On the 2-core VM's virtio disk 1 MiB reads from one io_uring thread
-     * went at 3.2-3.6 GB/s with 4 in flight and 2.4-3.0 with 16, and the
-     * store's engine-order tickets (1 MiB, 16 outstanding) read faster with
-     * 4 MiB on the device than with all of them, 2 or 8 MiB
-     * (docs/perf/store.md, v10). 0 = no limit. */
-    int64_t v = sw_env_int("SPILLWAY_STORE_READ_INFLIGHT", (int64_t)4 << 20);
-    return v > 0 ? (size_t)v : 0;
-}
-
-/* The window of the bounce buffer that small tickets' regions go round
- * (region_alloc): SPILLWAY_STORE_READ_WINDOW bytes (0, or at least the
- * buffer = the whole buffer; unset or negative = the default),
- * by default 2 x the in-flight cap when that fits in half the buffer, else
- * the whole buffer. Tickets in flight and those arrived but not yet waited
- * for hold regions, so the window also bounds how far a caller's read-ahead
- * gets onto the device. */
-static size_t read_window_bytes(size_t cap, size_t bounce)
-{
-    int64_t v = sw_env_int("SPILLWAY_STORE_READ_WINDOW", -1);
-    if (v >= 0)
-        return (size_t)v < bounce ? (size_t)v : 0;
-    return cap && cap <= bounce / 2 ? 2 * cap : 0;
-}
-
 /* Submits QUEUED ticket ti into the bounce region at off. */
 static void ticket_launch(sw_store *s, uint32_t ti, size_t off)
 {
@@ -523,7 +495,7 @@ static void queue_sync(sw_store *s)
 }
 
 /* Submits queued tickets, oldest first, while the device has room (queue
- * depth, read_inflight_bytes) and the bounce buffer a region. A region held
+ * depth, tune.read_inflight_bytes) and the bounce buffer a region. A region held
  * by a ticket that has arrived but not been waited for yet is freed by
  * checking and copying that ticket now (work its wait would do anyway),
  * except inside another ticket's processing. With nothing in flight and
@@ -609,8 +581,8 @@ sw_status sw_store_read_submit(sw_store *s, size_t n, const sw_store_key *keys,
             pthread_mutex_unlock(&s->lock);
             return sw_fail(SW_STATUS_NO_MEMORY, "read tickets");
         }
-        s->ra->cap_bytes = read_inflight_bytes();
-        s->ra->window = read_window_bytes(s->ra->cap_bytes, s->bounce_bytes);
+        s->ra->cap_bytes = (size_t)s->tune.read_inflight_bytes;
+        s->ra->window = (size_t)s->tune.read_window_bytes;
         prof_reset(s->ra);
     }
     struct sw_read_async *ra = s->ra;
@@ -735,7 +707,7 @@ sw_status sw_store_read_profile_get(sw_store *s, sw_store_read_profile *p, int r
         if (reset)
             prof_reset(ra);
     } else {
-        out.cap_bytes = read_inflight_bytes();
+        out.cap_bytes = (uint64_t)s->tune.read_inflight_bytes;
     }
     out.struct_size = p->struct_size < sizeof out ? p->struct_size : (uint32_t)sizeof out;
     *p = out;

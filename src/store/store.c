@@ -374,10 +374,9 @@ static sw_status open_journal(sw_store *s)
     SW_TRY(replay_journal(s));
     if (s->read_only)
         return SW_OK;
-    int64_t min_compact = sw_env_int("SPILLWAY_STORE_COMPACT_MIN", 4096);
     if (!s->st.journal_damaged && !s->st.journal_dropped &&
         s->st.journal_records >
-            2 * ((uint64_t)s->used_slots + s->unprov.n) + (uint64_t)min_compact) {
+            2 * ((uint64_t)s->used_slots + s->unprov.n) + (uint64_t)s->tune.compact_min_records) {
         sw_status st = sw_store_compact_journal(s);
         /* Compaction is an optimisation: without room for the new journal
          * the old one keeps working. */
@@ -423,20 +422,20 @@ static uint64_t random_id(void)
     return z ^ (z >> 31);
 }
 
-/* I/O memory. With a GPU: pinned. By default huge-page memory of
- * sw_store_big_alloc, touched, then cudaHostRegister'd (*pinned = 2): an
- * O_DIRECT request into it is a few 2 MiB DMA segments; cudaMallocHost's
- * 4 KiB pages (*pinned = 1, SPILLWAY_STORE_IO_MEM=0, or when registering
- * fails) split requests of more than max_segments pages on the H200 host's
- * virtio disk: 436 -> 648 KiB per device read, the swap disk case's step 45.9
- * -> 28.9 ms (docs/perf/swap.md). Without a GPU: the huge-page
- * memory unpinned (*pinned = 0). */
-static void *alloc_io_mem(size_t bytes, int *pinned)
+/* I/O memory. With a GPU: pinned. By default (tuning io_mem_register)
+ * huge-page memory of sw_store_big_alloc, touched, then cudaHostRegister'd
+ * (*pinned = 2): an O_DIRECT request into it is a few 2 MiB DMA segments;
+ * cudaMallocHost's 4 KiB pages (*pinned = 1, io_mem_register = 0, or when
+ * registering fails) split requests of more than max_segments pages on the
+ * H200 host's virtio disk: 436 -> 648 KiB per device read, the swap disk
+ * case's step 45.9 -> 28.9 ms (docs/perf/swap.md). Without a GPU: the
+ * huge-page memory unpinned (*pinned = 0). */
+static void *alloc_io_mem(size_t bytes, int do_register, int *pinned)
 {
     void *p = NULL;
     *pinned = 0;
     if (sw_cuda_built() && sw_cuda_devices() > 0) {
-        if (sw_env_int("SPILLWAY_STORE_IO_MEM", 1) == 1) {
+        if (do_register) {
             /* touched before pinning: the measured configuration (its
              * pages faulted as the huge pages madvise asked for) */
             p = sw_store_big_alloc(bytes, 1);
@@ -609,7 +608,8 @@ geometry_ok:
     return SW_OK;
 }
 
-static sw_status store_open(const sw_store_config *c, sw_store *s)
+static sw_status store_open(const sw_store_config *c, const sw_store_tuning *tuning,
+                            sw_store *s)
 {
     const int may_create = c->create && !s->read_only;
     SW_TRY(open_dir(s, c->dir, may_create));
@@ -705,40 +705,53 @@ static sw_status store_open(const sw_store_config *c, sw_store *s)
         SW_TRY(replace_file(s, SB_TMP_NAME, SB_NAME, sb, sizeof sb));
     }
 
-    /* Memory: index, host tier, bounce buffer, I/O backend. */
-    uint64_t host_n = c->host_tier_bytes / s->g.slot_bytes;
-    s->host_n = host_n > s->nslots ? s->nslots : (uint32_t)host_n;
-    SW_TRY(sw_store_index_init(s));
-    if (s->host_n) {
-        s->host_mem = (char *)alloc_io_mem((size_t)s->host_n * s->g.slot_bytes, &s->host_pinned);
-        if (!s->host_mem)
-            return sw_fail(SW_STATUS_NO_MEMORY, "host tier of %llu bytes",
-                           (unsigned long long)s->host_n * s->g.slot_bytes);
-    }
-    size_t bb = c->io_buffer_bytes ? (size_t)c->io_buffer_bytes : (size_t)8 << 20;
-    if (bb < 2 * s->run_bytes)
-        bb = (size_t)(2 * s->run_bytes);
-    s->bounce_bytes = sw_align_up(bb, SW_STORE_ALIGN);
-    s->bounce = (char *)alloc_io_mem(s->bounce_bytes, &s->bounce_pinned);
-    s->ops_cap = (size_t)c->queue_depth * 2 + 8;
-    s->ops = (sw_io_op *)calloc(s->ops_cap, sizeof *s->ops);
-    s->hpage = (char *)aligned_alloc(SW_STORE_ALIGN, SW_STORE_ALIGN);
-    s->hpage_off = UINT64_MAX;
-    if (!s->bounce || !s->ops || !s->hpage)
-        return sw_fail(SW_STATUS_NO_MEMORY, "I/O buffer of %zu bytes", s->bounce_bytes);
-    s->io = sw_io_create(c->queue_depth, s->bounce, s->bounce_bytes,
-                         s->io_want == SW_STORE_IO_PREAD);
+    /* The I/O backend, then the tuning (which depends on it), then memory:
+     * index, host tier, bounce buffer (registered with the backend). */
+    s->io = sw_io_create(c->queue_depth, s->io_want == SW_STORE_IO_PREAD);
     if (!s->io)
         return sw_fail(SW_STATUS_NO_MEMORY, "I/O backend");
     if (s->io_want == SW_STORE_IO_URING && sw_io_backend(s->io) != SW_STORE_IO_URING)
         return sw_fail(SW_STATUS_UNSUPPORTED, "io_backend = SW_STORE_IO_URING, but io_uring "
                        "is not available (a build without liburing, or the kernel refused "
                        "io_uring_queue_init)");
+    size_t bb = c->io_buffer_bytes ? (size_t)c->io_buffer_bytes : (size_t)8 << 20;
+    if (bb < 2 * s->run_bytes)
+        bb = (size_t)(2 * s->run_bytes);
+    s->bounce_bytes = sw_align_up(bb, SW_STORE_ALIGN);
+    const sw_store_facts facts = {sw_io_backend(s->io), s->g.slot_bytes, s->run_bytes,
+                                  s->bounce_bytes};
+    sw_store_tuning_decide(c, &facts, tuning, &s->tune);
+
+    uint64_t host_n = c->host_tier_bytes / s->g.slot_bytes;
+    s->host_n = host_n > s->nslots ? s->nslots : (uint32_t)host_n;
+    SW_TRY(sw_store_index_init(s));
+    const int reg = s->tune.io_mem_register != 0;
+    if (s->host_n) {
+        s->host_mem = (char *)alloc_io_mem((size_t)s->host_n * s->g.slot_bytes, reg,
+                                           &s->host_pinned);
+        if (!s->host_mem)
+            return sw_fail(SW_STATUS_NO_MEMORY, "host tier of %llu bytes",
+                           (unsigned long long)s->host_n * s->g.slot_bytes);
+    }
+    s->bounce = (char *)alloc_io_mem(s->bounce_bytes, reg, &s->bounce_pinned);
+    s->ops_cap = (size_t)c->queue_depth * 2 + 8;
+    s->ops = (sw_io_op *)calloc(s->ops_cap, sizeof *s->ops);
+    s->hpage = (char *)aligned_alloc(SW_STORE_ALIGN, SW_STORE_ALIGN);
+    s->hpage_off = UINT64_MAX;
+    if (!s->bounce || !s->ops || !s->hpage)
+        return sw_fail(SW_STATUS_NO_MEMORY, "I/O buffer of %zu bytes", s->bounce_bytes);
+    sw_io_register(s->io, s->bounce, s->bounce_bytes);
 
     return create ? SW_OK : open_journal(s);
 }
 
 sw_status sw_store_open(const sw_store_config *c, sw_store **out)
+{
+    return sw_store_open_tuned(c, NULL, out);
+}
+
+sw_status sw_store_open_tuned(const sw_store_config *c, const sw_store_tuning *tuning,
+                              sw_store **out)
 {
     if (!out)
         return sw_fail(SW_STATUS_INVALID, "sw_store_open: out is NULL");
@@ -763,7 +776,7 @@ sw_status sw_store_open(const sw_store_config *c, sw_store **out)
     s->durability = c->durability;
     s->full_policy = c->full_policy;
     s->queue_depth = c->queue_depth;
-    sw_status st = store_open(c, s);
+    sw_status st = store_open(c, tuning, s);
     if (st == SW_OK)
         st = sw_store_remote_open(s, c);
     if (st != SW_OK) {

@@ -11,6 +11,92 @@
 
 #define SW_NIL 0xffffffffu
 
+/* What the store decides beyond its config: the read path's request sizes,
+ * the read tickets' in-flight cap and bounce window, when a journal is
+ * compacted, the kind of pinned I/O memory. sw_store_tuning_decide fills it
+ * at open from the config and the facts of the handle; tests and
+ * benchmarks override single fields through sw_store_open_tuned. Not a user
+ * option and not read from the environment. In a request, a field of
+ * SW_STORE_TUNE_AUTO (any value < 0) is left to the library. The defaults
+ * and their measurements: docs/store.md and docs/perf/store.md. */
+#define SW_STORE_TUNE_AUTO (-1)
+typedef struct sw_store_tuning {
+    /* Synchronous reads: a range of adjacent extents is cut into requests
+     * of this many bytes (at least one extent), issued together; 0 = uncut.
+     * Default 128 KiB on io_uring (one 516 KiB tile read cut into 128 KiB
+     * requests: 0.71 -> 0.96 GB/s on the 2-core VM's virtio disk), uncut on
+     * the pread fallback, which runs the pieces one after the other (a cut
+     * only adds system calls there). */
+    int64_t read_chunk_bytes;
+    /* Read tickets: the same; default uncut: several tiles in flight keep
+     * the device busy (2.42 vs 2.32 GB/s with 8 tiles in flight); 512 KiB
+     * pieces with 8 MiB in flight won one A/B on the H200's host, lost the
+     * next and halved the swap engine's disk reads. */
+    int64_t ticket_chunk_bytes;
+    /* Uncut ranges of whole consecutive runs (contiguous in the file and
+     * laid out back to back in the bounce buffer) are merged into one
+     * request of up to this many bytes; 0 = never. A range cut into pieces
+     * is never merged. Default 4 MiB (the device's largest request here,
+     * max_sectors_kb); at most 1 GiB (a request's length is 32-bit); a limit
+     * not above one run merges nothing (decided as 0). */
+    int64_t read_merge_bytes;
+    /* Bytes of unwanted extents a request reads through rather than being
+     * split in two (and of leading extents read with a run's header rather
+     * than a separate header request); 0 = never read through. Default 64
+     * KiB: the swap engine's disk case reads 1.15 x its payload, mostly such
+     * gaps around pool hits; a deep queue may prefer more, smaller requests. */
+    int64_t read_gap_bytes;
+    /* Read tickets: requests are submitted while fewer than this many bytes
+     * are on the device (one ticket more may pass it; a larger one goes
+     * alone); 0 = no limit. Default sw_store_config.read_inflight_bytes,
+     * else 4 MiB: on the VM's virtio disk the engine-order tickets read
+     * faster with 4 MiB on the device than with 2, 8 or all of them. */
+    int64_t read_inflight_bytes;
+    /* Read tickets: the window at the start of the bounce buffer that small
+     * tickets' regions go round (a ticket larger than it takes the whole
+     * buffer); 0, or at least the buffer, = the whole buffer (decided as 0).
+     * Default 2 x the in-flight cap when that is at most half the buffer,
+     * else the whole buffer. The window also bounds how far a caller's
+     * read-ahead gets onto the device. */
+    int64_t read_window_bytes;
+    /* A read-write open compacts an undamaged journal that holds more than
+     * 2 x (live + unprovable keys) + this many records. Default 4096. */
+    int64_t compact_min_records;
+    /* With a GPU, the host tier and the bounce buffer are 1 = huge-page
+     * memory pinned with cudaHostRegister (default: an O_DIRECT request
+     * into it is a few 2 MiB DMA segments), 0 = cudaMallocHost memory of 4
+     * KiB pages, which the H200 host's disk split (436 instead of 648 KiB
+     * per device read; swap disk case 45.9 instead of 28.9 ms a step) and
+     * which is also the fallback when registering fails. */
+    int64_t io_mem_register;
+} sw_store_tuning;
+
+/* What sw_store_tuning_decide needs to know of a handle. */
+typedef struct sw_store_facts {
+    sw_store_io_backend backend; /* the backend that runs (io_uring or pread) */
+    uint64_t slot_bytes;         /* one extent */
+    uint64_t run_bytes;          /* a run: header page(s) + run_blocks extents */
+    uint64_t bounce_bytes;       /* the bounce buffer */
+} sw_store_facts;
+
+/* Every field SW_STORE_TUNE_AUTO. */
+void sw_store_tuning_auto(sw_store_tuning *t);
+/* The tuning of a handle: each field of `want` (NULL = all automatic) that
+ * is >= 0, else the library's default for c (its read_inflight_bytes, when
+ * its struct_size has it) and f; then the limits above applied to both
+ * (a cut of at least one extent, a merge of at most 1 GiB and more than a
+ * run, a window smaller than the buffer). Pure: no I/O, no global state. */
+void sw_store_tuning_decide(const sw_store_config *c, const sw_store_facts *f,
+                            const sw_store_tuning *want, sw_store_tuning *out);
+/* Sets fields from "name=value[,name=value...]" (the field names above,
+ * integers >= -1). SW_STATUS_INVALID (t unchanged) for an unknown name or
+ * a bad value. For tests and benchmarks (--tune). */
+sw_status sw_store_tuning_parse(sw_store_tuning *t, const char *spec);
+/* sw_store_open with a tuning other than the library's (NULL = none:
+ * exactly sw_store_open). The tuning is decided once, at open. */
+sw_status sw_store_open_tuned(const sw_store_config *c, const sw_store_tuning *tuning,
+                              sw_store **out);
+
 /* One per extent slot of the data file; `used` slots are the live stripes. */
 typedef struct sw_slot {
     sw_store_key key;
@@ -75,6 +161,7 @@ struct sw_store {
     sw_store_io_backend io_want; /* sw_store_config.io_backend */
     int buffered_io;             /* sw_store_config.buffered_io */
     int64_t lock_wait_ms;        /* sw_store_config.lock_wait_ms, resolved */
+    sw_store_tuning tune;        /* decided at open (sw_store_tuning_decide) */
 
     /* index: key -> slot (open addressing, linear probing) */
     uint32_t *table;
