@@ -4,6 +4,7 @@
 #include "store/read.h"
 
 #include "core/sw_cuda.h"
+#include "store/remote_tier.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -471,8 +472,8 @@ static sw_status read_common(sw_store *s, size_t n, const sw_store_key *keys, sw
      * a complete local pass: per-key statuses are set. */
     if (s->rt && (st == SW_STATUS_NOT_FOUND || st == SW_STATUS_CORRUPT ||
                   st == SW_STATUS_IO || st == SW_STATUS_INVALID)) {
-        sw_status rst = sw_store_remote_fetch(s, n, keys, out->dst, out->device, out->stream,
-                                              dst_bytes, lengths, generations, statuses);
+        sw_status rst = sw_remote_tier_fetch(s->rt, n, keys, out->dst, out->device, out->stream,
+                                             dst_bytes, lengths, generations, statuses);
         if (rst != SW_OK && rst != SW_STATUS_NO_MEMORY)
             return rst; /* a device copy failed */
         /* Under the lock again, briefly: the detail must name a key that

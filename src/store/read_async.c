@@ -29,6 +29,7 @@
  * only hands over the result. When the ring breaks, the queued tickets are
  * read synchronously too (queue_sync). */
 #include "store/read.h"
+#include "store/remote_tier.h"
 
 #include "spillway_store_profile.h"
 
@@ -674,8 +675,8 @@ sw_status sw_store_read_wait(sw_store *s, uint64_t ticket_id, size_t n, size_t *
          * the lock; the ticket (its keys and dst) stays reserved meanwhile. */
         t->state = T_REMOTE;
         pthread_mutex_unlock(&s->lock);
-        sw_status rst = sw_store_remote_fetch(s, n, t->keys, t->dst, 0, NULL, t->dst_bytes,
-                                              lengths, generations, statuses);
+        sw_status rst = sw_remote_tier_fetch(s->rt, n, t->keys, t->dst, 0, NULL, t->dst_bytes,
+                                             lengths, generations, statuses);
         pthread_mutex_lock(&s->lock);
         /* summary under the lock: it names an unprovable key (sw_store_read) */
         st = rst != SW_OK && rst != SW_STATUS_NO_MEMORY

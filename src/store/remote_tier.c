@@ -1,12 +1,16 @@
-/* The store's remote tier: write-through queue drained by one worker thread
- * (sw_remote_put_batch), and the fetch of locally missing keys on read
- * (sw_remote_get_batch). See docs/remote.md, "The store's remote tier". */
-#include "store/store_internal.h"
+/* The store's remote tier (remote_tier.h): write-through queue drained by
+ * one worker thread (sw_remote_put_batch), the fetch of locally missing keys
+ * on read (sw_remote_get_batch) and the write-back of what was fetched. See
+ * docs/remote.md, "The store's remote tier". */
+#include "store/remote_tier.h"
 
+#include "core/sw_core.h"
 #include "core/sw_cuda.h"
 #include "spillway_remote.h"
+#include "store/format.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,11 +28,13 @@ typedef struct rt_entry {
     char *data;                  /* stripe_bytes, in the ring's memory */
 } rt_entry;
 
-struct sw_store_remote {
+struct sw_remote_tier {
     sw_remote *r;
     uint32_t stripe_bytes;
     int32_t wait_ms, close_ms, write_back;
     int32_t batch_max;
+    sw_remote_tier_install_fn install; /* the store's write-back */
+    void *store;
 
     pthread_mutex_t mu;
     pthread_cond_t not_empty, not_full, drained;
@@ -51,6 +57,7 @@ struct sw_store_remote {
 
     /* counters under mu */
     uint64_t puts_queued, puts, put_errors, put_drops, put_replaced, wait_us;
+    uint64_t gets, hits, not_found, corruptions, errors, bytes_read, write_backs;
 };
 
 static uint64_t mono_us(void)
@@ -73,7 +80,7 @@ static void abs_deadline(struct timespec *ts, int32_t ms)
 
 static void *worker_main(void *arg)
 {
-    struct sw_store_remote *t = (struct sw_store_remote *)arg;
+    sw_remote_tier *t = (sw_remote_tier *)arg;
     pthread_mutex_lock(&t->mu);
     for (;;) {
         while (t->count == 0 && !t->stop)
@@ -119,7 +126,7 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-static void rt_free(struct sw_store_remote *t)
+static void rt_free(sw_remote_tier *t)
 {
     if (!t)
         return;
@@ -138,8 +145,11 @@ static void rt_free(struct sw_store_remote *t)
     free(t);
 }
 
-sw_status sw_store_remote_open(sw_store *s, const sw_store_config *c)
+sw_status sw_remote_tier_open(const sw_store_config *c, uint32_t stripe_bytes, int read_only,
+                              sw_remote_tier_install_fn install, void *store,
+                              sw_remote_tier **out)
 {
+    *out = NULL;
     if (c->struct_size < offsetof(sw_store_config, remote) + sizeof(c->remote) || !c->remote)
         return SW_OK;
     int32_t qmax = c->struct_size >= offsetof(sw_store_config, remote_queue_entries) + 4
@@ -156,7 +166,7 @@ sw_status sw_store_remote_open(sw_store *s, const sw_store_config *c)
     if (wb != 0 && wb != 1)
         return sw_fail(SW_STATUS_INVALID, "remote_write_back %d (want 0 or 1)", wb);
 
-    struct sw_store_remote *t = (struct sw_store_remote *)calloc(1, sizeof *t);
+    sw_remote_tier *t = (sw_remote_tier *)calloc(1, sizeof *t);
     if (!t)
         return sw_fail(SW_STATUS_NO_MEMORY, "remote tier");
     pthread_mutex_init(&t->mu, NULL);
@@ -167,10 +177,13 @@ sw_status sw_store_remote_open(sw_store *s, const sw_store_config *c)
     pthread_cond_init(&t->not_full, &ca);
     pthread_cond_init(&t->drained, &ca);
     pthread_condattr_destroy(&ca);
-    t->stripe_bytes = s->g.stripe_bytes;
+    t->stripe_bytes = stripe_bytes;
     t->wait_ms = wait == 0 ? RT_DEF_WAIT_MS : wait;
     t->close_ms = closew == 0 ? RT_DEF_CLOSE_MS : closew;
-    t->write_back = wb;
+    /* A read-only store never writes back (sw_store_config.read_only). */
+    t->write_back = wb && !read_only && install;
+    t->install = install;
+    t->store = store;
     t->cap = cap;
     int32_t mp = c->remote->struct_size >= offsetof(sw_remote_config, max_pipeline) + 4
                      ? c->remote->max_pipeline : 0;
@@ -199,13 +212,12 @@ sw_status sw_store_remote_open(sw_store *s, const sw_store_config *c)
         return sw_fail(SW_STATUS_NO_MEMORY, "remote write-through thread");
     }
     t->worker_started = 1;
-    s->rt = t;
+    *out = t;
     return SW_OK;
 }
 
-void sw_store_remote_close(sw_store *s)
+void sw_remote_tier_close(sw_remote_tier *t)
 {
-    struct sw_store_remote *t = s->rt;
     if (!t)
         return;
     pthread_mutex_lock(&t->mu);
@@ -226,14 +238,12 @@ void sw_store_remote_close(sw_store *s)
     pthread_mutex_unlock(&t->mu);
     if (t->worker_started)
         pthread_join(t->worker, NULL);
-    s->rt = NULL;
     rt_free(t);
 }
 
-void sw_store_remote_enqueue(sw_store *s, const sw_store_key *key, const void *src,
-                             size_t bytes, uint64_t generation)
+void sw_remote_tier_enqueue(sw_remote_tier *t, const sw_store_key *key, const void *src,
+                            size_t bytes, uint64_t generation)
 {
-    struct sw_store_remote *t = s->rt;
     if (!t)
         return;
     pthread_mutex_lock(&t->mu);
@@ -280,14 +290,13 @@ void sw_store_remote_enqueue(sw_store *s, const sw_store_key *key, const void *s
     pthread_mutex_unlock(&t->mu);
 }
 
-/* Called with s->lock NOT held. Fetches every key whose status is
- * SW_STATUS_NOT_FOUND from the remote into a scratch buffer, checks it and
- * delivers it (memcpy, or a device copy on `stream`). */
-sw_status sw_store_remote_fetch(sw_store *s, size_t n, const sw_store_key *keys,
-                                void *const *dst, int device, void *stream, size_t dst_bytes,
-                                size_t *lengths, uint64_t *generations, sw_status *statuses)
+/* Fetches every key whose status is SW_STATUS_NOT_FOUND from the remote
+ * into a scratch buffer, checks it and delivers it (memcpy, or a device copy
+ * on `stream`), then writes back what was delivered. */
+sw_status sw_remote_tier_fetch(sw_remote_tier *t, size_t n, const sw_store_key *keys,
+                               void *const *dst, int device, void *stream, size_t dst_bytes,
+                               size_t *lengths, uint64_t *generations, sw_status *statuses)
 {
-    struct sw_store_remote *t = s->rt;
     size_t m = 0;
     for (size_t i = 0; i < n; i++)
         m += statuses[i] == SW_STATUS_NOT_FOUND;
@@ -375,32 +384,35 @@ sw_status sw_store_remote_fetch(sw_store *s, size_t n, const sw_store_key *keys,
             ret = dev_err;
         }
     }
-    pthread_mutex_lock(&s->lock);
-    /* A read-only handle never writes back (sw_store_config.read_only). Only
+    /* Write-back of what was delivered (keys that came back OK). Only
      * NOT_FOUND keys were fetched: an unprovable key reads CORRUPT and is
      * neither fetched nor installed -- a remote copy may be older than the
      * version the journal lost (write-through can lag), and installing it
-     * would clear the mark. */
-    if (t->write_back && !s->failed && !s->read_only) {
+     * would clear the mark; the store's install checks again under its lock
+     * (a key that became unprovable or was written since is left alone). */
+    if (t->write_back) {
+        size_t k = 0;
         for (j = 0; j < m; j++) {
             size_t i = idx[j];
             if (statuses[i] != SW_OK || rs[j] != SW_OK)
                 continue;
-            /* a local write that raced with the fetch wins */
-            if (sw_store_index_find(s, &keys[i]) != SW_NIL || sw_store_unprovable(s, &keys[i]))
-                continue;
-            if (sw_store_write_locked(s, &keys[i], rd[j], rl[j], NULL) == SW_OK)
-                wbs++;
+            rk[k] = keys[i];
+            rd[k] = rd[j];
+            rl[k] = rl[j];
+            k++;
         }
+        if (k)
+            wbs = t->install(t->store, k, rk, (const void *const *)rd, rl);
     }
-    s->st.remote_gets += m;
-    s->st.remote_hits += hits;
-    s->st.remote_not_found += nf;
-    s->st.remote_corruptions += corrupt;
-    s->st.remote_errors += errs;
-    s->st.remote_bytes_read += bytes;
-    s->st.remote_write_backs += wbs;
-    pthread_mutex_unlock(&s->lock);
+    pthread_mutex_lock(&t->mu);
+    t->gets += m;
+    t->hits += hits;
+    t->not_found += nf;
+    t->corruptions += corrupt;
+    t->errors += errs;
+    t->bytes_read += bytes;
+    t->write_backs += wbs;
+    pthread_mutex_unlock(&t->mu);
 out:
     free(idx);
     free(rk);
@@ -412,14 +424,19 @@ out:
     return ret;
 }
 
-/* Fills the remote fields of a stats snapshot (s->lock not needed). */
-void sw_store_remote_stats(sw_store *s, sw_store_stats *st)
+void sw_remote_tier_stats(sw_remote_tier *t, sw_store_stats *st)
 {
-    struct sw_store_remote *t = s->rt;
     if (!t)
         return;
     st->remote_enabled = 1;
     pthread_mutex_lock(&t->mu);
+    st->remote_gets = t->gets;
+    st->remote_hits = t->hits;
+    st->remote_not_found = t->not_found;
+    st->remote_corruptions = t->corruptions;
+    st->remote_errors = t->errors;
+    st->remote_bytes_read = t->bytes_read;
+    st->remote_write_backs = t->write_backs;
     st->remote_puts_queued = t->puts_queued;
     st->remote_puts = t->puts;
     st->remote_put_errors = t->put_errors;

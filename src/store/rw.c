@@ -2,6 +2,8 @@
  * delete. Reads are in read.c (synchronous) and read_async.c (tickets). */
 #include "store/store_internal.h"
 
+#include "store/remote_tier.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -218,11 +220,29 @@ static sw_status write_extent(sw_store *s, const sw_store_key *key, const void *
     return SW_OK;
 }
 
-sw_status sw_store_write_locked(sw_store *s, const sw_store_key *key, const void *src,
-                                size_t bytes, uint64_t *gen_out)
+/* Fetched stripes are written as sw_store_write writes (a new local
+ * generation), not queued back to the remote. A key with a live local
+ * stripe is left alone (a local write that raced with the fetch wins), and
+ * so is an unprovable one: the remote copy may be older than the version
+ * the journal lost (write-through can lag), and writing it would clear the
+ * mark. A read-only handle's tier never calls this. */
+size_t sw_store_write_back(void *store, size_t n, const sw_store_key *keys,
+                           const void *const *src, const size_t *bytes)
 {
-    sw_store_reads_drain(s);
-    return store_write(s, key, src ? src : "", bytes, gen_out);
+    sw_store *s = (sw_store *)store;
+    size_t done = 0;
+    pthread_mutex_lock(&s->lock);
+    if (!s->failed && !s->read_only) {
+        sw_store_reads_drain(s);
+        for (size_t i = 0; i < n; i++) {
+            if (sw_store_index_find(s, &keys[i]) != SW_NIL || sw_store_unprovable(s, &keys[i]))
+                continue;
+            if (store_write(s, &keys[i], src[i] ? src[i] : "", bytes[i], NULL) == SW_OK)
+                done++;
+        }
+    }
+    pthread_mutex_unlock(&s->lock);
+    return done;
 }
 
 sw_status sw_store_write(sw_store *s, const sw_store_key *key, const void *src, size_t bytes,
@@ -246,7 +266,7 @@ sw_status sw_store_write(sw_store *s, const sw_store_key *key, const void *src, 
         /* Write-through: a copy is queued for the remote (outside the lock:
          * a full queue may make this writer wait, bounded). */
         if (s->rt)
-            sw_store_remote_enqueue(s, key, src ? src : "", bytes, gen);
+            sw_remote_tier_enqueue(s->rt, key, src ? src : "", bytes, gen);
     }
     return st;
 }

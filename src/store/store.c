@@ -2,6 +2,8 @@
  * preallocation), journal replay and compaction, close, stats. */
 #include "store/store_internal.h"
 
+#include "store/remote_tier.h"
+
 #include "core/sw_cuda.h"
 
 #include <errno.h>
@@ -778,7 +780,8 @@ sw_status sw_store_open_tuned(const sw_store_config *c, const sw_store_tuning *t
     s->queue_depth = c->queue_depth;
     sw_status st = store_open(c, tuning, s);
     if (st == SW_OK)
-        st = sw_store_remote_open(s, c);
+        st = sw_remote_tier_open(c, s->g.stripe_bytes, s->read_only, sw_store_write_back, s,
+                                 &s->rt);
     if (st != SW_OK) {
         store_free(s);
         return st;
@@ -797,7 +800,8 @@ sw_status sw_store_close(sw_store *s)
     sw_store_reads_close(s);
     /* The write-through worker first: bounded by remote_close_wait_ms plus
      * one put batch in flight (the remote's command_timeout_ms). */
-    sw_store_remote_close(s);
+    sw_remote_tier_close(s->rt);
+    s->rt = NULL;
     sw_status st = SW_OK;
     if (!s->failed && !s->read_only) {
         if (fdatasync(s->data_fd) != 0)
@@ -843,7 +847,7 @@ sw_status sw_store_get_stats(sw_store *s, sw_store_stats *out)
     st.read_only = (uint64_t)s->read_only;
     st.keys_unprovable = s->unprov.n;
     pthread_mutex_unlock(&s->lock);
-    sw_store_remote_stats(s, &st);
+    sw_remote_tier_stats(s->rt, &st);
     st.struct_size = want;
     memcpy(out, &st, want < sizeof st ? want : sizeof st);
     return SW_OK;

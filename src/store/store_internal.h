@@ -229,7 +229,7 @@ struct sw_store {
 
     sw_store_stats st;           /* counters (occupancy fields filled on demand) */
 
-    struct sw_store_remote *rt;  /* remote tier (remote_tier.c); NULL = none */
+    struct sw_remote_tier *rt;   /* remote tier (remote_tier.h); NULL = none */
 };
 
 /* Memory for large per-handle arrays (index, host tier without CUDA):
@@ -358,25 +358,10 @@ void sw_store_reads_close(sw_store *s);
  * its extent header), s->lock held. */
 sw_status sw_store_remove_slot(sw_store *s, uint32_t v);
 
-/* rw.c: sw_store_write's body, s->lock held (remote write-back). */
-sw_status sw_store_write_locked(sw_store *s, const sw_store_key *key, const void *src,
-                                size_t bytes, uint64_t *gen_out);
-
-/* remote_tier.c: the remote tier behind the store. open: starts nothing
- * when the config has no remote (or an older struct_size); close: drains the
- * write-through queue (bounded), joins the worker, closes the handle.
- * enqueue: called after a successful local write, s->lock NOT held (it may
- * wait up to remote_queue_wait_ms). fetch: s->lock NOT held; resolves the
- * keys whose status is SW_STATUS_NOT_FOUND through the remote. stats: fills
- * the remote_* fields. */
-sw_status sw_store_remote_open(sw_store *s, const sw_store_config *c);
-void sw_store_remote_close(sw_store *s);
-void sw_store_remote_enqueue(sw_store *s, const sw_store_key *key, const void *src,
-                             size_t bytes, uint64_t generation);
-sw_status sw_store_remote_fetch(sw_store *s, size_t n, const sw_store_key *keys,
-                                void *const *dst, int device, void *stream, size_t dst_bytes,
-                                size_t *lengths, uint64_t *generations, sw_status *statuses);
-void sw_store_remote_stats(sw_store *s, sw_store_stats *st);
+/* rw.c: the remote tier's write-back (sw_remote_tier_install_fn of
+ * store/remote_tier.h; `store` is the sw_store). Takes s->lock. */
+size_t sw_store_write_back(void *store, size_t n, const sw_store_key *keys,
+                           const void *const *src, const size_t *bytes);
 
 /* read.c: sw_store_read_device without the destination check, for callers
  * whose destinations are device memory by construction (the swap engine's
