@@ -1,4 +1,5 @@
-/* Encoders and pure decoders of the on-disk structures (see format.h). */
+/* Encoders and pure decoders of the on-disk structures (see format.h), and
+ * the check of a caller's key. */
 #include "store/format.h"
 
 #include <string.h>
@@ -197,5 +198,15 @@ sw_status sw_store_decode_record(const uint8_t *buf, size_t len, sw_store_record
     r->seq = get64(buf + 48);
     if (r->length > SW_STORE_MAX_STRIPE)
         return SW_STATUS_CORRUPT;
+    return SW_OK;
+}
+
+sw_status sw_store_check_key(const sw_store_key *k)
+{
+    if (!k)
+        return sw_fail(SW_STATUS_INVALID, "store key is NULL");
+    if (k->kind > SW_STORE_KIND_V || k->reserved != 0)
+        return sw_fail(SW_STATUS_INVALID, "store key has kind %u / reserved %u (want 0|1, 0)",
+                       k->kind, k->reserved);
     return SW_OK;
 }

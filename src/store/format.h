@@ -164,6 +164,10 @@ void sw_store_encode_record(const sw_store_record *r, uint8_t out[SW_STORE_REC_B
  * kind, nonzero reserved bytes). */
 sw_status sw_store_decode_record(const uint8_t *buf, size_t len, sw_store_record *r);
 
+/* SW_STATUS_INVALID (with the detail) for a NULL key, a kind other than K
+ * or V or a non-zero reserved field. */
+sw_status sw_store_check_key(const sw_store_key *k);
+
 static inline int sw_store_key_eq(const sw_store_key *a, const sw_store_key *b)
 {
     return a->ns == b->ns && a->layer == b->layer && a->block == b->block &&

@@ -1,6 +1,6 @@
 /* The store's read path: lookups, the plan of merged requests and the
- * per-extent verification, shared by the synchronous read (read.c) and the
- * read tickets (read_async.c). Every call here runs with s->lock held. */
+ * per-extent verification (read.c), shared by the synchronous reads
+ * (read_sync.c) and the read tickets (read_async.c). Every call here runs with s->lock held. */
 #ifndef SW_STORE_READ_H
 #define SW_STORE_READ_H
 

@@ -340,6 +340,20 @@ static void reap(sw_store *s, int wait)
 /* The poll hook of a ticket's processing (sw_read_batch.poll). */
 static void poll_hook(void *ctx) { reap((sw_store *)ctx, 0); }
 
+sw_status sw_store_enter(sw_store *s)
+{
+    pthread_mutex_lock(&s->lock);
+    if (s->failed) {
+        pthread_mutex_unlock(&s->lock);
+        return sw_fail(SW_STATUS_FAILED, "the store handle hit an unrecoverable error before");
+    }
+    /* Asynchronous reads in flight use the ring and parts of the bounce
+     * buffer, and they were planned against the index as it was at their
+     * submit: they are completed before anything else runs. */
+    sw_store_reads_drain(s);
+    return SW_OK;
+}
+
 void sw_store_reads_drain(sw_store *s)
 {
     struct sw_read_async *ra = s->ra;

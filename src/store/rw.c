@@ -1,5 +1,5 @@
 /* Block store data path: write (extent, then journal, then publish) and
- * delete. Reads are in read.c (synchronous) and read_async.c (tickets). */
+ * delete. Reads are in read_sync.c (synchronous) and read_async.c (tickets). */
 #include "store/store_internal.h"
 
 #include "store/remote_tier.h"
@@ -9,30 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-sw_status sw_store_check_key(const sw_store_key *k)
-{
-    if (!k)
-        return sw_fail(SW_STATUS_INVALID, "store key is NULL");
-    if (k->kind > SW_STORE_KIND_V || k->reserved != 0)
-        return sw_fail(SW_STATUS_INVALID, "store key has kind %u / reserved %u (want 0|1, 0)",
-                       k->kind, k->reserved);
-    return SW_OK;
-}
-
-sw_status sw_store_enter(sw_store *s)
-{
-    pthread_mutex_lock(&s->lock);
-    if (s->failed) {
-        pthread_mutex_unlock(&s->lock);
-        return sw_fail(SW_STATUS_FAILED, "the store handle hit an unrecoverable error before");
-    }
-    /* Asynchronous reads in flight use the ring and parts of the bounce
-     * buffer, and they were planned against the index as it was at their
-     * submit: they are completed before anything else runs. */
-    sw_store_reads_drain(s);
-    return SW_OK;
-}
 
 static sw_status io_error(sw_store *s, const sw_io_op *op, const char *what)
 {

@@ -1,5 +1,5 @@
-/* Block store handle: open/create (directory and file checks, superblock,
- * preallocation), journal replay and compaction, close, stats. */
+/* Block store handle: open/create (directory, superblock, preallocation),
+ * journal replay and the cross-check that follows it, close, stats. */
 #include "store/store_internal.h"
 
 #include "store/remote_tier.h"
@@ -20,8 +20,6 @@
 #define SB_NAME "superblock"
 #define SB_TMP_NAME "superblock.tmp"
 #define DATA_NAME "data"
-#define JOURNAL_NAME "journal"
-#define JOURNAL_TMP_NAME "journal.tmp"
 
 void sw_store_config_init(sw_store_config *c)
 {
@@ -47,159 +45,7 @@ const char *sw_store_io_backend_name(sw_store_io_backend b)
     return "unknown";
 }
 
-sw_status sw_store_errno(sw_store *s, int err, const char *what)
-{
-    (void)s;
-    if (err == ENOSPC || err == EDQUOT)
-        return sw_fail(SW_STATUS_FULL, "%s: the filesystem is full (%s, errno %d)", what,
-                       strerror(err), err);
-    return sw_fail(SW_STATUS_IO, "%s: %s (errno %d)", what, strerror(err), err);
-}
-
-/* ---------------------------------------------------------- file checks -- */
-static sw_status check_owned(int fd, const char *name, mode_t want_type)
-{
-    struct stat st;
-    if (fstat(fd, &st) != 0)
-        return sw_fail(SW_STATUS_IO, "fstat(%s): %s (errno %d)", name, strerror(errno), errno);
-    if ((st.st_mode & S_IFMT) != want_type)
-        return sw_fail(SW_STATUS_INVALID, "store %s is not a %s", name,
-                       want_type == S_IFDIR ? "directory" : "regular file");
-    if (st.st_uid != geteuid())
-        return sw_fail(SW_STATUS_INVALID, "store %s is owned by uid %u, not by this user (uid %u)",
-                       name, (unsigned)st.st_uid, (unsigned)geteuid());
-    if (st.st_mode & 077)
-        return sw_fail(SW_STATUS_INVALID, "store %s has mode %04o; group/other access is refused "
-                       "(want %s)", name, (unsigned)(st.st_mode & 07777),
-                       want_type == S_IFDIR ? "0700" : "0600");
-    return SW_OK;
-}
-
-/* Opens a store file by its fixed name inside the store directory. */
-static sw_status open_file(sw_store *s, const char *name, int flags, int *fd_out)
-{
-    int fd = openat(s->dir_fd, name, flags | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (fd < 0) {
-        int e = errno;
-        sw_status st = sw_store_errno(s, e, name);
-        errno = e; /* the caller tells EINVAL (no O_DIRECT) apart */
-        return st;
-    }
-    if (flags & O_CREAT)
-        (void)fchmod(fd, 0600);
-    sw_status st = check_owned(fd, name, S_IFREG);
-    if (st != SW_OK) {
-        close(fd);
-        return st;
-    }
-    *fd_out = fd;
-    return SW_OK;
-}
-
-static sw_status write_all(int fd, const void *buf, size_t len, uint64_t off, const char *what)
-{
-    const char *p = (const char *)buf;
-    while (len) {
-        ssize_t w = pwrite(fd, p, len, (off_t)off);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            return sw_store_errno(NULL, errno, what);
-        }
-        p += w;
-        len -= (size_t)w;
-        off += (uint64_t)w;
-    }
-    return SW_OK;
-}
-
-static sw_status read_file(int fd, uint8_t **out, size_t *len, const char *what)
-{
-    struct stat st;
-    *out = NULL;
-    *len = 0;
-    if (fstat(fd, &st) != 0)
-        return sw_store_errno(NULL, errno, what);
-    size_t n = (size_t)st.st_size;
-    uint8_t *b = (uint8_t *)malloc(n ? n : 1);
-    if (!b)
-        return sw_fail(SW_STATUS_NO_MEMORY, "%s: %zu bytes", what, n);
-    size_t got = 0;
-    while (got < n) {
-        ssize_t r = pread(fd, b + got, n - got, (off_t)got);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0) {
-            free(b);
-            return sw_store_errno(NULL, errno, what);
-        }
-        if (r == 0)
-            break;
-        got += (size_t)r;
-    }
-    *out = b;
-    *len = got;
-    return SW_OK;
-}
-
-/* Replaces `name` by a fully written, synced temporary file (crash safe). */
-static sw_status replace_file(sw_store *s, const char *tmp, const char *name, const void *buf,
-                              size_t len)
-{
-    (void)unlinkat(s->dir_fd, tmp, 0);
-    int fd = -1;
-    SW_TRY(open_file(s, tmp, O_RDWR | O_CREAT | O_EXCL, &fd));
-    sw_status st = write_all(fd, buf, len, 0, tmp);
-    if (st == SW_OK && fsync(fd) != 0)
-        st = sw_store_errno(s, errno, "fsync");
-    close(fd);
-    if (st == SW_OK && renameat(s->dir_fd, tmp, s->dir_fd, name) != 0)
-        st = sw_store_errno(s, errno, "rename");
-    if (st == SW_OK && fsync(s->dir_fd) != 0)
-        st = sw_store_errno(s, errno, "fsync(store directory)");
-    if (st != SW_OK)
-        (void)unlinkat(s->dir_fd, tmp, 0);
-    return st;
-}
-
 /* -------------------------------------------------------------- journal -- */
-sw_status sw_store_journal_append(sw_store *s, const sw_store_record *r)
-{
-    uint8_t buf[SW_STORE_REC_BYTES];
-    if (s->read_only)
-        return sw_fail(SW_STATUS_INVALID, "the store is open read-only");
-    sw_store_encode_record(r, buf);
-    sw_status st = write_all(s->journal_fd, buf, sizeof buf, s->journal_end, "journal append");
-    if (st == SW_OK && s->durability == SW_STORE_DURABILITY_SYNC &&
-        fdatasync(s->journal_fd) != 0)
-        st = sw_store_errno(s, errno, "fdatasync(journal)");
-    if (st != SW_OK) {
-        /* Cut a partial record off so that the next append stays aligned;
-         * replay would drop it anyway, but a later good record must not sit
-         * behind garbage. */
-        char keep[512];
-        snprintf(keep, sizeof keep, "%s", sw_last_error());
-        if (ftruncate(s->journal_fd, (off_t)s->journal_end) != 0) {
-            s->failed = 1;
-            return sw_fail(SW_STATUS_FAILED, "%s; cutting the journal back failed too: %s",
-                           keep, strerror(errno));
-        }
-        sw_fail(st, "%s", keep);
-        return st;
-    }
-    s->journal_end += SW_STORE_REC_BYTES;
-    s->st.journal_records++;
-    return SW_OK;
-}
-
-sw_status sw_store_journal_append_next(sw_store *s, sw_store_record *r)
-{
-    r->seq = s->journal_seq + 1;
-    SW_TRY(sw_store_journal_append(s, r));
-    s->journal_seq = r->seq;
-    return SW_OK;
-}
-
 /* Replays one record into the index. deleted: keys whose newest record so
  * far removed them (a delete, or a later put that took their slot), with
  * that record's sequence number -- what the cross-check with the extent
@@ -246,62 +92,11 @@ static sw_status apply_record(sw_store *s, const sw_store_record *r, sw_keymap *
     return SW_OK;
 }
 
-sw_status sw_store_compact_journal(sw_store *s)
-{
-    size_t n = (size_t)s->used_slots + (size_t)s->unprov.n, k = 0;
-    uint8_t *buf = (uint8_t *)malloc((n + 1) * SW_STORE_REC_BYTES);
-    if (!buf)
-        return sw_fail(SW_STATUS_NO_MEMORY, "journal compaction");
-    /* The snapshot record: the sequence number and generation high-water
-     * marks (the newest key may be deleted, and generations and sequence
-     * numbers only grow: without it a reopened store handed out
-     * generations that were already acknowledged, seen in
-     * test_store_crash), and how many records follow it (replay checks
-     * that they are all there). Every extent header in the data file is at
-     * or below its sequence number. */
-    sw_store_record snap;
-    memset(&snap, 0, sizeof snap);
-    snap.type = SW_STORE_REC_SNAP;
-    snap.generation = s->generation;
-    snap.seq = s->journal_seq;
-    snap.slot = n;
-    sw_store_encode_record(&snap, buf + k++ * SW_STORE_REC_BYTES);
-    /* Oldest first, so that replay rebuilds the same LRU order; the
-     * records keep their sequence numbers (= their extent headers'). */
-    for (uint32_t v = s->lru_tail; v != SW_NIL; v = s->slots[v].lru_prev) {
-        const sw_slot *e = &s->slots[v];
-        sw_store_record r = {SW_STORE_REC_PUT, e->key, e->generation, v, e->length, e->crc,
-                             e->seq};
-        sw_store_encode_record(&r, buf + k++ * SW_STORE_REC_BYTES);
-    }
-    for (uint64_t i = 0; s->unprov.a && i <= s->unprov.mask; i++) {
-        if (!s->unprov.a[i].used)
-            continue;
-        sw_store_record r;
-        memset(&r, 0, sizeof r);
-        r.type = SW_STORE_REC_UNPROV;
-        r.key = s->unprov.a[i].key;
-        r.seq = s->unprov.a[i].seq;
-        sw_store_encode_record(&r, buf + k++ * SW_STORE_REC_BYTES);
-    }
-    sw_status st = replace_file(s, JOURNAL_TMP_NAME, JOURNAL_NAME, buf, k * SW_STORE_REC_BYTES);
-    free(buf);
-    if (st != SW_OK)
-        return st;
-    int fd = -1;
-    SW_TRY(open_file(s, JOURNAL_NAME, O_RDWR, &fd));
-    close(s->journal_fd);
-    s->journal_fd = fd;
-    s->journal_end = k * SW_STORE_REC_BYTES;
-    s->st.journal_records = k;
-    return SW_OK;
-}
-
 static sw_status replay_journal(sw_store *s)
 {
     uint8_t *buf;
     size_t len;
-    SW_TRY(read_file(s->journal_fd, &buf, &len, "read journal"));
+    SW_TRY(sw_store_read_all(s->journal_fd, &buf, &len, "read journal"));
     size_t nrec = len / SW_STORE_REC_BYTES;
     sw_keymap deleted = {0};
     sw_status st = SW_OK;
@@ -502,12 +297,12 @@ static sw_status open_data(sw_store *s, int create, int zero_fill)
     int base = (s->read_only ? O_RDONLY : O_RDWR) | (create ? O_CREAT | O_TRUNC : 0);
     int fd = -1;
     s->direct_io = !s->buffered_io;
-    sw_status st = s->direct_io ? open_file(s, DATA_NAME, base | O_DIRECT, &fd) : SW_STATUS_IO;
+    sw_status st = s->direct_io ? sw_store_open_file(s, DATA_NAME, base | O_DIRECT, &fd) : SW_STATUS_IO;
     if (st != SW_OK && (!s->direct_io || errno == EINVAL)) {
         /* The filesystem refuses O_DIRECT (EINVAL): buffered I/O, reported
          * in stats.direct_io. */
         s->direct_io = 0;
-        st = open_file(s, DATA_NAME, base, &fd);
+        st = sw_store_open_file(s, DATA_NAME, base, &fd);
     }
     if (st != SW_OK)
         return st;
@@ -573,7 +368,7 @@ static sw_status open_dir(sw_store *s, const char *dir, int create)
     }
     if (made)
         (void)fchmod(s->dir_fd, 0700);
-    return check_owned(s->dir_fd, "directory", S_IFDIR);
+    return sw_store_check_owned(s->dir_fd, "directory", S_IFDIR);
 }
 
 static sw_status validate_config(const sw_store_config *c)
@@ -635,7 +430,7 @@ static sw_status store_open(const sw_store_config *c, const sw_store_tuning *tun
                            c->stripe_bytes);
         s->g.store_id = random_id();
     } else {
-        sw_status st = check_owned(sb_fd, SB_NAME, S_IFREG);
+        sw_status st = sw_store_check_owned(sb_fd, SB_NAME, S_IFREG);
         /* One byte more than a superblock: a padded file is seen as such. */
         uint8_t sb[SW_STORE_SB_BYTES + 1];
         struct stat sbst;
@@ -682,18 +477,18 @@ static sw_status store_open(const sw_store_config *c, const sw_store_tuning *tun
     s->nslots = (uint32_t)(s->g.nruns * s->g.run_blocks);
 
     if (create) {
-        (void)unlinkat(s->dir_fd, JOURNAL_NAME, 0);
-        (void)unlinkat(s->dir_fd, JOURNAL_TMP_NAME, 0);
+        (void)unlinkat(s->dir_fd, SW_STORE_JOURNAL_NAME, 0);
+        (void)unlinkat(s->dir_fd, SW_STORE_JOURNAL_TMP_NAME, 0);
     }
     int zero_fill = c->struct_size >= offsetof(sw_store_config, zero_fill) + sizeof c->zero_fill
                         ? c->zero_fill != 0
                         : 0;
     SW_TRY(open_data(s, create, zero_fill));
-    SW_TRY(open_file(s, JOURNAL_NAME,
+    SW_TRY(sw_store_open_file(s, SW_STORE_JOURNAL_NAME,
                      (s->read_only ? O_RDONLY : O_RDWR) | (create ? O_CREAT | O_TRUNC : 0),
                      &s->journal_fd));
     if (!s->read_only)
-        (void)unlinkat(s->dir_fd, JOURNAL_TMP_NAME, 0);
+        (void)unlinkat(s->dir_fd, SW_STORE_JOURNAL_TMP_NAME, 0);
     if (create) {
         /* A journal starts with its snapshot record (none follow yet). */
         sw_store_record snap;
@@ -704,7 +499,7 @@ static sw_status store_open(const sw_store_config *c, const sw_store_tuning *tun
             return sw_store_errno(s, errno, "fsync(journal)");
         uint8_t sb[SW_STORE_SB_BYTES];
         sw_store_encode_superblock(&s->g, sb);
-        SW_TRY(replace_file(s, SB_TMP_NAME, SB_NAME, sb, sizeof sb));
+        SW_TRY(sw_store_replace_file(s, SB_TMP_NAME, SB_NAME, sb, sizeof sb));
     }
 
     /* The I/O backend, then the tuning (which depends on it), then memory:

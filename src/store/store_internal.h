@@ -8,6 +8,7 @@
 
 #include <pthread.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #define SW_NIL 0xffffffffu
 
@@ -121,7 +122,7 @@ typedef struct sw_run {
 
 /* A set of keys with a sequence number each (open addressing, linear
  * probing, backward-shift erase): the unprovable keys of a handle, and at
- * open the keys the journal deleted (recover.c). */
+ * open the keys the journal deleted (recover.c); keymap.c. */
 typedef struct sw_keymap_ent {
     sw_store_key key;
     uint64_t seq;
@@ -295,9 +296,32 @@ static inline uint64_t sw_store_run_off(const sw_store *s, uint32_t run)
     return (uint64_t)run * s->run_bytes;
 }
 
-/* store.c: journal append (record encoded as given -- r->seq set by the
- * caller, see sw_store_next_seq -- written at journal_end, synced per
- * durability). On failure the journal is cut back; SW_STATUS_FAILED when
+/* files.c: the store's files. The fixed names of the journal and of its
+ * compaction's temporary file in the store directory. */
+#define SW_STORE_JOURNAL_NAME "journal"
+#define SW_STORE_JOURNAL_TMP_NAME "journal.tmp"
+/* An OS error as a status: SW_STATUS_FULL for ENOSPC/EDQUOT, else
+ * SW_STATUS_IO; errno and `what` in the detail. */
+sw_status sw_store_errno(sw_store *s, int err, const char *what);
+/* SW_STATUS_INVALID unless fd is a file of type want_type (S_IFREG,
+ * S_IFDIR) owned by this user without group/other access. */
+sw_status sw_store_check_owned(int fd, const char *name, mode_t want_type);
+/* Opens the store file `name` in the store directory (O_CLOEXEC |
+ * O_NOFOLLOW; created 0600) and checks it; errno is kept for the caller. */
+sw_status sw_store_open_file(sw_store *s, const char *name, int flags, int *fd_out);
+/* pwrite of all len bytes at off (EINTR retried). */
+sw_status sw_store_pwrite_all(int fd, const void *buf, size_t len, uint64_t off,
+                              const char *what);
+/* The whole file into a malloc'ed buffer (*out, freed by the caller). */
+sw_status sw_store_read_all(int fd, uint8_t **out, size_t *len, const char *what);
+/* Replaces `name` by a fully written, synced temporary file `tmp` (crash
+ * safe: temp file + fsync + rename + directory fsync). */
+sw_status sw_store_replace_file(sw_store *s, const char *tmp, const char *name,
+                                const void *buf, size_t len);
+
+/* journal.c: journal append (record encoded as given -- r->seq set by the
+ * caller, see sw_store_journal_append_next -- written at journal_end, synced
+ * per durability). On failure the journal is cut back; SW_STATUS_FAILED when
  * that is impossible (handle marked failed). */
 sw_status sw_store_journal_append(sw_store *s, const sw_store_record *r);
 /* Appends r with the next sequence number (set in r->seq) and consumes that
@@ -306,12 +330,11 @@ sw_status sw_store_journal_append(sw_store *s, const sw_store_record *r);
  * the next operation a killed writer leaves without its record look two
  * past the journal (recover.c). */
 sw_status sw_store_journal_append_next(sw_store *s, sw_store_record *r);
-/* store.c: rewrites the journal as a snapshot of the index and the
- * unprovable keys (temp file + fsync + rename). */
+/* journal.c: rewrites the journal as a snapshot of the index and the
+ * unprovable keys (sw_store_replace_file). */
 sw_status sw_store_compact_journal(sw_store *s);
 
-/* recover.c: the key sets, the cross-check of the journal with the data
- * file's extent headers at open, void headers, repair. */
+/* keymap.c: the key sets. */
 sw_keymap_ent *sw_keymap_find(const sw_keymap *m, const sw_store_key *k);
 sw_status sw_keymap_put(sw_keymap *m, const sw_store_key *k, uint64_t seq);
 void sw_keymap_erase(sw_keymap *m, const sw_store_key *k);
@@ -320,6 +343,9 @@ static inline int sw_store_unprovable(const sw_store *s, const sw_store_key *k)
 {
     return s->unprov.n && sw_keymap_find(&s->unprov, k) != NULL;
 }
+
+/* recover.c: the cross-check of the journal with the data file's extent
+ * headers at open, header pages, void headers. */
 /* Reads every run's header page(s), compares each extent header with what
  * the replayed journal says (journal_deleted: keys whose last record was a
  * delete, with its sequence number) and resolves what the journal lost:
@@ -339,11 +365,11 @@ sw_status sw_store_header_page_write(sw_store *s, uint32_t slot);
  * page, the read saved when it is the cached page). */
 sw_status sw_store_void_extent(sw_store *s, uint32_t slot, const sw_store_key *key,
                                uint64_t generation, uint64_t seq);
-sw_status sw_store_errno(sw_store *s, int err, const char *what);
 
-/* rw.c: key check; lock + failed check + sw_store_reads_drain (unlocks
- * and returns SW_STATUS_FAILED on a failed handle). */
-sw_status sw_store_check_key(const sw_store_key *k);
+/* read_async.c: lock + failed check + sw_store_reads_drain (unlocks and
+ * returns SW_STATUS_FAILED on a failed handle): the entry of every call
+ * that uses the ring or the bounce buffer synchronously or changes the
+ * index. */
 sw_status sw_store_enter(sw_store *s);
 
 /* read_async.c, s->lock held: completes every read ticket's I/O in flight
@@ -363,7 +389,7 @@ sw_status sw_store_remove_slot(sw_store *s, uint32_t v);
 size_t sw_store_write_back(void *store, size_t n, const sw_store_key *keys,
                            const void *const *src, const size_t *bytes);
 
-/* read.c: sw_store_read_device without the destination check, for callers
+/* read_sync.c: sw_store_read_device without the destination check, for callers
  * whose destinations are device memory by construction (the swap engine's
  * staging buffers, which it cudaMalloc'ed itself): same results otherwise,
  * including SW_STATUS_NO_DEVICE without CUDA or a GPU. A host pointer here
