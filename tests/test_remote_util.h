@@ -91,7 +91,7 @@ static inline void tr_sleep_ms(int ms)
 
 static inline const char *tr_redis_server(void)
 {
-    const char *e = getenv("SPILLWAY_REDIS_SERVER");
+    const char *e = getenv("SW_TEST_REDIS_SERVER");
     if (e && e[0])
         return e;
     static const char *cands[] = {"/usr/bin/redis-server", "/usr/local/bin/redis-server",
