@@ -22,6 +22,9 @@
 #   unorderedN test_prefill_stress built with -DSW_TEST_UPLOAD_UNORDERED (the
 #              upload as it was: cudaMemcpy on the legacy stream), then the
 #              real one, N times (default 1)
+#   figures    the recorded figures to hold: bench/prefill.py (1x16k and both
+#              mixes, d128 and d256, against cuDNN and FA2 varlen) and
+#              `spillway bench swap` (its three cases)
 #   cli        the command-line tests (`ctest -j4 -R ^cli_`: the demo and the
 #              benches, on the GPU here)
 #   all        the whole C suite once, `ctest -j4`
@@ -127,6 +130,17 @@ run)
   cli)
     (cd /work/main/$B && ctest -j4 -R '^cli_' --output-on-failure) >"$OUT/ctest-cli.log" 2>&1
     echo "ctest cli: rc=$?"; grep -E "tests passed|Failed|\*\*\*" "$OUT/ctest-cli.log" | head -20 ;;
+  figures)
+    # The recorded figures to hold: prefill 1x16k and both mixes at d128 and
+    # d256 against cuDNN and the FlashAttention-2 varlen op (PyTorch of the
+    # machine), then `spillway bench swap`'s three cases.
+    SPILLWAY_LIB=$PWD/$B/libspillway.so PYTHONPATH=$PWD/python timeout 300 python3 bench/prefill.py \
+      --impls spillway,sdpa-cudnn,fa2-varlen \
+      --cases 1x16k/h32-8/d128,1x16k/h16-2/d256,mix-a/h32-8/d128,mix-a/h16-2/d256,mix-b/h32-8/d128,mix-b/h16-2/d256 \
+      --out "$OUT/prefill-figures.json" --md "$OUT/prefill-figures.md" >"$OUT/prefill-figures.log" 2>&1
+    echo "prefill figures: rc=$?"; grep -E "^\| (1x16k|mix)" "$OUT/prefill-figures.md" | cut -c1-160
+    timeout 300 $B/spillway bench swap --dir /var/tmp --json "$OUT/swap-h200.json" >"$OUT/swap-h200.log" 2>&1
+    echo "bench swap: rc=$?"; grep -E "GBps|ms_per_step|vs_" "$OUT/swap-h200.log" | head -40 ;;
   all)
     (cd /work/main/$B && ctest -j4 --output-on-failure) >"$OUT/ctest-all.log" 2>&1
     echo "ctest all: rc=$?"; tail -25 "$OUT/ctest-all.log" ;;
