@@ -45,14 +45,6 @@ ALLOWED_CYCLES = [
     # ... and the CPU tile loop dispatches to its per-ISA kernels, which
     # take the FP8 table from it.
     ["src/swap/tile_cpu.c", "src/swap/tile_cpu_avx2.c", "src/swap/tile_cpu_avx512.c"],
-    # The prefill CPU fast path: cpu_fast.c dispatches to the per-ISA
-    # kernels, which call its shared loaders (sw_cpu_load_qt,
-    # sw_cpu_unit_vis) and each other (AMX falls back to the scalar unit,
-    # AVX-512-BF16 stores through the AVX-512 file). Moving the shared
-    # helpers into a file of their own empties it.
-    ["src/attn/cpu_fast.c", "src/attn/cpu_fast_amx.c", "src/attn/cpu_fast_avx2.c",
-     "src/attn/cpu_fast_avx512.c", "src/attn/cpu_fast_avx512bf16.c",
-     "src/attn/cpu_fast_scalar.c"],
 ]
 
 LAYER_DIRS = ("core", "attn", "store", "remote", "swap", "opponents", "cuda")

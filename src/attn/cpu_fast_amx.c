@@ -10,7 +10,7 @@
  * AMX (its bf16 "pack" path: K^T and V packed once per call in VNNI order,
  * S row-major, P row-major in bf16 = the A operand of P.V), in our units:
  *  - K and V of each (request, kv head) are packed ONCE per call, lazily by
- *    the first unit that reads them (cpu_fast.c, sw_cpu_pack_get), zero past
+ *    the first unit that reads them (cpu_fast_unit.c, sw_cpu_pack_get), zero past
  *    the last key up to a multiple of 32:
  *      kt: [key/16][d/2][16] words: word (p, n) = dims 2p, 2p+1 of key n of
  *          the 16-key block, so a B tile of S = Q.K^T (32 dims x 16 keys) is

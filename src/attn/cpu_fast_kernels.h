@@ -56,12 +56,19 @@ extern int sw_cpu_amx_nkeys;
 
 /* K/V repacked once per call for kernels that want another layout (the AMX
  * kernel: K^T and V in bf16 pair layouts), per (request, kv head), packed
- * lazily by the first unit that needs it (cpu_fast.c, sw_cpu_pack_get). */
+ * lazily by the first unit that needs it (cpu_fast_unit.c, sw_cpu_pack_get). */
 typedef struct sw_cpu_pack sw_cpu_pack;
 /* Writes the packed K and V of (req, kvh) to kt / vp, each
  * sw_cpu_pack_keys(kv_len) * head_dim elements of 2 bytes. */
 typedef void (*sw_cpu_pack_fn)(const sw_attn_problem *pb, int32_t req, int32_t kvh, uint16_t *kt,
                                uint16_t *vp);
+/* The call's packs: the kernel's pack function, the K and V buffers, and
+ * per (request, kv head) 0 not packed, 1 packing, 2 ready. */
+struct sw_cpu_pack {
+    sw_cpu_pack_fn fn;
+    uint16_t *k, *v;
+    _Atomic int *state;
+};
 /* Keys of one packed (request, kv head): kv_len rounded up to 32 (the
  * padding is zero). */
 static inline int64_t sw_cpu_pack_keys(int32_t kv_len) { return ((int64_t)kv_len + 31) / 32 * 32; }
@@ -121,7 +128,7 @@ void sw_cpu_unit_amx(const sw_attn_problem *pb, const sw_cpu_unit *u, const sw_c
 extern const int sw_cpu_amx_built;
 #endif
 
-/* ---- helpers shared by the kernels (cpu_fast.c, plain C) ---- */
+/* ---- helpers shared by the kernels (cpu_fast_unit.c, plain C) ---- */
 
 /* Fills s->vis for rows [0, mv) (rows past the unit's copy its last row, so
  * padding never forces a mask) and returns the smallest and largest visible
