@@ -38,10 +38,13 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   apt-get install -y -q --no-install-recommends "${need_apt[@]}"
 fi
 
-if [ "${SPILLWAY_SKIP_PY:-0}" != 1 ] && ! python3 -c 'import numpy, pytest' >/dev/null 2>&1; then
+# scikit-build-core: the binding's packaging test builds the wheel with it
+# (pip install . --no-build-isolation).
+if [ "${SPILLWAY_SKIP_PY:-0}" != 1 ] &&
+   ! python3 -c 'import numpy, pytest, scikit_build_core' >/dev/null 2>&1; then
   # Debian's own python refuses pip installs into the system (PEP 668) unless told.
-  python3 -m pip install -q numpy pytest 2>/dev/null ||
-    python3 -m pip install -q --break-system-packages numpy pytest
+  python3 -m pip install -q numpy pytest scikit-build-core 2>/dev/null ||
+    python3 -m pip install -q --break-system-packages numpy pytest scikit-build-core
 fi
 
 # Prefer the CUDA toolkit's usual place when nvcc is not on PATH.

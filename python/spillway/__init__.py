@@ -3,10 +3,11 @@
     import spillway
     out = spillway.varlen_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, causal=True)
 
-The library is found, in order, at $SPILLWAY_LIB (a full path), at
-../../build/libspillway.so relative to this package (the CMake build tree),
-at ../../lib/libspillway.so (the installed tree), then through
-ctypes.util.find_library("spillway"). It is loaded on first use.
+The library is found, in order, at $SPILLWAY_LIB (a full path), inside this
+package (where `pip install .` puts it), at ../../build/libspillway.so
+relative to this package (the CMake build tree), at ../../lib/libspillway.so
+(the installed tree), then through ctypes.util.find_library("spillway"). It
+is loaded on first use.
 
 torch is never imported by this package: torch tensors are recognised when the
 caller has imported torch.

@@ -176,9 +176,10 @@ _lib_lock = threading.Lock()
 
 
 def _candidates():
-    """Library lookup order: $SPILLWAY_LIB, the CMake build tree next to this
-    package (../../build/libspillway.so), the installed tree (../../lib/),
-    then the system search (ctypes.util.find_library)."""
+    """Library lookup order: $SPILLWAY_LIB, the copy inside this package (put
+    there by `pip install .`), the CMake build tree next to this package
+    (../../build/libspillway.so), the installed tree (../../lib/), then the
+    system search (ctypes.util.find_library)."""
     env = os.environ.get("SPILLWAY_LIB")
     if env:
         # An explicit path is final: silently loading some other copy would
@@ -186,7 +187,8 @@ def _candidates():
         return [env]
     here = os.path.dirname(os.path.abspath(__file__))
     root = os.path.normpath(os.path.join(here, "..", ".."))
-    out = [os.path.join(root, "build", "libspillway.so"),
+    out = [os.path.join(here, "libspillway.so"),
+           os.path.join(root, "build", "libspillway.so"),
            os.path.join(root, "lib", "libspillway.so")]
     found = ctypes.util.find_library("spillway")
     if found:
