@@ -2,6 +2,8 @@
 
     import spillway
     out = spillway.varlen_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, causal=True)
+    # FlashAttention's varlen signature and positional order:
+    out = spillway.flash_attn_varlen_func(q, k, v, cu_q, cu_k, max_q, max_k, 0.0, None, True)
 
 The library is found, in order, at $SPILLWAY_LIB (a full path), inside this
 package (where `pip install .` puts it), at ../../build/libspillway.so
@@ -23,11 +25,13 @@ from .attention import (
     varlen_attention,
     workspace_bytes,
 )
+from .flash_compat import flash_attn_varlen_func
 
 __all__ = [
     "SpillwayError",
     "PrefillPlan",
     "varlen_attention",
+    "flash_attn_varlen_func",
     "get_plan",
     "prefill_flops",
     "plan_cache_info",

@@ -376,9 +376,15 @@ def _backend_code(backend):
 # --------------------------------------------------------------- the op ---
 
 def varlen_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=None,
-                     max_seqlen_k=None, causal=False, softmax_scale=None, return_lse=False,
-                     *, backend=None, num_threads=0):
-    """Ragged batched attention with FlashAttention's varlen signature.
+                     max_seqlen_k=None, *, causal=False, softmax_scale=None, return_lse=False,
+                     backend=None, num_threads=0):
+    """Ragged batched attention over packed varlen tensors.
+
+    Everything after max_seqlen_k is keyword-only: FlashAttention's varlen
+    function has dropout_p, softmax_scale, causal in those places, so a
+    positional call written for it must fail here rather than mean something
+    else. spillway.flash_attn_varlen_func takes FlashAttention's exact
+    signature.
 
     Args:
         q: [total_q, Hq, d]; k, v: [total_k, Hkv, d]. Hkv must divide Hq (GQA:
@@ -400,11 +406,11 @@ def varlen_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=None,
         max_seqlen_q, max_seqlen_k: accepted for FlashAttention compatibility;
             the plan computes the maxima itself. If given they are checked to
             be >= the real maxima.
-        causal: bottom-right aligned when q_len < kv_len: query i of a request
+        causal: keyword-only. Bottom-right aligned when q_len < kv_len: query i of a request
             sees keys j <= i + (kv_len - q_len). A query row that sees no key
             gets zeros (and LSE = -inf).
-        softmax_scale: default 1/sqrt(d).
-        return_lse: also return the log-sum-exp (natural log) per row and head.
+        softmax_scale: keyword-only, default 1/sqrt(d).
+        return_lse: keyword-only; also return the log-sum-exp (natural log) per row and head.
         backend: keyword-only, "cpu", "cpu_ref" (the fp64 oracle) for host
             data; "cuda", "cuda_portable", "cuda_hopper" for CUDA tensors. Default: "cuda" for
             CUDA tensors, "cpu" for host data (never AUTO). "flashinfer" and
