@@ -1,9 +1,17 @@
-"""Spillway: ragged batched prefill attention (ctypes binding of libspillway).
+"""Spillway: ragged batched prefill attention, the tiered KV block store and the
+swap engine (ctypes binding of libspillway).
 
     import spillway
     out = spillway.varlen_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, causal=True)
     # FlashAttention's varlen signature and positional order:
     out = spillway.flash_attn_varlen_func(q, k, v, cu_q, cu_k, max_q, max_k, 0.0, None, True)
+    # exact attention over a KV cache offloaded to a block store:
+    with spillway.Store(path, capacity_bytes=1 << 30) as st, \
+         spillway.SwapEngine(st, num_layers=L, num_kv_heads=Hkv, num_qo_heads=Hq,
+                             head_dim=d, block_size=16) as eng:
+        eng.seq_add(seq_id, ns=1)
+        eng.offload_tokens(seq_id, layer, k, v)
+        out = eng.attend(layer, seq_id, q)
 
 The library is found, in order, at $SPILLWAY_LIB (a full path), inside this
 package (where `pip install .` puts it), at ../../build/libspillway.so
@@ -26,12 +34,17 @@ from .attention import (
     workspace_bytes,
 )
 from .flash_compat import flash_attn_varlen_func
+from .store import Store, StoreKey
+from .swap import SwapEngine
 
 __all__ = [
     "SpillwayError",
     "PrefillPlan",
     "varlen_attention",
     "flash_attn_varlen_func",
+    "Store",
+    "StoreKey",
+    "SwapEngine",
     "get_plan",
     "prefill_flops",
     "plan_cache_info",

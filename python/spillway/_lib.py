@@ -1,6 +1,7 @@
 """ctypes loading of libspillway and mirrors of the public structs of spillway.h.
 
-Everything here is a one-to-one image of include/spillway.h: enum values,
+Everything here is a one-to-one image of include/spillway.h (with
+spillway_store.h and spillway_swap.h): enum values,
 struct layouts (field order and C types, so ctypes reproduces the C padding),
 and function prototypes. Keep it in step with the header; the header is the
 source of truth and `struct_size` is always ctypes.sizeof(the mirror).
@@ -138,7 +139,195 @@ class sw_prefill_tensors(ctypes.Structure):
     ]
 
 
+# ------------------------------------------- spillway_store.h structs --
+SW_STORE_KIND_K = 0
+SW_STORE_KIND_V = 1
+SW_STORE_DURABILITY_PROCESS = 0
+SW_STORE_DURABILITY_SYNC = 1
+SW_STORE_FULL_EVICT_LRU = 0
+SW_STORE_FULL_REFUSE = 1
+SW_STORE_IO_AUTO = 0
+SW_STORE_IO_URING = 1
+SW_STORE_IO_PREAD = 2
+
+_u8, _u16, _u32, _u64 = ctypes.c_uint8, ctypes.c_uint16, ctypes.c_uint32, ctypes.c_uint64
+_i32, _i64 = ctypes.c_int32, ctypes.c_int64
+
+
+class sw_store_config(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", _u32),
+        ("dir", ctypes.c_char_p),
+        ("capacity_bytes", _u64),
+        ("stripe_bytes", _u32),
+        ("run_blocks", _u32),
+        ("queue_depth", _u32),
+        ("host_tier_bytes", _u64),
+        ("io_buffer_bytes", _u64),
+        ("durability", _c_enum),
+        ("full_policy", _c_enum),
+        ("create", _i32),
+        ("remote", ctypes.c_void_p),  # const struct sw_remote_config *: not mirrored
+        ("remote_queue_entries", _u32),
+        ("remote_queue_wait_ms", _i32),
+        ("remote_close_wait_ms", _i32),
+        ("remote_write_back", _i32),
+        ("zero_fill", _i32),
+        ("read_only", _i32),
+        ("io_backend", _c_enum),
+        ("buffered_io", _i32),
+        ("lock_wait_ms", _i32),
+    ]
+
+
+class sw_store_key(ctypes.Structure):
+    _fields_ = [
+        ("ns", _u64),
+        ("layer", _u32),
+        ("block", _u32),
+        ("kv_head", _u16),
+        ("kind", _u8),
+        ("reserved", _u8),
+    ]
+
+
+def _u64s(*names):
+    return [(n, _u64) for n in names]
+
+
+class sw_store_stats(ctypes.Structure):
+    _fields_ = ([("struct_size", _u32), ("io_backend", _c_enum), ("direct_io", _i32),
+                 ("failed", _i32)]
+                + _u64s("stripe_bytes", "extent_bytes", "run_blocks", "capacity_bytes",
+                        "used_bytes", "payload_bytes", "extents_total", "extents_used",
+                        "file_bytes", "host_capacity_bytes", "host_used_bytes", "host_entries",
+                        "writes", "deletes", "evictions", "host_evictions", "host_hits",
+                        "host_misses", "file_hits", "not_found", "bytes_written",
+                        "host_bytes_read", "file_bytes_read", "read_requests", "io_errors",
+                        "corruptions", "journal_records", "journal_dropped", "generation",
+                        "runs_total", "runs_used", "run_header_bytes", "store_id",
+                        "queue_depth", "io_buffer_bytes", "read_ios", "remote_enabled",
+                        "remote_gets", "remote_hits", "remote_not_found",
+                        "remote_corruptions", "remote_errors", "remote_bytes_read",
+                        "remote_write_backs", "remote_puts_queued", "remote_puts",
+                        "remote_put_errors", "remote_put_drops", "remote_put_replaced",
+                        "remote_queue_len", "remote_queue_entries", "remote_queue_wait_us",
+                        "remote_reconnects", "remote_timeouts", "remote_connect_failures",
+                        "remote_get_p99_us", "remote_put_p99_us", "read_only",
+                        "journal_damaged", "keys_unprovable", "journal_recovered",
+                        "extents_discarded", "headers_bad", "header_pages_read"))
+
+
+class sw_store_verify_result(ctypes.Structure):
+    _fields_ = ([("struct_size", _u32), ("reserved", _u32)]
+                + _u64s("extents_checked", "extents_ok", "extents_corrupt", "extents_io_error",
+                        "host_checked", "host_corrupt", "bytes_read", "read_requests",
+                        "journal_dropped", "journal_damaged", "keys_unprovable",
+                        "journal_missing", "extents_torn", "headers_bad", "voids_pending",
+                        "in_flight"))
+
+
+# -------------------------------------------- spillway_swap.h structs --
+SW_SWAP_KV_BF16 = 0
+SW_SWAP_KV_FP8_E4M3 = 1
+SW_SWAP_POLICY_SCORE = 0
+SW_SWAP_POLICY_LRU = 1
+SW_SWAP_POOL_HOST = 0
+SW_SWAP_POOL_DEVICE = 1
+
+
+class sw_swap_model(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", _u32),
+        ("num_layers", _i32),
+        ("num_kv_heads", _i32),
+        ("num_qo_heads", _i32),
+        ("head_dim", _i32),
+        ("block_size", _i32),
+    ]
+
+
+class sw_swap_config(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", _u32),
+        ("resident_blocks", _i32),
+        ("tile_blocks", _i32),
+        ("predictor_rank", _i32),
+        ("projection_seed", _u64),
+        ("prefetch_depth", _i32),
+        ("policy", _c_enum),
+        ("pool", _c_enum),
+        ("device", _i32),
+        ("kernel_timing", _i32),
+    ]
+
+
+class sw_swap_block(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", _u32),
+        ("dtype", _c_enum),
+        ("valid_tokens", _i32),
+        ("k", ctypes.c_void_p),
+        ("v", ctypes.c_void_p),
+        ("k_bytes", ctypes.c_size_t),
+        ("v_bytes", ctypes.c_size_t),
+        ("k_scale", ctypes.c_float),
+        ("v_scale", ctypes.c_float),
+    ]
+
+
+class sw_swap_attend_params(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", _u32),
+        ("layer", _i32),
+        ("batch", _i32),
+        ("seq_ids", ctypes.POINTER(_u64)),
+        ("q_indptr", ctypes.POINTER(_i32)),
+        ("q", ctypes.c_void_p),
+        ("o", ctypes.c_void_p),
+        ("lse", ctypes.POINTER(ctypes.c_float)),
+        ("sm_scale", ctypes.c_float),
+        ("causal", _i32),
+        ("sparse_top_k", _i32),
+        ("sparse_recent_blocks", _i32),
+        ("sparse_check", _i32),
+    ]
+
+
+class sw_swap_attend_result(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", _u32),
+        ("reserved", _u32),
+        ("blocks_total", _i64),
+        ("blocks_attended", _i64),
+        ("hits", _i64),
+        ("misses", _i64),
+        ("tiles", _i64),
+        ("sparse_rel_l2", ctypes.c_double),
+    ]
+
+
+class sw_swap_stats(ctypes.Structure):
+    _fields_ = ([("struct_size", _u32), ("policy", _c_enum), ("resident_blocks", _i32),
+                 ("tile_blocks", _i32), ("predictor_rank", _i32), ("prefetch", _i32),
+                 ("failed", _i32), ("reserved", _i32)]
+                + _u64s("sequences", "resident_used", "offloads", "offload_bytes", "attends",
+                        "tiles", "hits", "misses", "evictions", "invalidations", "read_calls",
+                        "stripes_read", "bytes_read", "host_bytes_read", "file_bytes_read",
+                        "prefetched_tiles")
+                + [("read_wait_seconds", ctypes.c_double), ("compute_seconds", ctypes.c_double),
+                   ("kernel_kv_bytes", _u64), ("kernel_seconds", ctypes.c_double),
+                   ("plan_seconds", ctypes.c_double), ("submit_seconds", ctypes.c_double),
+                   ("score_seconds", ctypes.c_double), ("finish_seconds", ctypes.c_double)])
+
+
+def struct_dict(st, skip=("struct_size", "reserved")):
+    """A ctypes mirror as a plain dict of its fields (ints and floats)."""
+    return {name: getattr(st, name) for name, _ in st._fields_ if name not in skip}
+
+
 _PLAN_P = ctypes.c_void_p  # sw_prefill_plan * (opaque)
+_HANDLE_P = ctypes.c_void_p  # sw_store *, sw_swap * (opaque)
 _I32_P = ctypes.POINTER(ctypes.c_int32)
 
 # (name, restype, argtypes)
@@ -166,6 +355,45 @@ _PROTOTYPES = [
      [ctypes.POINTER(sw_prefill_params), ctypes.c_int32, _I32_P, _I32_P,
       ctypes.POINTER(sw_prefill_tensors)]),
     ("sw_prefill_cpu_isa", ctypes.c_char_p, []),
+    # spillway_store.h
+    ("sw_store_config_init", None, [ctypes.POINTER(sw_store_config)]),
+    ("sw_store_open", _c_enum, [ctypes.POINTER(sw_store_config), ctypes.POINTER(_HANDLE_P)]),
+    ("sw_store_close", _c_enum, [_HANDLE_P]),
+    ("sw_store_write", _c_enum,
+     [_HANDLE_P, ctypes.POINTER(sw_store_key), ctypes.c_void_p, ctypes.c_size_t,
+      ctypes.POINTER(_u64)]),
+    ("sw_store_read", _c_enum,
+     [_HANDLE_P, ctypes.c_size_t, ctypes.POINTER(sw_store_key),
+      ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t),
+      ctypes.POINTER(_u64), ctypes.POINTER(_c_enum)]),
+    ("sw_store_delete", _c_enum, [_HANDLE_P, ctypes.POINTER(sw_store_key)]),
+    ("sw_store_get_stats", _c_enum, [_HANDLE_P, ctypes.POINTER(sw_store_stats)]),
+    ("sw_store_verify", _c_enum,
+     [_HANDLE_P, ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(sw_store_verify_result)]),
+    ("sw_store_io_backend_name", ctypes.c_char_p, [_c_enum]),
+    # spillway_swap.h
+    ("sw_swap_config_init", None, [ctypes.POINTER(sw_swap_config)]),
+    ("sw_swap_model_init", None, [ctypes.POINTER(sw_swap_model)]),
+    ("sw_swap_create", _c_enum,
+     [ctypes.POINTER(sw_swap_model), ctypes.POINTER(sw_swap_config), _HANDLE_P,
+      ctypes.POINTER(_HANDLE_P)]),
+    ("sw_swap_destroy", None, [_HANDLE_P]),
+    ("sw_swap_seq_add", _c_enum, [_HANDLE_P, _u64, _u64, _u32, _u32]),
+    ("sw_swap_seq_remove", _c_enum, [_HANDLE_P, _u64, _i32]),
+    ("sw_swap_seq_length", _c_enum,
+     [_HANDLE_P, _u64, _i32, ctypes.POINTER(_i64), ctypes.POINTER(_i32)]),
+    ("sw_swap_block_init", None, [ctypes.POINTER(sw_swap_block)]),
+    ("sw_swap_offload", _c_enum, [_HANDLE_P, _u64, _i32, _i32, ctypes.POINTER(sw_swap_block)]),
+    ("sw_swap_attend_params_init", None, [ctypes.POINTER(sw_swap_attend_params)]),
+    ("sw_swap_attend", _c_enum,
+     [_HANDLE_P, ctypes.POINTER(sw_swap_attend_params), ctypes.POINTER(sw_swap_attend_result),
+      ctypes.c_void_p]),
+    ("sw_swap_score_blocks", _c_enum,
+     [_HANDLE_P, _u64, _i32, ctypes.c_void_p, _i32, ctypes.POINTER(ctypes.c_float), _i32,
+      ctypes.POINTER(_i32)]),
+    ("sw_swap_get_stats", _c_enum, [_HANDLE_P, ctypes.POINTER(sw_swap_stats)]),
+    ("sw_swap_reset_stats", None, [_HANDLE_P]),
+    ("sw_swap_policy_name", ctypes.c_char_p, [_c_enum]),
 ]
 # Newer calls: a library built before them still loads; has() tells.
 _OPTIONAL = {"sw_prefill_cpu_isa"}

@@ -1,0 +1,457 @@
+"""The swap engine (include/spillway_swap.h) from Python: exact attention over
+a KV cache offloaded to a Store, through a pool of resident blocks.
+
+    with spillway.Store(path, capacity_bytes=1 << 30) as st, \\
+         spillway.SwapEngine(st, num_layers=2, num_kv_heads=2, num_qo_heads=8,
+                             head_dim=64, block_size=16, resident_blocks=32) as eng:
+        eng.seq_add(7, ns=1, max_blocks=1024)
+        eng.offload_tokens(7, layer, k, v)        # k, v: [tokens, Hkv, d]
+        out = eng.attend(layer, 7, q)             # q: [rows, Hq, d], the last rows
+
+Same names and lifecycle as the C API: SwapEngine(...) is sw_swap_create,
+close() is sw_swap_destroy (also on leaving a `with` block, or when the
+object is collected); the store must stay open while an engine uses it
+(Store.close() refuses otherwise). Failures raise SpillwayError with the
+library's status and sw_last_error() sentence; counters come as dicts.
+
+Data: K/V blocks and queries are BF16 in the engine. numpy float32/float16
+arrays are rounded to BF16 (nearest even) on the way in and outputs come back
+as float32; numpy uint16 arrays are taken as BF16 bit patterns (outputs
+uint16); an ml_dtypes bfloat16 array is used as it is. torch tensors
+(bfloat16, or float32/float16 converted) give bfloat16 outputs.
+
+Pools: pool="host" (default) keeps the resident blocks in host memory and
+attends on the CPU; it takes numpy arrays and torch CPU tensors. pool="device"
+keeps them in GPU memory and attends with CUDA kernels on torch's current
+stream of the engine's device (torch.cuda.current_stream), without waiting
+for them; it takes torch CUDA tensors for attend. offload() reads host
+memory: CUDA tensors given to it are copied to the host first, which waits
+for their stream.
+"""
+
+import ctypes
+import math
+import sys
+import threading
+
+import numpy as np
+
+from . import _lib
+from .store import Store
+
+_POLICY = {"score": _lib.SW_SWAP_POLICY_SCORE, "lru": _lib.SW_SWAP_POLICY_LRU}
+_POOL = {"host": _lib.SW_SWAP_POOL_HOST, "device": _lib.SW_SWAP_POOL_DEVICE}
+
+
+def _torch():
+    return sys.modules.get("torch")
+
+
+def _is_torch(x):
+    t = _torch()
+    return t is not None and isinstance(x, t.Tensor)
+
+
+def _invalid(detail):
+    _lib.fail(_lib.SW_STATUS_INVALID, detail)
+
+
+def _shape(x):
+    return tuple(int(s) for s in x.shape)
+
+
+# -------------------------------------------------------- BF16 on numpy --
+
+def f32_to_bf16_bits(a):
+    """float array -> uint16 BF16 bit patterns, rounded to nearest even."""
+    u = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
+    r = (u + np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)
+    out = r.astype(np.uint16)
+    nan = np.isnan(a)
+    if nan.any():
+        out[nan] = 0x7FC0
+    return out
+
+
+def bf16_bits_to_f32(b):
+    """uint16 BF16 bit patterns -> float32 (exact)."""
+    return (np.asarray(b, dtype=np.uint16).astype(np.uint32) << np.uint32(16)).view(np.float32)
+
+
+def _np_bf16(a, name):
+    """(uint16 contiguous array, kind) for a numpy input; kind says how to
+    give outputs back: "f32", "bits" or the ml_dtypes dtype."""
+    a = np.asarray(a)
+    if a.dtype == np.uint16:
+        return np.ascontiguousarray(a), "bits"
+    if a.dtype.name == "bfloat16" and a.dtype.itemsize == 2:
+        return np.ascontiguousarray(a).view(np.uint16), a.dtype
+    if a.dtype.kind == "f":
+        return f32_to_bf16_bits(a), "f32"
+    _invalid(f"{name}: numpy dtype {a.dtype} is not supported (float32/float16, uint16 "
+             "BF16 bit patterns, or ml_dtypes bfloat16)")
+
+
+def _np_out(bits, kind):
+    if kind == "f32":
+        return bf16_bits_to_f32(bits)
+    if kind == "bits":
+        return bits
+    return bits.view(kind)
+
+
+class SwapEngine:
+    """A swap engine bound to an open Store (sw_swap_create).
+
+    Args:
+        store: the Store (kept open by this engine until close()).
+        num_layers, num_kv_heads, num_qo_heads, head_dim, block_size: the
+            model shape (sw_swap_model; num_qo_heads a multiple of
+            num_kv_heads).
+        resident_blocks, tile_blocks, predictor_rank, projection_seed,
+        prefetch_depth: sw_swap_config's fields; None = the library's
+            default (64, 0 = auto, 32, 0x5157, 4).
+        policy: "score" (default) or "lru".
+        pool: "host" (default) or "device" (GPU; SW_STATUS_NO_DEVICE
+            without a usable GPU in the library's build or machine).
+        device: CUDA ordinal of a device pool.
+    """
+
+    def __init__(self, store, *, num_layers, num_kv_heads, num_qo_heads, head_dim, block_size,
+                 resident_blocks=None, tile_blocks=None, predictor_rank=None,
+                 projection_seed=None, prefetch_depth=None, policy="score", pool="host",
+                 device=0):
+        self._handle = None
+        if not isinstance(store, Store):
+            _invalid(f"store must be a spillway.Store, got {type(store).__name__}")
+        L = _lib.lib()
+        m = _lib.sw_swap_model()
+        L.sw_swap_model_init(ctypes.byref(m))
+        m.struct_size = ctypes.sizeof(m)
+        m.num_layers, m.num_kv_heads, m.num_qo_heads = num_layers, num_kv_heads, num_qo_heads
+        m.head_dim, m.block_size = head_dim, block_size
+        c = _lib.sw_swap_config()
+        L.sw_swap_config_init(ctypes.byref(c))
+        c.struct_size = ctypes.sizeof(c)
+        for name, val in (("resident_blocks", resident_blocks), ("tile_blocks", tile_blocks),
+                          ("predictor_rank", predictor_rank),
+                          ("projection_seed", projection_seed),
+                          ("prefetch_depth", prefetch_depth)):
+            if val is not None:
+                setattr(c, name, int(val))
+        if policy not in _POLICY:
+            _invalid(f"policy={policy!r}; one of {sorted(_POLICY)}")
+        if pool not in _POOL:
+            _invalid(f"pool={pool!r}; one of {sorted(_POOL)}")
+        c.policy, c.pool, c.device = _POLICY[policy], _POOL[pool], int(device)
+        h = _lib._HANDLE_P()
+        _lib.check(L.sw_swap_create(ctypes.byref(m), ctypes.byref(c), store._h(),
+                                    ctypes.byref(h)))
+        self._handle = h
+        self._lib = L
+        self._lock = threading.Lock()
+        self.store = store
+        store._engines.add(self)
+        self.num_layers, self.num_kv_heads, self.num_qo_heads = num_layers, num_kv_heads, \
+            num_qo_heads
+        self.head_dim, self.block_size = head_dim, block_size
+        self.pool = pool
+        self.device = int(device)
+        self.last_attend = None
+
+    # ------------------------------------------------------- lifecycle --
+    @property
+    def closed(self):
+        return self._handle is None
+
+    def _h(self):
+        if self._handle is None:
+            _invalid("swap engine is closed")
+        return self._handle
+
+    def close(self):
+        """sw_swap_destroy: frees the engine and its pool (stripes stay in the
+        store). Idempotent."""
+        h, self._handle = self._handle, None
+        if h is not None:
+            with self._lock:
+                self._lib.sw_swap_destroy(h)
+
+    def __enter__(self):
+        self._h()
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown
+            pass
+
+    def __repr__(self):
+        return (f"SwapEngine(layers={self.num_layers}, heads={self.num_qo_heads}/"
+                f"{self.num_kv_heads}, d={self.head_dim}, block={self.block_size}, "
+                f"pool={self.pool}{', closed' if self.closed else ''})")
+
+    def _call(self, fn, *args):
+        with self._lock:
+            return fn(self._h(), *args)
+
+    # ------------------------------------------------------- sequences --
+    def seq_add(self, seq_id, ns, block_base=0, max_blocks=1 << 20):
+        """sw_swap_seq_add: registers a sequence whose blocks are stored under
+        namespace `ns` as store blocks block_base .. block_base+max_blocks-1."""
+        _lib.check(self._call(self._lib.sw_swap_seq_add, int(seq_id), int(ns), int(block_base),
+                              int(max_blocks)), f"seq {seq_id}")
+
+    def seq_remove(self, seq_id, delete_stripes=False):
+        """sw_swap_seq_remove: forgets a sequence (and deletes its stripes
+        from the store with delete_stripes)."""
+        _lib.check(self._call(self._lib.sw_swap_seq_remove, int(seq_id),
+                              1 if delete_stripes else 0), f"seq {seq_id}")
+
+    def seq_length(self, seq_id, layer):
+        """sw_swap_seq_length: (tokens, blocks) of a sequence in one layer."""
+        tokens, blocks = _lib._i64(), _lib._i32()
+        _lib.check(self._call(self._lib.sw_swap_seq_length, int(seq_id), int(layer),
+                              ctypes.byref(tokens), ctypes.byref(blocks)), f"seq {seq_id}")
+        return int(tokens.value), int(blocks.value)
+
+    # --------------------------------------------------------- offload --
+    def _host_block(self, x, name, fp8):
+        """[Hkv, n, d] host data -> (keepalive, pointer, n) in the block
+        layout [Hkv][block_size][d], rows past n zero."""
+        hkv, bs, d = self.num_kv_heads, self.block_size, self.head_dim
+        if len(x.shape) != 3 or _shape(x)[0] != hkv or _shape(x)[2] != d or \
+                not 1 <= _shape(x)[1] <= bs:
+            _invalid(f"{name} has shape {_shape(x)}; want [num_kv_heads={hkv}, "
+                     f"1..block_size={bs}, head_dim={d}]")
+        if _is_torch(x):
+            torch = _torch()
+            x = x.detach()
+            if x.device.type != "cpu":
+                x = x.to("cpu")  # waits for x's stream
+            if fp8:
+                if x.dtype not in (torch.uint8, getattr(torch, "float8_e4m3fn", None)):
+                    _invalid(f"{name}: FP8 blocks are uint8 or float8_e4m3fn, got {x.dtype}")
+                arr = x.contiguous().view(torch.uint8).numpy()
+            else:
+                arr = x.to(torch.bfloat16).contiguous().view(torch.int16).numpy().view(np.uint16)
+        elif fp8:
+            arr = np.asarray(x)
+            if arr.dtype != np.uint8:
+                _invalid(f"{name}: FP8 blocks are uint8 E4M3 bytes, got {arr.dtype}")
+        else:
+            arr = _np_bf16(x, name)[0]
+        n = arr.shape[1]
+        if n < bs:
+            full = np.zeros((hkv, bs, d), dtype=arr.dtype)
+            full[:, :n] = arr
+            arr = full
+        arr = np.ascontiguousarray(arr)
+        return arr, arr.ctypes.data, n
+
+    def offload(self, seq_id, layer, block, k, v, *, valid_tokens=None, k_scale=None,
+                v_scale=None):
+        """sw_swap_offload: writes block `block` (logical; the next one, or an
+        existing one to overwrite) of a sequence's layer to the store.
+
+        k, v: [num_kv_heads, n, head_dim] with n <= block_size; n < block_size
+            only for the sequence's last block. valid_tokens defaults to n.
+        k_scale, v_scale: given for FP8 E4M3 blocks (k, v then uint8 bytes or
+            torch.float8_e4m3fn): value = e4m3 * scale. Otherwise BF16.
+        """
+        fp8 = k_scale is not None or v_scale is not None
+        if fp8 and (k_scale is None or v_scale is None):
+            _invalid("FP8 blocks need both k_scale and v_scale")
+        ka, kp, n = self._host_block(k, "k", fp8)
+        va, vp, nv = self._host_block(v, "v", fp8)
+        if n != nv:
+            _invalid(f"k has {n} tokens but v has {nv}")
+        b = _lib.sw_swap_block()
+        self._lib.sw_swap_block_init(ctypes.byref(b))
+        b.struct_size = ctypes.sizeof(b)
+        b.dtype = _lib.SW_SWAP_KV_FP8_E4M3 if fp8 else _lib.SW_SWAP_KV_BF16
+        b.valid_tokens = n if valid_tokens is None else int(valid_tokens)
+        b.k, b.v = kp, vp
+        b.k_bytes, b.v_bytes = ka.nbytes, va.nbytes
+        if fp8:
+            b.k_scale, b.v_scale = float(k_scale), float(v_scale)
+        _lib.check(self._call(self._lib.sw_swap_offload, int(seq_id), int(layer), int(block),
+                              ctypes.byref(b)), f"seq {seq_id} layer {layer} block {block}")
+
+    def offload_tokens(self, seq_id, layer, k, v, first_block=0):
+        """Offloads token-major K/V ([tokens, num_kv_heads, head_dim], as a
+        prefill produces them) as blocks first_block, first_block+1, ... of a
+        sequence's layer (BF16). Returns the number of blocks written."""
+        for name, x in (("k", k), ("v", v)):
+            if len(x.shape) != 3 or _shape(x)[1:] != (self.num_kv_heads, self.head_dim):
+                _invalid(f"{name} has shape {_shape(x)}; want [tokens, num_kv_heads="
+                         f"{self.num_kv_heads}, head_dim={self.head_dim}]")
+        if _shape(k) != _shape(v):
+            _invalid(f"k and v differ in shape: {_shape(k)} and {_shape(v)}")
+        tokens, bs = _shape(k)[0], self.block_size
+        nblocks = (tokens + bs - 1) // bs
+        for i in range(nblocks):
+            kb, vb = k[i * bs:(i + 1) * bs], v[i * bs:(i + 1) * bs]
+            if _is_torch(kb):
+                kb, vb = kb.transpose(0, 1), vb.transpose(0, 1)
+            else:
+                kb, vb = np.asarray(kb).transpose(1, 0, 2), np.asarray(vb).transpose(1, 0, 2)
+            self.offload(seq_id, layer, first_block + i, kb, vb)
+        return nblocks
+
+    # ---------------------------------------------------------- attend --
+    def _q_indptr(self, batch, rows, q_indptr):
+        if q_indptr is None:
+            if batch == 1:
+                q_indptr = [0, rows]
+            elif rows == batch:
+                q_indptr = range(batch + 1)  # decode: one row per sequence
+            else:
+                _invalid(f"q has {rows} rows for {batch} sequences: pass q_indptr")
+        if _is_torch(q_indptr):
+            q_indptr = q_indptr.detach().to("cpu").numpy()
+        ind = np.asarray(q_indptr)
+        if ind.ndim != 1 or ind.shape[0] != batch + 1 or ind.dtype.kind not in "iu":
+            _invalid(f"q_indptr must be {batch + 1} integers, got {ind.dtype} {ind.shape}")
+        ind = np.ascontiguousarray(ind, dtype=np.int32)
+        if int(ind[-1]) != rows or int(ind[0]) != 0:
+            _invalid(f"q_indptr runs {int(ind[0])}..{int(ind[-1])} but q has {rows} rows")
+        return ind
+
+    def attend(self, layer, seq_ids, q, q_indptr=None, *, causal=True, softmax_scale=None,
+               return_lse=False):
+        """sw_swap_attend: attention of one layer for a batch of sequences
+        over every offloaded token.
+
+        seq_ids: one id or a list (distinct). q: [rows, num_qo_heads,
+            head_dim]; sequence i owns rows q_indptr[i]..q_indptr[i+1] (1 =
+            decode, more = a prefill chunk). q_indptr may be left out for one
+            sequence, or for one row per sequence.
+        causal: the chunk's rows are the sequence's last positions
+            (bottom-right).
+        Returns out [rows, num_qo_heads, head_dim] (and lse [rows,
+        num_qo_heads] fp32, natural log, with return_lse). The call's
+        counters (sw_swap_attend_result) are left in self.last_attend.
+        """
+        ids = [int(seq_ids)] if np.ndim(seq_ids) == 0 else [int(s) for s in seq_ids]
+        batch = len(ids)
+        if batch < 1:
+            _invalid("seq_ids is empty")
+        if len(q.shape) != 3 or _shape(q)[1:] != (self.num_qo_heads, self.head_dim):
+            _invalid(f"q has shape {_shape(q)}; want [rows, num_qo_heads={self.num_qo_heads}, "
+                     f"head_dim={self.head_dim}]")
+        rows = _shape(q)[0]
+        ind = self._q_indptr(batch, rows, q_indptr)
+        if softmax_scale is None:
+            scale = 0.0
+        else:
+            scale = float(softmax_scale)
+            if scale == 0.0 or not math.isfinite(scale):
+                _invalid(f"softmax_scale={softmax_scale!r} must be finite and nonzero")
+
+        p = _lib.sw_swap_attend_params()
+        self._lib.sw_swap_attend_params_init(ctypes.byref(p))
+        p.struct_size = ctypes.sizeof(p)
+        ids_arr = (_lib._u64 * batch)(*ids)
+        p.layer, p.batch, p.seq_ids = int(layer), batch, ids_arr
+        p.q_indptr = ind.ctypes.data_as(ctypes.POINTER(_lib._i32))
+        p.sm_scale, p.causal = scale, 1 if causal else 0
+        res = _lib.sw_swap_attend_result()
+        res.struct_size = ctypes.sizeof(res)
+
+        cuda = _is_torch(q) and q.device.type == "cuda"
+        if self.pool == "device":
+            if not cuda:
+                _invalid("a device-pool engine attends torch CUDA tensors; got host data "
+                         "(use pool='host' for numpy arrays and CPU tensors)")
+            out, lse = self._attend_cuda(p, res, q, rows, return_lse)
+        else:
+            if cuda:
+                _invalid(f"a host-pool engine attends host data; q is on {q.device} "
+                         "(use pool='device' for CUDA tensors)")
+            out, lse = self._attend_host(p, res, q, rows, return_lse)
+        self.last_attend = _lib.struct_dict(res)
+        return (out, lse) if return_lse else out
+
+    def _attend_host(self, p, res, q, rows, return_lse):
+        hq, d = self.num_qo_heads, self.head_dim
+        torch = _torch() if _is_torch(q) else None
+        if torch is not None:
+            qb = q.detach().to(torch.bfloat16).contiguous()
+            qa = qb.view(torch.int16).numpy().view(np.uint16)
+            kind = None
+        else:
+            qa, kind = _np_bf16(q, "q")
+        o = np.empty((rows, hq, d), dtype=np.uint16)
+        lse = np.empty((rows, hq), dtype=np.float32) if return_lse else None
+        p.q, p.o = qa.ctypes.data, o.ctypes.data
+        p.lse = lse.ctypes.data_as(ctypes.POINTER(ctypes.c_float)) if lse is not None else None
+        _lib.check(self._call(self._lib.sw_swap_attend, ctypes.byref(p), ctypes.byref(res),
+                              None), f"layer {p.layer}")
+        if torch is not None:
+            out = torch.from_numpy(o.view(np.int16)).view(torch.bfloat16)
+            return out, (torch.from_numpy(lse) if lse is not None else None)
+        return _np_out(o, kind), lse
+
+    def _attend_cuda(self, p, res, q, rows, return_lse):
+        torch = _torch()
+        if q.dtype != torch.bfloat16:
+            _invalid(f"q must be bfloat16 for a device pool, got {q.dtype}")
+        if q.device.index is not None and q.device.index != self.device:
+            _invalid(f"q is on {q.device} but the engine's pool is on cuda:{self.device}")
+        dev = torch.device("cuda", self.device)
+        with torch.cuda.device(dev):
+            qc = q.detach().contiguous()
+            out = torch.empty((rows, self.num_qo_heads, self.head_dim), dtype=torch.bfloat16,
+                              device=dev)
+            lse = (torch.empty((rows, self.num_qo_heads), dtype=torch.float32, device=dev)
+                   if return_lse else None)
+            p.q, p.o = qc.data_ptr(), out.data_ptr()
+            p.lse = (ctypes.cast(lse.data_ptr(), ctypes.POINTER(ctypes.c_float))
+                     if lse is not None else None)
+            stream = torch.cuda.current_stream(dev)
+            _lib.check(self._call(self._lib.sw_swap_attend, ctypes.byref(p), ctypes.byref(res),
+                                  ctypes.c_void_p(stream.cuda_stream)), f"layer {p.layer}")
+        return out, lse
+
+    # ----------------------------------------------------------- other --
+    def score_blocks(self, seq_id, layer, q):
+        """sw_swap_score_blocks: the predictor's score of every block of a
+        sequence's layer for the query rows q ([rows, num_qo_heads,
+        head_dim], host). Returns float32 [blocks] (-inf for FP8 blocks)."""
+        if len(q.shape) != 3 or _shape(q)[1:] != (self.num_qo_heads, self.head_dim) or \
+                _shape(q)[0] < 1:
+            _invalid(f"q has shape {_shape(q)}; want [rows >= 1, num_qo_heads="
+                     f"{self.num_qo_heads}, head_dim={self.head_dim}]")
+        if _is_torch(q):
+            torch = _torch()
+            qa = q.detach().to("cpu").to(torch.bfloat16).contiguous().view(torch.int16)
+            qa = qa.numpy().view(np.uint16)
+        else:
+            qa = _np_bf16(q, "q")[0]
+        _, blocks = self.seq_length(seq_id, layer)
+        scores = np.empty(max(blocks, 1), dtype=np.float32)
+        nb = _lib._i32()
+        _lib.check(self._call(self._lib.sw_swap_score_blocks, int(seq_id), int(layer),
+                              qa.ctypes.data, _shape(q)[0],
+                              scores.ctypes.data_as(ctypes.POINTER(ctypes.c_float)),
+                              scores.shape[0], ctypes.byref(nb)), f"seq {seq_id}")
+        return scores[:nb.value].copy()
+
+    def get_stats(self):
+        """sw_swap_get_stats as a dict (policy as its name)."""
+        st = _lib.sw_swap_stats()
+        st.struct_size = ctypes.sizeof(st)
+        _lib.check(self._call(self._lib.sw_swap_get_stats, ctypes.byref(st)))
+        d = _lib.struct_dict(st)
+        d["policy"] = self._lib.sw_swap_policy_name(st.policy).decode()
+        return d
+
+    def reset_stats(self):
+        """sw_swap_reset_stats: zeroes the traffic counters."""
+        self._call(self._lib.sw_swap_reset_stats)

@@ -1,0 +1,306 @@
+"""spillway.Store and spillway.SwapEngine: the block store and the swap engine
+from Python, against the float64 reference (sw_ref.py): attention over blocks
+offloaded to a store on disk, through a pool that holds a quarter of them,
+equals attention over the whole cache. Failure paths on purpose: bad shapes,
+closed handles, a missing store, unknown sequences, a device pool without a
+GPU. Seeds are in the test ids or the messages."""
+
+import os
+
+import numpy as np
+import pytest
+
+import spillway
+from spillway import SpillwayError
+from spillway.swap import bf16_bits_to_f32, f32_to_bf16_bits
+from sw_ref import ref_attention, rel_l2
+
+TOL = 1e-2  # BF16 output against the float64 reference (DESIGN.md)
+
+
+def _err(fn, status):
+    with pytest.raises(SpillwayError) as ei:
+        fn()
+    e = ei.value
+    assert e.status == status, e
+    assert e.detail, e
+    return e
+
+
+def _torch_or_skip():
+    try:
+        import torch
+    except ImportError:
+        pytest.skip("torch is not installed")
+    return torch
+
+
+# ------------------------------------------------------------------ store --
+
+def test_store_write_read_delete_reopen(tmp_path):
+    path = tmp_path / "store"
+    rng = np.random.default_rng(5)
+    blobs = {spillway.StoreKey(3, layer, block, head, kind):
+             rng.integers(0, 256, size=int(rng.integers(1, 4096)), dtype=np.uint8).tobytes()
+             for layer in range(2) for block in range(3) for head in range(2) for kind in "KV"}
+    with spillway.Store(path, capacity_bytes=16 << 20) as st:
+        gens = [st.write(key, data) for key, data in blobs.items()]
+        assert gens == sorted(gens) and len(set(gens)) == len(gens)
+        keys = list(blobs)
+        assert st.read(keys) == [blobs[k] for k in keys]
+        assert st.read(keys[3]) == blobs[keys[3]]
+        stats = st.get_stats()
+        assert isinstance(stats, dict) and stats["writes"] == len(blobs)
+        assert stats["payload_bytes"] == sum(len(b) for b in blobs.values())
+        assert isinstance(stats["io_backend"], str) and "struct_size" not in stats
+        st.delete(keys[0])
+        e = _err(lambda: st.read(keys[:2]), "SW_STATUS_NOT_FOUND")
+        assert "index 0" in e.detail
+        _err(lambda: st.delete(keys[0]), "SW_STATUS_NOT_FOUND")
+        assert st.verify()["status"] == "SW_OK"
+    assert st.closed
+    # Reopened (create=False): what was written is still there.
+    with spillway.Store(path, create=False) as st:
+        assert st.read(keys[1:]) == [blobs[k] for k in keys[1:]]
+        assert st.get_stats()["extents_used"] == len(blobs) - 1
+
+
+def test_store_missing_directory(tmp_path):
+    e = _err(lambda: spillway.Store(tmp_path / "absent", create=False), "SW_STATUS_NOT_FOUND")
+    assert "absent" in str(e)
+    with pytest.raises(SpillwayError) as ei:  # the parent must exist (its errno in the detail)
+        spillway.Store(tmp_path / "no" / "parent", capacity_bytes=1 << 20)
+    assert ei.value.detail
+
+
+def test_store_closed_handle(tmp_path):
+    st = spillway.Store(tmp_path / "s", capacity_bytes=4 << 20)
+    st.write((1, 0, 0, 0, "V"), b"x")
+    st.close()
+    st.close()  # idempotent
+    for fn in (lambda: st.write((1, 0, 0, 0, "V"), b"y"), lambda: st.read((1, 0, 0, 0, "V")),
+               lambda: st.delete((1, 0, 0, 0, "V")), st.get_stats, st.verify):
+        e = _err(fn, "SW_STATUS_INVALID")
+        assert "closed" in e.detail
+    with pytest.raises(SpillwayError):
+        with st:
+            pass
+
+
+def test_store_bad_arguments(tmp_path):
+    with spillway.Store(tmp_path / "s", capacity_bytes=4 << 20) as st:
+        _err(lambda: st.write((1, 0, 0, 0, "X"), b"x"), "SW_STATUS_INVALID")
+        _err(lambda: st.write((1, -1, 0, 0, "K"), b"x"), "SW_STATUS_INVALID")
+        _err(lambda: st.write((1, 0, 0, 1 << 16, "K"), b"x"), "SW_STATUS_INVALID")
+        _err(lambda: st.write((1, 0, 0), b"x"), "SW_STATUS_INVALID")
+        big = bytes(st.stripe_bytes + 1)
+        e = _err(lambda: st.write((1, 0, 0, 0, "K"), big), "SW_STATUS_INVALID")
+        assert str(st.stripe_bytes) in e.detail  # the library's own sentence
+        _err(lambda: spillway.Store(tmp_path / "t", capacity_bytes=1 << 20, durability="never"),
+             "SW_STATUS_INVALID")
+    # creating without a capacity: the library refuses with its message
+    _err(lambda: spillway.Store(tmp_path / "u"), "SW_STATUS_INVALID")
+
+
+# ------------------------------------------------------------------- swap --
+
+SHAPE = dict(num_layers=2, num_kv_heads=2, num_qo_heads=8, head_dim=64, block_size=16)
+
+
+def _bf16(x):
+    """float32 values exactly representable in BF16 (what the engine stores)."""
+    return bf16_bits_to_f32(f32_to_bf16_bits(x))
+
+
+def _kv(rng, tokens):
+    shp = (tokens, SHAPE["num_kv_heads"], SHAPE["head_dim"])
+    return _bf16(rng.standard_normal(shp).astype(np.float32)), \
+        _bf16(rng.standard_normal(shp).astype(np.float32))
+
+
+def _q(rng, rows):
+    shp = (rows, SHAPE["num_qo_heads"], SHAPE["head_dim"])
+    return _bf16(rng.standard_normal(shp).astype(np.float32))
+
+
+def _ref(q, k, v, causal=True):
+    return ref_attention(q, k, v, [0, q.shape[0]], [0, k.shape[0]], causal)
+
+
+def _as(kind, x):
+    if kind == "f32":
+        return x
+    if kind == "bits":
+        return f32_to_bf16_bits(x)
+    torch = _torch_or_skip()
+    return torch.from_numpy(x).to(torch.bfloat16)
+
+
+def _to_f64(x):
+    if hasattr(x, "numpy") and not isinstance(x, np.ndarray):
+        return x.float().numpy().astype(np.float64)
+    if x.dtype == np.uint16:
+        return bf16_bits_to_f32(x).astype(np.float64)
+    return np.asarray(x, dtype=np.float64)
+
+
+@pytest.mark.parametrize("kind", ["f32", "bits", "torch"])
+def test_swap_attend_equals_attention_over_the_whole_cache(tmp_path, kind):
+    seed = {"f32": 101, "bits": 102, "torch": 103}[kind]
+    rng = np.random.default_rng(seed)
+    lens = {11: 100, 12: 37}  # not multiples of the block size
+    blocks = sum(-(-n // SHAPE["block_size"]) for n in lens.values())
+    cache = {(s, layer): _kv(rng, n) for s, n in lens.items() for layer in range(2)}
+    with spillway.Store(tmp_path / "kv", capacity_bytes=32 << 20) as st, \
+            spillway.SwapEngine(st, resident_blocks=max(1, blocks // 4), policy="score",
+                                **SHAPE) as eng:
+        for s in lens:
+            eng.seq_add(s, ns=9, block_base=1000 * s, max_blocks=64)
+        for (s, layer), (k, v) in cache.items():
+            n = eng.offload_tokens(s, layer, _as(kind, k), _as(kind, v))
+            assert n == -(-lens[s] // SHAPE["block_size"])
+            assert eng.seq_length(s, layer) == (lens[s], n)
+        for layer in range(2):
+            # decode: one row per sequence
+            q = _q(rng, 2)
+            out, lse = eng.attend(layer, [11, 12], _as(kind, q), return_lse=True)
+            assert tuple(out.shape) == q.shape
+            assert eng.last_attend["blocks_total"] == blocks
+            for i, s in enumerate(lens):
+                ro, rl = _ref(q[i:i + 1], *cache[(s, layer)])
+                err = rel_l2(_to_f64(out[i:i + 1]), ro)
+                assert err <= TOL, f"seed={seed} layer={layer} seq={s} rel L2 {err:.3g}"
+                assert np.max(np.abs(np.asarray(lse[i:i + 1], dtype=np.float64) - rl)) < 2e-2
+            # a prefill chunk of 5 rows of sequence 11 (causal, the last rows)
+            q = _q(rng, 5)
+            out = eng.attend(layer, 11, _as(kind, q))
+            ro, _ = _ref(q, *cache[(11, layer)])
+            err = rel_l2(_to_f64(out), ro)
+            assert err <= TOL, f"seed={seed} layer={layer} chunk rel L2 {err:.3g}"
+        stats = eng.get_stats()
+        assert stats["misses"] > 0 and stats["evictions"] > 0  # blocks came from the store
+        assert stats["bytes_read"] > 0 and stats["policy"] == "score"
+        assert stats["resident_blocks"] == max(1, blocks // 4)
+
+
+def test_swap_decode_appends_into_a_partial_block(tmp_path):
+    seed = 201
+    rng = np.random.default_rng(seed)
+    bs = SHAPE["block_size"]
+    k, v = _kv(rng, 40)
+    with spillway.Store(tmp_path / "kv", capacity_bytes=16 << 20) as st, \
+            spillway.SwapEngine(st, resident_blocks=2, **SHAPE) as eng:
+        eng.seq_add(1, ns=1, max_blocks=16)
+        for layer in range(2):
+            eng.offload_tokens(1, layer, k[:37], v[:37])
+        for t in range(37, 40):  # each step rewrites the growing last block
+            blk = t // bs
+            for layer in range(2):
+                eng.offload(1, layer, blk, k[blk * bs:t + 1].transpose(1, 0, 2),
+                            v[blk * bs:t + 1].transpose(1, 0, 2))
+            assert eng.seq_length(1, 0) == (t + 1, blk + 1)
+            q = _q(rng, 1)
+            out = eng.attend(1, 1, q)
+            ro, _ = _ref(q, k[:t + 1], v[:t + 1])
+            assert rel_l2(out, ro) <= TOL, f"seed={seed} step {t}"
+        scores = eng.score_blocks(1, 0, _q(rng, 1))
+        assert scores.shape == (3,) and np.all(np.isfinite(scores))
+        eng.seq_remove(1, delete_stripes=True)
+        _err(lambda: eng.seq_length(1, 0), "SW_STATUS_NOT_FOUND")
+    assert st.closed
+
+
+def test_swap_failure_paths(tmp_path):
+    rng = np.random.default_rng(301)
+    with spillway.Store(tmp_path / "kv", capacity_bytes=16 << 20) as st:
+        eng = spillway.SwapEngine(st, resident_blocks=4, **SHAPE)
+        eng.seq_add(5, ns=2, max_blocks=8)
+        k, v = _kv(rng, 20)
+        eng.offload_tokens(5, 0, k, v)
+        # bad shapes (found by the binding: the library cannot see them)
+        e = _err(lambda: eng.offload_tokens(5, 1, k[:, :1], v[:, :1]), "SW_STATUS_INVALID")
+        assert "num_kv_heads=2" in e.detail
+        _err(lambda: eng.offload(5, 1, 0, k[:17].transpose(1, 0, 2), v[:17].transpose(1, 0, 2)),
+             "SW_STATUS_INVALID")
+        _err(lambda: eng.offload(5, 1, 0, k[:4].transpose(1, 0, 2), v[:5].transpose(1, 0, 2)),
+             "SW_STATUS_INVALID")
+        e = _err(lambda: eng.attend(0, 5, _q(rng, 1)[:, :4]), "SW_STATUS_INVALID")
+        assert "num_qo_heads=8" in e.detail
+        _err(lambda: eng.attend(0, [5, 5], _q(rng, 3)), "SW_STATUS_INVALID")
+        _err(lambda: eng.attend(0, 5, _q(rng, 3), q_indptr=[0, 2]), "SW_STATUS_INVALID")
+        _err(lambda: eng.attend(0, 5, _q(rng, 1).astype(np.int32)), "SW_STATUS_INVALID")
+        # found by the library, with its sentence
+        e = _err(lambda: eng.attend(0, 77, _q(rng, 1)), "SW_STATUS_NOT_FOUND")
+        e = _err(lambda: eng.attend(7, 5, _q(rng, 1)), "SW_STATUS_INVALID")
+        assert "layer" in e.detail
+        _err(lambda: eng.attend(0, [5, 5], _q(rng, 2)), "SW_STATUS_INVALID")  # listed twice
+        _err(lambda: eng.seq_add(5, ns=2, max_blocks=8), "SW_STATUS_INVALID")
+        _err(lambda: eng.offload(5, 0, 5, k[:16].transpose(1, 0, 2), v[:16].transpose(1, 0, 2)),
+             "SW_STATUS_INVALID")  # past the end
+        # the store refuses to close under an open engine
+        e = _err(st.close, "SW_STATUS_INVALID")
+        assert "SwapEngine" in e.detail and not st.closed
+        eng.close()
+        eng.close()
+        for fn in (lambda: eng.attend(0, 5, _q(rng, 1)), lambda: eng.seq_length(5, 0),
+                   eng.get_stats, lambda: eng.seq_add(6, ns=2)):
+            assert "closed" in _err(fn, "SW_STATUS_INVALID").detail
+        # bad configuration: the library names the field
+        e = _err(lambda: spillway.SwapEngine(st, resident_blocks=0, **SHAPE), "SW_STATUS_INVALID")
+        assert "resident_blocks" in e.detail
+        bad = dict(SHAPE, num_qo_heads=3)
+        _err(lambda: spillway.SwapEngine(st, **bad), "SW_STATUS_INVALID")
+        _err(lambda: spillway.SwapEngine(st, pool="gpu", **SHAPE), "SW_STATUS_INVALID")
+        _err(lambda: spillway.SwapEngine(object(), **SHAPE), "SW_STATUS_INVALID")
+    _err(lambda: spillway.SwapEngine(st, **SHAPE), "SW_STATUS_INVALID")  # closed store
+
+
+def test_swap_device_pool_without_gpu(tmp_path):
+    if spillway.cuda_device_count() > 0:
+        pytest.skip("a GPU is usable here: the device pool is tested by the gpu tests")
+    with spillway.Store(tmp_path / "kv", capacity_bytes=4 << 20) as st:
+        _err(lambda: spillway.SwapEngine(st, pool="device", **SHAPE), "SW_STATUS_NO_DEVICE")
+
+
+def test_swap_torch_cpu_outputs_are_bf16(tmp_path):
+    torch = _torch_or_skip()
+    rng = np.random.default_rng(401)
+    k, v = _kv(rng, 33)
+    with spillway.Store(tmp_path / "kv", capacity_bytes=8 << 20) as st, \
+            spillway.SwapEngine(st, resident_blocks=1, **SHAPE) as eng:
+        eng.seq_add(1, ns=4)
+        eng.offload_tokens(1, 0, torch.from_numpy(k), torch.from_numpy(v))  # fp32 -> bf16
+        q = _q(rng, 4)
+        out, lse = eng.attend(0, 1, torch.from_numpy(q), return_lse=True)
+        assert out.dtype == torch.bfloat16 and lse.dtype == torch.float32
+        ro, _ = _ref(q, k, v)
+        assert rel_l2(out.float().numpy(), ro) <= TOL
+
+
+# -------------------------------------------------------------- GPU pool --
+
+@pytest.mark.gpu
+def test_swap_device_pool_cuda_tensors(tmp_path):
+    torch = _torch_or_skip()
+    if not torch.cuda.is_available() or spillway.cuda_device_count() < 1:
+        pytest.skip("needs torch with CUDA and a CUDA build of libspillway")
+    seed = 501
+    rng = np.random.default_rng(seed)
+    lens = {1: 200, 2: 75}
+    cache = {s: _kv(rng, n) for s, n in lens.items()}
+    with spillway.Store(tmp_path / "kv", capacity_bytes=32 << 20) as st, \
+            spillway.SwapEngine(st, resident_blocks=4, pool="device", **SHAPE) as eng:
+        for s, (k, v) in cache.items():
+            eng.seq_add(s, ns=3, block_base=100 * s, max_blocks=64)
+            eng.offload_tokens(s, 0, torch.from_numpy(k).cuda(), torch.from_numpy(v).cuda())
+        q = _q(rng, 2)
+        stream = torch.cuda.Stream()
+        with torch.cuda.stream(stream):
+            tq = torch.from_numpy(q).to("cuda", torch.bfloat16)
+            out = eng.attend(0, [1, 2], tq)
+        stream.synchronize()
+        for i, s in enumerate(lens):
+            ro, _ = _ref(q[i:i + 1], *cache[s])
+            err = rel_l2(out[i:i + 1].float().cpu().numpy(), ro)
+            assert err <= TOL, f"seed={seed} seq={s} rel L2 {err:.3g}"
+        _err(lambda: eng.attend(0, 1, q[:1]), "SW_STATUS_INVALID")  # host data, device pool
