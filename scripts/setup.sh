@@ -38,13 +38,29 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   apt-get install -y -q --no-install-recommends "${need_apt[@]}"
 fi
 
+pip_install() {
+  # Debian's own python refuses pip installs into the system (PEP 668) unless told.
+  python3 -m pip install -q "$@" 2>/dev/null ||
+    python3 -m pip install -q --break-system-packages "$@"
+}
 # scikit-build-core: the binding's packaging test builds the wheel with it
 # (pip install . --no-build-isolation).
 if [ "${SPILLWAY_SKIP_PY:-0}" != 1 ] &&
    ! python3 -c 'import numpy, pytest, scikit_build_core' >/dev/null 2>&1; then
-  # Debian's own python refuses pip installs into the system (PEP 668) unless told.
-  python3 -m pip install -q numpy pytest scikit-build-core 2>/dev/null ||
-    python3 -m pip install -q --break-system-packages numpy pytest scikit-build-core
+  pip_install numpy pytest scikit-build-core
+fi
+# torch, used on the CPU: the binding's torch tests (CPU tensors) run instead
+# of skipping. PyTorch's CPU-only wheel when its index answers; else PyPI's
+# wheel, which brings CUDA libraries along and runs on the CPU all the same.
+if [ "${SPILLWAY_SKIP_PY:-0}" != 1 ] && ! python3 -c 'import torch' >/dev/null 2>&1; then
+  torch_cpu_index=https://download.pytorch.org/whl/cpu
+  if python3 -c "import sys, urllib.request; urllib.request.urlopen(sys.argv[1] + '/torch/', timeout=10)" \
+       "$torch_cpu_index" >/dev/null 2>&1; then
+    pip_install torch --index-url "$torch_cpu_index"
+  else
+    echo "setup: $torch_cpu_index unreachable; torch from PyPI"
+    pip_install torch
+  fi
 fi
 
 # Prefer the CUDA toolkit's usual place when nvcc is not on PATH.

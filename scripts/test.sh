@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The test command: installs, builds (CUDA compiled when nvcc exists), runs the
 # C tests (ctest; GPU tests report skipped without a GPU) and the Python
-# binding's tests (pytest; GPU tests skipped without torch+CUDA).
+# binding's tests (pytest; torch is installed, GPU tests skipped without CUDA).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
