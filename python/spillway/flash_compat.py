@@ -10,10 +10,9 @@ those options, given a value other than its default, raises SpillwayError
 """
 
 import math
-import sys
 
 from . import _lib
-from .attention import varlen_attention
+from .attention import _torch_mod, varlen_attention
 
 
 def _as_float(x):
@@ -51,7 +50,7 @@ def _check_options(q, k, v, dropout_p, window_size, softcap, alibi_slopes, retur
     if block_table is not None:
         _unsupported("block_table: a paged KV cache is not supported by this entry; pass "
                      "packed k, v with cu_seqlens_k")
-    torch = sys.modules.get("torch")
+    torch = _torch_mod()
     if torch is not None and torch.is_grad_enabled() and any(
             isinstance(x, torch.Tensor) and x.requires_grad for x in (q, k, v)):
         _unsupported("q, k or v requires grad: Spillway computes the forward pass only "

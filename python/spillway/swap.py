@@ -31,25 +31,17 @@ for their stream.
 
 import ctypes
 import math
-import sys
 import threading
 
 import numpy as np
 
 from . import _lib
-from .store import Store
+from .attention import _is_torch
+from .attention import _torch_mod as _torch
+from .store import Store, _choice
 
 _POLICY = {"score": _lib.SW_SWAP_POLICY_SCORE, "lru": _lib.SW_SWAP_POLICY_LRU}
 _POOL = {"host": _lib.SW_SWAP_POOL_HOST, "device": _lib.SW_SWAP_POOL_DEVICE}
-
-
-def _torch():
-    return sys.modules.get("torch")
-
-
-def _is_torch(x):
-    t = _torch()
-    return t is not None and isinstance(x, t.Tensor)
 
 
 def _invalid(detail):
@@ -139,11 +131,9 @@ class SwapEngine:
                           ("prefetch_depth", prefetch_depth)):
             if val is not None:
                 setattr(c, name, int(val))
-        if policy not in _POLICY:
-            _invalid(f"policy={policy!r}; one of {sorted(_POLICY)}")
-        if pool not in _POOL:
-            _invalid(f"pool={pool!r}; one of {sorted(_POOL)}")
-        c.policy, c.pool, c.device = _POLICY[policy], _POOL[pool], int(device)
+        c.policy = _choice(_POLICY, policy, "policy")
+        c.pool = _choice(_POOL, pool, "pool")
+        c.device = int(device)
         h = _lib._HANDLE_P()
         _lib.check(L.sw_swap_create(ctypes.byref(m), ctypes.byref(c), store._h(),
                                     ctypes.byref(h)))
