@@ -466,6 +466,29 @@ def lib():
             SW_STATUS_NOT_FOUND)
 
 
+_INIT_SCRATCH = 4096
+_init_images = {}
+
+
+def new_struct(cls, init):
+    """A fresh `cls` filled by the library's `init` call (e.g.
+    "sw_swap_config_init"), with struct_size = sizeof(cls).
+
+    The init call writes the library's sizeof, which is larger than the
+    mirror when the header has appended fields this binding does not know:
+    it writes into a 4 KiB scratch buffer and the mirror takes its prefix,
+    an older struct in the library's eyes (struct_size versioning). The
+    image is made once per struct; later calls copy it."""
+    img = _init_images.get(cls)
+    if img is None:
+        buf = ctypes.create_string_buffer(_INIT_SCRATCH)
+        getattr(lib(), init)(ctypes.cast(buf, ctypes.POINTER(cls)))
+        st = cls.from_buffer_copy(buf.raw[:ctypes.sizeof(cls)])
+        st.struct_size = ctypes.sizeof(cls)
+        img = _init_images[cls] = bytes(st)
+    return cls.from_buffer_copy(img)
+
+
 def has(name):
     """Whether the loaded library exports `name` (for the optional calls)."""
     try:

@@ -72,9 +72,7 @@ class PrefillPlan:
                  dtype, causal, sm_scale, backend, device, num_threads):
         L = _lib.lib()
         self._handle = None
-        p = _lib.sw_prefill_params()
-        L.sw_prefill_params_init(ctypes.byref(p))
-        p.struct_size = ctypes.sizeof(_lib.sw_prefill_params)
+        p = _lib.new_struct(_lib.sw_prefill_params, "sw_prefill_params_init")
         p.dtype = dtype
         p.num_qo_heads = num_qo_heads
         p.num_kv_heads = num_kv_heads
@@ -516,10 +514,7 @@ def _fill_tensors(t, qp, kp, vp, op, lsep, rows, q_rows, kv_rows):
 
 
 def _new_tensors():
-    t = _lib.sw_prefill_tensors()
-    _lib.lib().sw_prefill_tensors_init(ctypes.byref(t))
-    t.struct_size = ctypes.sizeof(_lib.sw_prefill_tensors)
-    return t
+    return _lib.new_struct(_lib.sw_prefill_tensors, "sw_prefill_tensors_init")
 
 
 def _run_numpy(plan, q, k, v, return_lse):

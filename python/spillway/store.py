@@ -90,9 +90,7 @@ class Store:
         self._handle = None
         self._engines = weakref.WeakSet()
         L = _lib.lib()
-        c = _lib.sw_store_config()
-        L.sw_store_config_init(ctypes.byref(c))
-        c.struct_size = ctypes.sizeof(_lib.sw_store_config)
+        c = _lib.new_struct(_lib.sw_store_config, "sw_store_config_init")
         self.path = os.fspath(path)
         c.dir = os.fsencode(self.path)
         c.capacity_bytes = int(capacity_bytes)

@@ -117,14 +117,10 @@ class SwapEngine:
         if not isinstance(store, Store):
             _invalid(f"store must be a spillway.Store, got {type(store).__name__}")
         L = _lib.lib()
-        m = _lib.sw_swap_model()
-        L.sw_swap_model_init(ctypes.byref(m))
-        m.struct_size = ctypes.sizeof(m)
+        m = _lib.new_struct(_lib.sw_swap_model, "sw_swap_model_init")
         m.num_layers, m.num_kv_heads, m.num_qo_heads = num_layers, num_kv_heads, num_qo_heads
         m.head_dim, m.block_size = head_dim, block_size
-        c = _lib.sw_swap_config()
-        L.sw_swap_config_init(ctypes.byref(c))
-        c.struct_size = ctypes.sizeof(c)
+        c = _lib.new_struct(_lib.sw_swap_config, "sw_swap_config_init")
         for name, val in (("resident_blocks", resident_blocks), ("tile_blocks", tile_blocks),
                           ("predictor_rank", predictor_rank),
                           ("projection_seed", projection_seed),
@@ -261,9 +257,7 @@ class SwapEngine:
         va, vp, nv = self._host_block(v, "v", fp8)
         if n != nv:
             _invalid(f"k has {n} tokens but v has {nv}")
-        b = _lib.sw_swap_block()
-        self._lib.sw_swap_block_init(ctypes.byref(b))
-        b.struct_size = ctypes.sizeof(b)
+        b = _lib.new_struct(_lib.sw_swap_block, "sw_swap_block_init")
         b.dtype = _lib.SW_SWAP_KV_FP8_E4M3 if fp8 else _lib.SW_SWAP_KV_BF16
         b.valid_tokens = n if valid_tokens is None else int(valid_tokens)
         b.k, b.v = kp, vp
@@ -344,9 +338,7 @@ class SwapEngine:
             if scale == 0.0 or not math.isfinite(scale):
                 _invalid(f"softmax_scale={softmax_scale!r} must be finite and nonzero")
 
-        p = _lib.sw_swap_attend_params()
-        self._lib.sw_swap_attend_params_init(ctypes.byref(p))
-        p.struct_size = ctypes.sizeof(p)
+        p = _lib.new_struct(_lib.sw_swap_attend_params, "sw_swap_attend_params_init")
         ids_arr = (_lib._u64 * batch)(*ids)
         p.layer, p.batch, p.seq_ids = int(layer), batch, ids_arr
         p.q_indptr = ind.ctypes.data_as(ctypes.POINTER(_lib._i32))
