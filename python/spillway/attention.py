@@ -404,11 +404,12 @@ def varlen_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=None,
         max_seqlen_q, max_seqlen_k: accepted for FlashAttention compatibility;
             the plan computes the maxima itself. If given they are checked to
             be >= the real maxima.
-        causal: keyword-only. Bottom-right aligned when q_len < kv_len: query i of a request
-            sees keys j <= i + (kv_len - q_len). A query row that sees no key
-            gets zeros (and LSE = -inf).
+        causal: keyword-only. Bottom-right aligned when q_len < kv_len:
+            query i of a request sees keys j <= i + (kv_len - q_len). A query
+            row that sees no key gets zeros (and LSE = -inf).
         softmax_scale: keyword-only, default 1/sqrt(d).
-        return_lse: keyword-only; also return the log-sum-exp (natural log) per row and head.
+        return_lse: keyword-only; also return the log-sum-exp (natural log)
+            per row and head.
         backend: keyword-only, "cpu", "cpu_ref" (the fp64 oracle) for host
             data; "cuda", "cuda_portable", "cuda_hopper" for CUDA tensors. Default: "cuda" for
             CUDA tensors, "cpu" for host data (never AUTO). "flashinfer" and
