@@ -3,7 +3,8 @@
 # built only from `pkg-config --cflags --libs spillway` (P/<libdir>/pkgconfig
 # on PKG_CONFIG_PATH) runs without LD_LIBRARY_PATH or ldconfig: spillway.pc
 # must name P (not the configured prefix) and carry the rpath. The installed
-# `spillway` program must find the library relative to itself too.
+# `spillway` and `spillway-bench-*` programs must find the library relative
+# to themselves too.
 # Exit 77 (skipped) without pkg-config.
 # usage: install_pkgconfig.sh BUILD_DIR LIBDIR BINDIR C_COMPILER WORKDIR
 set -u
@@ -65,6 +66,10 @@ eval "\"\$cc\" -std=c11 -o \"\$work/hello\" \"\$work/hello.c\" $cflags $libs" ||
 if [ -x "$prefix/$bindir/spillway" ]; then
     "$prefix/$bindir/spillway" info > "$work/info.log" 2>&1 ||
         { cat "$work/info.log" >&2; fail "installed spillway info"; }
+    for b in "$prefix/$bindir"/spillway-bench-*; do
+        [ -x "$b" ] || continue
+        "$b" --help > "$work/help.log" 2>&1 || { cat "$work/help.log" >&2; fail "installed $b --help"; }
+    done
 fi
 rm -rf "$work"
 echo "install_pkgconfig: ok"
