@@ -177,6 +177,7 @@ class sw_store_config(ctypes.Structure):
         ("io_backend", _c_enum),
         ("buffered_io", _i32),
         ("lock_wait_ms", _i32),
+        ("read_inflight_bytes", _u64),
     ]
 
 

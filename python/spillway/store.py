@@ -76,7 +76,8 @@ class Store:
         create: create the store when it does not exist (else a missing
             store is SW_STATUS_NOT_FOUND).
         stripe_bytes, run_blocks, queue_depth, host_tier_bytes,
-        io_buffer_bytes, lock_wait_ms: as in sw_store_config.
+        io_buffer_bytes, lock_wait_ms, read_inflight_bytes: as in
+            sw_store_config.
         durability: "process" (default) or "sync".
         full_policy: "evict_lru" (default) or "refuse".
         read_only, zero_fill, buffered_io: booleans.
@@ -86,7 +87,7 @@ class Store:
     def __init__(self, path, capacity_bytes=0, *, create=True, stripe_bytes=0, run_blocks=0,
                  queue_depth=0, host_tier_bytes=0, io_buffer_bytes=0, durability="process",
                  full_policy="evict_lru", read_only=False, zero_fill=False, io_backend="auto",
-                 buffered_io=False, lock_wait_ms=0):
+                 buffered_io=False, lock_wait_ms=0, read_inflight_bytes=0):
         self._handle = None
         self._engines = weakref.WeakSet()
         L = _lib.lib()
@@ -110,6 +111,7 @@ class Store:
         c.io_backend = _choice(_IO, io_backend, "io_backend")
         c.buffered_io = 1 if buffered_io else 0
         c.lock_wait_ms = int(lock_wait_ms)
+        c.read_inflight_bytes = int(read_inflight_bytes)
         h = _lib._HANDLE_P()
         _lib.check(L.sw_store_open(ctypes.byref(c), ctypes.byref(h)), f"store {self.path}")
         self._handle = h
