@@ -1,5 +1,6 @@
 """Shared by the binding's tests: an independent float64 numpy reference of
-ragged attention, and seeded random cases."""
+ragged attention, seeded random cases, and (for the transformers tests) an
+attention of the swap engine's precision registered with transformers."""
 
 import math
 
@@ -61,3 +62,31 @@ def make_case(q_lens, kv_lens, hq, hkv, d, dtype, seed):
     k = rng.standard_normal((int(cu_k[-1]), hkv, d)).astype(dtype)
     v = rng.standard_normal((int(cu_k[-1]), hkv, d)).astype(dtype)
     return q, k, v, cu_q, cu_k
+
+
+BF16_SDPA_REFERENCE = "bf16_sdpa_reference"
+
+
+def _bf16_sdpa_attention(module, query, key, value, attention_mask, **kwargs):
+    """transformers' SDPA attention in the model's dtype over q, K, V rounded
+    to BF16, its output rounded to BF16: the swap engine's precision (BF16
+    operands, fp32 math, BF16 output) for an fp32 model."""
+    import torch
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    def bf16(x):
+        return x.to(torch.bfloat16).to(x.dtype)
+
+    out, weights = sdpa_attention_forward(module, bf16(query), bf16(key), bf16(value),
+                                          attention_mask, **kwargs)
+    return bf16(out), weights
+
+
+def register_bf16_sdpa_reference():
+    """Registers _bf16_sdpa_attention (with sdpa's mask) with transformers as
+    BF16_SDPA_REFERENCE; returns the name."""
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+    AttentionInterface.register(BF16_SDPA_REFERENCE, _bf16_sdpa_attention)
+    AttentionMaskInterface.register(BF16_SDPA_REFERENCE, sdpa_mask)
+    return BF16_SDPA_REFERENCE

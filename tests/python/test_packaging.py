@@ -41,6 +41,7 @@ def test_pip_install_puts_the_library_in_the_package(tmp_path):
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
     assert (site / "spillway" / "libspillway.so").is_file()
     assert (site / "spillway" / "__init__.py").is_file()
+    assert (site / "spillway" / "hf.py").is_file()  # the transformers extra
 
     env = {k: v for k, v in os.environ.items()
            if k not in ("SPILLWAY_LIB", "LD_LIBRARY_PATH", "PYTHONPATH")}
