@@ -113,6 +113,16 @@ typedef struct sw_swap_config {
                                * events into stats.kernel_seconds (each
                                * attend then waits for its kernels: for
                                * benchmarks; default 0) */
+    int32_t thread_spin_us;   /* device pool over a host tier: how long the
+                               * engine's prelease and launcher threads poll
+                               * for their next job before they sleep, in
+                               * microseconds (0: sleep at once; at most
+                               * 10000000). Polling keeps a step's start off
+                               * a thread's wake-up (40-280 us on a VM) at
+                               * the cost of a CPU busy between steps.
+                               * Default -1: the library's choice, 2000
+                               * with at least 8 CPUs in the process's
+                               * affinity mask, else 0. */
 } sw_swap_config;
 
 /* Fills the defaults documented above. */

@@ -40,42 +40,39 @@ typedef struct shape {
 } shape;
 
 /* The engine's settings under test (the rows of this program): the
- * defaults, and the paths they replaced or that a knob still selects. Each
- * row runs every test below with engines made under its tuning. */
+ * defaults, and the paths that the machine or the store can still select
+ * (a host tier CUDA cannot map, a landing buffer smaller than a call or
+ * none, threads that sleep between jobs). Each row runs every test below
+ * with engines made under its tuning and thread_spin_us. */
 typedef struct variant {
     const char *name, *what;
     int nrand; /* random cases: 48 and the 6 large ones for the default row;
                 * the first 16 (8 of them over the host tier, which is
-                * where the other rows differ) for the others, as the
-                * H200 runs of the separate settings did */
-    int n;
-    struct { sw_swap_knob k; int64_t v; } set[6];
+                * where the other rows differ) for the others */
+    int32_t spin_us; /* sw_swap_config.thread_spin_us */
+    /* tuning overrides (SW_SWAP_TUNE_DEFAULT: the library's) */
+    int32_t host_gather, landing_mb, land_groups, land_first, merge_chunks;
 } variant;
 
+#define TD SW_SWAP_TUNE_DEFAULT
 static const variant variants[] = {
     {"default", "prelease, copy-engine landing, direct tiles by landing launch, descriptors in "
-     "place, run-aware eviction, split merges, leases released by the thread", 48, 0, {{0, 0}}},
-    {"staged", "no prelease, landing or direct tiles", 16, 4,
-     {{SW_KNOB_PRELEASE, 0}, {SW_KNOB_DIRECT, 0}, {SW_KNOB_DESC_ZC, 0}, {SW_KNOB_RUN_EVICT, 0}}},
-    {"direct", "direct tiles alone, one launch a tile, one-step merges", 16, 3,
-     {{SW_KNOB_PRELEASE, 0}, {SW_KNOB_MERGE_SPLIT, 0}, {SW_KNOB_DESC_ZC, 0}}},
-    {"prelease", "the prelease thread beside the direct tiles, no landing", 16, 1,
-     {{SW_KNOB_LANDING_MB, 0}}},
-    {"landing", "landing by the gather kernel (1 MiB) on the staged path", 16, 3,
-     {{SW_KNOB_LANDING_MB, 1}, {SW_KNOB_LAND_CE, 0}, {SW_KNOB_DIRECT, 0}}},
-    {"landing_direct", "the gather kernel's landing beside direct tiles", 16, 2,
-     {{SW_KNOB_LANDING_MB, 1}, {SW_KNOB_LAND_CE, 0}}},
-    {"landing_ce", "copy-engine landing: one launch a tile, the thread's first blocks, launches "
-     "of 256 blocks, leases released by the caller", 16, 4,
-     {{SW_KNOB_LAND_GROUPS, 1}, {SW_KNOB_LAND_FIRST, 0}, {SW_KNOB_LAND_GROW, 0},
-      {SW_KNOB_REL_ASYNC, 0}}},
-    {"sleep", "threads sleep between jobs; a direct tile merged once", 16, 2,
-     {{SW_KNOB_SPIN_US, 0}, {SW_KNOB_MERGE_CHUNKS, 0}}},
-    {"yield", "threads poll whatever the CPU count; the caller's first blocks end once the "
-     "thread has the job", 16, 2, {{SW_KNOB_SPIN_US, 2000}, {SW_KNOB_LAND_YIELD, 1}}},
+     "place, run-aware eviction, split merges, leases released by the thread", 48, -1,
+     TD, TD, TD, TD, TD},
+    {"tickets", "host-tier hits read through the store's tickets (a tier CUDA cannot map): "
+     "staged tiles, no prelease", 16, -1, 0, TD, TD, TD, TD},
+    {"landing_small", "a 1 MiB landing (blocks past it read from the host tier by the direct "
+     "tiles), one launch a tile, no caller's first blocks", 16, -1, TD, 1, 1, 0, TD},
+    {"no_landing", "the prelease thread beside the direct tiles, no landing buffer", 16, -1,
+     TD, 0, TD, TD, TD},
+    {"sleep", "threads sleep between jobs; a direct tile merged once", 16, 0, TD, TD, TD, TD, 0},
+    {"poll", "threads poll 2 ms between jobs whatever the CPU count", 16, 2000, TD, TD, TD, TD,
+     TD},
 };
+#undef TD
 
 static sw_swap_tuning g_tune; /* the row's */
+static int32_t g_spin_us = -1; /* the row's thread_spin_us */
 
 static sw_swap *make_engine(sw_store *store, const shape *sh, int32_t L, int32_t pool,
                             int32_t tile, int prefetch, sw_swap_policy pol, sw_swap_pool_kind k)
@@ -96,6 +93,7 @@ static sw_swap *make_engine(sw_store *store, const shape *sh, int32_t L, int32_t
     c.policy = pol;
     c.pool = k;
     c.device = 0;
+    c.thread_spin_us = g_spin_us;
     sw_swap *s = NULL;
     sw_status st = sw_swap_create_tuned(&m, &c, store, &g_tune, &s);
     if (st != SW_OK)
@@ -555,17 +553,17 @@ static void test_host_gather(sw_store *tier, sw_store *small, uint64_t seed)
     for (int i = 0; i < ql * sh.Hq * sh.D; i++)
         qb[i] = sw_f32_to_bf16((float)(2.0 * sw_rng_normal(&r)));
     /* 1. every stripe in the host tier: all gathered, none from the file;
-     * the same result as the ticket path (SW_KNOB_HOST_GATHER 0) */
+     * the same result as the ticket path (tuning host_gather 0) */
     {
         const int32_t nb = 40;
         const int64_t len = (int64_t)nb * sh.B - 5;
         sw_swap *s = make_engine(tier, &sh, 1, 8, 3, 2, SW_SWAP_POLICY_SCORE,
                                  SW_SWAP_POOL_DEVICE);
-        const int64_t gather = g_tune.v[SW_KNOB_HOST_GATHER];
-        g_tune.v[SW_KNOB_HOST_GATHER] = 0;
+        const int32_t gather = g_tune.host_gather;
+        g_tune.host_gather = 0;
         sw_swap *t = make_engine(tier, &sh, 1, 8, 3, 2, SW_SWAP_POLICY_SCORE,
                                  SW_SWAP_POOL_DEVICE);
-        g_tune.v[SW_KNOB_HOST_GATHER] = gather;
+        g_tune.host_gather = gather;
         if (!s || !t) {
             sw_swap_destroy(s);
             sw_swap_destroy(t);
@@ -819,8 +817,12 @@ static void test_errors(sw_store *store, uint64_t seed)
 static int run_variant(const variant *v, uint64_t seed)
 {
     sw_swap_tuning_default(&g_tune);
-    for (int k = 0; k < v->n; k++)
-        g_tune.v[v->set[k].k] = v->set[k].v;
+    g_tune.host_gather = v->host_gather;
+    g_tune.landing_mb = v->landing_mb;
+    g_tune.land_groups = v->land_groups;
+    g_tune.land_first = v->land_first;
+    g_tune.merge_chunks = v->merge_chunks;
+    g_spin_us = v->spin_us;
     const int failures0 = sw_test_failures;
     printf("== %s: %s\n", v->name, v->what);
     ts_dir d, dh, dt, ds;

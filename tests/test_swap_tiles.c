@@ -4,7 +4,7 @@
  * range. Checked on the pure rule (sw_swap_tile_takes) and on an engine
  * whose sequence starts off a chunk boundary (block_base 40, run_blocks 64,
  * tile 64): the first exact pass reads every run exactly once with aligned
- * tiles, more often with SW_KNOB_ALIGN_TILES 0 (tiles cut by count),
+ * tiles, more often with tuning align_tiles 0 (tiles cut by count),
  * and both match the fp64 reference on every call. Also: a tile's victims
  * from sw_swap_victims_first are sw_swap_pool_rank's first entries (random
  * pools: free, pinned, equal and NaN scores, both policies); the sparse
@@ -28,15 +28,13 @@ static void test_rule(void)
     CHECK(sw_swap_tile_takes(3, 9, 1, 1) == 1);
     CHECK(sw_swap_tile_takes(-1, 4, 11, 10) == 1); /* the tile's first missing block */
     /* default tile cap: a host pool without a host tier reads whole store
-     * runs per tile; a host tier or a device pool keeps 16; env wins */
-    CHECK(sw_swap_auto_tile_cap(1, 0, 64, 0) == 64);
-    CHECK(sw_swap_auto_tile_cap(1, 1, 64, 0) == 16);
-    CHECK(sw_swap_auto_tile_cap(1, 0, 0, 0) == 16);  /* tiles not aligned */
-    CHECK(sw_swap_auto_tile_cap(1, 0, 8, 0) == 16);  /* runs shorter than 16 */
-    CHECK(sw_swap_auto_tile_cap(0, 0, 64, 0) == 16);
-    CHECK(sw_swap_auto_tile_cap(1, 1, 64, 32) == 32);
-    CHECK(sw_swap_auto_tile_cap(1, 0, 1024, 0) == SW_SWAP_MAX_AUTO_TILE);
-    CHECK(sw_swap_auto_tile_cap(1, 0, 64, 100000) == SW_SWAP_MAX_AUTO_TILE);
+     * runs per tile; a host tier or a device pool keeps 16 */
+    CHECK(sw_swap_auto_tile_cap(1, 0, 64) == 64);
+    CHECK(sw_swap_auto_tile_cap(1, 1, 64) == 16);
+    CHECK(sw_swap_auto_tile_cap(1, 0, 0) == 16);  /* tiles not aligned */
+    CHECK(sw_swap_auto_tile_cap(1, 0, 8) == 16);  /* runs shorter than 16 */
+    CHECK(sw_swap_auto_tile_cap(0, 0, 64) == 16);
+    CHECK(sw_swap_auto_tile_cap(1, 0, 1024) == SW_SWAP_MAX_AUTO_TILE);
 }
 
 typedef struct run_out {
@@ -85,9 +83,9 @@ static run_out run_engine_ex(sw_store *store, uint64_t ns, int aligned, int32_t 
     const int32_t H = 2, Hq = 4, D = 64, B = 16;
     sw_swap_tuning tu;
     sw_swap_tuning_default(&tu);
-    tu.v[SW_KNOB_ALIGN_TILES] = aligned;
+    tu.align_tiles = aligned;
     if (run_evict)
-        tu.v[SW_KNOB_RUN_EVICT] = atoi(run_evict);
+        tu.run_evict = atoi(run_evict);
     sw_swap_model m;
     sw_swap_model_init(&m);
     m.num_layers = 1;
@@ -342,7 +340,7 @@ int main(void)
     CHECK(f.tickets == 1);
     CHECK(f.ranges >= 1 && f.ranges <= 2 * 4);
     CHECK(f.worst < 1e-2);
-    /* Run-aware eviction (SW_KNOB_RUN_EVICT): 640 blocks (10 runs of
+    /* Run-aware eviction (tuning run_evict): 640 blocks (10 runs of
      * 4 streams), pool 160 (25%), tile 16, 8 exact attends with random
      * queries. A resident block in a run that is mostly missing saves no
      * I/O (the run is read through it); with the window of 4 tiles the

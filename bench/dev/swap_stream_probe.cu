@@ -1,5 +1,6 @@
 /* bench/dev/swap_stream_probe.cu - where the swap engine's bulk-copy tile
- * kernel (kernel 3, src/cuda/swap/swap_tile_bulk.cu) stops on the
+ * kernel (kernel 3, src/cuda/swap/swap_tile_bulk.cu; its variants in
+ * swap_tile_v3_bulk_variants.cu) stops on the
  * all-resident bench tile: ~2.1 TB/s back to back on the H200 (50% of the
  * D2D copy), with 13 x 16 KiB in flight per SM (docs/perf/swap.md). One
  * program, one run: kernel 3's variants (bk_var bits,
@@ -21,8 +22,8 @@
  *   PROD2            2 producer warps (even / odd groups)
  *   DWIN             descriptors in shared memory (one bulk copy at start)
  *   NODIV            (with DWIN) no integer divisions in the producer loop
- *   FIX              DWIN|NODIV: the library's opt-in
- *                    SW_KNOB_BULK_VARIANT=1; DWIN|PROD2|NODIV failed
+ *   FIX              DWIN|NODIV: once the library's opt-in (a race:
+ *                    README.md here); DWIN|PROD2|NODIV failed
  *                    with a launch error on the H200 (not listed)
  *   0, again         drift check (the first row repeated last)
  *   read 64 MiB      int4 loads, 4 CTAs x 256 threads per SM, contiguous
@@ -38,12 +39,13 @@
  * Build (here; sm_90a):
  *   nvcc -std=c++17 -O3 -Iinclude -Isrc -gencode=arch=compute_90a,code=sm_90a \
  *     -o /tmp/swap_stream_probe bench/dev/swap_stream_probe.cu \
- *     src/cuda/swap/swap_tile.cu src/cuda/swap/swap_tile_mma.cu \
- *     src/cuda/swap/swap_tile_stream.cu
- * (swap_tile_bulk.cu and swap_tile_check.cu -- its problem, fp64 reference,
- * upload and timing -- are included below, not linked.)
+ *     bench/dev/swap_tile_v0_mma.cu bench/dev/swap_tile_v1_cuda_cores.cu \
+ *     src/cuda/swap/swap_tile.cu src/cuda/swap/swap_tile_stream.cu \
+ *     src/cuda/swap/swap_tile_direct.cu src/cuda/swap/swap_gather.cu
+ * (swap_tile_v3_bulk_variants.cu and swap_tile_check.cu -- its problem,
+ * fp64 reference, upload and timing -- are included below, not linked.)
  * Run: swap_stream_probe [--reps N]; exit 0 pass, 1 fail, 77 no GPU. */
-#include "cuda/swap/swap_tile_bulk.cu"
+#include "swap_tile_v3_bulk_variants.cu"
 
 #define SW_TILE_CHECK_NO_MAIN
 #include "swap_tile_check.cu"

@@ -1,21 +1,18 @@
 /* bench/dev/swap_tile_check.cu - development driver for the swap engine's
- * tile kernels (src/cuda/swap/swap_tile*.cu): correctness of every kernel
- * (SW_KNOB_TILE_KERNEL values 0, 1, 2, 3) against an fp64 CPU reference
+ * tile kernels: correctness of every kernel (0, 1: bench/dev variants; 2, 3:
+ * src/cuda/swap, README.md here) against an fp64 CPU reference
  * on random shapes, and the all-resident timing of `spillway bench swap`
  * (h16-2/d256, block 16, one tile of 2050 blocks = 32774 tokens of BF16 K/V,
  * one decode row), in one program so that one device call does both.
  *
- * Kernels: 1 CUDA cores (swap_tile.cu, the default), 0 tensor cores
- * (swap_tile_mma.cu; 1109 GB/s in the bench), 2 tensor cores with a
- * descriptor-free streaming loop (swap_tile_stream.cu, the default; ~1800
- * GB/s iso), 3 bulk copies into an mbarrier ring, producer warp + 8 consumer
- * warps (swap_tile_bulk.cu, sm_90+, the default); its descriptor-window
- * variant with the tile args' bulk_variant = 1 (SW_KNOB_BULK_VARIANT;
- * unsafe: a launch failure at 32768 blocks on the H200,
- * docs/perf/swap.md; bench/dev/
- * swap_stream_probe.cu times kernel 3's variants).
+ * Kernels: 1 CUDA cores (swap_tile_v1_cuda_cores.cu), 0 tensor cores
+ * (swap_tile_v0_mma.cu; 1109 GB/s in the bench), 2 tensor cores with a
+ * descriptor-free streaming loop (swap_tile_stream.cu, the library's before
+ * sm_90; ~1800 GB/s iso), 3 bulk copies into an mbarrier ring, producer warp
+ * + 8 consumer warps (swap_tile_bulk.cu, the library's on sm_90+;
+ * swap_stream_probe.cu times its variants).
  *
- * Timing, per kernel (CTAs per SM as device.c picks them, --per overrides):
+ * Timing, per kernel (CTAs per SM as each kernel was run, --per overrides):
  *   iso   as the bench's events: stream idle (synchronised), a small
  *         descriptor upload, event, tile kernel, event, merge; mean of reps.
  *         Includes the host's launch latency after the first event.
@@ -27,7 +24,10 @@
  *
  * Build (device machine, from the repository root):
  *   nvcc -std=c++17 -O3 -Iinclude -Isrc -gencode=arch=compute_90a,code=sm_90a \
- *        -o /tmp/stc bench/dev/swap_tile_check.cu src/cuda/swap/swap_tile*.cu
+ *        -o /tmp/stc bench/dev/swap_tile_check.cu bench/dev/swap_tile_v0_mma.cu \
+ *        bench/dev/swap_tile_v1_cuda_cores.cu src/cuda/swap/swap_tile.cu \
+ *        src/cuda/swap/swap_tile_stream.cu src/cuda/swap/swap_tile_bulk.cu \
+ *        src/cuda/swap/swap_tile_direct.cu src/cuda/swap/swap_gather.cu
  * Run: /tmp/stc [--check] [--bench] [--cases N] [--seed N] [--reps N]
  *               [--kernels 0,1,2,3] [--per K] [--big] [--blocks N]
  * --big: check cases of 16000-40000 blocks in one tile; --blocks: the bench
@@ -342,13 +342,33 @@ static sw_cuda_swap_tile_args tile_args(const problem &p, const dev_problem &d, 
     a.qscale = (float)(1.0 / sqrt((double)p.D) * 1.4426950408889634);
     a.nrg = (p.ql * p.G + 7) / 8;
     a.nchunks = dev_chunks(n, p.H, a.nrg, ctas);
-    a.kernel = kernel;
+    (void)kernel; /* tile_launch's */
     a.part = d.part;
     a.row0 = 0;
     a.m = d.m;
     a.l = d.l;
     a.acc = d.acc;
     return a;
+}
+
+/* kernel 0, 1 (the variants here), 2 or 3 (src) on a's tile */
+extern "C" sw_status sw_cuda_swap_tile_mma(const sw_cuda_swap_tile_args *a, void *stream,
+                                           int *launched);
+extern "C" sw_status sw_cuda_swap_tile_cuda_cores(const sw_cuda_swap_tile_args *a, void *stream);
+extern "C" sw_status sw_cuda_swap_tile_stream(const sw_cuda_swap_tile_args *a, void *stream,
+                                              int *launched);
+extern "C" sw_status sw_cuda_swap_tile_bulk(const sw_cuda_swap_tile_args *a, void *stream,
+                                            int *launched);
+static sw_status tile_launch(int kernel, const sw_cuda_swap_tile_args *a, cudaStream_t st)
+{
+    int launched = 0;
+    if (kernel == 3)
+        SW_TRY(sw_cuda_swap_tile_bulk(a, st, &launched));
+    if (!launched && (kernel == 2 || kernel == 3))
+        SW_TRY(sw_cuda_swap_tile_stream(a, st, &launched));
+    if (!launched && kernel == 0)
+        SW_TRY(sw_cuda_swap_tile_mma(a, st, &launched));
+    return launched ? SW_OK : sw_cuda_swap_tile_cuda_cores(a, st);
 }
 
 /* One attend: init, tiles (tile + merge each), finalize to fp32. */
@@ -364,7 +384,7 @@ static sw_cuda_swap_tile_args tile_args(const problem &p, const dev_problem &d, 
             fprintf(stderr, "partials too small\n");
             exit(1);
         }
-        SK(sw_cuda_swap_tile(&a, st));
+        SK(tile_launch(kernel, &a, st));
         SK(sw_cuda_swap_merge(&a, st));
     }
     SK(sw_cuda_swap_finalize(d.m, d.l, d.acc, hr, p.D, NULL, NULL, d.of32, st));
@@ -528,7 +548,7 @@ static void run_bench(const std::vector<int> &kernels, int sms, int per_override
             dev_attend(p, d, k, sms * per, st);
         CK(cudaStreamSynchronize(st));
         double iso, b2b;
-        time_launch([&] { SK(sw_cuda_swap_tile(&a, st)); },
+        time_launch([&] { SK(tile_launch(k, &a, st)); },
                     [&] { SK(sw_cuda_swap_merge(&a, st)); }, st, reps, &iso, &b2b);
         printf("kernel %d: %d CTAs per SM, grid %d x %d x %d: iso %.4f ms = %.1f GB/s (%.1f%% of "
                "D2D); b2b %.4f ms = %.1f GB/s (%.1f%%)\n",

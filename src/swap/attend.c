@@ -86,8 +86,6 @@ typedef struct run {
     int32_t *vrank;
     void *vscratch;
     int32_t vn, vpos;
-    int rank_first;         /* sw_swap_victims_first (SW_KNOB_RANK_FIRST,
-                             * default 1), else the full sw_swap_pool_rank */
     /* run-aware eviction (s->run_evict tiles, 0 = off): the first vwin
      * ranked victims reordered by runs_first, vtmp its scratch (NULL =
      * off); vwin = tile_blocks when off */
@@ -361,16 +359,14 @@ static int plan_tile(run *R, tile *t, int hbuf)
         } else {
             if (R->vrank) {
                 if (R->vn < 0) {
-                    R->vn = R->rank_first ? sw_swap_victims_first(s, R->vwin, R->vrank,
-                                                                  R->vscratch)
-                                          : sw_swap_pool_rank(s, R->vrank, R->vscratch);
+                    R->vn = sw_swap_victims_first(s, R->vwin, R->vrank, R->vscratch);
                     R->vpos = 0;
                     if (R->vtmp)
                         runs_first(s, R->vrank, R->vn < R->vwin ? R->vn : R->vwin, R->vtmp);
                 }
                 while (R->vpos < R->vn && s->slots[R->vrank[R->vpos]].pin)
                     R->vpos++; /* pinned since the ranking */
-                if (R->rank_first && R->vpos == R->vn && R->vn == R->vwin) {
+                if (R->vpos == R->vn && R->vn == R->vwin) {
                     /* never reached (a tile consumes at most tile_blocks
                      * places), but the full ranking is the safe answer */
                     R->vn = sw_swap_pool_rank(s, R->vrank, R->vscratch);
@@ -883,7 +879,6 @@ static sw_status run_pass(run *R, int sparse)
     /* victim ranking (optional: without it, one scan per missing block) */
     R->vrank = malloc(sizeof(int32_t) * (size_t)(s->c.resident_blocks > 0 ? s->c.resident_blocks : 1));
     R->vscratch = malloc(sw_swap_pool_rank_scratch(s));
-    R->rank_first = sw_swap_tune(&s->tune, SW_KNOB_RANK_FIRST, 1) != 0;
     {
         const int64_t win = (int64_t)s->run_evict * s->tile_blocks;
         R->vwin = win > 0 ? (int32_t)(win < s->c.resident_blocks ? win : s->c.resident_blocks)

@@ -32,7 +32,7 @@
  * its slot is dropped. The upload then moves only the stripes the ticket
  * read.
  *
- * Gathers issued ahead (SW_KNOB_GATHER_AHEAD, default 1): a tile's
+ * Gathers issued ahead: a tile's
  * leased stripes are gathered on one of two gather streams into the tile's
  * device staging (one per read-ahead ring position), where the ticket's
  * upload puts the other stripes, as soon as the tile is planned; the tile's
@@ -42,22 +42,23 @@
  * the read-ahead's depth ahead of the computes. (The first version gathered straight
  * into the slots; a gather had to wait for the computes still reading its
  * victims -- always tile j-2's, as victims are the lowest scores -- which
- * chained one gather behind each compute: SW_KNOB_TIMELINE,
+ * chained one gather behind each compute: the timeline,
  * docs/perf/swap.md.) The gather items are read by the kernel
- * from the pinned descriptor space (no upload on the way). With 0, the
- * gather runs on the compute stream after the tile's scatter, straight into
- * the slots.
+ * from the pinned descriptor space (no upload on the way). A tile whose
+ * leases cannot go ahead (a lease's length is not its block's) gathers on
+ * the compute stream after its scatter, straight into the slots.
  *
- * With a host tier, by default (docs/swap.md "Direct
- * tiles", "Prelease", "Landing"; each has its SW_KNOB_* (sw_swap_tuning) switch back to
- * the staged path): direct tiles (one kernel per host-tier tile, in groups
+ * With a host tier the GPU can read (docs/swap.md "Direct tiles",
+ * "Prelease", "Landing"): direct tiles (one kernel per host-tier tile, in groups
  * by landing launch, two tile streams and a merge stream, a launcher
  * thread); the prelease thread (a sequence's host-tier leases taken ahead,
  * posted at the call's start, its first blocks by the caller); its landing
  * (those blocks moved into a device buffer on the thread's own stream by
  * copy-engine copies, or the gather kernel, an event per launch that the
  * tiles reading them wait for); and descriptors read in place from pinned
- * memory in a call that lands blocks (DESC_K). */
+ * memory in a call that lands blocks (DESC_K). Without one (or with tuning
+ * host_gather 0) tiles take the staged path: store tickets, upload,
+ * scatter, tile kernel. */
 #include "swap_internal.h"
 #include "swap_cuda.h"
 #include "core/sw_cuda.h"
@@ -123,24 +124,10 @@ static uint32_t crc_raw_of(crc_cache *c, uint32_t crc, uint32_t len)
 #define SW_SWAP_LAND_GROUPS_MAX 8 /* launches a direct tile at most (land_groups) */
 
 typedef struct sw_swap_dev {
-    int nudge;                /* SW_KNOB_NUDGE (default 1): sw_swap_dev_nudge */
-    double spin_s;            /* the threads' polling time (spin_seconds) */
+    double spin_s;            /* the threads' polling time (tuning spin_us) */
     int32_t device, sms;
-    int32_t ctas;             /* tile-kernel CTAs wanted per launch: sms x
-                               * SW_KNOB_TILE_CTAS_PER_SM (default: what
-                               * one SM holds, tile_ctas_per_sm) */
-    int fused;                /* the merge in the tile kernel's last CTA: built with
-                               * -DSW_SWAP_FUSED_MERGE=1 (not by default until
-                               * measured on a GPU), SW_KNOB_FUSED_MERGE=0 off */
-    int32_t bulk_variant;     /* SW_KNOB_BULK_VARIANT (kernel 3) */
-    int32_t kernel;           /* SW_KNOB_TILE_KERNEL: 3 bulk copies
-                               * into an mbarrier ring (swap_tile_bulk.cu,
-                               * the default; sm_90+, elsewhere kernel 2),
-                               * 2 tensor cores, streaming
-                               * (swap_tile_stream.cu), 0 tensor cores
-                               * (swap_tile_mma.cu), 1 CUDA cores
-                               * (swap_tile.cu); all four verified on the
-                               * H200 */
+    int32_t ctas;             /* tile-kernel CTAs wanted per launch (tuning
+                               * tile_ctas) */
     void *copy_stream, *own_stream;
     uint8_t *pool;
     size_t v_off;
@@ -169,25 +156,20 @@ typedef struct sw_swap_dev {
     float *ws;
     size_t ws_floats;
     float *d_m, *d_l, *d_acc, *d_qp, *d_scores, *d_part, *d_f32;
-    uint32_t *d_count;        /* fused merge: [H][row groups] counts (zero between tiles) */
-    size_t ncount;
     uint8_t *desc_host, *desc_dev;
-    int desc_zc;              /* SW_KNOB_DESC_ZC=1: kernels read the descriptors
-                               * from desc_host (pinned) over PCIe, nothing uploaded:
-                               * no upload queued behind landing copies in the copy
-                               * engine); zc: this call's, on only when
-                               * its first job lands blocks (a call with nothing
-                               * to land keeps the uploads: the all-resident tile
-                               * kernel read its descriptors at 37% of D2D over
-                               * PCIe against 80%) */
+    /* zc: this call's kernels read the descriptors from desc_host (pinned)
+     * over PCIe, nothing uploaded (no upload queued behind landing copies in
+     * the copy engine); on only when the call's first job lands blocks (a
+     * call with nothing to land keeps the uploads: the all-resident tile
+     * kernel read its descriptors at 37% of D2D over PCIe against 80%) */
     int zc;
     size_t desc_bytes, desc_used;
     float *scores_host;       /* pinned, desc_host's tail */
     /* per-call plan */
     int64_t hrows;
     size_t part_floats;
-    /* host-tier gather: enabled (SW_KNOB_HOST_GATHER, default 1, and a
-     * host tier pinned by CUDA); the call's leased entries and gathered
+    /* host-tier gather: enabled (tuning host_gather, and a host tier
+     * pinned by CUDA); the call's leased entries and gathered
      * stripes; the device's mismatch report and its pinned copy
      * ([0] count, [1..SW_SWAP_BAD_CAP] gather ids); raw-CRC offsets */
     int gather;
@@ -197,11 +179,10 @@ typedef struct sw_swap_dev {
     size_t ngrec, grec_cap;
     uint32_t *d_bad, *h_bad;
     crc_cache crc;
-    /* gathers issued ahead: enabled, the two gather streams (alternating),
+    /* gathers issued ahead (with the gather): the two gather streams (alternating),
      * the compute stream's event after the last tile enqueued, each tile's
      * gather-done event by ring position (nhstage), and whether this call
      * issued any (the verdict then waits for the gather streams too) */
-    int ahead;
     /* per ring position: the tile's descriptors, built and uploaded on its
      * gather stream ahead of the gather (so its compute uploads nothing
      * while the gathers fill PCIe); set = 1 until the compute takes them */
@@ -211,11 +192,11 @@ typedef struct sw_swap_dev {
         int32_t nfill;
         uint64_t kv_bytes;
     } *pre;
-    int32_t gather_ctas; /* CTAs per gather launch (SW_KNOB_GATHER_CTAS, default SMs / 2; 0: one per stripe) */
+    int32_t gather_ctas; /* CTAs per gather launch (tuning gather_ctas; 0: one per stripe) */
     void *gstream[2];
     void **ev_g;
     int gnext, gissued;
-    /* direct tiles (SW_KNOB_DIRECT=1, swap_tile_direct.cu): a tile
+    /* direct tiles (with the gather, swap_tile_direct.cu): a tile
      * whose missing blocks are all leased from the host tier is one kernel
      * that reads them from the tier, writes their slots and attends. In that
      * mode every tile of a pass (direct or staged) goes to one of two tile
@@ -228,34 +209,30 @@ typedef struct sw_swap_dev {
      * that read it ran (ev_mdone). ptile counts a pass's tiles; pissued:
      * the streams ran this call (the verdict waits for them). */
     int direct;
-    int merge_wide;           /* SW_KNOB_MERGE_WIDE: sw_cuda_swap_merge_wide */
-    int merge_split;          /* SW_KNOB_MERGE_SPLIT (default 1): direct mode's
-                               * merges in two steps (sw_cuda_swap_merge_split, into
-                               * d_part2): one CTA per row and kv head folding 512
-                               * chunks took ~100 us a tile on the H200 */
+    /* direct mode merges with sw_cuda_swap_merge_wide, in two steps
+     * (sw_cuda_swap_merge_split, into d_part2): one CTA per row and kv head
+     * folding 512 chunks took ~100 us a tile on the H200 */
     float *d_part2;           /* the split merge's parts (workspace; NULL: none) */
     size_t part2_floats;      /* their room */
     int32_t land_groups;      /* a direct tile's launches at most, by landing launch
-                               * (SW_KNOB_LAND_GROUPS, default 4, 1..8) */
-    int32_t merge_chunks;     /* SW_KNOB_MERGE_CHUNKS (default 64; 0: one merge a
-                               * tile): a direct tile's partials merged in fixed ranges
-                               * of this many chunks, each once launched (launch_direct) */
+                               * (tuning land_groups, 1..8) */
+    int32_t merge_chunks;     /* tuning merge_chunks (0: one merge a tile): a direct
+                               * tile's partials merged in fixed ranges of this many
+                               * chunks, each once launched (launch_direct) */
     int32_t merged;           /* the tile's chunks merged so far (launch_direct) */
-    int32_t direct_bpc;       /* SW_KNOB_DIRECT_BPC: blocks per direct CTA (default 1:
-                               * a CTA is 4 warps, so occupancy comes from CTAs) */
     void *pstream[2], *mstream;
     void *ev_kdone[SW_SWAP_NPART], *ev_mdone[SW_SWAP_NPART], *ev_pass;
     float *d_partk[SW_SWAP_NPART];
     int32_t ptile;
     int pissued;
-    /* the launcher (direct mode, SW_KNOB_LAUNCHER, default 1): a
+    /* the launcher (direct mode): a
      * thread that makes a direct tile's CUDA calls (descriptor upload,
      * kernel, events, merge), so the caller's thread only plans, leases and
      * writes descriptors; jobs in tile order, one at a time. Every other
      * CUDA call of a pass drains it first (launch_drain). The first failure
      * is kept with its message for the next drain. */
     struct launcher *ln;
-    /* prelease (SW_KNOB_PRELEASE, default 1; 0: off): a thread of the engine leases the host-tier copies of a
+    /* prelease (with the gather): a thread of the engine leases the host-tier copies of a
      * sequence's blocks that are missing when its order is built (all of
      * them misses when visited: a block is loaded once a pass) while the
      * caller's thread plans, so a tile's leases are mostly there when it is
@@ -265,7 +242,7 @@ typedef struct sw_swap_dev {
     int timing;
     void **tev;               /* start/stop pairs, reused from call to call */
     int32_t ntev, tev_cap, tev_used;
-    /* timeline (SW_KNOB_TIMELINE=1, a diagnostic): timed events at the
+    /* timeline (tuning timeline, a diagnostic): timed events at the
      * start and end of every gather and tile compute of a call, with the
      * host's clock when each was enqueued; printed to stderr at the call's
      * end (tl_report). Events reused from call to call. */
@@ -303,7 +280,7 @@ static sw_status prelease_start_thread(sw_swap *s);
 static void prelease_release(sw_swap *s);
 static void prelease_free(struct prelease *P);
 static void land_report(sw_swap_dev *d, int call);
-static double spin_seconds(const sw_swap_tuning *t);
+static double spin_seconds(int64_t us);
 
 static double tl_now(void)
 {
@@ -449,19 +426,6 @@ static void tl_report(sw_swap_dev *d)
 }
 
 /* ------------------------------------------------------- heuristics -- */
-/* CTAs of the tile kernel one SM holds at once on an H100/H200 (228 KiB of
- * shared memory): the tensor-core kernel stages 3 x 16 tokens of K and V per
- * warp, 4 warps (48 KiB per warp at head_dim 256: one CTA; 24 KiB at 128:
- * two; 12 KiB at 64: four). The CUDA-core kernel was measured with 2. */
-static int32_t tile_ctas_per_sm(int kernel, int32_t D)
-{
-    if (kernel == 2 || kernel == 3)
-        return 1; /* swap_tile_stream.cu / swap_tile_bulk.cu: ~195-214 KiB of stages per CTA */
-    if (kernel != 0)
-        return 2;
-    return D >= 256 ? 1 : D >= 128 ? 2 : 4;
-}
-
 int32_t sw_swap_dev_chunks(int32_t nblk, int32_t H, int32_t nrg, int32_t ctas)
 {
     if (nblk < 1)
@@ -600,23 +564,15 @@ sw_status sw_swap_dev_create(sw_swap *s)
     s->dev = d;
     d->device = s->c.device;
     d->timing = s->c.kernel_timing != 0;
-    d->tline = sw_swap_tune(&s->tune, SW_KNOB_TIMELINE, 0) > 0;
-    d->nudge = sw_swap_tune(&s->tune, SW_KNOB_NUDGE, 1) != 0;
-    d->spin_s = spin_seconds(&s->tune);
+    d->tline = s->tune.timeline > 0;
+    d->spin_s = spin_seconds(s->tune.spin_us);
     pthread_mutex_init(&d->tl_mu, NULL);
     SW_TRY(sw_cuda_set_device(d->device));
     sw_cuda_swap_preload(D); /* no kernel loaded lazily in the middle of a call */
     SW_TRY(sw_cuda_swap_sm_count(d->device, &d->sms));
     {
-        /* Measurement knobs (bench swap sweeps them on the H200): the
-         * kernel, and CTAs per SM 1..32. */
-        d->kernel = sw_swap_tune(&s->tune, SW_KNOB_TILE_KERNEL, 3);
-        d->fused = sw_cuda_swap_fused_merge() && sw_swap_tune(&s->tune, SW_KNOB_FUSED_MERGE, 1) != 0;
-        if (d->kernel < 0 || d->kernel > 3)
-            d->kernel = 3;
-        int per = sw_swap_tune(&s->tune, SW_KNOB_TILE_CTAS_PER_SM, tile_ctas_per_sm(d->kernel, D));
-        per = per < 1 ? 1 : per > 32 ? 32 : per;
-        d->ctas = d->sms * per;
+        const int64_t c = s->tune.tile_ctas;
+        d->ctas = c < d->sms ? d->sms : c > 32 * (int64_t)d->sms ? 32 * d->sms : (int32_t)c;
     }
     SW_TRY(sw_cuda_swap_stream_create(&d->copy_stream));
     SW_TRY(sw_cuda_swap_stream_create(&d->own_stream));
@@ -655,24 +611,18 @@ sw_status sw_swap_dev_create(sw_swap *s)
     SW_TRY(sw_cuda_host_alloc((void **)&d->up_host, up));
     SW_TRY(sw_cuda_swap_alloc((void **)&d->up_dev, up));
     d->entry_floats = (size_t)H * (size_t)B * (size_t)R;
-    /* A/B knob for the bench: 0 reads host-tier hits through the tickets */
-    d->gather = sw_swap_tune(&s->tune, SW_KNOB_HOST_GATHER, 1) != 0 && sw_store_host_mapped(s->store);
+    d->gather = s->tune.host_gather != 0 && sw_store_host_mapped(s->store);
     const size_t bad_bytes = sizeof(uint32_t) * (1 + SW_SWAP_BAD_CAP);
     SW_TRY(sw_cuda_swap_alloc((void **)&d->d_bad, bad_bytes));
     SW_TRY(sw_cuda_host_alloc((void **)&d->h_bad, bad_bytes));
     SW_TRY(sw_cuda_memset_async(d->d_bad, 0, bad_bytes, d->own_stream));
-    /* A/B knob: 0 gathers on the compute stream after each tile's scatter */
-    d->ahead = d->gather && sw_swap_tune(&s->tune, SW_KNOB_GATHER_AHEAD, 1) != 0;
     {
-        /* A/B knob: CTAs of a gather launch (swap_gather.cu; 0: one per
-         * stripe). Default: half the SMs (H200 host-tier case:
-         * 66 CTAs 52.6 / 52.8% of pinned H2D against 40.4 / 50.0 / 47.4%
-         * with 132, 44.2% with 33; ~0.5 MiB in flight still fills PCIe, and
-         * fewer outstanding reads leave the other PCIe traffic less queued) */
-        const int64_t g = sw_swap_tune(&s->tune, SW_KNOB_GATHER_CTAS, (d->sms + 1) / 2);
+        /* ~0.5 MiB in flight still fills PCIe, and fewer outstanding reads
+         * leave the other PCIe traffic less queued */
+        const int64_t g = s->tune.gather_ctas;
         d->gather_ctas = g > 0 && g <= 64 * (int64_t)d->sms ? (int32_t)g : 0;
     }
-    if (d->ahead) {
+    if (d->gather) {
         for (int i = 0; i < 2; i++)
             SW_TRY(sw_cuda_swap_stream_create(&d->gstream[i]));
         d->ev_g = calloc((size_t)d->nhstage, sizeof *d->ev_g);
@@ -682,33 +632,21 @@ sw_status sw_swap_dev_create(sw_swap *s)
         for (int32_t i = 0; i < d->nhstage; i++)
             SW_TRY(sw_cuda_swap_event_create(&d->ev_g[i], 0));
     }
-    if (d->gather && sw_swap_tune(&s->tune, SW_KNOB_PRELEASE, 1) != 0)
+    if (d->gather)
         SW_TRY(prelease_start_thread(s));
-    /* direct tiles (SW_KNOB_DIRECT, default 1: with
-     * the landing they are the fastest host-tier path measured; alone, with
-     * the wait for tile j - 3 that correctness needs, they were below the
-     * staged path, docs/perf/swap.md); the fused merge (one
-     * running state folded by concurrent tiles) excludes them. The wide
-     * merge (identical results) goes with them. */
-    d->direct = d->gather && !d->fused && sw_swap_tune(&s->tune, SW_KNOB_DIRECT, 1) != 0;
-    d->merge_wide = sw_swap_tune(&s->tune, SW_KNOB_MERGE_WIDE, d->direct) != 0;
-    d->merge_split = sw_swap_tune(&s->tune, SW_KNOB_MERGE_SPLIT, 1) != 0;
+    /* direct tiles (with the landing they are the fastest host-tier path
+     * measured; alone, with the wait for tile j - 3 that correctness needs,
+     * they were below the staged path, docs/perf/swap.md) and their wide
+     * merge (identical results) */
+    d->direct = d->gather;
     {
-        const int64_t g = sw_swap_tune(&s->tune, SW_KNOB_LAND_GROUPS, 4);
+        const int64_t g = s->tune.land_groups;
         d->land_groups = g < 1 ? 1 : g > SW_SWAP_LAND_GROUPS_MAX ? SW_SWAP_LAND_GROUPS_MAX
                                                                  : (int32_t)g;
     }
-    /* not with kernel 3's descriptor-window variant (SW_KNOB_BULK_VARIANT=1):
-     * it fetches them with cp.async.bulk, never run from pinned host memory */
-    d->bulk_variant = (int32_t)sw_swap_tune(&s->tune, SW_KNOB_BULK_VARIANT, 0);
-    d->desc_zc = sw_swap_tune(&s->tune, SW_KNOB_DESC_ZC, 1) != 0 && d->bulk_variant != 1;
     {
-        const int64_t mc = sw_swap_tune(&s->tune, SW_KNOB_MERGE_CHUNKS, 64);
+        const int64_t mc = s->tune.merge_chunks;
         d->merge_chunks = mc > 0 && mc <= (1 << 20) ? (int32_t)mc : 0;
-    }
-    {
-        const int64_t c = sw_swap_tune(&s->tune, SW_KNOB_DIRECT_BPC, 1);
-        d->direct_bpc = c >= 1 && c <= 64 ? (int32_t)c : 1;
     }
     if (d->direct) {
         for (int i = 0; i < 2; i++)
@@ -719,8 +657,7 @@ sw_status sw_swap_dev_create(sw_swap *s)
             SW_TRY(sw_cuda_swap_event_create(&d->ev_mdone[i], 0));
         }
         SW_TRY(sw_cuda_swap_event_create(&d->ev_pass, 0));
-        if (sw_swap_tune(&s->tune, SW_KNOB_LAUNCHER, 1) != 0)
-            SW_TRY(launcher_start(d));
+        SW_TRY(launcher_start(d));
     }
     return sw_cuda_stream_sync(d->own_stream);
 }
@@ -759,19 +696,11 @@ static sw_status merge_behind(sw_swap_dev *d, const sw_cuda_swap_tile_args *a, v
 static sw_status timing_event(sw_swap_dev *d, int32_t i, void **ev);
 
 /* How long the engine's threads (launcher, prelease) poll for work before
- * they sleep: SW_KNOB_SPIN_US (0: never), by default 2000 us with at
- * least 8 CPUs in the process's affinity mask and 0 with fewer (on this 2-CPU VM two polling threads
- * beside the caller made the faked host-tier step 3x slower). */
-static double spin_seconds(const sw_swap_tuning *t)
+ * they sleep (tuning spin_us; 0: never poll; at most 10 s). */
+static double spin_seconds(int64_t us)
 {
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
-        cpus = CPU_COUNT(&set); /* the CPUs this process may run on */
-    int64_t us = sw_swap_tune(t, SW_KNOB_SPIN_US, cpus >= 8 ? 2000 : 0);
     if (us > 10000000)
-        us = 10000000; /* at most 10 s */
+        us = 10000000;
     return us > 0 ? 1e-6 * (double)us : 0.0;
 }
 
@@ -1119,7 +1048,7 @@ struct prelease {
     pthread_cond_t cv;
     int stop, job, running;      /* job: one posted; running: the thread has it */
     /* Between jobs the thread polls `posted` for spin_s seconds before it
-     * sleeps on cv (SW_KNOB_SPIN_US, default 2000; 0: sleep at once),
+     * sleeps on cv (tuning spin_us; 0: sleep at once),
      * as io_uring's SQPOLL thread does for sq_thread_idle: a condition
      * variable's wake took 40-70 us on the H200's VM and 150-280 us in about
      * one call of six, and the copy engine idled until the thread took over
@@ -1127,12 +1056,11 @@ struct prelease {
     atomic_uint posted;          /* 1 from a post until the thread takes it */
     double spin_s;
     int nudge;                   /* sw_swap_dev_nudge: wake up and poll (under mu) */
-    int land_yield;              /* SW_KNOB_LAND_YIELD (default 0), prelease_run */
     /* the call's host-tier leases released by the thread after the call
-     * (rel: the posted job is that release of rent[0..rn); SW_KNOB_REL_ASYNC,
-     * default 1): ~25 us of the caller's on the H200. The next post, the
-     * verdict and the thread's stop wait for it like for any job. */
-    int rel, rel_async;
+     * (rel: the posted job is that release of rent[0..rn)): ~25 us of the
+     * caller's on the H200. The next post, the verdict and the thread's stop
+     * wait for it like for any job. */
+    int rel;
     uint32_t *rent;
     size_t rn, rent_cap;
     atomic_int cancel;
@@ -1153,12 +1081,10 @@ struct prelease {
      * thread's, or the caller's first blocks: sw_swap_dev_prelease) */
     pthread_mutex_t lmu;
     int32_t land_first;         /* blocks the caller lands itself when it posts
-                                 * (SW_KNOB_LAND_FIRST, default 320, a multiple
+                                 * (tuning land_first, rounded up to a multiple
                                  * of PL_CH; 0: none) */
-    int32_t land_start;         /* blocks the job's first launch (SW_KNOB_LAND_START,
-                                 * default PL_LAND) */
-    int land_grow;              /* launches grow 64, 128, .. land_blocks
-                                 * (SW_KNOB_LAND_GROW, default 1) */
+    int32_t land_start;         /* blocks the job's first launch (tuning
+                                 * land_start); later ones grow to land_blocks */
     atomic_int *state;
     int32_t *pos;
     /* one store call's keys and leases (PL_CH blocks) */
@@ -1170,23 +1096,20 @@ struct prelease {
     /* the job: its sequence and layer (a job posted again is kept) */
     const sw_swap_seq *q;
     int32_t layer;
-    /* Landing (SW_KNOB_LANDING_MB=N with the prelease: N MiB of
-     * device memory; default 64, 0: off; docs/perf/swap.md sessions 10-11):
-     * the thread also moves each block it leased whole into a device buffer
-     * (copy-engine copies, land_ce, the default; or the gather kernel,
-     * swap_gather.cu: SM reads of the pinned host tier; launches of 64, 128,
-     * .. land_blocks blocks, halving near the job's end) on its own stream,
-     * and records an event per launch;
-     * a tile then reads those stripes from device memory (its own gather or
-     * direct kernel, with the CRC check as before) after that event. So
-     * PCIe streams from the call's start, not at the pace tiles are planned.
-     * Or copy-engine copies (land_ce), one per run of adjacent host-tier
-     * entries: with the pool's residents scattered (~200 copies a step in the
-     * bench) 38-43% of pinned H2D; with run-aware eviction (whole 8 MiB
-     * runs) and in-place descriptors (DESC_K: the uploads had queued behind
-     * the copies) 60-66% at tile 512, and with the caller's
-     * first blocks, the split merge and tiles launched by landing launch
-     * ~80% (docs/swap.md, "Landing"). Room is handed out in job order
+    /* Landing (tuning landing_mb MiB of device memory; 0: none): the
+     * thread also moves each block it leased whole into a device buffer by
+     * copy-engine copies, one per run of adjacent host-tier entries, in
+     * launches of land_start, then twice as many blocks up to land_blocks,
+     * halving near the job's end, on its own stream, and records an event
+     * per launch; a tile then reads those stripes from device memory (its
+     * own gather or direct kernel, with the CRC check as before) after that
+     * event. So PCIe streams from the call's start, not at the pace tiles
+     * are planned. With the pool's residents scattered (~200 copies a step
+     * in the bench) 38-43% of pinned H2D; with run-aware eviction (whole 8
+     * MiB runs) and in-place descriptors (DESC_K: the uploads had queued
+     * behind the copies) 60-66% at tile 512, and with the caller's first
+     * blocks, the split merge and tiles launched by landing launch ~80%
+     * (docs/swap.md, "Landing"). Room is handed out in job order
      * through the call (land_used stripes; never reused within a call, so
      * no reader of an earlier job sees it overwritten); a block past it is
      * read from the host tier as before. */
@@ -1201,23 +1124,18 @@ struct prelease {
     int32_t ljob_nev, ljob_ev;  /* the job's events (reserved, used) */
     int lcopied;                /* a gather went on lstream this call */
     int32_t *lev_of;            /* per job block: its landing event, -1 none */
-    /* the landing gathers' items (pinned, read by the kernel over PCIe; one
-     * per landed stripe of the call: nitem), those since the last flush
-     * from item0, and the claimed blocks waiting for that flush */
+    /* the landing's items (pinned host; one per landed stripe of the call:
+     * nitem), those since the last flush from item0, and the claimed blocks
+     * waiting for that flush */
     sw_cuda_swap_gather_item *items;
     int64_t nitem, item0;
     int32_t *pend;
     int32_t npend;
-    uint32_t *d_lbad;           /* the landing gathers' mismatch count (unread) */
-    int32_t ctas;               /* CTAs a landing gather (SW_KNOB_LAND_CTAS,
-                                 * default the gathers') */
-    int32_t land_blocks;        /* blocks a landing gather after the job's first
-                                 * (SW_KNOB_LAND_BLOCKS, default 256) */
+    int32_t land_blocks;        /* blocks a landing launch at most (tuning
+                                 * land_blocks) */
     atomic_int want;            /* the caller waits for a queued block: launch now */
-    int land_ce;                /* SW_KNOB_LAND_CE=1: copy-engine copies, not
-                                 * the gather kernel */
     crc_cache crc;              /* the thread's (the caller's is d->crc) */
-    /* timeline (SW_KNOB_TIMELINE=1): per landing launch its event's
+    /* timeline (tuning timeline): per landing launch its event's
      * index, the host clock when recorded, its stripes and copies */
     int tline;
     int32_t lt_n;
@@ -1227,9 +1145,9 @@ struct prelease {
 };
 
 #define PL_CH 16   /* blocks a store call */
-#define PL_LAND 64 /* blocks a landing gather (at least; the job's last fewer) */
+#define PL_LAND 64 /* blocks a landing launch at least (the job's last fewer) */
 
-/* Launches the landing gather of the pending blocks (their items since the
+/* Launches the landing copies of the pending blocks (their items since the
  * last flush), records its event and hands the blocks over (DONE), each
  * with that event, or with none (-1: its tiles read the host tier) when a
  * CUDA call failed or `launch` is 0 (a cancelled job: no tile reads them). */
@@ -1247,10 +1165,11 @@ static void land_flush(struct prelease *P, int launch)
         void *e = P->lev[P->chunk0 + P->ljob_ev];
         sw_status st = SW_OK;
         int32_t ncopy = 0;
-        if (P->land_ce) {
+        {
             /* copy engine: one copy per run of stripes adjacent both in the
              * host tier and in the landing (whole entries); ~3 us each
-             * besides its bytes, so made for long runs (run-aware eviction) */
+             * besides its bytes, so made for long runs (run-aware eviction).
+             * A tile's own read from the landing checks the CRC. */
             const sw_cuda_swap_gather_item *g = P->items + P->item0;
             const int64_t n = P->nitem - P->item0;
             const uint64_t stb = P->land_stride;
@@ -1264,17 +1183,6 @@ static void land_flush(struct prelease *P, int launch)
                 ncopy++;
                 k = r;
             }
-        } else {
-            sw_cuda_swap_gather_args ga;
-            memset(&ga, 0, sizeof ga);
-            ga.g = P->items + P->item0;
-            ga.n = (int32_t)(P->nitem - P->item0);
-            ga.pool = P->land;
-            ga.bad = P->d_lbad; /* counted, not read: a tile's own gather from the
-                                 * landing checks the CRC and reports it */
-            ga.bad_cap = 0;
-            ga.ctas = P->ctas;
-            st = sw_cuda_swap_gather(&ga, P->lstream);
         }
         if (st == SW_OK && sw_cuda_swap_event_record(e, P->lstream) == SW_OK) {
             ev = P->chunk0 + P->ljob_ev++;
@@ -1297,7 +1205,7 @@ static void land_flush(struct prelease *P, int launch)
 }
 
 /* Queues block i (claimed, its leases lb[0..2H) taken) for the landing
- * gather when it is wholly leased and has landing room (and the thread's
+ * when it is wholly leased and has landing room (and the thread's
  * device is set: land_ok); 0 when it is not (the caller hands it over
  * now). */
 static int land_queue(struct prelease *P, int land_ok, int32_t i, const sw_store_lease *lb)
@@ -1322,13 +1230,13 @@ static int land_queue(struct prelease *P, int land_ok, int32_t i, const sw_store
 }
 
 /* Blocks a landing launch holds before it goes: the job's first land_start,
- * then (land_grow) twice the previous launch's up to land_blocks, so that the
- * copies start early and the thread's leases stay ahead of them. */
+ * then twice the previous launch's up to land_blocks, so that the copies
+ * start early and the thread's leases stay ahead of them. */
 static int32_t land_next(const struct prelease *P)
 {
     if (P->ljob_ev == 0)
         return P->land_start;
-    if (!P->land_grow || P->ljob_ev >= 8)
+    if (P->ljob_ev >= 8)
         return P->land_blocks;
     const int32_t g = P->land_start << P->ljob_ev;
     return g < P->land_blocks ? g : P->land_blocks;
@@ -1347,13 +1255,6 @@ static void prelease_run(struct prelease *P, int land_ok, int32_t limit, int cal
     int32_t mine[PL_CH];
     const int32_t n = limit < P->n ? limit : P->n;
     for (int32_t i0 = 0; i0 < n && !atomic_load(&P->cancel); i0 += PL_CH) {
-        /* SW_KNOB_LAND_YIELD=1: the caller's part ends once the thread
-         * has the job (polling once nudged); the two only take turns at lmu.
-         * Off by default: without the caller's head start the thread's
-         * leases fell behind the copy engine, idle 50-230 us a step on the
-         * H200 (docs/perf/swap.md) */
-        if (caller && P->land_yield && !atomic_load_explicit(&P->posted, memory_order_acquire))
-            break;
         const int32_t i1 = n - i0 < PL_CH ? n : i0 + PL_CH;
         int32_t nm = 0;
         pthread_mutex_lock(&P->lmu);
@@ -1409,11 +1310,11 @@ static void prelease_run(struct prelease *P, int land_ok, int32_t limit, int cal
         }
         /* the job's first launch small (its first tile waits for it), then
          * larger (fewer launches, less tail per launch); near the job's end
-         * (land_grow) halves: the tile chunks waiting for the last copy are
+         * halves: the tile chunks waiting for the last copy are
          * few (direct tiles launch by landing launch: land_groups) */
         const int32_t left = (P->job_nland < P->n ? P->job_nland : P->n) - i1;
         if (P->npend >= land_next(P) || atomic_load(&P->want) ||
-            (P->land_grow && P->npend >= P->land_start && P->npend >= left))
+            (P->npend >= P->land_start && P->npend >= left))
             land_flush(P, 1);
         pthread_mutex_unlock(&P->lmu);
     }
@@ -1423,7 +1324,7 @@ static void prelease_run(struct prelease *P, int land_ok, int32_t limit, int cal
     pthread_mutex_unlock(&P->lmu);
 }
 
-/* The timeline's landing lines (SW_KNOB_TIMELINE=1): each landing
+/* The timeline's landing lines (tuning timeline): each landing
  * launch's end on the GPU and the thread's clock at its record, from the
  * call's B mark (negative: before it, the job posted ahead of the scores);
  * call < 0: only dropped. */
@@ -1518,13 +1419,11 @@ static sw_status prelease_start_thread(sw_swap *s)
     P->device = d->device;
     P->layer = -1;
     P->tline = d->tline;
-    P->rel_async = sw_swap_tune(&s->tune, SW_KNOB_REL_ASYNC, 1) != 0;
     P->spin_s = d->spin_s;
-    P->land_yield = sw_swap_tune(&s->tune, SW_KNOB_LAND_YIELD, 0) != 0;
     atomic_init(&P->posted, 0u);
     d->pl = P; /* from here prelease_stop_thread frees what is set up */
     {
-        const int64_t mb = sw_swap_tune(&s->tune, SW_KNOB_LANDING_MB, 64);
+        const int64_t mb = s->tune.landing_mb;
         /* host-tier entries are one extent apart (a leased ptr is its
          * entry's first byte): leases that far apart are adjacent */
         sw_store_stats sst;
@@ -1540,23 +1439,18 @@ static sw_status prelease_start_thread(sw_swap *s)
                 sw_cuda_swap_alloc((void **)&P->land, (size_t)cap * st) == SW_OK) {
                 P->land_stride = st;
                 P->land_cap = cap;
-                const int64_t c = sw_swap_tune(&s->tune, SW_KNOB_LAND_CTAS, d->gather_ctas);
-                P->ctas = c >= 0 && c <= 64 * (int64_t)d->sms ? (int32_t)c : d->gather_ctas;
-                P->land_ce = sw_swap_tune(&s->tune, SW_KNOB_LAND_CE, 1) != 0;
-                const int64_t lb = sw_swap_tune(&s->tune, SW_KNOB_LAND_BLOCKS, 256);
+                const int64_t lb = s->tune.land_blocks;
                 P->land_blocks = lb >= PL_LAND && lb <= (1 << 20) ? (int32_t)lb : 256;
-                const int64_t ls = sw_swap_tune(&s->tune, SW_KNOB_LAND_START, PL_LAND);
+                const int64_t ls = s->tune.land_start;
                 P->land_start = ls >= PL_CH && ls <= P->land_blocks ? (int32_t)ls : PL_LAND;
-                int64_t lf = sw_swap_tune(&s->tune, SW_KNOB_LAND_FIRST, 320);
+                int64_t lf = s->tune.land_first;
                 lf = lf >= 0 && lf <= (1 << 20) ? lf : 320;
                 /* whole store calls: one split between the caller and the
                  * thread would be two, and a launch more than counted */
                 P->land_first = (int32_t)((lf + PL_CH - 1) / PL_CH * PL_CH);
-                P->land_grow = sw_swap_tune(&s->tune, SW_KNOB_LAND_GROW, 1) != 0;
                 if (sw_cuda_swap_stream_create(&P->lstream) != SW_OK ||
                     sw_cuda_host_alloc((void **)&P->items, sizeof *P->items * (size_t)cap) !=
-                        SW_OK ||
-                    sw_cuda_swap_alloc((void **)&P->d_lbad, sizeof(uint32_t)) != SW_OK) {
+                        SW_OK) {
                     sw_cuda_swap_free(P->land);
                     P->land = NULL; /* the rest is freed with the thread */
                 }
@@ -1591,7 +1485,7 @@ static void nudge_one(pthread_mutex_t *mu, pthread_cond_t *cv, int *nudge)
 void sw_swap_dev_nudge(sw_swap *s, int which)
 {
     sw_swap_dev *d = s->dev;
-    if (!d || !d->nudge)
+    if (!d)
         return;
     struct prelease *P = (which & 1) ? d->pl : NULL;
     if (P && P->spin_s > 0.0)
@@ -1627,7 +1521,7 @@ static void prelease_release(sw_swap *s)
                        sw_cuda_stream_sync(P->lstream) != SW_OK))
         return; /* a broken context: the entries stay leased rather than reused under a copy */
     P->lcopied = 0;
-    if (P->rel_async && P->nent > 0) {
+    if (P->nent > 0) {
         /* the thread releases them (the entry list swapped for its spare) */
         uint32_t *e = P->ent;
         const size_t cap = P->ent_cap;
@@ -1643,8 +1537,6 @@ static void prelease_release(sw_swap *s)
         atomic_store_explicit(&P->posted, 1u, memory_order_release);
         pthread_cond_signal(&P->cv);
         pthread_mutex_unlock(&P->mu);
-    } else {
-        sw_store_host_release_entries(s->store, P->nent, P->ent);
     }
     P->nent = 0;
     P->n = 0;
@@ -1676,7 +1568,6 @@ static void prelease_free(struct prelease *P)
     free(P->lev_of);
     free(P->pend);
     sw_cuda_host_free(P->items);
-    sw_cuda_swap_free(P->d_lbad);
     for (int32_t i = 0; i < P->lev_cap; i++)
         sw_cuda_swap_event_destroy(P->lev[i]);
     free(P->lev);
@@ -2105,7 +1996,7 @@ sw_status sw_swap_dev_attend_begin(sw_swap *s, const sw_swap_attend_params *p,
     sw_swap_dev *d = s->dev;
     /* descriptors read in place this call when its first job (posted before
      * this, attend_dev) lands blocks: its copies would queue the uploads */
-    d->zc = d->desc_zc && d->pl && d->pl->job_nland > 0;
+    d->zc = d->pl && d->pl->job_nland > 0;
     const int32_t H = s->m.num_kv_heads, Hq = s->m.num_qo_heads, G = Hq / H;
     const int32_t D = s->m.head_dim, R = s->c.predictor_rank;
     const int64_t rows = p->q_indptr[p->batch];
@@ -2126,9 +2017,9 @@ sw_status sw_swap_dev_attend_begin(sw_swap *s, const sw_swap_attend_params *p,
         part = need > part ? need : part;
     }
     if (d->direct) {
-        /* a direct tile's partials: one per direct_bpc blocks and kv head */
-        const size_t dp = (size_t)((s->tile_blocks + d->direct_bpc - 1) / d->direct_bpc) *
-                          (size_t)H * SW_CUDA_SWAP_RG * (size_t)(D + 2);
+        /* a direct tile's partials: one per block and kv head (a CTA a
+         * block: it is 4 warps, so occupancy comes from CTAs) */
+        const size_t dp = (size_t)s->tile_blocks * (size_t)H * SW_CUDA_SWAP_RG * (size_t)(D + 2);
         part = dp > part ? dp : part;
     }
     d->hrows = hrows;
@@ -2144,12 +2035,8 @@ sw_status sw_swap_dev_attend_begin(sw_swap *s, const sw_swap_attend_params *p,
     const size_t o_qp = o_acc + hr * (size_t)D, o_sc = o_qp + hr * (size_t)R;
     const size_t o_part = o_sc + sw_align_up((size_t)total + 1, 4);
     const size_t o_f32 = o_part + (d->direct ? SW_SWAP_NPART : 1) * part;
-    /* fused-merge counts: at most one per (kv head, row group) of a tile,
-     * and a tile's partials hold 8 x (D + 2) floats for each of those */
-    const size_t ncount = part / (8 * ((size_t)D + 2)) + 1;
-    const size_t o_cnt = o_f32 + (p->sparse_top_k > 0 && p->sparse_check ? hr * (size_t)D : 0);
-    const size_t o_p2 = o_cnt + (d->fused ? sw_align_up(ncount, 4) : 0);
-    if (!d->direct || !d->merge_split)
+    const size_t o_p2 = o_f32 + (p->sparse_top_k > 0 && p->sparse_check ? hr * (size_t)D : 0);
+    if (!d->direct)
         p2 = 0;
     const size_t need = o_p2 + p2;
     SW_TRY(ensure_ws(d, need));
@@ -2162,10 +2049,8 @@ sw_status sw_swap_dev_attend_begin(sw_swap *s, const sw_swap_attend_params *p,
     for (int i = 0; i < SW_SWAP_NPART; i++)
         d->d_partk[i] = d->direct ? d->ws + o_part + (size_t)i * part : NULL;
     d->d_f32 = d->ws + o_f32;
-    d->d_count = d->fused ? (uint32_t *)(d->ws + o_cnt) : NULL; /* 4-byte words, like the floats */
     d->d_part2 = p2 ? d->ws + o_p2 : NULL;
     d->part2_floats = p2;
-    d->ncount = d->fused ? ncount : 0;
     /* descriptors: scored blocks, 2 passes of tile blocks and fills, scores */
     const size_t nb = (size_t)total + 1;
     /* gathers: per pass (two with a sparse check) every stripe of every
@@ -2230,8 +2115,6 @@ sw_status sw_swap_dev_attend_begin(sw_swap *s, const sw_swap_attend_params *p,
 sw_status sw_swap_dev_pass_begin(sw_swap *s, const sw_swap_attend_params *p, void *stream)
 {
     sw_swap_dev *d = s->dev;
-    if (d->d_count) /* a failed call may have left counts behind */
-        SW_TRY(sw_cuda_swap_zero(d->d_count, sizeof(uint32_t) * d->ncount, stream));
     SW_TRY(sw_cuda_swap_state_init(d->d_m, d->d_l, d->d_acc, d->hrows, s->m.head_dim, stream));
     if (d->direct) {
         /* the tile streams start after the state's initialisation (and
@@ -2433,7 +2316,7 @@ sw_status sw_swap_dev_gather(sw_swap *s, const sw_swap_attend_params *p, const s
     *issued = 0;
     if (t->direct)
         return SW_OK; /* the direct kernel reads it when the tile computes */
-    if (!d->ahead || !t->lease || t->hbuf < 0 || t->hbuf >= d->nhstage || t->buf < 0 ||
+    if (!d->gather || !t->lease || t->hbuf < 0 || t->hbuf >= d->nhstage || t->buf < 0 ||
         t->buf >= d->nhstage)
         return SW_OK;
     const size_t spb = 2 * (size_t)s->m.num_kv_heads;
@@ -2500,9 +2383,9 @@ sw_status sw_swap_dev_gather(sw_swap *s, const sw_swap_attend_params *p, const s
 
 /* Tile t through the direct kernel on stream cs, its partials in part. */
 /* The tile kernels' arguments both tile paths share: the sequence's rows,
- * shapes, state and partials (nchunks: a direct tile's one per direct_bpc
- * blocks, else sw_swap_dev_chunks'), checked against the partials planned.
- * The caller sets blk (and the fused merge's fields). */
+ * shapes, state and partials (nchunks: a direct tile's one per block, else
+ * sw_swap_dev_chunks'), checked against the partials planned. The caller
+ * sets blk. */
 static sw_status tile_args_of(const sw_swap *s, const sw_swap_attend_params *p,
                               const sw_swap_seq *q, const sw_swap_dev_tile *t, float *part,
                               int direct, sw_cuda_swap_tile_args *a)
@@ -2530,15 +2413,12 @@ static sw_status tile_args_of(const sw_swap *s, const sw_swap_attend_params *p,
     const float scale = p->sm_scale != 0.0f ? p->sm_scale : 1.0f / sqrtf((float)D);
     a->qscale = scale * 1.4426950408889634f;
     a->nrg = (int32_t)(((int64_t)ql * G + SW_CUDA_SWAP_RG - 1) / SW_CUDA_SWAP_RG);
-    a->nchunks = direct ? (t->n + d->direct_bpc - 1) / d->direct_bpc
-                        : sw_swap_dev_chunks(t->n, H, a->nrg, d->ctas);
+    a->nchunks = direct ? t->n : sw_swap_dev_chunks(t->n, H, a->nrg, d->ctas);
     if ((size_t)a->nchunks * (size_t)H * (size_t)a->nrg * SW_CUDA_SWAP_RG * (size_t)(D + 2) >
         d->part_floats)
         return sw_fail(SW_STATUS_INTERNAL, "tile partials: %d chunks x %d row groups exceed "
                        "the %zu floats planned", a->nchunks, a->nrg, d->part_floats);
     a->part = part;
-    a->kernel = d->kernel;
-    a->bulk_variant = d->bulk_variant;
     a->row0 = r0;
     a->m = d->d_m;
     a->l = d->d_l;
@@ -2552,11 +2432,10 @@ static sw_status merge_behind(sw_swap_dev *d, const sw_cuda_swap_tile_args *a, v
 {
     SW_TRY(sw_cuda_swap_event_record(d->ev_kdone[kp], cs));
     SW_TRY(sw_cuda_swap_stream_wait(d->mstream, d->ev_kdone[kp]));
-    if (d->merge_split && d->d_part2)
+    if (d->d_part2)
         SW_TRY(sw_cuda_swap_merge_split(a, d->d_part2, d->part2_floats, d->sms, d->mstream));
     else
-        SW_TRY(d->merge_wide ? sw_cuda_swap_merge_wide(a, d->mstream)
-                             : sw_cuda_swap_merge(a, d->mstream));
+        SW_TRY(sw_cuda_swap_merge_wide(a, d->mstream));
     tl_mark(d, d->mstream, 'M', kp);
     return sw_cuda_swap_event_record(d->ev_mdone[kp], d->mstream);
 }
@@ -2764,11 +2643,6 @@ sw_status sw_swap_dev_compute(sw_swap *s, const sw_swap_attend_params *p, const 
     sw_cuda_swap_tile_args a;
     SW_TRY(tile_args_of(s, p, q, t, part, 0, &a));
     a.blk = (const sw_cuda_swap_blk *)(DESC_K(d) + bo);
-    a.fused = d->d_count != NULL;
-    a.count = d->d_count;
-    if (a.fused && (size_t)H * (size_t)a.nrg > d->ncount)
-        return sw_fail(SW_STATUS_INTERNAL, "fused merge: %d x %d counts exceed the %zu planned", H,
-                       a.nrg, d->ncount);
     void *e0 = NULL, *e1 = NULL;
     if (d->timing) {
         SW_TRY(timing_event(d, 2 * d->tev_used, &e0));
@@ -2782,9 +2656,8 @@ sw_status sw_swap_dev_compute(sw_swap *s, const sw_swap_attend_params *p, const 
     }
     if (d->direct) /* on the merge stream, in tile order */
         SW_TRY(merge_behind(d, &a, stream, kp));
-    else if (!a.fused) /* else in the tile kernel (or in sw_cuda_swap_tile after it) */
-        SW_TRY(d->merge_wide ? sw_cuda_swap_merge_wide(&a, stream)
-                             : sw_cuda_swap_merge(&a, stream));
+    else
+        SW_TRY(sw_cuda_swap_merge(&a, stream));
     tl_mark(d, stream, 'C', t->hbuf);
     s->st.kernel_kv_bytes += kv_bytes;
     return SW_OK;

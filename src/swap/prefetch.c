@@ -20,12 +20,10 @@ int32_t sw_swap_prefetch_depth(int32_t configured, int32_t resident_blocks, int3
     return configured > SW_SWAP_MAX_PREFETCH ? SW_SWAP_MAX_PREFETCH : configured;
 }
 
-int32_t sw_swap_auto_tile_cap(int host_pool, int host_tier, uint32_t align_blocks, int64_t env)
+int32_t sw_swap_auto_tile_cap(int host_pool, int host_tier, uint32_t align_blocks)
 {
     if (!host_pool)
         return 16;
-    if (env > 0)
-        return env < SW_SWAP_MAX_AUTO_TILE ? (int32_t)env : SW_SWAP_MAX_AUTO_TILE;
     /* A host pool's tile is one read ticket, cut at store runs: at 16
      * blocks, every ticket was a quarter of a 64-block run per stream, read
      * as 64 KiB device requests with ~4 tiles in flight (`spillway bench

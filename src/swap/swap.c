@@ -5,9 +5,11 @@
 #include "core/sw_core.h"
 
 #include <math.h>
+#include <sched.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define SW_SWAP_MAX_HEAD_DIM 1024
 #define SW_SWAP_MAX_BLOCK 65536
@@ -27,6 +29,7 @@ void sw_swap_config_init(sw_swap_config *c)
     c->prefetch_depth = 4;
     c->policy = SW_SWAP_POLICY_SCORE;
     c->pool = SW_SWAP_POOL_HOST;
+    c->thread_spin_us = -1;
 }
 
 void sw_swap_model_init(sw_swap_model *m)
@@ -73,6 +76,17 @@ size_t sw_swap_kv_elem_size(sw_swap_kv_dtype t)
     return 0;
 }
 
+/* CPUs this process may run on (its affinity mask; else the online ones). */
+static int32_t affinity_cpus(void)
+{
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+        cpus = CPU_COUNT(&set);
+    return cpus < 1 ? 1 : cpus > INT32_MAX ? INT32_MAX : (int32_t)cpus;
+}
+
 static sw_status check_model(const sw_swap_model *m)
 {
     if (m->struct_size != sizeof *m)
@@ -112,13 +126,11 @@ static sw_status check_config(const sw_swap_config *c)
         return sw_fail(SW_STATUS_INVALID, "unknown policy %d", (int)c->policy);
     if (c->pool != SW_SWAP_POOL_HOST && c->pool != SW_SWAP_POOL_DEVICE)
         return sw_fail(SW_STATUS_INVALID, "unknown pool kind %d", (int)c->pool);
+    if (c->struct_size >= offsetof(sw_swap_config, thread_spin_us) + sizeof(int32_t) &&
+        (c->thread_spin_us < -1 || c->thread_spin_us > 10000000))
+        return sw_fail(SW_STATUS_INVALID, "thread_spin_us %d not in [-1, 10000000]",
+                       c->thread_spin_us);
     return SW_OK;
-}
-
-void sw_swap_tuning_default(sw_swap_tuning *t)
-{
-    for (int k = 0; k < SW_KNOB_COUNT; k++)
-        t->v[k] = SW_SWAP_TUNE_DEFAULT;
 }
 
 sw_status sw_swap_create(const sw_swap_model *model, const sw_swap_config *config,
@@ -164,27 +176,30 @@ sw_status sw_swap_create_tuned(const sw_swap_model *model, const sw_swap_config 
         return sw_fail(SW_STATUS_NO_MEMORY, "sw_swap_create: handle");
     s->m = *model;
     s->c = *config;
-    if (tuning)
-        s->tune = *tuning;
-    else
-        sw_swap_tuning_default(&s->tune);
     s->store = store;
     s->store_stripe_bytes = (uint32_t)sst.stripe_bytes;
-    s->align_blocks = sw_swap_tune(&s->tune, SW_KNOB_ALIGN_TILES, 1) != 0 && sst.run_blocks > 1 &&
-                              sst.run_blocks <= UINT32_MAX
-                          ? (uint32_t)sst.run_blocks
-                          : 0;
     {
-        const int64_t w = sw_swap_tune(&s->tune, SW_KNOB_RUN_EVICT, -1);
-        /* a device pool: 8 (over a host tier its misses are copied by the
-         * landing in runs; over the disk alone the store reads
-         * 1.07 x the payload against 1.16 at 4, steps 27-29 ms against
-         * 30.5-30.8 on the H200); a host pool: 4 without a host
-         * tier, off over one */
-        const int64_t def = config->pool == SW_SWAP_POOL_DEVICE ? SW_SWAP_RUN_EVICT_HOST
-                            : sst.host_capacity_bytes == 0      ? SW_SWAP_RUN_EVICT_DEFAULT
-                                                                : 0;
-        s->run_evict = s->align_blocks ? (int32_t)(w < 0 ? def : w > 64 ? 64 : w) : 0;
+        /* the heuristics' decisions for this machine and store, then the
+         * caller's overrides (tests, bench/dev) */
+        sw_swap_facts f;
+        memset(&f, 0, sizeof f);
+        f.device_pool = config->pool == SW_SWAP_POOL_DEVICE;
+        f.host_tier = sst.host_capacity_bytes > 0;
+        f.aligned = sst.run_blocks > 1 && sst.run_blocks <= UINT32_MAX;
+        f.cpus = affinity_cpus();
+        sw_status st = f.device_pool ? sw_cuda_swap_sm_count(config->device, &f.sms) : SW_OK;
+        if (st != SW_OK) {
+            free(s);
+            return st;
+        }
+        sw_swap_heuristics(&f, &s->tune);
+        if (config->thread_spin_us >= 0)
+            s->tune.spin_us = config->thread_spin_us;
+        if (tuning)
+            sw_swap_tuning_apply(&s->tune, tuning);
+        s->align_blocks = s->tune.align_tiles != 0 && f.aligned ? (uint32_t)sst.run_blocks : 0;
+        const int32_t w = s->tune.run_evict;
+        s->run_evict = s->align_blocks ? (w < 0 ? 0 : w > 64 ? 64 : w) : 0;
     }
     int32_t tb = config->tile_blocks;
     if (tb == 0) {
@@ -192,8 +207,7 @@ sw_status sw_swap_create_tuned(const sw_swap_model *model, const sw_swap_config 
         if (tb < 1)
             tb = 1;
         const int32_t cap = sw_swap_auto_tile_cap(config->pool == SW_SWAP_POOL_HOST,
-                                                  sst.host_capacity_bytes > 0, s->align_blocks,
-                                                  sw_swap_tune(&s->tune, SW_KNOB_HOST_TILE, 0));
+                                                  sst.host_capacity_bytes > 0, s->align_blocks);
         if (tb > cap)
             tb = cap;
     }

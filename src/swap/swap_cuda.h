@@ -37,7 +37,7 @@ int sw_cuda_is_device_ptr(const void *p);
 /* ---- kernels ---- */
 /* One block of a tile as the tile kernel sees it (16-byte aligned array in
  * device memory, or in pinned host memory read in place: device.c's
- * SW_KNOB_DESC_ZC). */
+ * DESC_K). */
 typedef struct sw_cuda_swap_blk {
     int32_t slot;      /* pool slot */
     int32_t block;     /* logical block: first token = block * block_size */
@@ -109,28 +109,13 @@ typedef struct sw_cuda_swap_tile_args {
     int32_t causal;
     float qscale;                  /* sm_scale * log2(e) */
     int32_t nchunks, nrg;          /* grid: nchunks x H x nrg */
-    int32_t kernel;                /* 0 = tensor cores (swap_tile_mma.cu; the
-                                    * CUDA-core kernel where it has no instance),
-                                    * 1 = CUDA cores (swap_tile.cu), 2 = tensor
-                                    * cores, streaming (swap_tile_stream.cu),
-                                    * 3 = bulk copies into an mbarrier ring
-                                    * (swap_tile_bulk.cu, sm_90+; else 2) */
-    int32_t bulk_variant;          /* kernel 3: 1 = the descriptor-window
-                                    * variant (SW_BK_V_FIX), 0 = the first */
     float *part;                   /* [nchunks][H][nrg][8][D + 2] */
     /* merge */
     int32_t row0;                  /* first query row of the sequence */
     float *m, *l, *acc;            /* running state [rows][Hq] (acc x D) */
-    /* fused merge (built with -DSW_SWAP_FUSED_MERGE=1; SW_KNOB_FUSED_MERGE=0
-     * turns it off at run time): the last CTA of each (kv
-     * head, row group) to finish, by an atomic count, folds the nchunks
-     * partials into the running state, so a tile is one launch; count:
-     * device [H][nrg], zero between tiles (the last CTA resets its own) */
-    int32_t fused;
-    uint32_t *count;
 } sw_cuda_swap_tile_args;
 
-/* Rows of one tile-kernel CTA (query rows x group heads), both kernels. */
+/* Rows of one tile-kernel CTA (query rows x group heads), every kernel. */
 #define SW_CUDA_SWAP_RG 8
 
 /* 1 when the tile kernel has an instance for head_dim d. */
@@ -138,6 +123,10 @@ int sw_cuda_swap_head_dim_ok(int32_t d);
 sw_status sw_cuda_swap_scatter(const sw_cuda_swap_scatter_args *a, void *stream);
 /* swap_gather.cu: `ctas` CTAs walking the n stripes (n = 0: nothing). */
 sw_status sw_cuda_swap_gather(const sw_cuda_swap_gather_args *a, void *stream);
+/* The tile kernel: bulk copies into an mbarrier ring (swap_tile_bulk.cu) on
+ * sm_90 and later, else the streaming tensor-core kernel
+ * (swap_tile_stream.cu); SW_STATUS_UNSUPPORTED where neither has an
+ * instance (head_dim, shared memory). */
 sw_status sw_cuda_swap_tile(const sw_cuda_swap_tile_args *a, void *stream);
 /* Loads every swap kernel for head_dim D on the current device (CUDA loads a
  * kernel lazily at its first launch: ~0.7 ms inside the first call that uses
@@ -145,8 +134,8 @@ sw_status sw_cuda_swap_tile(const sw_cuda_swap_tile_args *a, void *stream);
 void sw_cuda_swap_preload(int32_t D);
 sw_status sw_cuda_swap_merge(const sw_cuda_swap_tile_args *a, void *stream);
 /* The same fold with the chunks read in parallel (identical results to
- * sw_cuda_swap_merge; the engine's SW_KNOB_MERGE_WIDE picks it; direct
- * mode's merges go through sw_cuda_swap_merge_split). */
+ * sw_cuda_swap_merge; the engine's direct mode merges with it, through
+ * sw_cuda_swap_merge_split). */
 sw_status sw_cuda_swap_merge_wide(const sw_cuda_swap_tile_args *a, void *stream);
 /* The same fold in two steps for many chunks: parts of the chunks (about two
  * CTAs an SM over rows, kv heads and parts, at most as many parts as
@@ -187,13 +176,6 @@ typedef struct sw_cuda_swap_direct_args {
 /* 1 when the direct kernel takes a tile of this shape. */
 int sw_cuda_swap_direct_ok(int32_t D, int32_t B, int32_t nrg);
 sw_status sw_cuda_swap_tile_direct(const sw_cuda_swap_direct_args *a, void *stream);
-/* 1 when the tile kernels were built with the fused merge
- * (-DSW_SWAP_FUSED_MERGE=1 in the CUDA flags; the default is here, for the
- * kernels and this query alike). */
-#ifndef SW_SWAP_FUSED_MERGE
-#define SW_SWAP_FUSED_MERGE 0
-#endif
-int sw_cuda_swap_fused_merge(void);
 /* m = -inf, l = 0, acc = 0 for n (row, head) pairs. */
 sw_status sw_cuda_swap_state_init(float *m, float *l, float *acc, int64_t n, int32_t D,
                                   void *stream);

@@ -33,7 +33,6 @@ sw_status sw_cuda_swap_copy(void *dst, const void *src, size_t bytes, void *stre
     (void)dst; (void)src; (void)bytes; (void)stream;
     return no_cuda();
 }
-int sw_cuda_swap_fused_merge(void) { return 0; }
 void sw_cuda_swap_preload(int32_t D) { (void)D; }
 sw_status sw_cuda_swap_merge_wide(const sw_cuda_swap_tile_args *a, void *stream)
 {

@@ -91,69 +91,84 @@ typedef struct sw_swap_tscratch {
  * padded key count of a block's score row. */
 #define SW_SWAP_TROWS 8
 
-/* The engine's decisions beyond its config (tile kernel, gathers, landing,
- * merges, threads): each knob's library default sits where it is read
- * (sw_swap_tune's `def`); a tuning overrides some of them for tests and
- * bench/dev variants (sw_swap_create_tuned). Not a user option and not read
- * from the environment. */
-typedef enum sw_swap_knob {
-    SW_KNOB_TIMELINE,        /* diagnostic: timed events per phase (0) */
-    SW_KNOB_NUDGE,           /* wake the threads at an attend's start (1) */
-    SW_KNOB_TILE_KERNEL,     /* 0 mma, 1 CUDA cores, 2 stream, 3 bulk (3) */
-    SW_KNOB_FUSED_MERGE,     /* fused merge where built (1) */
-    SW_KNOB_TILE_CTAS_PER_SM,/* 1..32 (by kernel and head_dim) */
-    SW_KNOB_HOST_GATHER,     /* host-tier hits by the gather kernel (1) */
-    SW_KNOB_GATHER_AHEAD,    /* gathers issued ahead of the tiles (1) */
-    SW_KNOB_GATHER_CTAS,     /* CTAs per gather launch (SMs / 2; 0: one per stripe) */
-    SW_KNOB_PRELEASE,        /* the prelease thread (1) */
-    SW_KNOB_DIRECT,          /* direct tiles (1) */
-    SW_KNOB_MERGE_WIDE,      /* the wide merge (= direct) */
-    SW_KNOB_MERGE_SPLIT,     /* split merges in direct mode (1) */
-    SW_KNOB_LAND_GROUPS,     /* landing launch groups (4) */
-    SW_KNOB_DESC_ZC,         /* descriptors read from pinned host memory (1) */
-    SW_KNOB_BULK_VARIANT,    /* kernel 3's descriptor-window variant (0) */
-    SW_KNOB_MERGE_CHUNKS,    /* chunks per direct-tile merge range (64; 0: one) */
-    SW_KNOB_DIRECT_BPC,      /* blocks per direct CTA (1) */
-    SW_KNOB_LAUNCHER,        /* the launcher thread (1) */
-    SW_KNOB_SPIN_US,         /* threads poll before sleeping (2000 with >= 8 CPUs, else 0) */
-    SW_KNOB_REL_ASYNC,       /* leases released by the thread (1) */
-    SW_KNOB_LAND_YIELD,      /* the caller's first blocks end when the thread takes the job (0) */
-    SW_KNOB_LANDING_MB,      /* landing buffer, MiB (64; 0: off) */
-    SW_KNOB_LAND_CTAS,       /* CTAs per landing gather (= gather CTAs) */
-    SW_KNOB_LAND_CE,         /* landing by copy-engine copies (1) */
-    SW_KNOB_LAND_BLOCKS,     /* blocks per landing launch (256) */
-    SW_KNOB_LAND_START,      /* blocks of the job's first launch */
-    SW_KNOB_LAND_FIRST,      /* the caller's first blocks (320) */
-    SW_KNOB_LAND_GROW,       /* landing launches grow (1) */
-    SW_KNOB_ALIGN_TILES,     /* tiles aligned to store runs (1) */
-    SW_KNOB_RUN_EVICT,       /* run-aware eviction window in tiles (by pool; 0: off) */
-    SW_KNOB_HOST_TILE,       /* the host pool's automatic tile cap (0: by store) */
-    SW_KNOB_RANK_FIRST,      /* victims ranked once per tile (1) */
-    SW_KNOB_COUNT
-} sw_swap_knob;
+/* What the engine's heuristics decide from: the machine and the store as
+ * sw_swap_create finds them. */
+typedef struct sw_swap_facts {
+    int device_pool;      /* 1: slots in GPU memory */
+    int host_tier;        /* 1: the store has a host-RAM tier */
+    int aligned;          /* 1: tiles aligned to store runs (swap.align_blocks > 0) */
+    int32_t sms;          /* device pool: the device's SMs (else 0) */
+    int32_t cpus;         /* CPUs in the process's affinity mask */
+} sw_swap_facts;
 
-#define SW_SWAP_TUNE_DEFAULT INT64_MIN /* a knob left to the library */
-
+/* The engine's own decisions beyond its config, as sw_swap_heuristics makes
+ * them; a test or a bench/dev program may override fields
+ * (sw_swap_create_tuned). Every field is an int32_t; not a user option and
+ * never read from the environment. Ranges are enforced where each is used. */
 typedef struct sw_swap_tuning {
-    int64_t v[SW_KNOB_COUNT];
+    /* run-aware eviction window in tiles, 0 = victims in plain policy order
+     * (attend.c runs_first): 8 for a device pool (over a host tier the
+     * pass's misses are one run of entries the landing copies whole; over
+     * the disk alone the store reads 1.07 x the payload against 1.16 at 4,
+     * steps 27-29 ms against 30.5-30.8 on the H200), 4 for a host pool
+     * without a host tier, 0 over one; 0 when tiles are not aligned to runs.
+     * At most 64. */
+    int32_t run_evict;
+    /* tile-kernel CTAs per launch: one per SM (the bulk and streaming
+     * kernels hold ~195-214 KiB of stages a CTA) */
+    int32_t tile_ctas;
+    /* CTAs per host-tier gather launch (swap_gather.cu; 0: one per stripe):
+     * half the SMs (H200 host-tier case: 66 CTAs 52.6 / 52.8% of pinned H2D
+     * against 40.4 / 50.0 / 47.4% with 132, 44.2% with 33) */
+    int32_t gather_ctas;
+    /* how long the engine's threads (prelease, launcher) poll for a job
+     * before they sleep, us: 2000 with >= 8 CPUs, else 0 (a config's
+     * thread_spin_us >= 0 replaces it) */
+    int32_t spin_us;
+    /* device landing buffer of the prelease thread, MiB (0: none; the tiles
+     * then read the host tier): 64, more than the bench's 50 MB a call */
+    int32_t landing_mb;
+    /* landing launch sizes, blocks: the job's first launch (64: its first
+     * tile waits for it), later ones doubling up to land_blocks (256: 8 MiB
+     * copies run at the copy engine's ~52.5 GB/s, 1 MiB ones lose 14%), and
+     * the blocks the caller lands itself when it posts the job (320: the
+     * copy engine starts ~0.1 ms earlier) */
+    int32_t land_start, land_blocks, land_first;
+    /* a direct tile's launches at most, by landing launch (4, 1..8) */
+    int32_t land_groups;
+    /* a direct tile's partials merged in fixed ranges of this many chunks
+     * (64; 0: one merge a tile) */
+    int32_t merge_chunks;
+    /* diagnostic: timed events per phase of each device-pool call, printed
+     * to stderr at the call's end (0) */
+    int32_t timeline;
+    /* 1: host-tier hits read by the GPU from the store's pinned host tier
+     * where the tier is mapped; 0: through the read tickets, as over a tier
+     * CUDA cannot map (tests compare the two paths) */
+    int32_t host_gather;
+    /* 1: a tile's missing blocks kept within store runs; 0: tiles cut by
+     * count, as over a store without runs (tests) */
+    int32_t align_tiles;
 } sw_swap_tuning;
 
-/* Every knob at SW_SWAP_TUNE_DEFAULT. */
+#define SW_SWAP_TUNE_DEFAULT INT32_MIN /* a field left to the heuristics */
+
+/* The library's tuning for these facts. Pure. */
+void sw_swap_heuristics(const sw_swap_facts *f, sw_swap_tuning *t);
+/* Every field at SW_SWAP_TUNE_DEFAULT (an override that overrides nothing). */
 void sw_swap_tuning_default(sw_swap_tuning *t);
+/* t's fields overridden by o's that are not SW_SWAP_TUNE_DEFAULT. */
+void sw_swap_tuning_apply(sw_swap_tuning *t, const sw_swap_tuning *o);
 
-static inline int64_t sw_swap_tune(const sw_swap_tuning *t, sw_swap_knob k, int64_t def)
-{
-    return t->v[k] == SW_SWAP_TUNE_DEFAULT ? def : t->v[k];
-}
-
-/* sw_swap_create with a tuning (NULL = every knob the library's). */
+/* sw_swap_create with some of the heuristics' decisions overridden
+ * (`tuning` from sw_swap_tuning_default with fields set; NULL = none). */
 sw_status sw_swap_create_tuned(const sw_swap_model *model, const sw_swap_config *config,
                                sw_store *store, const sw_swap_tuning *tuning, sw_swap **out);
 
 struct sw_swap {
     sw_swap_model m;
     sw_swap_config c;
-    sw_swap_tuning tune;
+    sw_swap_tuning tune;    /* the heuristics' decisions with the overrides */
     sw_store *store;
     int32_t tile_blocks;
     int32_t prefetch;       /* effective read-ahead depth in tiles (0 = none) */
@@ -164,10 +179,10 @@ struct sw_swap {
     uint32_t store_stripe_bytes;
     /* Store chunk that a tile's missing blocks stay within (plan_tile):
      * the store's run_blocks, 0 = tiles cut by count only
-     * (SW_KNOB_ALIGN_TILES=0). */
+     * (tuning align_tiles 0, or a store without runs). */
     uint32_t align_blocks;
     int32_t run_evict;      /* run-aware eviction window in tiles, 0 = off
-                             * (see SW_SWAP_RUN_EVICT_DEFAULT) */
+                             * (sw_swap_tuning.run_evict) */
     float *proj;            /* P[head_dim][rank] */
     sw_swap_seq **seqs;
     size_t nseqs, seqs_cap;
@@ -246,19 +261,6 @@ uint64_t sw_swap_pool_used(const sw_swap *s);
  * the log added in 8d2b95b). Pure. */
 int sw_swap_tile_takes(int64_t cur, int64_t next, int32_t ahead, int32_t room);
 
-/* ---- attend.c ---- */
-/* Run-aware eviction window, in tiles (SW_KNOB_RUN_EVICT, read at
- * sw_swap_create; default SW_SWAP_RUN_EVICT_HOST for a device pool, else
- * SW_SWAP_RUN_EVICT_DEFAULT when the store has no host tier, else 0): 0 = victims in plain policy order; W > 0 = the first
- * W x tile_blocks victims of the policy, reordered so that blocks of the
- * store runs with the fewest resident blocks go first (attend.c,
- * runs_first). Needs tiles aligned to store runs. */
-#define SW_SWAP_RUN_EVICT_DEFAULT 4
-/* ... and a device pool's: over a host tier the pass's misses one run of
- * host-tier entries, copied whole by the landing; over the disk alone fewer
- * gaps read through (docs/swap.md) */
-#define SW_SWAP_RUN_EVICT_HOST 8
-
 /* ---- prefetch.c ---- */
 /* Read-ahead depth for a config and tile size: the configured depth, at
  * most SW_SWAP_MAX_PREFETCH (staging: depth + 1 tiles), 0 when
@@ -268,12 +270,11 @@ int sw_swap_tile_takes(int64_t cur, int64_t next, int32_t ahead, int32_t room);
 int32_t sw_swap_prefetch_depth(int32_t configured, int32_t resident_blocks, int32_t tile_blocks);
 /* Upper bound of the default tile (config tile_blocks 0, which is also
  * at most resident_blocks / 8): 16 for a device pool; for a host pool
- * `env` (SW_KNOB_HOST_TILE) when > 0, else, when the store has no
- * host tier (host_tier 0) and tiles are aligned to store runs of
- * align_blocks >= 16 blocks, align_blocks, else 16; at most
- * SW_SWAP_MAX_AUTO_TILE. Pure. */
+ * whose store has no host tier (host_tier 0) and whose tiles are aligned
+ * to store runs of align_blocks >= 16 blocks, align_blocks, else 16; at
+ * most SW_SWAP_MAX_AUTO_TILE. Pure. */
 #define SW_SWAP_MAX_AUTO_TILE 256
-int32_t sw_swap_auto_tile_cap(int host_pool, int host_tier, uint32_t align_blocks, int64_t env);
+int32_t sw_swap_auto_tile_cap(int host_pool, int host_tier, uint32_t align_blocks);
 /* Submits a job as a store read ticket (n = 0: nothing). On failure every
  * status is the submit's error, no ticket is outstanding, and that status
  * is returned. Before the wait, statuses read SW_STATUS_INTERNAL. */
@@ -335,7 +336,7 @@ extern float sw_swap_e4m3_lut[256];
 /* ---- device.c: the device pool ---- */
 /* Heuristics (pure, unit-tested without a GPU). */
 /* Block ranges per (tile, kv head, row group) of the tile kernel: about
- * `ctas` CTAs in all (the device asks for 2 per SM), at least two blocks
+ * `ctas` CTAs in all (tuning tile_ctas), at least two blocks
  * per CTA; 1..nblk, never decreasing with nblk. */
 int32_t sw_swap_dev_chunks(int32_t nblk, int32_t H, int32_t nrg, int32_t ctas);
 /* Floats of the tile kernel's partial states for a sequence of ql query
@@ -374,7 +375,7 @@ sw_status sw_swap_dev_upload(sw_swap *s, int hbuf, int buf, int32_t nmiss,
 int sw_swap_dev_gathers(const sw_swap *s);
 /* Leases keys[0..n) (sw_store_host_lease; lease[i].ptr NULL: read it
  * through the ticket). The entries stay leased until the call's verdict. */
-/* Prelease (SW_KNOB_PRELEASE=1): blocks[0..n) of sequence q (missing
+/* Prelease (with the host-tier gather): blocks[0..n) of sequence q (missing
  * when its order was built, in visiting order) leased from the host tier by
  * a thread of the engine while the caller plans; no-op when it is off. */
 sw_status sw_swap_dev_prelease(sw_swap *s, const sw_swap_seq *q, int32_t layer,
@@ -384,18 +385,18 @@ sw_status sw_swap_dev_prelease(sw_swap *s, const sw_swap_seq *q, int32_t layer,
  * leases and landing copies start with the call; the same job posted again
  * when the order is built is kept, not restarted. */
 int sw_swap_dev_preleases(const sw_swap *s);
-/* The timeline's host-only phase mark `kind` (SW_KNOB_TIMELINE=1; else
+/* The timeline's host-only phase mark `kind` (tuning timeline; else
  * nothing): printed with the call's marks, in ms from its B mark. */
 void sw_swap_dev_tl_phase(sw_swap *s, char kind);
 /* Waits for the prelease thread's work of the last call (the release of its
- * host-tier leases, SW_KNOB_REL_ASYNC): before the engine writes the
+ * host-tier leases): before the engine writes the
  * store, so that its eviction sees the tier as it would without the thread. */
 void sw_swap_dev_quiesce(sw_swap *s);
 /* Wakes the engine's threads ahead of their jobs (which: 1 the prelease
  * thread, at an attend call's start; 2 the launcher, once the call's first
- * job is posted), so that they poll (SW_KNOB_SPIN_US) rather than
+ * job is posted), so that they poll (tuning spin_us) rather than
  * sleep when the jobs come: a sleeping thread took 40-280 us to wake on
- * the H200's VM (SW_KNOB_NUDGE=0: off). */
+ * the H200's VM. */
 void sw_swap_dev_nudge(sw_swap *s, int which);
 /* A tile's leases (keys block-major for its nmiss missing blocks): the
  * prelease thread's where it has them, the others leased here
@@ -453,14 +454,14 @@ typedef struct sw_swap_dev_tile {
 /* Issues the tile's gathers ahead of its kernel, on a gather stream, into
  * its device staging (t->buf), which the tile's scatter moves into its
  * slots in stream order: no wait for other tiles' computes, only for the
- * staging's previous scatter. *issued = 0 (nothing done) when gathers
- * ahead are off (SW_KNOB_GATHER_AHEAD=0), nothing is leased, or a
+ * staging's previous scatter. *issued = 0 (nothing done) when there is no
+ * gather (a host tier CUDA cannot read), nothing is leased, or a
  * lease's length is not its block's; the tile then gathers in
  * sw_swap_dev_compute. */
 sw_status sw_swap_dev_gather(sw_swap *s, const sw_swap_attend_params *p, const sw_swap_seq *q,
                              const sw_swap_dev_tile *t, int *issued);
-/* 1 when tile t (planned, its leases taken) goes to the direct kernel
- * (SW_KNOB_DIRECT): nothing of it needs reading ahead. */
+/* 1 when tile t (planned, its leases taken) goes to the direct kernel:
+ * nothing of it needs reading ahead. */
 int sw_swap_dev_direct_tile(const sw_swap *s, const sw_swap_attend_params *p,
                             const sw_swap_seq *q, const sw_swap_dev_tile *t);
 sw_status sw_swap_dev_compute(sw_swap *s, const sw_swap_attend_params *p, const sw_swap_seq *q,

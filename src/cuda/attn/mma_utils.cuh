@@ -28,14 +28,6 @@
 #define SW_NOMAX 1
 #endif
 
-/* The same for the portable kernel (portable_softmax.cuh update_nomax),
- * not yet run on a GPU: 0 = off until
- * test_prefill_cuda (the portable backend) and an A/B have run.
- * Needs SW_MAX_SLACK. */
-#ifndef SW_NOMAX_PORTABLE
-#define SW_NOMAX_PORTABLE 0
-#endif
-
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <stdint.h>

@@ -289,26 +289,7 @@ __device__ __forceinline__ int mainloop(const sw_cuda_prefill_args &a, const ite
         };
         if (j >= n_unmasked)
             mask();
-        bool done = false;
-#if SW_NOMAX_PORTABLE
-        /* v14 (softmax_state::update_nomax) after the item's first tile; when
-         * a warp's rows outgrow their offsets, S is computed again (K(j) is
-         * still in sK until the next barrier) and takes the usual update.
-         * Causal d64 / d128 only: non-causal and d256 kernels spilled more
-         * with it (d128 non-causal 36/32 -> up to 108/104 bytes, d256 0 ->
-         * up to 40/40; CUDA 13.0, sm_80 / 90a / 120 / 121). */
-        if (CAUSAL && TR::HEAD_DIM <= 128 && !shared_kv && j < g.n_tiles - 1) {
-            const int r = sm.template update_nomax<TR::NS>(s, scale_log2);
-            done = r > 0;
-            if (r < 0) {
-                gemm_qk<TR, T>(s, qf, sQ, sK, la);
-                if (j >= n_unmasked)
-                    mask();
-            }
-        }
-#endif
-        if (!done)
-            sm.template update<TR::NS, TR::NO>(s, o, scale_log2);
+        sm.template update<TR::NS, TR::NO>(s, o, scale_log2);
         cp_async_wait<0>();
         __syncthreads(); /* V(j) visible; everyone is done with K(j) */
         if (j > 0 && !shared_kv) {

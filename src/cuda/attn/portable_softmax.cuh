@@ -99,58 +99,6 @@ template <int MT> struct softmax_state {
             }
     }
 
-    /* v14 for the portable kernel (SW_NOMAX_PORTABLE, mma_utils.cuh): s ->
-     * probabilities at the rows' current offsets, without the tile's max
-     * (one FMNMX per score less). Kept when every row of the warp sums to
-     * at most 256 x the tile's keys over its quad (then no P exceeds that,
-     * and the offsets serve unchanged: O and l need no rescale); otherwise
-     * s is clobbered (-1) and the caller recomputes S and runs update().
-     * A warp with a row whose max is still -inf returns 0 before touching
-     * s: update() then runs on it as is. 1: done. */
-    template <int NS>
-    __device__ __forceinline__ int update_nomax(float (&s)[MT][NS][4], float scale_log2)
-    {
-        static_assert(256 * 8 * NS < 65504, "P bound must fit FP16");
-        /* a warp with a row that has seen no key yet (the causal rows above
-         * the first tiles' keys) would fail the check anyway: not worth an
-         * exp2 pass and a recomputed S */
-        bool fresh = false;
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-            fresh = fresh || m[mt][0] == -INFINITY || m[mt][1] == -INFINITY;
-        if (__any_sync(0xffffffffu, fresh))
-            return 0; /* s untouched */
-        float sum[MT][2];
-        bool ok = true;
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                const float off = m[mt][h] * scale_log2;
-                float acc = 0.f;
-#pragma unroll
-                for (int nt = 0; nt < NS; ++nt) {
-                    const float p0 = fast_exp2(fmaf(s[mt][nt][2 * h], scale_log2, -off));
-                    const float p1 = fast_exp2(fmaf(s[mt][nt][2 * h + 1], scale_log2, -off));
-                    s[mt][nt][2 * h] = p0;
-                    s[mt][nt][2 * h + 1] = p1;
-                    acc += p0 + p1;
-                }
-                sum[mt][h] = acc;
-                float t = acc + __shfl_xor_sync(0xffffffffu, acc, 1);
-                t += __shfl_xor_sync(0xffffffffu, t, 2);
-                ok = ok && t <= 256.f * 8 * NS; /* false for NaN */
-            }
-        if (!__all_sync(0xffffffffu, ok))
-            return -1; /* s clobbered */
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-            for (int h = 0; h < 2; ++h)
-                l[mt][h] += sum[mt][h];
-        return 1;
-    }
-
     /* Full row sums (quad reduction), the factor that normalises O (0 for a
      * row that saw no key: its O is already 0) and the natural-log LSE. */
     __device__ __forceinline__ void finalize(float (&inv)[MT][2], float (&lse)[MT][2],

@@ -1,7 +1,7 @@
 /* The fold of a tile's partial states into the running state, one (query
- * row, group head) row of one kv head: the separate merge kernel
- * (swap_merge_kernel, swap_tile.cu) and the tile kernels' fused merge
- * (tile_fused_merge, swap_mma_common.cuh) both run this. */
+ * row, group head) row of one kv head, in the merge kernels of
+ * swap_tile.cu: swap_merge_row (chunks one after another) and
+ * swap_merge_row_wide (chunks in parallel, identical results). */
 #ifndef SW_CUDA_SWAP_MERGE_CUH
 #define SW_CUDA_SWAP_MERGE_CUH
 
@@ -12,18 +12,11 @@
 
 /* Every thread of the CTA calls it for the same row (it has a barrier):
  * row ridx (< ql x G) of kv head h folds the nchunks partials of a.part
- * into (m, l, acc). CG: read the partials through L2 (__ldcg), for
- * partials other CTAs of the same launch have just written. */
-template <bool CG>
+ * into (m, l, acc). */
 static __device__ __forceinline__ void swap_merge_row(const sw_cuda_swap_tile_args &a, int h,
                                                       int ridx)
 {
-    auto ld = [](const float *p) -> float {
-        if constexpr (CG)
-            return __ldcg(p);
-        else
-            return *p;
-    };
+    auto ld = [](const float *p) -> float { return *p; };
     const int y = ridx / SW_CUDA_SWAP_RG, r = ridx % SW_CUDA_SWAP_RG;
     const int qrow = ridx / a.G, g = ridx % a.G;
     const int D = a.D;

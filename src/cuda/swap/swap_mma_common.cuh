@@ -1,5 +1,5 @@
 /* Device helpers shared by the swap engine's tensor-core tile kernels
- * (swap_tile_mma.cu, swap_tile_stream.cu, swap_tile_bulk.cu): cp.async with
+ * (swap_tile_stream.cu, swap_tile_bulk.cu; the variants in bench/dev): cp.async with
  * zero fill, the m16n8k16 BF16 product, the 8x8 transpose, BF16 packing, the
  * staged rows' swizzle and E4M3 widening; for the kernels that stage a
  * 16-token group with a header (stream, bulk): the block descriptor, the
@@ -19,7 +19,6 @@
 
 #include "core/sw_cuda_check.h"
 #include "swap/swap_cuda.h"
-#include "swap_merge.cuh"
 
 static __device__ __forceinline__ void cp_async16z(void *smem, const void *gmem, int bytes)
 {
@@ -73,7 +72,7 @@ template <int D> static __device__ __forceinline__ int soff(int row, int piece)
     return row * (D * 2) + ((piece ^ swz(row)) << 4); /* rows of D BF16 */
 }
 
-/* E4M3 -> fp32 (as swap_tile.cu: through fp16's exponent, NaN for S.1111.111). */
+/* E4M3 -> fp32 (through fp16's exponent, NaN for S.1111.111). */
 static __device__ __forceinline__ float e4m3_f32(uint32_t b)
 {
     const uint32_t x = b & 0x7fu;
@@ -302,39 +301,6 @@ static __device__ __forceinline__ void tile_group(const uint8_t *st, const uint4
     }
 }
 
-/* Built in with -DSW_SWAP_FUSED_MERGE=1 (CUDA flags, default 0 in
- * swap/swap_cuda.h; not yet run on a GPU): 0 leaves
- * the tile kernels as they were. Invariant it relies on: every CTA of a
- * tile kernel reaches tile_partial_out (no early return before it), or
- * its (kv head, row group) count never reaches nchunks and that merge is
- * lost. */
-/* The fused merge (a.fused; every thread of the CTA calls it after writing
- * its partial): the CTA that brings the count of its (kv head, row group)
- * to nchunks folds the nchunks partials of its 8 rows into the running
- * state (swap_merge_row, the merge kernel's fold) and resets the count for
- * the next tile. Each CTA's partial is made visible (threadfence) before
- * its count; the last one reads them through L2 (__ldcg). sh: a word of
- * shared memory no thread still reads. */
-static __device__ __forceinline__ void tile_fused_merge(float *sh, const sw_cuda_swap_tile_args &a)
-{
-    const int tid = threadIdx.x, h = blockIdx.y, y = blockIdx.z;
-    uint32_t *cnt = a.count + (size_t)h * a.nrg + y;
-    volatile int *last = reinterpret_cast<volatile int *>(sh);
-    __threadfence();
-    __syncthreads(); /* every thread's partial written and fenced; sh free */
-    if (tid == 0)
-        *last = atomicAdd(cnt, 1u) + 1u == (uint32_t)a.nchunks;
-    __syncthreads();
-    if (!*last)
-        return;
-    __threadfence();
-    for (int r = 0; r < 8; r++) /* as the merge kernel, row by row (uniform: it syncs) */
-        if (y * 8 + r < a.ql * a.G)
-            swap_merge_row<true>(a, h, y * 8 + r);
-    if (tid == 0)
-        *cnt = 0u;
-}
-
 /* The CTA's partial state from its warps' (every thread of the CTA calls
  * it): each warp holds, for rows 2t and 2t + 1 of its lanes (g = lane / 4,
  * t = lane % 4), the running max m0/m1, its lane's share of the sums
@@ -402,10 +368,6 @@ static __device__ __forceinline__ void tile_partial_out(const float (&o)[D / 64]
         }
         a.part[(base + tid) * (D + 2)] = M;
         a.part[(base + tid) * (D + 2) + 1] = L;
-    }
-    if constexpr (SW_SWAP_FUSED_MERGE != 0) {
-        if (a.fused)
-            tile_fused_merge(co, a);
     }
 }
 

@@ -1,6 +1,7 @@
-/* Streaming tile kernel of the swap engine's device pool
- * (SW_KNOB_TILE_KERNEL=2; docs/swap.md, "Tile kernel"). Same contract
- * and partial-state layout as swap_tile.cu / swap_tile_mma.cu: CTA (block
+/* Streaming tile kernel of the swap engine's device pool (the tile kernel
+ * before sm_90, where the bulk-copy one has no instance; docs/swap.md, "Tile
+ * kernel"). Same contract and partial-state layout as swap_tile_bulk.cu and
+ * the variants in bench/dev: CTA (block
  * range c, kv head h, row group y of 8 (query row, group head) pairs)
  * writes the (max, sum, acc) state of its 8 rows over its range into a.part,
  * swap_merge_kernel folds the partials.
@@ -30,7 +31,7 @@
  * The arithmetic is the tensor-core kernel's (mma.sync m16n8k16 BF16, fp32
  * accumulation, S^T = K Q^T with the reduction index permuted so every
  * operand is a 16-byte load of a plain row, P^T by movmatrix, swizzled
- * rows; see swap_tile_mma.cu), with two changes: S^T uses two accumulators
+ * rows; see bench/dev/swap_tile_v0_mma.cu), with two changes: S^T uses two accumulators
  * (half the dependent mma chain), and a group with no FP8 token runs a
  * branch-free BF16 body. FP8 E4M3 rows are widened through a 256-entry
  * table (exact); k_scale multiplies S, v_scale multiplies P before its BF16
@@ -204,8 +205,8 @@ extern "C" void sw_cuda_swap_tile_stream_preload(int32_t D)
     });
 }
 
-/* Called by sw_cuda_swap_tile (swap_tile.cu) for kernel 2; *launched = 0
- * when this device or head_dim has no instance. */
+/* Called by sw_cuda_swap_tile (swap_tile.cu); *launched = 0 when this
+ * device or head_dim has no instance. */
 extern "C" sw_status sw_cuda_swap_tile_stream(const sw_cuda_swap_tile_args *a, void *stream,
                                               int *launched)
 {

@@ -1,6 +1,10 @@
-/* Tile kernel of the swap engine's device pool on tensor cores (the default;
- * docs/swap.md, "Tile kernel"). Same contract as the CUDA-core kernel of
- * swap_tile.cu: CTA (block range c, kv head h, row group y of 8 (query row,
+/* bench/dev/swap_tile_v0_mma.cu - swap tile kernel variant 0 (kernel 0 of
+ * the former SW_KNOB_TILE_KERNEL; bench/dev/README.md): the first
+ * tensor-core tile kernel, 1109 GB/s in the all-resident bench on the H200
+ * (26% of the D2D copy), replaced by the streaming kernel
+ * (src/cuda/swap/swap_tile_stream.cu) and the bulk-copy kernel
+ * (swap_tile_bulk.cu). Not built by default; swap_tile_check.cu links it.
+ * Same contract as the CUDA-core kernel (swap_tile_v1_cuda_cores.cu): CTA (block range c, kv head h, row group y of 8 (query row,
  * group head) pairs) writes the (max, sum, acc) partial state of its 8 rows
  * into a.part; swap_merge_kernel folds the partials.
  *
@@ -38,7 +42,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-#include "swap_carve.cuh"
+#include "cuda/swap/swap_carve.cuh"
 #include <cuda_runtime.h>
 #include <climits>
 #include <math.h>
@@ -290,8 +294,7 @@ extern "C" void sw_cuda_swap_tile_mma_preload(int32_t D)
     });
 }
 
-/* Called by sw_cuda_swap_tile (swap_tile.cu); *launched = 0 when this
- * device or head_dim has no tensor-core instance. */
+/* *launched = 0 when this device or head_dim has no tensor-core instance. */
 extern "C" sw_status sw_cuda_swap_tile_mma(const sw_cuda_swap_tile_args *a, void *stream,
                                            int *launched)
 {

@@ -1,0 +1,55 @@
+/* The swap engine's own decisions (sw_swap_tuning) from the machine and the
+ * store (sw_swap_facts): one pure function, unit-tested in
+ * tests/test_swap_heuristics.c. The figures behind each value are in the
+ * field comments of swap_internal.h and in docs/perf/swap.md. */
+#include "swap_internal.h"
+
+#include <string.h>
+
+void sw_swap_heuristics(const sw_swap_facts *f, sw_swap_tuning *t)
+{
+    memset(t, 0, sizeof *t);
+    if (!f->aligned)
+        t->run_evict = 0; /* runs_first reorders by store run: none to go by */
+    else if (f->device_pool)
+        t->run_evict = 8;
+    else
+        t->run_evict = f->host_tier ? 0 : 4;
+    const int32_t sms = f->sms > 0 ? f->sms : 1;
+    t->tile_ctas = sms;
+    t->gather_ctas = (sms + 1) / 2;
+    /* on a 2-CPU VM two polling threads beside the caller made the faked
+     * host-tier step 3x slower; with >= 8 CPUs polling took late wake-ups
+     * from 9 of 31 calls to 1 of 31 on the H200 (32e9a00, 60bea02) */
+    t->spin_us = f->cpus >= 8 ? 2000 : 0;
+    t->landing_mb = 64;
+    t->land_start = 64;
+    t->land_blocks = 256;
+    t->land_first = 320;
+    t->land_groups = 4;
+    t->merge_chunks = 64;
+    t->timeline = 0;
+    t->host_gather = 1;
+    t->align_tiles = 1;
+}
+
+/* (every field an int32_t, in this order) */
+#define SW_TUNING_FIELDS(X)                                                                  \
+    X(run_evict) X(tile_ctas) X(gather_ctas) X(spin_us) X(landing_mb) X(land_start) X(land_blocks)      \
+    X(land_first) X(land_groups) X(merge_chunks) X(timeline) X(host_gather) X(align_tiles)
+
+void sw_swap_tuning_default(sw_swap_tuning *t)
+{
+#define SW_TUNING_UNSET(f) t->f = SW_SWAP_TUNE_DEFAULT;
+    SW_TUNING_FIELDS(SW_TUNING_UNSET)
+#undef SW_TUNING_UNSET
+}
+
+void sw_swap_tuning_apply(sw_swap_tuning *t, const sw_swap_tuning *o)
+{
+#define SW_TUNING_SET(f)                                                                     \
+    if (o->f != SW_SWAP_TUNE_DEFAULT)                                                          \
+        t->f = o->f;
+    SW_TUNING_FIELDS(SW_TUNING_SET)
+#undef SW_TUNING_SET
+}
