@@ -18,7 +18,7 @@
 
 #include "swap/swap_cuda.h"
 #include "core/sw_core.h"
-#include "cuda/sw_cuda_check.h"
+#include "core/sw_cuda_check.h"
 #include "cuda/swap/swap_carve.cuh"
 
 #include <cuda_bf16.h>

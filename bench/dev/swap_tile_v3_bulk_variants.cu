@@ -51,7 +51,7 @@
  * such token, their V rows are read as zeros (0 x NaN would poison O). */
 #include "swap/swap_cuda.h"
 #include "core/sw_core.h"
-#include "cuda/sw_cuda_check.h"
+#include "core/sw_cuda_check.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>

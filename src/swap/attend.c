@@ -452,7 +452,7 @@ static void start_read(run *R, tile *t, int ahead)
     if (ahead)
         s->st.prefetched_tiles++;
     if (t->lease && sw_swap_dev_gathers(s)) {
-        /* Host-tier hits are leased and gathered by the GPU (device.c);
+        /* Host-tier hits are leased and gathered by the GPU (dev_tile.c);
          * a failed lease leases nothing: the ticket reads every key. */
         size_t nl = 0;
         if (sw_swap_dev_lease_tile(s, t->miss_blocks, t->nmiss, t->nkeys, t->keys, t->lease,

@@ -3,6 +3,7 @@
  * tests/test_swap_heuristics.c. The figures behind each value are in the
  * field comments of swap_internal.h and in docs/perf/swap.md. */
 #include "swap_internal.h"
+#include "swap_cuda.h"
 
 #include <string.h>
 
@@ -52,4 +53,41 @@ void sw_swap_tuning_apply(sw_swap_tuning *t, const sw_swap_tuning *o)
         t->f = o->f;
     SW_TUNING_FIELDS(SW_TUNING_SET)
 #undef SW_TUNING_SET
+}
+
+/* ---- the device pool's tile sizes (declared in swap_internal.h) ---- */
+int32_t sw_swap_dev_chunks(int32_t nblk, int32_t H, int32_t nrg, int32_t ctas)
+{
+    if (nblk < 1)
+        return 1;
+    const int64_t per = (int64_t)(H > 0 ? H : 1) * (nrg > 0 ? nrg : 1);
+    const int64_t target = ctas > 0 ? ctas : 1;
+    int64_t c = (target + per - 1) / per;
+    const int64_t most = (nblk + 1) / 2; /* at least two blocks per CTA */
+    if (c > most)
+        c = most;
+    if (c < 1)
+        c = 1;
+    return (int32_t)c;
+}
+
+size_t sw_swap_dev_part_floats(int32_t ql, int32_t nblk, int32_t H, int32_t G, int32_t D,
+                               int32_t ctas)
+{
+    /* Fewer row groups mean more block ranges: the product is what the
+     * partials hold, so it is sized per sequence, never from the longest
+     * one alone (a short sequence next to a long one needed more). The
+     * chunk count never decreases with nblk, so the tile size bounds it. */
+    if (ql <= 0)
+        return 0;
+    const int32_t nrg = (int32_t)(((int64_t)ql * G + SW_CUDA_SWAP_RG - 1) / SW_CUDA_SWAP_RG);
+    const int32_t nch = sw_swap_dev_chunks(nblk, H, nrg, ctas);
+    return (size_t)nch * (size_t)H * (size_t)nrg * SW_CUDA_SWAP_RG * (size_t)(D + 2);
+}
+
+int sw_swap_dev_layout(uint64_t host_bytes, uint64_t file_bytes, int prev)
+{
+    if (host_bytes == 0 && file_bytes == 0)
+        return prev;
+    return host_bytes >= file_bytes ? 0 : 1;
 }

@@ -3,7 +3,7 @@
  * store's ring while the engine checks and computes an earlier one. The
  * store copies a ticket's verified stripes into host memory at the wait:
  * pool slots for a host pool, a pinned staging buffer per tile in flight
- * for a device pool (device.c uploads it). One tile at a time through a
+ * for a device pool (dev_pool.c uploads it). One tile at a time through a
  * synchronous read on a worker thread left the disk idle between tiles
  * (H200: 0.74 GB/s of the disk's 1.89 GB/s, docs/perf/swap.md). */
 #include "swap_internal.h"

@@ -67,15 +67,6 @@ const char *sw_swap_policy_name(sw_swap_policy p)
     return "unknown";
 }
 
-size_t sw_swap_kv_elem_size(sw_swap_kv_dtype t)
-{
-    switch (t) {
-    case SW_SWAP_KV_BF16: return 2;
-    case SW_SWAP_KV_FP8_E4M3: return 1;
-    }
-    return 0;
-}
-
 /* CPUs this process may run on (its affinity mask; else the online ones). */
 static int32_t affinity_cpus(void)
 {

@@ -36,7 +36,7 @@ int sw_cuda_is_device_ptr(const void *p);
 
 /* ---- kernels ---- */
 /* One block of a tile as the tile kernel sees it (16-byte aligned array in
- * device memory, or in pinned host memory read in place: device.c's
+ * device memory, or in pinned host memory read in place: dev_internal.h's
  * DESC_K). */
 typedef struct sw_cuda_swap_blk {
     int32_t slot;      /* pool slot */

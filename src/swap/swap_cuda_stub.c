@@ -108,3 +108,9 @@ sw_status sw_cuda_swap_score(const float *qp, const float *arena, const sw_cuda_
     (void)scores; (void)stream;
     return no_cuda();
 }
+sw_status sw_cuda_swap_gather(const sw_cuda_swap_gather_args *a, void *stream)
+{
+    (void)a;
+    (void)stream;
+    return no_cuda();
+}

@@ -204,13 +204,21 @@ struct sw_swap {
     void *ts_mem;
     int32_t bpad;           /* block_size rounded up to 16 */
     int tile_isa;           /* sw_cpu_isa of the tile kernel */
-    struct sw_swap_dev *dev; /* device pool (device.c); NULL for a host pool */
+    struct sw_swap_dev *dev; /* device pool (dev_internal.h); NULL for a host pool */
     sw_swap_stats st;
 };
 
 /* ---- swap.c ---- */
 sw_swap_seq *sw_swap_find_seq(const sw_swap *s, uint64_t id);
-size_t sw_swap_kv_elem_size(sw_swap_kv_dtype t);
+/* Bytes of one element of a block of type t (0: unknown type). */
+static inline size_t sw_swap_kv_elem_size(sw_swap_kv_dtype t)
+{
+    switch (t) {
+    case SW_SWAP_KV_BF16: return 2;
+    case SW_SWAP_KV_FP8_E4M3: return 1;
+    }
+    return 0;
+}
 
 /* ---- predictor.c ---- */
 /* Fills P[d][rank] (row-major) with N(0, 1/d) from splitmix64(seed) +
@@ -333,8 +341,8 @@ sw_swap_kernel_fn sw_swap_tile_kernel(const sw_swap *s);
 /* E4M3 code -> fp32 table (256 entries). */
 extern float sw_swap_e4m3_lut[256];
 
-/* ---- device.c: the device pool ---- */
-/* Heuristics (pure, unit-tested without a GPU). */
+/* ---- the device pool (device.c, dev_*.c; dev_internal.h) ---- */
+/* Heuristics (pure, unit-tested without a GPU; heuristics.c). */
 /* Block ranges per (tile, kv head, row group) of the tile kernel: about
  * `ctas` CTAs in all (tuning tile_ctas), at least two blocks
  * per CTA; 1..nblk, never decreasing with nblk. */

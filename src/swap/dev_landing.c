@@ -1,0 +1,670 @@
+/* The prelease thread: a sequence's host-tier leases taken while the caller
+ * plans, and their landing (copy-engine copies into a device buffer, an
+ * event per launch); a tile's leases (the thread's where it has them) and
+ * the release of the call's leases. */
+#include "dev_internal.h"
+#include "core/sw_cuda.h"
+#include "core/sw_core.h"
+
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void prelease_free(struct prelease *P);
+
+/* Launches the landing copies of the pending blocks (their items since the
+ * last flush), records its event and hands the blocks over (DONE), each
+ * with that event, or with none (-1: its tiles read the host tier) when a
+ * CUDA call failed or `launch` is 0 (a cancelled job: no tile reads them). */
+static void land_flush(struct prelease *P, int launch)
+{
+    /* (a request made while the block was in a store call is dropped here
+     * when nothing is queued: the block then waits for the next launch by
+     * size; keeping it made the launches at the job's end one store call
+     * each with the GPU faked, not measured on a GPU) */
+    atomic_store(&P->want, 0);
+    if (P->npend == 0)
+        return;
+    int32_t ev = -1;
+    if (launch && P->ljob_ev < P->ljob_nev) {
+        void *e = P->lev[P->chunk0 + P->ljob_ev];
+        sw_status st = SW_OK;
+        int32_t ncopy = 0;
+        {
+            /* copy engine: one copy per run of stripes adjacent both in the
+             * host tier and in the landing (whole entries); ~3 us each
+             * besides its bytes, so made for long runs (run-aware eviction).
+             * A tile's own read from the landing checks the CRC. */
+            const sw_cuda_swap_gather_item *g = P->items + P->item0;
+            const int64_t n = P->nitem - P->item0;
+            const uint64_t stb = P->land_stride;
+            for (int64_t k = 0; k < n && st == SW_OK;) {
+                int64_t r = k + 1;
+                while (r < n && (const uint8_t *)g[r].src == (const uint8_t *)g[r - 1].src + stb &&
+                       g[r].dst == g[r - 1].dst + stb)
+                    r++;
+                st = sw_cuda_swap_copy(P->land + g[k].dst, g[k].src, (size_t)(r - k) * stb,
+                                       P->lstream);
+                ncopy++;
+                k = r;
+            }
+        }
+        if (st == SW_OK && sw_cuda_swap_event_record(e, P->lstream) == SW_OK) {
+            ev = P->chunk0 + P->ljob_ev++;
+            if (P->tline && P->lt_n < 256) {
+                P->lt_ev[P->lt_n] = ev;
+                P->lt_host[P->lt_n] = sw_swap_tl_now();
+                P->lt_items[P->lt_n] = (int32_t)(P->nitem - P->item0);
+                P->lt_copies[P->lt_n] = ncopy;
+                P->lt_n++;
+            }
+        }
+        P->lcopied = 1;
+    }
+    P->item0 = P->nitem;
+    for (int32_t k = 0; k < P->npend; k++) {
+        P->lev_of[P->pend[k]] = ev;
+        atomic_store_explicit(&P->state[P->pend[k]], PL_DONE, memory_order_release);
+    }
+    P->npend = 0;
+}
+
+/* Queues block i (claimed, its leases lb[0..2H) taken) for the landing
+ * when it is wholly leased and has landing room (and the thread's
+ * device is set: land_ok); 0 when it is not (the caller hands it over
+ * now). */
+static int land_queue(struct prelease *P, int land_ok, int32_t i, const sw_store_lease *lb)
+{
+    const size_t spb = 2 * (size_t)P->H, st = P->land_stride;
+    if (!land_ok || !P->land || i >= P->job_nland)
+        return 0;
+    for (size_t x = 0; x < spb; x++)
+        if (!lb[x].ptr || lb[x].length > st)
+            return 0;
+    for (size_t x = 0; x < spb; x++) {
+        sw_cuda_swap_gather_item *g = &P->items[P->nitem++];
+        g->src = lb[x].ptr;
+        g->dst = ((uint64_t)P->job_land0 + (uint64_t)i * spb + x) * st;
+        g->length = lb[x].length;
+        g->crc_raw = sw_swap_crc_raw(&P->crc, lb[x].crc, lb[x].length);
+        g->id = 0;
+        g->pad = 0;
+    }
+    P->pend[P->npend++] = i;
+    return 1;
+}
+
+/* Blocks a landing launch holds before it goes: the job's first land_start,
+ * then twice the previous launch's up to land_blocks, so that the copies
+ * start early and the thread's leases stay ahead of them. */
+static int32_t land_next(const struct prelease *P)
+{
+    if (P->ljob_ev == 0)
+        return P->land_start;
+    if (P->ljob_ev >= 8)
+        return P->land_blocks;
+    const int32_t g = P->land_start << P->ljob_ev;
+    return g < P->land_blocks ? g : P->land_blocks;
+}
+
+/* Claims, leases and queues for landing the job's blocks [0, limit) not
+ * claimed yet, a store call of PL_CH blocks at a time under lmu; at the end
+ * launches what is queued (cancelled: hands it over unlaunched). The thread
+ * runs it over the whole job; the caller over its first blocks when it
+ * posts. */
+static void prelease_run(struct prelease *P, int land_ok, int32_t limit, int caller)
+{
+    const size_t spb = 2 * (size_t)P->H;
+    sw_store_key *kb = P->kb;
+    sw_store_lease *lb = P->lb;
+    int32_t mine[PL_CH];
+    const int32_t n = limit < P->n ? limit : P->n;
+    for (int32_t i0 = 0; i0 < n && !atomic_load(&P->cancel); i0 += PL_CH) {
+        const int32_t i1 = n - i0 < PL_CH ? n : i0 + PL_CH;
+        int32_t nm = 0;
+        pthread_mutex_lock(&P->lmu);
+        for (int32_t i = i0; i < i1; i++) {
+            int expect = PL_FREE;
+            if (atomic_compare_exchange_strong(&P->state[i], &expect, PL_BUSY))
+                mine[nm++] = i;
+        }
+        if (nm == 0) {
+            pthread_mutex_unlock(&P->lmu);
+            continue;
+        }
+        size_t nk = 0;
+        for (int32_t j = 0; j < nm; j++)
+            for (int32_t h = 0; h < P->H; h++)
+                for (int kind = 0; kind < 2; kind++) {
+                    sw_store_key *k = &kb[nk++];
+                    memset(k, 0, sizeof *k);
+                    k->ns = P->ns;
+                    k->layer = (uint32_t)P->layer;
+                    k->block = P->bbase + (uint32_t)P->blk[mine[j]];
+                    k->kv_head = (uint16_t)h;
+                    k->kind = (uint8_t)kind;
+                }
+        size_t got = 0;
+        if (P->nent + nk > P->ent_cap) {
+            size_t nc = P->ent_cap ? 2 * P->ent_cap : 4096;
+            while (nc < P->nent + nk)
+                nc *= 2;
+            uint32_t *ne = realloc(P->ent, sizeof(uint32_t) * nc);
+            if (ne) {
+                P->ent = ne;
+                P->ent_cap = nc;
+            }
+        }
+        if (P->nent + nk > P->ent_cap ||
+            sw_store_host_lease(P->store, nk, kb, 16, lb, &got) != SW_OK)
+            got = 0; /* nothing leased: those blocks' tiles read them */
+        for (int32_t j = 0; j < nm; j++) {
+            for (size_t x = 0; x < spb; x++) {
+                sw_store_lease *l = &P->lease[(size_t)mine[j] * spb + x];
+                if (got) {
+                    *l = lb[(size_t)j * spb + x];
+                    if (l->ptr)
+                        P->ent[P->nent++] = l->entry;
+                } else {
+                    memset(l, 0, sizeof *l);
+                }
+            }
+            P->lev_of[mine[j]] = -1;
+            if (!got || !land_queue(P, land_ok, mine[j], &lb[(size_t)j * spb]))
+                atomic_store_explicit(&P->state[mine[j]], PL_DONE, memory_order_release);
+        }
+        /* the job's first launch small (its first tile waits for it), then
+         * larger (fewer launches, less tail per launch); near the job's end
+         * halves: the tile chunks waiting for the last copy are
+         * few (direct tiles launch by landing launch: land_groups) */
+        const int32_t left = (P->job_nland < P->n ? P->job_nland : P->n) - i1;
+        if (P->npend >= land_next(P) || atomic_load(&P->want) ||
+            (P->npend >= P->land_start && P->npend >= left))
+            land_flush(P, 1);
+        pthread_mutex_unlock(&P->lmu);
+    }
+    /* every claimed block handed over: launched at the end; cancelled, not */
+    pthread_mutex_lock(&P->lmu);
+    land_flush(P, !atomic_load(&P->cancel));
+    pthread_mutex_unlock(&P->lmu);
+}
+
+/* The timeline's landing lines (tuning timeline): each landing
+ * launch's end on the GPU and the thread's clock at its record, from the
+ * call's B mark (negative: before it, the job posted ahead of the scores);
+ * call < 0: only dropped. */
+void sw_swap_land_report(sw_swap_dev *d, int call)
+{
+    struct prelease *P = d->pl;
+    for (int32_t i = 0; P && call >= 0 && i < P->lt_n; i++) {
+        /* the landing launches: their end on the GPU, the thread's clock */
+        float ms = -1.0f;
+        if (sw_cuda_swap_event_ms(&ms, d->tl_ev[0], P->lev[P->lt_ev[i]]) != SW_OK)
+            ms = -1.0f;
+        fprintf(stderr, "swap timeline %d: L %3d gpu %8.3f ms host %8.3f ms (%d stripes, %d copies)\n",
+                call, i, ms, 1e3 * (P->lt_host[i] - d->tl_host[0]), P->lt_items[i],
+                P->lt_copies[i]);
+    }
+    if (P && call >= 0 && P->lt_wake != 0)
+        fprintf(stderr, "swap timeline %d: W thread woke host %8.3f ms\n", call,
+                1e3 * (P->lt_wake - d->tl_host[0]));
+    if (P) {
+        P->lt_n = 0;
+        P->lt_wake = 0;
+    }
+}
+
+static void *prelease_main(void *arg)
+{
+    struct prelease *P = arg;
+    /* without its device the thread lands nothing (the tiles read the host tier) */
+    const int land_ok = P->land && sw_cuda_set_device(P->device) == SW_OK;
+    pthread_mutex_lock(&P->mu);
+    for (;;) {
+        if (!P->job && !P->stop && P->spin_s > 0.0) {
+            /* poll before sleeping (a post sets `posted` under mu); a nudge
+             * made while the thread worked is this poll */
+            P->nudge = 0;
+            pthread_mutex_unlock(&P->mu);
+            sw_swap_poll_change(&P->posted, 0u, P->spin_s);
+            pthread_mutex_lock(&P->mu);
+        }
+        while (!P->job && !P->stop && !P->nudge)
+            pthread_cond_wait(&P->cv, &P->mu);
+        if (!P->job && !P->stop) {
+            P->nudge = 0; /* woken ahead of a job: poll for it */
+            continue;
+        }
+        if (!P->job)
+            break;
+        P->nudge = 0;
+        atomic_store_explicit(&P->posted, 0u, memory_order_relaxed);
+        P->running = 1;
+        const int rel = P->rel;
+        pthread_mutex_unlock(&P->mu);
+        if (rel) {
+            sw_store_host_release_entries(P->store, P->rn, P->rent);
+            P->rn = 0;
+        } else {
+            if (P->tline && P->lt_wake == 0)
+                P->lt_wake = sw_swap_tl_now();
+            prelease_run(P, land_ok, P->n, 0);
+        }
+        pthread_mutex_lock(&P->mu);
+        P->rel = 0;
+        P->job = 0;
+        P->running = 0;
+        pthread_cond_broadcast(&P->cv);
+    }
+    pthread_mutex_unlock(&P->mu);
+    return NULL;
+}
+
+/* Waits for the posted job (cancelled first when `cancel`). */
+void sw_swap_prelease_wait(struct prelease *P, int cancel)
+{
+    if (!P)
+        return;
+    if (cancel)
+        atomic_store(&P->cancel, 1);
+    pthread_mutex_lock(&P->mu);
+    while (P->job)
+        pthread_cond_wait(&P->cv, &P->mu);
+    pthread_mutex_unlock(&P->mu);
+}
+
+sw_status sw_swap_prelease_start(sw_swap *s)
+{
+    sw_swap_dev *d = s->dev;
+    struct prelease *P = calloc(1, sizeof *P);
+    if (!P)
+        return sw_fail(SW_STATUS_NO_MEMORY, "device pool: prelease");
+    P->store = s->store;
+    P->H = s->m.num_kv_heads;
+    P->device = d->device;
+    P->layer = -1;
+    P->tline = d->tline;
+    P->spin_s = d->spin_s;
+    atomic_init(&P->posted, 0u);
+    d->pl = P; /* from here sw_swap_prelease_stop frees what is set up */
+    {
+        const int64_t mb = s->tune.landing_mb;
+        /* host-tier entries are one extent apart (a leased ptr is its
+         * entry's first byte): leases that far apart are adjacent */
+        sw_store_stats sst;
+        memset(&sst, 0, sizeof sst);
+        sst.struct_size = sizeof sst;
+        const size_t st = sw_store_get_stats(s->store, &sst) == SW_OK && sst.host_capacity_bytes
+                              ? (size_t)sst.extent_bytes
+                              : 0;
+        const size_t spb = 2 * (size_t)P->H;
+        if (mb > 0 && mb <= ((int64_t)1 << 20) && st > 0 && st % 16 == 0) {
+            const int64_t cap = (mb << 20) / (int64_t)st / (int64_t)spb * (int64_t)spb;
+            if (cap > 0 &&
+                sw_cuda_swap_alloc((void **)&P->land, (size_t)cap * st) == SW_OK) {
+                P->land_stride = st;
+                P->land_cap = cap;
+                const int64_t lb = s->tune.land_blocks;
+                P->land_blocks = lb >= PL_LAND && lb <= (1 << 20) ? (int32_t)lb : 256;
+                const int64_t ls = s->tune.land_start;
+                P->land_start = ls >= PL_CH && ls <= P->land_blocks ? (int32_t)ls : PL_LAND;
+                int64_t lf = s->tune.land_first;
+                lf = lf >= 0 && lf <= (1 << 20) ? lf : 320;
+                /* whole store calls: one split between the caller and the
+                 * thread would be two, and a launch more than counted */
+                P->land_first = (int32_t)((lf + PL_CH - 1) / PL_CH * PL_CH);
+                if (sw_cuda_swap_stream_create(&P->lstream) != SW_OK ||
+                    sw_cuda_host_alloc((void **)&P->items, sizeof *P->items * (size_t)cap) !=
+                        SW_OK) {
+                    sw_cuda_swap_free(P->land);
+                    P->land = NULL; /* the rest is freed with the thread */
+                }
+            } else {
+                P->land = NULL; /* no room on the device: the host tier is read as before */
+            }
+        }
+    }
+    pthread_mutex_init(&P->mu, NULL);
+    pthread_mutex_init(&P->lmu, NULL);
+    pthread_cond_init(&P->cv, NULL);
+    if (pthread_create(&P->th, NULL, prelease_main, P) != 0) {
+        pthread_mutex_destroy(&P->mu);
+        pthread_mutex_destroy(&P->lmu);
+        pthread_cond_destroy(&P->cv);
+        prelease_free(P);
+        d->pl = NULL;
+        return sw_fail(SW_STATUS_NO_MEMORY, "device pool: prelease thread");
+    }
+    return SW_OK;
+}
+
+void sw_swap_dev_quiesce(sw_swap *s)
+{
+    if (s->dev)
+        sw_swap_prelease_wait(s->dev->pl, 0);
+}
+
+int sw_swap_dev_preleases(const sw_swap *s)
+{
+    return s->dev && s->dev->pl;
+}
+
+/* Waits out the prelease thread and releases its leases. */
+void sw_swap_prelease_release(sw_swap *s)
+{
+    struct prelease *P = s->dev ? s->dev->pl : NULL;
+    if (!P)
+        return;
+    sw_swap_prelease_wait(P, 1);
+    P->job_nland = 0; /* the next call's descriptors are uploaded unless it lands again */
+    /* copies still reading leased memory (a cancelled job's, whose blocks no
+     * tile read) end before the leases do; the tiles that read the landing
+     * were waited by the verdict, so the next call may refill it */
+    if (P->lcopied && (sw_cuda_set_device(P->device) != SW_OK ||
+                       sw_cuda_stream_sync(P->lstream) != SW_OK))
+        return; /* a broken context: the entries stay leased rather than reused under a copy */
+    P->lcopied = 0;
+    if (P->nent > 0) {
+        /* the thread releases them (the entry list swapped for its spare) */
+        uint32_t *e = P->ent;
+        const size_t cap = P->ent_cap;
+        P->ent = P->rent;
+        P->ent_cap = P->rent_cap;
+        P->rent = e;
+        P->rent_cap = cap;
+        P->rn = P->nent;
+        P->n = 0; /* (no claims: a release job) */
+        pthread_mutex_lock(&P->mu);
+        P->rel = 1;
+        P->job = 1;
+        atomic_store_explicit(&P->posted, 1u, memory_order_release);
+        pthread_cond_signal(&P->cv);
+        pthread_mutex_unlock(&P->mu);
+    }
+    P->nent = 0;
+    P->n = 0;
+    P->q = NULL;
+    P->layer = -1;
+    P->land_used = 0;
+    P->lev_used = 0;
+    P->nitem = 0;
+    P->item0 = 0;
+}
+
+/* Frees what sw_swap_prelease_start set up (the thread joined or never
+ * started): the landing stream synced first, so no gather still reads the
+ * items or writes the landing. */
+static void prelease_free(struct prelease *P)
+{
+    if (P->lstream) {
+        (void)sw_cuda_stream_sync(P->lstream);
+        sw_cuda_swap_stream_destroy(P->lstream);
+    }
+    free(P->blk);
+    free(P->rent);
+    free(P->lease);
+    free(P->state);
+    free(P->pos);
+    free(P->kb);
+    free(P->lb);
+    free(P->ent);
+    free(P->lev_of);
+    free(P->pend);
+    sw_cuda_host_free(P->items);
+    for (int32_t i = 0; i < P->lev_cap; i++)
+        sw_cuda_swap_event_destroy(P->lev[i]);
+    free(P->lev);
+    sw_cuda_swap_free(P->land);
+    free(P);
+}
+
+void sw_swap_prelease_stop(sw_swap_dev *d)
+{
+    struct prelease *P = d->pl;
+    if (!P)
+        return;
+    sw_swap_prelease_wait(P, 1);
+    pthread_mutex_lock(&P->mu);
+    P->stop = 1;
+    atomic_store_explicit(&P->posted, 1u, memory_order_release);
+    pthread_cond_signal(&P->cv);
+    pthread_mutex_unlock(&P->mu);
+    pthread_join(P->th, NULL);
+    pthread_mutex_destroy(&P->mu);
+    pthread_mutex_destroy(&P->lmu);
+    pthread_cond_destroy(&P->cv);
+    prelease_free(P);
+    d->pl = NULL;
+}
+
+sw_status sw_swap_dev_prelease(sw_swap *s, const sw_swap_seq *q, int32_t layer,
+                               const int32_t *blocks, int32_t n)
+{
+    struct prelease *P = s->dev ? s->dev->pl : NULL;
+    if (!P)
+        return SW_OK;
+    const sw_swap_layer *L = &q->layers[layer];
+    if (P->q == q && P->layer == layer && P->n == n && P->nblk == L->nblocks && n > 0 &&
+        !atomic_load(&P->cancel)) {
+        /* posted at the call's start (attend_dev): the same blocks, keep it */
+        int32_t i = 0;
+        while (i < n && blocks[i] >= 0 && blocks[i] < P->nblk && P->pos[blocks[i]] == i)
+            i++;
+        if (i == n)
+            return SW_OK;
+    }
+    sw_swap_prelease_wait(P, 1); /* the previous sequence's job: every block of it planned */
+    const size_t spb = 2 * (size_t)P->H;
+    P->q = NULL;
+    P->layer = -1;
+    P->n = 0;
+    P->nblk = 0;
+    P->job_nland = 0; /* (the call's zero-copy descriptors follow it) */
+    if (n <= 0)
+        return SW_OK;
+    if (!P->kb) {
+        P->kb = malloc(sizeof *P->kb * PL_CH * spb);
+        P->lb = malloc(sizeof *P->lb * PL_CH * spb);
+        if (!P->kb || !P->lb) {
+            free(P->kb);
+            free(P->lb);
+            P->kb = NULL;
+            P->lb = NULL;
+            return SW_OK; /* nothing preleased: the tiles lease their keys */
+        }
+    }
+    if (n > P->ncap) {
+        int32_t *k = realloc(P->blk, sizeof *k * (size_t)n);
+        if (k)
+            P->blk = k;
+        sw_store_lease *l = k ? realloc(P->lease, sizeof *l * spb * (size_t)n) : NULL;
+        if (l)
+            P->lease = l;
+        atomic_int *st = l ? realloc(P->state, sizeof *st * (size_t)n) : NULL;
+        if (st)
+            P->state = st;
+        int32_t *lo = st ? realloc(P->lev_of, sizeof *lo * (size_t)n) : NULL;
+        if (lo)
+            P->lev_of = lo;
+        int32_t *pd = lo ? realloc(P->pend, sizeof *pd * (size_t)n) : NULL;
+        if (!pd)
+            return SW_OK; /* nothing preleased: the tiles lease their keys */
+        P->pend = pd;
+        P->ncap = n;
+    }
+    if (L->nblocks > P->nblk_cap) {
+        int32_t *ps = realloc(P->pos, sizeof *ps * (size_t)L->nblocks);
+        if (!ps)
+            return SW_OK;
+        P->pos = ps;
+        P->nblk_cap = L->nblocks;
+    }
+    for (int32_t b = 0; b < L->nblocks; b++)
+        P->pos[b] = -1;
+    for (int32_t i = 0; i < n; i++) {
+        const int32_t b = blocks[i];
+        P->pos[b] = i;
+        P->blk[i] = b;
+        atomic_init(&P->state[i], PL_FREE);
+    }
+    P->ns = q->ns;
+    P->bbase = q->block_base;
+    /* landing room for the job's first blocks (what is left of the call's),
+     * and an event per landing launch (at most nl / PL_CH + 2); job_nland
+     * was zeroed above */
+    P->ljob_nev = 0;
+    P->ljob_ev = 0;
+    P->npend = 0;
+    if (P->land) {
+        const int64_t room = (P->land_cap - P->land_used) / (int64_t)spb;
+        int32_t nl = room < (int64_t)n ? (int32_t)(room > 0 ? room : 0) : n;
+        /* launches: about one a store call's PL_CH blocks at most, one spare
+         * (past them a block is handed over unlanded: read from the host tier) */
+        const int32_t nev = nl / PL_CH + 2;
+        if (nl > 0 && P->lev_used + nev > P->lev_cap) {
+            const int32_t cap = P->lev_used + nev + 16;
+            void **ev = realloc(P->lev, sizeof *ev * (size_t)cap);
+            if (ev) {
+                P->lev = ev;
+                while (P->lev_cap < cap &&
+                       sw_cuda_swap_event_create(&P->lev[P->lev_cap], P->tline) == SW_OK)
+                    P->lev_cap++;
+            }
+            if (P->lev_used + nev > P->lev_cap)
+                nl = 0; /* no events: this job lands nothing */
+        }
+        if (nl > 0) {
+            P->job_nland = nl;
+            P->job_land0 = P->land_used;
+            P->chunk0 = P->lev_used;
+            P->land_used += (int64_t)nl * (int64_t)spb;
+            P->lev_used += nev;
+            P->ljob_nev = nev;
+        }
+    }
+    P->q = q;
+    P->layer = layer;
+    P->n = n;
+    P->nblk = L->nblocks;
+    atomic_store(&P->cancel, 0);
+    pthread_mutex_lock(&P->mu);
+    P->job = 1;
+    atomic_store_explicit(&P->posted, 1u, memory_order_release);
+    pthread_cond_signal(&P->cv);
+    pthread_mutex_unlock(&P->mu);
+    /* The thread takes tens of microseconds to wake: the first blocks'
+     * leases and landing copy are made here meanwhile (this thread's device
+     * is the engine's: sw_swap_dev_enter), so the copy engine starts now;
+     * the thread goes on from the blocks not claimed yet. */
+    if (P->job_nland > 0 && P->land_first > 0)
+        prelease_run(P, 1, P->land_first < P->job_nland ? P->land_first : P->job_nland, 1);
+    return SW_OK;
+}
+
+sw_status sw_swap_dev_lease_tile(sw_swap *s, const int32_t *miss_blocks, int32_t nmiss,
+                                 size_t nkeys, const sw_store_key *keys, sw_store_lease *lease,
+                                 sw_store_key *tmp_keys, sw_store_lease *tmp_lease,
+                                 uint32_t *tmp_map, size_t *nleased, void **land_ev,
+                                 int32_t *miss_ev)
+{
+    sw_swap_dev *d = s->dev;
+    struct prelease *P = d->pl;
+    *nleased = 0;
+    *land_ev = NULL;
+    for (int32_t m = 0; miss_ev && m < nmiss; m++)
+        miss_ev[m] = -1;
+    const size_t spb = 2 * (size_t)s->m.num_kv_heads;
+    if (!P || P->n == 0 || nkeys != (size_t)nmiss * spb)
+        return sw_swap_dev_lease(s, nkeys, keys, lease, nleased);
+    /* block by block: the thread's leases, or claimed and leased here */
+    size_t nk = 0, got = 0;
+    int32_t lchunk = -1;
+    for (int32_t m = 0; m < nmiss; m++) {
+        const int32_t b = miss_blocks[m];
+        int32_t i = b >= 0 && b < P->nblk ? P->pos[b] : -1;
+        if (i >= 0) {
+            const sw_store_key *k = &keys[(size_t)m * spb];
+            if (k->ns != P->ns || k->layer != (uint32_t)P->layer ||
+                k->block != P->bbase + (uint32_t)b)
+                i = -1; /* not this job's block (never expected): leased here */
+        }
+        int from_pl = 0;
+        if (i >= 0) {
+            int expect = PL_FREE;
+            if (!atomic_compare_exchange_strong(&P->state[i], &expect, PL_MAIN)) {
+                /* the thread is in the store call for it (microseconds,
+                 * unless it lost its core: then let it run) or has it queued
+                 * for its next landing launch (asked to launch now; only for
+                 * a block not handed over yet: asked for every block, the
+                 * launches shrank to one store call's blocks) */
+                if (expect == PL_BUSY)
+                    atomic_store(&P->want, 1);
+                for (int spin = 0;
+                     atomic_load_explicit(&P->state[i], memory_order_acquire) == PL_BUSY; spin++)
+                    if (spin >= 256)
+                        sched_yield();
+                from_pl = expect != PL_MAIN;
+            }
+        }
+        /* landed: its stripes are read from the landing, after its chunk's
+         * gather (recorded in order on one stream: the tile's last one
+         * covers every earlier) */
+        const int landed = from_pl && P->lev_of[i] >= 0;
+        if (landed && P->lev_of[i] > lchunk)
+            lchunk = P->lev_of[i];
+        if (landed && miss_ev)
+            miss_ev[m] = P->lev_of[i];
+        for (size_t x = 0; x < spb; x++) {
+            const size_t k = (size_t)m * spb + x;
+            if (from_pl) {
+                lease[k] = P->lease[(size_t)i * spb + x];
+                if (landed)
+                    lease[k].ptr = P->land + ((uint64_t)P->job_land0 + (uint64_t)i * spb + x) *
+                                                 P->land_stride;
+                got += lease[k].ptr != NULL;
+            } else {
+                memset(&lease[k], 0, sizeof lease[k]);
+                tmp_keys[nk] = keys[k];
+                tmp_map[nk++] = (uint32_t)k;
+            }
+        }
+    }
+    if (nk > 0) {
+        size_t g = 0;
+        if (sw_swap_dev_lease(s, nk, tmp_keys, tmp_lease, &g) == SW_OK && g > 0)
+            for (size_t j = 0; j < nk; j++)
+                lease[tmp_map[j]] = tmp_lease[j];
+        got += g;
+    }
+    *nleased = got;
+    if (lchunk >= 0)
+        *land_ev = P->lev[lchunk];
+    return SW_OK;
+}
+
+sw_status sw_swap_dev_lease(sw_swap *s, size_t n, const sw_store_key *keys,
+                            sw_store_lease *lease, size_t *nleased)
+{
+    sw_swap_dev *d = s->dev;
+    *nleased = 0;
+    if (d->nlease + n > d->lease_cap) {
+        size_t nc = d->lease_cap ? 2 * d->lease_cap : 4096;
+        while (nc < d->nlease + n)
+            nc *= 2;
+        uint32_t *ne = realloc(d->lease_ent, sizeof(uint32_t) * nc);
+        if (!ne)
+            return sw_fail(SW_STATUS_NO_MEMORY, "lease table of %zu entries", nc);
+        d->lease_ent = ne;
+        d->lease_cap = nc;
+    }
+    /* 16: the gather kernel moves 16-byte pieces (every stripe the engine
+     * writes qualifies: valid rows x head_dim >= 64 x 1 or 2 bytes) */
+    size_t got = 0;
+    SW_TRY(sw_store_host_lease(s->store, n, keys, 16, lease, &got));
+    for (size_t i = 0; i < n && got; i++)
+        if (lease[i].ptr)
+            d->lease_ent[d->nlease++] = lease[i].entry;
+    *nleased = got;
+    return SW_OK;
+}
