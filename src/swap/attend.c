@@ -97,63 +97,6 @@ typedef struct run {
     sw_store_stats ss0;
 } run;
 
-/* The sparse ranking's order of two blocks: score ascending, a NaN score
- * below every number, then block index (a total order: the top k are the
- * same whatever the sort). */
-static int blk_before(const float *sc, int32_t x, int32_t y)
-{
-    const float a = sc[x], b = sc[y];
-    const int an = isnan(a), bn = isnan(b);
-    if (an != bn)
-        return an;
-    if (!an && a != b)
-        return a < b;
-    return x < y;
-}
-
-/* Blocks v[0..n) in blk_before order: a bottom-up merge sort (tmp: n
- * entries). It replaced an insertion sort, quadratic: ~10^9 comparisons a
- * call at 32768 blocks (512k tokens of 16). */
-static void sort_blocks(int32_t *v, int32_t n, const float *sc, int32_t *tmp)
-{
-    int32_t *a = v, *b = tmp;
-    for (int32_t w = 1; w < n; w *= 2) {
-        for (int32_t lo = 0; lo < n; lo += 2 * w) {
-            const int32_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
-            int32_t i = lo, j = mid, o = lo;
-            while (i < mid && j < hi)
-                b[o++] = blk_before(sc, a[j], a[i]) ? a[j++] : a[i++];
-            while (i < mid)
-                b[o++] = a[i++];
-            while (j < hi)
-                b[o++] = a[j++];
-        }
-        int32_t *t = a;
-        a = b;
-        b = t;
-    }
-    if (a != v)
-        memcpy(v, a, sizeof(int32_t) * (size_t)n);
-}
-
-int sw_swap_sparse_select(const float *sc, int32_t n, int32_t k, int32_t w, uint8_t *sel)
-{
-    for (int32_t b = 0; b < n; b++)
-        sel[b] = b >= n - w || isinf(sc[b]);
-    if (k <= 0 || n <= 0)
-        return 0;
-    int32_t *all = malloc(sizeof(int32_t) * 2 * (size_t)n);
-    if (!all)
-        return -1;
-    for (int32_t b = 0; b < n; b++)
-        all[b] = b;
-    sort_blocks(all, n, sc, all + n);
-    for (int32_t i = n - 1, taken = 0; i >= 0 && taken < k; i--, taken++)
-        sel[all[i]] = 1;
-    free(all);
-    return 0;
-}
-
 /* The blocks of L not resident, selected (sel NULL: all), in block order:
  * the missing part of build_order's order, also posted to the prelease
  * before it is built (attend_dev). */
@@ -221,33 +164,6 @@ static sw_store_key key_of(const sw_swap_seq *q, int32_t layer, int32_t block, i
 static size_t v_offset(const sw_swap *s)
 {
     return (size_t)s->m.num_kv_heads * s->stripe_elems * 2;
-}
-
-int sw_swap_tile_takes(int64_t cur, int64_t next, int32_t ahead, int32_t room)
-{
-    if (room < 1)
-        return 0;
-    /* A chunk change: only when all of the next chunk's missing blocks fit
-     * (small chunks pack together); a chunk larger than a tile is cut by
-     * count, in a tile of its own. */
-    return cur < 0 || next == cur || ahead <= room;
-}
-
-/* Missing blocks of store chunk `chunk` that come next in the order of the
- * batch entry being planned, from position pos (missing blocks are in block
- * order); counted up to limit + 1. */
-static int32_t chunk_ahead(const run *R, const sw_swap_layer *L, uint64_t base, int64_t chunk,
-                           int32_t pos, int32_t limit)
-{
-    const uint64_t a = R->s->align_blocks;
-    int32_t c = 0;
-    for (int32_t i = pos; i < R->norder && c <= limit; i++) {
-        const int32_t b = R->order[i];
-        if (L->blk[b].slot >= 0 || (int64_t)((base + (uint64_t)b) / a) != chunk)
-            break;
-        c++;
-    }
-    return c;
 }
 
 /* Resident blocks of the store run (align_blocks blocks) that the block in
@@ -337,22 +253,24 @@ static int plan_tile(run *R, tile *t, int hbuf)
     t->hbuf = hbuf;
     if (s->dev)
         t->buf = hbuf; /* its device staging: the ring position's */
-    int64_t chunk = -1; /* store chunk of the tile's missing blocks */
-    while (t->n < s->tile_blocks && R->pos < R->norder) {
+    /* The tile's span of the order (sw_swap_plan_tile). The residency it
+     * plans with is the order's as built (its first nres blocks resident):
+     * no block of the order changes residency before it is planned (the
+     * resident ones come first and are all planned before any miss can
+     * evict, and a missing block becomes resident only when planned). */
+    sw_swap_tile_plan tp;
+    tp.order = R->order;
+    tp.norder = R->norder;
+    tp.nres = R->nres;
+    tp.pos = R->pos;
+    tp.block_base = q->block_base;
+    tp.align_blocks = s->align_blocks;
+    tp.tile_blocks = s->tile_blocks;
+    const int32_t span = sw_swap_plan_tile(&tp);
+    for (int32_t k = 0; k < span; k++) {
         const int32_t b = R->order[R->pos];
         sw_swap_blk *e = &L->blk[b];
         int32_t slot = e->slot;
-        if (slot < 0 && s->align_blocks) {
-            const int64_t c = (int64_t)(((uint64_t)q->block_base + (uint64_t)b) /
-                                        s->align_blocks);
-            const int32_t room = s->tile_blocks - t->n;
-            const int32_t ahead = chunk >= 0 && c != chunk
-                                      ? chunk_ahead(R, L, q->block_base, c, R->pos, room)
-                                      : 1;
-            if (!sw_swap_tile_takes(chunk, c, ahead, room))
-                break;
-            chunk = c;
-        }
         R->pos++;
         if (slot >= 0) {
             R->hits++;

@@ -247,17 +247,18 @@ size_t sw_swap_pool_rank_scratch(const sw_swap *s);
 /* The first min(k, unpinned slots) entries of sw_swap_pool_rank's order
  * (same out / scratch sizes): what one tile of k blocks can take. */
 int32_t sw_swap_victims_first(sw_swap *s, int32_t k, int32_t *out, void *scratch);
-/* Sparse attend's block selection over n blocks with scores sc: sel[b] = 1
- * for the last w blocks, every unscored block (+-inf) and the k highest by
- * score (NaN lowest), ties to the higher block index; O(n log n). Returns 0,
- * or -1 without memory. */
-int sw_swap_sparse_select(const float *sc, int32_t n, int32_t k, int32_t w, uint8_t *sel);
 /* Drops the resident copy of a block (if any). */
 void sw_swap_pool_drop(sw_swap *s, sw_swap_blk *b);
 /* Drops every resident block of a sequence. */
 void sw_swap_pool_drop_seq(sw_swap *s, sw_swap_seq *q);
 uint64_t sw_swap_pool_used(const sw_swap *s);
 
+/* ---- plan.c: the tile planner (pure) ---- */
+/* Sparse attend's block selection over n blocks with scores sc: sel[b] = 1
+ * for the last w blocks, every unscored block (+-inf) and the k highest by
+ * score (NaN lowest), ties to the higher block index; O(n log n). Returns 0,
+ * or -1 without memory. */
+int sw_swap_sparse_select(const float *sc, int32_t n, int32_t k, int32_t w, uint8_t *sel);
 /* Whether a tile whose missing blocks lie in store chunk `cur` (of
  * align_blocks blocks; cur < 0: none missing yet) and that has `room` blocks
  * left takes a missing block of chunk `next`, of which `ahead` missing
@@ -268,6 +269,25 @@ uint64_t sw_swap_pool_used(const sw_swap *s);
  * them 4 KiB header reads; 2.3 per tile with this rule,
  * the log added in 8d2b95b). Pure. */
 int sw_swap_tile_takes(int64_t cur, int64_t next, int32_t ahead, int32_t room);
+
+/* A sequence's visiting order as the tile loop builds it: order[0..nres)
+ * its resident blocks, order[nres..norder) its missing ones, each part in
+ * ascending block order; pos, the first block not planned yet. Tiles hold at
+ * most tile_blocks blocks; with align_blocks > 0 (the store's run, in
+ * blocks; store block = block_base + block) a tile's missing blocks stay
+ * within one run unless all of the next run's missing blocks fit too
+ * (sw_swap_tile_takes). */
+typedef struct sw_swap_tile_plan {
+    const int32_t *order;
+    int32_t norder, nres, pos;
+    uint64_t block_base;
+    uint32_t align_blocks;
+    int32_t tile_blocks;
+} sw_swap_tile_plan;
+/* The next tile: the number of blocks from pos it takes, in order (1 ..
+ * tile_blocks; 0 only when pos >= norder). Consecutive calls, pos advanced
+ * by each answer, cover every block of the order exactly once. Pure. */
+int32_t sw_swap_plan_tile(const sw_swap_tile_plan *in);
 
 /* ---- prefetch.c ---- */
 /* Read-ahead depth for a config and tile size: the configured depth, at
