@@ -16,9 +16,9 @@
  *
  * Device pool of the swap engine: slots in GPU memory, projected keys kept
  * on the GPU, staging buffers the store's device reads land in, and the
- * per-call work the tile loop of attend.c enqueues (scores, scatter, tile
+ * per-call work the tile loop (attend_loop.c, through attend_dev.c) enqueues (scores, scatter, tile
  * kernel + merge, finalisation). Eviction and the tile plan are the host
- * pool's (pool.c, attend.c): only where bytes live differs.
+ * pool's (pool.c, plan.c, attend_loop.c): only where bytes live differs.
  *
  * Streams and ordering (docs/swap.md, "Device pool"):
  * - compute: the caller's stream. Scatter, tile, merge and finalise run on

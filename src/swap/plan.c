@@ -1,7 +1,7 @@
 /* The swap engine's tile planner and the sparse mode's block selection:
  * pure functions of plain data (no pool, no store, no GPU), tested by
  * tests/test_swap_plan.c and tests/test_swap_tiles.c. The tile loop
- * (attend.c) visits a sequence's blocks in its order -- the resident ones
+ * (attend_loop.c) visits a sequence's blocks in its order -- the resident ones
  * first, then the missing ones, each part in block order -- in tiles that
  * sw_swap_plan_tile cuts. */
 #include "swap_internal.h"

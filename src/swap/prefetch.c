@@ -13,7 +13,7 @@
 
 int32_t sw_swap_prefetch_depth(int32_t configured, int32_t resident_blocks, int32_t tile_blocks)
 {
-    /* Two tiles are pinned at once whatever the depth (attend.c): the one
+    /* Two tiles are pinned at once whatever the depth (attend_loop.c): the one
      * computing and the next; the staging holds the rest. */
     if (configured <= 0 || tile_blocks < 1 || resident_blocks < 2 * tile_blocks)
         return 0;

@@ -1,5 +1,6 @@
 /* Swap engine handle: configuration, sequence registry, offload, stats. */
 #include "swap_internal.h"
+#include "attend_internal.h"
 #include "swap_cuda.h"
 #include "core/sw_cuda.h"
 #include "core/sw_core.h"
@@ -167,6 +168,7 @@ sw_status sw_swap_create_tuned(const sw_swap_model *model, const sw_swap_config 
         return sw_fail(SW_STATUS_NO_MEMORY, "sw_swap_create: handle");
     s->m = *model;
     s->c = *config;
+    s->ops = config->pool == SW_SWAP_POOL_DEVICE ? &sw_swap_dev_ops : &sw_swap_host_ops;
     s->store = store;
     s->store_stripe_bytes = (uint32_t)sst.stripe_bytes;
     {

@@ -1,6 +1,8 @@
 /* Internal contract of the swap engine: registry (swap.c), predictor
- * (predictor.c), resident pool (pool.c), prefetch worker (prefetch.c),
- * attend orchestration (attend.c). */
+ * (predictor.c), resident pool (pool.c), tile planner (plan.c), read-ahead
+ * (prefetch.c), heuristics (heuristics.c), CPU tile kernels (tile_cpu.c),
+ * the device pool (device.c, dev_*.c; dev_internal.h); the attend call's
+ * parts share attend_internal.h. */
 #ifndef SW_SWAP_INTERNAL_H
 #define SW_SWAP_INTERNAL_H
 
@@ -107,7 +109,7 @@ typedef struct sw_swap_facts {
  * never read from the environment. Ranges are enforced where each is used. */
 typedef struct sw_swap_tuning {
     /* run-aware eviction window in tiles, 0 = victims in plain policy order
-     * (attend.c runs_first): 8 for a device pool (over a host tier the
+     * (attend_loop.c runs_first): 8 for a device pool (over a host tier the
      * pass's misses are one run of entries the landing copies whole; over
      * the disk alone the store reads 1.07 x the payload against 1.16 at 4,
      * steps 27-29 ms against 30.5-30.8 on the H200), 4 for a host pool
@@ -165,7 +167,11 @@ void sw_swap_tuning_apply(sw_swap_tuning *t, const sw_swap_tuning *o);
 sw_status sw_swap_create_tuned(const sw_swap_model *model, const sw_swap_config *config,
                                sw_store *store, const sw_swap_tuning *tuning, sw_swap **out);
 
+/* The pool's operations for the tile loop (attend_internal.h). */
+typedef struct sw_swap_pool_ops sw_swap_pool_ops;
+
 struct sw_swap {
+    const sw_swap_pool_ops *ops; /* the host pool's or the device pool's */
     sw_swap_model m;
     sw_swap_config c;
     sw_swap_tuning tune;    /* the heuristics' decisions with the overrides */

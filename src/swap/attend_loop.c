@@ -1,0 +1,593 @@
+/* The tile loop of an attend call: each sequence's visiting order
+ * (resident blocks first, then missing ones in block order), its tiles cut
+ * by the planner (plan.c), victims for the misses, a tile's missing
+ * stripes read with one store read ticket submitted `prefetch` tiles ahead
+ * of the tile being computed, and the pool's operations
+ * (attend_internal.h) for everything that depends on where slots live. */
+#include "attend_internal.h"
+#include "core/sw_core.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+double sw_swap_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* the missing part of build_order's order, also posted to the prelease
+ * before it is built (attend_dev.c) */
+int32_t sw_swap_missing_of(const sw_swap_layer *L, const uint8_t *sel, int32_t *out)
+{
+    int32_t n = 0;
+    for (int32_t b = 0; b < L->nblocks; b++)
+        if ((!sel || sel[b]) && L->blk[b].slot < 0)
+            out[n++] = b;
+    return n;
+}
+
+/* Builds the block order of batch entry bi: resident first, then missing
+ * ones, both in block order. Sparse mode keeps the top-k scored,
+ * the recent window and every unscored block. Also refreshes the scores of
+ * the sequence's resident slots. */
+static int32_t build_order(run *R, int32_t bi, int32_t *order)
+{
+    sw_swap *s = R->s;
+    const sw_swap_seq *q = R->seqs[bi];
+    const sw_swap_layer *L = &q->layers[R->p->layer];
+    const float *sc = R->scores[bi];
+    const int32_t n = L->nblocks;
+    int32_t cnt = 0;
+    /* selection */
+    uint8_t *sel = calloc((size_t)n + 1, 1);
+    if (!sel)
+        return -1;
+    if (!R->sparse) {
+        memset(sel, 1, (size_t)n);
+    } else if (sw_swap_sparse_select(sc, n, R->p->sparse_top_k, R->p->sparse_recent_blocks,
+                                     sel) != 0) {
+        free(sel);
+        return -1;
+    }
+    for (int32_t b = 0; b < n; b++) {
+        if (L->blk[b].slot >= 0)
+            s->slots[L->blk[b].slot].score = sc[b];
+        if (sel[b] && L->blk[b].slot >= 0)
+            order[cnt++] = b;
+    }
+    R->nres = cnt;
+    /* Missing blocks in block order: consecutive blocks of a stream sit in
+     * adjacent extents, so a tile's read merges into a few large requests
+     * (score order made them scattered 8 KiB reads: 12% of the raw disk
+     * rate in `spillway bench swap`). What stays resident is decided by the
+     * eviction policy, not by the visiting order. */
+    cnt += sw_swap_missing_of(L, sel, order + cnt);
+    free(sel);
+    return cnt;
+}
+
+sw_store_key sw_swap_key_of(const sw_swap_seq *q, int32_t layer, int32_t block, int32_t h, int kind)
+{
+    sw_store_key k;
+    memset(&k, 0, sizeof k);
+    k.ns = q->ns;
+    k.layer = (uint32_t)layer;
+    k.block = q->block_base + (uint32_t)block;
+    k.kv_head = (uint16_t)h;
+    k.kind = (uint8_t)kind;
+    return k;
+}
+
+/* Resident blocks of the store run (align_blocks blocks) that the block in
+ * slot `i` lies in, and the run's present blocks (*present). */
+static int32_t run_resident(const sw_swap *s, int32_t i, int32_t *present)
+{
+    const sw_swap_slot *sl = &s->slots[i];
+    const sw_swap_layer *L = &sl->seq->layers[sl->layer];
+    const uint64_t a = s->align_blocks, base = sl->seq->block_base;
+    const uint64_t r0 = (base + (uint64_t)sl->block) / a * a;
+    int64_t b0 = (int64_t)r0 - (int64_t)base, b1 = b0 + (int64_t)a;
+    if (b0 < 0)
+        b0 = 0;
+    if (b1 > L->nblocks)
+        b1 = L->nblocks;
+    int32_t c = 0;
+    for (int64_t b = b0; b < b1; b++)
+        c += L->blk[b].slot >= 0;
+    *present = (int32_t)(b1 - b0);
+    return c;
+}
+
+/* Run-aware order of the first n ranked victims (out[0..n), ascending
+ * policy order; tmp has room for 2 n entries): a resident block inside a
+ * store run that is mostly missing saves little disk I/O (the run is read
+ * anyway and the read goes through it: store gaps <= 64 KiB), one of a
+ * mostly resident run saves its share of a read. Stable by the run's
+ * resident fraction in eighths, ascending, then policy order: over the
+ * steps the pool's blocks gather in few runs, and the runs that are read
+ * have fewer resident blocks to read through. The policy still chooses
+ * which n slots are candidates (the caller's window). */
+static void runs_first(const sw_swap *s, int32_t *out, int32_t n, int32_t *tmp)
+{
+    int32_t cnt[9] = {0};
+    int32_t *cls = tmp + n;
+    for (int32_t i = 0; i < n; i++) {
+        int32_t present = 0;
+        const int32_t res = s->slots[out[i]].seq ? run_resident(s, out[i], &present) : 0;
+        cls[i] = present > 0 ? (int32_t)((int64_t)res * 8 / present) : 0; /* free: first */
+        cnt[cls[i]]++;
+    }
+    int32_t at[9];
+    for (int32_t c = 0, o = 0; c < 9; c++) {
+        at[c] = o;
+        o += cnt[c];
+    }
+    for (int32_t i = 0; i < n; i++)
+        tmp[at[cls[i]]++] = out[i];
+    memcpy(out, tmp, sizeof(int32_t) * (size_t)n);
+}
+
+/* Plans the next tile; returns 1 when there is one, 0 at the end, <0 on
+ * allocation failure. */
+static int plan_tile(run *R, tile *t, int hbuf)
+{
+    sw_swap *s = R->s;
+    const sw_swap_attend_params *p = R->p;
+    while (R->pos >= R->norder) {
+        R->pb++;
+        while (R->pb < p->batch && p->q_indptr[R->pb + 1] == p->q_indptr[R->pb])
+            R->pb++; /* no query rows: nothing to attend */
+        if (R->pb >= p->batch)
+            return 0;
+        R->norder = build_order(R, R->pb, R->order);
+        if (R->norder < 0)
+            return -1;
+        R->pos = 0;
+        /* the blocks missing now are misses when visited (a block is
+         * loaded once a pass): the pool may start on them */
+        s->ops->order_built(R, R->order + R->nres, R->norder - R->nres);
+    }
+    const sw_swap_seq *q = R->seqs[R->pb];
+    const sw_swap_layer *L = &q->layers[p->layer];
+    const float *sc = R->scores[R->pb];
+    t->pin = ++s->pin_seq;
+    t->bi = R->pb;
+    t->n = 0;
+    t->nmiss = 0;
+    t->nkeys = 0;
+    t->nleased = 0;
+    t->gathered = 0;
+    t->direct = 0;
+    t->job.ticket = 0;
+    R->vn = -1;
+    t->hbuf = hbuf;
+    t->buf = hbuf; /* a device pool's staging: the ring position's */
+    /* The tile's span of the order (sw_swap_plan_tile). The residency it
+     * plans with is the order's as built (its first nres blocks resident):
+     * no block of the order changes residency before it is planned (the
+     * resident ones come first and are all planned before any miss can
+     * evict, and a missing block becomes resident only when planned). */
+    sw_swap_tile_plan tp;
+    tp.order = R->order;
+    tp.norder = R->norder;
+    tp.nres = R->nres;
+    tp.pos = R->pos;
+    tp.block_base = q->block_base;
+    tp.align_blocks = s->align_blocks;
+    tp.tile_blocks = s->tile_blocks;
+    const int32_t span = sw_swap_plan_tile(&tp);
+    for (int32_t k = 0; k < span; k++) {
+        const int32_t b = R->order[R->pos];
+        sw_swap_blk *e = &L->blk[b];
+        int32_t slot = e->slot;
+        R->pos++;
+        if (slot >= 0) {
+            R->hits++;
+        } else {
+            if (R->vrank) {
+                if (R->vn < 0) {
+                    R->vn = sw_swap_victims_first(s, R->vwin, R->vrank, R->vscratch);
+                    R->vpos = 0;
+                    if (R->vtmp)
+                        runs_first(s, R->vrank, R->vn < R->vwin ? R->vn : R->vwin, R->vtmp);
+                }
+                while (R->vpos < R->vn && s->slots[R->vrank[R->vpos]].pin)
+                    R->vpos++; /* pinned since the ranking */
+                if (R->vpos == R->vn && R->vn == R->vwin) {
+                    /* never reached (a tile consumes at most tile_blocks
+                     * places), but the full ranking is the safe answer */
+                    R->vn = sw_swap_pool_rank(s, R->vrank, R->vscratch);
+                    R->vpos = 0;
+                    while (R->vpos < R->vn && s->slots[R->vrank[R->vpos]].pin)
+                        R->vpos++;
+                }
+                slot = R->vpos < R->vn ? R->vrank[R->vpos++] : -1;
+            } else {
+                slot = sw_swap_pool_victim(s);
+            }
+            if (slot < 0)
+                return -2; /* every slot pinned: a bug in the tile sizing */
+            sw_swap_slot *v = &s->slots[slot];
+            if (v->seq) {
+                v->seq->layers[v->layer].blk[v->block].slot = -1;
+                s->st.evictions++;
+            }
+            v->seq = (sw_swap_seq *)q;
+            v->layer = p->layer;
+            v->block = b;
+            e->slot = slot;
+            R->misses++;
+            s->ops->miss_keys(R, t, b);
+            t->miss_slots[t->nmiss] = slot;
+            t->miss_blocks[t->nmiss++] = b;
+        }
+        sw_swap_slot *sl = &s->slots[slot];
+        sl->pin = t->pin;
+        sl->score = sc[b];
+        sl->last_access = ++s->tick;
+        t->blocks[t->n] = b;
+        t->slots[t->n] = slot;
+        t->n++;
+    }
+    R->tiles++;
+    return 1;
+}
+
+/* Submits the tile's read as a store ticket; `ahead` when another tile
+ * is still to be computed before it (read-ahead). A failed submit leaves
+ * its status on every key, reported by finish_read. */
+static void start_read(run *R, tile *t, int ahead)
+{
+    sw_swap *s = R->s;
+    t->job.n = t->nkeys;
+    t->job.keys = t->keys;
+    t->job.dst = t->dst;
+    t->job.dst_bytes = s->ops->dst_bytes(s);
+    t->job.lengths = t->lens;
+    t->job.gens = t->gens;
+    t->job.statuses = t->sts;
+    t->nleased = 0;
+    t->land_ev = NULL;
+    if (t->nkeys == 0)
+        return;
+    s->st.read_calls++;
+    s->st.stripes_read += t->nkeys;
+    if (ahead)
+        s->st.prefetched_tiles++;
+    s->ops->before_read(R, t); /* leases: the ticket reads only the rest */
+    (void)sw_swap_read_submit(s->store, &t->job);
+    s->ops->after_submit(R, t);
+}
+
+/* Waits for the tile's read and checks every stripe: status, length and the
+ * generation the engine wrote. On failure the tile's new slots are freed. */
+static sw_status finish_read(run *R, tile *t)
+{
+    sw_swap *s = R->s;
+    if (t->nkeys == 0)
+        return SW_OK;
+    {
+        double t0 = sw_swap_now();
+        sw_swap_read_wait(s->store, &t->job);
+        s->st.read_wait_seconds += sw_swap_now() - t0;
+    }
+    for (size_t k = 0; t->nleased && k < t->job.n; k++) {
+        const uint32_t i = t->rmap[k]; /* the ticket's results in key order */
+        t->sts[i] = t->rsts[k];
+        t->lens[i] = t->rlens[k];
+        t->gens[i] = t->rgens[k];
+    }
+    const sw_swap_seq *q = R->seqs[t->bi];
+    sw_swap_layer *L = &q->layers[R->p->layer];
+    const int32_t H = s->m.num_kv_heads;
+    sw_status bad = SW_OK;
+    size_t i = 0;
+    for (int32_t m = 0; m < t->nmiss; m++) {
+        const int32_t b = t->miss_blocks[m];
+        const sw_swap_blk *e = &L->blk[b];
+        const size_t want = (size_t)e->valid * (size_t)s->m.head_dim *
+                            sw_swap_kv_elem_size((sw_swap_kv_dtype)e->dtype);
+        for (int32_t x = 0; x < 2 * H; x++, i++) {
+                /* the order the pool listed the keys in (miss_keys) */
+                int kind = 0;
+                int32_t h = 0;
+                s->ops->key_stripe(x, H, &h, &kind);
+                if (bad != SW_OK)
+                    continue;
+                if (t->sts[i] != SW_OK) {
+                    bad = sw_fail(t->sts[i], "stripe (ns %llu, layer %d, block %u, kv head %d, "
+                                  "%s) of sequence %llu: store read returned %s",
+                                  (unsigned long long)q->ns, R->p->layer, q->block_base + b, h,
+                                  kind ? "V" : "K", (unsigned long long)q->id,
+                                  sw_status_str(t->sts[i]));
+                } else if (t->lens[i] != want || t->gens[i] != e->gen[h * 2 + kind]) {
+                    bad = sw_fail(SW_STATUS_CORRUPT, "stripe (ns %llu, layer %d, block %u, kv "
+                                  "head %d, %s): %zu bytes generation %llu, the engine wrote "
+                                  "%zu bytes generation %llu", (unsigned long long)q->ns,
+                                  R->p->layer, q->block_base + b, h, kind ? "V" : "K",
+                                  t->lens[i], (unsigned long long)t->gens[i], want,
+                                  (unsigned long long)e->gen[h * 2 + kind]);
+                } else {
+                    s->st.bytes_read += t->lens[i];
+                }
+            }
+    }
+    if (bad == SW_OK && t->nmiss > 0) {
+        /* verified: to where the tile's compute reads them */
+        double t0 = sw_swap_now();
+        bad = s->ops->read_done(R, t);
+        s->st.read_wait_seconds += sw_swap_now() - t0;
+    }
+    if (bad != SW_OK)
+        for (int32_t m = 0; m < t->nmiss; m++)
+            sw_swap_pool_drop(s, &L->blk[t->miss_blocks[m]]);
+    return bad;
+}
+
+/* Unpins the slots tile t pinned: its own blocks' slots, not a scan of the
+ * pool (a device pool of GPU-sized memory has 10^5-10^6 slots; a scan per
+ * tile was O(pool)). A slot dropped and retaken since carries another pin
+ * and is left alone. */
+static void unpin_tile(sw_swap *s, const tile *t)
+{
+    for (int32_t i = 0; i < t->n; i++) {
+        sw_swap_slot *sl = &s->slots[t->slots[i]];
+        if (sl->pin == t->pin)
+            sl->pin = 0;
+    }
+}
+
+/* Plans tile *nplan into its ring position and submits its read, then
+ * counts it; with read-ahead (`unpin`), the pins of the tile two before it
+ * are released first (computed or not). Tiles ncomp.. are not computed
+ * yet. No tile left: *end = 1. */
+static sw_status plan_next(run *R, tile *tl, int ntl, int64_t *nplan, int64_t ncomp, int unpin,
+                           int *end)
+{
+    sw_swap *s = R->s;
+    const int64_t j = *nplan;
+    tile *t = &tl[j % ntl];
+    tile *u = unpin && j >= 2 ? &tl[(j - 2) % ntl] : NULL;
+    if (u && u->pin) {
+        unpin_tile(s, u);
+        u->pin = 0;
+    }
+    const double p0 = sw_swap_now();
+    const int r = plan_tile(R, t, (int)(j % ntl));
+    const double p1 = sw_swap_now();
+    s->st.plan_seconds += p1 - p0;
+    if (r == 0) {
+        *end = 1;
+        return SW_OK;
+    }
+    if (r < 0)
+        return r == -1 ? sw_fail(SW_STATUS_NO_MEMORY, "block order")
+                       : sw_fail(SW_STATUS_INTERNAL, "no unpinned slot for a tile");
+    start_read(R, t, j > ncomp);
+    s->st.submit_seconds += sw_swap_now() - p1;
+    (*nplan)++;
+    return SW_OK;
+}
+
+/* Tiles to have planned beyond the one computing next: the read-ahead
+ * depth, but one while the last tile planned is a direct one (its reads are
+ * the kernel's, so planning further ahead only delays its launch; one tile
+ * ahead keeps tile j + 1 planned with tile j pinned, and victims do not
+ * depend on the depth). */
+static int64_t plan_ahead(const tile *tl, int ntl, int64_t nplan, int depth)
+{
+    if (depth <= 1 || nplan == 0)
+        return depth;
+    return tl[(nplan - 1) % ntl].direct ? 1 : depth;
+}
+
+sw_status sw_swap_run_pass(run *R, int sparse)
+{
+    sw_swap *s = R->s;
+    const sw_swap_attend_params *p = R->p;
+    SW_TRY(s->ops->pass_begin(R));
+    R->sparse = sparse;
+    R->pb = -1;
+    R->pos = R->norder = 0;
+
+    /* Tiles i+1..i+D (D = s->prefetch) have their reads in flight while
+     * tile i computes: a ring of D + 1 tiles, each reading into its own
+     * staging (a host pool's slot-sized buffers, a device pool's pinned
+     * host buffer). A tile's slots are assigned when it is planned, with
+     * the pins of one tile of read-ahead (tile j is planned with tile j-1
+     * pinned), and written only when it computes (commit_tile, the device
+     * scatter), so victims, hits and results do not depend on D. With
+     * D = 0 a tile is planned and read after the previous one computed. */
+    const int32_t depth = s->prefetch;
+    const int ntl = depth + 1;
+    const size_t maxkeys = (size_t)s->tile_blocks * (size_t)s->m.num_kv_heads * 2;
+    tile *tl = calloc((size_t)ntl, sizeof *tl);
+    sw_status st = tl ? SW_OK : sw_fail(SW_STATUS_NO_MEMORY, "tile ring");
+    for (int i = 0; tl && i < ntl; i++) {
+        tile *t = &tl[i];
+        t->blocks = malloc(sizeof(int32_t) * (size_t)s->tile_blocks);
+        t->slots = malloc(sizeof(int32_t) * (size_t)s->tile_blocks);
+        t->miss_blocks = malloc(sizeof(int32_t) * (size_t)s->tile_blocks);
+        t->miss_slots = malloc(sizeof(int32_t) * (size_t)s->tile_blocks);
+        t->keys = malloc(sizeof(sw_store_key) * maxkeys);
+        t->dst = malloc(sizeof(void *) * maxkeys);
+        t->lens = malloc(sizeof(size_t) * maxkeys);
+        t->gens = malloc(sizeof(uint64_t) * maxkeys);
+        t->sts = malloc(sizeof(sw_status) * maxkeys);
+        if (!t->blocks || !t->slots || !t->miss_blocks || !t->miss_slots || !t->keys ||
+            !t->dst || !t->lens || !t->gens || !t->sts)
+            st = sw_fail(SW_STATUS_NO_MEMORY, "tile tables");
+        if (s->ops->leases(s)) {
+            t->lease = malloc(sizeof(sw_store_lease) * maxkeys);
+            t->tlease = malloc(sizeof(sw_store_lease) * maxkeys);
+            t->rkeys = malloc(sizeof(sw_store_key) * maxkeys);
+            t->rdst = malloc(sizeof(void *) * maxkeys);
+            t->rlens = malloc(sizeof(size_t) * maxkeys);
+            t->rgens = malloc(sizeof(uint64_t) * maxkeys);
+            t->rsts = malloc(sizeof(sw_status) * maxkeys);
+            t->rmap = malloc(sizeof(uint32_t) * maxkeys);
+            t->miss_ev = malloc(sizeof(int32_t) * (size_t)s->tile_blocks);
+            if (!t->lease || !t->tlease || !t->rkeys || !t->rdst || !t->rlens || !t->rgens || !t->rsts ||
+                !t->rmap || !t->miss_ev)
+                st = sw_fail(SW_STATUS_NO_MEMORY, "tile lease tables");
+        }
+    }
+    /* victim ranking (optional: without it, one scan per missing block) */
+    R->vrank = malloc(sizeof(int32_t) * (size_t)(s->c.resident_blocks > 0 ? s->c.resident_blocks : 1));
+    R->vscratch = malloc(sw_swap_pool_rank_scratch(s));
+    {
+        const int64_t win = (int64_t)s->run_evict * s->tile_blocks;
+        R->vwin = win > 0 ? (int32_t)(win < s->c.resident_blocks ? win : s->c.resident_blocks)
+                          : s->tile_blocks;
+        R->vtmp = win > 0 ? malloc(sizeof(int32_t) * 2 * (size_t)R->vwin) : NULL;
+    }
+    if (!R->vrank || !R->vscratch) {
+        free(R->vrank);
+        free(R->vscratch);
+        R->vrank = NULL;
+        R->vscratch = NULL;
+    }
+    /* store tier counters over the pass (a ticket's bytes are counted by
+     * the store when it delivers them, not per call) */
+    sw_store_stats ss0;
+    memset(&ss0, 0, sizeof ss0);
+    ss0.struct_size = sizeof ss0;
+    if (R->early)
+        ss0 = R->ss0; /* the prelease posted before the scores counts from there */
+    else
+        (void)sw_store_get_stats(s->store, &ss0);
+    R->early = 0;
+    int64_t ncomp = 0, nplan = 0; /* tiles computed, tiles planned */
+    int end = 0;
+    /* A tile's gathers are issued as soon as it is planned (issue_gathers),
+     * so PCIe starts while the host plans the rest of the read-ahead (~70 us
+     * a tile). */
+    while (st == SW_OK && !end &&
+           nplan < (depth > 0 ? plan_ahead(tl, ntl, nplan, depth) : 1)) {
+        st = plan_next(R, tl, ntl, &nplan, ncomp, depth > 0, &end);
+        if (st == SW_OK && nplan > 0)
+            st = s->ops->issue(R, tl, ntl, nplan - 1, nplan);
+    }
+    while (st == SW_OK && ncomp < nplan) {
+        tile *cur = &tl[ncomp % ntl];
+        st = finish_read(R, cur);
+        if (st != SW_OK)
+            break;
+        /* up to tile ncomp + depth (ncomp + 1 behind a direct tile) */
+        while (st == SW_OK && depth > 0 && !end &&
+               nplan - ncomp <= plan_ahead(tl, ntl, nplan, depth))
+            st = plan_next(R, tl, ntl, &nplan, ncomp, depth > 0, &end);
+        if (st != SW_OK)
+            break;
+        st = s->ops->issue(R, tl, ntl, ncomp, nplan); /* the new tile's */
+        if (st != SW_OK)
+            break;
+        double t0 = sw_swap_now();
+        st = s->ops->compute(R, cur);
+        s->st.compute_seconds += sw_swap_now() - t0;
+        if (cur->pin)
+            unpin_tile(s, cur);
+        cur->pin = 0;
+        if (st != SW_OK)
+            break; /* cur's new slots are dropped below */
+        cur->nmiss = 0; /* filled: not to be dropped by the cleanup below */
+        ncomp++;
+        if (depth == 0 && !end)
+            st = plan_next(R, tl, ntl, &nplan, ncomp, depth > 0, &end);
+    }
+    /* Never leave a read in flight (the store would still write into its
+     * slots) or a slot pinned. */
+    for (int i = 0; tl && i < ntl; i++) {
+        sw_swap_read_wait(s->store, &tl[i].job);
+        if (tl[i].pin)
+            unpin_tile(s, &tl[i]);
+    }
+    {
+        sw_store_stats ss1;
+        memset(&ss1, 0, sizeof ss1);
+        ss1.struct_size = sizeof ss1;
+        if (sw_store_get_stats(s->store, &ss1) == SW_OK) {
+            s->st.host_bytes_read += ss1.host_bytes_read - ss0.host_bytes_read;
+            s->st.file_bytes_read += ss1.file_bytes_read - ss0.file_bytes_read;
+        }
+    }
+    if (st != SW_OK) {
+        /* Slots whose read was planned but not verified and consumed hold
+         * garbage (or a failed key's bytes): never to be used. */
+        for (int i = 0; tl && i < ntl; i++)
+            for (int32_t m = 0; tl[i].miss_blocks && m < tl[i].nmiss && R->seqs; m++) {
+                const sw_swap_seq *q = R->seqs[tl[i].bi];
+                sw_swap_pool_drop(s, &q->layers[p->layer].blk[tl[i].miss_blocks[m]]);
+            }
+    }
+    free(R->vrank);
+    free(R->vscratch);
+    free(R->vtmp);
+    R->vrank = NULL;
+    R->vscratch = NULL;
+    R->vtmp = NULL;
+    for (int i = 0; tl && i < ntl; i++) {
+        free(tl[i].blocks);
+        free(tl[i].slots);
+        free(tl[i].miss_blocks);
+        free(tl[i].miss_slots);
+        free(tl[i].keys);
+        free(tl[i].dst);
+        free(tl[i].lens);
+        free(tl[i].gens);
+        free(tl[i].sts);
+        free(tl[i].lease);
+        free(tl[i].tlease);
+        free(tl[i].rkeys);
+        free(tl[i].rdst);
+        free(tl[i].rlens);
+        free(tl[i].rgens);
+        free(tl[i].rsts);
+        free(tl[i].rmap);
+        free(tl[i].miss_ev);
+    }
+    free(tl);
+    if (st != SW_OK)
+        return st;
+    return s->ops->pass_end(R);
+}
+
+
+void sw_swap_run_free(run *R, int32_t batch)
+{
+    if (R->scores)
+        for (int32_t b = 0; b < batch; b++)
+            free(R->scores[b]);
+    free(R->scores);
+    free(R->seqs);
+    free(R->order);
+    free(R->qf);
+    free(R->m);
+    free(R->l);
+    free(R->acc);
+    free(R->kb);
+    free(R->part);
+}
+
+
+void sw_swap_run_account(run *R, sw_swap_attend_result *res, uint64_t h0, uint64_t m0,
+                         int64_t total_blocks, double rel)
+{
+    sw_swap *s = R->s;
+    s->st.hits += (uint64_t)R->hits;
+    s->st.misses += (uint64_t)R->misses;
+    s->st.tiles += (uint64_t)R->tiles;
+    s->st.attends++;
+    if (res) {
+        res->blocks_total = total_blocks;
+        res->blocks_attended = R->attended;
+        res->hits = (int64_t)(s->st.hits - h0);
+        res->misses = (int64_t)(s->st.misses - m0);
+        res->tiles = R->tiles;
+        res->sparse_rel_l2 = rel;
+    }
+}
