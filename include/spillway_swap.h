@@ -293,7 +293,8 @@ SW_API sw_status sw_swap_attend(sw_swap *s, const sw_swap_attend_params *p,
  * receives the block count (scores are written only when it fits).
  * Returns SW_OK; SW_STATUS_INVALID (null argument, q_len < 1, layer out of
  * range); SW_STATUS_NOT_FOUND; SW_STATUS_WORKSPACE_TOO_SMALL (capacity <
- * blocks); SW_STATUS_NO_MEMORY.
+ * blocks); SW_STATUS_NO_MEMORY; SW_STATUS_FAILED (failed handle); with a
+ * device pool, SW_STATUS_CUDA.
  */
 SW_API sw_status sw_swap_score_blocks(sw_swap *s, uint64_t seq_id, int32_t layer, const void *q,
                                       int32_t q_len, float *scores, int32_t capacity,
