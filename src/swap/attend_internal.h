@@ -143,5 +143,7 @@ sw_status sw_swap_run_pass(run *R, int sparse);
 void sw_swap_run_account(run *R, sw_swap_attend_result *res, uint64_t h0, uint64_t m0,
                          int64_t total_blocks, double rel);
 void sw_swap_run_free(run *R, int32_t batch);
+/* Frees the engine's loop scratch (the tile ring; sw_swap_destroy). */
+void sw_swap_loop_free(sw_swap *s);
 
 #endif

@@ -385,6 +385,114 @@ static int64_t plan_ahead(const tile *tl, int ntl, int64_t nplan, int depth)
     return tl[(nplan - 1) % ntl].direct ? 1 : depth;
 }
 
+/* The tile ring and the victim ranking's tables: sized by the engine
+ * (tile_blocks, kv heads, read-ahead, pool), allocated at its first pass
+ * and kept until sw_swap_loop_free, not allocated per call. */
+struct sw_swap_loop {
+    tile *tl;
+    int ntl;
+    int32_t *vrank;
+    void *vscratch;
+    int32_t *vtmp;
+};
+
+void sw_swap_loop_free(sw_swap *s)
+{
+    sw_swap_loop *lp = s->loop;
+    if (!lp)
+        return;
+    for (int i = 0; lp->tl && i < lp->ntl; i++) {
+        tile *t = &lp->tl[i];
+        free(t->blocks);
+        free(t->slots);
+        free(t->miss_blocks);
+        free(t->miss_slots);
+        free(t->keys);
+        free(t->dst);
+        free(t->lens);
+        free(t->gens);
+        free(t->sts);
+        free(t->lease);
+        free(t->tlease);
+        free(t->rkeys);
+        free(t->rdst);
+        free(t->rlens);
+        free(t->rgens);
+        free(t->rsts);
+        free(t->rmap);
+        free(t->miss_ev);
+    }
+    free(lp->tl);
+    free(lp->vrank);
+    free(lp->vscratch);
+    free(lp->vtmp);
+    free(lp);
+    s->loop = NULL;
+}
+
+/* The engine's loop scratch, allocated on first use; NULL without memory
+ * (the next pass tries again). */
+static sw_swap_loop *loop_scratch(sw_swap *s)
+{
+    if (s->loop)
+        return s->loop;
+    sw_swap_loop *lp = calloc(1, sizeof *lp);
+    if (!lp)
+        return NULL;
+    s->loop = lp;
+    const int ntl = s->prefetch + 1;
+    const size_t maxkeys = (size_t)s->tile_blocks * (size_t)s->m.num_kv_heads * 2;
+    lp->ntl = ntl;
+    lp->tl = calloc((size_t)ntl, sizeof *lp->tl);
+    int ok = lp->tl != NULL;
+    for (int i = 0; ok && i < ntl; i++) {
+        tile *t = &lp->tl[i];
+        t->blocks = malloc(sizeof(int32_t) * (size_t)s->tile_blocks);
+        t->slots = malloc(sizeof(int32_t) * (size_t)s->tile_blocks);
+        t->miss_blocks = malloc(sizeof(int32_t) * (size_t)s->tile_blocks);
+        t->miss_slots = malloc(sizeof(int32_t) * (size_t)s->tile_blocks);
+        t->keys = malloc(sizeof(sw_store_key) * maxkeys);
+        t->dst = malloc(sizeof(void *) * maxkeys);
+        t->lens = malloc(sizeof(size_t) * maxkeys);
+        t->gens = malloc(sizeof(uint64_t) * maxkeys);
+        t->sts = malloc(sizeof(sw_status) * maxkeys);
+        ok = t->blocks && t->slots && t->miss_blocks && t->miss_slots && t->keys && t->dst &&
+             t->lens && t->gens && t->sts;
+        if (ok && s->ops->leases(s)) {
+            t->lease = malloc(sizeof(sw_store_lease) * maxkeys);
+            t->tlease = malloc(sizeof(sw_store_lease) * maxkeys);
+            t->rkeys = malloc(sizeof(sw_store_key) * maxkeys);
+            t->rdst = malloc(sizeof(void *) * maxkeys);
+            t->rlens = malloc(sizeof(size_t) * maxkeys);
+            t->rgens = malloc(sizeof(uint64_t) * maxkeys);
+            t->rsts = malloc(sizeof(sw_status) * maxkeys);
+            t->rmap = malloc(sizeof(uint32_t) * maxkeys);
+            t->miss_ev = malloc(sizeof(int32_t) * (size_t)s->tile_blocks);
+            ok = t->lease && t->tlease && t->rkeys && t->rdst && t->rlens && t->rgens &&
+                 t->rsts && t->rmap && t->miss_ev;
+        }
+    }
+    if (!ok) {
+        sw_swap_loop_free(s);
+        return NULL;
+    }
+    /* the ranking's tables are optional: without them, one scan per
+     * missing block */
+    lp->vrank = malloc(sizeof(int32_t) * (size_t)(s->c.resident_blocks > 0 ? s->c.resident_blocks : 1));
+    lp->vscratch = malloc(sw_swap_pool_rank_scratch(s));
+    if (!lp->vrank || !lp->vscratch) {
+        free(lp->vrank);
+        free(lp->vscratch);
+        lp->vrank = NULL;
+        lp->vscratch = NULL;
+    }
+    const int64_t win = (int64_t)s->run_evict * s->tile_blocks;
+    const int32_t vwin = win > 0 ? (int32_t)(win < s->c.resident_blocks ? win : s->c.resident_blocks)
+                                 : s->tile_blocks;
+    lp->vtmp = win > 0 ? malloc(sizeof(int32_t) * 2 * (size_t)vwin) : NULL;
+    return lp;
+}
+
 sw_status sw_swap_run_pass(run *R, int sparse)
 {
     sw_swap *s = R->s;
@@ -404,52 +512,27 @@ sw_status sw_swap_run_pass(run *R, int sparse)
      * D = 0 a tile is planned and read after the previous one computed. */
     const int32_t depth = s->prefetch;
     const int ntl = depth + 1;
-    const size_t maxkeys = (size_t)s->tile_blocks * (size_t)s->m.num_kv_heads * 2;
-    tile *tl = calloc((size_t)ntl, sizeof *tl);
-    sw_status st = tl ? SW_OK : sw_fail(SW_STATUS_NO_MEMORY, "tile ring");
+    sw_swap_loop *lp = loop_scratch(s);
+    tile *tl = lp ? lp->tl : NULL;
+    sw_status st = tl ? SW_OK : sw_fail(SW_STATUS_NO_MEMORY, "tile tables");
     for (int i = 0; tl && i < ntl; i++) {
-        tile *t = &tl[i];
-        t->blocks = malloc(sizeof(int32_t) * (size_t)s->tile_blocks);
-        t->slots = malloc(sizeof(int32_t) * (size_t)s->tile_blocks);
-        t->miss_blocks = malloc(sizeof(int32_t) * (size_t)s->tile_blocks);
-        t->miss_slots = malloc(sizeof(int32_t) * (size_t)s->tile_blocks);
-        t->keys = malloc(sizeof(sw_store_key) * maxkeys);
-        t->dst = malloc(sizeof(void *) * maxkeys);
-        t->lens = malloc(sizeof(size_t) * maxkeys);
-        t->gens = malloc(sizeof(uint64_t) * maxkeys);
-        t->sts = malloc(sizeof(sw_status) * maxkeys);
-        if (!t->blocks || !t->slots || !t->miss_blocks || !t->miss_slots || !t->keys ||
-            !t->dst || !t->lens || !t->gens || !t->sts)
-            st = sw_fail(SW_STATUS_NO_MEMORY, "tile tables");
-        if (s->ops->leases(s)) {
-            t->lease = malloc(sizeof(sw_store_lease) * maxkeys);
-            t->tlease = malloc(sizeof(sw_store_lease) * maxkeys);
-            t->rkeys = malloc(sizeof(sw_store_key) * maxkeys);
-            t->rdst = malloc(sizeof(void *) * maxkeys);
-            t->rlens = malloc(sizeof(size_t) * maxkeys);
-            t->rgens = malloc(sizeof(uint64_t) * maxkeys);
-            t->rsts = malloc(sizeof(sw_status) * maxkeys);
-            t->rmap = malloc(sizeof(uint32_t) * maxkeys);
-            t->miss_ev = malloc(sizeof(int32_t) * (size_t)s->tile_blocks);
-            if (!t->lease || !t->tlease || !t->rkeys || !t->rdst || !t->rlens || !t->rgens || !t->rsts ||
-                !t->rmap || !t->miss_ev)
-                st = sw_fail(SW_STATUS_NO_MEMORY, "tile lease tables");
-        }
+        /* what the cleanup below reads of a tile never planned this pass */
+        tl[i].pin = 0;
+        tl[i].bi = 0;
+        tl[i].n = tl[i].nmiss = 0;
+        tl[i].nkeys = tl[i].nleased = 0;
+        tl[i].job.ticket = 0;
+        tl[i].gathered = tl[i].direct = 0;
+        tl[i].land_ev = NULL;
     }
     /* victim ranking (optional: without it, one scan per missing block) */
-    R->vrank = malloc(sizeof(int32_t) * (size_t)(s->c.resident_blocks > 0 ? s->c.resident_blocks : 1));
-    R->vscratch = malloc(sw_swap_pool_rank_scratch(s));
+    R->vrank = lp ? lp->vrank : NULL;
+    R->vscratch = lp ? lp->vscratch : NULL;
+    R->vtmp = lp ? lp->vtmp : NULL;
     {
         const int64_t win = (int64_t)s->run_evict * s->tile_blocks;
         R->vwin = win > 0 ? (int32_t)(win < s->c.resident_blocks ? win : s->c.resident_blocks)
                           : s->tile_blocks;
-        R->vtmp = win > 0 ? malloc(sizeof(int32_t) * 2 * (size_t)R->vwin) : NULL;
-    }
-    if (!R->vrank || !R->vscratch) {
-        free(R->vrank);
-        free(R->vscratch);
-        R->vrank = NULL;
-        R->vscratch = NULL;
     }
     /* store tier counters over the pass (a ticket's bytes are counted by
      * the store when it delivers them, not per call) */
@@ -524,33 +607,9 @@ sw_status sw_swap_run_pass(run *R, int sparse)
                 sw_swap_pool_drop(s, &q->layers[p->layer].blk[tl[i].miss_blocks[m]]);
             }
     }
-    free(R->vrank);
-    free(R->vscratch);
-    free(R->vtmp);
     R->vrank = NULL;
     R->vscratch = NULL;
     R->vtmp = NULL;
-    for (int i = 0; tl && i < ntl; i++) {
-        free(tl[i].blocks);
-        free(tl[i].slots);
-        free(tl[i].miss_blocks);
-        free(tl[i].miss_slots);
-        free(tl[i].keys);
-        free(tl[i].dst);
-        free(tl[i].lens);
-        free(tl[i].gens);
-        free(tl[i].sts);
-        free(tl[i].lease);
-        free(tl[i].tlease);
-        free(tl[i].rkeys);
-        free(tl[i].rdst);
-        free(tl[i].rlens);
-        free(tl[i].rgens);
-        free(tl[i].rsts);
-        free(tl[i].rmap);
-        free(tl[i].miss_ev);
-    }
-    free(tl);
     if (st != SW_OK)
         return st;
     return s->ops->pass_end(R);

@@ -284,6 +284,7 @@ void sw_swap_destroy(sw_swap *s)
     if (!s)
         return;
     sw_swap_tile_fini(s);
+    sw_swap_loop_free(s);
     for (size_t i = 0; i < s->nseqs; i++)
         free_seq(s, s->seqs[i]);
     sw_swap_dev_destroy(s);

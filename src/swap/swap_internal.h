@@ -169,9 +169,12 @@ sw_status sw_swap_create_tuned(const sw_swap_model *model, const sw_swap_config 
 
 /* The pool's operations for the tile loop (attend_internal.h). */
 typedef struct sw_swap_pool_ops sw_swap_pool_ops;
+/* The tile loop's scratch, one per engine (attend_loop.c). */
+typedef struct sw_swap_loop sw_swap_loop;
 
 struct sw_swap {
     const sw_swap_pool_ops *ops; /* the host pool's or the device pool's */
+    sw_swap_loop *loop;          /* NULL until the first pass */
     sw_swap_model m;
     sw_swap_config c;
     sw_swap_tuning tune;    /* the heuristics' decisions with the overrides */
