@@ -184,25 +184,13 @@ static sw_status dev_attend(run *R, sw_swap_attend_result *res, void *stream)
         sw_swap_dev_nudge(s, 1);
     const int32_t Hq = s->m.num_qo_heads, D = s->m.head_dim;
     const int64_t hrows = (int64_t)p->q_indptr[p->batch] * Hq;
-    int32_t maxn = 1;
     int64_t total_blocks = 0;
-    for (int32_t b = 0; b < p->batch; b++) {
-        const int32_t n = R->seqs[b]->layers[p->layer].nblocks;
-        total_blocks += n;
-        maxn = n > maxn ? n : maxn;
-    }
+    for (int32_t b = 0; b < p->batch; b++)
+        total_blocks += R->seqs[b]->layers[p->layer].nblocks;
     R->stream = stream;
     R->nsplit = 1;
-    R->scores = calloc((size_t)p->batch, sizeof *R->scores);
-    R->order = malloc(sizeof(int32_t) * (size_t)maxn);
-    sw_status st = R->scores && R->order ? SW_OK
-                                         : sw_fail(SW_STATUS_NO_MEMORY, "attend tables");
-    for (int32_t b = 0; b < p->batch && st == SW_OK; b++) {
-        const int32_t n = R->seqs[b]->layers[p->layer].nblocks;
-        R->scores[b] = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
-        if (!R->scores[b])
-            st = sw_fail(SW_STATUS_NO_MEMORY, "block scores");
-    }
+    void *unused = NULL;
+    sw_status st = sw_swap_run_tables(R, 0, &unused);
     if (st == SW_OK)
         st = sw_swap_dev_enter(s);
     sw_swap_dev_tl_phase(s, 'e');

@@ -287,21 +287,9 @@ static sw_status host_attend(run *R, sw_swap_attend_result *res, void *stream)
     const int32_t Hq = s->m.num_qo_heads, D = s->m.head_dim, Rk = s->c.predictor_rank;
     const int64_t nrows = p->q_indptr[p->batch];
     const int64_t hrows = nrows * Hq;
-    int32_t maxn = 1;
     int64_t total_blocks = 0;
-    for (int32_t b = 0; b < p->batch; b++) {
-        const int32_t n = R->seqs[b]->layers[p->layer].nblocks;
-        total_blocks += n;
-        if (n > maxn)
-            maxn = n;
-    }
-    R->scores = calloc((size_t)p->batch, sizeof *R->scores);
-    R->order = malloc(sizeof(int32_t) * (size_t)maxn);
-    R->qf = malloc(sizeof(float) * (size_t)(hrows > 0 ? hrows : 1) * (size_t)D);
-    R->m = malloc(sizeof(float) * (size_t)(hrows > 0 ? hrows : 1));
-    R->l = malloc(sizeof(float) * (size_t)(hrows > 0 ? hrows : 1));
-    R->acc = malloc(sizeof(float) * (size_t)(hrows > 0 ? hrows : 1) * (size_t)D);
-    R->kb = malloc(sizeof(sw_swap_kblk) * (size_t)s->m.num_kv_heads * (size_t)s->tile_blocks);
+    for (int32_t b = 0; b < p->batch; b++)
+        total_blocks += R->seqs[b]->layers[p->layer].nblocks;
     /* key ranges per (tile, kv head): enough tasks for every thread */
     {
         const int32_t H = s->m.num_kv_heads, nt = s->tp.nthreads;
@@ -314,19 +302,34 @@ static sw_status host_attend(run *R, sw_swap_attend_result *res, void *stream)
     for (int32_t b = 0; b < p->batch; b++)
         if (p->q_indptr[b + 1] - p->q_indptr[b] > maxql)
             maxql = p->q_indptr[b + 1] - p->q_indptr[b];
-    if (R->nsplit > 1 && maxql > 0)
-        R->part = malloc(sizeof(float) * (size_t)s->m.num_kv_heads * (size_t)(R->nsplit - 1) *
-                        (size_t)maxql * (size_t)(Hq / s->m.num_kv_heads) * (size_t)(D + 2));
-    else
+    if (R->nsplit <= 1 || maxql <= 0)
         R->nsplit = 1;
-    float *qp = malloc(sizeof(float) * (size_t)(hrows > 0 ? hrows : 1) * (size_t)Rk);
-    if (!R->scores || !R->order || !R->qf || !R->m || !R->l || !R->acc || !R->kb ||
-        (R->nsplit > 1 && !R->part) || !qp) {
-        free(qp);
+    /* the softmax state, the tile's blocks, the key ranges' states and the
+     * projected queries, from the engine's scratch */
+    const size_t hr = (size_t)(hrows > 0 ? hrows : 1);
+    const size_t n_qf = sw_align_up(sizeof(float) * hr * (size_t)D, 64);
+    const size_t n_ml = sw_align_up(sizeof(float) * hr, 64);
+    const size_t n_kb =
+        sw_align_up(sizeof(sw_swap_kblk) * (size_t)s->m.num_kv_heads * (size_t)s->tile_blocks, 64);
+    const size_t n_part =
+        R->nsplit > 1 ? sw_align_up(sizeof(float) * (size_t)s->m.num_kv_heads *
+                                        (size_t)(R->nsplit - 1) * (size_t)maxql *
+                                        (size_t)(Hq / s->m.num_kv_heads) * (size_t)(D + 2),
+                                    64)
+                      : 0;
+    const size_t n_qp = sw_align_up(sizeof(float) * hr * (size_t)Rk, 64);
+    uint8_t *x = NULL;
+    if (sw_swap_run_tables(R, 2 * n_qf + 2 * n_ml + n_kb + n_part + n_qp, (void **)&x) != SW_OK) {
         sw_swap_run_free(R, p->batch);
-        return sw_fail(SW_STATUS_NO_MEMORY, "attend scratch for %lld rows",
-                       (long long)nrows);
+        return sw_fail(SW_STATUS_NO_MEMORY, "attend scratch for %lld rows", (long long)nrows);
     }
+    R->qf = (float *)(void *)x;
+    R->acc = (float *)(void *)(x += n_qf);
+    R->m = (float *)(void *)(x += n_qf);
+    R->l = (float *)(void *)(x += n_ml);
+    R->kb = (sw_swap_kblk *)(void *)(x += n_ml);
+    R->part = n_part ? (float *)(void *)(x + n_kb) : NULL;
+    float *qp = (float *)(void *)(x + n_kb + n_part);
     const uint16_t *q16 = p->q;
     const double ts0 = sw_swap_now();
     {
@@ -341,18 +344,12 @@ static sw_status host_attend(run *R, sw_swap_attend_result *res, void *stream)
     for (int32_t b = 0; b < p->batch && st == SW_OK; b++) {
         const sw_swap_layer *L = &R->seqs[b]->layers[p->layer];
         const int32_t ql = p->q_indptr[b + 1] - p->q_indptr[b];
-        R->scores[b] = malloc(sizeof(float) * (size_t)(L->nblocks > 0 ? L->nblocks : 1));
-        if (!R->scores[b]) {
-            st = sw_fail(SW_STATUS_NO_MEMORY, "block scores");
-            break;
-        }
         if (ql > 0)
             sw_swap_score_layer(s, L, qp + (size_t)p->q_indptr[b] * Hq * Rk, ql, R->scores[b]);
         else
             for (int32_t i = 0; i < L->nblocks; i++)
                 R->scores[b][i] = -INFINITY;
     }
-    free(qp);
     s->st.score_seconds += sw_swap_now() - ts0;
     const uint64_t h0 = s->st.hits, m0 = s->st.misses;
     double rel = -1.0;

@@ -142,6 +142,12 @@ sw_status sw_swap_run_pass(run *R, int sparse);
  * h0, m0 the stats' hits and misses before the call. */
 void sw_swap_run_account(run *R, sw_swap_attend_result *res, uint64_t h0, uint64_t m0,
                          int64_t total_blocks, double rel);
+/* R's per-call tables: the block scores of each batch entry (R->scores),
+ * the visiting order (R->order) and `extra` bytes for the pool
+ * (*extra_out, 64-byte aligned; NULL when extra is 0), from the engine's
+ * scratch (grown, kept from call to call: valid until the next call). */
+sw_status sw_swap_run_tables(run *R, size_t extra, void **extra_out);
+/* Ends the call's use of R (its batch table). */
 void sw_swap_run_free(run *R, int32_t batch);
 /* Frees the engine's loop scratch (the tile ring; sw_swap_destroy). */
 void sw_swap_loop_free(sw_swap *s);

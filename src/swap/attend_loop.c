@@ -394,13 +394,35 @@ struct sw_swap_loop {
     int32_t *vrank;
     void *vscratch;
     int32_t *vtmp;
+    /* the calls' tables (sw_swap_run_tables): grown, never shrunk */
+    uint8_t *mem;
+    size_t mem_bytes;
 };
+
+static void ring_free(sw_swap_loop *lp);
 
 void sw_swap_loop_free(sw_swap *s)
 {
     sw_swap_loop *lp = s->loop;
     if (!lp)
         return;
+    ring_free(lp);
+    sw_aligned_free(lp->mem);
+    free(lp);
+    s->loop = NULL;
+}
+
+/* The engine's loop scratch, allocated on first use; NULL without memory
+ * (the next pass tries again). */
+static sw_swap_loop *loop_get(sw_swap *s)
+{
+    if (!s->loop)
+        s->loop = calloc(1, sizeof *s->loop);
+    return s->loop;
+}
+
+static void ring_free(sw_swap_loop *lp)
+{
     for (int i = 0; lp->tl && i < lp->ntl; i++) {
         tile *t = &lp->tl[i];
         free(t->blocks);
@@ -423,23 +445,22 @@ void sw_swap_loop_free(sw_swap *s)
         free(t->miss_ev);
     }
     free(lp->tl);
+    lp->tl = NULL;
     free(lp->vrank);
     free(lp->vscratch);
     free(lp->vtmp);
-    free(lp);
-    s->loop = NULL;
+    lp->vrank = NULL;
+    lp->vscratch = NULL;
+    lp->vtmp = NULL;
 }
 
-/* The engine's loop scratch, allocated on first use; NULL without memory
- * (the next pass tries again). */
 static sw_swap_loop *loop_scratch(sw_swap *s)
 {
-    if (s->loop)
-        return s->loop;
-    sw_swap_loop *lp = calloc(1, sizeof *lp);
+    sw_swap_loop *lp = loop_get(s);
     if (!lp)
         return NULL;
-    s->loop = lp;
+    if (lp->tl)
+        return lp;
     const int ntl = s->prefetch + 1;
     const size_t maxkeys = (size_t)s->tile_blocks * (size_t)s->m.num_kv_heads * 2;
     lp->ntl = ntl;
@@ -473,7 +494,7 @@ static sw_swap_loop *loop_scratch(sw_swap *s)
         }
     }
     if (!ok) {
-        sw_swap_loop_free(s);
+        ring_free(lp);
         return NULL;
     }
     /* the ranking's tables are optional: without them, one scan per
@@ -618,18 +639,50 @@ sw_status sw_swap_run_pass(run *R, int sparse)
 
 void sw_swap_run_free(run *R, int32_t batch)
 {
-    if (R->scores)
-        for (int32_t b = 0; b < batch; b++)
-            free(R->scores[b]);
-    free(R->scores);
+    (void)batch; /* the tables are the engine's (sw_swap_run_tables) */
     free(R->seqs);
-    free(R->order);
-    free(R->qf);
-    free(R->m);
-    free(R->l);
-    free(R->acc);
-    free(R->kb);
-    free(R->part);
+    R->seqs = NULL;
+    R->scores = NULL;
+    R->order = NULL;
+}
+
+sw_status sw_swap_run_tables(run *R, size_t extra, void **extra_out)
+{
+    sw_swap *s = R->s;
+    const sw_swap_attend_params *p = R->p;
+    int32_t maxn = 1;
+    size_t nsc = 0;
+    for (int32_t b = 0; b < p->batch; b++) {
+        const int32_t n = R->seqs[b]->layers[p->layer].nblocks;
+        maxn = n > maxn ? n : maxn;
+        nsc += sw_align_up((size_t)(n > 0 ? n : 1) * sizeof(float), 64);
+    }
+    const size_t o_ptr = 0;
+    const size_t o_ord = sw_align_up(sizeof(float *) * (size_t)p->batch, 64);
+    const size_t o_sc = o_ord + sw_align_up(sizeof(int32_t) * (size_t)maxn, 64);
+    const size_t o_x = o_sc + nsc;
+    const size_t need = o_x + extra;
+    sw_swap_loop *lp = loop_get(s);
+    if (!lp)
+        return sw_fail(SW_STATUS_NO_MEMORY, "attend tables");
+    if (lp->mem_bytes < need) {
+        sw_aligned_free(lp->mem);
+        lp->mem_bytes = 0;
+        lp->mem = sw_aligned_alloc(64, need);
+        if (!lp->mem)
+            return sw_fail(SW_STATUS_NO_MEMORY, "attend tables: %zu bytes", need);
+        lp->mem_bytes = need;
+    }
+    R->scores = (float **)(void *)(lp->mem + o_ptr);
+    R->order = (int32_t *)(void *)(lp->mem + o_ord);
+    size_t o = o_sc;
+    for (int32_t b = 0; b < p->batch; b++) {
+        const int32_t n = R->seqs[b]->layers[p->layer].nblocks;
+        R->scores[b] = (float *)(void *)(lp->mem + o);
+        o += sw_align_up((size_t)(n > 0 ? n : 1) * sizeof(float), 64);
+    }
+    *extra_out = extra ? lp->mem + o_x : NULL;
+    return SW_OK;
 }
 
 
