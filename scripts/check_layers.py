@@ -37,14 +37,6 @@ import tempfile
 # names the work that empties it; none may name a file of store, core or
 # remote.
 ALLOWED_CYCLES = [
-    # The swap engine's restructuring (the pool operations table, the tile
-    # planner, device.c split along its responsibilities) empties these two:
-    # swap.c creates the device pool, device.c calls back for the engine's
-    # element sizes ...
-    ["src/swap/device.c", "src/swap/swap.c"],
-    # ... and the CPU tile loop dispatches to its per-ISA kernels, which
-    # take the FP8 table from it.
-    ["src/swap/tile_cpu.c", "src/swap/tile_cpu_avx2.c", "src/swap/tile_cpu_avx512.c"],
 ]
 
 LAYER_DIRS = ("core", "attn", "store", "remote", "swap", "opponents", "cuda")

@@ -3,6 +3,23 @@
 #include "swap_internal.h"
 
 #include <math.h>
+#include <pthread.h>
+
+/* (here, not in tile_cpu.c: the per-ISA kernels read it, and tile_cpu.c
+ * calls them) */
+float sw_swap_e4m3_lut[256];
+
+static pthread_once_t lut_once = PTHREAD_ONCE_INIT;
+static void lut_init(void)
+{
+    for (int i = 0; i < 256; i++)
+        sw_swap_e4m3_lut[i] = sw_e4m3_to_f32((uint8_t)i);
+}
+
+void sw_swap_e4m3_lut_init(void)
+{
+    pthread_once(&lut_once, lut_init);
+}
 
 float sw_e4m3_to_f32(uint8_t x)
 {

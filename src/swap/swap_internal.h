@@ -367,8 +367,10 @@ sw_status sw_swap_tile_init(sw_swap *s);
 void sw_swap_tile_fini(sw_swap *s);
 /* Kernel for this handle and head_dim. */
 sw_swap_kernel_fn sw_swap_tile_kernel(const sw_swap *s);
-/* E4M3 code -> fp32 table (256 entries). */
+/* E4M3 code -> fp32 table (256 entries; fp8.c), filled by
+ * sw_swap_e4m3_lut_init (once per process, thread-safe). */
 extern float sw_swap_e4m3_lut[256];
+void sw_swap_e4m3_lut_init(void);
 
 /* ---- the device pool (device.c, dev_*.c; dev_internal.h) ---- */
 /* Heuristics (pure, unit-tested without a GPU; heuristics.c). */

@@ -12,15 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-float sw_swap_e4m3_lut[256];
-
-static pthread_once_t lut_once = PTHREAD_ONCE_INIT;
-static void lut_init(void)
-{
-    for (int i = 0; i < 256; i++)
-        sw_swap_e4m3_lut[i] = sw_e4m3_to_f32((uint8_t)i);
-}
-
 #define SW_K_CAT2(a, b) a##b
 #define SW_K_CAT(a, b) SW_K_CAT2(a, b)
 typedef float sw_k_v;
@@ -68,7 +59,7 @@ sw_swap_kernel_fn sw_swap_tile_kernel(const sw_swap *s)
 
 sw_status sw_swap_tile_init(sw_swap *s)
 {
-    pthread_once(&lut_once, lut_init);
+    sw_swap_e4m3_lut_init();
     s->tile_isa = isa_chosen();
     int64_t nt = sw_env_int("SPILLWAY_NUM_THREADS", 0);
     if (nt <= 0)
