@@ -260,6 +260,7 @@ class sw_swap_config(ctypes.Structure):
         ("pool", _c_enum),
         ("device", _i32),
         ("kernel_timing", _i32),
+        ("thread_spin_us", _i32),  # -1: the library decides
     ]
 
 
