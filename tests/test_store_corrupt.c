@@ -3,9 +3,12 @@
  * stats; a journal cut mid-record recovers every complete record, takes the
  * cut one from the data file and keeps working; a record with a bad
  * checksum in the middle makes its key unprovable (CORRUPT, never its older
- * state), until sw_store_repair drops it. (Every byte, page and cut of the
- * journal: test_store_journal_damage.) */
+ * state), until sw_store_repair drops it; a flipped byte in a host-tier
+ * copy is never served either (CORRUPT, dst zeros, the copy dropped, the
+ * next read from the file). (Every byte, page and cut of the journal:
+ * test_store_journal_damage.) */
 #include "test_store_util.h"
+#include "store/host_lease.h"
 
 #define STRIPE 8192u
 #define RUN 8u
@@ -203,6 +206,35 @@ static void test_journal_cut(const char *dir)
     CHECK_STATUS(sw_store_close(s), SW_OK);
 }
 
+/* A byte flipped in a host-tier copy (RAM): the read that hits it says
+ * CORRUPT for that key only and wipes its destination, the copy leaves the
+ * tier, and the next read serves the file's bytes. */
+static void test_host_flip(const char *dir)
+{
+    sw_store_config c = ts_config(dir, STRIPE, RUN, 4);
+    c.host_tier_bytes = (uint64_t)N * STRIPE;
+    sw_store *s = NULL;
+    uint64_t gens[N];
+    CHECK_STATUS(sw_store_open(&c, &s), SW_OK);
+    if (!s)
+        return;
+    write_all(s, gens, 0, N);
+    CHECK(read_all(s, N, -1, SW_OK) == N);
+    const sw_store_stats a = ts_stats(s);
+    CHECK(a.host_hits >= N); /* the tier holds every key */
+    const int victim = 5;
+    const sw_store_key vk = key_of(victim);
+    CHECK_STATUS(sw_store_test_host_poke(s, &vk, 1000, 0x04), SW_OK);
+    CHECK(read_all_w(s, N, victim, SW_STATUS_CORRUPT, 1) == N - 1);
+    const sw_store_stats b = ts_stats(s);
+    CHECK(b.corruptions == a.corruptions + 1);
+    CHECK_STATUS(sw_store_test_host_poke(s, &vk, 1000, 0x04), SW_STATUS_NOT_FOUND);
+    CHECK(read_all(s, N, -1, SW_OK) == N);
+    const sw_store_stats e = ts_stats(s);
+    CHECK(e.file_hits > b.file_hits);
+    CHECK_STATUS(sw_store_close(s), SW_OK);
+}
+
 int main(void)
 {
     ts_dir d;
@@ -214,6 +246,8 @@ int main(void)
     test_flip(sub, 1);
     snprintf(sub, sizeof sub, "%s/journal", d.base);
     test_journal_cut(sub);
+    snprintf(sub, sizeof sub, "%s/host", d.base);
+    test_host_flip(sub);
     ts_rm_rf(d.base);
     if (sw_test_failures)
         fprintf(stderr, "test_store_corrupt: %d failures\n", sw_test_failures);

@@ -690,8 +690,11 @@ static void test_host_gather(sw_store *tier, sw_store *small, uint64_t seed)
             CHECK_STATUS(st, SW_OK);
             CHECK(rel >= 0 && rel <= 1e-2);
             /* every call mixes gathered and read stripes: the leases keep
-             * blocks 0..12 in the tier while the file reads fill it */
-            CHECK(b.host_hits > a.host_hits && b.file_hits > a.file_hits);
+             * blocks 0..12 in the tier while the file reads fill it. Read
+             * through tickets (host_gather 0) nothing is leased: the first
+             * call's file reads evict the tier, so only it mixes. */
+            if (g_tune.host_gather != 0 || call == 0)
+                CHECK(b.host_hits > a.host_hits && b.file_hits > a.file_hits);
             if (call == 0)
                 CHECK(b.host_evictions > a.host_evictions);
         }
@@ -885,11 +888,16 @@ static int run_variant(const variant *v, uint64_t seed)
         cc.host_tier = i % 2;
         cc.chunk_max = 48;
         ncases++;
+        const double tc = sw_now_seconds();
         nfail += run_case(cc.host_tier ? tier : file, hst, seed, 100 + i, &cc, 200 + (uint64_t)i);
+        printf("large case %d: %.1f s\n", i, sw_now_seconds() - tc);
     }
+    const double tt = sw_now_seconds();
     test_needle(file, seed);
     test_errors(file, seed);
     test_host_gather(tier, small, seed);
+    printf("%s: random cases %.1f s, needle, errors and host gather %.1f s\n", v->name,
+           tt - t0, sw_now_seconds() - tt);
     sw_store_close(file);
     sw_store_close(tier);
     sw_store_close(hst);

@@ -375,8 +375,30 @@ size_t sw_store_read_lookup(sw_read_ctx *c, size_t n, const sw_store_key *keys,
             sw_store_lru_touch(s, v);
             uint32_t h = s->slots[v].host;
             if (h != SW_NIL) {
+                /* A host-tier copy is checked like a file read (as the
+                 * engine's GPU gather checks its leased copies): into host
+                 * memory fused with the copy, for a device destination
+                 * before it. A copy that fails is never served: CORRUPT
+                 * (dst zeros), and the copy leaves the tier, so the next
+                 * read comes from the file. */
+                const char *hp = sw_store_host_ptr(s, h);
+                const uint32_t len = s->slots[v].length;
+                int ok;
+                if (!c->out->device) {
+                    ok = sw_crc32c_copy(dst[i], hp, len) == s->slots[v].crc;
+                    if (!ok)
+                        memset(dst[i], 0, len);
+                } else {
+                    ok = sw_crc32c(hp, len) == s->slots[v].crc;
+                }
+                if (!ok) {
+                    sw_store_host_drop(s, v);
+                    s->st.corruptions++;
+                    statuses[i] = SW_STATUS_CORRUPT;
+                    continue;
+                }
                 sw_store_host_touch(s, h);
-                deliver(c, (uint32_t)i, v, sw_store_host_ptr(s, h), 1);
+                deliver(c, (uint32_t)i, v, c->out->device ? hp : NULL, 1);
                 continue;
             }
             if (s->host_n)
