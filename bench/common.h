@@ -28,6 +28,17 @@ double bench_now(void);
 int bench_arg_i64(const char *prog, const char *opt, const char *v, int64_t lo, int64_t hi,
                   const char *unit, int64_t *out);
 
+/* Inside an option loop (`a` the option, `v` its value): sets `field` to
+ * v as a whole decimal integer in [lo, hi], or returns BENCH_USAGE from the
+ * enclosing function after bench_arg_i64's message. Needs PROG. */
+#define BENCH_NUM(field, lo, hi)                                                 \
+    do {                                                                         \
+        int64_t bench_num_;                                                      \
+        if (bench_arg_i64(PROG, a, v, (lo), (hi), "", &bench_num_) != 0)         \
+            return BENCH_USAGE;                                                  \
+        (field) = bench_num_;                                                    \
+    } while (0)
+
 /* 1 when `name` is one item of the comma-separated `list`; a NULL list
  * holds every name. */
 int bench_in_list(const char *list, const char *name);

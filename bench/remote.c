@@ -419,17 +419,17 @@ static int rb_parse(int argc, char **argv, rb_opts *o)
         else if (!strcmp(a, "--redis-cli"))
             o->cli_bin = v;
         else if (!strcmp(a, "--value-bytes"))
-            o->value_bytes = (uint32_t)strtoul(v, NULL, 10);
+            BENCH_NUM(o->value_bytes, 1, 64 << 20);
         else if (!strcmp(a, "--pipeline"))
-            o->pipeline = (uint32_t)strtoul(v, NULL, 10);
+            BENCH_NUM(o->pipeline, 1, 65536);
         else if (!strcmp(a, "--keys"))
-            o->keys = (uint32_t)strtoul(v, NULL, 10);
+            BENCH_NUM(o->keys, 1, 1 << 30);
         else if (!strcmp(a, "--seconds"))
             o->seconds = strtod(v, NULL);
         else if (!strcmp(a, "--passes"))
-            o->passes = (uint32_t)strtoul(v, NULL, 10);
+            BENCH_NUM(o->passes, 1, RB_MAX_PASSES);
         else if (!strcmp(a, "--context-clients"))
-            o->ctx_clients = (uint32_t)strtoul(v, NULL, 10);
+            BENCH_NUM(o->ctx_clients, 0, 4096);
         else {
             fprintf(stderr, PROG ": unknown option '%s'\n", a);
             rb_usage(stderr);

@@ -360,31 +360,31 @@ static int parse_bench(int argc, char **argv, bench_opts *o)
         else if (!strcmp(a, "--engine-ab"))
             o->engine_ab = v;
         else if (!strcmp(a, "--size-mb"))
-            o->size_mb = strtoull(v, NULL, 10);
+            BENCH_NUM(o->size_mb, 64, (int64_t)1 << 24);
         else if (!strcmp(a, "--host-mb"))
-            o->host_mb = strtoull(v, NULL, 10);
+            BENCH_NUM(o->host_mb, 0, (int64_t)1 << 24);
         else if (!strcmp(a, "--tile-blocks"))
-            o->tile_blocks = (uint32_t)strtoul(v, NULL, 10);
+            BENCH_NUM(o->tile_blocks, 1, 1 << 20);
         else if (!strcmp(a, "--tiles-per-call"))
-            o->tiles_per_call = (uint32_t)strtoul(v, NULL, 10);
+            BENCH_NUM(o->tiles_per_call, 1, 1 << 20);
         else if (!strcmp(a, "--inflight"))
-            o->inflight = (uint32_t)strtoul(v, NULL, 10);
+            BENCH_NUM(o->inflight, 0, 64);
         else if (!strcmp(a, "--engine-tiles-per-req"))
-            o->eng_per = (uint32_t)strtoul(v, NULL, 10);
+            BENCH_NUM(o->eng_per, 1, 1 << 20);
         else if (!strcmp(a, "--engine-inflight"))
-            o->eng_inflight = (uint32_t)strtoul(v, NULL, 10);
+            BENCH_NUM(o->eng_inflight, 0, 64);
         else if (!strcmp(a, "--io-buffer-mb"))
-            o->io_buffer_mb = strtoull(v, NULL, 10);
+            BENCH_NUM(o->io_buffer_mb, 1, 1 << 16);
         else if (!strcmp(a, "--zero-fill"))
-            o->zero_fill = atoi(v) != 0;
+            BENCH_NUM(o->zero_fill, 0, 1);
         else if (!strcmp(a, "--stream-blocks"))
-            o->stream_blocks = (uint32_t)strtoul(v, NULL, 10);
+            BENCH_NUM(o->stream_blocks, 1, 1 << 30);
         else if (!strcmp(a, "--qd"))
-            o->qd = (uint32_t)strtoul(v, NULL, 10);
+            BENCH_NUM(o->qd, 1, 1 << 16);
         else if (!strcmp(a, "--passes"))
-            o->passes = (uint32_t)strtoul(v, NULL, 10);
+            BENCH_NUM(o->passes, 1, MAX_PASSES);
         else if (!strcmp(a, "--host-passes"))
-            o->host_passes = (uint32_t)strtoul(v, NULL, 10);
+            BENCH_NUM(o->host_passes, 1, MAX_PASSES);
         else {
             fprintf(stderr, PROG ": unknown option '%s'\n", a);
             bench_usage(stderr);

@@ -64,10 +64,13 @@ for p in "$d/spillway-bench-swap" "$s bench swap"; do
 done
 for p in "$d/spillway-bench-store" "$s bench store"; do
     bad $p --size-mb 1
+    bad $p --size-mb 128x
+    bad $p --zero-fill 2
     bad $p --bogus 1
 done
 for p in "$d/spillway-bench-remote" "$s bench remote"; do
     bad $p --passes 0
+    bad $p --keys -1
     bad $p --redis-cli /nonexistent/redis-cli
     bad $p --bogus 1
 done
