@@ -32,19 +32,39 @@ void sw_paged_table_free(sw_paged_table *t)
     memset(t, 0, sizeof *t);
 }
 
-/* Marks request b's pages in `seen` (one int32 per pool page, holding the
- * request number + 1 and the position of the page within it); a page met
- * twice within the request is refused. */
-static sw_status mark_page(int32_t *seen_req, int32_t *seen_pos, int32_t page, int32_t b,
-                           int32_t pos, const char *where, int64_t entry)
+static int cmp_u64(const void *x, const void *y)
 {
-    if (seen_req[page] == b + 1)
-        return sw_fail(SW_STATUS_INVALID, "%s[%lld] = %d: request %d holds page %d twice (its "
-                       "pages %d and %d); a page may repeat across requests only", where,
-                       (long long)entry, page, b, page, seen_pos[page], pos);
-    seen_req[page] = b + 1;
-    seen_pos[page] = pos;
-    return SW_OK;
+    const uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+    return a < b ? -1 : a > b;
+}
+
+/* Request b's pages (np of them, in `pages`) hold no page twice: sorted as
+ * (page, position) pairs, equal pages are neighbours; the detail names the
+ * earliest second occurrence. Work and memory grow with the request's pages,
+ * not with the pool. */
+static sw_status check_repeats(const int32_t *pages, int32_t np, int32_t b, uint64_t *scratch,
+                               const char *where, int64_t entry0)
+{
+    for (int32_t i = 0; i < np; i++)
+        scratch[i] = (uint64_t)(uint32_t)pages[i] << 32 | (uint32_t)i;
+    qsort(scratch, (size_t)np, sizeof *scratch, cmp_u64);
+    int32_t first = -1, second = -1;
+    for (int32_t i = 1, start = 0; i < np; i++) {
+        if (scratch[i] >> 32 != scratch[start] >> 32) {
+            start = i; /* a new page's group */
+            continue;
+        }
+        const int32_t pos = (int32_t)(uint32_t)scratch[i];
+        if (i == start + 1 && (second < 0 || pos < second)) { /* its second occurrence */
+            second = pos;
+            first = (int32_t)(uint32_t)scratch[start];
+        }
+    }
+    if (second < 0)
+        return SW_OK;
+    return sw_fail(SW_STATUS_INVALID, "%s[%lld] = %d: request %d holds page %d twice (its pages "
+                   "%d and %d); a page may repeat across requests only", where,
+                   (long long)(entry0 + second), pages[second], b, pages[second], first, second);
 }
 
 sw_status sw_paged_table_build(const sw_paged_kv *kv, int32_t batch, sw_paged_table *out)
@@ -144,42 +164,37 @@ sw_status sw_paged_table_build(const sw_paged_kv *kv, int32_t batch, sw_paged_ta
         return st;
     }
     const int64_t total = out->page_indptr[batch];
+    int32_t maxp = 0;
+    for (int32_t b = 0; b < batch; b++)
+        if (out->page_indptr[b + 1] - out->page_indptr[b] > maxp)
+            maxp = out->page_indptr[b + 1] - out->page_indptr[b];
     out->page_indices = malloc(sizeof(int32_t) * ((size_t)total + 1));
-    int32_t *seen = calloc(2 * ((size_t)kv->num_pages + 1), sizeof(int32_t));
-    if (!out->page_indices || !seen) {
-        free(seen);
+    uint64_t *scratch = malloc(sizeof(uint64_t) * ((size_t)maxp + 1));
+    if (!out->page_indices || !scratch) {
+        free(scratch);
         sw_paged_table_free(out);
         return sw_fail(SW_STATUS_NO_MEMORY, "cannot copy %lld page indices", (long long)total);
     }
-    int32_t *seen_pos = seen + (size_t)kv->num_pages + 1;
+    const char *where = fi ? "page_indices" : "block_table";
     for (int32_t b = 0; st == SW_OK && b < batch; b++) {
         const int32_t np = out->page_indptr[b + 1] - out->page_indptr[b];
+        const int64_t entry0 = fi ? kv->page_indptr[b] : (int64_t)b * kv->block_table_stride;
+        const int32_t *src = fi ? kv->page_indices : kv->block_table;
+        int32_t *dst = out->page_indices + out->page_indptr[b];
         for (int32_t i = 0; i < np; i++) {
-            int64_t entry;
-            int32_t page;
-            const char *where;
-            if (fi) {
-                entry = (int64_t)kv->page_indptr[b] + i;
-                page = kv->page_indices[entry];
-                where = "page_indices";
-            } else {
-                entry = (int64_t)b * kv->block_table_stride + i;
-                page = kv->block_table[entry];
-                where = "block_table";
-            }
+            const int32_t page = src[entry0 + i];
             if (page < 0 || page >= kv->num_pages) {
                 st = sw_fail(SW_STATUS_INVALID, "%s[%lld] = %d (request %d, its page %d) is out "
-                             "of range: num_pages=%d", where, (long long)entry, page, b, i,
-                             kv->num_pages);
+                             "of range: num_pages=%d", where, (long long)(entry0 + i), page, b,
+                             i, kv->num_pages);
                 break;
             }
-            st = mark_page(seen, seen_pos, page, b, i, where, entry);
-            if (st != SW_OK)
-                break;
-            out->page_indices[out->page_indptr[b] + i] = page;
+            dst[i] = page;
         }
+        if (st == SW_OK)
+            st = check_repeats(dst, np, b, scratch, where, entry0);
     }
-    free(seen);
+    free(scratch);
     if (st != SW_OK)
         sw_paged_table_free(out);
     return st;
