@@ -295,10 +295,10 @@ sw_status sw_cpu_prefill_paged(const sw_attn_problem *pb, const sw_paged_table *
         if (one > cap)
             cap = one;
     }
-    if (cap < SW_PAGED_GATHER_BYTES)
-        cap = (size_t)(pt->kv_indptr[pb->batch]) * tok_bytes < SW_PAGED_GATHER_BYTES
-                  ? (size_t)(pt->kv_indptr[pb->batch]) * tok_bytes
-                  : SW_PAGED_GATHER_BYTES;
+    /* the longest request, or the whole batch up to the step size */
+    const size_t all = (size_t)pt->kv_indptr[pb->batch] * tok_bytes;
+    const size_t step = all < SW_PAGED_GATHER_BYTES ? all : SW_PAGED_GATHER_BYTES;
+    cap = cap > step ? cap : step;
     char *buf = sw_aligned_alloc(64, cap + 128);
     int32_t *qi = malloc(sizeof(int32_t) * ((size_t)pb->batch + 1));
     int32_t *ki = malloc(sizeof(int32_t) * ((size_t)pb->batch + 1));
