@@ -3,6 +3,7 @@
 #include "swap_internal.h"
 
 #include <math.h>
+#include <string.h>
 #include <pthread.h>
 
 /* (here, not in tile_cpu.c: the per-ISA kernels read it, and tile_cpu.c
@@ -38,21 +39,17 @@ uint8_t sw_f32_to_e4m3(float f)
 {
     if (isnan(f))
         return 0x7f;
-    uint8_t sign = signbit(f) ? 0x80 : 0;
-    float a = fabsf(f);
+    const uint8_t sign = signbit(f) ? 0x80 : 0;
+    const float a = fabsf(f);
     if (a >= 448.0f)
         return (uint8_t)(sign | 0x7e);
-    /* Search the 127 non-negative finite codes: exact nearest, ties to even
-     * code (an even code has mantissa LSB 0). Called off the hot path (tests,
-     * quantising callers). */
-    uint8_t best = 0;
-    float bd = INFINITY;
-    for (int c = 0; c <= 0x7e; c++) {
-        float d = fabsf(sw_e4m3_to_f32((uint8_t)c) - a);
-        if (d < bd || (d == bd && (c & 1) == 0)) {
-            bd = d;
-            best = (uint8_t)c;
-        }
-    }
-    return (uint8_t)(sign | best);
+    if (a < 0.015625f) /* below 2^-6: subnormal codes, steps of 2^-9; 8 is 2^-6 */
+        return (uint8_t)(sign | (uint8_t)nearbyintf(a * 512.0f));
+    /* Normal: round the float's 23-bit mantissa to 3 bits, to nearest even
+     * (a carry moves into the exponent); then rebias the exponent 127 -> 7.
+     * a < 448 rounds to at most 448 (0x7e). */
+    uint32_t u;
+    memcpy(&u, &a, sizeof u);
+    u = (u + 0x7ffffu + ((u >> 20) & 1u)) >> 20;
+    return (uint8_t)(sign | (uint8_t)(u - ((127u - 7u) << 3)));
 }
