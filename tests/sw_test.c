@@ -10,7 +10,8 @@
 #include <string.h>
 #include <time.h>
 
-int sw_test_failures = 0;
+_Atomic int sw_test_failures = 0;
+_Thread_local int sw_test_thread_failures = 0;
 
 uint64_t sw_rng_next(sw_rng *r)
 {

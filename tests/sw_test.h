@@ -12,13 +12,18 @@
 
 #define SW_TEST_SKIP 77
 
-extern int sw_test_failures;
+/* Failed checks: the program's (atomic: tests may check from several
+ * threads) and the calling thread's (to name what failed in a threaded
+ * test). */
+extern _Atomic int sw_test_failures;
+extern _Thread_local int sw_test_thread_failures;
 
 #define CHECK(cond)                                                                 \
     do {                                                                            \
         if (!(cond)) {                                                              \
             fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);\
             sw_test_failures++;                                                     \
+            sw_test_thread_failures++;                                              \
         }                                                                           \
     } while (0)
 
@@ -30,6 +35,7 @@ extern int sw_test_failures;
                     __LINE__, #expr, sw_status_str(got_), sw_last_error(),          \
                     sw_status_str(want));                                           \
             sw_test_failures++;                                                     \
+            sw_test_thread_failures++;                                              \
         }                                                                           \
     } while (0)
 

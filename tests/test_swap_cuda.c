@@ -18,9 +18,16 @@
  * file reads fill the tier: mixed tiles, entries pinned under eviction
  * pressure); a byte flipped in a host-tier entry gives SW_STATUS_CORRUPT
  * naming its block, and its slot is not used again.
+ * Every case of every row is a job of one pool of threads (one engine pair,
+ * its own sequences and namespaces; the host-gather checks own their
+ * stores), so engines run side by side on the GPU as in a server.
  * Exit 77 (skipped) without CUDA or a GPU. Seeded; SW_TEST_SEED overrides.
- * Every failing row prints its parameters and the seed. */
+ * Every failing case prints its parameters and the seed. */
 #include "test_swap_util.h"
+
+#include "core/sw_core.h"
+
+#include <stdatomic.h>
 
 #if defined(SW_HAVE_CUDA)
 #include <cuda_runtime.h>
@@ -71,11 +78,24 @@ static const variant variants[] = {
 };
 #undef TD
 
-static sw_swap_tuning g_tune; /* the row's */
-static int32_t g_spin_us = -1; /* the row's thread_spin_us */
+/* A row under test: its settings and its stores. */
+typedef struct row {
+    const variant *v;
+    sw_swap_tuning tune; /* the row's */
+    int32_t spin_us;     /* the row's thread_spin_us */
+    ts_dir d, dh, dt, ds, dg;
+    /* file: the data file only; tier: with a 512 MiB host tier; hst: the
+     * host-pool engines' (compared scores); small, gather: the host-gather
+     * checks' own (they count the store's hits) */
+    sw_store *file, *tier, *hst, *small, *gather;
+    int ncases, nrand;
+    atomic_int nfail, checks;
+    double t0;
+} row;
 
-static sw_swap *make_engine(sw_store *store, const shape *sh, int32_t L, int32_t pool,
-                            int32_t tile, int prefetch, sw_swap_policy pol, sw_swap_pool_kind k)
+static sw_swap *make_engine_t(const row *R, const sw_swap_tuning *tune, sw_store *store,
+                              const shape *sh, int32_t L, int32_t pool, int32_t tile,
+                              int prefetch, sw_swap_policy pol, sw_swap_pool_kind k)
 {
     sw_swap_model m;
     sw_swap_model_init(&m);
@@ -93,14 +113,21 @@ static sw_swap *make_engine(sw_store *store, const shape *sh, int32_t L, int32_t
     c.policy = pol;
     c.pool = k;
     c.device = 0;
-    c.thread_spin_us = g_spin_us;
+    c.thread_spin_us = R->spin_us;
     sw_swap *s = NULL;
-    sw_status st = sw_swap_create_tuned(&m, &c, store, &g_tune, &s);
+    sw_status st = sw_swap_create_tuned(&m, &c, store, tune, &s);
     if (st != SW_OK)
         fprintf(stderr, "sw_swap_create(%s pool): %s: %s\n",
                 k == SW_SWAP_POOL_DEVICE ? "device" : "host", sw_status_str(st), sw_last_error());
     CHECK_STATUS(st, SW_OK);
     return s;
+}
+
+static sw_swap *make_engine(const row *R, sw_store *store, const shape *sh, int32_t L,
+                            int32_t pool, int32_t tile, int prefetch, sw_swap_policy pol,
+                            sw_swap_pool_kind k)
+{
+    return make_engine_t(R, &R->tune, store, sh, L, pool, tile, prefetch, pol, k);
 }
 
 /* Device attend of `rows` query rows; returns the host copies of o/lse. */
@@ -175,8 +202,11 @@ typedef struct ccase {
     int dtmode, prefetch, lru, host_tier, chunk_max;
 } ccase;
 
-static int run_case(sw_store *store, sw_store *hstore, uint64_t seed, int idx, const ccase *cc,
-                    uint64_t ns)
+/* One case: a device-pool engine over `store` against the reference; a
+ * host-pool engine over `hstore` given sequence 0 only, whose predictor
+ * scores the device's are compared with. Returns 1 when a check failed. */
+static int run_case(const row *R, sw_store *store, sw_store *hstore, uint64_t seed, int idx,
+                    const ccase *cc, uint64_t ns)
 {
     sw_rng r = {seed * 7919u + (uint64_t)idx};
     const shape sh = cc->sh;
@@ -189,6 +219,9 @@ static int run_case(sw_store *store, sw_store *hstore, uint64_t seed, int idx, c
         lens[i] = sw_rng_int(&r, 1, cc->maxlen);
         total_blocks += (int32_t)((lens[i] + sh.B - 1) / sh.B);
     }
+    /* round 0's layer, whose scores are compared: the host engine gets
+     * that layer of sequence 0 only */
+    const int32_t layer0 = sw_rng_int(&r, 0, L - 1);
     const int32_t tile = cc->tile;
     const int32_t pools[3] = {tile, 3 * tile + sw_rng_int(&r, 0, 2), total_blocks + 2 + sh.B};
     const int32_t pool = pools[cc->pool_kind];
@@ -199,27 +232,29 @@ static int run_case(sw_store *store, sw_store *hstore, uint64_t seed, int idx, c
              cc->dtmode == 0 ? "bf16" : cc->dtmode == 1 ? "fp8" : "mixed", pool, tile,
              cc->prefetch, cc->lru ? "lru" : "score", cc->host_tier ? "host-tier" : "file");
     const sw_swap_policy pol = cc->lru ? SW_SWAP_POLICY_LRU : SW_SWAP_POLICY_SCORE;
-    sw_swap *s = make_engine(store, &sh, L, pool, tile, cc->prefetch, pol, SW_SWAP_POOL_DEVICE);
-    sw_swap *h = make_engine(hstore, &sh, L, pool, tile, cc->prefetch, pol, SW_SWAP_POOL_HOST);
+    sw_swap *s = make_engine(R, store, &sh, L, pool, tile, cc->prefetch, pol,
+                             SW_SWAP_POOL_DEVICE);
+    sw_swap *h = make_engine(R, hstore, &sh, L, pool, tile, cc->prefetch, pol, SW_SWAP_POOL_HOST);
     if (!s || !h) {
         sw_swap_destroy(s);
         sw_swap_destroy(h);
         printf("%s: engine creation failed\n", name);
         return 1;
     }
-    const int before = sw_test_failures;
-    const size_t row = (size_t)sh.H * sh.D;
+    const int before = sw_test_thread_failures;
+    const size_t rowe = (size_t)sh.H * sh.D;
     for (int32_t i = 0; i < nseq; i++) {
         tsw_seq_init(&seqs[i], 100 + (uint64_t)i, L, sh.H, sh.D, sh.B);
         tsw_seq_init(&hseqs[i], 100 + (uint64_t)i, L, sh.H, sh.D, sh.B);
         CHECK_STATUS(sw_swap_seq_add(s, seqs[i].id, ns, (uint32_t)i * 10000u, 10000), SW_OK);
-        CHECK_STATUS(sw_swap_seq_add(h, seqs[i].id, ns, (uint32_t)i * 10000u, 10000), SW_OK);
+        if (i == 0)
+            CHECK_STATUS(sw_swap_seq_add(h, seqs[i].id, ns, 0, 10000), SW_OK);
         /* round 2 grows sequence 0 by up to B + 3 tokens (B = 1: more than 3 B) */
         const int64_t cap = lens[i] + 2 * sh.B + 3;
         for (int32_t l = 0; l < L; l++) {
-            raw_k[i][l] = malloc(sizeof(float) * row * (size_t)cap);
-            raw_v[i][l] = malloc(sizeof(float) * row * (size_t)cap);
-            for (size_t e = 0; e < row * (size_t)cap; e++) {
+            raw_k[i][l] = malloc(sizeof(float) * rowe * (size_t)cap);
+            raw_v[i][l] = malloc(sizeof(float) * rowe * (size_t)cap);
+            for (size_t e = 0; e < rowe * (size_t)cap; e++) {
                 raw_k[i][l][e] = (float)sw_rng_normal(&r);
                 raw_v[i][l][e] = (float)sw_rng_normal(&r);
             }
@@ -230,8 +265,9 @@ static int run_case(sw_store *store, sw_store *hstore, uint64_t seed, int idx, c
                                       : (b % 2 ? SW_SWAP_KV_FP8_E4M3 : SW_SWAP_KV_BF16);
                 CHECK_STATUS(tsw_offload_block(s, &seqs[i], l, b, raw_k[i][l], raw_v[i][l],
                                                lens[i], dt), SW_OK);
-                CHECK_STATUS(tsw_offload_block(h, &hseqs[i], l, b, raw_k[i][l], raw_v[i][l],
-                                               lens[i], dt), SW_OK);
+                if (i == 0 && l == layer0)
+                    CHECK_STATUS(tsw_offload_block(h, &hseqs[i], l, b, raw_k[i][l],
+                                                   raw_v[i][l], lens[i], dt), SW_OK);
             }
         }
     }
@@ -241,7 +277,7 @@ static int run_case(sw_store *store, sw_store *hstore, uint64_t seed, int idx, c
     /* rounds: cold decode, warm prefill chunk (causal), grow seq 0 then
      * decode, non-causal chunk */
     for (int round = 0; round < 4; round++) {
-        const int32_t layer = sw_rng_int(&r, 0, L - 1);
+        const int32_t layer = round == 0 ? layer0 : sw_rng_int(&r, 0, L - 1);
         if (round == 2) {
             const int64_t grow = sw_rng_int(&r, 1, sh.B + 3);
             const int64_t nl = lens[0] + grow;
@@ -251,8 +287,6 @@ static int run_case(sw_store *store, sw_store *hstore, uint64_t seed, int idx, c
                 const sw_swap_kv_dtype dt =
                     cc->dtmode == 1 ? SW_SWAP_KV_FP8_E4M3 : SW_SWAP_KV_BF16;
                 CHECK_STATUS(tsw_offload_block(s, &seqs[0], layer, b, raw_k[0][layer],
-                                               raw_v[0][layer], nl, dt), SW_OK);
-                CHECK_STATUS(tsw_offload_block(h, &hseqs[0], layer, b, raw_k[0][layer],
                                                raw_v[0][layer], nl, dt), SW_OK);
             }
             lens[0] = nl;
@@ -365,8 +399,13 @@ static int run_case(sw_store *store, sw_store *hstore, uint64_t seed, int idx, c
     if (cc->prefetch && pool >= 2 * tile && st.read_calls > 1)
         CHECK(st.prefetched_tiles > 0);
     for (int32_t i = 0; i < nseq; i++) {
-        CHECK_STATUS(sw_swap_seq_remove(s, seqs[i].id, 1), SW_OK);
-        CHECK_STATUS(sw_swap_seq_remove(h, seqs[i].id, 1), SW_OK);
+        /* the large cases leave their stripes to the row's store, removed
+         * whole at the end: deleting tens of thousands of stripes one by
+         * one was most of their time, and the small cases delete theirs */
+        const int32_t del = cc->maxlen < 1000;
+        CHECK_STATUS(sw_swap_seq_remove(s, seqs[i].id, del), SW_OK);
+        if (i == 0)
+            CHECK_STATUS(sw_swap_seq_remove(h, seqs[i].id, del), SW_OK);
         for (int32_t l = 0; l < L; l++) {
             free(raw_k[i][l]);
             free(raw_v[i][l]);
@@ -378,16 +417,16 @@ static int run_case(sw_store *store, sw_store *hstore, uint64_t seed, int idx, c
         CU(cudaStreamDestroy(stream));
     sw_swap_destroy(s);
     sw_swap_destroy(h);
-    if (sw_test_failures != before)
+    if (sw_test_thread_failures != before)
         fprintf(stderr, "FAILED: %s\n", name);
-    return sw_test_failures != before;
+    return sw_test_thread_failures != before;
 }
 
 /* A needle key aligned with one head's query ranks its block first on the
  * device predictor too (tsw_plant_needle: the gain comes from the engine's
  * projection, so the ranking is guaranteed, not likely; the engine's rank
  * here is 16); sparse top-1 + recent-1 on the device path. */
-static void test_needle(sw_store *store, uint64_t seed)
+static void test_needle(const row *R, sw_store *store, uint64_t seed)
 {
     const shape sh = {2, 8, 128, 16};
     const int32_t G = 4, nb = 64;
@@ -395,7 +434,7 @@ static void test_needle(sw_store *store, uint64_t seed)
     const int trials = 6;
     for (int tr = 0; tr < trials; tr++) {
         sw_rng r = {seed * 977 + (uint64_t)tr};
-        sw_swap *s = make_engine(store, &sh, 1, 8, 2, 1, SW_SWAP_POLICY_SCORE,
+        sw_swap *s = make_engine(R, store, &sh, 1, 8, 2, 1, SW_SWAP_POLICY_SCORE,
                                  SW_SWAP_POOL_DEVICE);
         if (!s)
             return;
@@ -539,7 +578,7 @@ static sw_store_stats store_stats(sw_store *st)
     return x;
 }
 
-static void test_host_gather(sw_store *tier, sw_store *small, uint64_t seed)
+static void test_host_gather(const row *R, sw_store *tier, sw_store *small, uint64_t seed)
 {
     const shape sh = {2, 8, 128, 16}; /* 4 KiB BF16 stripes, 2 KiB FP8 */
     sw_rng r = {seed ^ 0x9a7e5u};
@@ -557,13 +596,12 @@ static void test_host_gather(sw_store *tier, sw_store *small, uint64_t seed)
     {
         const int32_t nb = 40;
         const int64_t len = (int64_t)nb * sh.B - 5;
-        sw_swap *s = make_engine(tier, &sh, 1, 8, 3, 2, SW_SWAP_POLICY_SCORE,
+        sw_swap *s = make_engine(R, tier, &sh, 1, 8, 3, 2, SW_SWAP_POLICY_SCORE,
                                  SW_SWAP_POOL_DEVICE);
-        const int32_t gather = g_tune.host_gather;
-        g_tune.host_gather = 0;
-        sw_swap *t = make_engine(tier, &sh, 1, 8, 3, 2, SW_SWAP_POLICY_SCORE,
-                                 SW_SWAP_POOL_DEVICE);
-        g_tune.host_gather = gather;
+        sw_swap_tuning tickets = R->tune;
+        tickets.host_gather = 0;
+        sw_swap *t = make_engine_t(R, &tickets, tier, &sh, 1, 8, 3, 2, SW_SWAP_POLICY_SCORE,
+                                   SW_SWAP_POOL_DEVICE);
         if (!s || !t) {
             sw_swap_destroy(s);
             sw_swap_destroy(t);
@@ -626,7 +664,8 @@ static void test_host_gather(sw_store *tier, sw_store *small, uint64_t seed)
         /* pool larger than the sequence: after a flip, the resident slots
          * stay good and the bad block's slot is dropped */
         sw_swap_destroy(s);
-        s = make_engine(tier, &sh, 1, nb + 4, 3, 2, SW_SWAP_POLICY_SCORE, SW_SWAP_POOL_DEVICE);
+        s = make_engine(R, tier, &sh, 1, nb + 4, 3, 2, SW_SWAP_POLICY_SCORE,
+                        SW_SWAP_POOL_DEVICE);
         if (s) {
             tsw_seq q3;
             float *rk3, *rv3;
@@ -669,7 +708,7 @@ static void test_host_gather(sw_store *tier, sw_store *small, uint64_t seed)
     {
         const int32_t nb = 48;
         const int64_t len = (int64_t)nb * sh.B - 9;
-        sw_swap *s = make_engine(small, &sh, 1, 8, 3, 2, SW_SWAP_POLICY_LRU,
+        sw_swap *s = make_engine(R, small, &sh, 1, 8, 3, 2, SW_SWAP_POLICY_LRU,
                                  SW_SWAP_POOL_DEVICE);
         if (!s)
             return;
@@ -693,7 +732,7 @@ static void test_host_gather(sw_store *tier, sw_store *small, uint64_t seed)
              * blocks 0..12 in the tier while the file reads fill it. Read
              * through tickets (host_gather 0) nothing is leased: the first
              * call's file reads evict the tier, so only it mixes. */
-            if (g_tune.host_gather != 0 || call == 0)
+            if (R->tune.host_gather != 0 || call == 0)
                 CHECK(b.host_hits > a.host_hits && b.file_hits > a.file_hits);
             if (call == 0)
                 CHECK(b.host_evictions > a.host_evictions);
@@ -817,99 +856,132 @@ static void test_errors(sw_store *store, uint64_t seed)
     tsw_seq_free(&q);
 }
 
-static int run_variant(const variant *v, uint64_t seed)
+static const shape shapes[] = {{1, 1, 64, 16}, {2, 8, 64, 16},  {2, 4, 128, 8},
+                               {2, 16, 256, 16}, {4, 8, 128, 4}, {1, 8, 256, 32},
+                               {8, 8, 64, 1},   {2, 2, 128, 5}};
+/* Large tiles: many block ranges per kv head, several token chunks per CTA,
+ * many row groups (64-row chunks x 8 group heads). */
+static const shape big[] = {{2, 16, 256, 16}, {8, 64, 128, 16}, {4, 32, 64, 32}};
+
+static ccase random_case(uint64_t seed, int i)
 {
-    sw_swap_tuning_default(&g_tune);
-    g_tune.host_gather = v->host_gather;
-    g_tune.landing_mb = v->landing_mb;
-    g_tune.land_groups = v->land_groups;
-    g_tune.land_first = v->land_first;
-    g_tune.merge_chunks = v->merge_chunks;
-    g_spin_us = v->spin_us;
-    const int failures0 = sw_test_failures;
-    printf("== %s: %s\n", v->name, v->what);
-    ts_dir d, dh, dt, ds;
-    ts_dir_make(&d, "swap_cuda");
-    ts_dir_make(&dh, "swap_cuda_host");
-    ts_dir_make(&dt, "swap_cuda_tier");
-    ts_dir_make(&ds, "swap_cuda_small");
-    /* stripes up to 32 tokens x 256 dims x BF16 = 16 KiB */
-    sw_store *file = tsw_store_open(d.store, 16384, 40000, 0);
-    sw_store *tier = tsw_store_open(dt.store, 16384, 40000, 512ull << 20);
-    sw_store *hst = tsw_store_open(dh.store, 16384, 40000, 0);
+    sw_rng r = {seed * 31 + (uint64_t)i};
+    ccase cc;
+    memset(&cc, 0, sizeof cc);
+    cc.sh = shapes[i % 8];
+    cc.nseq = sw_rng_int(&r, 1, 3);
+    cc.maxlen = cc.sh.B * 12 + 5;
+    cc.tile = sw_rng_int(&r, 1, 4);
+    cc.pool_kind = (i / 8) % 3;
+    cc.dtmode = i % 3;
+    cc.prefetch = (i / 2) % 2;
+    cc.lru = (i / 5) % 2;
+    cc.host_tier = (i / 3) % 2;
+    cc.chunk_max = 40;
+    return cc;
+}
+
+static ccase large_case(int i)
+{
+    ccase cc;
+    memset(&cc, 0, sizeof cc);
+    cc.sh = big[i % 3];
+    cc.nseq = 1 + i % 2;
+    cc.maxlen = 6000;
+    cc.tile = i < 3 ? 400 : 96;
+    cc.pool_kind = i < 3 ? 2 : 1;
+    cc.dtmode = i % 3;
+    cc.prefetch = 1;
+    cc.host_tier = i % 2;
+    cc.chunk_max = 48;
+    return cc;
+}
+
+static int row_open(row *R, const variant *v, int nrand)
+{
+    memset(R, 0, sizeof *R);
+    R->v = v;
+    sw_swap_tuning_default(&R->tune);
+    R->tune.host_gather = v->host_gather;
+    R->tune.landing_mb = v->landing_mb;
+    R->tune.land_groups = v->land_groups;
+    R->tune.land_first = v->land_first;
+    R->tune.merge_chunks = v->merge_chunks;
+    R->spin_us = v->spin_us;
+    R->nrand = nrand;
+    ts_dir_make(&R->d, "swap_cuda");
+    ts_dir_make(&R->dh, "swap_cuda_host");
+    ts_dir_make(&R->dt, "swap_cuda_tier");
+    ts_dir_make(&R->ds, "swap_cuda_small");
+    ts_dir_make(&R->dg, "swap_cuda_gather");
+    /* stripes up to 32 tokens x 256 dims x BF16 = 16 KiB; the large cases
+     * (two sequences of up to 6,000 tokens, 8 kv heads) run side by side */
+    const uint64_t n = nrand >= 48 ? 80000 : 20000;
+    R->file = tsw_store_open(R->d.store, 16384, n, 0);
+    R->tier = tsw_store_open(R->dt.store, 16384, n, 512ull << 20);
+    R->hst = tsw_store_open(R->dh.store, 16384, n, 0);
     /* 62 host-tier entries: fewer than one call's 48 x 4 stripes */
-    sw_store *small = tsw_store_open(ds.store, 16384, 4000, 62ull * 16384);
-    if (!file || !tier || !hst || !small) {
-        sw_store_close(file);
-        sw_store_close(tier);
-        sw_store_close(hst);
-        sw_store_close(small);
-        return 1;
-    }
+    R->small = tsw_store_open(R->ds.store, 16384, 4000, 62ull * 16384);
+    R->gather = tsw_store_open(R->dg.store, 16384, 4000, 64ull << 20);
+    return R->file && R->tier && R->hst && R->small && R->gather;
+}
+
+static void row_close(row *R)
+{
+    sw_store_close(R->file);
+    sw_store_close(R->tier);
+    sw_store_close(R->hst);
+    sw_store_close(R->small);
+    sw_store_close(R->gather);
+    ts_rm_rf(R->d.base);
+    ts_rm_rf(R->dh.base);
+    ts_rm_rf(R->dt.base);
+    ts_rm_rf(R->ds.base);
+    ts_rm_rf(R->dg.base);
+}
+
+/* A job: case `idx` of a row (0..5 the large ones, 6 the needle, errors
+ * and host-gather checks, then the random cases). */
+typedef struct job {
+    row *R;
+    int idx;
+} job;
+
+typedef struct jobs {
+    job *j;
+    uint64_t seed;
+} jobs;
+
+static void run_job(int n, int worker, void *ctx)
+{
+    (void)worker;
+    const jobs *J = ctx;
+    row *R = J->j[n].R;
+    const int k = J->j[n].idx;
+    const uint64_t seed = J->seed;
+    const int before = sw_test_thread_failures;
     const double t0 = sw_now_seconds();
-    static const shape shapes[] = {{1, 1, 64, 16}, {2, 8, 64, 16},  {2, 4, 128, 8},
-                                   {2, 16, 256, 16}, {4, 8, 128, 4}, {1, 8, 256, 32},
-                                   {8, 8, 64, 1},   {2, 2, 128, 5}};
-    /* SW_TEST_SWAP_CASES=n: the first n random cases only, and the large
-     * ones only with all 48 (a quick run of the other tests on a GPU) */
-    const char *nc_env = getenv("SW_TEST_SWAP_CASES");
-    const int nrand = nc_env && *nc_env ? atoi(nc_env) : v->nrand;
-    int ncases = 0, nfail = 0;
-    for (int i = 0; i < 48 && i < nrand; i++) {
-        sw_rng r = {seed * 31 + (uint64_t)i};
-        ccase cc;
-        memset(&cc, 0, sizeof cc);
-        cc.sh = shapes[i % 8];
-        cc.nseq = sw_rng_int(&r, 1, 3);
-        cc.maxlen = cc.sh.B * 12 + 5;
-        cc.tile = sw_rng_int(&r, 1, 4);
-        cc.pool_kind = (i / 8) % 3;
-        cc.dtmode = i % 3;
-        cc.prefetch = (i / 2) % 2;
-        cc.lru = (i / 5) % 2;
-        cc.host_tier = (i / 3) % 2;
-        cc.chunk_max = 40;
-        ncases++;
-        nfail += run_case(cc.host_tier ? tier : file, hst, seed, i, &cc, 1 + (uint64_t)i);
+    int bad = 0;
+    if (k < 6) {
+        const ccase cc = large_case(k);
+        bad = run_case(R, cc.host_tier ? R->tier : R->file, R->hst, seed, 100 + k, &cc,
+                       200 + (uint64_t)k);
+        printf("%s: large case %d: %.1f s\n", R->v->name, k, sw_now_seconds() - t0);
+    } else if (k == 6) {
+        test_needle(R, R->file, seed);
+        test_errors(R->file, seed);
+        test_host_gather(R, R->gather, R->small, seed);
+        bad = sw_test_thread_failures != before;
+        printf("%s: needle, errors and host gather: %.1f s\n", R->v->name,
+               sw_now_seconds() - t0);
+    } else {
+        const int i = k - 7;
+        const ccase cc = random_case(seed, i);
+        bad = run_case(R, cc.host_tier ? R->tier : R->file, R->hst, seed, i, &cc,
+                       1 + (uint64_t)i);
     }
-    /* Large tiles: many block ranges per kv head, several token chunks per
-     * CTA, many row groups (64-row chunks x 8 group heads). */
-    static const shape big[] = {{2, 16, 256, 16}, {8, 64, 128, 16}, {4, 32, 64, 32}};
-    for (int i = 0; i < 6 && nrand >= 48; i++) {
-        ccase cc;
-        memset(&cc, 0, sizeof cc);
-        cc.sh = big[i % 3];
-        cc.nseq = 1 + i % 2;
-        cc.maxlen = 6000;
-        cc.tile = i < 3 ? 400 : 96;
-        cc.pool_kind = i < 3 ? 2 : 1;
-        cc.dtmode = i % 3;
-        cc.prefetch = 1;
-        cc.host_tier = i % 2;
-        cc.chunk_max = 48;
-        ncases++;
-        const double tc = sw_now_seconds();
-        nfail += run_case(cc.host_tier ? tier : file, hst, seed, 100 + i, &cc, 200 + (uint64_t)i);
-        printf("large case %d: %.1f s\n", i, sw_now_seconds() - tc);
-    }
-    const double tt = sw_now_seconds();
-    test_needle(file, seed);
-    test_errors(file, seed);
-    test_host_gather(tier, small, seed);
-    printf("%s: random cases %.1f s, needle, errors and host gather %.1f s\n", v->name,
-           tt - t0, sw_now_seconds() - tt);
-    sw_store_close(file);
-    sw_store_close(tier);
-    sw_store_close(hst);
-    sw_store_close(small);
-    ts_rm_rf(d.base);
-    ts_rm_rf(dh.base);
-    ts_rm_rf(dt.base);
-    ts_rm_rf(ds.base);
-    printf("%s: %d cases (%d failed) in %.2f s, %d failed checks (seed %llu)\n", v->name,
-           ncases, nfail, sw_now_seconds() - t0, sw_test_failures - failures0,
-           (unsigned long long)seed);
-    return sw_test_failures != failures0 || nfail;
+    atomic_fetch_add(&R->nfail, bad);
+    atomic_fetch_add(&R->checks, sw_test_thread_failures - before);
 }
 
 /* [--variant NAME]...: those rows only (default: every row). */
@@ -922,37 +994,77 @@ int main(int argc, char **argv)
     struct cudaDeviceProp prop;
     CU(cudaGetDeviceProperties(&prop, 0));
     const uint64_t seed = ts_seed(20250301);
-    printf("device 0: %s, sm_%d%d, %d SMs; seed %llu\n", prop.name, prop.major, prop.minor,
-           prop.multiProcessorCount, (unsigned long long)seed);
-    const int nv = (int)(sizeof variants / sizeof variants[0]);
-    int want[sizeof variants / sizeof variants[0]] = {0}, any = 0;
+    /* each engine brings its own threads: a worker for every 4 CPUs */
+    int workers = (int)sw_env_int("SW_TEST_THREADS", (sw_cpu_count() + 3) / 4);
+    workers = workers < 1 ? 1 : workers > 16 ? 16 : workers;
+    printf("device 0: %s, sm_%d%d, %d SMs; seed %llu; %d workers\n", prop.name, prop.major,
+           prop.minor, prop.multiProcessorCount, (unsigned long long)seed, workers);
+    enum { NV = (int)(sizeof variants / sizeof variants[0]) };
+    int want[NV] = {0}, any = 0;
     for (int i = 1; i < argc; i++) {
         int found = 0;
-        for (int k = 0; k < nv && i + 1 < argc && !strcmp(argv[i], "--variant"); k++)
+        for (int k = 0; k < NV && i + 1 < argc && !strcmp(argv[i], "--variant"); k++)
             if (!strcmp(argv[i + 1], variants[k].name))
                 want[k] = found = any = 1;
         if (!found) {
             fprintf(stderr, "usage: test_swap_cuda [--variant NAME]... (NAME: ");
-            for (int k = 0; k < nv; k++)
+            for (int k = 0; k < NV; k++)
                 fprintf(stderr, "%s%s", k ? ", " : "", variants[k].name);
             fprintf(stderr, ")\n");
             return 2;
         }
         i++;
     }
+    /* SW_TEST_SWAP_CASES=n: the first n random cases of each row only, and
+     * the large ones only with all 48 (a quick run of the other tests) */
+    const char *nc_env = getenv("SW_TEST_SWAP_CASES");
     const double t0 = sw_now_seconds();
-    int bad = 0, rows = 0;
-    for (int k = 0; k < nv; k++)
-        if (!any || want[k]) {
-            const int b = run_variant(&variants[k], seed);
-            if (b)
-                fprintf(stderr, "FAIL row %s (seed %llu)\n", variants[k].name,
-                        (unsigned long long)seed);
-            bad += b;
-            rows++;
+    static row rows[NV];
+    job *list = calloc((size_t)NV * (7 + 48), sizeof *list);
+    int nrows = 0, nj = 0, bad = 0;
+    /* the longest jobs first: the large cases, then each row's fixed
+     * checks, then the random cases */
+    for (int pass = 0; pass < 3; pass++)
+        for (int k = 0; k < NV; k++) {
+            if (any && !want[k])
+                continue;
+            row *R = &rows[k];
+            if (pass == 0) {
+                const int nrand = nc_env && *nc_env ? atoi(nc_env) : variants[k].nrand;
+                printf("== %s: %s\n", variants[k].name, variants[k].what);
+                if (!row_open(R, &variants[k], nrand < 48 ? nrand : 48)) {
+                    fprintf(stderr, "FAIL row %s: stores did not open\n", variants[k].name);
+                    return 1;
+                }
+                nrows++;
+                for (int i = 0; i < 6 && R->nrand >= 48; i++)
+                    list[nj++] = (job){R, i};
+            } else if (pass == 1) {
+                list[nj++] = (job){R, 6};
+            } else {
+                for (int i = 0; i < R->nrand; i++)
+                    list[nj++] = (job){R, 7 + i};
+            }
+            R->ncases = (R->nrand >= 48 ? 6 : 0) + R->nrand;
         }
-    printf("test_swap_cuda: %d rows, %d failed, %.1f s\n", rows, bad, sw_now_seconds() - t0);
-    return bad ? 1 : 0;
+    jobs J = {list, seed};
+    sw_test_pool_run(workers, nj, run_job, &J);
+    for (int k = 0; k < NV; k++) {
+        row *R = &rows[k];
+        if (!R->v)
+            continue;
+        const int b = atomic_load(&R->nfail) != 0 || atomic_load(&R->checks) != 0;
+        printf("%s: %d cases and the fixed checks: %d jobs failed, %d failed checks\n",
+               R->v->name, R->ncases, atomic_load(&R->nfail), atomic_load(&R->checks));
+        if (b)
+            fprintf(stderr, "FAIL row %s (seed %llu)\n", R->v->name, (unsigned long long)seed);
+        bad += b;
+        row_close(R);
+    }
+    free(list);
+    printf("test_swap_cuda: %d rows, %d jobs on %d workers, %d failed rows, %.1f s (seed %llu)\n",
+           nrows, nj, workers, bad, sw_now_seconds() - t0, (unsigned long long)seed);
+    return bad || sw_test_failures ? 1 : 0;
 }
 
 #else /* no CUDA in this build */

@@ -46,12 +46,15 @@ void sw_ref_row(const sw_attn_problem *pb, int32_t req, int32_t t, int32_t h, do
         *lse = -INFINITY;
         return;
     }
+    double q[256]; /* the query row, widened once (head_dim <= 256: params.c) */
+    for (int32_t c = 0; c < d; c++)
+        q[c] = load_elem(pb->dtype, pb->q, qbase + c);
     double mx = -INFINITY;
     for (int32_t j = 0; j < nvis; j++) {
         const int64_t kbase = (int64_t)(k0 + j) * pb->k_stride + (int64_t)kvh * d;
         double s = 0.0;
         for (int32_t c = 0; c < d; c++)
-            s += load_elem(pb->dtype, pb->q, qbase + c) * load_elem(pb->dtype, pb->k, kbase + c);
+            s += q[c] * load_elem(pb->dtype, pb->k, kbase + c);
         s *= (double)pb->sm_scale;
         scratch[j] = s;
         if (s > mx)
