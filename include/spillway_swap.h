@@ -319,7 +319,7 @@ typedef struct sw_swap_stats {
     uint64_t invalidations;              /* resident copies dropped by an overwrite */
     uint64_t read_calls, stripes_read;   /* batched store reads and their stripes */
     uint64_t bytes_read;                 /* payload bytes read from the store */
-    uint64_t host_bytes_read, file_bytes_read; /* of which per tier, as the store counts */
+    uint64_t host_bytes_read, file_bytes_read; /* of which per tier (this engine's reads) */
     uint64_t prefetched_tiles;           /* tiles whose read overlapped compute */
     double read_wait_seconds;            /* time attend waited on reads */
     double compute_seconds;              /* time in the tile computation (a

@@ -5,8 +5,11 @@
  * and prefill chunks (causal, bottom-right), BF16, FP8 E4M3 and mixed
  * blocks, cold and warm pools, both eviction policies, and a sequence that
  * grows between calls (overwritten last block: its resident copy must not be
- * used). Seeded; SW_TEST_SEED overrides. */
+ * used). Two engines sharing a store count only their own reads in their
+ * stats. Seeded; SW_TEST_SEED overrides. */
 #include "test_swap_util.h"
+
+#include <pthread.h>
 
 typedef struct shape {
     int32_t H, Hq, D, B;
@@ -191,6 +194,131 @@ static int run_case(sw_store *store, uint64_t seed, int idx, uint64_t ns)
     return sw_test_failures != before;
 }
 
+/* Two engines on one store (with a host tier smaller than their stripes),
+ * attending at once from two threads: each engine's stats count its own
+ * reads only -- bytes_read = host_bytes_read + file_bytes_read after every
+ * call, and the two engines' tier bytes add up to the store's. */
+typedef struct shared_run {
+    sw_swap *s;
+    uint64_t id;
+    const uint16_t *q;
+    int calls, bad;
+} shared_run;
+
+static void *shared_attend(void *p)
+{
+    shared_run *a = p;
+    uint16_t o[4 * 128];
+    float lse[4];
+    for (int c = 0; c < a->calls; c++) {
+        int32_t qi[2] = {0, 1};
+        sw_swap_attend_params ap;
+        sw_swap_attend_params_init(&ap);
+        ap.batch = 1;
+        ap.seq_ids = &a->id;
+        ap.q_indptr = qi;
+        ap.q = a->q;
+        ap.o = o;
+        ap.lse = lse;
+        if (sw_swap_attend(a->s, &ap, NULL, NULL) != SW_OK)
+            a->bad++;
+        sw_swap_stats st;
+        memset(&st, 0, sizeof st);
+        st.struct_size = sizeof st;
+        if (sw_swap_get_stats(a->s, &st) != SW_OK ||
+            st.bytes_read != st.host_bytes_read + st.file_bytes_read)
+            a->bad++;
+    }
+    return NULL;
+}
+
+static void test_shared_store_stats(uint64_t seed)
+{
+    enum { H = 2, Hq = 4, D = 128, B = 16 }; /* 4 KiB stripes */
+    const int32_t nbs[2] = {24, 4};
+    ts_dir d;
+    ts_dir_make(&d, "swap_shared");
+    /* 60 host-tier entries: the second engine's 16 stripes stay there,
+     * the first's 96 cycle through (file reads fill the tier) */
+    sw_store *store = tsw_store_open(d.store, B * D * 2, 2000, 60ull * B * D * 2);
+    if (!store) {
+        ts_rm_rf(d.base);
+        CHECK(0);
+        return;
+    }
+    sw_swap_model m;
+    sw_swap_model_init(&m);
+    m.num_layers = 1;
+    m.num_kv_heads = H;
+    m.num_qo_heads = Hq;
+    m.head_dim = D;
+    m.block_size = B;
+    sw_swap_config c;
+    sw_swap_config_init(&c);
+    c.resident_blocks = 2; /* every call reads */
+    c.tile_blocks = 2;
+    sw_swap *e[2] = {NULL, NULL};
+    tsw_seq q[2];
+    float *rk[2], *rv[2];
+    uint16_t qb[Hq * D];
+    sw_rng r = {seed ^ 0x5ba5edu};
+    for (int i = 0; i < Hq * D; i++)
+        qb[i] = sw_f32_to_bf16((float)sw_rng_normal(&r));
+    for (int k = 0; k < 2; k++) {
+        const int32_t nb = nbs[k];
+        const int64_t len = (int64_t)nb * B;
+        CHECK_STATUS(sw_swap_create(&m, &c, store, &e[k]), SW_OK);
+        tsw_seq_init(&q[k], 7, 1, H, D, B);
+        CHECK_STATUS(sw_swap_seq_add(e[k], 7, 5000 + (uint64_t)k, 0, nb), SW_OK);
+        rk[k] = malloc(sizeof(float) * (size_t)len * H * D);
+        rv[k] = malloc(sizeof(float) * (size_t)len * H * D);
+        for (int64_t i = 0; i < len * H * D; i++) {
+            rk[k][i] = (float)sw_rng_normal(&r);
+            rv[k][i] = (float)sw_rng_normal(&r);
+        }
+        for (int32_t b = 0; b < nb; b++)
+            CHECK_STATUS(tsw_offload_block(e[k], &q[k], 0, b, rk[k], rv[k], len,
+                                           SW_SWAP_KV_BF16), SW_OK);
+    }
+    sw_store_stats s0;
+    memset(&s0, 0, sizeof s0);
+    s0.struct_size = sizeof s0;
+    CHECK_STATUS(sw_store_get_stats(store, &s0), SW_OK);
+    shared_run a[2] = {{e[0], 7, qb, 40, 0}, {e[1], 7, qb, 40, 0}};
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, shared_attend, &a[1]) == 0);
+    shared_attend(&a[0]);
+    pthread_join(th, NULL);
+    sw_store_stats s1 = s0;
+    CHECK_STATUS(sw_store_get_stats(store, &s1), SW_OK);
+    uint64_t host = 0, file = 0;
+    for (int k = 0; k < 2; k++) {
+        sw_swap_stats st;
+        memset(&st, 0, sizeof st);
+        st.struct_size = sizeof st;
+        CHECK_STATUS(sw_swap_get_stats(e[k], &st), SW_OK);
+        CHECK(a[k].bad == 0);
+        CHECK(st.bytes_read == st.host_bytes_read + st.file_bytes_read);
+        host += st.host_bytes_read;
+        file += st.file_bytes_read;
+    }
+    printf("two engines on one store: host tier %llu + file %llu bytes, the store counted "
+           "%llu + %llu\n", (unsigned long long)host, (unsigned long long)file,
+           (unsigned long long)(s1.host_bytes_read - s0.host_bytes_read),
+           (unsigned long long)(s1.file_bytes_read - s0.file_bytes_read));
+    CHECK(host == s1.host_bytes_read - s0.host_bytes_read);
+    CHECK(file == s1.file_bytes_read - s0.file_bytes_read);
+    CHECK(host > 0 && file > 0);
+    for (int k = 0; k < 2; k++) {
+        sw_swap_destroy(e[k]);
+        tsw_seq_free(&q[k]);
+        free(rk[k]);
+        free(rv[k]);
+    }
+    sw_store_close(store);
+    ts_rm_rf(d.base);
+}
+
 int main(void)
 {
     const uint64_t seed = ts_seed(20240611);
@@ -220,6 +348,7 @@ int main(void)
     }
     unsetenv("SPILLWAY_NUM_THREADS");
     ncases += nextra;
+    test_shared_store_stats(seed);
     sw_store_close(store);
     ts_rm_rf(d.base);
     printf("%d cases in %.2f s, %d failures (seed %llu)\n", ncases, sw_now_seconds() - t0,

@@ -17,6 +17,15 @@
 extern "C" {
 #endif
 
+/* sw_store_read_wait, also giving the payload bytes the ticket delivered
+ * from the host tier (tier_bytes[0]) and from the data file ([1]): a
+ * caller's own share of the store's host_bytes_read / file_bytes_read,
+ * which count every caller of a shared store (remote-tier fetches are in
+ * neither). tier_bytes may be NULL. */
+sw_status sw_store_read_wait_tiers(sw_store *s, uint64_t ticket, size_t n, size_t *lengths,
+                                   uint64_t *generations, sw_status *statuses,
+                                   uint64_t tier_bytes[2]);
+
 /* One key's lease. ptr NULL: not leased (not in the host tier, a bad key,
  * or a length that is not a multiple of the caller's len_multiple); read
  * it through sw_store_read / a read ticket, which reports it exactly as

@@ -65,9 +65,11 @@ static void deliver(sw_read_ctx *c, uint32_t idx, uint32_t slot, const char *src
     if (from_host) {
         s->st.host_hits++;
         s->st.host_bytes_read += e->length;
+        c->host_bytes += e->length;
     } else {
         s->st.file_hits++;
         s->st.file_bytes_read += e->length;
+        c->file_bytes += e->length;
     }
 }
 

@@ -38,6 +38,9 @@ typedef struct sw_read_ctx {
     uint64_t *generations;  /* optional */
     sw_status *statuses;
     sw_read_sink *out;
+    /* payload bytes this read delivered per tier (a shared store's own
+     * stats count every caller's) */
+    uint64_t host_bytes, file_bytes;
 } sw_read_ctx;
 
 /* One merged request group: the run's header page(s) and a slot range,

@@ -28,6 +28,7 @@
  * bounce buffer or the queue, submit does the read synchronously; wait then
  * only hands over the result. When the ring breaks, the queued tickets are
  * read synchronously too (queue_sync). */
+#include "store/host_lease.h"
 #include "store/read.h"
 #include "store/remote_tier.h"
 
@@ -632,7 +633,7 @@ sw_status sw_store_read_submit(sw_store *s, size_t n, const sw_store_key *keys,
         memcpy(t->dst, dst, sizeof *dst * n);
     }
     t->out = (sw_read_sink){0, NULL, t->dst, NULL, NULL, 0, SW_OK};
-    t->c = (sw_read_ctx){s, dst_bytes, t->lengths, t->gens, t->statuses, &t->out};
+    t->c = (sw_read_ctx){s, dst_bytes, t->lengths, t->gens, t->statuses, &t->out, 0, 0};
     t->m = sw_store_read_lookup(&t->c, n, t->keys, t->items, t->hs);
     if (t->m)
         ticket_start(s, ti);
@@ -649,6 +650,15 @@ sw_status sw_store_read_submit(sw_store *s, size_t n, const sw_store_key *keys,
 sw_status sw_store_read_wait(sw_store *s, uint64_t ticket_id, size_t n, size_t *lengths,
                              uint64_t *generations, sw_status *statuses)
 {
+    return sw_store_read_wait_tiers(s, ticket_id, n, lengths, generations, statuses, NULL);
+}
+
+sw_status sw_store_read_wait_tiers(sw_store *s, uint64_t ticket_id, size_t n, size_t *lengths,
+                                   uint64_t *generations, sw_status *statuses,
+                                   uint64_t tier_bytes[2])
+{
+    if (tier_bytes)
+        tier_bytes[0] = tier_bytes[1] = 0;
     if (!s || !statuses)
         return sw_fail(SW_STATUS_INVALID, "sw_store_read_wait: null store or statuses");
     pthread_mutex_lock(&s->lock);
@@ -681,6 +691,10 @@ sw_status sw_store_read_wait(sw_store *s, uint64_t ticket_id, size_t n, size_t *
         memcpy(lengths, t->lengths, sizeof *lengths * n);
     if (generations)
         memcpy(generations, t->gens, sizeof *generations * n);
+    if (tier_bytes) {
+        tier_bytes[0] = t->c.host_bytes;
+        tier_bytes[1] = t->c.file_bytes;
+    }
     sw_status st = t->err != SW_OK ? t->err
                                    : sw_store_read_summary(s, t->keys, n, t->dst_bytes, statuses);
     if (s->rt && (st == SW_STATUS_NOT_FOUND || st == SW_STATUS_CORRUPT || st == SW_STATUS_IO ||

@@ -14,7 +14,7 @@ static sw_status store_read(sw_store *s, size_t n, const sw_store_key *keys, sw_
                             size_t dst_bytes, size_t *lengths, uint64_t *generations,
                             sw_status *statuses)
 {
-    sw_read_ctx c = {s, dst_bytes, lengths, generations, statuses, out};
+    sw_read_ctx c = {s, dst_bytes, lengths, generations, statuses, out, 0, 0};
     /* Scratch kept by the handle (under its lock): items, then per key its
      * hash. */
     size_t need = (n ? n : 1) * (sizeof(sw_read_item) + sizeof(uint64_t));

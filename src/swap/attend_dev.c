@@ -124,6 +124,7 @@ static void dev_before_read(run *R, tile *t)
                     t->sts[i] = SW_OK;
                     t->lens[i] = l->length;
                     t->gens[i] = l->generation;
+                    t->leased_bytes += l->length;
                     continue;
                 }
                 t->rkeys[k] = t->keys[i];
@@ -211,9 +212,6 @@ static sw_status dev_attend(run *R, sw_swap_attend_result *res, void *stream)
         while (bi < p->batch && p->q_indptr[bi + 1] == p->q_indptr[bi])
             bi++;
         if (bi < p->batch) {
-            memset(&R->ss0, 0, sizeof R->ss0);
-            R->ss0.struct_size = sizeof R->ss0;
-            R->early = sw_store_get_stats(s->store, &R->ss0) == SW_OK;
             sw_swap_dev_tl_phase(s, 'g');
             const int32_t n = sw_swap_missing_of(&R->seqs[bi]->layers[p->layer], NULL, R->order);
             sw_swap_dev_tl_phase(s, 'm');

@@ -36,6 +36,7 @@ typedef struct tile {
     sw_store_lease *lease;
     sw_store_lease *tlease;    /* sw_swap_dev_lease_tile's room */
     size_t nleased;
+    uint64_t leased_bytes;     /* their payload bytes */
     sw_store_key *rkeys;
     void **rdst;
     size_t *rlens;
@@ -81,10 +82,6 @@ typedef struct run {
      * off); vwin = tile_blocks when off */
     int32_t vwin;
     int32_t *vtmp;
-    /* the store's stats before the prelease attend_dev posted ahead of the
-     * scores (early = 1 until the pass takes them as its start) */
-    int early;
-    sw_store_stats ss0;
 } run;
 
 /* What the tile loop asks of a pool (the host pool: attend_host.c; the

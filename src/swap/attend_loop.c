@@ -251,6 +251,7 @@ static void start_read(run *R, tile *t, int ahead)
     t->job.gens = t->gens;
     t->job.statuses = t->sts;
     t->nleased = 0;
+    t->leased_bytes = 0;
     t->land_ev = NULL;
     if (t->nkeys == 0)
         return;
@@ -285,6 +286,7 @@ static sw_status finish_read(run *R, tile *t)
     sw_swap_layer *L = &q->layers[R->p->layer];
     const int32_t H = s->m.num_kv_heads;
     sw_status bad = SW_OK;
+    uint64_t tile_bytes = 0;
     size_t i = 0;
     for (int32_t m = 0; m < t->nmiss; m++) {
         const int32_t b = t->miss_blocks[m];
@@ -312,9 +314,16 @@ static sw_status finish_read(run *R, tile *t)
                                   t->lens[i], (unsigned long long)t->gens[i], want,
                                   (unsigned long long)e->gen[h * 2 + kind]);
                 } else {
-                    s->st.bytes_read += t->lens[i];
+                    tile_bytes += t->lens[i];
                 }
             }
+    }
+    if (bad == SW_OK) {
+        /* this engine's reads only (the store's tier counters count every
+         * caller of a shared store) */
+        s->st.bytes_read += tile_bytes;
+        s->st.host_bytes_read += t->job.tier_bytes[0] + t->leased_bytes;
+        s->st.file_bytes_read += t->job.tier_bytes[1];
     }
     if (bad == SW_OK && t->nmiss > 0) {
         /* verified: to where the tile's compute reads them */
@@ -555,16 +564,6 @@ sw_status sw_swap_run_pass(run *R, int sparse)
         R->vwin = win > 0 ? (int32_t)(win < s->c.resident_blocks ? win : s->c.resident_blocks)
                           : s->tile_blocks;
     }
-    /* store tier counters over the pass (a ticket's bytes are counted by
-     * the store when it delivers them, not per call) */
-    sw_store_stats ss0;
-    memset(&ss0, 0, sizeof ss0);
-    ss0.struct_size = sizeof ss0;
-    if (R->early)
-        ss0 = R->ss0; /* the prelease posted before the scores counts from there */
-    else
-        (void)sw_store_get_stats(s->store, &ss0);
-    R->early = 0;
     int64_t ncomp = 0, nplan = 0; /* tiles computed, tiles planned */
     int end = 0;
     /* A tile's gathers are issued as soon as it is planned (issue_gathers),
@@ -609,15 +608,6 @@ sw_status sw_swap_run_pass(run *R, int sparse)
         sw_swap_read_wait(s->store, &tl[i].job);
         if (tl[i].pin)
             unpin_tile(s, &tl[i]);
-    }
-    {
-        sw_store_stats ss1;
-        memset(&ss1, 0, sizeof ss1);
-        ss1.struct_size = sizeof ss1;
-        if (sw_store_get_stats(s->store, &ss1) == SW_OK) {
-            s->st.host_bytes_read += ss1.host_bytes_read - ss0.host_bytes_read;
-            s->st.file_bytes_read += ss1.file_bytes_read - ss0.file_bytes_read;
-        }
     }
     if (st != SW_OK) {
         /* Slots whose read was planned but not verified and consumed hold

@@ -45,6 +45,7 @@ int32_t sw_swap_auto_tile_cap(int host_pool, int host_tier, uint32_t align_block
 sw_status sw_swap_read_submit(sw_store *store, sw_swap_read_job *job)
 {
     job->ticket = 0;
+    job->tier_bytes[0] = job->tier_bytes[1] = 0;
     if (job->n == 0)
         return SW_OK;
     /* A status the wait did not write (it writes none for a ticket it does
@@ -68,7 +69,7 @@ void sw_swap_read_wait(sw_store *store, sw_swap_read_job *job)
 {
     if (job->ticket == 0)
         return;
-    (void)sw_store_read_wait(store, job->ticket, job->n, job->lengths, job->gens,
-                             job->statuses);
+    (void)sw_store_read_wait_tiers(store, job->ticket, job->n, job->lengths, job->gens,
+                                   job->statuses, job->tier_bytes);
     job->ticket = 0;
 }

@@ -66,6 +66,7 @@ typedef struct sw_swap_read_job {
     uint64_t *gens;
     sw_status *statuses;
     uint64_t ticket;         /* 0 = nothing outstanding */
+    uint64_t tier_bytes[2];  /* the wait's: payload bytes from the host tier, the file */
 } sw_swap_read_job;
 
 /* Persistent compute pool (tpool.c): nthreads - 1 workers + the caller. */
