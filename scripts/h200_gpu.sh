@@ -78,7 +78,7 @@ run)
       (cd /work/main/$B && ctest -j4 -L gpu --output-on-failure) >"$OUT/gpu-suite-run$i.log" 2>&1
       rc=$?; t1=$(date +%s.%N)
       # every test's whole output, first run only (each test's own timings)
-      [ "$i" = 1 ] && cp /work/main/$B/Testing/Temporary/LastTest.log "$OUT/gpu-suite-run1-full.log"
+      [ "$i" = 1 ] && cp /work/main/$B/Testing/Temporary/LastTest.log "$OUT/gpu-suite-full-run1.log"
       [ $rc = 0 ] && pass=$((pass + 1))
       line="run $i: rc=$rc $(awk "BEGIN{printf \"%.1f\", $t1 - $t0}") s; $(grep -E 'tests passed' "$OUT/gpu-suite-run$i.log")"
       echo "$line" | tee -a "$OUT/gpu-suite.md"
