@@ -9,8 +9,9 @@
 #                                        carry [".carry"]; files under $OUT
 #
 # Stages of `run`:
-#   suiteN     `ctest -j4 -L gpu` N times in a row (suite20: twenty); one log
-#              per run plus a table of each run's time and result
+#   suiteN     `ctest -j4 -L gpu` N times in a row (suite20: twenty), stopping
+#              at the first failure; one log per run plus a table of each
+#              run's time and result
 #   sanitize   compute-sanitizer's racecheck, synccheck, initcheck and memcheck
 #              on the portable kernel's two shapes that failed under load
 #              (test_prefill_cuda --only f16 56|66 portable) and on the Hopper
@@ -27,6 +28,8 @@
 #              `spillway bench swap` (its three cases)
 #   cli        the command-line tests (`ctest -j4 -R ^cli_`: the demo and the
 #              benches, on the GPU here)
+#   abhostN    the host-tier case of `spillway bench swap` N times (default
+#              3), alternating the build staged in .carry/old/ and this one
 #   all        the whole C suite once, `ctest -j4`
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -82,6 +85,7 @@ run)
       [ $rc = 0 ] && pass=$((pass + 1))
       line="run $i: rc=$rc $(awk "BEGIN{printf \"%.1f\", $t1 - $t0}") s; $(grep -E 'tests passed' "$OUT/gpu-suite-run$i.log")"
       echo "$line" | tee -a "$OUT/gpu-suite.md"
+      [ $rc = 0 ] || { echo "run $i failed: the runs stop here" | tee -a "$OUT/gpu-suite.md"; break; }
     done
     echo "$pass of $n runs passed" | tee -a "$OUT/gpu-suite.md"
     # each test's time, per run
@@ -143,6 +147,20 @@ run)
     echo "prefill figures: rc=$?"; grep -E "^\| (1x16k|mix)" "$OUT/prefill-figures.md" | cut -c1-160
     timeout 300 $B/spillway bench swap --dir /var/tmp --json "$OUT/swap-h200.json" >"$OUT/swap-h200.log" 2>&1
     echo "bench swap: rc=$?"; grep -E "GBps|ms_per_step|vs_" "$OUT/swap-h200.log" | head -40 ;;
+  abhost*)
+    # the host-tier case of `spillway bench swap`, N times (default 3), the
+    # build staged in .carry/old/ (lib + bench) and this one alternating
+    n=${stage#abhost}
+    for i in $(seq 1 "${n:-3}"); do
+      for side in old new; do
+        if [ $side = old ]; then bin=.carry/old/spillway-bench-swap; lp=$PWD/.carry/old
+        else bin=$B/bench/spillway-bench-swap; lp=$PWD/$B; fi
+        [ -x $bin ] || bin=$B/spillway-bench-swap
+        LD_LIBRARY_PATH=$lp:$LD_LIBRARY_PATH timeout 120 $bin --dir /var/tmp --cases host \
+          --json "$OUT/ab-$side-$i.json" >"$OUT/ab-$side-$i.log" 2>&1
+        echo "$side $i: rc=$? $(grep -E 'host_tier_read_GBps ' "$OUT/ab-$side-$i.log" | head -1)"
+      done
+    done 2>&1 | tee "$OUT/abhost.log" ;;
   all)
     (cd /work/main/$B && ctest -j4 --output-on-failure) >"$OUT/ctest-all.log" 2>&1
     echo "ctest all: rc=$?"; tail -25 "$OUT/ctest-all.log" ;;
