@@ -159,8 +159,11 @@ run)
         LD_LIBRARY_PATH=$lp:$LD_LIBRARY_PATH timeout 120 $bin --dir /var/tmp --cases host \
           --json "$OUT/ab-$side-$i.json" >"$OUT/ab-$side-$i.log" 2>&1
         echo "$side $i: rc=$? $(grep -E 'host_tier_read_GBps ' "$OUT/ab-$side-$i.log" | head -1)"
+        grep -E "attend calls|host side" "$OUT/ab-$side-$i.log" | sed 's/; each:.*//'
       done
-    done 2>&1 | tee "$OUT/abhost.log" ;;
+    done 2>&1 | tee "$OUT/abhost.log"
+    # one file back instead of four a run
+    (cd "$OUT" && tar czf abhost-runs.tar.gz ab-*-*.json ab-*-*.log && rm -f ab-*-*.json ab-*-*.log) ;;
   all)
     (cd /work/main/$B && ctest -j4 --output-on-failure) >"$OUT/ctest-all.log" 2>&1
     echo "ctest all: rc=$?"; tail -25 "$OUT/ctest-all.log" ;;
