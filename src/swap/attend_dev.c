@@ -74,12 +74,20 @@ static void dev_miss_keys(run *R, tile *t, int32_t b)
     const sw_swap_attend_params *p = R->p;
     const sw_swap_seq *q = R->seqs[t->bi];
     const int32_t H = s->m.num_kv_heads;
-    for (int32_t h = 0; h < H; h++)
-        for (int kind = 0; kind < 2; kind++) {
-            t->keys[t->nkeys] = sw_swap_key_of(q, p->layer, b, h, kind);
-            t->dst[t->nkeys] = sw_swap_dev_hstage_ptr(s, t->hbuf, t->nmiss, h, kind);
-            t->nkeys++;
-        }
+    /* the block's 2H stripes are consecutive in the staging (kv head, then
+     * K / V): one address and a stride, not a call per stripe */
+    char *dst = sw_swap_dev_hstage_ptr(s, t->hbuf, t->nmiss, 0, 0);
+    const size_t stride = sw_swap_dev_stage_stride(s);
+    sw_store_key k = sw_swap_key_of(q, p->layer, b, 0, 0);
+    sw_store_key *keys = t->keys + t->nkeys;
+    void **dsts = t->dst + t->nkeys;
+    for (int32_t x = 0; x < 2 * H; x++) {
+        k.kv_head = (uint16_t)(x / 2);
+        k.kind = (uint8_t)(x % 2);
+        keys[x] = k;
+        dsts[x] = dst + (size_t)x * stride;
+    }
+    t->nkeys += 2 * H;
 }
 
 static void dev_key_stripe(int32_t x, int32_t H, int32_t *h, int *kind)

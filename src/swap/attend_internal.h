@@ -10,6 +10,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 /* A tile of the loop: its blocks, slots and misses, the store keys of the
  * misses and where they land, the read in flight. */
@@ -130,8 +131,18 @@ extern const sw_swap_pool_ops sw_swap_dev_ops;  /* attend_dev.c */
 double sw_swap_now(void);
 /* The blocks of L not resident, selected (sel NULL: all), in block order. */
 int32_t sw_swap_missing_of(const sw_swap_layer *L, const uint8_t *sel, int32_t *out);
-sw_store_key sw_swap_key_of(const sw_swap_seq *q, int32_t layer, int32_t block, int32_t h,
-                            int kind);
+static inline sw_store_key sw_swap_key_of(const sw_swap_seq *q, int32_t layer, int32_t block,
+                                          int32_t h, int kind)
+{
+    sw_store_key k;
+    memset(&k, 0, sizeof k);
+    k.ns = q->ns;
+    k.layer = (uint32_t)layer;
+    k.block = q->block_base + (uint32_t)block;
+    k.kv_head = (uint16_t)h;
+    k.kind = (uint8_t)kind;
+    return k;
+}
 /* One pass over the batch, exact (sparse = 0) or sparse: tiles planned,
  * read, computed; the pool's pass_begin / pass_end around it. */
 sw_status sw_swap_run_pass(run *R, int sparse);

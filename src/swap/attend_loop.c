@@ -70,18 +70,6 @@ static int32_t build_order(run *R, int32_t bi, int32_t *order)
     return cnt;
 }
 
-sw_store_key sw_swap_key_of(const sw_swap_seq *q, int32_t layer, int32_t block, int32_t h, int kind)
-{
-    sw_store_key k;
-    memset(&k, 0, sizeof k);
-    k.ns = q->ns;
-    k.layer = (uint32_t)layer;
-    k.block = q->block_base + (uint32_t)block;
-    k.kv_head = (uint16_t)h;
-    k.kind = (uint8_t)kind;
-    return k;
-}
-
 /* Resident blocks of the store run (align_blocks blocks) that the block in
  * slot `i` lies in, and the run's present blocks (*present). */
 static int32_t run_resident(const sw_swap *s, int32_t i, int32_t *present)

@@ -456,7 +456,18 @@ void sw_swap_land_report(sw_swap_dev *d, int call);
 
 /* ---- dev_verdict.c ---- */
 /* Records a stripe the call's gathers write (for the verdict). */
-sw_status sw_swap_dev_grec_push(sw_swap_dev *d, const gather_rec *r);
+sw_status sw_swap_dev_grec_grow(sw_swap_dev *d);
+/* (inline: once per gathered stripe, ~200k a call at 32k tokens) */
+static inline sw_status sw_swap_dev_grec_push(sw_swap_dev *d, const gather_rec *r)
+{
+    if (d->ngrec == d->grec_cap) {
+        const sw_status st = sw_swap_dev_grec_grow(d);
+        if (st != SW_OK)
+            return st;
+    }
+    d->grec[d->ngrec++] = *r;
+    return SW_OK;
+}
 
 /* ---- dev_tile.c ---- */
 /* A direct tile's CUDA calls (the launcher's job). */

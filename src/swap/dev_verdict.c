@@ -8,17 +8,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-sw_status sw_swap_dev_grec_push(sw_swap_dev *d, const gather_rec *r)
+sw_status sw_swap_dev_grec_grow(sw_swap_dev *d)
 {
-    if (d->ngrec == d->grec_cap) {
-        size_t nc = d->grec_cap ? 2 * d->grec_cap : 4096;
-        gather_rec *n = realloc(d->grec, sizeof *n * nc);
-        if (!n)
-            return sw_fail(SW_STATUS_NO_MEMORY, "gather records");
-        d->grec = n;
-        d->grec_cap = nc;
-    }
-    d->grec[d->ngrec++] = *r;
+    size_t nc = d->grec_cap ? 2 * d->grec_cap : 4096;
+    gather_rec *n = realloc(d->grec, sizeof *n * nc);
+    if (!n)
+        return sw_fail(SW_STATUS_NO_MEMORY, "gather records");
+    d->grec = n;
+    d->grec_cap = nc;
     return SW_OK;
 }
 
