@@ -30,10 +30,11 @@ from .attention import (
     get_plan,
     plan_cache_info,
     prefill_flops,
+    paged_attention,
     varlen_attention,
     workspace_bytes,
 )
-from .flash_compat import flash_attn_varlen_func
+from .flash_compat import flash_attn_varlen_func, flash_attn_with_kvcache
 from .store import Store, StoreKey
 from .swap import SwapEngine
 
@@ -42,6 +43,8 @@ __all__ = [
     "PrefillPlan",
     "varlen_attention",
     "flash_attn_varlen_func",
+    "flash_attn_with_kvcache",
+    "paged_attention",
     "Store",
     "StoreKey",
     "SwapEngine",

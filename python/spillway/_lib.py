@@ -139,6 +139,25 @@ class sw_prefill_tensors(ctypes.Structure):
     ]
 
 
+SW_KV_NHD = 0  # [page][token][kv head][head_dim]
+SW_KV_HND = 1  # [page][kv head][token][head_dim]
+
+
+class sw_paged_kv(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("page_size", ctypes.c_int32),
+        ("layout", _c_enum),
+        ("num_pages", ctypes.c_int32),
+        ("page_indptr", ctypes.POINTER(ctypes.c_int32)),
+        ("page_indices", ctypes.POINTER(ctypes.c_int32)),
+        ("last_page_len", ctypes.POINTER(ctypes.c_int32)),
+        ("block_table", ctypes.POINTER(ctypes.c_int32)),
+        ("block_table_stride", ctypes.c_int32),
+        ("seq_lens", ctypes.POINTER(ctypes.c_int32)),
+    ]
+
+
 # ------------------------------------------- spillway_store.h structs --
 SW_STORE_KIND_K = 0
 SW_STORE_KIND_V = 1
@@ -357,6 +376,10 @@ _PROTOTYPES = [
      [ctypes.POINTER(sw_prefill_params), ctypes.c_int32, _I32_P, _I32_P,
       ctypes.POINTER(sw_prefill_tensors)]),
     ("sw_prefill_cpu_isa", ctypes.c_char_p, []),
+    ("sw_paged_kv_init", None, [ctypes.POINTER(sw_paged_kv)]),
+    ("sw_prefill_plan_create_paged", _c_enum,
+     [ctypes.POINTER(sw_prefill_params), ctypes.c_int32, _I32_P, ctypes.POINTER(sw_paged_kv),
+      ctypes.POINTER(_PLAN_P)]),
     # spillway_store.h
     ("sw_store_config_init", None, [ctypes.POINTER(sw_store_config)]),
     ("sw_store_open", _c_enum, [ctypes.POINTER(sw_store_config), ctypes.POINTER(_HANDLE_P)]),

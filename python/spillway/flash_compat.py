@@ -3,16 +3,24 @@ signature and positional order of flash_attn.flash_attn_varlen_func
 (flash-attn 2.x), so code written for FlashAttention's varlen op runs on
 Spillway by changing the import.
 
+flash_attn_with_kvcache takes FlashAttention's KV-cache entry the same way:
+a contiguous or paged (block_table) cache, new k/v appended in place at
+cache_seqlens, causal bottom-right.
+
 Spillway computes the forward pass only, without dropout, sliding window,
-soft-capping, ALiBi, attention probabilities or a paged KV cache: each of
+soft-capping, ALiBi, rotary embedding or attention probabilities: each of
 those options, given a value other than its default, raises SpillwayError
-(SW_STATUS_UNSUPPORTED) naming the option, instead of being ignored.
+(SW_STATUS_UNSUPPORTED) naming the option, instead of being ignored. Paged
+K/V (block_table) runs on the CPU in this build; on CUDA tensors it raises
+SW_STATUS_UNSUPPORTED.
 """
 
 import math
 
 from . import _lib
-from .attention import _torch_mod, varlen_attention
+import numpy as np
+
+from .attention import _is_torch, _torch_mod, paged_attention, varlen_attention
 
 
 def _as_float(x):
@@ -27,8 +35,7 @@ def _unsupported(detail):
     _lib.fail(_lib.SW_STATUS_UNSUPPORTED, detail)
 
 
-def _check_options(q, k, v, dropout_p, window_size, softcap, alibi_slopes, return_attn_probs,
-                   block_table):
+def _check_options(q, k, v, dropout_p, window_size, softcap, alibi_slopes, return_attn_probs):
     if _as_float(dropout_p) != 0.0:
         _unsupported(f"dropout_p={dropout_p!r}: Spillway has no dropout (inference only); "
                      "pass dropout_p=0.0")
@@ -47,9 +54,6 @@ def _check_options(q, k, v, dropout_p, window_size, softcap, alibi_slopes, retur
     if return_attn_probs:
         _unsupported("return_attn_probs=True: attention probabilities are not returned "
                      "(use spillway.varlen_attention(..., return_lse=True) for the LSE)")
-    if block_table is not None:
-        _unsupported("block_table: a paged KV cache is not supported by this entry; pass "
-                     "packed k, v with cu_seqlens_k")
     torch = _torch_mod()
     if torch is not None and torch.is_grad_enabled() and any(
             isinstance(x, torch.Tensor) and x.requires_grad for x in (q, k, v)):
@@ -83,7 +87,10 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
         deterministic: accepted; it selects FlashAttention's backward pass,
             and Spillway's forward pass gives the same result on every run.
         return_attn_probs: must be False.
-        block_table: must be None.
+        block_table: None, or int32 [batch, max_pages]: then k, v are page
+            pools [num_pages, page_size, Hkv, d] (page_size <= 256) and
+            cu_seqlens_k gives each request's key count
+            (spillway.paged_attention; CPU only in this build).
 
     Returns:
         out: [total_q, Hq, d], q's dtype and device.
@@ -93,7 +100,180 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
         at its default, or for inputs that require grad while autograd is
         on (forward only); otherwise as spillway.varlen_attention.
     """
-    _check_options(q, k, v, dropout_p, window_size, softcap, alibi_slopes, return_attn_probs,
-                   block_table)
+    _check_options(q, k, v, dropout_p, window_size, softcap, alibi_slopes, return_attn_probs)
+    if block_table is not None:
+        cu = cu_seqlens_k.detach().to("cpu").numpy() if _is_torch(cu_seqlens_k) \
+            else np.asarray(cu_seqlens_k)
+        return paged_attention(q, k, v, cu_seqlens_q, np.diff(cu.astype(np.int64)), block_table,
+                               causal=bool(causal), softmax_scale=softmax_scale)
     return varlen_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                             causal=bool(causal), softmax_scale=softmax_scale)
+
+
+def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_sin=None,
+                            cache_seqlens=None, cache_batch_idx=None, cache_leftpad=None,
+                            block_table=None, softmax_scale=None, causal=False,
+                            window_size=(-1, -1), softcap=0.0, rotary_interleaved=True,
+                            alibi_slopes=None, num_splits=0, return_softmax_lse=False):
+    """flash_attn.flash_attn_with_kvcache, computed by Spillway (CPU tensors
+    or numpy arrays in this build).
+
+    Args (FlashAttention's, in its order):
+        q: [batch, seqlen_q, Hq, d].
+        k_cache, v_cache: [batch_cache, seqlen_cache, Hkv, d], or with
+            block_table the page pools [num_pages, page_size, Hkv, d]
+            (page_size <= 256).
+        k, v: None, or [batch, seqlen_new, Hkv, d]: written into the cache
+            in place at positions cache_seqlens .. cache_seqlens + seqlen_new
+            (through block_table when paged) before attention.
+        rotary_cos, rotary_sin: must be None.
+        cache_seqlens: int or int [batch]: tokens in the cache before k, v
+            (default: the whole cache, seqlen_cache; required when paged).
+        cache_batch_idx: None, or int [batch]: the cache row of each request
+            (contiguous cache only).
+        cache_leftpad: must be None.
+        block_table: None, or int32 [batch, max_pages].
+        softmax_scale: default 1/sqrt(d).
+        causal: bottom-right aligned: query i sees keys j <= i + (kv_len -
+            seqlen_q), kv_len = cache_seqlens + seqlen_new.
+        window_size, softcap, alibi_slopes: must be their defaults.
+        rotary_interleaved, num_splits: accepted (no rotary; the CPU path
+            chooses its own split).
+        return_softmax_lse: also return the LSE, [batch, Hq, seqlen_q] float32.
+
+    Returns:
+        out [batch, seqlen_q, Hq, d] (q's dtype), and the LSE when asked.
+
+    Raises:
+        SpillwayError: SW_STATUS_UNSUPPORTED for an option not at its default
+        or CUDA tensors; SW_STATUS_INVALID for inconsistent shapes, or a
+        kv_len past the cache (a block_table row too short); the library's
+        page-table checks name the bad entry.
+    """
+    _check_options(q, k_cache, v_cache, 0.0, window_size, softcap, alibi_slopes, False)
+    if rotary_cos is not None or rotary_sin is not None:
+        _unsupported("rotary_cos / rotary_sin: rotary embedding is not applied here; apply it "
+                     "to q and k first and pass None")
+    if cache_leftpad is not None:
+        _unsupported("cache_leftpad: left-padded caches are not supported; pass None")
+    torch = _torch_mod() if _is_torch(q) else None
+    if torch is None:
+        q, k_cache, v_cache = np.asarray(q), np.asarray(k_cache), np.asarray(v_cache)
+        k = None if k is None else np.asarray(k)
+        v = None if v is None else np.asarray(v)
+    if len(q.shape) != 4 or len(k_cache.shape) != 4 or tuple(k_cache.shape) != tuple(v_cache.shape):
+        _lib.fail(_lib.SW_STATUS_INVALID,
+                  f"q must be [batch, seqlen_q, Hq, d] and k_cache, v_cache one 4-D shape; got "
+                  f"{tuple(q.shape)}, {tuple(k_cache.shape)}, {tuple(v_cache.shape)}")
+    if (k is None) != (v is None):
+        _lib.fail(_lib.SW_STATUS_INVALID, "k and v must be given together")
+    batch, sq, hq, d = (int(x) for x in q.shape)
+    paged = block_table is not None
+    hkv = int(k_cache.shape[2])
+    new = 0
+    if k is not None:
+        if tuple(k.shape) != tuple(v.shape) or len(k.shape) != 4 or int(k.shape[0]) != batch \
+                or int(k.shape[2]) != hkv or int(k.shape[3]) != d:
+            _lib.fail(_lib.SW_STATUS_INVALID,
+                      f"k, v must be [batch={batch}, seqlen_new, Hkv={hkv}, d={d}]; got "
+                      f"{tuple(k.shape)}, {tuple(v.shape)}")
+        new = int(k.shape[1])
+    if cache_seqlens is None:
+        if paged:
+            _lib.fail(_lib.SW_STATUS_INVALID, "cache_seqlens is required with block_table")
+        base = np.full(batch, int(k_cache.shape[1]) - new, dtype=np.int64)
+    elif isinstance(cache_seqlens, (int, np.integer)):
+        base = np.full(batch, int(cache_seqlens), dtype=np.int64)
+    else:
+        base = (cache_seqlens.detach().to("cpu").numpy() if _is_torch(cache_seqlens)
+                else np.asarray(cache_seqlens)).astype(np.int64).reshape(-1)
+        if base.shape[0] != batch:
+            _lib.fail(_lib.SW_STATUS_INVALID,
+                      f"cache_seqlens has {base.shape[0]} entries for batch {batch}")
+    if base.size and int(base.min()) < 0:
+        _lib.fail(_lib.SW_STATUS_INVALID, "cache_seqlens must be >= 0")
+    seq_lens = base + new
+
+    if paged:
+        if cache_batch_idx is not None:
+            _unsupported("cache_batch_idx with block_table: the table already maps requests "
+                         "to pages; pass None")
+        table = block_table.detach().to("cpu").numpy() if _is_torch(block_table) \
+            else np.asarray(block_table)
+        if table.ndim != 2 or table.shape[0] != batch:
+            _lib.fail(_lib.SW_STATUS_INVALID,
+                      f"block_table must be [batch={batch}, max_pages]; got {tuple(table.shape)}")
+        table = table.astype(np.int64)
+        page = int(k_cache.shape[1])
+        k_pool, v_pool = k_cache, v_cache
+    else:
+        # a contiguous cache as pages: row r's tokens [i*P, (i+1)*P) are page
+        # r*(S/P) + i, P the largest divisor of S up to 256
+        S = int(k_cache.shape[1])
+        page = max(p for p in range(1, min(S, 256) + 1) if S % p == 0) if S else 1
+        rows = np.arange(batch, dtype=np.int64) if cache_batch_idx is None else (
+            cache_batch_idx.detach().to("cpu").numpy() if _is_torch(cache_batch_idx)
+            else np.asarray(cache_batch_idx)).astype(np.int64).reshape(-1)
+        if rows.shape[0] != batch or (rows.size and (int(rows.min()) < 0
+                                                     or int(rows.max()) >= k_cache.shape[0])):
+            _lib.fail(_lib.SW_STATUS_INVALID,
+                      f"cache_batch_idx must give {batch} rows of the cache's "
+                      f"{int(k_cache.shape[0])}")
+        if seq_lens.size and int(seq_lens.max()) > S:
+            b = int(np.argmax(seq_lens))
+            _lib.fail(_lib.SW_STATUS_INVALID,
+                      f"request {b}: cache_seqlens {int(base[b])} + {new} new tokens > the "
+                      f"cache's {S} positions")
+        npp = S // page if S else 0
+        table = rows[:, None] * npp + np.arange(npp, dtype=np.int64)[None, :]
+        shape = (int(k_cache.shape[0]) * npp, page, hkv, d)
+        k_pool = k_cache.reshape(shape)  # a view when the rows are contiguous
+        v_pool = v_cache.reshape(shape)
+
+    if k is not None and new:
+        # the new tokens into their pages, in place (a request whose table
+        # row is too short gets the library's error below, so check here
+        # before writing anything)
+        need = (seq_lens + page - 1) // page
+        if need.size and int(need.max()) > table.shape[1]:
+            b = int(np.argmax(need - table.shape[1]))
+            _lib.fail(_lib.SW_STATUS_INVALID,
+                      f"request {b}: {int(seq_lens[b])} tokens need {int(need[b])} pages, its "
+                      f"block_table row has {table.shape[1]}")
+        pos = base[:, None] + np.arange(new, dtype=np.int64)[None, :]  # [batch, new]
+        pages = np.take_along_axis(table, pos // page, axis=1)
+        if pages.size and (int(pages.min()) < 0 or int(pages.max()) >= int(k_pool.shape[0])):
+            _lib.fail(_lib.SW_STATUS_INVALID,
+                      f"block_table holds a page outside the pool's {int(k_pool.shape[0])}")
+        offs = pos % page
+        if torch is not None:
+            pi, oi = torch.from_numpy(pages.reshape(-1)), torch.from_numpy(offs.reshape(-1))
+            k_pool[pi, oi] = k.reshape(-1, hkv, d).to(k_pool.dtype)
+            v_pool[pi, oi] = v.reshape(-1, hkv, d).to(v_pool.dtype)
+        else:
+            k_pool[pages.reshape(-1), offs.reshape(-1)] = k.reshape(-1, hkv, d)
+            v_pool[pages.reshape(-1), offs.reshape(-1)] = v.reshape(-1, hkv, d)
+        if not paged:
+            # the writes went to k_pool; when reshape had to copy, put them back
+            if _shares(k_pool, k_cache) is False:
+                k_cache[...] = k_pool.reshape(k_cache.shape)
+                v_cache[...] = v_pool.reshape(v_cache.shape)
+
+    cu_q = np.arange(batch + 1, dtype=np.int32) * sq
+    res = paged_attention(q.reshape(batch * sq, hq, d), k_pool, v_pool, cu_q, seq_lens,
+                          table.astype(np.int32), causal=bool(causal),
+                          softmax_scale=softmax_scale, return_lse=return_softmax_lse)
+    if not return_softmax_lse:
+        return res.reshape(batch, sq, hq, d)
+    out, lse = res
+    lse = lse.reshape(batch, sq, hq)
+    lse = lse.permute(0, 2, 1).contiguous() if torch is not None \
+        else np.ascontiguousarray(lse.transpose(0, 2, 1))
+    return out.reshape(batch, sq, hq, d), lse
+
+
+def _shares(a, b):
+    """Whether view a shares b's memory (None when it cannot tell)."""
+    if _is_torch(a):
+        return a.data_ptr() == b.data_ptr()
+    return np.shares_memory(a, b)

@@ -16,7 +16,8 @@ from spillway import _lib
 
 _ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
-MIRRORS = ["sw_prefill_params", "sw_prefill_tensors", "sw_store_config", "sw_store_key",
+MIRRORS = ["sw_prefill_params", "sw_prefill_tensors", "sw_paged_kv", "sw_store_config",
+           "sw_store_key",
            "sw_store_stats", "sw_store_verify_result", "sw_swap_model", "sw_swap_config",
            "sw_swap_block", "sw_swap_attend_params", "sw_swap_attend_result", "sw_swap_stats"]
 

@@ -1,5 +1,6 @@
 """spillway.flash_attn_varlen_func: FlashAttention's varlen signature and
-positional order, every unsupported option refused, results against the
+positional order, every unsupported option refused (block_table: see
+test_paged_compat.py), results against the
 float64 reference; varlen_attention's options are keyword-only."""
 
 import inspect
@@ -118,8 +119,15 @@ def test_attn_probs_refused():
     _unsupported("return_attn_probs", return_attn_probs=True)
 
 
-def test_block_table_refused():
-    _unsupported("block_table", block_table=np.zeros((5, 4), dtype=np.int32))
+def test_block_table_wants_page_pools():
+    # with block_table, k and v are page pools (test_paged_compat.py runs
+    # them); packed [total_k, Hkv, d] tensors are refused, not misread
+    q, k, v, cu_q, cu_k = _case(41)
+    mq, mk = _maxes(cu_q, cu_k)
+    with pytest.raises(SpillwayError) as ei:
+        spillway.flash_attn_varlen_func(q, k, v, cu_q, cu_k, mq, mk,
+                                        block_table=np.zeros((5, 4), dtype=np.int32))
+    assert ei.value.status == "SW_STATUS_INVALID" and "4 dims" in ei.value.detail
 
 
 def test_max_seqlen_checked():

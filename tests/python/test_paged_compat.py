@@ -1,0 +1,212 @@
+"""Paged K/V from Python: spillway.paged_attention, FlashAttention's
+flash_attn_with_kvcache (contiguous and paged caches, new k/v appended in
+place) and flash_attn_varlen_func(..., block_table=...), against the
+float64 reference over the same keys packed densely; bad tables and
+unsupported options refused without touching the cache."""
+
+import inspect
+
+import numpy as np
+import pytest
+
+import spillway
+from spillway import SpillwayError
+from sw_ref import ref_attention, rel_l2
+
+# flash_attn.flash_attn_with_kvcache (flash-attn 2.x): names, order, defaults.
+FA_KVCACHE_SIGNATURE = [
+    ("q", inspect.Parameter.empty), ("k_cache", inspect.Parameter.empty),
+    ("v_cache", inspect.Parameter.empty), ("k", None), ("v", None), ("rotary_cos", None),
+    ("rotary_sin", None), ("cache_seqlens", None), ("cache_batch_idx", None),
+    ("cache_leftpad", None), ("block_table", None), ("softmax_scale", None), ("causal", False),
+    ("window_size", (-1, -1)), ("softcap", 0.0), ("rotary_interleaved", True),
+    ("alibi_slopes", None), ("num_splits", 0), ("return_softmax_lse", False),
+]
+
+
+def test_signature_is_flash_attentions():
+    sig = inspect.signature(spillway.flash_attn_with_kvcache)
+    assert [(p.name, p.default) for p in sig.parameters.values()] == FA_KVCACHE_SIGNATURE
+
+
+def _pool(rng, lens, page, hkv, d, layout="NHD", spare=3):
+    """A shuffled page pool holding each request's keys; returns the pools,
+    the block table and the dense (packed) K/V."""
+    need = [(n + page - 1) // page for n in lens]
+    npages = sum(need) + spare
+    perm = rng.permutation(npages)
+    width = max(need + [1])
+    table = np.full((len(lens), width + 1), -7, dtype=np.int32)  # junk past the need
+    shape = (npages, page, hkv, d) if layout == "NHD" else (npages, hkv, page, d)
+    kp = rng.standard_normal(shape).astype(np.float32)
+    vp = rng.standard_normal(shape).astype(np.float32)
+    dk, dv, at = [], [], 0
+    for b, n in enumerate(lens):
+        pages = perm[at:at + need[b]]
+        at += need[b]
+        table[b, :need[b]] = pages
+        for j in range(n):
+            p, o = pages[j // page], j % page
+            if layout == "NHD":
+                dk.append(kp[p, o])
+                dv.append(vp[p, o])
+            else:
+                dk.append(kp[p, :, o])
+                dv.append(vp[p, :, o])
+    e = np.zeros((0, hkv, d), np.float32)
+    return kp, vp, table, (np.stack(dk) if dk else e), (np.stack(dv) if dv else e)
+
+
+@pytest.mark.parametrize("page", [1, 16, 64, 256])
+@pytest.mark.parametrize("layout", ["NHD", "HND"])
+def test_paged_attention_matches_reference(page, layout):
+    rng = np.random.default_rng(page * 7 + (layout == "HND"))
+    kv_lens = [300, 0, 1, 17, 129]
+    q_lens = [5, 0, 1, 17, 3]  # chunks continuing a cached prefix, empty, one token
+    hq, hkv, d = 8, 2, 64
+    kp, vp, table, dk, dv = _pool(rng, kv_lens, page, hkv, d, layout)
+    cu_q = np.concatenate([[0], np.cumsum(q_lens)]).astype(np.int32)
+    cu_k = np.concatenate([[0], np.cumsum(kv_lens)]).astype(np.int32)
+    q = rng.standard_normal((int(cu_q[-1]), hq, d)).astype(np.float32)
+    for causal in (False, True):
+        out, lse = spillway.paged_attention(q, kp, vp, cu_q, kv_lens, table, causal=causal,
+                                            return_lse=True, layout=layout)
+        ref, rlse = ref_attention(q, dk, dv, cu_q, cu_k, causal)
+        assert rel_l2(out, ref) <= 1e-5
+        fin = np.isfinite(rlse)
+        assert np.allclose(lse[fin], rlse[fin], atol=1e-4)
+        assert np.all(np.isneginf(lse[~fin]))
+
+
+def test_paged_attention_torch_bf16():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(5)
+    kv_lens, q_lens = [40, 77], [1, 4]
+    kp, vp, table, dk, dv = _pool(rng, kv_lens, 16, 2, 128)
+    cu_q = np.array([0, 1, 5], np.int32)
+    cu_k = np.array([0, 40, 117], np.int32)
+    q = rng.standard_normal((5, 8, 128)).astype(np.float32)
+    tb = lambda a: torch.from_numpy(a).to(torch.bfloat16)
+    out = spillway.paged_attention(tb(q), tb(kp), tb(vp), cu_q, torch.tensor(kv_lens),
+                                   torch.from_numpy(table), causal=True)
+    assert out.dtype == torch.bfloat16 and tuple(out.shape) == (5, 8, 128)
+    rq, rk, rv = (tb(a).float().numpy() for a in (q, dk, dv))
+    ref, _ = ref_attention(rq, rk, rv, cu_q, cu_k, True)
+    assert rel_l2(out.float().numpy(), ref) <= 1e-2
+
+
+def test_varlen_func_with_block_table():
+    rng = np.random.default_rng(9)
+    kv_lens, q_lens = [256, 100, 3], [2, 100, 1]
+    kp, vp, table, dk, dv = _pool(rng, kv_lens, 256, 4, 64)
+    cu_q = np.concatenate([[0], np.cumsum(q_lens)]).astype(np.int32)
+    cu_k = np.concatenate([[0], np.cumsum(kv_lens)]).astype(np.int32)
+    q = rng.standard_normal((int(cu_q[-1]), 8, 64)).astype(np.float32)
+    out = spillway.flash_attn_varlen_func(q, kp, vp, cu_q, cu_k, 100, 256, 0.0, None, True,
+                                          block_table=table)
+    ref, _ = ref_attention(q, dk, dv, cu_q, cu_k, True)
+    assert rel_l2(out, ref) <= 1e-5
+
+
+def _with_kvcache_ref(q, dk_list, dv_list, causal):
+    """Per request b: q[b] over keys dk_list[b]; out [batch, sq, hq, d], lse
+    [batch, hq, sq]."""
+    batch, sq, hq, d = q.shape
+    cu_q = np.arange(batch + 1) * sq
+    cu_k = np.concatenate([[0], np.cumsum([len(x) for x in dk_list])])
+    out, lse = ref_attention(q.reshape(-1, hq, d), np.concatenate(dk_list),
+                             np.concatenate(dv_list), cu_q, cu_k, causal)
+    return out.reshape(batch, sq, hq, d), lse.reshape(batch, sq, hq).transpose(0, 2, 1)
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_with_kvcache_paged_appends_in_place(causal):
+    rng = np.random.default_rng(13 + causal)
+    page, hkv, hq, d = 16, 2, 8, 64
+    cached, new = [37, 0, 16], 3
+    # pages for cached + new tokens
+    kp, vp, table, _, _ = _pool(rng, [n + new for n in cached], page, hkv, d)
+    k0, v0 = kp.copy(), vp.copy()
+    q = rng.standard_normal((3, new, hq, d)).astype(np.float32)
+    kn = rng.standard_normal((3, new, hkv, d)).astype(np.float32)
+    vn = rng.standard_normal((3, new, hkv, d)).astype(np.float32)
+    out, lse = spillway.flash_attn_with_kvcache(q, kp, vp, kn, vn,
+                                                cache_seqlens=np.array(cached, np.int32),
+                                                block_table=table, causal=causal,
+                                                return_softmax_lse=True)
+    # the new tokens are in their pages; nothing else changed
+    written = np.zeros(kp.shape[:2], bool)
+    dk, dv = [], []
+    for b, n in enumerate(cached):
+        for j in range(n + new):
+            p, o = table[b, j // page], j % page
+            if j >= n:
+                assert np.array_equal(kp[p, o], kn[b, j - n])
+                assert np.array_equal(vp[p, o], vn[b, j - n])
+                written[p, o] = True
+        dk.append(np.stack([kp[table[b, j // page], j % page] for j in range(n + new)]))
+        dv.append(np.stack([vp[table[b, j // page], j % page] for j in range(n + new)]))
+    assert np.array_equal(kp[~written], k0[~written]) and np.array_equal(vp[~written], v0[~written])
+    ref, rlse = _with_kvcache_ref(q, dk, dv, causal)
+    assert out.shape == q.shape and lse.shape == (3, hq, new)
+    assert rel_l2(out, ref) <= 1e-5
+    assert np.allclose(lse, rlse, atol=1e-4)
+
+
+def test_with_kvcache_contiguous_cache_torch():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(21)
+    S, hkv, hq, d = 300, 2, 4, 128  # 300 = 4 x 75: pages of 150
+    kc = torch.from_numpy(rng.standard_normal((3, S, hkv, d)).astype(np.float32))
+    vc = torch.from_numpy(rng.standard_normal((3, S, hkv, d)).astype(np.float32))
+    lens = torch.tensor([299, 10], dtype=torch.int32)
+    idx = torch.tensor([2, 0], dtype=torch.int32)  # requests use rows 2 and 0
+    q = torch.from_numpy(rng.standard_normal((2, 1, hq, d)).astype(np.float32))
+    kn = torch.from_numpy(rng.standard_normal((2, 1, hkv, d)).astype(np.float32))
+    vn = torch.from_numpy(rng.standard_normal((2, 1, hkv, d)).astype(np.float32))
+    kc0 = kc.clone()
+    out = spillway.flash_attn_with_kvcache(q, kc, vc, kn, vn, cache_seqlens=lens,
+                                           cache_batch_idx=idx, causal=True)
+    assert torch.equal(kc[2, 299], kn[0, 0]) and torch.equal(kc[0, 10], kn[1, 0])
+    assert torch.equal(kc[1], kc0[1])  # the row no request uses
+    dk = [kc[2, :300].numpy(), kc[0, :11].numpy()]
+    dv = [vc[2, :300].numpy(), vc[0, :11].numpy()]
+    ref, _ = _with_kvcache_ref(q.numpy(), dk, dv, True)
+    assert rel_l2(out.numpy(), ref) <= 1e-5
+    # decode without new tokens: the whole cache by default
+    out2 = spillway.flash_attn_with_kvcache(q[:1], kc[:1], vc[:1])
+    ref2, _ = _with_kvcache_ref(q[:1].numpy(), [kc[0].numpy()], [vc[0].numpy()], False)
+    assert rel_l2(out2.numpy(), ref2) <= 1e-5
+
+
+def test_refusals_leave_the_cache_untouched():
+    rng = np.random.default_rng(3)
+    kp, vp, table, _, _ = _pool(rng, [20, 5], 16, 2, 64, spare=0)
+    k0 = kp.copy()
+    q = rng.standard_normal((2, 4, 4, 64)).astype(np.float32)
+    kn = rng.standard_normal((2, 4, 2, 64)).astype(np.float32)
+    # request 0 has 2 pages (32 tokens): 30 + 4 does not fit
+    with pytest.raises(SpillwayError) as e:
+        spillway.flash_attn_with_kvcache(q, kp, vp, kn, kn, cache_seqlens=[30, 1],
+                                         block_table=table[:, :2])
+    assert e.value.status == "SW_STATUS_INVALID" and "request 0" in str(e.value)
+    assert np.array_equal(kp, k0)
+    # a page outside the pool, named by the library
+    bad = table.copy()
+    bad[1, 0] = kp.shape[0] + 5
+    with pytest.raises(SpillwayError) as e:
+        spillway.paged_attention(q.reshape(-1, 4, 64), kp, vp, [0, 4, 8], [20, 5], bad)
+    assert e.value.status == "SW_STATUS_INVALID"
+    # a page twice in one request
+    rep = table.copy()
+    rep[0, 1] = rep[0, 0]
+    with pytest.raises(SpillwayError):
+        spillway.paged_attention(q.reshape(-1, 4, 64), kp, vp, [0, 4, 8], [20, 5], rep)
+    for kw in ({"rotary_cos": np.ones(4), "rotary_sin": np.ones(4)},
+               {"cache_leftpad": np.zeros(2, np.int32)}, {"window_size": (8, 0)},
+               {"softcap": 30.0}, {"alibi_slopes": np.ones(4)}):
+        with pytest.raises(SpillwayError) as e:
+            spillway.flash_attn_with_kvcache(q, kp, vp, kn, kn, cache_seqlens=[1, 1],
+                                             block_table=table, **kw)
+        assert e.value.status == "SW_STATUS_UNSUPPORTED"
+    assert np.array_equal(kp, k0)
