@@ -102,6 +102,16 @@ static void test_scores(sw_store *store, uint64_t seed)
         int32_t n = 0;
         CHECK_STATUS(sw_swap_score_blocks(s, 1, 0, qb, ql, sc, nb, &n), SW_OK);
         CHECK(n == nb);
+        {
+            /* the vectorised scores are bit-identical to the scalar form */
+            float *qpf = malloc(sizeof(float) * (size_t)ql * Hq * rank);
+            float *sc1 = malloc(sizeof(float) * nb);
+            sw_swap_project_bf16(s->proj, D, rank, qb, (int64_t)ql * Hq, qpf);
+            sw_swap_score_layer_scalar(s, &sw_swap_find_seq(s, 1)->layers[0], qpf, ql, sc1);
+            CHECK(memcmp(sc, sc1, sizeof(float) * (size_t)nb) == 0);
+            free(qpf);
+            free(sc1);
+        }
         /* fp64 reference */
         double *P = malloc(sizeof(double) * D * rank);
         sw_swap_projection_fill(0xabcdef + (uint64_t)rank, D, rank, P);

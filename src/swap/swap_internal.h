@@ -239,9 +239,15 @@ void sw_swap_projection_fill(uint64_t seed, int32_t d, int32_t rank, double *out
 void sw_swap_project_bf16(const float *P, int32_t d, int32_t rank, const uint16_t *x,
                           int64_t rows, float *out);
 /* Block scores for one (seq, layer) given projected queries
- * qp[q_len][num_qo_heads][rank]; blocks without a predictor get -inf. */
+ * qp[q_len][num_qo_heads][rank]; blocks without a predictor get -inf. A
+ * block's score is the max over its tokens and its kv head's query rows of
+ * the fp32 dot product summed in rank order from 0 (the device kernels'
+ * order too); vectorised across query rows and tokens. */
 void sw_swap_score_layer(const sw_swap *s, const sw_swap_layer *L, const float *qp,
                          int32_t q_len, float *scores);
+/* The same, one dot product at a time (bit-identical: tests compare). */
+void sw_swap_score_layer_scalar(const sw_swap *s, const sw_swap_layer *L, const float *qp,
+                                int32_t q_len, float *scores);
 
 /* ---- pool.c ---- */
 /* Chooses a slot for a new block: a free one, else the victim of the
