@@ -1021,6 +1021,10 @@ int main(int argc, char **argv)
     const double t0 = sw_now_seconds();
     static row rows[NV];
     job *list = calloc((size_t)NV * (7 + 48), sizeof *list);
+    if (!list) {
+        fprintf(stderr, "FAIL: no memory for the job list\n");
+        return 1;
+    }
     int nrows = 0, nj = 0, bad = 0;
     /* the longest jobs first: the large cases, then each row's fixed
      * checks, then the random cases */
@@ -1034,6 +1038,10 @@ int main(int argc, char **argv)
                 printf("== %s: %s\n", variants[k].name, variants[k].what);
                 if (!row_open(R, &variants[k], nrand < 48 ? nrand : 48)) {
                     fprintf(stderr, "FAIL row %s: stores did not open\n", variants[k].name);
+                    for (int x = 0; x <= k; x++)
+                        if (rows[x].v)
+                            row_close(&rows[x]); /* (closes what did open) */
+                    free(list);
                     return 1;
                 }
                 nrows++;

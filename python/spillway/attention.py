@@ -668,96 +668,126 @@ def paged_attention(q, k_cache, v_cache, cu_seqlens_q, seq_lens, block_table, *,
     Returns out [total_q, Hq, d] (and lse [total_q, Hq] float32 with
     return_lse), like varlen_attention.
     """
-    torch = None
-    if any(_is_torch(x) for x in (q, k_cache, v_cache)):
-        torch = _torch_mod()
-        if not all(_is_torch(x) for x in (q, k_cache, v_cache)):
-            _lib.fail(_lib.SW_STATUS_INVALID,
-                      "q, k_cache, v_cache must all be torch tensors or all numpy arrays")
-        if any(x.device.type == "cuda" for x in (q, k_cache, v_cache)):
-            _lib.fail(_lib.SW_STATUS_UNSUPPORTED,
-                      "paged K/V on CUDA tensors: the CUDA kernels take contiguous K/V only in "
-                      "this build (run on CPU tensors, or pack K/V for varlen_attention)")
-        dtype = _torch_dtype_code(torch, q.dtype)
-    else:
-        q, k_cache, v_cache = np.asarray(q), np.asarray(k_cache), np.asarray(v_cache)
-        dtype = _np_dtype_code(q.dtype)
-    if len(q.shape) != 3 or len(k_cache.shape) != 4 or tuple(k_cache.shape) != tuple(v_cache.shape):
-        _lib.fail(_lib.SW_STATUS_INVALID,
-                  f"q must be [total_q, Hq, d] and k_cache, v_cache one shape [num_pages, ...] "
-                  f"of 4 dims; got {tuple(q.shape)}, {tuple(k_cache.shape)}, "
-                  f"{tuple(v_cache.shape)}")
-    if q.dtype != k_cache.dtype or q.dtype != v_cache.dtype:
-        _lib.fail(_lib.SW_STATUS_INVALID, "q, k_cache, v_cache must share a dtype")
-    lay = str(layout).upper()
-    if lay not in ("NHD", "HND"):
-        _lib.fail(_lib.SW_STATUS_INVALID, f"layout {layout!r}: 'NHD' or 'HND'")
-    num_pages = int(k_cache.shape[0])
-    if lay == "NHD":
-        page_size, hkv = int(k_cache.shape[1]), int(k_cache.shape[2])
-    else:
-        hkv, page_size = int(k_cache.shape[1]), int(k_cache.shape[2])
-    hq, d = int(q.shape[1]), int(q.shape[2])
-    if int(k_cache.shape[3]) != d:
-        _lib.fail(_lib.SW_STATUS_INVALID, f"q head_dim {d} != cache head_dim {k_cache.shape[3]}")
-    ks, vs = _strides_of(k_cache), _strides_of(v_cache)
-    if (d > 1 and (ks[3] != 1 or vs[3] != 1)) or min(ks + vs) < 0:
-        _lib.fail(_lib.SW_STATUS_INVALID, "k_cache, v_cache: head_dim must be contiguous")
-    # element strides: (page, token, head) for NHD; (page, head, token) for HND
-    tok = 1 if lay == "NHD" else 2
-    head = 2 if lay == "NHD" else 1
-
-    qo = _host_indptr(cu_seqlens_q, "cu_seqlens_q")
-    batch = qo.shape[0] - 1
-    sl = np.ascontiguousarray(
-        (seq_lens.detach().to("cpu").numpy() if _is_torch(seq_lens) else np.asarray(seq_lens)),
-        dtype=np.int64).reshape(-1)
-    bt = block_table.detach().to("cpu").numpy() if _is_torch(block_table) \
-        else np.asarray(block_table)
-    if sl.shape[0] != batch or bt.ndim != 2 or bt.shape[0] != batch:
-        _lib.fail(_lib.SW_STATUS_INVALID,
-                  f"seq_lens must be [batch] and block_table [batch, max_pages] with batch = "
-                  f"{batch} (from cu_seqlens_q); got {tuple(sl.shape)} and {tuple(bt.shape)}")
-    if bt.dtype.kind not in "iu" or (bt.size and (int(bt.min()) < -2**31
-                                                  or int(bt.max()) > 2**31 - 1)):
-        _lib.fail(_lib.SW_STATUS_INVALID, "block_table must hold int32 page indices")
-    if sl.size and (int(sl.min()) < -2**31 or int(sl.max()) > 2**31 - 1):
-        _lib.fail(_lib.SW_STATUS_INVALID, "seq_lens has values outside int32")
-    bt = np.ascontiguousarray(bt, dtype=np.int32)
-    if bt.shape[1] == 0:  # no row to point at: a one-column table of nothing to read
-        bt = np.zeros((batch, 1), dtype=np.int32)
-    sl = sl.astype(np.int32)
-
-    scale = 0.0 if softmax_scale is None else float(softmax_scale)
-    if softmax_scale is not None and (scale == 0.0 or not math.isfinite(scale)):
-        _lib.fail(_lib.SW_STATUS_INVALID,
-                  f"softmax_scale={softmax_scale} is not supported (must be finite and nonzero)")
-    b = _backend_code(backend)
-    if b is None or b == _lib.SW_BACKEND_AUTO:
-        b = _lib.SW_BACKEND_CPU
-
-    L = _lib.lib()
-    p = _lib.new_struct(_lib.sw_prefill_params, "sw_prefill_params_init")
-    p.dtype = dtype
-    p.num_qo_heads = hq
-    p.num_kv_heads = hkv
-    p.head_dim = d
-    p.causal = 1 if causal else 0
-    p.sm_scale = scale
-    p.backend = b
-    p.num_threads = int(num_threads)
-    kv = _lib.new_struct(_lib.sw_paged_kv, "sw_paged_kv_init")
-    kv.page_size = page_size
-    kv.layout = _lib.SW_KV_NHD if lay == "NHD" else _lib.SW_KV_HND
-    kv.num_pages = num_pages
-    kv.block_table = bt.ctypes.data_as(_lib._I32_P)
-    kv.block_table_stride = bt.shape[1]
-    kv.seq_lens = sl.ctypes.data_as(_lib._I32_P)
-    h = _lib._PLAN_P()
-    _lib.check(L.sw_prefill_plan_create_paged(ctypes.byref(p), batch,
-                                              qo.ctypes.data_as(_lib._I32_P), ctypes.byref(kv),
-                                              ctypes.byref(h)), _HINT)
+    pl = _PagedRun(q, k_cache, v_cache, cu_seqlens_q, seq_lens, block_table, causal,
+                   softmax_scale, layout, backend, num_threads)
     try:
+        return pl.run(return_lse)
+    finally:
+        pl.close()
+
+
+class _PagedRun:
+    """A checked paged problem: every argument and the page table validated
+    and planned (sw_prefill_plan_create_paged) at construction, so that a
+    caller can refuse bad input before it writes anything (flash_attn_with_
+    kvcache's append); run() then computes, close() frees the plan."""
+
+    def __init__(self, q, k_cache, v_cache, cu_seqlens_q, seq_lens, block_table, causal,
+                 softmax_scale, layout, backend, num_threads):
+        torch = None
+        if any(_is_torch(x) for x in (q, k_cache, v_cache)):
+            torch = _torch_mod()
+            if not all(_is_torch(x) for x in (q, k_cache, v_cache)):
+                _lib.fail(_lib.SW_STATUS_INVALID,
+                          "q, k_cache, v_cache must all be torch tensors or all numpy arrays")
+            if any(x.device.type == "cuda" for x in (q, k_cache, v_cache)):
+                _lib.fail(_lib.SW_STATUS_UNSUPPORTED,
+                          "paged K/V on CUDA tensors: the CUDA kernels take contiguous K/V only in "
+                          "this build (run on CPU tensors, or pack K/V for varlen_attention)")
+            dtype = _torch_dtype_code(torch, q.dtype)
+        else:
+            q, k_cache, v_cache = np.asarray(q), np.asarray(k_cache), np.asarray(v_cache)
+            dtype = _np_dtype_code(q.dtype)
+        if len(q.shape) != 3 or len(k_cache.shape) != 4 or tuple(k_cache.shape) != tuple(v_cache.shape):
+            _lib.fail(_lib.SW_STATUS_INVALID,
+                      f"q must be [total_q, Hq, d] and k_cache, v_cache one shape [num_pages, ...] "
+                      f"of 4 dims; got {tuple(q.shape)}, {tuple(k_cache.shape)}, "
+                      f"{tuple(v_cache.shape)}")
+        if q.dtype != k_cache.dtype or q.dtype != v_cache.dtype:
+            _lib.fail(_lib.SW_STATUS_INVALID, "q, k_cache, v_cache must share a dtype")
+        lay = str(layout).upper()
+        if lay not in ("NHD", "HND"):
+            _lib.fail(_lib.SW_STATUS_INVALID, f"layout {layout!r}: 'NHD' or 'HND'")
+        num_pages = int(k_cache.shape[0])
+        if lay == "NHD":
+            page_size, hkv = int(k_cache.shape[1]), int(k_cache.shape[2])
+        else:
+            hkv, page_size = int(k_cache.shape[1]), int(k_cache.shape[2])
+        hq, d = int(q.shape[1]), int(q.shape[2])
+        if int(k_cache.shape[3]) != d:
+            _lib.fail(_lib.SW_STATUS_INVALID, f"q head_dim {d} != cache head_dim {k_cache.shape[3]}")
+        ks, vs = _strides_of(k_cache), _strides_of(v_cache)
+        if (d > 1 and (ks[3] != 1 or vs[3] != 1)) or min(ks + vs) < 0:
+            _lib.fail(_lib.SW_STATUS_INVALID, "k_cache, v_cache: head_dim must be contiguous")
+        # the library reads a stride of 0 as "the layout's default": a
+        # broadcast (expanded) pool would be read as a dense one
+        shp = tuple(int(x) for x in k_cache.shape)
+        if any(n > 1 and (a == 0 or c == 0) for n, a, c in zip(shp[:3], ks[:3], vs[:3])):
+            _lib.fail(_lib.SW_STATUS_INVALID,
+                      "k_cache, v_cache: a stride of 0 (a broadcast or expanded pool) is not "
+                      "supported; pass a materialised pool")
+        # element strides: (page, token, head) for NHD; (page, head, token) for HND
+        tok = 1 if lay == "NHD" else 2
+        head = 2 if lay == "NHD" else 1
+
+        qo = _host_indptr(cu_seqlens_q, "cu_seqlens_q")
+        batch = qo.shape[0] - 1
+        sl = np.ascontiguousarray(
+            (seq_lens.detach().to("cpu").numpy() if _is_torch(seq_lens) else np.asarray(seq_lens)),
+            dtype=np.int64).reshape(-1)
+        bt = block_table.detach().to("cpu").numpy() if _is_torch(block_table) \
+            else np.asarray(block_table)
+        if sl.shape[0] != batch or bt.ndim != 2 or bt.shape[0] != batch:
+            _lib.fail(_lib.SW_STATUS_INVALID,
+                      f"seq_lens must be [batch] and block_table [batch, max_pages] with batch = "
+                      f"{batch} (from cu_seqlens_q); got {tuple(sl.shape)} and {tuple(bt.shape)}")
+        if bt.dtype.kind not in "iu" or (bt.size and (int(bt.min()) < -2**31
+                                                      or int(bt.max()) > 2**31 - 1)):
+            _lib.fail(_lib.SW_STATUS_INVALID, "block_table must hold int32 page indices")
+        if sl.size and (int(sl.min()) < -2**31 or int(sl.max()) > 2**31 - 1):
+            _lib.fail(_lib.SW_STATUS_INVALID, "seq_lens has values outside int32")
+        bt = np.ascontiguousarray(bt, dtype=np.int32)
+        if bt.shape[1] == 0:  # no row to point at: a one-column table of nothing to read
+            bt = np.zeros((batch, 1), dtype=np.int32)
+        sl = sl.astype(np.int32)
+
+        scale = 0.0 if softmax_scale is None else float(softmax_scale)
+        if softmax_scale is not None and (scale == 0.0 or not math.isfinite(scale)):
+            _lib.fail(_lib.SW_STATUS_INVALID,
+                      f"softmax_scale={softmax_scale} is not supported (must be finite and nonzero)")
+        b = _backend_code(backend)
+        if b is None or b == _lib.SW_BACKEND_AUTO:
+            b = _lib.SW_BACKEND_CPU
+
+        L = _lib.lib()
+        p = _lib.new_struct(_lib.sw_prefill_params, "sw_prefill_params_init")
+        p.dtype = dtype
+        p.num_qo_heads = hq
+        p.num_kv_heads = hkv
+        p.head_dim = d
+        p.causal = 1 if causal else 0
+        p.sm_scale = scale
+        p.backend = b
+        p.num_threads = int(num_threads)
+        kv = _lib.new_struct(_lib.sw_paged_kv, "sw_paged_kv_init")
+        kv.page_size = page_size
+        kv.layout = _lib.SW_KV_NHD if lay == "NHD" else _lib.SW_KV_HND
+        kv.num_pages = num_pages
+        kv.block_table = bt.ctypes.data_as(_lib._I32_P)
+        kv.block_table_stride = bt.shape[1]
+        kv.seq_lens = sl.ctypes.data_as(_lib._I32_P)
+        h = _lib._PLAN_P()
+        _lib.check(L.sw_prefill_plan_create_paged(ctypes.byref(p), batch,
+                                                  qo.ctypes.data_as(_lib._I32_P), ctypes.byref(kv),
+                                                  ctypes.byref(h)), _HINT)
+        self._h, self._lib = h, L
+        self._torch, self._q, self._k, self._v = torch, q, k_cache, v_cache
+        self._dims = (hq, d)
+        self._strides = (ks[tok], vs[tok], ks[head], vs[head], ks[0], vs[0])
+
+    def run(self, return_lse):
+        torch, q = self._torch, self._q
+        hq, d = self._dims
         total_q = int(q.shape[0])
         if torch is not None:
             qc = q.contiguous()
@@ -767,14 +797,24 @@ def paged_attention(q, k_cache, v_cache, cu_seqlens_q, seq_lens, block_table, *,
             qc = np.ascontiguousarray(q)
             out = np.empty((total_q, hq, d), dtype=q.dtype)
             lse = np.empty((total_q, hq), dtype=np.float32) if return_lse else None
+        kr, vr, kh, vh, kpg, vpg = self._strides
         t = _new_tensors()
-        _fill_tensors(t, _ptr_of(qc) if total_q else 0, _ptr_of(k_cache), _ptr_of(v_cache),
+        _fill_tensors(t, _ptr_of(qc) if total_q else 0, _ptr_of(self._k), _ptr_of(self._v),
                       _ptr_of(out) if total_q else 0,
                       _ptr_of(lse) if lse is not None and total_q else 0,
-                      (0, ks[tok], vs[tok], 0), total_q, 0)
-        t.k_head_stride, t.v_head_stride = ks[head], vs[head]
-        t.k_page_stride, t.v_page_stride = ks[0], vs[0]
-        _lib.check(L.sw_prefill_run(h, ctypes.byref(t), None), _HINT)
-    finally:
-        L.sw_prefill_plan_destroy(h)
-    return (out, lse) if return_lse else out
+                      (0, kr, vr, 0), total_q, 0)
+        t.k_head_stride, t.v_head_stride = kh, vh
+        t.k_page_stride, t.v_page_stride = kpg, vpg
+        _lib.check(self._lib.sw_prefill_run(self._h, ctypes.byref(t), None), _HINT)
+        return (out, lse) if return_lse else out
+
+    def close(self):
+        h, self._h = getattr(self, "_h", None), None
+        if h is not None and h.value:
+            self._lib.sw_prefill_plan_destroy(h)
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown
+            pass

@@ -20,7 +20,7 @@ import math
 from . import _lib
 import numpy as np
 
-from .attention import _is_torch, _torch_mod, paged_attention, varlen_attention
+from .attention import _PagedRun, _is_torch, _torch_mod, paged_attention, varlen_attention
 
 
 def _as_float(x):
@@ -128,7 +128,8 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
             (through block_table when paged) before attention.
         rotary_cos, rotary_sin: must be None.
         cache_seqlens: int or int [batch]: tokens in the cache before k, v
-            (default: the whole cache, seqlen_cache; required when paged).
+            (default: the whole cache, seqlen_cache; required when paged or
+            when k, v are given).
         cache_batch_idx: None, or int [batch]: the cache row of each request
             (contiguous cache only).
         cache_leftpad: must be None.
@@ -139,7 +140,10 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         window_size, softcap, alibi_slopes: must be their defaults.
         rotary_interleaved, num_splits: accepted (no rotary; the CPU path
             chooses its own split).
-        return_softmax_lse: also return the LSE, [batch, Hq, seqlen_q] float32.
+        return_softmax_lse: also return the LSE, [batch, Hq, seqlen_q] float32
+            (natural log; -inf for a row that sees no key, where
+            FlashAttention's kernels give +inf; that row's output is 0 in
+            both).
 
     Returns:
         out [batch, seqlen_q, Hq, d] (q's dtype), and the LSE when asked.
@@ -181,6 +185,9 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     if cache_seqlens is None:
         if paged:
             _lib.fail(_lib.SW_STATUS_INVALID, "cache_seqlens is required with block_table")
+        if k is not None:
+            # (FlashAttention refuses it too: where the new tokens go would be a guess)
+            _lib.fail(_lib.SW_STATUS_INVALID, "cache_seqlens is required when k, v are given")
         base = np.full(batch, int(k_cache.shape[1]) - new, dtype=np.int64)
     elif isinstance(cache_seqlens, (int, np.integer)):
         base = np.full(batch, int(cache_seqlens), dtype=np.int64)
@@ -203,7 +210,9 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         if table.ndim != 2 or table.shape[0] != batch:
             _lib.fail(_lib.SW_STATUS_INVALID,
                       f"block_table must be [batch={batch}, max_pages]; got {tuple(table.shape)}")
-        table = table.astype(np.int64)
+        if table.dtype.kind not in "iu":
+            _lib.fail(_lib.SW_STATUS_INVALID, "block_table must hold integer page indices")
+        table = table.astype(np.int64)  # range-checked against int32 by the plan below
         page = int(k_cache.shape[1])
         k_pool, v_pool = k_cache, v_cache
     else:
@@ -230,39 +239,40 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         k_pool = k_cache.reshape(shape)  # a view when the rows are contiguous
         v_pool = v_cache.reshape(shape)
 
-    if k is not None and new:
-        # the new tokens into their pages, in place (a request whose table
-        # row is too short gets the library's error below, so check here
-        # before writing anything)
-        need = (seq_lens + page - 1) // page
-        if need.size and int(need.max()) > table.shape[1]:
-            b = int(np.argmax(need - table.shape[1]))
-            _lib.fail(_lib.SW_STATUS_INVALID,
-                      f"request {b}: {int(seq_lens[b])} tokens need {int(need[b])} pages, its "
-                      f"block_table row has {table.shape[1]}")
-        pos = base[:, None] + np.arange(new, dtype=np.int64)[None, :]  # [batch, new]
-        pages = np.take_along_axis(table, pos // page, axis=1)
-        if pages.size and (int(pages.min()) < 0 or int(pages.max()) >= int(k_pool.shape[0])):
-            _lib.fail(_lib.SW_STATUS_INVALID,
-                      f"block_table holds a page outside the pool's {int(k_pool.shape[0])}")
-        offs = pos % page
-        if torch is not None:
-            pi, oi = torch.from_numpy(pages.reshape(-1)), torch.from_numpy(offs.reshape(-1))
-            k_pool[pi, oi] = k.reshape(-1, hkv, d).to(k_pool.dtype)
-            v_pool[pi, oi] = v.reshape(-1, hkv, d).to(v_pool.dtype)
-        else:
-            k_pool[pages.reshape(-1), offs.reshape(-1)] = k.reshape(-1, hkv, d)
-            v_pool[pages.reshape(-1), offs.reshape(-1)] = v.reshape(-1, hkv, d)
-        if not paged:
-            # the writes went to k_pool; when reshape had to copy, put them back
-            if _shares(k_pool, k_cache) is False:
-                k_cache[...] = k_pool.reshape(k_cache.shape)
-                v_cache[...] = v_pool.reshape(v_cache.shape)
-
+    # Everything is checked (shapes, dtypes, heads, the table over every
+    # position the call will hold) and planned before a byte of the cache
+    # is written: a refused call leaves the cache as it was.
     cu_q = np.arange(batch + 1, dtype=np.int32) * sq
-    res = paged_attention(q.reshape(batch * sq, hq, d), k_pool, v_pool, cu_q, seq_lens,
-                          table.astype(np.int32), causal=bool(causal),
-                          softmax_scale=softmax_scale, return_lse=return_softmax_lse)
+    need = (seq_lens + page - 1) // page
+    if need.size and int(need.max()) > table.shape[1]:
+        b = int(np.argmax(need - table.shape[1]))
+        _lib.fail(_lib.SW_STATUS_INVALID,
+                  f"request {b}: {int(seq_lens[b])} tokens need {int(need[b])} pages, its "
+                  f"block_table row has {table.shape[1]}")
+    plan = _PagedRun(q.reshape(batch * sq, hq, d), k_pool, v_pool, cu_q, seq_lens, table,
+                     bool(causal), softmax_scale, "NHD", None, 0)
+    try:
+        if k is not None and new:
+            # the new tokens into their pages, in place
+            pos = base[:, None] + np.arange(new, dtype=np.int64)[None, :]  # [batch, new]
+            pages = np.take_along_axis(table, pos // page, axis=1).reshape(-1)
+            offs = (pos % page).reshape(-1)
+            if torch is not None:
+                pi, oi = torch.from_numpy(pages), torch.from_numpy(offs)
+                k_pool[pi, oi] = k.reshape(-1, hkv, d).to(k_pool.dtype)
+                v_pool[pi, oi] = v.reshape(-1, hkv, d).to(v_pool.dtype)
+            else:
+                k_pool[pages, offs] = k.reshape(-1, hkv, d)
+                v_pool[pages, offs] = v.reshape(-1, hkv, d)
+            if not paged:
+                # where reshape had to copy a cache, the writes go back to it
+                if not _shares(k_pool, k_cache):
+                    k_cache[...] = k_pool.reshape(k_cache.shape)
+                if not _shares(v_pool, v_cache):
+                    v_cache[...] = v_pool.reshape(v_cache.shape)
+        res = plan.run(return_softmax_lse)
+    finally:
+        plan.close()
     if not return_softmax_lse:
         return res.reshape(batch, sq, hq, d)
     out, lse = res
@@ -273,7 +283,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
 
 
 def _shares(a, b):
-    """Whether view a shares b's memory (None when it cannot tell)."""
+    """Whether a (a reshape of b) is a view of b's memory."""
     if _is_torch(a):
         return a.data_ptr() == b.data_ptr()
     return np.shares_memory(a, b)

@@ -210,3 +210,62 @@ def test_refusals_leave_the_cache_untouched():
                                              block_table=table, **kw)
         assert e.value.status == "SW_STATUS_UNSUPPORTED"
     assert np.array_equal(kp, k0)
+
+
+def test_every_refusal_comes_before_the_append():
+    rng = np.random.default_rng(31)
+    kp, vp, table, _, _ = _pool(rng, [20, 5], 16, 2, 64, spare=2)
+    k0, v0 = kp.copy(), vp.copy()
+    q = rng.standard_normal((2, 2, 4, 64)).astype(np.float32)
+    kn = rng.standard_normal((2, 2, 2, 64)).astype(np.float32)
+    rep = table.copy()
+    rep[0, 1] = rep[0, 0]  # a cached page twice in request 0
+    wide = table.astype(np.int64)
+    wide[1, 0] = 2**32 + int(table[0, 0])  # would wrap to a real page as int32
+    cases = [
+        dict(block_table=rep),
+        dict(block_table=wide),
+        dict(block_table=table, softmax_scale=float("nan")),
+        dict(block_table=table, q=q.astype(np.float16)),  # dtype differs from the cache
+        dict(block_table=table, q=rng.standard_normal((2, 2, 3, 64)).astype(np.float32)),  # 3/2 heads
+    ]
+    for kw in cases:
+        args = dict(q=q, block_table=table)
+        args.update(kw)
+        with pytest.raises(SpillwayError):
+            spillway.flash_attn_with_kvcache(args.pop("q"), kp, vp, kn, kn, cache_seqlens=[18, 3],
+                                             **args)
+        assert np.array_equal(kp, k0) and np.array_equal(vp, v0), kw
+    # new tokens without cache_seqlens: refused, as FlashAttention does
+    with pytest.raises(SpillwayError) as e:
+        spillway.flash_attn_with_kvcache(q, kp[:2], vp[:2], kn, kn)
+    assert e.value.status == "SW_STATUS_INVALID" and "cache_seqlens" in str(e.value)
+    assert np.array_equal(kp, k0)
+
+
+def test_strided_contiguous_cache_gets_both_appends():
+    # k contiguous (its reshape to pages is a view), v a slice of a wider
+    # buffer (its reshape copies): both must receive the new tokens
+    rng = np.random.default_rng(37)
+    S, hkv, d = 300, 2, 64
+    kc = rng.standard_normal((2, S, hkv, d)).astype(np.float32)
+    vbig = rng.standard_normal((2, S + 20, hkv, d)).astype(np.float32)
+    vc = vbig[:, :S]
+    q = rng.standard_normal((2, 1, 4, d)).astype(np.float32)
+    kn = rng.standard_normal((2, 1, hkv, d)).astype(np.float32)
+    vn = rng.standard_normal((2, 1, hkv, d)).astype(np.float32)
+    out = spillway.flash_attn_with_kvcache(q, kc, vc, kn, vn, cache_seqlens=[7, 299])
+    assert np.array_equal(kc[0, 7], kn[0, 0]) and np.array_equal(kc[1, 299], kn[1, 0])
+    assert np.array_equal(vc[0, 7], vn[0, 0]) and np.array_equal(vc[1, 299], vn[1, 0])
+    ref, _ = _with_kvcache_ref(q, [kc[0, :8], kc[1, :300]], [vc[0, :8], vc[1, :300]], False)
+    assert rel_l2(out, ref) <= 1e-5
+
+
+def test_broadcast_pool_refused():
+    rng = np.random.default_rng(41)
+    one = rng.standard_normal((1, 16, 2, 64)).astype(np.float32)
+    pool = np.broadcast_to(one, (4, 16, 2, 64))  # page stride 0
+    q = rng.standard_normal((1, 4, 64)).astype(np.float32)
+    with pytest.raises(SpillwayError) as e:
+        spillway.paged_attention(q, pool, pool, [0, 1], [40], [[0, 1, 2]])
+    assert e.value.status == "SW_STATUS_INVALID" and "stride of 0" in str(e.value)
