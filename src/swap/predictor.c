@@ -91,8 +91,8 @@ void sw_swap_score_layer_scalar(const sw_swap *s, const sw_swap_layer *L, const 
  * zeros), and 4 tokens x 8 rows of running sums advanced together over j.
  * Each sum still adds q[j] * k[j] for j = 0, 1, ... in turn from 0.0f, so
  * the scores are bit-identical to the scalar form's (this file is built
- * with -ffp-contract=off: CMakeLists.txt); the 8 independent vector sums are what the
- * scalar form's one-at-a-time dependency chains were missing. */
+ * with -ffp-contract=off: CMakeLists.txt); the 8 independent vector sums
+ * are what the scalar form's one-at-a-time dependency chains lacked. */
 enum { SC_T = 4, SC_M = 8 };
 
 /* a[u][x] = sum over j of q[j * stride + x] * k[u][j], each sum from 0.0f
