@@ -63,6 +63,22 @@ def _is_torch(x):
 
 # ------------------------------------------------------------------ plans --
 
+def _params(dtype, num_qo_heads, num_kv_heads, head_dim, causal, sm_scale, backend, device,
+            num_threads):
+    """A filled sw_prefill_params."""
+    p = _lib.new_struct(_lib.sw_prefill_params, "sw_prefill_params_init")
+    p.dtype = dtype
+    p.num_qo_heads = num_qo_heads
+    p.num_kv_heads = num_kv_heads
+    p.head_dim = head_dim
+    p.causal = 1 if causal else 0
+    p.sm_scale = sm_scale
+    p.backend = backend
+    p.device = device
+    p.num_threads = num_threads
+    return p
+
+
 class PrefillPlan:
     """A libspillway prefill plan (sw_prefill_plan). Immutable; reusable for
     every layer with the same lengths and shapes. Destroyed when garbage
@@ -72,16 +88,8 @@ class PrefillPlan:
                  dtype, causal, sm_scale, backend, device, num_threads):
         L = _lib.lib()
         self._handle = None
-        p = _lib.new_struct(_lib.sw_prefill_params, "sw_prefill_params_init")
-        p.dtype = dtype
-        p.num_qo_heads = num_qo_heads
-        p.num_kv_heads = num_kv_heads
-        p.head_dim = head_dim
-        p.causal = 1 if causal else 0
-        p.sm_scale = sm_scale
-        p.backend = backend
-        p.device = device
-        p.num_threads = num_threads
+        p = _params(dtype, num_qo_heads, num_kv_heads, head_dim, causal, sm_scale, backend,
+                    device, num_threads)
         self.params = p
         self.batch = len(qo_indptr) - 1
         self.qo_indptr = qo_indptr
@@ -760,15 +768,7 @@ class _PagedRun:
             b = _lib.SW_BACKEND_CPU
 
         L = _lib.lib()
-        p = _lib.new_struct(_lib.sw_prefill_params, "sw_prefill_params_init")
-        p.dtype = dtype
-        p.num_qo_heads = hq
-        p.num_kv_heads = hkv
-        p.head_dim = d
-        p.causal = 1 if causal else 0
-        p.sm_scale = scale
-        p.backend = b
-        p.num_threads = int(num_threads)
+        p = _params(dtype, hq, hkv, d, causal, scale, b, 0, int(num_threads))
         kv = _lib.new_struct(_lib.sw_paged_kv, "sw_paged_kv_init")
         kv.page_size = page_size
         kv.layout = _lib.SW_KV_NHD if lay == "NHD" else _lib.SW_KV_HND

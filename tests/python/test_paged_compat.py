@@ -189,7 +189,7 @@ def test_refusals_leave_the_cache_untouched():
     with pytest.raises(SpillwayError) as e:
         spillway.flash_attn_with_kvcache(q, kp, vp, kn, kn, cache_seqlens=[30, 1],
                                          block_table=table[:, :2])
-    assert e.value.status == "SW_STATUS_INVALID" and "request 0" in str(e.value)
+    assert e.value.status == "SW_STATUS_INVALID" and "block_table row 0" in str(e.value)
     assert np.array_equal(kp, k0)
     # a page outside the pool, named by the library
     bad = table.copy()
