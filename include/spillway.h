@@ -283,9 +283,15 @@ SW_API void sw_paged_kv_init(sw_paged_kv *kv);
  * pages. q_len 1 per request is batch decode; any q_len works. run() takes
  * the pools as tensors k and v with the paged strides; kv_rows must be 0 or
  * num_pages * page_size. total_kv() is the sum of the requests' kv_len.
- * Backends: the CPU ones (CPU, CPU_REF; AUTO picks CPU). The CUDA kernels
- * take contiguous K/V only in this build: a CUDA backend gets
- * SW_STATUS_UNSUPPORTED.
+ * Backends: every one but the opponents; AUTO picks as for contiguous K/V.
+ * On a CUDA backend a batch whose requests all have q_len x (num_qo_heads /
+ * num_kv_heads) <= 16 (decode, small speculative steps) runs the split-KV
+ * decode kernel over the pages (the keys of a long request are split across
+ * CTAs and merged); any other batch has its pages gathered into dense K/V
+ * in the workspace (2 x total_kv x num_kv_heads x head_dim elements) and
+ * runs the prefill kernel over them. Run is asynchronous, allocates
+ * nothing and can be captured in a CUDA graph, like a contiguous plan. The
+ * pools must be 16-byte aligned and their strides multiples of 16 bytes.
  */
 SW_API sw_status sw_prefill_plan_create_paged(const sw_prefill_params *params, int32_t batch,
                                               const int32_t *qo_indptr_host,

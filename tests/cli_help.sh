@@ -32,7 +32,7 @@ help "$s" demo --help
 help "$s" store --help
 for c in verify repair inspect; do help "$s" store $c --help; done
 help "$s" bench --help
-for b in prefill swap store remote; do
+for b in prefill paged swap store remote; do
     help "$s" bench $b --help
     help "$d/spillway-bench-$b" --help
     help "$d/spillway-bench-$b" -h
@@ -53,6 +53,14 @@ for p in "$d/spillway-bench-prefill" "$s bench prefill"; do
     bad $p --cases 16x1k,nope
     bad $p --cases 16x1k,
     bad $p --shapes h32-8/d100
+    bad $p --reps 0
+    bad $p --bogus
+done
+for p in "$d/spillway-bench-paged" "$s bench paged"; do
+    bad $p --cases 16x32k,nope
+    bad $p --shapes h32-8/d64
+    bad $p --page 0
+    bad $p --page 512
     bad $p --reps 0
     bad $p --bogus
 done

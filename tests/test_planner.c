@@ -214,6 +214,84 @@ int main(void)
         CHECK(sw_plan_work(qo, kv, 3, 2, 2, 0, 64, 0, 512, 1 << 20, NULL, 0) == 2);
     }
 
+    /* The decode split: the shapes of the paged decode bench on a device
+     * of 132 SMs x 2 CTAs. 16 x 32k with 8 kv heads: 128 pairs, 2 items each
+     * (one wave); 1 x 512k: 8 pairs cut to ~264 items; 64 x 4k: 512 pairs,
+     * unsplit (two waves). */
+    {
+        int32_t qo[65], kv[65];
+        for (int i = 0; i <= 16; i++)
+            qo[i] = i, kv[i] = 32768 * i;
+        int64_t nm = -1, np = -1;
+        CHECK(sw_plan_decode(qo, kv, 16, 8, 264, NULL, NULL, &nm, &np) == 256);
+        CHECK(nm == 128 && np == 256);
+        int32_t qo1[2] = {0, 1}, kv1[2] = {0, 524288};
+        const int64_t n1 = sw_plan_decode(qo1, kv1, 1, 8, 264, NULL, NULL, &nm, &np);
+        CHECK(n1 > 200 && n1 <= 264 && nm == 8 && np == n1);
+        for (int i = 0; i <= 64; i++)
+            qo[i] = i, kv[i] = 4096 * i;
+        CHECK(sw_plan_decode(qo, kv, 64, 8, 264, NULL, NULL, &nm, &np) == 512);
+        CHECK(nm == 0 && np == 0);
+    }
+    /* Random batches: every (request with queries, kv head) pair is covered
+     * by its items' key ranges exactly once, in order, ranges start on the
+     * tile; split pairs have one merge over consecutive slots; longest
+     * first; requests without queries have no item. */
+    {
+        sw_rng rd = {777};
+        for (int iter = 0; iter < 300; iter++) {
+            const int32_t batch = sw_rng_int(&rd, 0, 9), heads = sw_rng_int(&rd, 1, 4);
+            int32_t qo[10], kv[10];
+            qo[0] = kv[0] = 0;
+            for (int32_t b = 0; b < batch; b++) {
+                qo[b + 1] = qo[b] + sw_rng_int(&rd, 0, 2);
+                const int big = sw_rng_int(&rd, 0, 3) == 0;
+                kv[b + 1] = kv[b] + sw_rng_int(&rd, 0, big ? 300000 : 3000);
+            }
+            const int64_t slots = sw_rng_int(&rd, 1, 600);
+            int64_t nm = 0, np = 0, nm2 = 0, np2 = 0;
+            const int64_t n = sw_plan_decode(qo, kv, batch, heads, slots, NULL, NULL, &nm, &np);
+            sw_decode_item *it = malloc(sizeof *it * (size_t)(n + 1));
+            sw_decode_merge *mg = malloc(sizeof *mg * (size_t)(nm + 1));
+            CHECK(sw_plan_decode(qo, kv, batch, heads, slots, it, mg, &nm2, &np2) == n);
+            CHECK(nm2 == nm && np2 == np);
+            int64_t covered = 0, want = 0;
+            for (int32_t b = 0; b < batch; b++)
+                if (qo[b + 1] > qo[b])
+                    want += (int64_t)(kv[b + 1] - kv[b]) * heads;
+            for (int64_t i = 0; i < n; i++) {
+                CHECK(it[i].k0 % 16 == 0 && it[i].k0 <= it[i].k1);
+                CHECK(qo[it[i].req + 1] > qo[it[i].req]);
+                CHECK(it[i].k1 <= kv[it[i].req + 1] - kv[it[i].req]);
+                if (i > 0)
+                    CHECK(it[i].k1 - it[i].k0 <= it[i - 1].k1 - it[i - 1].k0);
+                covered += it[i].k1 - it[i].k0;
+                /* the item of a pair that starts where this one ends */
+                const int32_t len = kv[it[i].req + 1] - kv[it[i].req];
+                int nexts = 0, unsplit = it[i].part < 0;
+                for (int64_t j = 0; j < n; j++)
+                    nexts += it[j].req == it[i].req && it[j].kvh == it[i].kvh &&
+                             it[j].k0 == it[i].k1 && j != i;
+                CHECK(unsplit ? it[i].k0 == 0 && it[i].k1 == len : (nexts == 1) == (it[i].k1 < len));
+            }
+            CHECK(covered == want);
+            int64_t slot_sum = 0;
+            for (int64_t m = 0; m < nm; m++) {
+                CHECK(mg[m].parts > 1 && mg[m].parts <= SW_DECODE_MAX_SPLITS);
+                CHECK(mg[m].part0 == slot_sum);
+                slot_sum += mg[m].parts;
+                int found = 0;
+                for (int64_t i = 0; i < n; i++)
+                    found += it[i].req == mg[m].req && it[i].kvh == mg[m].kvh &&
+                             it[i].part >= mg[m].part0 && it[i].part < mg[m].part0 + mg[m].parts;
+                CHECK(found == mg[m].parts);
+            }
+            CHECK(slot_sum == np);
+            free(it);
+            free(mg);
+        }
+    }
+
     sw_rng r = {12345};
     for (int iter = 0; iter < 300; iter++) {
         int32_t batch = sw_rng_int(&r, 0, 6);

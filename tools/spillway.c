@@ -37,11 +37,11 @@ static void usage(FILE *f)
             "run 'spillway <command> --help' (or 'spillway bench NAME --help') for options\n");
 }
 
-static const char *const bench_names[] = {"prefill", "swap", "store", "remote"};
+static const char *const bench_names[] = {"prefill", "paged", "swap", "store", "remote"};
 #define NUM_BENCH (int)(sizeof bench_names / sizeof bench_names[0])
 
 static const char bench_usage[] =
-    "usage: spillway bench prefill|swap|store|remote [options]\n"
+    "usage: spillway bench prefill|paged|swap|store|remote [options]\n"
     "Runs the benchmark program spillway-bench-NAME from the directory of this program\n"
     "(the build tree and the install put them together) with the options given; its exit\n"
     "status is the bench's. 'spillway bench NAME --help' lists a bench's options. Each\n"

@@ -196,6 +196,99 @@ typedef struct sw_cuda_prefill_args {
     int32_t wide_kv;            /* Hopper, non-causal d128: the wide K/V tile kernel */
 } sw_cuda_prefill_args;
 
+/* Paged K/V on a CUDA backend (paged_cuda.c; src/cuda/attn/paged_decode.cu).
+ * A batch whose requests all have q_len x group <= SW_DECODE_ROWS runs the
+ * split-KV decode kernel over the pages; any other batch has its pages
+ * gathered into dense K/V in the workspace and runs the ragged prefill
+ * kernel over them. */
+#define SW_DECODE_ROWS 16        /* query rows of one (request, kv head) item */
+#define SW_DECODE_MAX_SPLITS 128 /* items of one (request, kv head) at most */
+
+typedef struct sw_decode_item {
+    int32_t req, kvh;
+    int32_t k0, k1;  /* the request's keys [k0, k1) */
+    int32_t part;    /* < 0: writes O and LSE; else its partial-state slot */
+} sw_decode_item;
+
+typedef struct sw_decode_merge {
+    int32_t req, kvh;
+    int32_t part0, parts; /* slots part0 .. part0 + parts - 1 */
+} sw_decode_merge;
+
+/* The decode split (pure, host). `slots` is how many items the device
+ * runs at once (SMs x resident CTAs). Each (request, kv head) of a request
+ * with q_len > 0 gets n = ceil(kv_len / chunk) items of near-equal key
+ * ranges (n >= 1, so a request without keys still has its rows written;
+ * n <= SW_DECODE_MAX_SPLITS). The chunk is the one whose estimated time,
+ * waves x (longest item + a fixed cost per item), is least over 1..8 waves
+ * of `slots` items: a batch whose pairs fill the device is not split, one
+ * long request is cut into about `slots` pieces. Items come longest first;
+ * the items of a pair split in n > 1 write partial slots that one merge
+ * folds. With items == NULL only counts. Returns the number of items;
+ * *num_merges and *num_parts are counts too. */
+int64_t sw_plan_decode(const int32_t *qo_indptr, const int32_t *kv_indptr, int32_t batch,
+                       int32_t num_kv_heads, int64_t slots, sw_decode_item *items,
+                       sw_decode_merge *merges, int64_t *num_merges, int64_t *num_parts);
+
+typedef struct sw_cuda_paged_args {
+    sw_dtype dtype;
+    int32_t num_qo_heads, num_kv_heads, head_dim, causal;
+    float sm_scale;
+    const void *q, *k_pool, *v_pool;
+    void *o;
+    float *lse;                      /* may be NULL */
+    int64_t q_stride, o_stride;      /* elements */
+    int64_t k_tok, k_head, k_page;   /* pool strides, elements */
+    int64_t v_tok, v_head, v_page;
+    int32_t page_size, ps_log2;      /* ps_log2 = log2(page_size), -1 if not a power of 2 */
+    int32_t batch, total_kv;
+    /* device copies (workspace) of the plan's offsets and table */
+    const int32_t *qo_indptr, *kv_indptr, *page_indptr, *page_indices;
+    const sw_decode_item *items;
+    int32_t num_items;
+    const sw_decode_merge *merges;
+    int32_t num_merges;
+    float *part_o;                   /* [slots][SW_DECODE_ROWS][head_dim] */
+    float *part_lse;                 /* [slots][SW_DECODE_ROWS] */
+    void *k_dense, *v_dense;         /* gather: [total_kv][num_kv_heads][head_dim] */
+} sw_cuda_paged_args;
+
+/* 1 when every request's rows (q_len x group) fit one decode item. */
+int sw_paged_decode_fits(const int32_t *qo_indptr, int32_t batch, int32_t group);
+
+/* The CUDA part of a paged plan. Its region of the workspace starts at
+ * ws_off: a pinned blob [qo_indptr | kv_indptr | page_indptr |
+ * page_indices | items | merges] uploaded by each run, then the partial
+ * states (decode) or the dense K and V (gather). */
+typedef struct sw_paged_cuda {
+    int decode;              /* 1: the decode kernel; 0: gather + prefill kernel */
+    void *blob;
+    size_t blob_bytes, ws_off, ws_end;
+    size_t qo_off, kv_off, pi_off, px_off, items_off, merges_off; /* in the blob */
+    size_t part_o_off, part_lse_off, kd_off, vd_off;              /* in the workspace */
+    int32_t num_items, num_merges;
+} sw_paged_cuda;
+
+/* Plans the CUDA run of a checked table (p->device is made current). */
+sw_status sw_paged_cuda_plan(sw_paged_cuda *pc, const sw_prefill_params *p, int32_t batch,
+                             const int32_t *qo_indptr, const sw_paged_table *pt, size_t ws_off);
+/* Enqueues the upload and the decode (decode) or the gather (not decode:
+ * *k_dense / *v_dense then point at the dense K/V in the workspace for the
+ * prefill kernel). pb holds the validated Q/O/LSE and the pools as k/v. */
+sw_status sw_paged_cuda_run(const sw_paged_cuda *pc, const sw_attn_problem *pb,
+                            const sw_paged_table *pt, const sw_paged_strides *ks,
+                            const sw_paged_strides *vs, void *workspace, void *stream,
+                            const void **k_dense, const void **v_dense);
+void sw_paged_cuda_free(sw_paged_cuda *pc);
+
+/* SM count and resident decode CTAs per SM on `device`. */
+sw_status sw_cuda_paged_decode_config(int32_t device, int32_t head_dim, sw_dtype dtype,
+                                      int32_t *sms, int32_t *ctas_per_sm);
+/* The decode kernel over a.items, then the merge over a.merges. */
+sw_status sw_cuda_paged_decode_launch(const sw_cuda_paged_args *a, void *stream);
+/* Pages -> a.k_dense / a.v_dense. */
+sw_status sw_cuda_paged_gather_launch(const sw_cuda_paged_args *a, void *stream);
+
 /* Device query for planning: SM count and the tile height the portable kernel
  * uses for this head_dim on this device. Returns SW_STATUS_NO_DEVICE when no
  * usable device. */

@@ -170,3 +170,135 @@ int64_t sw_plan_work(const int32_t *qo_indptr, const int32_t *kv_indptr, int32_t
     free(tmp);
     return k;
 }
+
+/* ------------------------------------------------------------ decode -- */
+
+#define SW_DECODE_TILE 16      /* keys of one warp tile: item ranges are multiples */
+#define SW_DECODE_ITEM_COST 256 /* a per-item cost (Q, combine, merge) in keys */
+
+/* The items of one pair at this chunk: n of `per` keys (a multiple of the
+ * tile; the last one shorter), none of them empty unless kv_len is 0. */
+static int64_t decode_split(int64_t kv_len, int64_t chunk, int64_t *per)
+{
+    int64_t n = kv_len > 0 ? (kv_len + chunk - 1) / chunk : 1;
+    n = n < SW_DECODE_MAX_SPLITS ? n : SW_DECODE_MAX_SPLITS;
+    int64_t p = (kv_len + n - 1) / n;
+    p = (p + SW_DECODE_TILE - 1) / SW_DECODE_TILE * SW_DECODE_TILE;
+    if (p < SW_DECODE_TILE)
+        p = SW_DECODE_TILE;
+    *per = p;
+    return kv_len > 0 ? (kv_len + p - 1) / p : 1;
+}
+
+/* Items at this chunk, and the longest item's keys. */
+static int64_t decode_count(const int32_t *qo, const int32_t *kv, int32_t batch, int32_t heads,
+                            int64_t chunk, int64_t *longest)
+{
+    int64_t items = 0, mx = 0;
+    for (int32_t b = 0; b < batch; b++) {
+        if (qo[b + 1] == qo[b])
+            continue;
+        int64_t per = 0;
+        const int64_t len = kv[b + 1] - kv[b], n = decode_split(len, chunk, &per);
+        items += n * heads;
+        mx = per > mx ? per : mx;
+    }
+    if (longest)
+        *longest = mx;
+    return items;
+}
+
+typedef struct {
+    int64_t len;
+    sw_decode_item it;
+} decode_keyed;
+
+static int cmp_decode(const void *a, const void *b)
+{
+    const decode_keyed *x = a, *y = b;
+    if (x->len != y->len)
+        return x->len > y->len ? -1 : 1;
+    if (x->it.req != y->it.req)
+        return x->it.req < y->it.req ? -1 : 1;
+    if (x->it.kvh != y->it.kvh)
+        return x->it.kvh < y->it.kvh ? -1 : 1;
+    return x->it.k0 < y->it.k0 ? -1 : x->it.k0 > y->it.k0;
+}
+
+int64_t sw_plan_decode(const int32_t *qo_indptr, const int32_t *kv_indptr, int32_t batch,
+                       int32_t num_kv_heads, int64_t slots, sw_decode_item *items,
+                       sw_decode_merge *merges, int64_t *num_merges, int64_t *num_parts)
+{
+    if (slots < 1)
+        slots = 1;
+    int64_t maxlen = 0;
+    for (int32_t b = 0; b < batch; b++)
+        if (qo_indptr[b + 1] > qo_indptr[b] && kv_indptr[b + 1] - kv_indptr[b] > maxlen)
+            maxlen = kv_indptr[b + 1] - kv_indptr[b];
+    /* For each wave count, the smallest chunk (a multiple of the tile)
+     * whose items fit; keep the least estimated time. */
+    int64_t best_chunk = maxlen > 0 ? maxlen : 1, best_t = -1;
+    for (int64_t w = 1; w <= 8; w++) {
+        int64_t lo = SW_DECODE_TILE, hi = maxlen > lo ? maxlen : lo;
+        if (decode_count(qo_indptr, kv_indptr, batch, num_kv_heads, hi, NULL) > w * slots)
+            continue; /* not even unsplit */
+        while (lo < hi) {
+            const int64_t mid = (lo + hi) / 2 / SW_DECODE_TILE * SW_DECODE_TILE;
+            const int64_t m = mid < lo ? lo : mid;
+            if (decode_count(qo_indptr, kv_indptr, batch, num_kv_heads, m, NULL) <= w * slots)
+                hi = m;
+            else
+                lo = m + SW_DECODE_TILE;
+        }
+        int64_t longest = 0;
+        const int64_t n = decode_count(qo_indptr, kv_indptr, batch, num_kv_heads, hi, &longest);
+        const int64_t waves = (n + slots - 1) / slots;
+        const int64_t t = waves * (longest + SW_DECODE_ITEM_COST);
+        if (best_t < 0 || t < best_t) {
+            best_t = t;
+            best_chunk = hi;
+        }
+    }
+    if (best_t < 0) /* more pairs than 8 waves hold: no split */
+        best_chunk = maxlen > 0 ? maxlen : 1;
+    const int64_t total = decode_count(qo_indptr, kv_indptr, batch, num_kv_heads, best_chunk, NULL);
+    int64_t nm = 0, np = 0;
+    decode_keyed *keyed = items && total > 0 ? malloc(sizeof *keyed * (size_t)total) : NULL;
+    if (items && total > 0 && !keyed)
+        return -2;
+    int64_t k = 0;
+    for (int32_t b = 0; b < batch; b++) {
+        if (qo_indptr[b + 1] == qo_indptr[b])
+            continue;
+        int64_t per = 0;
+        const int64_t len = kv_indptr[b + 1] - kv_indptr[b];
+        const int64_t n = decode_split(len, best_chunk, &per);
+        for (int32_t h = 0; h < num_kv_heads; h++) {
+            if (n > 1 && merges)
+                merges[nm] = (sw_decode_merge){b, h, (int32_t)np, (int32_t)n};
+            for (int64_t i = 0; keyed && i < n; i++) {
+                const int64_t k0 = i * per < len ? i * per : len;
+                const int64_t k1 = (i + 1) * per < len ? (i + 1) * per : len;
+                keyed[k].len = k1 - k0;
+                keyed[k].it = (sw_decode_item){b, h, (int32_t)k0, (int32_t)k1,
+                                               n > 1 ? (int32_t)(np + i) : -1};
+                k++;
+            }
+            if (n > 1) {
+                nm++;
+                np += n;
+            }
+        }
+    }
+    if (keyed) {
+        qsort(keyed, (size_t)total, sizeof *keyed, cmp_decode);
+        for (int64_t i = 0; i < total; i++)
+            items[i] = keyed[i].it;
+        free(keyed);
+    }
+    if (num_merges)
+        *num_merges = nm;
+    if (num_parts)
+        *num_parts = np;
+    return total;
+}

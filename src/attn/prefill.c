@@ -36,6 +36,8 @@ struct sw_prefill_plan {
 
     int paged;                  /* K/V in pages (sw_prefill_plan_create_paged) */
     sw_paged_table pages;       /* the checked table; kv_indptr is its kv_indptr */
+    sw_paged_cuda pcuda;        /* paged on a CUDA backend: decode or gather (paged_cuda.c) */
+    size_t ws_bytes;            /* CUDA: the workspace a run needs */
 };
 
 void sw_prefill_params_init(sw_prefill_params *p)
@@ -176,7 +178,7 @@ static sw_status validate_params(const sw_prefill_params *p)
 
 static sw_status plan_make(const sw_prefill_params *params, sw_backend backend, int32_t batch,
                            const int32_t *qo_indptr_host, const int32_t *kv_indptr_host,
-                           const sw_prefill_tuning *tuning, sw_prefill_plan **out);
+                           const sw_prefill_tuning *tuning, int work_list, sw_prefill_plan **out);
 
 sw_status sw_prefill_plan_create(const sw_prefill_params *params, int32_t batch,
                                  const int32_t *qo_indptr_host, const int32_t *kv_indptr_host,
@@ -197,7 +199,7 @@ sw_status sw_prefill_plan_create_tuned(const sw_prefill_params *params, int32_t 
     SW_TRY(sw_prefill_validate_indptr(batch, qo_indptr_host, kv_indptr_host));
     sw_backend backend = SW_BACKEND_AUTO;
     SW_TRY(resolve_backend(params, &backend));
-    return plan_make(params, backend, batch, qo_indptr_host, kv_indptr_host, tuning, out);
+    return plan_make(params, backend, batch, qo_indptr_host, kv_indptr_host, tuning, 1, out);
 }
 
 sw_status sw_prefill_plan_create_paged(const sw_prefill_params *params, int32_t batch,
@@ -208,17 +210,31 @@ sw_status sw_prefill_plan_create_paged(const sw_prefill_params *params, int32_t 
         return sw_fail(SW_STATUS_INVALID, "out (plan pointer) is NULL");
     *out = NULL;
     SW_TRY(validate_params(params));
-    sw_backend backend = params->backend == SW_BACKEND_AUTO ? SW_BACKEND_CPU : params->backend;
-    if (backend != SW_BACKEND_CPU && backend != SW_BACKEND_CPU_REF)
-        return sw_fail(SW_STATUS_UNSUPPORTED, "paged K/V runs on the CPU backends in this build; "
-                       "backend %s takes contiguous K/V (sw_prefill_plan_create)",
-                       sw_backend_name(backend));
+    sw_backend backend = SW_BACKEND_AUTO;
+    SW_TRY(resolve_backend(params, &backend));
+    if (sw_opponent_backend(backend))
+        return sw_fail(SW_STATUS_UNSUPPORTED, "paged K/V: backend %s takes contiguous K/V "
+                       "(sw_prefill_plan_create)", sw_backend_name(backend));
     sw_paged_table pt;
     SW_TRY(sw_paged_table_build(kv, batch, &pt));
     sw_status s = sw_prefill_validate_indptr(batch, qo_indptr_host, pt.kv_indptr);
+    const int cuda = backend == SW_BACKEND_CUDA_PORTABLE || backend == SW_BACKEND_CUDA_HOPPER;
+    /* Decode batches run the paged decode kernel and need no prefill work
+     * list; the others gather pages for the prefill kernel. */
+    const int decode = cuda && s == SW_OK &&
+                       sw_paged_decode_fits(qo_indptr_host, batch,
+                                            params->num_qo_heads / params->num_kv_heads);
     if (s == SW_OK)
-        s = plan_make(params, backend, batch, qo_indptr_host, pt.kv_indptr, NULL, out);
+        s = plan_make(params, backend, batch, qo_indptr_host, pt.kv_indptr, NULL, !decode, out);
+    if (s == SW_OK && cuda) {
+        s = sw_paged_cuda_plan(&(*out)->pcuda, &(*out)->params, batch, qo_indptr_host, &pt,
+                               (*out)->blob_bytes);
+        if (s == SW_OK)
+            (*out)->ws_bytes = (*out)->pcuda.ws_end;
+    }
     if (s != SW_OK) {
+        sw_prefill_plan_destroy(*out);
+        *out = NULL;
         sw_paged_table_free(&pt);
         return s;
     }
@@ -227,10 +243,11 @@ sw_status sw_prefill_plan_create_paged(const sw_prefill_params *params, int32_t 
     return SW_OK;
 }
 
-/* The plan for validated parameters, offsets and a resolved backend. */
+/* The plan for validated parameters, offsets and a resolved backend;
+ * work_list = 0 skips the CUDA prefill work list (a paged decode plan). */
 static sw_status plan_make(const sw_prefill_params *params, sw_backend backend, int32_t batch,
                            const int32_t *qo_indptr_host, const int32_t *kv_indptr_host,
-                           const sw_prefill_tuning *tuning, sw_prefill_plan **out)
+                           const sw_prefill_tuning *tuning, int work_list, sw_prefill_plan **out)
 {
     sw_prefill_tuning tu;
     sw_prefill_tuning_default(&tu);
@@ -255,13 +272,15 @@ static sw_status plan_make(const sw_prefill_params *params, sw_backend backend, 
     memcpy(pl->kv_indptr, kv_indptr_host, sizeof(int32_t) * ((size_t)batch + 1));
     pl->flops = sw_attn_flops(pl->qo_indptr, pl->kv_indptr, batch, params->num_qo_heads,
                               params->head_dim, params->causal);
-    if (backend == SW_BACKEND_CUDA_PORTABLE || backend == SW_BACKEND_CUDA_HOPPER) {
+    if ((backend == SW_BACKEND_CUDA_PORTABLE || backend == SW_BACKEND_CUDA_HOPPER) &&
+        work_list) {
         sw_status s = plan_cuda(pl, &tu);
         if (s != SW_OK) {
             sw_prefill_plan_destroy(pl);
             return s;
         }
     }
+    pl->ws_bytes = pl->blob_bytes;
 #ifdef SW_HAVE_OPPONENT_FLASHINFER
     if (sw_opponent_backend(backend)) {
         sw_opp_fi_plan *op = NULL;
@@ -292,6 +311,7 @@ void sw_prefill_plan_destroy(sw_prefill_plan *plan)
     free(plan->qo_indptr);
     free(plan->kv_indptr);
     sw_paged_table_free(&plan->pages);
+    sw_paged_cuda_free(&plan->pcuda);
     free(plan);
 }
 
@@ -301,7 +321,7 @@ size_t sw_prefill_plan_workspace_size(const sw_prefill_plan *plan)
     if (plan && plan->opp)
         return sw_opp_fi_workspace_size(plan->opp);
 #endif
-    return plan ? plan->blob_bytes : 0;
+    return plan ? plan->ws_bytes : 0;
 }
 
 sw_backend sw_prefill_plan_backend(const sw_prefill_plan *plan)
@@ -413,18 +433,24 @@ static sw_status build_problem(const sw_prefill_plan *pl, const sw_prefill_tenso
     return SW_OK;
 }
 
+/* A run's workspace: at least `need` bytes, aligned. */
+static sw_status check_workspace(const sw_prefill_tensors *t, size_t need)
+{
+    if (!t->workspace)
+        return sw_fail(SW_STATUS_WORKSPACE_TOO_SMALL, "workspace is NULL; the plan needs %zu bytes",
+                       need);
+    if (t->workspace_bytes < need)
+        return sw_fail(SW_STATUS_WORKSPACE_TOO_SMALL, "workspace_bytes=%zu but the plan needs %zu",
+                       t->workspace_bytes, need);
+    return check_align("workspace", t->workspace, SW_WS_ALIGN);
+}
+
 static sw_status run_cuda(sw_prefill_plan *pl, const sw_attn_problem *pb,
                           const sw_prefill_tensors *t, void *stream)
 {
     if (pl->num_work == 0)
         return SW_OK;
-    if (!t->workspace)
-        return sw_fail(SW_STATUS_WORKSPACE_TOO_SMALL, "workspace is NULL; the plan needs %zu bytes",
-                       pl->blob_bytes);
-    if (t->workspace_bytes < pl->blob_bytes)
-        return sw_fail(SW_STATUS_WORKSPACE_TOO_SMALL, "workspace_bytes=%zu but the plan needs %zu",
-                       t->workspace_bytes, pl->blob_bytes);
-    SW_TRY(check_align("workspace", t->workspace, SW_WS_ALIGN));
+    SW_TRY(check_workspace(t, pl->blob_bytes));
     sw_status s = sw_cuda_set_device(pl->params.device);
     /* One async copy resets the scheduler counter and uploads the requests
      * and the work list; the blob is pinned, so this does not block. */
@@ -467,6 +493,39 @@ static sw_status run_cuda(sw_prefill_plan *pl, const sw_attn_problem *pb,
     return s;
 }
 
+/* Paged K/V on a CUDA backend: the decode kernel over the pages, or the
+ * pages gathered into the workspace and the prefill kernel over them. */
+static sw_status run_paged_cuda(sw_prefill_plan *pl, const sw_attn_problem *pb,
+                                const sw_prefill_tensors *t, const sw_paged_strides *ks,
+                                const sw_paged_strides *vs, void *stream)
+{
+    const int64_t se = 16 / (int64_t)sw_dtype_size(pb->dtype);
+    const int64_t st[6] = {ks->token, ks->head, ks->page, vs->token, vs->head, vs->page};
+    const char *nm[6] = {"k_row_stride", "k_head_stride", "k_page_stride", "v_row_stride",
+                         "v_head_stride", "v_page_stride"};
+    for (int i = 0; i < 6; i++)
+        if (st[i] % se != 0)
+            return sw_fail(SW_STATUS_MISALIGNED, "%s=%lld is not a multiple of %lld elements "
+                           "(16 bytes)", nm[i], (long long)st[i], (long long)se);
+    if (pl->qo_indptr[pl->batch] == 0)
+        return SW_OK;
+    SW_TRY(check_workspace(t, pl->ws_bytes));
+    sw_status s = sw_cuda_set_device(pl->params.device);
+    const void *kd = NULL, *vd = NULL;
+    if (s == SW_OK)
+        s = sw_paged_cuda_run(&pl->pcuda, pb, &pl->pages, ks, vs, t->workspace, stream, &kd, &vd);
+    if (s == SW_OK && !pl->pcuda.decode) {
+        sw_attn_problem dense = *pb;
+        dense.k = kd;
+        dense.v = vd;
+        dense.k_stride = dense.v_stride = (int64_t)pb->num_kv_heads * pb->head_dim;
+        return run_cuda(pl, &dense, t, stream);
+    }
+    if (s == SW_STATUS_CUDA)
+        pl->failed = 1;
+    return s;
+}
+
 sw_status sw_prefill_run(sw_prefill_plan *plan, const sw_prefill_tensors *t, void *stream)
 {
     if (!plan)
@@ -480,6 +539,8 @@ sw_status sw_prefill_run(sw_prefill_plan *plan, const sw_prefill_tensors *t, voi
         sw_paged_strides ks, vs;
         SW_TRY(sw_paged_resolve_strides(&plan->pages, pb.num_kv_heads, pb.head_dim, t, &ks,
                                         &vs));
+        if (plan->backend == SW_BACKEND_CUDA_PORTABLE || plan->backend == SW_BACKEND_CUDA_HOPPER)
+            return run_paged_cuda(plan, &pb, t, &ks, &vs, stream);
         return sw_cpu_prefill_paged(&pb, &plan->pages, &ks, &vs,
                                     plan->backend == SW_BACKEND_CPU_REF, plan->params.num_threads);
     }

@@ -30,3 +30,19 @@ sw_status sw_cuda_prefill_hopper_launch(const sw_cuda_prefill_args *a, void *str
     (void)a; (void)stream;
     return no_cuda();
 }
+sw_status sw_cuda_paged_decode_config(int32_t device, int32_t head_dim, sw_dtype dtype,
+                                      int32_t *sms, int32_t *ctas_per_sm)
+{
+    (void)device; (void)head_dim; (void)dtype; (void)sms; (void)ctas_per_sm;
+    return no_cuda();
+}
+sw_status sw_cuda_paged_decode_launch(const sw_cuda_paged_args *a, void *stream)
+{
+    (void)a; (void)stream;
+    return no_cuda();
+}
+sw_status sw_cuda_paged_gather_launch(const sw_cuda_paged_args *a, void *stream)
+{
+    (void)a; (void)stream;
+    return no_cuda();
+}

@@ -1,0 +1,551 @@
+/* Paged K/V on the GPU (attn/attn_internal.h, "Paged K/V on a CUDA backend";
+ * docs/perf/paged.md): the split-KV decode kernel, the merge of its partial
+ * states, and the gather of pages into dense K/V that longer queries run
+ * the ragged prefill kernels over.
+ *
+ * Decode kernel. A CTA of 4 warps takes one item: the R <= 16 query rows of
+ * a (request, kv head) -- q_len tokens x the group's heads, GQA packed so a
+ * page is read once per group -- over the keys [k0, k1) of the request.
+ * Rows are the M side of m16n8k16 products (Q in shared memory, rows past R
+ * zero), 16-key tiles the N side of S = Q K^T and the K side of O += P V.
+ * The warps take the item's 16-key tiles in turn (warp w: tiles w, w + 4,
+ * ...), each with its own ring of `nsw` cp.async stages and its own online
+ * softmax, so the loop has no CTA barrier; the four states are combined in
+ * shared memory at the end. A tile's 32 rows (16 K, 16 V) have one page
+ * lookup each, by one lane; the page number is loaded one tile ahead of the
+ * tile's copies, so the table's round trip is never waited for.
+ *
+ * An item that covers all of its request's keys writes O and LSE; the
+ * others write a normalised partial (o, lse) that the merge kernel folds:
+ * lse = log sum exp lse_i, o = sum exp(lse_i - lse) o_i. */
+#include "attn/attn_internal.h"
+#include "core/sw_core.h"
+#include "core/sw_cuda_check.h"
+#include "mma_utils.cuh"
+
+#include <cuda_runtime.h>
+#include <math.h>
+
+namespace sw_paged {
+
+using sw_portable::bf16_t;
+using sw_portable::cp_async16;
+using sw_portable::cp_async_commit;
+using sw_portable::f16_t;
+using sw_portable::fast_exp2;
+using sw_portable::ldsm_x4;
+using sw_portable::ldsm_x4_trans;
+using sw_portable::smem_u32;
+using sw_portable::swz;
+
+constexpr int NW = 4;               /* warps per CTA */
+constexpr int NT = NW * 32;
+constexpr int BN = 16;              /* keys per warp tile */
+constexpr int ROWS = SW_DECODE_ROWS; /* query rows per item (M of the mma) */
+
+/* Stages per warp at most (the launch takes fewer where shared memory is
+ * short): ~24-32 KB of K/V in flight per warp. */
+template <int D> struct traits {
+    static constexpr int CPR = D / 8;                  /* 16-byte chunks per row */
+    static constexpr int TILE = BN * D * 2;            /* bytes of one K or V tile */
+    static constexpr int Q_BYTES = ROWS * D * 2;
+    static constexpr int NSW_MAX = D == 64 ? 6 : D == 128 ? 3 : 2;
+    static constexpr int COMBINE = NW * ROWS * D * 4;  /* fp32 acc of every warp */
+    static __host__ __device__ constexpr int ring(int nsw) { return NW * nsw * 2 * TILE; }
+    static __host__ __device__ constexpr int smem(int nsw)
+    {
+        return Q_BYTES + (ring(nsw) > COMBINE ? ring(nsw) : COMBINE);
+    }
+};
+
+__device__ __forceinline__ void cp_async_wait_n(int n)
+{
+    switch (n) {
+    case 0: asm volatile("cp.async.wait_group 0;\n" ::); break;
+    case 1: asm volatile("cp.async.wait_group 1;\n" ::); break;
+    case 2: asm volatile("cp.async.wait_group 2;\n" ::); break;
+    case 3: asm volatile("cp.async.wait_group 3;\n" ::); break;
+    case 4: asm volatile("cp.async.wait_group 4;\n" ::); break;
+    default: asm volatile("cp.async.wait_group 5;\n" ::); break;
+    }
+}
+
+template <int D> __device__ __forceinline__ uint32_t tile_at(int row, int chunk)
+{
+    return (uint32_t)(row * D * 2) + swz(row, chunk);
+}
+
+/* Page of request-local key `tok` (the caller keeps tok < kv_len). */
+__device__ __forceinline__ int page_of(const sw_cuda_paged_args &a, int pbase, int tok)
+{
+    const int i = a.ps_log2 >= 0 ? tok >> a.ps_log2 : tok / a.page_size;
+    return __ldg(a.page_indices + pbase + i);
+}
+
+template <int D, class T>
+__global__ void __launch_bounds__(NT) decode_kernel(const sw_cuda_paged_args a, int nsw)
+{
+    using TR = traits<D>;
+    extern __shared__ __align__(128) unsigned char smem[];
+    __shared__ float s_ml[NW][ROWS][2];
+    __shared__ float s_fin[ROWS][2]; /* per row: 1 / L (0 when no key), LSE */
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const sw_decode_item it = a.items[blockIdx.x];
+    const int G = a.num_qo_heads / a.num_kv_heads;
+    const int q_start = a.qo_indptr[it.req];
+    const int q_len = a.qo_indptr[it.req + 1] - q_start;
+    const int kv_len = a.kv_indptr[it.req + 1] - a.kv_indptr[it.req];
+    const int pbase = a.page_indptr[it.req];
+    const int R = q_len * G;
+    const uint32_t sQ = smem_u32(smem);
+    const uint32_t sRing = sQ + TR::Q_BYTES;
+
+    /* Q rows: row r = query token r / G, head kvh * G + r % G; rows past R
+     * are zeros (finite scores, never written). */
+    for (int idx = tid; idx < ROWS * TR::CPR; idx += NT) {
+        const int r = idx / TR::CPR, c = idx % TR::CPR;
+        const bool ok = r < R;
+        const char *src = (const char *)a.q;
+        if (ok)
+            src += ((int64_t)(q_start + r / G) * a.q_stride + (int64_t)(it.kvh * G + r % G) * D +
+                    c * 8) * 2;
+        cp_async16(sQ + tile_at<D>(r, c), src, ok ? 16 : 0);
+    }
+    cp_async_commit();
+
+    /* This lane's row of each tile: lanes 0-15 K row `lane`, 16-31 V row
+     * lane - 16; its pool strides. */
+    const bool is_v = lane >= 16;
+    const int myrow = lane & 15;
+    const int64_t tstride = is_v ? a.v_tok : a.k_tok;
+    const int64_t pstride = is_v ? a.v_page : a.k_page;
+    const int64_t hoff = (int64_t)it.kvh * (is_v ? a.v_head : a.k_head);
+    const char *kbase = (const char *)a.k_pool, *vbase = (const char *)a.v_pool;
+
+    const int n_tiles = (it.k1 - it.k0 + BN - 1) / BN;
+    const int my_tiles = warp < n_tiles ? (n_tiles - warp + NW - 1) / NW : 0;
+    const uint32_t wring = sRing + (uint32_t)(warp * nsw * 2 * TR::TILE);
+
+    /* The page number of this lane's row in warp tile i (-1: past k1). */
+    auto row_page = [&](int i) -> int {
+        const int tok = it.k0 + (warp + i * NW) * BN + myrow;
+        return (i < my_tiles && tok < it.k1) ? page_of(a, pbase, tok) : -1;
+    };
+    auto issue = [&](int i, int page) {
+        const uint32_t st = wring + (uint32_t)((i % nsw) * 2 * TR::TILE);
+        const int tok = it.k0 + (warp + i * NW) * BN + myrow;
+        const int in_page = a.ps_log2 >= 0 ? tok & (a.page_size - 1) : tok % a.page_size;
+        const int64_t off = page < 0 ? -1
+                                     : ((int64_t)page * pstride + (int64_t)in_page * tstride + hoff) * 2;
+#pragma unroll
+        for (int j = 0; j < BN * TR::CPR / 32; ++j) {
+            const int idx = j * 32 + lane, r = idx / TR::CPR, c = idx % TR::CPR;
+            const long long ko = __shfl_sync(0xffffffffu, (long long)off, r);
+            const long long vo = __shfl_sync(0xffffffffu, (long long)off, 16 + r);
+            cp_async16(st + tile_at<D>(r, c), ko < 0 ? kbase : kbase + ko + c * 16, ko < 0 ? 0 : 16);
+            cp_async16(st + TR::TILE + tile_at<D>(r, c), vo < 0 ? vbase : vbase + vo + c * 16,
+                       vo < 0 ? 0 : 16);
+        }
+    };
+
+    /* Prologue: nsw - 1 tiles in flight, the next tile's page loaded. */
+    int pg = row_page(0);
+    for (int i = 0; i < nsw - 1; ++i) {
+        const int nxt = row_page(i + 1);
+        if (i < my_tiles)
+            issue(i, pg);
+        cp_async_commit();
+        pg = nxt;
+    }
+    cp_async_wait_n(nsw - 1); /* Q's group, the first committed */
+    __syncthreads();          /* Q, loaded by every thread, has landed */
+
+    const float scale_log2 = a.sm_scale * 1.4426950408889634f;
+    const int g = lane >> 2, t4 = lane & 3;
+    /* visible keys of this thread's rows g, g + 8 (bottom-right causal) */
+    int lim[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const int r = g + 8 * h;
+        lim[h] = it.k1;
+        if (a.causal && r < R)
+            lim[h] = min(it.k1, kv_len - q_len + r / G + 1);
+    }
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+    float o[D / 8][4];
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n)
+        o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+
+    /* ldmatrix lane rows: Q (A, rows) and K (B, keys) and V (trans B) */
+    const int mq = lane >> 3;
+    const int q_r = (mq & 1) * 8 + (lane & 7), q_cb = mq >> 1;
+    const int k_r = (mq >> 1) * 8 + (lane & 7), k_cb = mq & 1;
+    const int v_r = (mq & 1) * 8 + (lane & 7), v_cb = mq >> 1;
+
+    for (int i = 0; i < my_tiles; ++i) {
+        {
+            const int nxt = row_page(i + nsw);
+            if (i + nsw - 1 < my_tiles)
+                issue(i + nsw - 1, pg);
+            cp_async_commit();
+            pg = nxt;
+        }
+        cp_async_wait_n(nsw - 1);
+        __syncwarp();
+        const uint32_t sK = wring + (uint32_t)((i % nsw) * 2 * TR::TILE), sV = sK + TR::TILE;
+
+        float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+#pragma unroll
+        for (int ks = 0; ks < D / 16; ++ks) {
+            uint32_t qa[4], kb[4];
+            ldsm_x4(qa, sQ + tile_at<D>(q_r, 2 * ks + q_cb));
+            ldsm_x4(kb, sK + tile_at<D>(k_r, 2 * ks + k_cb));
+            T::mma(s[0], qa, kb[0], kb[1]);
+            T::mma(s[1], qa, kb[2], kb[3]);
+        }
+        const int tok0 = it.k0 + (warp + i * NW) * BN;
+        float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+        for (int n = 0; n < 2; ++n)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int h = e >> 1, tok = tok0 + n * 8 + 2 * t4 + (e & 1);
+                s[n][e] = tok < lim[h] ? s[n][e] * scale_log2 : -INFINITY;
+                mx[h] = fmaxf(mx[h], s[n][e]);
+            }
+        float corr[2], base[2];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
+            mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+            const float mn = fmaxf(m[h], mx[h]);
+            base[h] = mn == -INFINITY ? 0.f : mn;
+            corr[h] = fast_exp2(m[h] - base[h]);
+            m[h] = mn;
+            l[h] *= corr[h];
+        }
+        uint32_t pa[4];
+#pragma unroll
+        for (int n = 0; n < 2; ++n) {
+            float p[4];
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                p[e] = fast_exp2(s[n][e] - base[e >> 1]);
+                l[e >> 1] += p[e];
+            }
+            pa[2 * n] = T::pack(p[0], p[1]);
+            pa[2 * n + 1] = T::pack(p[2], p[3]);
+        }
+#pragma unroll
+        for (int n = 0; n < D / 8; ++n) {
+            o[n][0] *= corr[0];
+            o[n][1] *= corr[0];
+            o[n][2] *= corr[1];
+            o[n][3] *= corr[1];
+        }
+#pragma unroll
+        for (int j = 0; j < D / 16; ++j) {
+            uint32_t vb[4];
+            ldsm_x4_trans(vb, sV + tile_at<D>(v_r, 2 * j + v_cb));
+            T::mma(o[2 * j], pa, vb[0], vb[1]);
+            T::mma(o[2 * j + 1], pa, vb[2], vb[3]);
+        }
+        __syncwarp(); /* the stage is read: the next issue may overwrite it */
+    }
+    asm volatile("cp.async.wait_all;\n" ::);
+
+    /* Combine the four warps: (m_w, l_w) -> M, L; acc_w x 2^(m_w - M). */
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
+        l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
+    }
+    if (t4 == 0) {
+        s_ml[warp][g][0] = m[0];
+        s_ml[warp][g][1] = l[0];
+        s_ml[warp][g + 8][0] = m[1];
+        s_ml[warp][g + 8][1] = l[1];
+    }
+    __syncthreads(); /* every warp is past its loop: the ring is free */
+    float *comb = (float *)(smem + TR::Q_BYTES);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const int r = g + 8 * h;
+        float M = -INFINITY;
+#pragma unroll
+        for (int w = 0; w < NW; ++w)
+            M = fmaxf(M, s_ml[w][r][0]);
+        const float f = m[h] == -INFINITY ? 0.f : fast_exp2(m[h] - M);
+        float *dst = comb + ((size_t)warp * ROWS + r) * D;
+#pragma unroll
+        for (int n = 0; n < D / 8; ++n) {
+            dst[n * 8 + 2 * t4] = o[n][2 * h] * f;
+            dst[n * 8 + 2 * t4 + 1] = o[n][2 * h + 1] * f;
+        }
+        if (warp == 0 && t4 == 0) {
+            float L = 0.f;
+#pragma unroll
+            for (int w = 0; w < NW; ++w)
+                if (s_ml[w][r][0] != -INFINITY)
+                    L += s_ml[w][r][1] * fast_exp2(s_ml[w][r][0] - M);
+            s_fin[r][0] = L > 0.f ? 1.f / L : 0.f;
+            s_fin[r][1] = L > 0.f ? (M + __log2f(L)) * 0.6931471805599453f : -INFINITY;
+        }
+    }
+    __syncthreads();
+    /* Rows r < R, 8 dims a thread and step. */
+    for (int idx = tid; idx < R * (D / 8); idx += NT) {
+        const int r = idx / (D / 8), c8 = (idx % (D / 8)) * 8;
+        const float inv = s_fin[r][0];
+        float v[8];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+            float acc = 0.f;
+#pragma unroll
+            for (int w = 0; w < NW; ++w)
+                acc += comb[((size_t)w * ROWS + r) * D + c8 + e];
+            v[e] = acc * inv;
+        }
+        if (it.part < 0) {
+            uint4 pk;
+            pk.x = T::pack(v[0], v[1]);
+            pk.y = T::pack(v[2], v[3]);
+            pk.z = T::pack(v[4], v[5]);
+            pk.w = T::pack(v[6], v[7]);
+            char *dst = (char *)a.o + ((int64_t)(q_start + r / G) * a.o_stride +
+                                       (int64_t)(it.kvh * G + r % G) * D + c8) * 2;
+            *(uint4 *)dst = pk;
+        } else {
+            float *dst = a.part_o + ((size_t)it.part * ROWS + r) * D + c8;
+            *(float4 *)dst = make_float4(v[0], v[1], v[2], v[3]);
+            *(float4 *)(dst + 4) = make_float4(v[4], v[5], v[6], v[7]);
+        }
+    }
+    if (tid < R) {
+        if (it.part < 0) {
+            if (a.lse)
+                a.lse[(int64_t)(q_start + tid / G) * a.num_qo_heads + it.kvh * G + tid % G] =
+                    s_fin[tid][1];
+        } else {
+            a.part_lse[(size_t)it.part * ROWS + tid] = s_fin[tid][1];
+        }
+    }
+}
+
+/* One CTA per merge: the `parts` partial states of (req, kvh), in order. */
+template <int D, class T> __global__ void __launch_bounds__(NT) merge_kernel(const sw_cuda_paged_args a)
+{
+    __shared__ float s_w[ROWS][SW_DECODE_MAX_SPLITS];
+    __shared__ float s_fin[ROWS][2];
+    const sw_decode_merge mg = a.merges[blockIdx.x];
+    const int G = a.num_qo_heads / a.num_kv_heads;
+    const int q_start = a.qo_indptr[mg.req];
+    const int R = (a.qo_indptr[mg.req + 1] - q_start) * G;
+    const int tid = threadIdx.x;
+    if (tid < R) {
+        float mx = -INFINITY;
+        for (int p = 0; p < mg.parts; ++p)
+            mx = fmaxf(mx, a.part_lse[(size_t)(mg.part0 + p) * ROWS + tid]);
+        float sum = 0.f;
+        for (int p = 0; p < mg.parts; ++p) {
+            const float e = a.part_lse[(size_t)(mg.part0 + p) * ROWS + tid];
+            const float w = mx == -INFINITY ? 0.f : __expf(e - mx);
+            s_w[tid][p] = w;
+            sum += w;
+        }
+        s_fin[tid][0] = sum > 0.f ? 1.f / sum : 0.f;
+        s_fin[tid][1] = sum > 0.f ? mx + __logf(sum) : -INFINITY;
+        if (a.lse)
+            a.lse[(int64_t)(q_start + tid / G) * a.num_qo_heads + mg.kvh * G + tid % G] =
+                s_fin[tid][1];
+    }
+    __syncthreads();
+    for (int idx = tid; idx < R * (D / 8); idx += NT) {
+        const int r = idx / (D / 8), c8 = (idx % (D / 8)) * 8;
+        float v[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+        for (int p = 0; p < mg.parts; ++p) {
+            const float w = s_w[r][p];
+            const float *src = a.part_o + ((size_t)(mg.part0 + p) * ROWS + r) * D + c8;
+            const float4 x = *(const float4 *)src, y = *(const float4 *)(src + 4);
+            v[0] += w * x.x; v[1] += w * x.y; v[2] += w * x.z; v[3] += w * x.w;
+            v[4] += w * y.x; v[5] += w * y.y; v[6] += w * y.z; v[7] += w * y.w;
+        }
+        const float inv = s_fin[r][0];
+        uint4 pk;
+        pk.x = T::pack(v[0] * inv, v[1] * inv);
+        pk.y = T::pack(v[2] * inv, v[3] * inv);
+        pk.z = T::pack(v[4] * inv, v[5] * inv);
+        pk.w = T::pack(v[6] * inv, v[7] * inv);
+        *(uint4 *)((char *)a.o + ((int64_t)(q_start + r / G) * a.o_stride +
+                                  (int64_t)(mg.kvh * G + r % G) * D + c8) * 2) = pk;
+    }
+}
+
+/* Pages -> dense [total_kv][num_kv_heads][D], K and V, 16 bytes a thread
+ * and step; a key's request found by binary search over kv_indptr. */
+__global__ void gather_kernel(const sw_cuda_paged_args a)
+{
+    const int D = a.head_dim, cpr = D / 8, H = a.num_kv_heads;
+    const int64_t per_key = (int64_t)H * cpr;
+    const int64_t n = (int64_t)a.total_kv * per_key;
+    for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < 2 * n;
+         idx += (int64_t)gridDim.x * blockDim.x) {
+        const bool v = idx >= n;
+        const int64_t x = v ? idx - n : idx;
+        const int key = (int)(x / per_key);
+        const int h = (int)(x % per_key) / cpr, c = (int)(x % cpr);
+        int lo = 0, hi = a.batch - 1; /* the last request whose kv_indptr <= key */
+        while (lo < hi) {
+            const int mid = (lo + hi + 1) >> 1;
+            if (__ldg(a.kv_indptr + mid) <= key)
+                lo = mid;
+            else
+                hi = mid - 1;
+        }
+        const int tok = key - __ldg(a.kv_indptr + lo);
+        const int page = page_of(a, __ldg(a.page_indptr + lo), tok);
+        const int in_page = a.ps_log2 >= 0 ? tok & (a.page_size - 1) : tok % a.page_size;
+        const int64_t off = v ? (int64_t)page * a.v_page + (int64_t)in_page * a.v_tok + (int64_t)h * a.v_head
+                              : (int64_t)page * a.k_page + (int64_t)in_page * a.k_tok + (int64_t)h * a.k_head;
+        const uint4 val = __ldg((const uint4 *)((const char *)(v ? a.v_pool : a.k_pool) + off * 2) + c);
+        ((uint4 *)((char *)(v ? a.v_dense : a.k_dense) + ((int64_t)key * H + h) * D * 2))[c] = val;
+    }
+}
+
+struct kernel_ref {
+    const void *decode, *merge;
+    int max_nsw, smem_per_stage_all, q_bytes, combine;
+};
+
+template <int D> kernel_ref ref_of(sw_dtype dt)
+{
+    using TR = traits<D>;
+    kernel_ref k;
+    if (dt == SW_DTYPE_BF16) {
+        k.decode = (const void *)decode_kernel<D, bf16_t>;
+        k.merge = (const void *)merge_kernel<D, bf16_t>;
+    } else {
+        k.decode = (const void *)decode_kernel<D, f16_t>;
+        k.merge = (const void *)merge_kernel<D, f16_t>;
+    }
+    k.max_nsw = TR::NSW_MAX;
+    k.smem_per_stage_all = NW * 2 * TR::TILE;
+    k.q_bytes = TR::Q_BYTES;
+    k.combine = TR::COMBINE;
+    return k;
+}
+
+sw_status get_ref(int32_t head_dim, sw_dtype dt, kernel_ref *k)
+{
+    if (dt != SW_DTYPE_BF16 && dt != SW_DTYPE_F16)
+        return sw_fail(SW_STATUS_UNSUPPORTED, "paged CUDA decode: dtype %d is not BF16 or F16",
+                       (int)dt);
+    switch (head_dim) {
+    case 64: *k = ref_of<64>(dt); return SW_OK;
+    case 128: *k = ref_of<128>(dt); return SW_OK;
+    case 256: *k = ref_of<256>(dt); return SW_OK;
+    default: break;
+    }
+    return sw_fail(SW_STATUS_UNSUPPORTED, "paged CUDA decode: head_dim %d is not 64, 128 or 256",
+                   (int)head_dim);
+}
+
+/* Stages per warp and dynamic smem on the current device: the most stages
+ * (up to the kernel's maximum) that fit its per-block opt-in limit. */
+sw_status choose_stages(const kernel_ref &k, int dev, int *nsw, int *smem)
+{
+    int optin = 0;
+    SW_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    const int reserve = 2048; /* the kernel's static smem */
+    for (int n = k.max_nsw; n >= 1; --n) {
+        const int ring = n * k.smem_per_stage_all;
+        const int bytes = k.q_bytes + (ring > k.combine ? ring : k.combine);
+        if (bytes + reserve <= optin) {
+            *nsw = n;
+            *smem = bytes;
+            return SW_OK;
+        }
+    }
+    return sw_fail(SW_STATUS_UNSUPPORTED, "paged CUDA decode: device %d allows %d bytes of shared "
+                   "memory per block, too few", dev, optin);
+}
+
+} // namespace sw_paged
+
+extern "C" sw_status sw_cuda_paged_decode_config(int32_t device, int32_t head_dim, sw_dtype dtype,
+                                                 int32_t *sms, int32_t *ctas_per_sm)
+{
+    using namespace sw_paged;
+    kernel_ref k;
+    SW_TRY(get_ref(head_dim, dtype, &k));
+    int old = 0, n = 0, blocks = 0, nsw = 0, smem = 0, count = 0;
+    SW_CUDA_CHECK(cudaGetDeviceCount(&count));
+    if (device < 0 || device >= count)
+        return sw_fail(SW_STATUS_NO_DEVICE, "CUDA device %d requested, %d usable", (int)device,
+                       count);
+    SW_CUDA_CHECK(cudaGetDevice(&old));
+    SW_CUDA_CHECK(cudaSetDevice(device));
+    sw_status st = choose_stages(k, device, &nsw, &smem);
+    if (st == SW_OK && cudaFuncSetAttribute(k.decode, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            smem) != cudaSuccess)
+        st = sw_fail(SW_STATUS_CUDA, "cudaFuncSetAttribute: %s", cudaGetErrorString(cudaGetLastError()));
+    if (st == SW_OK && cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, k.decode, NT,
+                                                                     (size_t)smem) != cudaSuccess)
+        st = sw_fail(SW_STATUS_CUDA, "cudaOccupancyMaxActiveBlocksPerMultiprocessor: %s",
+                     cudaGetErrorString(cudaGetLastError()));
+    if (st == SW_OK &&
+        cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
+        st = sw_fail(SW_STATUS_CUDA, "cudaDeviceGetAttribute: %s",
+                     cudaGetErrorString(cudaGetLastError()));
+    (void)cudaSetDevice(old);
+    if (st != SW_OK)
+        return st;
+    *sms = n;
+    *ctas_per_sm = blocks > 0 ? blocks : 1;
+    return SW_OK;
+}
+
+extern "C" sw_status sw_cuda_paged_decode_launch(const sw_cuda_paged_args *a, void *stream)
+{
+    using namespace sw_paged;
+    kernel_ref k;
+    SW_TRY(get_ref(a->head_dim, a->dtype, &k));
+    int dev = 0, nsw = 0, smem = 0;
+    SW_CUDA_CHECK(cudaGetDevice(&dev));
+    SW_TRY(choose_stages(k, dev, &nsw, &smem));
+    SW_CUDA_CHECK(cudaFuncSetAttribute(k.decode, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    sw_cuda_paged_args args = *a;
+    if (a->num_items > 0) {
+        void *p[] = {&args, &nsw};
+        SW_CUDA_CHECK(cudaLaunchKernel(k.decode, dim3((unsigned)a->num_items), dim3(NT), p,
+                                       (size_t)smem, (cudaStream_t)stream));
+    }
+    if (a->num_merges > 0) {
+        void *p[] = {&args};
+        SW_CUDA_CHECK(cudaLaunchKernel(k.merge, dim3((unsigned)a->num_merges), dim3(NT), p, 0,
+                                       (cudaStream_t)stream));
+    }
+    SW_CUDA_CHECK(cudaGetLastError());
+    return SW_OK;
+}
+
+extern "C" sw_status sw_cuda_paged_gather_launch(const sw_cuda_paged_args *a, void *stream)
+{
+    if (a->total_kv <= 0)
+        return SW_OK;
+    int dev = 0, sms = 0;
+    SW_CUDA_CHECK(cudaGetDevice(&dev));
+    SW_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    const int64_t n = 2 * (int64_t)a->total_kv * a->num_kv_heads * (a->head_dim / 8);
+    int64_t blocks = (n + 255) / 256;
+    if (blocks > (int64_t)sms * 16)
+        blocks = (int64_t)sms * 16;
+    sw_cuda_paged_args args = *a;
+    void *p[] = {&args};
+    SW_CUDA_CHECK(cudaLaunchKernel((const void *)sw_paged::gather_kernel, dim3((unsigned)blocks),
+                                   dim3(256), p, 0, (cudaStream_t)stream));
+    SW_CUDA_CHECK(cudaGetLastError());
+    return SW_OK;
+}

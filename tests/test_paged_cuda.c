@@ -1,0 +1,247 @@
+/* Paged K/V on the GPU against the fp64 reference over the same keys laid
+ * out contiguously: page sizes 1, 16, 64 and 256, both layouts (padded
+ * strides sometimes), shuffled pages in a pool whose unused pages hold 1e4,
+ * both table conventions, empty and one-token requests, decode (q_len 1 and
+ * 3: the split-KV decode kernel, long contexts split across CTAs and
+ * merged) and longer queries (pages gathered for the prefill kernel),
+ * causal continuation, LSE, scores that rise and fall along the keys (the
+ * online softmax's rescales); the CUDA and the portable backend. A run
+ * captured in a CUDA graph and replayed gives the uncaptured run's bytes.
+ * Skipped (77) without a GPU. */
+#include "attn/attn_internal.h"
+#include "core/sw_core.h"
+#include "sw_test.h"
+#include "test_paged_util.h"
+
+#ifdef SW_HAVE_CUDA
+#include "sw_test_cuda.h"
+#endif
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef SW_HAVE_CUDA
+
+typedef struct dev_paged {
+    void *q, *k, *v, *o, *ws;
+    float *lse;
+    size_t q_bytes, o_bytes, lse_bytes, ws_bytes;
+} dev_paged;
+
+static sw_prefill_tensors dev_tensors(const sw_case *c, const pool *p, const dev_paged *d)
+{
+    sw_prefill_tensors t;
+    sw_prefill_tensors_init(&t);
+    t.q = d->q;
+    t.o = d->o;
+    t.lse = d->lse;
+    t.k = d->k;
+    t.v = d->v;
+    t.q_rows = c->total_q;
+    t.q_row_stride = c->q_stride;
+    t.o_row_stride = c->o_stride;
+    t.k_row_stride = t.v_row_stride = p->tok;
+    t.k_head_stride = t.v_head_stride = p->head;
+    t.k_page_stride = t.v_page_stride = p->page;
+    t.workspace = d->ws;
+    t.workspace_bytes = d->ws_bytes;
+    return t;
+}
+
+static void dev_upload(const sw_case *c, const pool *p, dev_paged *d, cudaStream_t st)
+{
+    memset(d, 0, sizeof *d);
+    d->q_bytes = bytes_of(c, c->total_q, c->q_stride);
+    d->o_bytes = bytes_of(c, c->total_q, c->o_stride);
+    d->lse_bytes = (size_t)c->total_q * c->params.num_qo_heads * 4 + 64;
+    CUDA_OK(cudaMalloc(&d->q, d->q_bytes));
+    CUDA_OK(cudaMalloc(&d->o, d->o_bytes));
+    CUDA_OK(cudaMalloc((void **)&d->lse, d->lse_bytes));
+    CUDA_OK(cudaMalloc(&d->k, p->bytes + 64));
+    CUDA_OK(cudaMalloc(&d->v, p->bytes + 64));
+    CUDA_OK(cudaMemcpyAsync(d->q, c->q, d->q_bytes - 64, cudaMemcpyHostToDevice, st));
+    CUDA_OK(cudaMemcpyAsync(d->k, p->k, p->bytes, cudaMemcpyHostToDevice, st));
+    CUDA_OK(cudaMemcpyAsync(d->v, p->v, p->bytes, cudaMemcpyHostToDevice, st));
+    CUDA_OK(cudaStreamSynchronize(st));
+}
+
+static void dev_free(dev_paged *d)
+{
+    cudaFree(d->q); cudaFree(d->k); cudaFree(d->v); cudaFree(d->o); cudaFree(d->lse);
+    cudaFree(d->ws);
+}
+
+static void dev_poison(dev_paged *d, cudaStream_t st)
+{
+    CUDA_OK(cudaMemsetAsync(d->o, 0xff, d->o_bytes, st));
+    CUDA_OK(cudaMemsetAsync(d->lse, 0xff, d->lse_bytes, st));
+}
+
+static int n_decode, n_gather;
+
+/* Case `index` of the family (max_len bounds its lengths) on `backend`:
+ * 0 when right. */
+static int run_case(int index, sw_backend backend, int32_t max_len, int ramp, cudaStream_t st)
+{
+    sw_case c;
+    sw_case_make(&c, 20261204, index, index % 3 == 2 ? SW_DTYPE_F16 : SW_DTYPE_BF16, max_len);
+    if (ramp)
+        sw_case_ramp(&c, index % 2 ? 300 : 1 << 30, 0.1, 1);
+    sw_rng r = {4000 + (uint64_t)index};
+    const int mode = index % 4; /* 0, 1 prefill; 2 decode q_len 1; 3 q_len <= 3 */
+    if (mode >= 2 || max_len > 1000)
+        shorten_queries(&c, mode == 3 ? 3 : 1);
+    const int32_t ps = page_sizes[(index / 4) % 4];
+    const sw_kv_layout layout = (index / 2) % 2 ? SW_KV_HND : SW_KV_NHD;
+    const int fa = (index / 3) % 2, padded = (index / 5) % 2;
+    pool p;
+    pool_make(&p, &c, &r, ps, layout, fa, padded, 1);
+    sw_case_poison(&c);
+    c.params.backend = backend;
+    const int decode = sw_paged_decode_fits(c.qo_indptr, c.batch,
+                                            c.params.num_qo_heads / c.params.num_kv_heads);
+    dev_paged d;
+    dev_upload(&c, &p, &d, st);
+    sw_prefill_plan *pl = NULL;
+    sw_status s = sw_prefill_plan_create_paged(&c.params, c.batch, c.qo_indptr, &p.kv, &pl);
+    if (s == SW_OK) {
+        d.ws_bytes = sw_prefill_plan_workspace_size(pl);
+        if (d.ws_bytes)
+            CUDA_OK(cudaMalloc(&d.ws, d.ws_bytes));
+        dev_poison(&d, st);
+        sw_prefill_tensors t = dev_tensors(&c, &p, &d);
+        s = sw_prefill_run(pl, &t, st);
+    }
+    const cudaError_t e = cudaStreamSynchronize(st);
+    sw_prefill_plan_destroy(pl);
+    int bad = 0;
+    if (s != SW_OK || e != cudaSuccess) {
+        fprintf(stderr, "FAIL %s page %d: %s %s / %s\n", c.name, ps, sw_status_str(s),
+                sw_last_error(), cudaGetErrorString(e));
+        if (e != cudaSuccess)
+            exit(1);
+        bad = 1;
+    } else {
+        CUDA_OK(cudaMemcpy(c.o, d.o, d.o_bytes - 64, cudaMemcpyDeviceToHost));
+        CUDA_OK(cudaMemcpy(c.lse, d.lse, (size_t)c.total_q * c.params.num_qo_heads * 4,
+                           cudaMemcpyDeviceToHost));
+        const sw_check ck = sw_case_check(&c, 1);
+        bad = ck.rel_l2 > 1e-2 || ck.unwritten || ck.lse_bad || ck.lse_max_abs > 2e-2;
+        if (bad || getenv("SW_TEST_VERBOSE"))
+            fprintf(stderr, "%s %s page %d %s %s%s%s [%s, %s]: rel_l2=%.3g unwritten=%lld "
+                    "lse_bad=%lld lse_err=%.3g\n", bad ? "FAIL" : "ok", c.name, ps,
+                    layout == SW_KV_NHD ? "NHD" : "HND", fa ? "block_table" : "indptr",
+                    padded ? " padded" : "", ramp ? " ramp" : "", sw_backend_name(backend),
+                    decode ? "decode" : "gather", ck.rel_l2, (long long)ck.unwritten,
+                    (long long)ck.lse_bad, ck.lse_max_abs);
+        n_decode += decode;
+        n_gather += !decode;
+    }
+    dev_free(&d);
+    pool_free(&p);
+    sw_case_free(&c);
+    return bad;
+}
+
+/* One plan run plainly, then captured in a CUDA graph and replayed twice
+ * over poisoned outputs: the same bytes of O and LSE. */
+static int graph_case(int index, int32_t keep, cudaStream_t st)
+{
+    sw_case c;
+    sw_case_make(&c, 20261205, index, SW_DTYPE_BF16, 3000);
+    shorten_queries(&c, keep);
+    sw_rng r = {77 + (uint64_t)index};
+    pool p;
+    pool_make(&p, &c, &r, 16, index % 2 ? SW_KV_HND : SW_KV_NHD, 0, 0, 1);
+    c.params.backend = SW_BACKEND_CUDA;
+    dev_paged d;
+    dev_upload(&c, &p, &d, st);
+    sw_prefill_plan *pl = NULL;
+    CHECK_STATUS(sw_prefill_plan_create_paged(&c.params, c.batch, c.qo_indptr, &p.kv, &pl), SW_OK);
+    if (!pl) {
+        dev_free(&d);
+        pool_free(&p);
+        sw_case_free(&c);
+        return 1;
+    }
+    d.ws_bytes = sw_prefill_plan_workspace_size(pl);
+    if (d.ws_bytes)
+        CUDA_OK(cudaMalloc(&d.ws, d.ws_bytes));
+    sw_prefill_tensors t = dev_tensors(&c, &p, &d);
+    dev_poison(&d, st);
+    CHECK_STATUS(sw_prefill_run(pl, &t, st), SW_OK);
+    CUDA_OK(cudaStreamSynchronize(st));
+    const size_t ob = d.o_bytes - 64, lb = (size_t)c.total_q * c.params.num_qo_heads * 4;
+    char *o1 = malloc(ob + 1), *o2 = malloc(ob + 1), *l1 = malloc(lb + 1), *l2 = malloc(lb + 1);
+    CUDA_OK(cudaMemcpy(o1, d.o, ob, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(l1, d.lse, lb, cudaMemcpyDeviceToHost));
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    CUDA_OK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+    const sw_status s = sw_prefill_run(pl, &t, st);
+    CUDA_OK(cudaStreamEndCapture(st, &g));
+    CHECK_STATUS(s, SW_OK);
+    CUDA_OK(cudaGraphInstantiate(&ge, g, 0));
+    int bad = 0;
+    for (int rep = 0; rep < 2; rep++) {
+        dev_poison(&d, st);
+        CUDA_OK(cudaGraphLaunch(ge, st));
+        CUDA_OK(cudaStreamSynchronize(st));
+        CUDA_OK(cudaMemcpy(o2, d.o, ob, cudaMemcpyDeviceToHost));
+        CUDA_OK(cudaMemcpy(l2, d.lse, lb, cudaMemcpyDeviceToHost));
+        bad |= memcmp(o1, o2, ob) != 0 || memcmp(l1, l2, lb) != 0;
+    }
+    /* and the plain run was right */
+    memcpy(c.o, o1, ob);
+    memcpy(c.lse, l1, lb);
+    const sw_check ck = sw_case_check(&c, 1);
+    bad |= ck.rel_l2 > 1e-2 || ck.unwritten || ck.lse_bad;
+    fprintf(stderr, "%s graph %s (q_len <= %d, %s): replay %s, rel_l2=%.3g\n", bad ? "FAIL" : "ok",
+            c.name, keep,
+            sw_paged_decode_fits(c.qo_indptr, c.batch,
+                                 c.params.num_qo_heads / c.params.num_kv_heads) ? "decode" : "gather",
+            bad ? "differs or wrong" : "identical", ck.rel_l2);
+    cudaGraphExecDestroy(ge);
+    cudaGraphDestroy(g);
+    sw_prefill_plan_destroy(pl);
+    free(o1); free(o2); free(l1); free(l2);
+    dev_free(&d);
+    pool_free(&p);
+    sw_case_free(&c);
+    return bad;
+}
+
+int main(void)
+{
+    if (sw_cuda_device_count() == 0) {
+        printf("test_paged_cuda: no CUDA device, skipped\n");
+        return 77;
+    }
+    cudaStream_t st;
+    CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    const double t0 = sw_now_seconds();
+    int failed = 0, n = 0;
+    for (int i = 0; i < 64; i++, n++)
+        failed += run_case(i, SW_BACKEND_CUDA, 200, i % 5 == 4, st);
+    for (int i = 0; i < 32; i++, n++)
+        failed += run_case(i, SW_BACKEND_CUDA_PORTABLE, 200, 0, st);
+    /* long contexts: decode split across many CTAs */
+    for (int i = 0; i < 12; i++, n++)
+        failed += run_case(100 + i, SW_BACKEND_CUDA, 20000, i % 3 == 0, st);
+    for (int i = 0; i < 4; i++, n++)
+        failed += graph_case(i, i < 2 ? 1 : 64, st);
+    CHECK(n_decode > 0 && n_gather > 0);
+    cudaStreamDestroy(st);
+    printf("test_paged_cuda: %d cases (%d decode, %d gather), %d failed, %d failed checks, "
+           "%.1f s\n", n, n_decode, n_gather, failed, sw_test_failures, sw_now_seconds() - t0);
+    return failed || sw_test_failures ? 1 : 0;
+}
+
+#else
+int main(void)
+{
+    printf("test_paged_cuda: built without CUDA, skipped\n");
+    return 77;
+}
+#endif
