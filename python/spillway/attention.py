@@ -669,9 +669,13 @@ def paged_attention(q, k_cache, v_cache, cu_seqlens_q, seq_lens, block_table, *,
 
     The table is checked on the host before anything runs: an index outside
     the pool, a page repeated within a request or a row shorter than its
-    seq_len gives SpillwayError naming the entry. Runs on the CPU (torch
-    CPU tensors or numpy arrays); the CUDA kernels take contiguous K/V only
-    in this build (SW_STATUS_UNSUPPORTED for CUDA tensors).
+    seq_len gives SpillwayError naming the entry. Torch CUDA tensors (all on
+    one device) run on torch's current stream: decode batches (q_len x
+    Hq/Hkv <= 16 per request) through the split-KV decode kernel over the
+    pages, longer queries with their pages gathered into the cached CUDA
+    workspace (which then grows to 2 x total keys x Hkv x d elements) for
+    the prefill kernel; the pools' strides must be multiples of 16 bytes.
+    Torch CPU tensors and numpy arrays run on the CPU.
 
     Returns out [total_q, Hq, d] (and lse [total_q, Hq] float32 with
     return_lse), like varlen_attention.
@@ -693,15 +697,18 @@ class _PagedRun:
     def __init__(self, q, k_cache, v_cache, cu_seqlens_q, seq_lens, block_table, causal,
                  softmax_scale, layout, backend, num_threads):
         torch = None
+        cuda = False
         if any(_is_torch(x) for x in (q, k_cache, v_cache)):
             torch = _torch_mod()
             if not all(_is_torch(x) for x in (q, k_cache, v_cache)):
                 _lib.fail(_lib.SW_STATUS_INVALID,
                           "q, k_cache, v_cache must all be torch tensors or all numpy arrays")
-            if any(x.device.type == "cuda" for x in (q, k_cache, v_cache)):
-                _lib.fail(_lib.SW_STATUS_UNSUPPORTED,
-                          "paged K/V on CUDA tensors: the CUDA kernels take contiguous K/V only in "
-                          "this build (run on CPU tensors, or pack K/V for varlen_attention)")
+            devs = {x.device for x in (q, k_cache, v_cache)}
+            cuda = any(d.type == "cuda" for d in devs)
+            if cuda and len(devs) != 1:
+                _lib.fail(_lib.SW_STATUS_INVALID,
+                          "q, k_cache, v_cache must be on one device; got "
+                          + ", ".join(sorted(str(d) for d in devs)))
             dtype = _torch_dtype_code(torch, q.dtype)
         else:
             q, k_cache, v_cache = np.asarray(q), np.asarray(k_cache), np.asarray(v_cache)
@@ -765,10 +772,17 @@ class _PagedRun:
                       f"softmax_scale={softmax_scale} is not supported (must be finite and nonzero)")
         b = _backend_code(backend)
         if b is None or b == _lib.SW_BACKEND_AUTO:
-            b = _lib.SW_BACKEND_CPU
+            b = _lib.SW_BACKEND_CUDA if cuda else _lib.SW_BACKEND_CPU
+        elif cuda and b in _lib.CPU_BACKENDS:
+            _lib.fail(_lib.SW_STATUS_INVALID,
+                      f"backend {backend!r} runs on the host but the tensors are on {q.device}")
+        elif not cuda and b not in _lib.CPU_BACKENDS:
+            _lib.fail(_lib.SW_STATUS_INVALID, f"backend {backend!r} needs CUDA tensors; got host data")
+        device = (q.device.index if q.device.index is not None else torch.cuda.current_device()) \
+            if cuda else 0
 
         L = _lib.lib()
-        p = _params(dtype, hq, hkv, d, causal, scale, b, 0, int(num_threads))
+        p = _params(dtype, hq, hkv, d, causal, scale, b, device, 0 if cuda else int(num_threads))
         kv = _lib.new_struct(_lib.sw_paged_kv, "sw_paged_kv_init")
         kv.page_size = page_size
         kv.layout = _lib.SW_KV_NHD if lay == "NHD" else _lib.SW_KV_HND
@@ -781,6 +795,8 @@ class _PagedRun:
                                                   qo.ctypes.data_as(_lib._I32_P), ctypes.byref(kv),
                                                   ctypes.byref(h)), _HINT)
         self._h, self._lib = h, L
+        self._cuda = cuda
+        self._ws_bytes = int(L.sw_prefill_plan_workspace_size(h))
         self._torch, self._q, self._k, self._v = torch, q, k_cache, v_cache
         self._dims = (hq, d)
         self._strides = (ks[tok], vs[tok], ks[head], vs[head], ks[0], vs[0])
@@ -791,8 +807,9 @@ class _PagedRun:
         total_q = int(q.shape[0])
         if torch is not None:
             qc = q.contiguous()
-            out = torch.empty((total_q, hq, d), dtype=q.dtype)
-            lse = torch.empty((total_q, hq), dtype=torch.float32) if return_lse else None
+            out = torch.empty((total_q, hq, d), dtype=q.dtype, device=q.device)
+            lse = (torch.empty((total_q, hq), dtype=torch.float32, device=q.device)
+                   if return_lse else None)
         else:
             qc = np.ascontiguousarray(q)
             out = np.empty((total_q, hq, d), dtype=q.dtype)
@@ -805,7 +822,20 @@ class _PagedRun:
                       (0, kr, vr, 0), total_q, 0)
         t.k_head_stride, t.v_head_stride = kh, vh
         t.k_page_stride, t.v_page_stride = kpg, vpg
-        _lib.check(self._lib.sw_prefill_run(self._h, ctypes.byref(t), None), _HINT)
+        if not self._cuda:
+            _lib.check(self._lib.sw_prefill_run(self._h, ctypes.byref(t), None), _HINT)
+            return (out, lse) if return_lse else out
+        dev = q.device
+        with torch.cuda.device(dev):
+            stream = torch.cuda.current_stream(dev)
+            ws = _device_workspace(dev.index)
+            with ws.lock:
+                ptr, nbytes = _acquire_workspace(torch, ws, self._ws_bytes, dev, stream)
+                t.workspace = ptr
+                t.workspace_bytes = nbytes
+                st = self._lib.sw_prefill_run(self._h, ctypes.byref(t),
+                                              ctypes.c_void_p(stream.cuda_stream))
+            _lib.check(st, _HINT)
         return (out, lse) if return_lse else out
 
     def close(self):

@@ -11,8 +11,7 @@ Spillway computes the forward pass only, without dropout, sliding window,
 soft-capping, ALiBi, rotary embedding or attention probabilities: each of
 those options, given a value other than its default, raises SpillwayError
 (SW_STATUS_UNSUPPORTED) naming the option, instead of being ignored. Paged
-K/V (block_table) runs on the CPU in this build; on CUDA tensors it raises
-SW_STATUS_UNSUPPORTED.
+K/V (block_table) runs where the tensors are, like spillway.paged_attention.
 """
 
 import math
@@ -90,7 +89,7 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
         block_table: None, or int32 [batch, max_pages]: then k, v are page
             pools [num_pages, page_size, Hkv, d] (page_size <= 256) and
             cu_seqlens_k gives each request's key count
-            (spillway.paged_attention; CPU only in this build).
+            (spillway.paged_attention).
 
     Returns:
         out: [total_q, Hq, d], q's dtype and device.
@@ -115,8 +114,9 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
                             block_table=None, softmax_scale=None, causal=False,
                             window_size=(-1, -1), softcap=0.0, rotary_interleaved=True,
                             alibi_slopes=None, num_splits=0, return_softmax_lse=False):
-    """flash_attn.flash_attn_with_kvcache, computed by Spillway (CPU tensors
-    or numpy arrays in this build).
+    """flash_attn.flash_attn_with_kvcache, computed by Spillway (torch CUDA
+    tensors on the current stream, CPU tensors or numpy arrays; the paths
+    of spillway.paged_attention).
 
     Args (FlashAttention's, in its order):
         q: [batch, seqlen_q, Hq, d].
@@ -138,7 +138,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         causal: bottom-right aligned: query i sees keys j <= i + (kv_len -
             seqlen_q), kv_len = cache_seqlens + seqlen_new.
         window_size, softcap, alibi_slopes: must be their defaults.
-        rotary_interleaved, num_splits: accepted (no rotary; the CPU path
+        rotary_interleaved, num_splits: accepted (no rotary; the library
             chooses its own split).
         return_softmax_lse: also return the LSE, [batch, Hq, seqlen_q] float32
             (natural log; -inf for a row that sees no key, where
@@ -149,8 +149,8 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         out [batch, seqlen_q, Hq, d] (q's dtype), and the LSE when asked.
 
     Raises:
-        SpillwayError: SW_STATUS_UNSUPPORTED for an option not at its default
-        or CUDA tensors; SW_STATUS_INVALID for inconsistent shapes, or a
+        SpillwayError: SW_STATUS_UNSUPPORTED for an option not at its default;
+        SW_STATUS_INVALID for inconsistent shapes, or a
         kv_len past the cache (a block_table row too short); the library's
         page-table checks name the bad entry.
     """
@@ -252,7 +252,8 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
             pages = np.take_along_axis(table, pos // page, axis=1).reshape(-1)
             offs = (pos % page).reshape(-1)
             if torch is not None:
-                pi, oi = torch.from_numpy(pages), torch.from_numpy(offs)
+                pi = torch.from_numpy(pages).to(k_pool.device)
+                oi = torch.from_numpy(offs).to(k_pool.device)
                 k_pool[pi, oi] = k.reshape(-1, hkv, d).to(k_pool.dtype)
                 v_pool[pi, oi] = v.reshape(-1, hkv, d).to(v_pool.dtype)
             else:

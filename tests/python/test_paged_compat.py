@@ -269,3 +269,90 @@ def test_broadcast_pool_refused():
     with pytest.raises(SpillwayError) as e:
         spillway.paged_attention(q, pool, pool, [0, 1], [40], [[0, 1, 2]])
     assert e.value.status == "SW_STATUS_INVALID" and "stride of 0" in str(e.value)
+
+
+# ------------------------------------------------------------ torch CUDA --
+
+@pytest.fixture
+def cuda_torch():
+    try:
+        import torch
+    except ImportError:
+        pytest.skip("torch is not installed")
+    if not torch.cuda.is_available():
+        pytest.skip("torch sees no CUDA device")
+    if spillway.cuda_device_count() < 1:
+        pytest.skip("libspillway was built without CUDA or sees no device")
+    return torch
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("page", [1, 16, 256])
+@pytest.mark.parametrize("layout", ["NHD", "HND"])
+@pytest.mark.parametrize("q_lens", [[1, 1, 0, 1, 1], [5, 0, 1, 17, 3]], ids=["decode", "chunks"])
+def test_paged_attention_cuda(cuda_torch, page, layout, q_lens):
+    torch = cuda_torch
+    rng = np.random.default_rng(page * 5 + (layout == "HND") + 2 * len(q_lens))
+    kv_lens = [3000, 0, 1, 17, 129]
+    hq, hkv, d = 8, 2, 128
+    kp, vp, table, dk, dv = _pool(rng, kv_lens, page, hkv, d, layout)
+    cu_q = np.concatenate([[0], np.cumsum(q_lens)]).astype(np.int32)
+    cu_k = np.concatenate([[0], np.cumsum(kv_lens)]).astype(np.int32)
+    q = rng.standard_normal((int(cu_q[-1]), hq, d)).astype(np.float32)
+    tb = lambda a: torch.from_numpy(a).to("cuda").to(torch.bfloat16)
+    for causal in (False, True):
+        out, lse = spillway.paged_attention(tb(q), tb(kp), tb(vp), cu_q, kv_lens,
+                                            torch.from_numpy(table), causal=causal,
+                                            return_lse=True, layout=layout)
+        assert out.device.type == "cuda" and out.dtype == torch.bfloat16
+        torch.cuda.synchronize()
+        rq, rk, rv = (tb(a).float().cpu().numpy() for a in (q, dk, dv))
+        ref, rlse = ref_attention(rq, rk, rv, cu_q, cu_k, causal)
+        assert rel_l2(out.float().cpu().numpy(), ref) <= 1e-2
+        lse = lse.cpu().numpy()
+        fin = np.isfinite(rlse)
+        assert np.allclose(lse[fin], rlse[fin], atol=2e-2)
+        assert np.all(np.isneginf(lse[~fin]))
+
+
+@pytest.mark.gpu
+def test_with_kvcache_cuda_matches_cpu(cuda_torch):
+    """The same step on CUDA and CPU tensors: the same appended cache, and
+    outputs within bf16 rounding."""
+    torch = cuda_torch
+    rng = np.random.default_rng(31)
+    page, hkv, hq, d = 16, 8, 32, 128
+    cached, new = [2000, 15, 0, 64], 1
+    kp, vp, table, _, _ = _pool(rng, [n + new for n in cached], page, hkv, d)
+    q = rng.standard_normal((4, new, hq, d)).astype(np.float32)
+    kn = rng.standard_normal((4, new, hkv, d)).astype(np.float32)
+    vn = rng.standard_normal((4, new, hkv, d)).astype(np.float32)
+    tb = lambda a, dev: torch.from_numpy(a).to(dev).to(torch.bfloat16)
+    res = {}
+    for dev in ("cpu", "cuda"):
+        k_cache, v_cache = tb(kp, dev), tb(vp, dev)
+        out = spillway.flash_attn_with_kvcache(
+            tb(q, dev), k_cache, v_cache, tb(kn, dev), tb(vn, dev),
+            cache_seqlens=torch.tensor(cached, dtype=torch.int32, device=dev),
+            block_table=torch.from_numpy(table).to(dev), causal=True)
+        res[dev] = (out.float().cpu(), k_cache.cpu(), v_cache.cpu())
+    assert torch.equal(res["cpu"][1], res["cuda"][1]) and torch.equal(res["cpu"][2], res["cuda"][2])
+    assert rel_l2(res["cuda"][0].numpy(), res["cpu"][0].numpy()) <= 1e-2
+
+
+@pytest.mark.gpu
+def test_paged_cuda_refusals(cuda_torch):
+    torch = cuda_torch
+    rng = np.random.default_rng(3)
+    kp, vp, table, _, _ = _pool(rng, [40], 16, 2, 64)
+    q = torch.zeros((1, 4, 64), dtype=torch.bfloat16, device="cuda")
+    k = torch.from_numpy(kp).to(torch.bfloat16)
+    v = torch.from_numpy(vp).to(torch.bfloat16)
+    with pytest.raises(SpillwayError, match="one device"):
+        spillway.paged_attention(q, k, v, [0, 1], [40], table)
+    with pytest.raises(SpillwayError, match="runs on the host"):
+        spillway.paged_attention(q, k.cuda(), v.cuda(), [0, 1], [40], table, backend="cpu")
+    bad = table.copy()
+    bad[0, 0] = 10_000
+    with pytest.raises(SpillwayError, match="out of range"):
+        spillway.paged_attention(q, k.cuda(), v.cuda(), [0, 1], [40], bad)
