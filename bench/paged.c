@@ -10,8 +10,10 @@
  * Shapes h32-8/d128 and h16-2/d256. A call is timed from its enqueue to the
  * end of its work on the stream (CUDA events; the median of --reps after
  * --warmup), the plan made once before. Sampled rows of every case are
- * checked against an fp64 reference. Opponents (FlashInfer's batch decode
- * and paged prefill, SDPA on the gathered KV) are not measured here yet. */
+ * checked against an fp64 reference. In a library built with the FlashInfer
+ * opponent (docs/opponents.md) and SPILLWAY_OPPONENT=flashinfer set, each
+ * decode case also runs FlashInfer's batch decode on the same pages,
+ * interleaved; SDPA on the gathered KV is bench/paged.py's. */
 #include "common.h"
 #include "core/sw_half.h"
 
@@ -229,7 +231,8 @@ static int run_case(const pcase *pc, int si, int32_t ps, int warmup, int reps, F
     if (bench_gpu_timer_create(&tm))
         exit(1);
 
-    double ms = 0, ms_ref = 0, ref_rate = 0;
+    double ms = 0, ms_ref = 0, ref_rate = 0, ms_fi = -1, fi_err = 0;
+    char fi_note[256] = "";
     const char *ref_name = pc->prefill ? "ragged_prefill_ms" : "d2d_copy_GBps";
     if (pc->prefill) {
         /* the same keys densely: gathered once through a plan of its own */
@@ -278,7 +281,46 @@ static int run_case(const pcase *pc, int si, int32_t ps, int warmup, int reps, F
         bench_gpu_free(kd);
         bench_gpu_free(vd);
     } else {
-        ms = time_runs(pl, &t, st, warmup, reps, &tm);
+        /* FlashInfer's batch decode on the same pages, where this library was
+         * built with it and SPILLWAY_OPPONENT=flashinfer is set */
+        sw_prefill_params po = p;
+        po.backend = SW_BACKEND_OPPONENT_FLASHINFER;
+        sw_prefill_plan *pf = NULL;
+        if (sw_prefill_plan_create_paged(&po, B, qo, &pk, &pf) == SW_OK) {
+            const size_t wf = sw_prefill_plan_workspace_size(pf);
+            void *wsf = wf ? bench_gpu_alloc(wf, "workspace") : NULL;
+            uint16_t *of = bench_gpu_alloc(q_elems * 2, "O (flashinfer)");
+            sw_prefill_tensors tf = t;
+            tf.o = of;
+            tf.workspace = wsf;
+            tf.workspace_bytes = wf;
+            double a[8], f[8];
+            for (int round = 0; round < 8; round++) {
+                a[round] = time_runs(pl, &t, st, round ? 1 : warmup, reps / 4 + 1, &tm);
+                f[round] = time_runs(pf, &tf, st, round ? 1 : warmup, reps / 4 + 1, &tm);
+            }
+            qsort(a, 8, sizeof(double), cmp_d);
+            qsort(f, 8, sizeof(double), cmp_d);
+            ms = (a[3] + a[4]) / 2;
+            ms_fi = (f[3] + f[4]) / 2;
+            uint16_t *ofh = malloc(q_elems * 2);
+            if (bench_gpu_sync(st, "flashinfer") || bench_gpu_copy(ofh, of, q_elems * 2, st, "O"))
+                exit(1);
+            const int32_t bs[2] = {0, B - 1}, hs[2] = {0, hq - 1};
+            for (int i = 0; i < 2; i++)
+                for (int k = 0; k < 2; k++) {
+                    const double e = check_row(qh, ofh, qo, pindptr, pidx, ps, bs[i], 0, hs[k],
+                                               hq, hkv, d, kv[bs[i] + 1] - kv[bs[i]], 0);
+                    fi_err = e > fi_err ? e : fi_err;
+                }
+            free(ofh);
+            bench_gpu_free(of);
+            bench_gpu_free(wsf);
+            sw_prefill_plan_destroy(pf);
+        } else {
+            snprintf(fi_note, sizeof fi_note, "%s", sw_last_error());
+            ms = time_runs(pl, &t, st, warmup, reps, &tm);
+        }
         /* copy rate over the same bytes (capped at the pool: a buffer beside it) */
         void *tmp = bench_gpu_alloc(pool_bytes, "copy buffer");
         ref_rate = tmp ? bench_gpu_copy_gbps(tmp, kp, pool_bytes, 2.0) : -1;
@@ -303,17 +345,26 @@ static int run_case(const pcase *pc, int si, int32_t ps, int warmup, int reps, F
         printf("%-8s %-11s page %3d  paged %8.3f ms %6.1f TFLOP/s  ragged %8.3f ms  paged/ragged "
                "%5.1f%%  rel_l2 %.1e %s\n", pc->name, shape_names[si], ps, ms, flops / ms / 1e9,
                ms_ref, 100.0 * ms_ref / ms, worst, ok ? "ok" : "FAIL");
-    else
+    else {
         printf("%-8s %-11s page %3d  %8.3f ms  %7.1f GB/s of KV  copy %7.1f GB/s  %5.1f%% of copy"
-               "  rel_l2 %.1e %s\n", pc->name, shape_names[si], ps, ms, kv_bytes / (ms * 1e6),
+               "  rel_l2 %.1e %s", pc->name, shape_names[si], ps, ms, kv_bytes / (ms * 1e6),
                ref_rate, 100.0 * kv_bytes / (ms * 1e6) / ref_rate, worst, ok ? "ok" : "FAIL");
+        if (ms_fi > 0)
+            printf("  | flashinfer %8.3f ms (rel_l2 %.1e)  spillway/flashinfer %.2fx\n", ms_fi,
+                   fi_err, ms_fi / ms);
+        else
+            printf("  | flashinfer: not measured\n");
+    }
     fprintf(js, "%s{\"case\": \"%s\", \"shape\": \"%s\", \"page_size\": %d, \"kind\": \"%s\", "
             "\"ms\": %.5f, \"kv_bytes\": %zu, \"%s\": %.5f, \"ratio\": %.4f, \"tflops\": %.2f, "
-            "\"max_rel_l2\": %.3e, \"ok\": %s}", *first ? "" : ",\n", pc->name, shape_names[si],
+            "\"max_rel_l2\": %.3e, \"ok\": %s, \"flashinfer_ms\": %.5f, "
+            "\"flashinfer_max_rel_l2\": %.3e, \"flashinfer_note\": \"%s\"}",
+            *first ? "" : ",\n", pc->name, shape_names[si],
             ps, pc->prefill ? "prefill" : "decode", ms, kv_bytes, ref_name,
             pc->prefill ? ms_ref : ref_rate,
             pc->prefill ? ms_ref / ms : kv_bytes / (ms * 1e6) / ref_rate,
-            pc->prefill ? flops / ms / 1e9 : 0.0, worst, ok ? "true" : "false");
+            pc->prefill ? flops / ms / 1e9 : 0.0, worst, ok ? "true" : "false", ms_fi, fi_err,
+            fi_note[0] ? "not measured" : "");
     *first = 0;
     bench_gpu_timer_destroy(&tm);
     sw_prefill_plan_destroy(pl);

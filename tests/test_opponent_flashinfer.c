@@ -30,6 +30,7 @@ int main(void)
 }
 #else
 #include "sw_test_cuda.h"
+#include "test_paged_util.h"
 
 /* FlashInfer writes O dense: give the case a dense O (the reference check
  * reads c->o with c->o_stride). */
@@ -330,6 +331,119 @@ static void check_fa3_device_refusal(int major, int minor)
            "checked, its cases skipped\n", major, minor);
 }
 
+/* FlashInfer's batch decode over paged K/V (flashinfer_decode.cu) against
+ * the reference: q_len 1, pages 1/16/64/256 shuffled in a pool whose spare
+ * pages hold 1e4, both layouts, the case family's GQA groups and head
+ * dims. Groups its kernel does not dispatch and q_len 2 are refused. */
+static int run_paged_decode(uint64_t seed, int ncases, cudaStream_t st, int *total)
+{
+    int failed = 0;
+    for (int i = 0; i < ncases; i++) {
+        sw_case c;
+        sw_case_make(&c, seed + 7, i, i % 2 ? SW_DTYPE_F16 : SW_DTYPE_BF16, i % 5 == 0 ? 6000 : 300);
+        shorten_queries(&c, 1);
+        make_o_dense(&c);
+        sw_rng r = {seed + (uint64_t)i};
+        pool p;
+        pool_make(&p, &c, &r, page_sizes[i % 4], (i / 4) % 2 ? SW_KV_HND : SW_KV_NHD, i % 3 == 0,
+                  0, 1);
+        sw_case_poison(&c);
+        c.params.backend = SW_BACKEND_OPPONENT_FLASHINFER;
+        c.params.causal = 0;
+        sw_prefill_plan *pl = NULL;
+        sw_status s = sw_prefill_plan_create_paged(&c.params, c.batch, c.qo_indptr, &p.kv, &pl);
+        const int g = c.params.num_qo_heads / c.params.num_kv_heads;
+        if (s == SW_STATUS_UNSUPPORTED && strstr(sw_last_error(), "group size")) {
+            CHECK(g != 1 && g != 2 && g != 4 && g != 8);
+            refused++;
+        } else if (s != SW_OK) {
+            fprintf(stderr, "FAIL paged decode %s: plan: %s %s\n", c.name, sw_status_str(s),
+                    sw_last_error());
+            failed++;
+        } else {
+            void *dq, *dk, *dv, *dout, *ws = NULL;
+            float *dl;
+            const size_t qb = (size_t)c.total_q * c.q_stride * 2;
+            const size_t ob = (size_t)c.total_q * c.o_stride * 2;
+            const size_t lb = (size_t)c.total_q * c.params.num_qo_heads * 4;
+            const size_t wb = sw_prefill_plan_workspace_size(pl);
+            CUDA_OK(cudaMalloc(&dq, qb + 64));
+            CUDA_OK(cudaMalloc(&dout, ob + 64));
+            CUDA_OK(cudaMalloc((void **)&dl, lb + 64));
+            CUDA_OK(cudaMalloc(&dk, p.bytes + 64));
+            CUDA_OK(cudaMalloc(&dv, p.bytes + 64));
+            if (wb)
+                CUDA_OK(cudaMalloc(&ws, wb));
+            CUDA_OK(cudaMemcpyAsync(dq, c.q, qb, cudaMemcpyHostToDevice, st));
+            CUDA_OK(cudaMemcpyAsync(dk, p.k, p.bytes, cudaMemcpyHostToDevice, st));
+            CUDA_OK(cudaMemcpyAsync(dv, p.v, p.bytes, cudaMemcpyHostToDevice, st));
+            CUDA_OK(cudaMemsetAsync(dout, 0xff, ob, st));
+            sw_prefill_tensors t;
+            sw_prefill_tensors_init(&t);
+            t.q = dq; t.k = dk; t.v = dv; t.o = dout; t.lse = dl;
+            t.q_rows = c.total_q;
+            t.q_row_stride = c.q_stride;
+            t.k_row_stride = t.v_row_stride = p.tok;
+            t.k_head_stride = t.v_head_stride = p.head;
+            t.k_page_stride = t.v_page_stride = p.page;
+            t.workspace = ws;
+            t.workspace_bytes = wb;
+            s = sw_prefill_run(pl, &t, st);
+            CUDA_OK(cudaStreamSynchronize(st));
+            if (s == SW_OK) {
+                CUDA_OK(cudaMemcpy(c.o, dout, ob, cudaMemcpyDeviceToHost));
+                CUDA_OK(cudaMemcpy(c.lse, dl, lb, cudaMemcpyDeviceToHost));
+                /* requests without keys: FlashInfer's rows are its own business */
+                int empty = 0;
+                for (int32_t b = 0; b < c.batch; b++)
+                    empty |= c.kv_indptr[b + 1] == c.kv_indptr[b] && c.qo_indptr[b + 1] > c.qo_indptr[b];
+                const sw_check ck = sw_case_check(&c, 1);
+                const int bad = ck.rel_l2 > 1e-2 || (!empty && (ck.unwritten || ck.lse_max_abs > 2e-2));
+                if (bad || getenv("SW_TEST_VERBOSE"))
+                    fprintf(stderr, "%s paged decode %s page %d: rel_l2=%.3g unwritten=%lld "
+                            "lse_err=%.3g%s\n", bad ? "FAIL" : "ok", c.name, p.kv.page_size,
+                            ck.rel_l2, (long long)ck.unwritten, ck.lse_max_abs,
+                            empty ? " (empty requests)" : "");
+                failed += bad;
+                checked++;
+            } else {
+                fprintf(stderr, "FAIL paged decode %s: run: %s %s\n", c.name, sw_status_str(s),
+                        sw_last_error());
+                failed++;
+            }
+            cudaFree(dq); cudaFree(dout); cudaFree(dl); cudaFree(dk); cudaFree(dv); cudaFree(ws);
+        }
+        (*total)++;
+        sw_prefill_plan_destroy(pl);
+        pool_free(&p);
+        sw_case_free(&c);
+    }
+    /* q_len 2: refused at plan time */
+    {
+        sw_case c;
+        sw_case_make(&c, seed, 1, SW_DTYPE_BF16, 100);
+        shorten_queries(&c, 2);
+        sw_rng r = {seed};
+        pool p;
+        pool_make(&p, &c, &r, 16, SW_KV_NHD, 0, 0, 1);
+        c.params.backend = SW_BACKEND_OPPONENT_FLASHINFER;
+        sw_prefill_plan *pl = NULL;
+        int two = 0;
+        for (int32_t b = 0; b < c.batch; b++)
+            two |= c.qo_indptr[b + 1] - c.qo_indptr[b] == 2;
+        if (two) {
+            CHECK_STATUS(sw_prefill_plan_create_paged(&c.params, c.batch, c.qo_indptr, &p.kv, &pl),
+                         SW_STATUS_UNSUPPORTED);
+            CHECK(strstr(sw_last_error(), "one query token") != NULL);
+            refused++;
+        }
+        sw_prefill_plan_destroy(pl);
+        pool_free(&p);
+        sw_case_free(&c);
+    }
+    return failed;
+}
+
 int main(void)
 {
     if (sw_cuda_device_count() == 0) {
@@ -344,7 +458,7 @@ int main(void)
     }
     const uint64_t seed = (uint64_t)sw_env_int("SW_TEST_SEED", 20261129);
     const int ncases = (int)sw_env_int("SW_TEST_CASES", 60);
-    /* SW_TEST_OPPONENT=fa2|fa3 runs one path only. */
+    /* SW_TEST_OPPONENT=fa2|fa3|decode runs one path only. */
     const char *only = getenv("SW_TEST_OPPONENT");
     int major = 0, minor = 0;
     CUDA_OK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
@@ -357,6 +471,8 @@ int main(void)
         g_backend = SW_BACKEND_OPPONENT_FLASHINFER;
         failed += run_backend(seed, ncases, st, &total);
     }
+    if (!only || strcmp(only, "decode") == 0)
+        failed += run_paged_decode(seed, ncases / 2, st, &total);
     if (sw_opp_fi_has_fa3() && (!only || strcmp(only, "fa2") != 0)) {
         if (major == 9 && minor == 0) {
             g_backend = SW_BACKEND_OPPONENT_FLASHINFER_FA3;

@@ -33,6 +33,7 @@ struct sw_prefill_plan {
     int32_t wide_kv;            /* Hopper: sw_plan_wide_kv's choice (or the tuning's) */
 
     void *opp;                  /* an opponent backend's plan (src/opponents/) */
+    void *opp_paged;            /* FlashInfer's paged decode (an opponent build) */
 
     int paged;                  /* K/V in pages (sw_prefill_plan_create_paged) */
     sw_paged_table pages;       /* the checked table; kv_indptr is its kv_indptr */
@@ -212,12 +213,32 @@ sw_status sw_prefill_plan_create_paged(const sw_prefill_params *params, int32_t 
     SW_TRY(validate_params(params));
     sw_backend backend = SW_BACKEND_AUTO;
     SW_TRY(resolve_backend(params, &backend));
-    if (sw_opponent_backend(backend))
+    if (sw_opponent_backend(backend) && backend != SW_BACKEND_OPPONENT_FLASHINFER)
         return sw_fail(SW_STATUS_UNSUPPORTED, "paged K/V: backend %s takes contiguous K/V "
                        "(sw_prefill_plan_create)", sw_backend_name(backend));
     sw_paged_table pt;
     SW_TRY(sw_paged_table_build(kv, batch, &pt));
     sw_status s = sw_prefill_validate_indptr(batch, qo_indptr_host, pt.kv_indptr);
+    if (s == SW_OK && sw_opponent_backend(backend)) {
+        s = plan_make(params, backend, batch, qo_indptr_host, pt.kv_indptr, NULL, 0, out);
+#ifdef SW_HAVE_OPPONENT_FLASHINFER
+        sw_opp_fid_plan *op = NULL;
+        if (s == SW_OK) {
+            s = sw_opp_fid_plan_create(&(*out)->params, batch, qo_indptr_host, &pt, &op);
+            (*out)->opp_paged = op;
+            (*out)->ws_bytes = sw_opp_fid_workspace_size(op);
+        }
+#endif
+        if (s != SW_OK) {
+            sw_prefill_plan_destroy(*out);
+            *out = NULL;
+            sw_paged_table_free(&pt);
+            return s;
+        }
+        (*out)->paged = 1;
+        (*out)->pages = pt;
+        return SW_OK;
+    }
     const int cuda = backend == SW_BACKEND_CUDA_PORTABLE || backend == SW_BACKEND_CUDA_HOPPER;
     /* Decode batches run the paged decode kernel and need no prefill work
      * list; the others gather pages for the prefill kernel. */
@@ -282,7 +303,7 @@ static sw_status plan_make(const sw_prefill_params *params, sw_backend backend, 
     }
     pl->ws_bytes = pl->blob_bytes;
 #ifdef SW_HAVE_OPPONENT_FLASHINFER
-    if (sw_opponent_backend(backend)) {
+    if (sw_opponent_backend(backend) && work_list) {
         sw_opp_fi_plan *op = NULL;
         sw_status s = sw_opp_fi_plan_create(&pl->params, backend, batch, pl->qo_indptr,
                                             pl->kv_indptr, &op);
@@ -307,6 +328,7 @@ void sw_prefill_plan_destroy(sw_prefill_plan *plan)
         sw_cuda_host_free(plan->blob);
 #ifdef SW_HAVE_OPPONENT_FLASHINFER
     sw_opp_fi_plan_destroy(plan->opp);
+    sw_opp_fid_plan_destroy(plan->opp_paged);
 #endif
     free(plan->qo_indptr);
     free(plan->kv_indptr);
@@ -541,6 +563,15 @@ sw_status sw_prefill_run(sw_prefill_plan *plan, const sw_prefill_tensors *t, voi
                                         &vs));
         if (plan->backend == SW_BACKEND_CUDA_PORTABLE || plan->backend == SW_BACKEND_CUDA_HOPPER)
             return run_paged_cuda(plan, &pb, t, &ks, &vs, stream);
+#ifdef SW_HAVE_OPPONENT_FLASHINFER
+        if (plan->opp_paged) {
+            sw_status s = sw_opp_fid_run(plan->opp_paged, &pb, &ks, &vs, t->workspace,
+                                         t->workspace_bytes, stream);
+            if (s == SW_STATUS_CUDA)
+                plan->failed = 1;
+            return s;
+        }
+#endif
         return sw_cpu_prefill_paged(&pb, &plan->pages, &ks, &vs,
                                     plan->backend == SW_BACKEND_CPU_REF, plan->params.num_threads);
     }

@@ -57,6 +57,22 @@ const char *sw_opp_fi_describe(void);
  * SPILLWAY_CUDA_ARCHS holds 90a; SW_HAVE_OPPONENT_FLASHINFER_FA3). */
 int sw_opp_fi_has_fa3(void);
 
+/* FlashInfer's batch decode over paged K/V (flashinfer_decode.cu): the
+ * kernel its Python BatchDecodeWithPagedKVCacheWrapper runs by default,
+ * behind sw_prefill_plan_create_paged with SW_BACKEND_OPPONENT_FLASHINFER.
+ * Plan refusals (SW_STATUS_UNSUPPORTED): a q_len other than 1, a group size
+ * its kernel does not dispatch. Run refusals: K and V pools with different
+ * strides, an output row stride other than num_qo_heads*head_dim. */
+typedef struct sw_opp_fid_plan sw_opp_fid_plan;
+sw_status sw_opp_fid_plan_create(const sw_prefill_params *p, int32_t batch,
+                                 const int32_t *qo_indptr, const sw_paged_table *pt,
+                                 sw_opp_fid_plan **out);
+void sw_opp_fid_plan_destroy(sw_opp_fid_plan *plan);
+size_t sw_opp_fid_workspace_size(const sw_opp_fid_plan *plan);
+sw_status sw_opp_fid_run(sw_opp_fid_plan *plan, const sw_attn_problem *pb,
+                         const sw_paged_strides *ks, const sw_paged_strides *vs, void *workspace,
+                         size_t workspace_bytes, void *stream);
+
 /* FlashInfer's FA3 ragged prefill (flashinfer_prefill_fa3.cu, sm_90a only),
  * reached through the calls above for SW_BACKEND_OPPONENT_FLASHINFER_FA3: the
  * same contract, with FlashInfer's sm90 work list (PrefillSM90Plan's) in the
