@@ -166,6 +166,36 @@ SW_API sw_status sw_swap_seq_add(sw_swap *s, uint64_t seq_id, uint64_t ns, uint3
                                  uint32_t max_blocks);
 
 /*
+ * Adopts a sequence whose blocks were offloaded to the store before -- by
+ * this engine or by another one, in this process or an earlier one -- under
+ * namespace `ns` and store blocks block_base .. block_base + max_blocks - 1:
+ * registers it as sw_swap_seq_add does, then per layer reads the manifest
+ * that sw_swap_offload writes beside each block's stripes (its valid
+ * tokens, dtype, FP8 scales and the stripes' generations; one small stripe
+ * per block, kv_head 0xFFFF of the block's K key), from block 0 up to the
+ * first block without one, and recomputes the predictor's projected keys of
+ * the BF16 blocks from their K stripes. Attention over the sequence is then
+ * what it was in the engine that offloaded it (the same blocks, tokens and
+ * values; the same output for the same engine configuration and pool
+ * state). The store's stripes are not changed.
+ * The engine's model must have the shape the blocks were written with
+ * (block_size, num_kv_heads, head_dim; any number of layers: a layer
+ * without blocks has length 0); the projection seed may differ.
+ * Returns SW_OK (also when the store holds no block of the sequence: length
+ * 0); sw_swap_seq_add's statuses; SW_STATUS_INVALID (a manifest of another
+ * model shape); SW_STATUS_CORRUPT (a damaged manifest, a K stripe whose
+ * generation or length is not its manifest's -- a stripe rewritten after
+ * its manifest --, a partial block followed by another); SW_STATUS_NOT_FOUND
+ * (a block's K stripe is missing, or a block's manifest is missing while a
+ * later block of its group of 64 has one); a store read status. The detail
+ * names the layer, block and kv head. On failure the sequence is not
+ * registered. V stripes are not read here: a missing or rewritten V stripe
+ * shows when attend reads it (SW_STATUS_NOT_FOUND / SW_STATUS_CORRUPT).
+ */
+SW_API sw_status sw_swap_seq_attach(sw_swap *s, uint64_t seq_id, uint64_t ns,
+                                    uint32_t block_base, uint32_t max_blocks);
+
+/*
  * Forgets a sequence: drops its resident copies and projected keys. With
  * delete_stripes = 1 its stripes are deleted from the store too (a stripe
  * that is already gone is not an error).
@@ -204,7 +234,9 @@ SW_API void sw_swap_block_init(sw_swap_block *b);
  * (overwrite, e.g. the last block growing during decode) or the next one
  * (append). Only the last block may hold fewer than block_size tokens: an
  * append after a partial block, or a partial overwrite of a block that is
- * not the last, is refused. Buffers are not retained.
+ * not the last, is refused. Buffers are not retained. After the stripes, a
+ * small manifest of the block is written (sw_swap_seq_attach reads it; it
+ * takes one more of the store's extents per block).
  * Returns SW_OK; SW_STATUS_INVALID (null argument, bad struct_size, layer
  * out of range, k_bytes/v_bytes not the block size -- the detail gives
  * both --, valid_tokens out of range, block past the end or past max_blocks,

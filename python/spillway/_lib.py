@@ -405,6 +405,7 @@ _PROTOTYPES = [
     ("sw_swap_destroy", None, [_HANDLE_P]),
     ("sw_swap_seq_add", _c_enum, [_HANDLE_P, _u64, _u64, _u32, _u32]),
     ("sw_swap_seq_remove", _c_enum, [_HANDLE_P, _u64, _i32]),
+    ("sw_swap_seq_attach", _c_enum, [_HANDLE_P, _u64, _u64, _u32, _u32]),
     ("sw_swap_seq_length", _c_enum,
      [_HANDLE_P, _u64, _i32, ctypes.POINTER(_i64), ctypes.POINTER(_i32)]),
     ("sw_swap_block_init", None, [ctypes.POINTER(sw_swap_block)]),

@@ -193,6 +193,19 @@ class SwapEngine:
         _lib.check(self._call(self._lib.sw_swap_seq_add, int(seq_id), int(ns), int(block_base),
                               int(max_blocks)), f"seq {seq_id}")
 
+    def seq_attach(self, seq_id, ns, block_base=0, max_blocks=1 << 20):
+        """sw_swap_seq_attach: registers a sequence and adopts the blocks an
+        engine offloaded to the store before (in this process or an earlier
+        one) under namespace `ns` and store blocks block_base ..
+        block_base+max_blocks-1; seq_length then gives what was offloaded.
+        The engine's shape must be the one the blocks were written with.
+        Raises SpillwayError: SW_STATUS_CORRUPT for a K stripe rewritten
+        after its manifest or a damaged manifest, SW_STATUS_NOT_FOUND for a
+        missing K stripe or a hole in the blocks, SW_STATUS_INVALID for
+        another model shape; the sequence is then not registered."""
+        _lib.check(self._call(self._lib.sw_swap_seq_attach, int(seq_id), int(ns),
+                              int(block_base), int(max_blocks)), f"seq {seq_id}")
+
     def seq_remove(self, seq_id, delete_stripes=False):
         """sw_swap_seq_remove: forgets a sequence (and deletes its stripes
         from the store with delete_stripes)."""

@@ -8,6 +8,7 @@
 #include <math.h>
 #include <sched.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -449,9 +450,14 @@ sw_status sw_swap_seq_remove(sw_swap *s, uint64_t seq_id, int32_t delete_stripes
     if (delete_stripes) {
         for (int32_t l = 0; l < s->m.num_layers; l++)
             for (int32_t b = 0; b < q->layers[l].nblocks; b++)
-                for (int32_t h = 0; h < s->m.num_kv_heads; h++)
+                for (int32_t h = 0; h <= s->m.num_kv_heads; h++)
                     for (int kind = 0; kind < 2; kind++) {
-                        sw_store_key k = make_key(q, l, b, h, kind);
+                        if (h == s->m.num_kv_heads && kind == SW_STORE_KIND_V)
+                            continue;
+                        /* the stripes, then the block's manifest */
+                        sw_store_key k = make_key(q, l, b, h == s->m.num_kv_heads
+                                                              ? (int32_t)SW_SWAP_MANIFEST_HEAD : h,
+                                                  kind);
                         sw_status st = sw_store_delete(s->store, &k);
                         if (st != SW_OK && st != SW_STATUS_NOT_FOUND && first == SW_OK)
                             first = st;
@@ -511,6 +517,18 @@ static sw_status grow_layer(sw_swap *s, sw_swap_layer *L, int32_t need)
     return SW_OK;
 }
 
+/* A failed offload of `block` (the layer had old_n blocks): the block and
+ * every block after it become absent, the layer ends before it. */
+static void cut_layer(sw_swap *s, sw_swap_layer *L, int32_t block, int32_t old_n)
+{
+    const int32_t keep = block < old_n ? block : old_n;
+    for (int32_t i = keep; i < old_n; i++) {
+        sw_swap_pool_drop(s, &L->blk[i]);
+        L->blk[i].valid = 0;
+    }
+    L->nblocks = keep;
+}
+
 sw_status sw_swap_offload(sw_swap *s, uint64_t seq_id, int32_t layer, int32_t block,
                           const sw_swap_block *b)
 {
@@ -549,6 +567,10 @@ sw_status sw_swap_offload(sw_swap *s, uint64_t seq_id, int32_t layer, int32_t bl
     if (stripe_len > s->store_stripe_bytes)
         return sw_fail(SW_STATUS_INVALID, "a stripe of %zu bytes does not fit the store's "
                        "stripe_bytes %u", stripe_len, s->store_stripe_bytes);
+    if (sw_swap_manifest_size(H) > s->store_stripe_bytes)
+        return sw_fail(SW_STATUS_INVALID, "a block manifest of %zu bytes (%d kv heads) does not "
+                       "fit the store's stripe_bytes %u", sw_swap_manifest_size(H), H,
+                       s->store_stripe_bytes);
     sw_swap_layer *L = &q->layers[layer];
     if (block < 0 || block > L->nblocks || (uint32_t)block >= q->max_blocks)
         return sw_fail(SW_STATUS_INVALID, "block %d: the sequence has %d blocks in layer %d "
@@ -601,12 +623,7 @@ sw_status sw_swap_offload(sw_swap *s, uint64_t seq_id, int32_t layer, int32_t bl
             if (st != SW_OK) {
                 if (proj != e->proj)
                     free(proj);
-                const int32_t keep = block < old_n ? block : old_n;
-                for (int32_t i = keep; i < old_n; i++) {
-                    sw_swap_pool_drop(s, &L->blk[i]);
-                    L->blk[i].valid = 0;
-                }
-                L->nblocks = keep;
+                cut_layer(s, L, block, old_n);
                 return st;
             }
             e->gen[h * 2 + kind] = g;
@@ -646,11 +663,183 @@ sw_status sw_swap_offload(sw_swap *s, uint64_t seq_id, int32_t layer, int32_t bl
     e->dtype = (uint8_t)b->dtype;
     e->k_scale = b->dtype == SW_SWAP_KV_FP8_E4M3 ? b->k_scale : 1.0f;
     e->v_scale = b->dtype == SW_SWAP_KV_FP8_E4M3 ? b->v_scale : 1.0f;
+    /* The manifest last: a block whose manifest is written has its stripes. */
+    {
+        sw_swap_blk m = *e;
+        m.valid = b->valid_tokens;
+        uint8_t buf[32 + 16 * 64];
+        const size_t mlen = sw_swap_manifest_size(H);
+        uint8_t *mb = mlen <= sizeof buf ? buf : malloc(mlen);
+        sw_status st = mb ? SW_OK : sw_fail(SW_STATUS_NO_MEMORY, "block manifest");
+        if (st == SW_OK) {
+            sw_swap_manifest_encode(&s->m, &m, mb);
+            sw_store_key k = make_key(q, layer, block, SW_SWAP_MANIFEST_HEAD, SW_STORE_KIND_K);
+            st = sw_store_write(s->store, &k, mb, mlen, NULL);
+        }
+        if (mb != buf)
+            free(mb);
+        if (st != SW_OK) {
+            /* stripes written, manifest not: the block stays absent */
+            cut_layer(s, L, block, old_n);
+            return st;
+        }
+    }
     e->valid = b->valid_tokens;
     if (block == old_n)
         L->nblocks = old_n + 1;
     s->st.offloads++;
     s->st.offload_bytes += 2 * (uint64_t)H * stripe_len;
+    return SW_OK;
+}
+
+/* Blocks whose manifests (and K stripes) one store read of attach takes. */
+#define SW_ATTACH_CHUNK 64
+
+/* Layer `layer` of an attached sequence: its blocks' manifests from block 0
+ * up to the first one the store does not have, checked and entered into the
+ * registry; the predictor's projected keys of its BF16 blocks recomputed
+ * from their K stripes, whose generations must be the manifests'. */
+static sw_status attach_layer(sw_swap *s, sw_swap_seq *q, int32_t layer, uint8_t *mbuf,
+                              uint8_t *kbuf, sw_store_key *keys, void **dst, size_t *lens,
+                              uint64_t *gens, sw_status *sts)
+{
+    const int32_t H = s->m.num_kv_heads, B = s->m.block_size, D = s->m.head_dim;
+    const int32_t R = s->c.predictor_rank;
+    const size_t mlen = sw_swap_manifest_size(H), kstripe = s->stripe_elems * 2;
+    sw_swap_layer *L = &q->layers[layer];
+    int done = 0;
+    for (uint32_t b0 = 0; !done && b0 < q->max_blocks; b0 += SW_ATTACH_CHUNK) {
+        const uint32_t nb = q->max_blocks - b0 < SW_ATTACH_CHUNK ? q->max_blocks - b0
+                                                                 : SW_ATTACH_CHUNK;
+        for (uint32_t i = 0; i < nb; i++) {
+            keys[i] = make_key(q, layer, (int32_t)(b0 + i), SW_SWAP_MANIFEST_HEAD,
+                               SW_STORE_KIND_K);
+            dst[i] = mbuf + (size_t)i * mlen;
+        }
+        (void)sw_store_read(s->store, nb, keys, dst, mlen, lens, NULL, sts);
+        uint32_t got = 0;
+        for (; got < nb; got++) {
+            const int32_t b = (int32_t)(b0 + got);
+            if (sts[got] == SW_STATUS_NOT_FOUND) {
+                /* the end of the layer -- unless a later block of the chunk
+                 * has a manifest: then block b was lost */
+                for (uint32_t j = got + 1; j < nb; j++)
+                    if (sts[j] != SW_STATUS_NOT_FOUND)
+                        return sw_fail(SW_STATUS_NOT_FOUND, "layer %d block %d: its manifest is "
+                                       "missing but block %u has one", layer, b, b0 + j);
+                done = 1;
+                break;
+            }
+            if (sts[got] != SW_OK)
+                return sw_fail(sts[got], "layer %d block %d: its manifest could not be read (%s)",
+                               layer, b, sw_status_str(sts[got]));
+            if (b > 0 && L->blk[b - 1].valid < B)
+                return sw_fail(SW_STATUS_CORRUPT, "layer %d: block %d holds %d of %d tokens but "
+                               "block %d follows it", layer, b - 1, L->blk[b - 1].valid, B, b);
+            SW_TRY(grow_layer(s, L, b + 1));
+            sw_swap_blk *e = &L->blk[b];
+            if (!e->gen && !(e->gen = calloc((size_t)H * 2, sizeof *e->gen)))
+                return sw_fail(SW_STATUS_NO_MEMORY, "generations");
+            sw_status st = sw_swap_manifest_decode(&s->m, dst[got], lens[got], e);
+            if (st != SW_OK) {
+                e->valid = 0;
+                return sw_fail(st, "layer %d block %d: %s", layer, b, sw_last_error());
+            }
+        }
+        /* K stripes of this chunk's BF16 blocks, for the predictor */
+        size_t n = 0;
+        for (uint32_t i = 0; i < got; i++) {
+            const sw_swap_blk *e = &L->blk[b0 + i];
+            if (e->dtype != SW_SWAP_KV_BF16)
+                continue;
+            for (int32_t h = 0; h < H; h++, n++) {
+                keys[n] = make_key(q, layer, (int32_t)(b0 + i), h, SW_STORE_KIND_K);
+                dst[n] = kbuf + (size_t)i * H * kstripe + (size_t)h * kstripe;
+            }
+        }
+        if (n > 0)
+            (void)sw_store_read(s->store, n, keys, dst, kstripe, lens, gens, sts);
+        n = 0;
+        for (uint32_t i = 0; i < got; i++) {
+            const int32_t b = (int32_t)(b0 + i);
+            sw_swap_blk *e = &L->blk[b];
+            const int32_t valid = e->valid;
+            e->valid = 0; /* absent until its predictor entry is made */
+            if (e->dtype == SW_SWAP_KV_BF16) {
+                for (int32_t h = 0; h < H; h++, n++) {
+                    if (sts[n] != SW_OK)
+                        return sw_fail(sts[n], "layer %d block %d: K stripe of kv head %d: %s",
+                                       layer, b, h, sw_status_str(sts[n]));
+                    if (gens[n] != e->gen[h * 2] || lens[n] != (size_t)valid * D * 2)
+                        return sw_fail(SW_STATUS_CORRUPT, "layer %d block %d: K stripe of kv head "
+                                       "%d has generation %llu and %zu bytes; its manifest says "
+                                       "%llu and %zu", layer, b, h, (unsigned long long)gens[n],
+                                       lens[n], (unsigned long long)e->gen[h * 2],
+                                       (size_t)valid * D * 2);
+                }
+                const uint16_t *k = (const uint16_t *)(kbuf + (size_t)i * H * kstripe);
+                if (s->dev) {
+                    SW_TRY(sw_swap_dev_entry(s, e));
+                    e->valid = valid; /* the projection reads valid rows */
+                    sw_status st = sw_swap_dev_project_block(s, e, k);
+                    if (st != SW_OK) {
+                        e->valid = 0;
+                        if (st == SW_STATUS_CUDA)
+                            s->failed = 1;
+                        return st;
+                    }
+                } else {
+                    if (!e->proj &&
+                        !(e->proj = malloc(sizeof(float) * (size_t)H * (size_t)B * (size_t)R)))
+                        return sw_fail(SW_STATUS_NO_MEMORY, "projected keys");
+                    for (int32_t h = 0; h < H; h++)
+                        sw_swap_project_bf16(s->proj, D, R, k + (size_t)h * s->stripe_elems, valid,
+                                             e->proj + (size_t)h * B * (size_t)R);
+                }
+            }
+            e->valid = valid;
+            L->nblocks = b + 1;
+        }
+    }
+    return SW_OK;
+}
+
+sw_status sw_swap_seq_attach(sw_swap *s, uint64_t seq_id, uint64_t ns, uint32_t block_base,
+                             uint32_t max_blocks)
+{
+    SW_TRY(sw_swap_seq_add(s, seq_id, ns, block_base, max_blocks));
+    sw_swap_seq *q = sw_swap_find_seq(s, seq_id);
+    const int32_t H = s->m.num_kv_heads;
+    const size_t per = (size_t)H * SW_ATTACH_CHUNK;
+    uint8_t *mbuf = malloc(sw_swap_manifest_size(H) * SW_ATTACH_CHUNK);
+    uint8_t *kbuf = malloc(s->stripe_elems * 2 * per);
+    sw_store_key *keys = malloc(sizeof *keys * per);
+    void **dst = malloc(sizeof *dst * per);
+    size_t *lens = malloc(sizeof *lens * per);
+    uint64_t *gens = malloc(sizeof *gens * per);
+    sw_status *sts = malloc(sizeof *sts * per);
+    sw_status st = mbuf && kbuf && keys && dst && lens && gens && sts
+                       ? SW_OK
+                       : sw_fail(SW_STATUS_NO_MEMORY, "attach buffers");
+    if (st == SW_OK && s->dev) {
+        sw_swap_dev_quiesce(s);
+        st = sw_swap_dev_enter(s);
+    }
+    for (int32_t l = 0; st == SW_OK && l < s->m.num_layers; l++)
+        st = attach_layer(s, q, l, mbuf, kbuf, keys, dst, lens, gens, sts);
+    free(mbuf);
+    free(kbuf);
+    free(keys);
+    free(dst);
+    free(lens);
+    free(gens);
+    free(sts);
+    if (st != SW_OK) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", sw_last_error());
+        (void)sw_swap_seq_remove(s, seq_id, 0); /* the store is left as it was */
+        return sw_fail(st, "sequence %llu not attached: %s", (unsigned long long)seq_id, why);
+    }
     return SW_OK;
 }
 

@@ -230,6 +230,17 @@ static inline size_t sw_swap_kv_elem_size(sw_swap_kv_dtype t)
     return 0;
 }
 
+/* ---- manifest.c: a block's manifest (sw_swap_seq_attach) ---- */
+#define SW_SWAP_MANIFEST_HEAD 0xFFFFu /* the kv_head of a manifest's store key */
+size_t sw_swap_manifest_size(int32_t num_kv_heads);
+/* e's valid tokens, dtype, scales and generations, for model m. */
+void sw_swap_manifest_encode(const sw_swap_model *m, const sw_swap_blk *e, void *out);
+/* Back into e (e->gen has room for 2 * num_kv_heads); SW_STATUS_CORRUPT
+ * (bad magic, length, field), SW_STATUS_UNSUPPORTED (a later version),
+ * SW_STATUS_INVALID (another model shape), the detail saying which. */
+sw_status sw_swap_manifest_decode(const sw_swap_model *m, const void *buf, size_t len,
+                                  sw_swap_blk *e);
+
 /* ---- predictor.c ---- */
 /* Fills P[d][rank] (row-major) with N(0, 1/d) from splitmix64(seed) +
  * Box-Muller, in double. The engine rounds it to float. */

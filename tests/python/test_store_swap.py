@@ -210,6 +210,61 @@ def test_swap_decode_appends_into_a_partial_block(tmp_path):
     assert st.closed
 
 
+_ATTACH_CHILD = r"""
+import sys
+import numpy as np
+import spillway
+path, seed = sys.argv[1], int(sys.argv[2])
+shape = dict(num_layers=2, num_kv_heads=2, num_qo_heads=8, head_dim=64, block_size=16)
+rng = np.random.default_rng(seed)
+def bf16(x):
+    return spillway.swap.bf16_bits_to_f32(spillway.swap.f32_to_bf16_bits(x))
+k = bf16(rng.standard_normal((75, 2, 64)).astype(np.float32))
+v = bf16(rng.standard_normal((75, 2, 64)).astype(np.float32))
+q = bf16(rng.standard_normal((2, 8, 64)).astype(np.float32))
+with spillway.Store(path, capacity_bytes=16 << 20) as st, \
+        spillway.SwapEngine(st, resident_blocks=2, **shape) as eng:
+    eng.seq_add(5, ns=3, block_base=100, max_blocks=32)
+    for layer in range(2):
+        eng.offload_tokens(5, layer, k, v)
+    out, lse = eng.attend(1, 5, q, return_lse=True)
+    np.save(path + ".out.npy", spillway.swap.f32_to_bf16_bits(np.asarray(out, np.float32)))
+    np.save(path + ".lse.npy", np.asarray(lse))
+"""
+
+
+def test_swap_attach_in_a_new_process(tmp_path):
+    """A process offloads a sequence and exits; this one attaches it: the
+    same attention, bit for bit; a K stripe rewritten since is refused."""
+    import subprocess
+    import sys
+    path = str(tmp_path / "kv")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in [os.path.dirname(os.path.dirname(
+        spillway.__file__)), env.get("PYTHONPATH", "")] if p)
+    subprocess.run([sys.executable, "-c", _ATTACH_CHILD, path, "77"], check=True, env=env)
+    rng = np.random.default_rng(77)
+    k = _bf16(rng.standard_normal((75, 2, 64)).astype(np.float32))
+    v = _bf16(rng.standard_normal((75, 2, 64)).astype(np.float32))
+    q = _bf16(rng.standard_normal((2, 8, 64)).astype(np.float32))
+    with spillway.Store(path, capacity_bytes=16 << 20) as st:
+        with spillway.SwapEngine(st, resident_blocks=2, **SHAPE) as eng:
+            eng.seq_attach(5, ns=3, block_base=100, max_blocks=32)
+            assert eng.seq_length(5, 0) == (75, 5) and eng.seq_length(5, 1) == (75, 5)
+            out, lse = eng.attend(1, 5, q, return_lse=True)
+            assert np.array_equal(f32_to_bf16_bits(np.asarray(out, np.float32)),
+                                  np.load(path + ".out.npy"))
+            assert np.array_equal(np.asarray(lse), np.load(path + ".lse.npy"))
+            ro, _ = _ref(q, k, v)
+            assert rel_l2(_to_f64(out), ro) <= TOL
+        st.write(spillway.StoreKey(3, 0, 102, 1, "K"), b"\0" * (16 * 64 * 2))
+        with spillway.SwapEngine(st, resident_blocks=2, **SHAPE) as eng:
+            e = _err(lambda: eng.seq_attach(5, ns=3, block_base=100, max_blocks=32),
+                     "SW_STATUS_CORRUPT")
+            assert "layer 0 block 2: K stripe of kv head 1" in e.detail
+            _err(lambda: eng.seq_length(5, 0), "SW_STATUS_NOT_FOUND")
+
+
 def test_swap_failure_paths(tmp_path):
     rng = np.random.default_rng(301)
     with spillway.Store(tmp_path / "kv", capacity_bytes=16 << 20) as st:
