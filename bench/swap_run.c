@@ -529,12 +529,11 @@ int swt_run_case(const swt_case *c, const char *store_dir, swt_result *res)
     int rc = 1;
 
     /* Store: one stream per (sequence, layer, kv head, kind) of max_blocks
-     * stripes, and one per (sequence, layer) of the blocks' manifests; room
-     * for each stream's runs plus slack for the overwritten last blocks.
-     * REFUSE, not EVICT: a KV stripe silently evicted would only show up as
-     * NOT_FOUND later. */
+     * stripes; room for each stream's runs plus slack for the overwritten
+     * last blocks. REFUSE, not EVICT: a KV stripe silently evicted would
+     * only show up as NOT_FOUND later. */
     const uint64_t run_blocks = 64, ext = (stripe + 4095) / 4096 * 4096;
-    const uint64_t streams = (uint64_t)c->batch * c->layers * (x.H * 2 + 1);
+    const uint64_t streams = (uint64_t)c->batch * c->layers * x.H * 2;
     const uint64_t runs = streams * ((uint64_t)(x.max_blocks + run_blocks - 1) / run_blocks + 1) + 4;
     sw_store_config sc;
     sw_store_config_init(&sc);

@@ -123,6 +123,14 @@ typedef struct sw_swap_config {
                                * Default -1: the library's choice, 2000
                                * with at least 8 CPUs in the process's
                                * affinity mask, else 0. */
+    int32_t persist_manifests; /* 1: sw_swap_offload also writes each block's
+                               * manifest, so that a later engine can adopt
+                               * the sequence (sw_swap_seq_attach). It costs
+                               * one more store write, extent and host-tier
+                               * entry per block (a fifth of the host tier
+                               * with 2 kv heads: the host-tier-bound bench
+                               * fell from 84% to 18% of pinned H2D with it
+                               * on). Default 0. */
 } sw_swap_config;
 
 /* Fills the defaults documented above. */
@@ -167,10 +175,11 @@ SW_API sw_status sw_swap_seq_add(sw_swap *s, uint64_t seq_id, uint64_t ns, uint3
 
 /*
  * Adopts a sequence whose blocks were offloaded to the store before -- by
- * this engine or by another one, in this process or an earlier one -- under
- * namespace `ns` and store blocks block_base .. block_base + max_blocks - 1:
- * registers it as sw_swap_seq_add does, then per layer reads the manifest
- * that sw_swap_offload writes beside each block's stripes (its valid
+ * this engine or by another one, in this process or an earlier one, with
+ * config.persist_manifests set -- under namespace `ns` and store blocks
+ * block_base .. block_base + max_blocks - 1: registers it as
+ * sw_swap_seq_add does, then per layer reads the manifest that
+ * sw_swap_offload writes beside each block's stripes (its valid
  * tokens, dtype, FP8 scales and the stripes' generations; one small stripe
  * per block, kv_head 0xFFFF of the block's K key), from block 0 up to the
  * first block without one, and recomputes the predictor's projected keys of
@@ -181,8 +190,9 @@ SW_API sw_status sw_swap_seq_add(sw_swap *s, uint64_t seq_id, uint64_t ns, uint3
  * The engine's model must have the shape the blocks were written with
  * (block_size, num_kv_heads, head_dim; any number of layers: a layer
  * without blocks has length 0); the projection seed may differ.
- * Returns SW_OK (also when the store holds no block of the sequence: length
- * 0); sw_swap_seq_add's statuses; SW_STATUS_INVALID (a manifest of another
+ * Returns SW_OK (also when the store holds no manifest of the sequence --
+ * nothing offloaded, or offloaded without persist_manifests --: length 0);
+ * sw_swap_seq_add's statuses; SW_STATUS_INVALID (a manifest of another
  * model shape); SW_STATUS_CORRUPT (a damaged manifest, a K stripe whose
  * generation or length is not its manifest's -- a stripe rewritten after
  * its manifest --, a partial block followed by another); SW_STATUS_NOT_FOUND
@@ -234,9 +244,9 @@ SW_API void sw_swap_block_init(sw_swap_block *b);
  * (overwrite, e.g. the last block growing during decode) or the next one
  * (append). Only the last block may hold fewer than block_size tokens: an
  * append after a partial block, or a partial overwrite of a block that is
- * not the last, is refused. Buffers are not retained. After the stripes, a
- * small manifest of the block is written (sw_swap_seq_attach reads it; it
- * takes one more of the store's extents per block).
+ * not the last, is refused. Buffers are not retained. With
+ * config.persist_manifests, a small manifest of the block is written after
+ * its stripes (sw_swap_seq_attach reads it).
  * Returns SW_OK; SW_STATUS_INVALID (null argument, bad struct_size, layer
  * out of range, k_bytes/v_bytes not the block size -- the detail gives
  * both --, valid_tokens out of range, block past the end or past max_blocks,

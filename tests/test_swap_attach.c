@@ -33,6 +33,7 @@ static sw_swap *engine_pool(sw_store *st, int32_t head_dim, sw_swap_pool_kind po
     c.tile_blocks = 2;
     c.predictor_rank = 16;
     c.pool = pool;
+    c.persist_manifests = 1;
     sw_swap *s = NULL;
     CHECK_STATUS(sw_swap_create(&m, &c, st, &s), SW_OK);
     return s;
@@ -162,8 +163,8 @@ static int child(const char *store_dir, const char *out_path)
 #include <cuda_runtime_api.h>
 
 /* With a GPU: a device pool attaches the same sequences (its projected keys
- * made on the device): its scores equal the host engine's and its
- * attention matches within rounding. */
+ * made on the device and kept in BF16): its scores match the host engine's
+ * within that rounding (all zeros would not) and so does its attention. */
 static void device_attach(sw_store *st, const uint16_t *q, const uint8_t *want, size_t na)
 {
     if (sw_cuda_device_count() == 0) {
@@ -179,7 +180,7 @@ static void device_attach(sw_store *st, const uint16_t *q, const uint8_t *want, 
     const size_t sb = score_all(s, q, got + na);
     const float *ws = (const float *)(want + na), *gs = (const float *)(got + na);
     for (size_t i = 0; i < sb / sizeof(float); i++)
-        CHECK(fabsf(ws[i] - gs[i]) <= 1e-4f * (1.0f + fabsf(ws[i])));
+        CHECK(fabsf(ws[i] - gs[i]) <= 3e-2f * (1.0f + fabsf(ws[i])));
     const uint64_t ids[2] = {1, 2};
     const int32_t qind[3] = {0, QL, 2 * QL};
     const size_t qb = sizeof(uint16_t) * 2 * QL * HQ * D, lb = sizeof(float) * 2 * QL * HQ;
@@ -212,7 +213,8 @@ static void device_attach(sw_store *st, const uint16_t *q, const uint8_t *want, 
         worst = fmax(worst, sqrt(e2 / r2));
     }
     CHECK(worst < 1e-2);
-    printf("device pool: attached, scores equal, rel_l2 %.2g against the host pool\n", worst);
+    printf("device pool: attached, scores within BF16 rounding, rel_l2 %.2g against the host "
+           "pool\n", worst);
     cudaFree(dq);
     cudaFree(dout);
     sw_swap_destroy(s);
@@ -275,6 +277,38 @@ int main(void)
     device_attach(st, q, want, na);
 #endif
 
+    /* offloaded without manifests: nothing to adopt, length 0 */
+    {
+        sw_swap_model m;
+        sw_swap_model_init(&m);
+        m.num_layers = L;
+        m.num_kv_heads = H;
+        m.num_qo_heads = HQ;
+        m.head_dim = D;
+        m.block_size = B;
+        sw_swap_config c;
+        sw_swap_config_init(&c);
+        CHECK(c.persist_manifests == 0);
+        sw_swap *w = NULL;
+        CHECK_STATUS(sw_swap_create(&m, &c, st, &w), SW_OK);
+        CHECK_STATUS(sw_swap_seq_add(w, 11, NS + 2, 0, 8), SW_OK);
+        uint16_t kb[H * B * D] = {0};
+        sw_swap_block b;
+        sw_swap_block_init(&b);
+        b.valid_tokens = B;
+        b.k = b.v = kb;
+        b.k_bytes = b.v_bytes = sizeof kb;
+        CHECK_STATUS(sw_swap_offload(w, 11, 0, 0, &b), SW_OK);
+        sw_swap_destroy(w);
+        c.persist_manifests = 2;
+        CHECK_STATUS(sw_swap_create(&m, &c, st, &w), SW_STATUS_INVALID);
+        s = engine(st, D);
+        CHECK_STATUS(sw_swap_seq_attach(s, 11, NS + 2, 0, 8), SW_OK);
+        int64_t t = -1;
+        CHECK_STATUS(sw_swap_seq_length(s, 11, 0, &t, NULL), SW_OK);
+        CHECK(t == 0);
+        sw_swap_destroy(s);
+    }
     /* nothing stored: length 0 */
     s = engine(st, D);
     CHECK_STATUS(sw_swap_seq_attach(s, 9, NS + 1, 0, 100), SW_OK);

@@ -280,6 +280,7 @@ class sw_swap_config(ctypes.Structure):
         ("device", _i32),
         ("kernel_timing", _i32),
         ("thread_spin_us", _i32),  # -1: the library decides
+        ("persist_manifests", _i32),  # 1: blocks' manifests for sw_swap_seq_attach
     ]
 
 

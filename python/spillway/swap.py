@@ -107,12 +107,15 @@ class SwapEngine:
         pool: "host" (default) or "device" (GPU; SW_STATUS_NO_DEVICE
             without a usable GPU in the library's build or machine).
         device: CUDA ordinal of a device pool.
+        persist_manifests: offload also writes each block's manifest, so that
+            a later engine (another process) can seq_attach the sequence;
+            one more store write, extent and host-tier entry per block.
     """
 
     def __init__(self, store, *, num_layers, num_kv_heads, num_qo_heads, head_dim, block_size,
                  resident_blocks=None, tile_blocks=None, predictor_rank=None,
                  projection_seed=None, prefetch_depth=None, policy="score", pool="host",
-                 device=0):
+                 device=0, persist_manifests=False):
         self._handle = None
         if not isinstance(store, Store):
             _invalid(f"store must be a spillway.Store, got {type(store).__name__}")
@@ -130,6 +133,7 @@ class SwapEngine:
         c.policy = _choice(_POLICY, policy, "policy")
         c.pool = _choice(_POOL, pool, "pool")
         c.device = int(device)
+        c.persist_manifests = 1 if persist_manifests else 0
         h = _lib._HANDLE_P()
         _lib.check(L.sw_swap_create(ctypes.byref(m), ctypes.byref(c), store._h(),
                                     ctypes.byref(h)))
@@ -195,8 +199,8 @@ class SwapEngine:
 
     def seq_attach(self, seq_id, ns, block_base=0, max_blocks=1 << 20):
         """sw_swap_seq_attach: registers a sequence and adopts the blocks an
-        engine offloaded to the store before (in this process or an earlier
-        one) under namespace `ns` and store blocks block_base ..
+        engine with persist_manifests offloaded to the store before (in this
+        process or an earlier one) under namespace `ns` and store blocks block_base ..
         block_base+max_blocks-1; seq_length then gives what was offloaded.
         The engine's shape must be the one the blocks were written with.
         Raises SpillwayError: SW_STATUS_CORRUPT for a K stripe rewritten

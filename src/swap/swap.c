@@ -123,6 +123,10 @@ static sw_status check_config(const sw_swap_config *c)
         (c->thread_spin_us < -1 || c->thread_spin_us > 10000000))
         return sw_fail(SW_STATUS_INVALID, "thread_spin_us %d not in [-1, 10000000]",
                        c->thread_spin_us);
+    if (c->struct_size >= offsetof(sw_swap_config, persist_manifests) + sizeof(int32_t) &&
+        c->persist_manifests != 0 && c->persist_manifests != 1)
+        return sw_fail(SW_STATUS_INVALID, "persist_manifests %d is neither 0 nor 1",
+                       c->persist_manifests);
     return SW_OK;
 }
 
@@ -567,7 +571,7 @@ sw_status sw_swap_offload(sw_swap *s, uint64_t seq_id, int32_t layer, int32_t bl
     if (stripe_len > s->store_stripe_bytes)
         return sw_fail(SW_STATUS_INVALID, "a stripe of %zu bytes does not fit the store's "
                        "stripe_bytes %u", stripe_len, s->store_stripe_bytes);
-    if (sw_swap_manifest_size(H) > s->store_stripe_bytes)
+    if (s->c.persist_manifests && sw_swap_manifest_size(H) > s->store_stripe_bytes)
         return sw_fail(SW_STATUS_INVALID, "a block manifest of %zu bytes (%d kv heads) does not "
                        "fit the store's stripe_bytes %u", sw_swap_manifest_size(H), H,
                        s->store_stripe_bytes);
@@ -664,7 +668,7 @@ sw_status sw_swap_offload(sw_swap *s, uint64_t seq_id, int32_t layer, int32_t bl
     e->k_scale = b->dtype == SW_SWAP_KV_FP8_E4M3 ? b->k_scale : 1.0f;
     e->v_scale = b->dtype == SW_SWAP_KV_FP8_E4M3 ? b->v_scale : 1.0f;
     /* The manifest last: a block whose manifest is written has its stripes. */
-    {
+    if (s->c.persist_manifests) {
         sw_swap_blk m = *e;
         m.valid = b->valid_tokens;
         uint8_t buf[32 + 16 * 64];

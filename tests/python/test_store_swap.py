@@ -223,7 +223,7 @@ k = bf16(rng.standard_normal((75, 2, 64)).astype(np.float32))
 v = bf16(rng.standard_normal((75, 2, 64)).astype(np.float32))
 q = bf16(rng.standard_normal((2, 8, 64)).astype(np.float32))
 with spillway.Store(path, capacity_bytes=16 << 20) as st, \
-        spillway.SwapEngine(st, resident_blocks=2, **shape) as eng:
+        spillway.SwapEngine(st, resident_blocks=2, persist_manifests=True, **shape) as eng:
     eng.seq_add(5, ns=3, block_base=100, max_blocks=32)
     for layer in range(2):
         eng.offload_tokens(5, layer, k, v)
