@@ -12,7 +12,8 @@ host=$(hostname | tr 'A-Z' 'a-z' | sed 's/[^a-z0-9]\{1,\}/-/g; s/^-//; s/-$//')
 echo KEEP >"bench/results/store-${host:-host}.json"
 echo KEEP >"bench/results/prefill-${host:-host}.json"
 for i in 1 2; do
-  "$bin/spillway-bench-store" --size-mb 64 --stream-blocks 64 --host-mb 16 --dir "$dir/store" >/dev/null
+  "$bin/spillway-bench-store" --size-mb 64 --stream-blocks 64 --host-mb 16 --passes 1 \
+    --host-passes 1 --dir "$dir/store" >/dev/null
   "$bin/spillway-bench-prefill" --cpu --scale 0.02 --reps 1 --warmup 0 --cases 16x1k \
     --shapes h32-8/d64 >/dev/null
 done
