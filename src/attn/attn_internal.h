@@ -269,9 +269,11 @@ typedef struct sw_paged_cuda {
     int32_t num_items, num_merges;
 } sw_paged_cuda;
 
-/* Plans the CUDA run of a checked table (p->device is made current). */
+/* Plans the CUDA run of a checked table (p->device is made current):
+ * decode = sw_paged_decode_fits(...) picks the path. */
 sw_status sw_paged_cuda_plan(sw_paged_cuda *pc, const sw_prefill_params *p, int32_t batch,
-                             const int32_t *qo_indptr, const sw_paged_table *pt, size_t ws_off);
+                             const int32_t *qo_indptr, const sw_paged_table *pt, int decode,
+                             size_t ws_off);
 /* Enqueues the upload and the decode (decode) or the gather (not decode:
  * *k_dense / *v_dense then point at the dense K/V in the workspace for the
  * prefill kernel). pb holds the validated Q/O/LSE and the pools as k/v. */

@@ -27,11 +27,11 @@ void sw_paged_cuda_free(sw_paged_cuda *pc)
 }
 
 sw_status sw_paged_cuda_plan(sw_paged_cuda *pc, const sw_prefill_params *p, int32_t batch,
-                             const int32_t *qo_indptr, const sw_paged_table *pt, size_t ws_off)
+                             const int32_t *qo_indptr, const sw_paged_table *pt, int decode,
+                             size_t ws_off)
 {
     memset(pc, 0, sizeof *pc);
-    const int32_t group = p->num_qo_heads / p->num_kv_heads;
-    pc->decode = sw_paged_decode_fits(qo_indptr, batch, group);
+    pc->decode = decode;
     int64_t n_items = 0, n_merges = 0, n_parts = 0, slots = 0;
     if (pc->decode) {
         int32_t sms = 0, per_sm = 0;

@@ -219,40 +219,31 @@ sw_status sw_prefill_plan_create_paged(const sw_prefill_params *params, int32_t 
     sw_paged_table pt;
     SW_TRY(sw_paged_table_build(kv, batch, &pt));
     sw_status s = sw_prefill_validate_indptr(batch, qo_indptr_host, pt.kv_indptr);
-    if (s == SW_OK && sw_opponent_backend(backend)) {
-        s = plan_make(params, backend, batch, qo_indptr_host, pt.kv_indptr, NULL, 0, out);
-#ifdef SW_HAVE_OPPONENT_FLASHINFER
-        sw_opp_fid_plan *op = NULL;
-        if (s == SW_OK) {
-            s = sw_opp_fid_plan_create(&(*out)->params, batch, qo_indptr_host, &pt, &op);
-            (*out)->opp_paged = op;
-            (*out)->ws_bytes = sw_opp_fid_workspace_size(op);
-        }
-#endif
-        if (s != SW_OK) {
-            sw_prefill_plan_destroy(*out);
-            *out = NULL;
-            sw_paged_table_free(&pt);
-            return s;
-        }
-        (*out)->paged = 1;
-        (*out)->pages = pt;
-        return SW_OK;
-    }
     const int cuda = backend == SW_BACKEND_CUDA_PORTABLE || backend == SW_BACKEND_CUDA_HOPPER;
+    const int opp = sw_opponent_backend(backend);
     /* Decode batches run the paged decode kernel and need no prefill work
-     * list; the others gather pages for the prefill kernel. */
+     * list; the others gather pages for the prefill kernel. The opponent
+     * runs its own decode. */
     const int decode = cuda && s == SW_OK &&
                        sw_paged_decode_fits(qo_indptr_host, batch,
                                             params->num_qo_heads / params->num_kv_heads);
     if (s == SW_OK)
-        s = plan_make(params, backend, batch, qo_indptr_host, pt.kv_indptr, NULL, !decode, out);
+        s = plan_make(params, backend, batch, qo_indptr_host, pt.kv_indptr, NULL,
+                      !decode && !opp, out);
     if (s == SW_OK && cuda) {
         s = sw_paged_cuda_plan(&(*out)->pcuda, &(*out)->params, batch, qo_indptr_host, &pt,
-                               (*out)->blob_bytes);
+                               decode, (*out)->blob_bytes);
         if (s == SW_OK)
             (*out)->ws_bytes = (*out)->pcuda.ws_end;
     }
+#ifdef SW_HAVE_OPPONENT_FLASHINFER
+    if (s == SW_OK && opp) {
+        sw_opp_fid_plan *op = NULL;
+        s = sw_opp_fid_plan_create(&(*out)->params, batch, qo_indptr_host, &pt, &op);
+        (*out)->opp_paged = op;
+        (*out)->ws_bytes = sw_opp_fid_workspace_size(op);
+    }
+#endif
     if (s != SW_OK) {
         sw_prefill_plan_destroy(*out);
         *out = NULL;

@@ -1,27 +1,10 @@
 /* Remote tier value format, key names, cluster slots, latency histogram. */
 #include "remote/format.h"
 #include "store/format.h" /* sw_crc32c: the store's CRC32C, one implementation */
+#include "core/sw_le.h"
 
 #include <stdint.h>
 #include <string.h>
-
-static void put_u16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
-static void put_u32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-static void put_u64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-static uint16_t get_u16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
-static uint32_t get_u32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-static uint64_t get_u64(const uint8_t *p) { return get_u32(p) | (uint64_t)get_u32(p + 4) << 32; }
 
 static size_t put_dec(char *out, uint32_t v)
 {
@@ -59,16 +42,16 @@ size_t sw_remote_key_name(const char *prefix, size_t prefix_len, const sw_store_
 static void encode_fields(const sw_remote_hdr *h, uint8_t *out)
 {
     memset(out, 0, SW_REMOTE_HDR_BYTES);
-    put_u32(out, SW_REMOTE_MAGIC);
+    sw_le_put32(out, SW_REMOTE_MAGIC);
     out[4] = h->key.kind;
     out[5] = (uint8_t)SW_REMOTE_VERSION;
-    put_u16(out + 6, h->key.kv_head);
-    put_u64(out + 8, h->key.ns);
-    put_u32(out + 16, h->key.layer);
-    put_u32(out + 20, h->key.block);
-    put_u64(out + 24, h->generation);
-    put_u32(out + 32, h->length);
-    put_u64(out + 36, h->prefix_hash);
+    sw_le_put16(out + 6, h->key.kv_head);
+    sw_le_put64(out + 8, h->key.ns);
+    sw_le_put32(out + 16, h->key.layer);
+    sw_le_put32(out + 20, h->key.block);
+    sw_le_put64(out + 24, h->generation);
+    sw_le_put32(out + 32, h->length);
+    sw_le_put64(out + 36, h->prefix_hash);
 }
 
 uint64_t sw_remote_prefix_hash(const char *prefix, size_t prefix_len)
@@ -88,34 +71,34 @@ void sw_remote_encode_hdr(const sw_remote_hdr *h, const void *payload,
     uint32_t crc = sw_crc32c_update(0, out, 60);
     if (h->length)
         crc = sw_crc32c_update(crc, payload, h->length);
-    put_u32(out + 60, crc);
+    sw_le_put32(out + 60, crc);
 }
 
 sw_status sw_remote_decode_value(const uint8_t *buf, size_t len, sw_remote_hdr *h)
 {
     if (!buf || len < SW_REMOTE_HDR_BYTES)
         return SW_STATUS_CORRUPT;
-    if (get_u32(buf) != SW_REMOTE_MAGIC || buf[5] != SW_REMOTE_VERSION || buf[4] > 1)
+    if (sw_le_get32(buf) != SW_REMOTE_MAGIC || buf[5] != SW_REMOTE_VERSION || buf[4] > 1)
         return SW_STATUS_CORRUPT;
     for (int i = 44; i < 60; i++)
         if (buf[i])
             return SW_STATUS_CORRUPT;
-    uint32_t length = get_u32(buf + 32);
+    uint32_t length = sw_le_get32(buf + 32);
     if ((uint64_t)length != (uint64_t)(len - SW_REMOTE_HDR_BYTES))
         return SW_STATUS_CORRUPT;
     uint32_t crc = sw_crc32c_update(0, buf, 60);
     if (length)
         crc = sw_crc32c_update(crc, buf + SW_REMOTE_HDR_BYTES, length);
-    if (crc != get_u32(buf + 60))
+    if (crc != sw_le_get32(buf + 60))
         return SW_STATUS_CORRUPT;
     memset(h, 0, sizeof *h);
     h->key.kind = buf[4];
-    h->key.kv_head = get_u16(buf + 6);
-    h->key.ns = get_u64(buf + 8);
-    h->key.layer = get_u32(buf + 16);
-    h->key.block = get_u32(buf + 20);
-    h->generation = get_u64(buf + 24);
-    h->prefix_hash = get_u64(buf + 36);
+    h->key.kv_head = sw_le_get16(buf + 6);
+    h->key.ns = sw_le_get64(buf + 8);
+    h->key.layer = sw_le_get32(buf + 16);
+    h->key.block = sw_le_get32(buf + 20);
+    h->generation = sw_le_get64(buf + 24);
+    h->prefix_hash = sw_le_get64(buf + 36);
     h->length = length;
     return SW_OK;
 }
@@ -126,7 +109,7 @@ sw_status sw_remote_check_value(const uint8_t *buf, size_t len, const sw_store_k
 {
     sw_remote_reject w = SW_REMOTE_REJECT_NONE;
     if (sw_remote_decode_value(buf, len, h) != SW_OK)
-        w = len >= 6 && get_u32(buf) == SW_REMOTE_MAGIC && buf[5] != SW_REMOTE_VERSION
+        w = len >= 6 && sw_le_get32(buf) == SW_REMOTE_MAGIC && buf[5] != SW_REMOTE_VERSION
                 ? SW_REMOTE_REJECT_VERSION
                 : SW_REMOTE_REJECT_DAMAGED;
     else if (!sw_store_key_eq(&h->key, want))

@@ -12,6 +12,7 @@
  * since shows as a generation mismatch when they are read. */
 #include "swap_internal.h"
 #include "../core/sw_core.h"
+#include "core/sw_le.h"
 
 #include <string.h>
 
@@ -21,31 +22,6 @@
 size_t sw_swap_manifest_size(int32_t num_kv_heads)
 {
     return 32 + 16 * (size_t)num_kv_heads;
-}
-
-static void put32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-    uint32_t v = 0;
-    for (int i = 0; i < 4; i++)
-        v |= (uint32_t)p[i] << (8 * i);
-    return v;
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-    put32(p, (uint32_t)v);
-    put32(p + 4, (uint32_t)(v >> 32));
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-    return get32(p) | (uint64_t)get32(p + 4) << 32;
 }
 
 static uint32_t fbits(float f)
@@ -66,17 +42,17 @@ void sw_swap_manifest_encode(const sw_swap_model *m, const sw_swap_blk *e, void 
 {
     uint8_t *p = out;
     memset(p, 0, sw_swap_manifest_size(m->num_kv_heads));
-    put32(p, SW_MANIFEST_MAGIC);
-    p[4] = SW_MANIFEST_VERSION;
+    sw_le_put32(p, SW_MANIFEST_MAGIC);
+    sw_le_put16(p + 4, SW_MANIFEST_VERSION);
     p[6] = e->dtype;
-    put32(p + 8, (uint32_t)e->valid);
-    put32(p + 12, (uint32_t)m->block_size);
-    put32(p + 16, (uint32_t)m->num_kv_heads);
-    put32(p + 20, (uint32_t)m->head_dim);
-    put32(p + 24, fbits(e->k_scale));
-    put32(p + 28, fbits(e->v_scale));
+    sw_le_put32(p + 8, (uint32_t)e->valid);
+    sw_le_put32(p + 12, (uint32_t)m->block_size);
+    sw_le_put32(p + 16, (uint32_t)m->num_kv_heads);
+    sw_le_put32(p + 20, (uint32_t)m->head_dim);
+    sw_le_put32(p + 24, fbits(e->k_scale));
+    sw_le_put32(p + 28, fbits(e->v_scale));
     for (int32_t i = 0; i < 2 * m->num_kv_heads; i++)
-        put64(p + 32 + 8 * (size_t)i, e->gen[i]);
+        sw_le_put64(p + 32 + 8 * (size_t)i, e->gen[i]);
 }
 
 sw_status sw_swap_manifest_decode(const sw_swap_model *m, const void *buf, size_t len,
@@ -84,14 +60,14 @@ sw_status sw_swap_manifest_decode(const sw_swap_model *m, const void *buf, size_
 {
     const uint8_t *p = buf;
     const size_t want = sw_swap_manifest_size(m->num_kv_heads);
-    if (len < 32 || get32(p) != SW_MANIFEST_MAGIC)
+    if (len < 32 || sw_le_get32(p) != SW_MANIFEST_MAGIC)
         return sw_fail(SW_STATUS_CORRUPT, "not a block manifest (%zu bytes, magic %08x)", len,
-                       len >= 4 ? get32(p) : 0u);
-    if (p[4] != SW_MANIFEST_VERSION || p[5] != 0)
+                       len >= 4 ? sw_le_get32(p) : 0u);
+    if (sw_le_get16(p + 4) != SW_MANIFEST_VERSION)
         return sw_fail(SW_STATUS_UNSUPPORTED, "block manifest version %u (this library reads %d)",
-                       p[4] | (unsigned)p[5] << 8, SW_MANIFEST_VERSION);
-    const int32_t bs = (int32_t)get32(p + 12), h = (int32_t)get32(p + 16);
-    const int32_t d = (int32_t)get32(p + 20), valid = (int32_t)get32(p + 8);
+                       (unsigned)sw_le_get16(p + 4), SW_MANIFEST_VERSION);
+    const int32_t bs = (int32_t)sw_le_get32(p + 12), h = (int32_t)sw_le_get32(p + 16);
+    const int32_t d = (int32_t)sw_le_get32(p + 20), valid = (int32_t)sw_le_get32(p + 8);
     if (bs != m->block_size || h != m->num_kv_heads || d != m->head_dim)
         return sw_fail(SW_STATUS_INVALID, "the block was offloaded with block_size %d, %d kv heads, "
                        "head_dim %d; this engine has %d, %d, %d", bs, h, d, m->block_size,
@@ -102,7 +78,7 @@ sw_status sw_swap_manifest_decode(const sw_swap_model *m, const void *buf, size_
         p[7] != 0)
         return sw_fail(SW_STATUS_CORRUPT, "block manifest with %d valid tokens, dtype %u", valid,
                        p[6]);
-    const float ks = bitsf(get32(p + 24)), vs = bitsf(get32(p + 28));
+    const float ks = bitsf(sw_le_get32(p + 24)), vs = bitsf(sw_le_get32(p + 28));
     if (!(ks > 0.0f) || !(vs > 0.0f) || ks > 3.4e38f || vs > 3.4e38f)
         return sw_fail(SW_STATUS_CORRUPT, "block manifest with scales %g, %g", (double)ks,
                        (double)vs);
@@ -111,6 +87,6 @@ sw_status sw_swap_manifest_decode(const sw_swap_model *m, const void *buf, size_
     e->k_scale = ks;
     e->v_scale = vs;
     for (int32_t i = 0; i < 2 * h; i++)
-        e->gen[i] = get64(p + 32 + 8 * (size_t)i);
+        e->gen[i] = sw_le_get64(p + 32 + 8 * (size_t)i);
     return SW_OK;
 }

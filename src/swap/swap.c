@@ -425,19 +425,6 @@ sw_status sw_swap_seq_add(sw_swap *s, uint64_t seq_id, uint64_t ns, uint32_t blo
     return SW_OK;
 }
 
-static sw_store_key make_key(const sw_swap_seq *q, int32_t layer, int32_t block, int32_t h,
-                             int kind)
-{
-    sw_store_key k;
-    memset(&k, 0, sizeof k);
-    k.ns = q->ns;
-    k.layer = (uint32_t)layer;
-    k.block = q->block_base + (uint32_t)block;
-    k.kv_head = (uint16_t)h;
-    k.kind = (uint8_t)kind;
-    return k;
-}
-
 sw_status sw_swap_seq_remove(sw_swap *s, uint64_t seq_id, int32_t delete_stripes)
 {
     if (!s)
@@ -459,9 +446,9 @@ sw_status sw_swap_seq_remove(sw_swap *s, uint64_t seq_id, int32_t delete_stripes
                         if (h == s->m.num_kv_heads && kind == SW_STORE_KIND_V)
                             continue;
                         /* the stripes, then the block's manifest */
-                        sw_store_key k = make_key(q, l, b, h == s->m.num_kv_heads
-                                                              ? (int32_t)SW_SWAP_MANIFEST_HEAD : h,
-                                                  kind);
+                        const int32_t kh =
+                            h == s->m.num_kv_heads ? (int32_t)SW_SWAP_MANIFEST_HEAD : h;
+                        sw_store_key k = sw_swap_key_of(q, l, b, kh, kind);
                         sw_status st = sw_store_delete(s->store, &k);
                         if (st != SW_OK && st != SW_STATUS_NOT_FOUND && first == SW_OK)
                             first = st;
@@ -621,7 +608,7 @@ sw_status sw_swap_offload(sw_swap *s, uint64_t seq_id, int32_t layer, int32_t bl
         for (int kind = 0; kind < 2; kind++) {
             const uint8_t *src = (const uint8_t *)(kind ? b->v : b->k) +
                                  (size_t)h * s->stripe_elems * es;
-            sw_store_key k = make_key(q, layer, block, h, kind);
+            sw_store_key k = sw_swap_key_of(q, layer, block, h, kind);
             uint64_t g = 0;
             sw_status st = sw_store_write(s->store, &k, src, stripe_len, &g);
             if (st != SW_OK) {
@@ -677,7 +664,8 @@ sw_status sw_swap_offload(sw_swap *s, uint64_t seq_id, int32_t layer, int32_t bl
         sw_status st = mb ? SW_OK : sw_fail(SW_STATUS_NO_MEMORY, "block manifest");
         if (st == SW_OK) {
             sw_swap_manifest_encode(&s->m, &m, mb);
-            sw_store_key k = make_key(q, layer, block, SW_SWAP_MANIFEST_HEAD, SW_STORE_KIND_K);
+            sw_store_key k =
+                sw_swap_key_of(q, layer, block, SW_SWAP_MANIFEST_HEAD, SW_STORE_KIND_K);
             st = sw_store_write(s->store, &k, mb, mlen, NULL);
         }
         if (mb != buf)
@@ -716,7 +704,7 @@ static sw_status attach_layer(sw_swap *s, sw_swap_seq *q, int32_t layer, uint8_t
         const uint32_t nb = q->max_blocks - b0 < SW_ATTACH_CHUNK ? q->max_blocks - b0
                                                                  : SW_ATTACH_CHUNK;
         for (uint32_t i = 0; i < nb; i++) {
-            keys[i] = make_key(q, layer, (int32_t)(b0 + i), SW_SWAP_MANIFEST_HEAD,
+            keys[i] = sw_swap_key_of(q, layer, (int32_t)(b0 + i), SW_SWAP_MANIFEST_HEAD,
                                SW_STORE_KIND_K);
             dst[i] = mbuf + (size_t)i * mlen;
         }
@@ -757,7 +745,7 @@ static sw_status attach_layer(sw_swap *s, sw_swap_seq *q, int32_t layer, uint8_t
             if (e->dtype != SW_SWAP_KV_BF16)
                 continue;
             for (int32_t h = 0; h < H; h++, n++) {
-                keys[n] = make_key(q, layer, (int32_t)(b0 + i), h, SW_STORE_KIND_K);
+                keys[n] = sw_swap_key_of(q, layer, (int32_t)(b0 + i), h, SW_STORE_KIND_K);
                 dst[n] = kbuf + (size_t)i * H * kstripe + (size_t)h * kstripe;
             }
         }
