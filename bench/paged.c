@@ -111,6 +111,23 @@ static double time_runs(sw_prefill_plan *pl, const sw_prefill_tensors *t, void *
     return m;
 }
 
+/* Two plans timed in turn: 8 rounds of reps / 4 + 1 runs of each (warm-up
+ * before the first), the median of the rounds' medians into *ma and *mb. */
+static void time_pair(sw_prefill_plan *pa, const sw_prefill_tensors *ta, sw_prefill_plan *pb,
+                      const sw_prefill_tensors *tb, void *st, int warmup, int reps,
+                      bench_gpu_timer *tm, double *ma, double *mb)
+{
+    double a[8], b[8];
+    for (int round = 0; round < 8; round++) {
+        a[round] = time_runs(pa, ta, st, round ? 1 : warmup, reps / 4 + 1, tm);
+        b[round] = time_runs(pb, tb, st, round ? 1 : warmup, reps / 4 + 1, tm);
+    }
+    qsort(a, 8, sizeof(double), cmp_d);
+    qsort(b, 8, sizeof(double), cmp_d);
+    *ma = (a[3] + a[4]) / 2;
+    *mb = (b[3] + b[4]) / 2;
+}
+
 /* fp64 attention of query row (request b, token tq of q_len, head h) over
  * the request's keys in the pool; rel. L2 error of out (host copy). */
 static double check_row(const uint16_t *q, const uint16_t *o, const int32_t *qo,
@@ -150,6 +167,25 @@ static double check_row(const uint16_t *q, const uint16_t *o, const int32_t *qo,
     }
     free(s);
     return sqrt(err / (nrm > 0 ? nrm : 1));
+}
+
+/* The worst check_row over the first and last request, first and last
+ * head, each request's last query token. */
+static double check_sample(const uint16_t *q, const uint16_t *o, const int32_t *qo,
+                           const int32_t *kv, int32_t B, const int32_t *pindptr,
+                           const int32_t *pidx, int32_t ps, int32_t hq, int32_t hkv, int32_t d,
+                           int causal)
+{
+    double worst = 0;
+    const int32_t bs[2] = {0, B - 1}, hs[2] = {0, hq - 1};
+    for (int i = 0; i < 2; i++)
+        for (int k = 0; k < 2; k++) {
+            const int32_t b = bs[i], ql = qo[b + 1] - qo[b];
+            const double e = check_row(q, o, qo, pindptr, pidx, ps, b, ql - 1, hs[k], hq, hkv, d,
+                                       kv[b + 1] - kv[b], causal);
+            worst = e > worst ? e : worst;
+        }
+    return worst;
 }
 
 static int run_case(const pcase *pc, int si, int32_t ps, int warmup, int reps, FILE *js,
@@ -265,16 +301,7 @@ static int run_case(const pcase *pc, int si, int32_t ps, int warmup, int reps, F
         tr.kv_rows = kv[B];
         tr.workspace = wsr;
         tr.workspace_bytes = wr;
-        /* interleaved: rounds of reps/4 each way */
-        double a[8], r[8];
-        for (int round = 0; round < 8; round++) {
-            a[round] = time_runs(pl, &t, st, round ? 1 : warmup, reps / 4 + 1, &tm);
-            r[round] = time_runs(pr, &tr, st, round ? 1 : warmup, reps / 4 + 1, &tm);
-        }
-        qsort(a, 8, sizeof(double), cmp_d);
-        qsort(r, 8, sizeof(double), cmp_d);
-        ms = (a[3] + a[4]) / 2;
-        ms_ref = (r[3] + r[4]) / 2;
+        time_pair(pl, &t, pr, &tr, st, warmup, reps, &tm, &ms, &ms_ref);
         ref_rate = ms_ref;
         sw_prefill_plan_destroy(pr);
         bench_gpu_free(wsr);
@@ -294,25 +321,11 @@ static int run_case(const pcase *pc, int si, int32_t ps, int warmup, int reps, F
             tf.o = of;
             tf.workspace = wsf;
             tf.workspace_bytes = wf;
-            double a[8], f[8];
-            for (int round = 0; round < 8; round++) {
-                a[round] = time_runs(pl, &t, st, round ? 1 : warmup, reps / 4 + 1, &tm);
-                f[round] = time_runs(pf, &tf, st, round ? 1 : warmup, reps / 4 + 1, &tm);
-            }
-            qsort(a, 8, sizeof(double), cmp_d);
-            qsort(f, 8, sizeof(double), cmp_d);
-            ms = (a[3] + a[4]) / 2;
-            ms_fi = (f[3] + f[4]) / 2;
+            time_pair(pl, &t, pf, &tf, st, warmup, reps, &tm, &ms, &ms_fi);
             uint16_t *ofh = malloc(q_elems * 2);
             if (bench_gpu_sync(st, "flashinfer") || bench_gpu_copy(ofh, of, q_elems * 2, st, "O"))
                 exit(1);
-            const int32_t bs[2] = {0, B - 1}, hs[2] = {0, hq - 1};
-            for (int i = 0; i < 2; i++)
-                for (int k = 0; k < 2; k++) {
-                    const double e = check_row(qh, ofh, qo, pindptr, pidx, ps, bs[i], 0, hs[k],
-                                               hq, hkv, d, kv[bs[i] + 1] - kv[bs[i]], 0);
-                    fi_err = e > fi_err ? e : fi_err;
-                }
+            fi_err = check_sample(qh, ofh, qo, kv, B, pindptr, pidx, ps, hq, hkv, d, 0);
             free(ofh);
             bench_gpu_free(of);
             bench_gpu_free(wsf);
@@ -330,15 +343,8 @@ static int run_case(const pcase *pc, int si, int32_t ps, int warmup, int reps, F
     if (bench_gpu_sync(st, "case") || bench_gpu_copy(oh, od, q_elems * 2, st, "O"))
         exit(1);
     /* checks: the first and last request, first and last head, last token */
-    double worst = 0;
-    const int32_t bs[2] = {0, B - 1}, hs[2] = {0, hq - 1};
-    for (int i = 0; i < 2; i++)
-        for (int k = 0; k < 2; k++) {
-            const int32_t b = bs[i], ql = qo[b + 1] - qo[b];
-            const double e = check_row(qh, oh, qo, pindptr, pidx, ps, b, ql - 1, hs[k], hq, hkv,
-                                       d, kv[b + 1] - kv[b], pc->prefill);
-            worst = e > worst ? e : worst;
-        }
+    const double worst =
+        check_sample(qh, oh, qo, kv, B, pindptr, pidx, ps, hq, hkv, d, pc->prefill);
     const int ok = worst < 1e-2;
     const double flops = sw_prefill_plan_flops(pl);
     if (pc->prefill)

@@ -18,7 +18,8 @@
 enum { L = 2, H = 2, HQ = 8, D = 64, B = 16, NS = 42, QL = 3 };
 static const int64_t lens[2] = {16 * 7 + 5, 16 * 3};
 
-static sw_swap *engine_pool(sw_store *st, int32_t head_dim, sw_swap_pool_kind pool)
+static sw_swap *engine_pool(sw_store *st, int32_t head_dim, sw_swap_pool_kind pool,
+                            int32_t persist)
 {
     sw_swap_model m;
     sw_swap_model_init(&m);
@@ -33,7 +34,7 @@ static sw_swap *engine_pool(sw_store *st, int32_t head_dim, sw_swap_pool_kind po
     c.tile_blocks = 2;
     c.predictor_rank = 16;
     c.pool = pool;
-    c.persist_manifests = 1;
+    c.persist_manifests = persist;
     sw_swap *s = NULL;
     CHECK_STATUS(sw_swap_create(&m, &c, st, &s), SW_OK);
     return s;
@@ -41,7 +42,7 @@ static sw_swap *engine_pool(sw_store *st, int32_t head_dim, sw_swap_pool_kind po
 
 static sw_swap *engine(sw_store *st, int32_t head_dim)
 {
-    return engine_pool(st, head_dim, SW_SWAP_POOL_HOST);
+    return engine_pool(st, head_dim, SW_SWAP_POOL_HOST, 1);
 }
 
 /* The predictor's scores of every block of both sequences in both layers
@@ -171,7 +172,7 @@ static void device_attach(sw_store *st, const uint16_t *q, const uint8_t *want, 
         printf("device pool: no usable GPU, not run\n");
         return;
     }
-    sw_swap *s = engine_pool(st, D, SW_SWAP_POOL_DEVICE);
+    sw_swap *s = engine_pool(st, D, SW_SWAP_POOL_DEVICE, 1);
     if (!s)
         return;
     CHECK_STATUS(sw_swap_seq_attach(s, 1, NS, 0, 100), SW_OK);
@@ -279,18 +280,10 @@ int main(void)
 
     /* offloaded without manifests: nothing to adopt, length 0 */
     {
-        sw_swap_model m;
-        sw_swap_model_init(&m);
-        m.num_layers = L;
-        m.num_kv_heads = H;
-        m.num_qo_heads = HQ;
-        m.head_dim = D;
-        m.block_size = B;
         sw_swap_config c;
         sw_swap_config_init(&c);
         CHECK(c.persist_manifests == 0);
-        sw_swap *w = NULL;
-        CHECK_STATUS(sw_swap_create(&m, &c, st, &w), SW_OK);
+        sw_swap *w = engine_pool(st, D, SW_SWAP_POOL_HOST, 0);
         CHECK_STATUS(sw_swap_seq_add(w, 11, NS + 2, 0, 8), SW_OK);
         uint16_t kb[H * B * D] = {0};
         sw_swap_block b;
@@ -300,7 +293,15 @@ int main(void)
         b.k_bytes = b.v_bytes = sizeof kb;
         CHECK_STATUS(sw_swap_offload(w, 11, 0, 0, &b), SW_OK);
         sw_swap_destroy(w);
+        sw_swap_model m;
+        sw_swap_model_init(&m);
+        m.num_layers = L;
+        m.num_kv_heads = H;
+        m.num_qo_heads = HQ;
+        m.head_dim = D;
+        m.block_size = B;
         c.persist_manifests = 2;
+        w = NULL;
         CHECK_STATUS(sw_swap_create(&m, &c, st, &w), SW_STATUS_INVALID);
         s = engine(st, D);
         CHECK_STATUS(sw_swap_seq_attach(s, 11, NS + 2, 0, 8), SW_OK);

@@ -381,6 +381,33 @@ def _backend_code(backend):
 
 # --------------------------------------------------------------- the op ---
 
+def _scale_of(softmax_scale):
+    """The library's sm_scale: 0.0 (its default, 1/sqrt(head_dim)) for None."""
+    if softmax_scale is None:
+        return 0.0
+    scale = float(softmax_scale)
+    if scale == 0.0 or not math.isfinite(scale):
+        _lib.fail(_lib.SW_STATUS_INVALID,
+                  f"softmax_scale={softmax_scale} is not supported (must be finite and nonzero)")
+    return scale
+
+
+def _backend_for(backend, cuda, q, torch):
+    """(backend code, CUDA ordinal) for tensors on the GPU (cuda) or the host:
+    AUTO picks CUDA or CPU; a backend on the other side is refused."""
+    b = _backend_code(backend)
+    if b is None or b == _lib.SW_BACKEND_AUTO:
+        b = _lib.SW_BACKEND_CUDA if cuda else _lib.SW_BACKEND_CPU
+    elif cuda and b in _lib.CPU_BACKENDS:
+        _lib.fail(_lib.SW_STATUS_INVALID,
+                  f"backend {backend!r} runs on the host but the tensors are on {q.device}")
+    elif not cuda and b not in _lib.CPU_BACKENDS:
+        _lib.fail(_lib.SW_STATUS_INVALID, f"backend {backend!r} needs CUDA tensors; got host data")
+    if not cuda:
+        return b, 0
+    return b, q.device.index if q.device.index is not None else torch.cuda.current_device()
+
+
 def varlen_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=None,
                      max_seqlen_k=None, *, causal=False, softmax_scale=None, return_lse=False,
                      backend=None, num_threads=0):
@@ -470,25 +497,8 @@ def varlen_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=None,
                   f"cu_seqlens_q has {qo.shape[0]} entries but cu_seqlens_k has {kv.shape[0]} "
                   "(both must be batch+1)")
 
-    if softmax_scale is None:
-        scale = 0.0  # the library's default, 1/sqrt(head_dim)
-    else:
-        scale = float(softmax_scale)
-        if scale == 0.0 or not math.isfinite(scale):
-            _lib.fail(_lib.SW_STATUS_INVALID,
-                      f"softmax_scale={softmax_scale} is not supported (must be finite and nonzero)")
-
-    b = _backend_code(backend)
-    if b is None or b == _lib.SW_BACKEND_AUTO:
-        b = _lib.SW_BACKEND_CUDA if cuda else _lib.SW_BACKEND_CPU
-    elif cuda and b in _lib.CPU_BACKENDS:
-        _lib.fail(_lib.SW_STATUS_INVALID,
-                  f"backend {backend!r} runs on the host but the tensors are on {q.device}")
-    elif not cuda and b not in _lib.CPU_BACKENDS:
-        _lib.fail(_lib.SW_STATUS_INVALID,
-                  f"backend {backend!r} needs CUDA tensors; got host data")
-    device = (q.device.index if q.device.index is not None else torch.cuda.current_device()) \
-        if cuda else 0
+    scale = _scale_of(softmax_scale)
+    b, device = _backend_for(backend, cuda, q, torch)
 
     # The library validates the indptr contents (start at 0, non-decreasing),
     # heads, head_dim and dtype-for-backend.
@@ -766,20 +776,8 @@ class _PagedRun:
             bt = np.zeros((batch, 1), dtype=np.int32)
         sl = sl.astype(np.int32)
 
-        scale = 0.0 if softmax_scale is None else float(softmax_scale)
-        if softmax_scale is not None and (scale == 0.0 or not math.isfinite(scale)):
-            _lib.fail(_lib.SW_STATUS_INVALID,
-                      f"softmax_scale={softmax_scale} is not supported (must be finite and nonzero)")
-        b = _backend_code(backend)
-        if b is None or b == _lib.SW_BACKEND_AUTO:
-            b = _lib.SW_BACKEND_CUDA if cuda else _lib.SW_BACKEND_CPU
-        elif cuda and b in _lib.CPU_BACKENDS:
-            _lib.fail(_lib.SW_STATUS_INVALID,
-                      f"backend {backend!r} runs on the host but the tensors are on {q.device}")
-        elif not cuda and b not in _lib.CPU_BACKENDS:
-            _lib.fail(_lib.SW_STATUS_INVALID, f"backend {backend!r} needs CUDA tensors; got host data")
-        device = (q.device.index if q.device.index is not None else torch.cuda.current_device()) \
-            if cuda else 0
+        scale = _scale_of(softmax_scale)
+        b, device = _backend_for(backend, cuda, q, torch)
 
         L = _lib.lib()
         p = _params(dtype, hq, hkv, d, causal, scale, b, device, 0 if cuda else int(num_threads))

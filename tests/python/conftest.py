@@ -1,5 +1,5 @@
 """pytest setup for the Python binding: import path, the `gpu` and `slow`
-markers, no model hub (HF_HUB_OFFLINE=1).
+markers, no model hub (HF_HUB_OFFLINE=1), the cuda_torch fixture.
 
 The library is found by the package itself: $SPILLWAY_LIB, else
 <repo>/build/libspillway.so (see python/spillway/_lib.py).
@@ -7,6 +7,8 @@ The library is found by the package itself: $SPILLWAY_LIB, else
 
 import os
 import sys
+
+import pytest
 
 _ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 _PY = os.path.join(_ROOT, "python")
@@ -33,3 +35,18 @@ def pytest_configure(config):
 def pytest_report_header(config):
     lib = os.environ.get("SPILLWAY_LIB") or os.path.join(_ROOT, "build", "libspillway.so")
     return f"spillway library: {lib}"
+
+
+@pytest.fixture
+def cuda_torch():
+    """torch, where torch sees a CUDA device and libspillway has CUDA; else skip."""
+    try:
+        import torch
+    except ImportError:
+        pytest.skip("torch is not installed")
+    if not torch.cuda.is_available():
+        pytest.skip("torch sees no CUDA device")
+    import spillway
+    if spillway.cuda_device_count() < 1:
+        pytest.skip("libspillway was built without CUDA or sees no device")
+    return torch

@@ -272,18 +272,7 @@ def test_broadcast_pool_refused():
 
 
 # ------------------------------------------------------------ torch CUDA --
-
-@pytest.fixture
-def cuda_torch():
-    try:
-        import torch
-    except ImportError:
-        pytest.skip("torch is not installed")
-    if not torch.cuda.is_available():
-        pytest.skip("torch sees no CUDA device")
-    if spillway.cuda_device_count() < 1:
-        pytest.skip("libspillway was built without CUDA or sees no device")
-    return torch
+# (the cuda_torch fixture: conftest.py)
 
 
 @pytest.mark.gpu
