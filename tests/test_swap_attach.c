@@ -180,8 +180,16 @@ static void device_attach(sw_store *st, const uint16_t *q, const uint8_t *want, 
     static uint8_t got[1 << 20];
     const size_t sb = score_all(s, q, got + na);
     const float *ws = (const float *)(want + na), *gs = (const float *)(got + na);
+    /* A score is a dot product over the projected key, whose BF16 rounding
+     * (2^-9 of each term) can leave a small score with a large relative
+     * error: the bound is relative to the largest score. */
+    float top = 0, apart = 0;
     for (size_t i = 0; i < sb / sizeof(float); i++)
-        CHECK(fabsf(ws[i] - gs[i]) <= 3e-2f * (1.0f + fabsf(ws[i])));
+        top = fmaxf(top, fabsf(ws[i]));
+    for (size_t i = 0; i < sb / sizeof(float); i++)
+        apart = fmaxf(apart, fabsf(ws[i] - gs[i]));
+    CHECK(top > 0 && apart <= 2e-2f * top);
+    printf("device pool: scores differ by at most %.3g of the largest (%.3g)\n", apart / top, top);
     const uint64_t ids[2] = {1, 2};
     const int32_t qind[3] = {0, QL, 2 * QL};
     const size_t qb = sizeof(uint16_t) * 2 * QL * HQ * D, lb = sizeof(float) * 2 * QL * HQ;
@@ -214,7 +222,7 @@ static void device_attach(sw_store *st, const uint16_t *q, const uint8_t *want, 
         worst = fmax(worst, sqrt(e2 / r2));
     }
     CHECK(worst < 1e-2);
-    printf("device pool: attached, scores within BF16 rounding, rel_l2 %.2g against the host "
+    printf("device pool: attached, rel_l2 %.2g against the host "
            "pool\n", worst);
     cudaFree(dq);
     cudaFree(dout);
