@@ -17,8 +17,10 @@
  * so the result is exact attention over every offloaded token whatever the
  * pool size; the reads of tile i+1 are in flight while tile i computes.
  *
- * Block buffers (offload input) use the slot layout above:
+ * Block buffers (offload input) default to the slot layout above:
  *     k, v : [num_kv_heads][block_size][head_dim]
+ * or are token-major ([block_size][num_kv_heads][head_dim]) and strided, in
+ * host or GPU memory (sw_swap_block).
  * BF16 (uint16 bit patterns) or FP8 E4M3 (one byte, bias 7, no infinities,
  * 0x7f/0xff NaN) with one fp32 scale per block and kind: value = e4m3 * scale.
  * Rows at or past `valid_tokens` are ignored (and not written to the store).
@@ -221,7 +223,7 @@ SW_API sw_status sw_swap_seq_remove(sw_swap *s, uint64_t seq_id, int32_t delete_
 SW_API sw_status sw_swap_seq_length(const sw_swap *s, uint64_t seq_id, int32_t layer,
                                     int64_t *tokens, int32_t *blocks);
 
-/* One KV block handed to sw_swap_offload. */
+/* One KV block handed to sw_swap_offload (and sw_swap_offload_batch). */
 typedef struct sw_swap_block {
     uint32_t struct_size;     /* sizeof(sw_swap_block) */
     sw_swap_kv_dtype dtype;
@@ -229,11 +231,32 @@ typedef struct sw_swap_block {
                                * sequence's last block */
     const void *k;            /* host, [num_kv_heads][block_size][head_dim] */
     const void *v;
-    size_t k_bytes, v_bytes;  /* must both equal num_kv_heads * block_size *
-                               * head_dim * element size (2 or 1) */
+    size_t k_bytes, v_bytes;  /* bytes readable from k and v: at least what
+                               * the layout addresses (sw_swap_offload); with
+                               * the struct as first published, exactly
+                               * num_kv_heads * block_size * head_dim *
+                               * element size (2 or 1) */
     float k_scale, v_scale;   /* FP8 only: finite, > 0 */
+    /* ---- appended (a caller built with the struct up to v_scale still
+     * works: host memory, SW_KV_HND, dense) ---- */
+    sw_kv_layout layout;      /* SW_KV_HND (sw_swap_block_init's default):
+                               * [num_kv_heads][block_size][head_dim];
+                               * SW_KV_NHD: [block_size][num_kv_heads][head_dim],
+                               * a page of a FlashInfer NHD or vLLM cache, or
+                               * block_size rows of a prefill's K */
+    int64_t token_stride;     /* elements from a token to the next of one kv
+                               * head; 0 = dense (head_dim for HND,
+                               * num_kv_heads * head_dim for NHD) */
+    int64_t head_stride;      /* elements from a kv head to the next; 0 = dense
+                               * (block_size * head_dim for HND, head_dim for
+                               * NHD) */
+    int32_t on_device;        /* 1: k and v are CUDA device pointers (a CUDA
+                               * build): packed by a kernel and copied to
+                               * pinned staging on the call's stream; 0
+                               * (default): host memory */
 } sw_swap_block;
 
+/* Zeroes the struct, sets struct_size, scales 1 and layout SW_KV_HND. */
 SW_API void sw_swap_block_init(sw_swap_block *b);
 
 /*
@@ -247,11 +270,23 @@ SW_API void sw_swap_block_init(sw_swap_block *b);
  * not the last, is refused. Buffers are not retained. With
  * config.persist_manifests, a small manifest of the block is written after
  * its stripes (sw_swap_seq_attach reads it).
+ * The block may be strided and in either layout (sw_swap_block's layout,
+ * token_stride, head_stride): k_bytes and v_bytes cover what the layout
+ * addresses, ((num_kv_heads - 1) * head_stride + (valid_tokens - 1) *
+ * token_stride + head_dim) elements at least (a partial last block needs
+ * no padding rows). Device
+ * pointers (on_device) are read on the legacy default stream here; use
+ * sw_swap_offload_batch to give a stream.
  * Returns SW_OK; SW_STATUS_INVALID (null argument, bad struct_size, layer
- * out of range, k_bytes/v_bytes not the block size -- the detail gives
- * both --, valid_tokens out of range, block past the end or past max_blocks,
- * a partial block that would not be the last, bad FP8 scale, a store whose
- * stripe_bytes is smaller than one stripe); SW_STATUS_NOT_FOUND (unknown
+ * out of range, k_bytes/v_bytes short of what the block addresses -- the
+ * detail gives both --, bad layout or strides (a stride below a row, heads or tokens
+ * that overlap), k or v in host memory when on_device says device or the
+ * other way round, valid_tokens out of range, block past the end or past
+ * max_blocks, a partial block that would not be the last, bad FP8 scale, a
+ * store whose stripe_bytes is smaller than one stripe);
+ * SW_STATUS_UNSUPPORTED (on_device in a build without CUDA);
+ * SW_STATUS_CUDA (the staging copy failed; nothing was written);
+ * SW_STATUS_NOT_FOUND (unknown
  * sequence); a store write status (SW_STATUS_FULL, SW_STATUS_IO, ...): then
  * the block is marked absent (length unchanged for an append; for an
  * overwrite the sequence is cut before this block) since its stripes may be
@@ -259,6 +294,31 @@ SW_API void sw_swap_block_init(sw_swap_block *b);
  */
 SW_API sw_status sw_swap_offload(sw_swap *s, uint64_t seq_id, int32_t layer, int32_t block,
                                  const sw_swap_block *b);
+
+/*
+ * Offloads n blocks in one call (e.g. every layer's new block of a decode
+ * step, or the blocks of a prefill): item i is block blocks[i] of sequence
+ * seq_ids[i]'s layer layers[i], described by kv[i] as for sw_swap_offload.
+ * Items are applied in order, so a batch may append several blocks of one
+ * layer. Every item is checked before anything is written (pointers,
+ * sizes, layout, strides, dtype, layer, sequence); the blocks' device
+ * pointers are then packed by one kernel on `stream` (a cudaStream_t, NULL
+ * = the legacy default stream: the producer of k and v must be ordered
+ * before it on that stream) into device staging, copied to pinned host
+ * staging on that stream in one copy, and the call waits for that copy (an
+ * event, not a device sync) before the stores are written. Host items need
+ * no stream.
+ * *n_done (optional) receives the number of items offloaded: all of them
+ * on SW_OK; on a failure the items before it stayed offloaded, the failing
+ * one is handled as sw_swap_offload handles a failure, and none after it
+ * was written (the detail names the item).
+ * Returns sw_swap_offload's statuses; SW_STATUS_INVALID also for n < 0 or a
+ * null array with n > 0 (n = 0 is a no-op).
+ */
+SW_API sw_status sw_swap_offload_batch(sw_swap *s, int32_t n, const uint64_t *seq_ids,
+                                       const int32_t *layers, const int32_t *blocks,
+                                       const sw_swap_block *const *kv, void *stream,
+                                       int32_t *n_done);
 
 typedef struct sw_swap_attend_params {
     uint32_t struct_size;     /* sizeof(sw_swap_attend_params) */

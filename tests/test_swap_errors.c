@@ -296,11 +296,12 @@ int main(void)
     b.k_bytes = bytes - 2;
     b.v_bytes = bytes;
     CHECK_STATUS(sw_swap_offload(s, 1, 0, 0, &b), SW_STATUS_INVALID);
-    CHECK(strstr(sw_last_error(), "needs") != NULL);
+    CHECK(strstr(sw_last_error(), "addresses 4096 each") != NULL);
     printf("wrong size: %s\n", sw_last_error());
-    b.k_bytes = bytes;
     b.dtype = SW_SWAP_KV_FP8_E4M3; /* FP8 blocks are half the size */
+    b.k_bytes = bytes / 2 - 1;
     CHECK_STATUS(sw_swap_offload(s, 1, 0, 0, &b), SW_STATUS_INVALID);
+    CHECK(strstr(sw_last_error(), "addresses 2048 each") != NULL);
     b.k_bytes = b.v_bytes = bytes / 2;
     b.k_scale = 0.0f;
     CHECK_STATUS(sw_swap_offload(s, 1, 0, 0, &b), SW_STATUS_INVALID);

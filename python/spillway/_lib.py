@@ -295,6 +295,10 @@ class sw_swap_block(ctypes.Structure):
         ("v_bytes", ctypes.c_size_t),
         ("k_scale", ctypes.c_float),
         ("v_scale", ctypes.c_float),
+        ("layout", _c_enum),
+        ("token_stride", _i64),
+        ("head_stride", _i64),
+        ("on_device", _i32),
     ]
 
 
@@ -411,6 +415,9 @@ _PROTOTYPES = [
      [_HANDLE_P, _u64, _i32, ctypes.POINTER(_i64), ctypes.POINTER(_i32)]),
     ("sw_swap_block_init", None, [ctypes.POINTER(sw_swap_block)]),
     ("sw_swap_offload", _c_enum, [_HANDLE_P, _u64, _i32, _i32, ctypes.POINTER(sw_swap_block)]),
+    ("sw_swap_offload_batch", _c_enum,
+     [_HANDLE_P, _i32, ctypes.POINTER(_u64), ctypes.POINTER(_i32), ctypes.POINTER(_i32),
+      ctypes.POINTER(ctypes.POINTER(sw_swap_block)), ctypes.c_void_p, ctypes.POINTER(_i32)]),
     ("sw_swap_attend_params_init", None, [ctypes.POINTER(sw_swap_attend_params)]),
     ("sw_swap_attend", _c_enum,
      [_HANDLE_P, ctypes.POINTER(sw_swap_attend_params), ctypes.POINTER(sw_swap_attend_result),

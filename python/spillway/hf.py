@@ -364,19 +364,19 @@ class SpillwayCache(cache_utils.Cache):
         if n == 0:
             return
         bs = self.block_size
-        k = key_states.detach().to(device="cpu", dtype=torch.bfloat16)
-        v = value_states.detach().to(device="cpu", dtype=torch.bfloat16)
+        # kept where the model made them: the engine packs device blocks on
+        # the current stream (one kernel and one copy for the step)
+        k = key_states.detach().to(dtype=torch.bfloat16)
+        v = value_states.detach().to(dtype=torch.bfloat16)
         if layer._tail_k is not None:
             k = torch.cat([layer._tail_k, k], dim=2)
             v = torch.cat([layer._tail_v, v], dim=2)
         first = layer.length // bs
         total = k.shape[2]
         nblocks = (total + bs - 1) // bs
-        for b in range(bsz):
-            sid = self.first_seq_id + b
-            for i in range(nblocks):
-                self.engine.offload(sid, layer.layer_idx, first + i,
-                                    k[b, :, i * bs:(i + 1) * bs], v[b, :, i * bs:(i + 1) * bs])
+        self.engine.offload_batch(
+            [(self.first_seq_id + b, layer.layer_idx, first + i, k[b, :, i * bs:(i + 1) * bs],
+              v[b, :, i * bs:(i + 1) * bs]) for b in range(bsz) for i in range(nblocks)])
         rest = total % bs
         if rest:
             layer._tail_k = k[:, :, total - rest:].clone()

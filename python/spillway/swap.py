@@ -24,9 +24,10 @@ Pools: pool="host" (default) keeps the resident blocks in host memory and
 attends on the CPU; it takes numpy arrays and torch CPU tensors. pool="device"
 keeps them in GPU memory and attends with CUDA kernels on torch's current
 stream of the engine's device (torch.cuda.current_stream), without waiting
-for them; it takes torch CUDA tensors for attend. offload() reads host
-memory: CUDA tensors given to it are copied to the host first, which waits
-for their stream.
+for them; it takes torch CUDA tensors for attend. offload() and
+offload_batch() take blocks from host or GPU memory with either pool: CUDA
+tensors are packed and copied to the host by the library on torch's current
+stream (one kernel and one copy per batch).
 """
 
 import ctypes
@@ -140,6 +141,7 @@ class SwapEngine:
         self._handle = h
         self._lib = L
         self._lock = threading.Lock()
+        self._cuda = None
         self.store = store
         store._engines.add(self)
         self.num_layers, self.num_kv_heads, self.num_qo_heads = num_layers, num_kv_heads, \
@@ -224,86 +226,178 @@ class SwapEngine:
         return int(tokens.value), int(blocks.value)
 
     # --------------------------------------------------------- offload --
-    def _host_block(self, x, name, fp8):
-        """[Hkv, n, d] host data -> (keepalive, pointer, n) in the block
-        layout [Hkv][block_size][d], rows past n zero."""
+    def _cuda_ok(self):
+        if self._cuda is None:
+            self._cuda = int(self._lib.sw_cuda_device_count()) > 0
+        return self._cuda
+
+    def _block_view(self, x, name, fp8, nhd):
+        """One block's K or V as the library reads it, in place where it can
+        be: (keepalive, pointer, tokens, token_stride, head_stride, bytes,
+        on_device, torch device or None)."""
         hkv, bs, d = self.num_kv_heads, self.block_size, self.head_dim
-        if len(x.shape) != 3 or _shape(x)[0] != hkv or _shape(x)[2] != d or \
-                not 1 <= _shape(x)[1] <= bs:
-            _invalid(f"{name} has shape {_shape(x)}; want [num_kv_heads={hkv}, "
-                     f"1..block_size={bs}, head_dim={d}]")
+        shp = _shape(x)
+        n = shp[0] if nhd and len(shp) == 3 else (shp[1] if len(shp) == 3 else 0)
+        want = (n, hkv, d) if nhd else (hkv, n, d)
+        if len(shp) != 3 or shp != want or not 1 <= n <= bs:
+            lay = "[1..block_size, num_kv_heads, head_dim]" if nhd else \
+                "[num_kv_heads, 1..block_size, head_dim]"
+            _invalid(f"{name} has shape {shp}; want {lay} = {'NHD' if nhd else 'HND'} with "
+                     f"num_kv_heads={hkv}, block_size={bs}, head_dim={d}")
+        tdev = None
         if _is_torch(x):
             torch = _torch()
             x = x.detach()
-            if x.device.type != "cpu":
-                x = x.to("cpu")  # waits for x's stream
+            if x.device.type == "cuda" and not self._cuda_ok():
+                x = x.to("cpu")  # a library without CUDA: waits for x's stream
             if fp8:
                 if x.dtype not in (torch.uint8, getattr(torch, "float8_e4m3fn", None)):
                     _invalid(f"{name}: FP8 blocks are uint8 or float8_e4m3fn, got {x.dtype}")
-                arr = x.contiguous().view(torch.uint8).numpy()
-            else:
-                arr = x.to(torch.bfloat16).contiguous().view(torch.int16).numpy().view(np.uint16)
-        elif fp8:
-            arr = np.asarray(x)
-            if arr.dtype != np.uint8:
-                _invalid(f"{name}: FP8 blocks are uint8 E4M3 bytes, got {arr.dtype}")
+                x = x.view(torch.uint8)
+            elif x.dtype != torch.bfloat16:
+                x = x.to(torch.bfloat16)
+            if x.stride(-1) != 1 or min(x.stride()) < 0:
+                x = x.contiguous()
+            strides, ptr, es = x.stride(), x.data_ptr(), x.element_size()
+            if x.device.type == "cuda":
+                tdev = x.device
         else:
-            arr = _np_bf16(x, name)[0]
-        n = arr.shape[1]
-        if n < bs:
-            full = np.zeros((hkv, bs, d), dtype=arr.dtype)
-            full[:, :n] = arr
-            arr = full
-        arr = np.ascontiguousarray(arr)
-        return arr, arr.ctypes.data, n
+            if fp8:
+                arr = np.asarray(x)
+                if arr.dtype != np.uint8:
+                    _invalid(f"{name}: FP8 blocks are uint8 E4M3 bytes, got {arr.dtype}")
+            else:
+                arr = np.asarray(x)
+                if arr.dtype != np.uint16 and not (arr.dtype.name == "bfloat16" and
+                                                   arr.dtype.itemsize == 2):
+                    arr = _np_bf16(arr, name)[0]
+            if arr.strides[-1] != arr.itemsize or min(arr.strides) < 0 or \
+                    any(st % arr.itemsize for st in arr.strides):
+                arr = np.ascontiguousarray(arr)
+            x, es = arr, arr.itemsize
+            strides, ptr = tuple(st // es for st in arr.strides), arr.ctypes.data
+        ts, hs = (strides[0], strides[1]) if nhd else (strides[1], strides[0])
+        span = ((hkv - 1) * hs + (n - 1) * ts + d) * es
+        return x, ptr, n, ts, hs, span, tdev
 
     def offload(self, seq_id, layer, block, k, v, *, valid_tokens=None, k_scale=None,
-                v_scale=None):
+                v_scale=None, layout="HND"):
         """sw_swap_offload: writes block `block` (logical; the next one, or an
         existing one to overwrite) of a sequence's layer to the store.
 
-        k, v: [num_kv_heads, n, head_dim] with n <= block_size; n < block_size
-            only for the sequence's last block. valid_tokens defaults to n.
+        k, v: one block, layout "HND" ([num_kv_heads, n, head_dim], the
+            default) or "NHD" ([n, num_kv_heads, head_dim]: a page of a
+            vLLM / FlashInfer NHD cache, or n rows of a prefill's K), with
+            n <= block_size (n < block_size only for the sequence's last
+            block); any strides with a unit last one are read in place.
+            numpy arrays and torch tensors, CPU or CUDA: a CUDA tensor is
+            packed and copied by the library on torch's current stream (its
+            producer needs no sync first). valid_tokens defaults to n.
         k_scale, v_scale: given for FP8 E4M3 blocks (k, v then uint8 bytes or
             torch.float8_e4m3fn): value = e4m3 * scale. Otherwise BF16.
         """
-        fp8 = k_scale is not None or v_scale is not None
-        if fp8 and (k_scale is None or v_scale is None):
-            _invalid("FP8 blocks need both k_scale and v_scale")
-        ka, kp, n = self._host_block(k, "k", fp8)
-        va, vp, nv = self._host_block(v, "v", fp8)
-        if n != nv:
-            _invalid(f"k has {n} tokens but v has {nv}")
-        b = _lib.new_struct(_lib.sw_swap_block, "sw_swap_block_init")
-        b.dtype = _lib.SW_SWAP_KV_FP8_E4M3 if fp8 else _lib.SW_SWAP_KV_BF16
-        b.valid_tokens = n if valid_tokens is None else int(valid_tokens)
-        b.k, b.v = kp, vp
-        b.k_bytes, b.v_bytes = ka.nbytes, va.nbytes
-        if fp8:
-            b.k_scale, b.v_scale = float(k_scale), float(v_scale)
-        _lib.check(self._call(self._lib.sw_swap_offload, int(seq_id), int(layer), int(block),
-                              ctypes.byref(b)), f"seq {seq_id} layer {layer} block {block}")
+        item = (seq_id, layer, block, k, v)
+        if k_scale is not None or v_scale is not None:
+            item += (k_scale, v_scale)
+        self.offload_batch([item], layout=layout, valid_tokens=valid_tokens)
+
+    def offload_batch(self, items, *, layout="HND", valid_tokens=None):
+        """sw_swap_offload_batch: many blocks in one call (every layer's new
+        block of a step, the blocks of a prefill), device ones packed by one
+        kernel and copied in one copy. items: (seq_id, layer, block, k, v)
+        tuples, or (seq_id, layer, block, k, v, k_scale, v_scale) for FP8
+        blocks; k and v as for offload(), in `layout`. Applied in order:
+        on a failure the items before it stay offloaded and SpillwayError
+        says which item failed (nothing is written when an item is
+        malformed). Returns the number of items."""
+        if layout not in ("HND", "NHD"):
+            _invalid(f"layout {layout!r}: 'HND' or 'NHD'")
+        nhd = layout == "NHD"
+        items = list(items)
+        n = len(items)
+        if n == 0:
+            return 0
+        blocks = (_lib.sw_swap_block * n)()
+        ptrs = (ctypes.POINTER(_lib.sw_swap_block) * n)()
+        ids = (_lib._u64 * n)()
+        layers, idx = (_lib._i32 * n)(), (_lib._i32 * n)()
+        keep, tdev = [], None
+        for i, it in enumerate(items):
+            if len(it) not in (5, 7):
+                _invalid(f"item {i}: (seq_id, layer, block, k, v[, k_scale, v_scale]), got "
+                         f"{len(it)} fields")
+            fp8 = len(it) == 7
+            kx, kp, nk, kts, khs, kbytes, kd = self._block_view(it[3], "k", fp8, nhd)
+            vx, vp, nv, vts, vhs, vbytes, vd = self._block_view(it[4], "v", fp8, nhd)
+            if nk != nv or (kts, khs) != (vts, vhs):
+                if nk != nv:
+                    _invalid(f"item {i}: k has {nk} tokens but v has {nv}")
+                vx = vx.contiguous() if _is_torch(vx) else np.ascontiguousarray(vx)
+                kx = kx.contiguous() if _is_torch(kx) else np.ascontiguousarray(kx)
+                kx, kp, nk, kts, khs, kbytes, kd = self._block_view(kx, "k", fp8, nhd)
+                vx, vp, nv, vts, vhs, vbytes, vd = self._block_view(vx, "v", fp8, nhd)
+            if (kd is None) != (vd is None) or (kd is not None and kd != vd):
+                _invalid(f"item {i}: k and v are on different devices")
+            if kd is not None:
+                if self.pool == "device" and kd.index != self.device:
+                    _invalid(f"item {i}: k is on {kd} but the engine's pool is on "
+                             f"cuda:{self.device}")
+                if tdev is not None and kd != tdev:
+                    _invalid(f"item {i}: the batch's CUDA tensors are on {tdev} and {kd}")
+                tdev = kd
+            keep += [kx, vx]
+            b = blocks[i]
+            self._lib.sw_swap_block_init(ctypes.byref(b))
+            b.dtype = _lib.SW_SWAP_KV_FP8_E4M3 if fp8 else _lib.SW_SWAP_KV_BF16
+            b.valid_tokens = nk if valid_tokens is None else int(valid_tokens)
+            b.k, b.v, b.k_bytes, b.v_bytes = kp, vp, kbytes, vbytes
+            b.layout = _lib.SW_KV_NHD if nhd else _lib.SW_KV_HND
+            b.token_stride, b.head_stride = kts, khs
+            b.on_device = 1 if kd is not None else 0
+            if fp8:
+                b.k_scale, b.v_scale = float(it[5]), float(it[6])
+            ptrs[i] = ctypes.pointer(b)
+            ids[i], layers[i], idx[i] = int(it[0]), int(it[1]), int(it[2])
+        done = _lib._i32(0)
+        stream = None
+        if tdev is not None:
+            torch = _torch()
+            stream = ctypes.c_void_p(torch.cuda.current_stream(tdev).cuda_stream)
+            with torch.cuda.device(tdev):
+                st = self._call(self._lib.sw_swap_offload_batch, n, ids, layers, idx, ptrs,
+                                stream, ctypes.byref(done))
+        else:
+            st = self._call(self._lib.sw_swap_offload_batch, n, ids, layers, idx, ptrs, None,
+                            ctypes.byref(done))
+        what = (f"seq {items[0][0]} layer {items[0][1]} block {items[0][2]}" if n == 1
+                else f"batch of {n} blocks, {done.value} offloaded")
+        _lib.check(st, what)
+        return n
 
     def offload_tokens(self, seq_id, layer, k, v, first_block=0):
         """Offloads token-major K/V ([tokens, num_kv_heads, head_dim], as a
-        prefill produces them) as blocks first_block, first_block+1, ... of a
-        sequence's layer (BF16). Returns the number of blocks written."""
+        prefill produces them; numpy or torch, CPU or CUDA) as blocks
+        first_block, first_block+1, ... of a sequence's layer (BF16), read
+        in place, in one offload_batch. Returns the number of blocks
+        written."""
         for name, x in (("k", k), ("v", v)):
             if len(x.shape) != 3 or _shape(x)[1:] != (self.num_kv_heads, self.head_dim):
                 _invalid(f"{name} has shape {_shape(x)}; want [tokens, num_kv_heads="
                          f"{self.num_kv_heads}, head_dim={self.head_dim}]")
         if _shape(k) != _shape(v):
             _invalid(f"k and v differ in shape: {_shape(k)} and {_shape(v)}")
+        if _is_torch(k):
+            torch = _torch()
+            k, v = k.detach(), v.detach()
+            if k.dtype != torch.bfloat16:
+                k, v = k.to(torch.bfloat16), v.to(torch.bfloat16)
+        else:
+            k, v = _np_bf16(k, "k")[0], _np_bf16(v, "v")[0]
         tokens, bs = _shape(k)[0], self.block_size
         nblocks = (tokens + bs - 1) // bs
-        for i in range(nblocks):
-            kb, vb = k[i * bs:(i + 1) * bs], v[i * bs:(i + 1) * bs]
-            if _is_torch(kb):
-                kb, vb = kb.transpose(0, 1), vb.transpose(0, 1)
-            else:
-                kb, vb = np.asarray(kb).transpose(1, 0, 2), np.asarray(vb).transpose(1, 0, 2)
-            self.offload(seq_id, layer, first_block + i, kb, vb)
-        return nblocks
+        items = [(seq_id, layer, first_block + i, k[i * bs:(i + 1) * bs],
+                  v[i * bs:(i + 1) * bs]) for i in range(nblocks)]
+        return self.offload_batch(items, layout="NHD")
 
     # ---------------------------------------------------------- attend --
     def _q_indptr(self, batch, rows, q_indptr):

@@ -49,6 +49,7 @@ void sw_swap_block_init(sw_swap_block *b)
     memset(b, 0, sizeof *b);
     b->struct_size = sizeof *b;
     b->k_scale = b->v_scale = 1.0f;
+    b->layout = SW_KV_HND;
 }
 
 void sw_swap_attend_params_init(sw_swap_attend_params *p)
@@ -293,6 +294,12 @@ void sw_swap_destroy(sw_swap *s)
     for (size_t i = 0; i < s->nseqs; i++)
         free_seq(s, s->seqs[i]);
     sw_swap_dev_destroy(s);
+    sw_cuda_swap_free(s->ost.dev);
+    sw_cuda_host_free(s->ost.host);
+    sw_cuda_swap_free(s->ost.items_dev);
+    sw_cuda_host_free(s->ost.items_host);
+    sw_cuda_swap_event_destroy(s->ost.ev);
+    free(s->ost.pack);
     free(s->seqs);
     free(s->seq_tab);
     free(s->slots);
@@ -488,7 +495,7 @@ sw_status sw_swap_seq_length(const sw_swap *s, uint64_t seq_id, int32_t layer, i
     return SW_OK;
 }
 
-static sw_status grow_layer(sw_swap *s, sw_swap_layer *L, int32_t need)
+sw_status sw_swap_layer_grow(sw_swap *s, sw_swap_layer *L, int32_t need)
 {
     if (need <= L->cap)
         return SW_OK;
@@ -505,182 +512,6 @@ static sw_status grow_layer(sw_swap *s, sw_swap_layer *L, int32_t need)
     }
     L->blk = n;
     L->cap = nc;
-    return SW_OK;
-}
-
-/* A failed offload of `block` (the layer had old_n blocks): the block and
- * every block after it become absent, the layer ends before it. */
-static void cut_layer(sw_swap *s, sw_swap_layer *L, int32_t block, int32_t old_n)
-{
-    const int32_t keep = block < old_n ? block : old_n;
-    for (int32_t i = keep; i < old_n; i++) {
-        sw_swap_pool_drop(s, &L->blk[i]);
-        L->blk[i].valid = 0;
-    }
-    L->nblocks = keep;
-}
-
-sw_status sw_swap_offload(sw_swap *s, uint64_t seq_id, int32_t layer, int32_t block,
-                          const sw_swap_block *b)
-{
-    if (!s || !b)
-        return sw_fail(SW_STATUS_INVALID, "sw_swap_offload: null argument");
-    if (s->failed)
-        return sw_fail(SW_STATUS_FAILED, "swap engine failed earlier");
-    if (b->struct_size != sizeof *b)
-        return sw_fail(SW_STATUS_INVALID, "sw_swap_block.struct_size %u, want %zu",
-                       b->struct_size, sizeof *b);
-    if (layer < 0 || layer >= s->m.num_layers)
-        return sw_fail(SW_STATUS_INVALID, "layer %d not in [0, %d)", layer, s->m.num_layers);
-    sw_swap_seq *q = sw_swap_find_seq(s, seq_id);
-    if (!q)
-        return sw_fail(SW_STATUS_NOT_FOUND, "sequence %llu is not registered",
-                       (unsigned long long)seq_id);
-    const size_t es = sw_swap_kv_elem_size(b->dtype);
-    if (es == 0)
-        return sw_fail(SW_STATUS_INVALID, "unknown kv dtype %d", (int)b->dtype);
-    const int32_t H = s->m.num_kv_heads, B = s->m.block_size, D = s->m.head_dim;
-    const size_t want = (size_t)H * s->stripe_elems * es;
-    if (!b->k || !b->v)
-        return sw_fail(SW_STATUS_INVALID, "sw_swap_offload: null k or v buffer");
-    if (b->k_bytes != want || b->v_bytes != want)
-        return sw_fail(SW_STATUS_INVALID, "block buffers hold k %zu / v %zu bytes; a %s block "
-                       "of %d kv heads x %d tokens x %d dims needs %zu each", b->k_bytes,
-                       b->v_bytes, es == 2 ? "BF16" : "FP8", H, B, D, want);
-    if (b->valid_tokens < 1 || b->valid_tokens > B)
-        return sw_fail(SW_STATUS_INVALID, "valid_tokens %d not in [1, %d]", b->valid_tokens, B);
-    if (b->dtype == SW_SWAP_KV_FP8_E4M3 &&
-        (!(b->k_scale > 0.0f) || !(b->v_scale > 0.0f) || isinf(b->k_scale) ||
-         isinf(b->v_scale)))
-        return sw_fail(SW_STATUS_INVALID, "FP8 scales k %g v %g must be finite and > 0",
-                       (double)b->k_scale, (double)b->v_scale);
-    const size_t stripe_len = (size_t)b->valid_tokens * (size_t)D * es;
-    if (stripe_len > s->store_stripe_bytes)
-        return sw_fail(SW_STATUS_INVALID, "a stripe of %zu bytes does not fit the store's "
-                       "stripe_bytes %u", stripe_len, s->store_stripe_bytes);
-    if (s->c.persist_manifests && sw_swap_manifest_size(H) > s->store_stripe_bytes)
-        return sw_fail(SW_STATUS_INVALID, "a block manifest of %zu bytes (%d kv heads) does not "
-                       "fit the store's stripe_bytes %u", sw_swap_manifest_size(H), H,
-                       s->store_stripe_bytes);
-    sw_swap_layer *L = &q->layers[layer];
-    if (block < 0 || block > L->nblocks || (uint32_t)block >= q->max_blocks)
-        return sw_fail(SW_STATUS_INVALID, "block %d: the sequence has %d blocks in layer %d "
-                       "(at most %u); offload appends or overwrites", block, L->nblocks, layer,
-                       q->max_blocks);
-    if (block == L->nblocks && block > 0 && L->blk[block - 1].valid < B)
-        return sw_fail(SW_STATUS_INVALID, "block %d appended after partial block %d (%d of %d "
-                       "tokens)", block, block - 1, L->blk[block - 1].valid, B);
-    if (block < L->nblocks - 1 && b->valid_tokens < B)
-        return sw_fail(SW_STATUS_INVALID, "block %d with %d of %d tokens would not be the last "
-                       "(the sequence has %d blocks)", block, b->valid_tokens, B, L->nblocks);
-    if (s->dev)
-        sw_swap_dev_quiesce(s); /* the last call's leases released before the store writes */
-    SW_TRY(grow_layer(s, L, block + 1));
-    sw_swap_blk *e = &L->blk[block];
-    if (!e->gen) {
-        e->gen = calloc((size_t)H * 2, sizeof *e->gen);
-        if (!e->gen)
-            return sw_fail(SW_STATUS_NO_MEMORY, "generations");
-    }
-    if (s->dev)
-        SW_TRY(sw_swap_dev_enter(s));
-    float *proj = NULL;
-    if (s->dev) {
-        /* projected keys live on the device: an entry for BF16, none for FP8 */
-        if (b->dtype == SW_SWAP_KV_BF16)
-            SW_TRY(sw_swap_dev_entry(s, e));
-    } else if (b->dtype == SW_SWAP_KV_BF16) {
-        proj = e->proj ? e->proj
-                       : malloc(sizeof(float) * (size_t)H * (size_t)B *
-                                (size_t)s->c.predictor_rank);
-        if (!proj)
-            return sw_fail(SW_STATUS_NO_MEMORY, "projected keys");
-    }
-    if (e->slot >= 0) {
-        sw_swap_pool_drop(s, e);
-        s->st.invalidations++;
-    }
-    /* From here the old contents are gone: mark absent until every stripe is
-     * written, so that a failure never leaves a half-new block readable. */
-    const int32_t old_n = L->nblocks;
-    e->valid = 0;
-    for (int32_t h = 0; h < H; h++)
-        for (int kind = 0; kind < 2; kind++) {
-            const uint8_t *src = (const uint8_t *)(kind ? b->v : b->k) +
-                                 (size_t)h * s->stripe_elems * es;
-            sw_store_key k = sw_swap_key_of(q, layer, block, h, kind);
-            uint64_t g = 0;
-            sw_status st = sw_store_write(s->store, &k, src, stripe_len, &g);
-            if (st != SW_OK) {
-                if (proj != e->proj)
-                    free(proj);
-                cut_layer(s, L, block, old_n);
-                return st;
-            }
-            e->gen[h * 2 + kind] = g;
-        }
-    if (s->dev) {
-        if (b->dtype == SW_SWAP_KV_BF16) {
-            sw_status st = sw_swap_dev_project_block(s, e, (const uint16_t *)b->k);
-            if (st != SW_OK) {
-                /* stripes written, predictor not: the block stays absent */
-                if (block == old_n)
-                    L->nblocks = old_n;
-                else
-                    for (int32_t i = block; i < old_n; i++) {
-                        sw_swap_pool_drop(s, &L->blk[i]);
-                        L->blk[i].valid = 0;
-                    }
-                if (block < old_n)
-                    L->nblocks = block;
-                if (st == SW_STATUS_CUDA)
-                    s->failed = 1;
-                return st;
-            }
-        } else {
-            sw_swap_dev_entry_free(s, e);
-        }
-    } else if (b->dtype == SW_SWAP_KV_BF16) {
-        for (int32_t h = 0; h < H; h++)
-            sw_swap_project_bf16(s->proj, D, s->c.predictor_rank,
-                                 (const uint16_t *)b->k + (size_t)h * s->stripe_elems,
-                                 b->valid_tokens,
-                                 proj + (size_t)h * B * (size_t)s->c.predictor_rank);
-        e->proj = proj;
-    } else {
-        free(e->proj);
-        e->proj = NULL;
-    }
-    e->dtype = (uint8_t)b->dtype;
-    e->k_scale = b->dtype == SW_SWAP_KV_FP8_E4M3 ? b->k_scale : 1.0f;
-    e->v_scale = b->dtype == SW_SWAP_KV_FP8_E4M3 ? b->v_scale : 1.0f;
-    /* The manifest last: a block whose manifest is written has its stripes. */
-    if (s->c.persist_manifests) {
-        sw_swap_blk m = *e;
-        m.valid = b->valid_tokens;
-        uint8_t buf[32 + 16 * 64];
-        const size_t mlen = sw_swap_manifest_size(H);
-        uint8_t *mb = mlen <= sizeof buf ? buf : malloc(mlen);
-        sw_status st = mb ? SW_OK : sw_fail(SW_STATUS_NO_MEMORY, "block manifest");
-        if (st == SW_OK) {
-            sw_swap_manifest_encode(&s->m, &m, mb);
-            sw_store_key k =
-                sw_swap_key_of(q, layer, block, SW_SWAP_MANIFEST_HEAD, SW_STORE_KIND_K);
-            st = sw_store_write(s->store, &k, mb, mlen, NULL);
-        }
-        if (mb != buf)
-            free(mb);
-        if (st != SW_OK) {
-            /* stripes written, manifest not: the block stays absent */
-            cut_layer(s, L, block, old_n);
-            return st;
-        }
-    }
-    e->valid = b->valid_tokens;
-    if (block == old_n)
-        L->nblocks = old_n + 1;
-    s->st.offloads++;
-    s->st.offload_bytes += 2 * (uint64_t)H * stripe_len;
     return SW_OK;
 }
 
@@ -728,7 +559,7 @@ static sw_status attach_layer(sw_swap *s, sw_swap_seq *q, int32_t layer, uint8_t
             if (b > 0 && L->blk[b - 1].valid < B)
                 return sw_fail(SW_STATUS_CORRUPT, "layer %d: block %d holds %d of %d tokens but "
                                "block %d follows it", layer, b - 1, L->blk[b - 1].valid, B, b);
-            SW_TRY(grow_layer(s, L, b + 1));
+            SW_TRY(sw_swap_layer_grow(s, L, b + 1));
             sw_swap_blk *e = &L->blk[b];
             if (!e->gen && !(e->gen = calloc((size_t)H * 2, sizeof *e->gen)))
                 return sw_fail(SW_STATUS_NO_MEMORY, "generations");

@@ -199,6 +199,19 @@ sw_status sw_cuda_swap_score(const float *qp, const float *arena, const sw_cuda_
                              int32_t nblk, int32_t H, int32_t G, int32_t B, int32_t R,
                              float *scores, void *stream);
 
+/* Offload of device blocks (swap_pack.cu): item i copies `rows` rows of
+ * row_bytes from src (device; rows src_pitch bytes apart) to dst + dst_off,
+ * densely. `vec` (16, 8, 4, 2 or 1) divides src, src_pitch, row_bytes and
+ * dst + dst_off: the copy's unit. items is a device array. */
+typedef struct sw_cuda_swap_pack_item {
+    const uint8_t *src;
+    uint64_t dst_off;
+    int64_t src_pitch;
+    int32_t rows, row_bytes, vec, pad;
+} sw_cuda_swap_pack_item;
+sw_status sw_cuda_swap_pack(const sw_cuda_swap_pack_item *items, int32_t n, uint8_t *dst,
+                            void *stream);
+
 #ifdef __cplusplus
 }
 #endif

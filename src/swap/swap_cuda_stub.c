@@ -114,3 +114,9 @@ sw_status sw_cuda_swap_gather(const sw_cuda_swap_gather_args *a, void *stream)
     (void)stream;
     return no_cuda();
 }
+sw_status sw_cuda_swap_pack(const sw_cuda_swap_pack_item *items, int32_t n, uint8_t *dst,
+                            void *stream)
+{
+    (void)items; (void)n; (void)dst; (void)stream;
+    return no_cuda();
+}

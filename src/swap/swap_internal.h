@@ -173,6 +173,20 @@ typedef struct sw_swap_pool_ops sw_swap_pool_ops;
 /* The tile loop's scratch, one per engine (attend_loop.c). */
 typedef struct sw_swap_loop sw_swap_loop;
 
+/* Offload's staging (offload.c; freed by sw_swap_destroy), made on first
+ * use and grown: device blocks packed on the device (dev), copied to
+ * pinned memory (host); pack items (sw_cuda_swap_pack_item) pinned and on
+ * the device; host room to pack a strided host block. */
+typedef struct sw_swap_ostage {
+    uint8_t *dev, *host;
+    size_t cap;
+    void *items_host, *items_dev;
+    size_t items_cap;
+    void *ev;
+    uint8_t *pack;
+    size_t pack_cap;
+} sw_swap_ostage;
+
 struct sw_swap {
     const sw_swap_pool_ops *ops; /* the host pool's or the device pool's */
     sw_swap_loop *loop;          /* NULL until the first pass */
@@ -215,11 +229,14 @@ struct sw_swap {
     int32_t bpad;           /* block_size rounded up to 16 */
     int tile_isa;           /* sw_cpu_isa of the tile kernel */
     struct sw_swap_dev *dev; /* device pool (dev_internal.h); NULL for a host pool */
+    sw_swap_ostage ost;
     sw_swap_stats st;
 };
 
 /* ---- swap.c ---- */
 sw_swap_seq *sw_swap_find_seq(const sw_swap *s, uint64_t id);
+/* Room in L's block table for `need` blocks (new entries absent). */
+sw_status sw_swap_layer_grow(sw_swap *s, sw_swap_layer *L, int32_t need);
 /* Bytes of one element of a block of type t (0: unknown type). */
 static inline size_t sw_swap_kv_elem_size(sw_swap_kv_dtype t)
 {

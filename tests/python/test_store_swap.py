@@ -210,6 +210,81 @@ def test_swap_decode_appends_into_a_partial_block(tmp_path):
     assert st.closed
 
 
+def _page_pool(x, pages, bs, nhd, pad=8):
+    """x [tokens, Hkv, d] into a padded page pool (NaN padding, never read):
+    NHD [pages, bs, Hkv, d + pad] or HND [pages, Hkv, bs + 1, d + pad]; the
+    block views of page i as offload takes them."""
+    t, h, d = x.shape
+    bits = f32_to_bf16_bits(x)
+    if nhd:
+        pool = np.full((pages, bs, h, d + pad), 0x7FC0, np.uint16)
+    else:
+        pool = np.full((pages, h, bs + 1, d + pad), 0x7FC0, np.uint16)
+    views = []
+    for i in range(pages):
+        n = min(bs, t - i * bs)
+        rows = bits[i * bs:i * bs + n]
+        if nhd:
+            pool[i, :n, :, :d] = rows
+            views.append(pool[i, :n, :, :d])
+        else:
+            pool[i, :, :n, :d] = rows.transpose(1, 0, 2)
+            views.append(pool[i, :, :n, :d])
+    return pool, views
+
+
+def test_swap_offload_layouts_and_batch_give_the_same_bytes(tmp_path):
+    """Blocks handed over as NHD pages, HND pages with padded strides, one
+    batch per layer, or one block per call: the engine stores the same
+    stripes, so attention and scores are the same bytes; a batch whose item
+    is malformed writes nothing and names the item."""
+    seed = 211
+    rng = np.random.default_rng(seed)
+    bs, tokens = SHAPE["block_size"], 75
+    pages = (tokens + bs - 1) // bs
+    k, v = _kv(rng, tokens)
+    q = _q(rng, 2)
+    outs = []
+    with spillway.Store(tmp_path / "kv", capacity_bytes=32 << 20) as st:
+        for way in range(3):
+            with spillway.SwapEngine(st, resident_blocks=2, **SHAPE) as eng:
+                eng.seq_add(1, ns=10 + way, max_blocks=16)
+                for layer in range(2):
+                    if way == 0:  # dense HND, one call a block
+                        for i in range(pages):
+                            eng.offload(1, layer, i, k[i * bs:(i + 1) * bs].transpose(1, 0, 2),
+                                        v[i * bs:(i + 1) * bs].transpose(1, 0, 2))
+                    else:  # page pools, one batch a layer
+                        nhd = way == 1
+                        kp, kv_ = _page_pool(k, pages, bs, nhd)
+                        vp, vv = _page_pool(v, pages, bs, nhd)
+                        assert not kv_[0].flags.c_contiguous
+                        n = eng.offload_batch([(1, layer, i, kv_[i], vv[i]) for i in range(pages)],
+                                              layout="NHD" if nhd else "HND")
+                        assert n == pages
+                assert eng.seq_length(1, 1) == (tokens, pages)
+                out, lse = eng.attend(1, 1, q, return_lse=True)
+                outs.append((np.asarray(out), np.asarray(lse), eng.score_blocks(1, 0, q)))
+                if way == 2:
+                    eng.seq_add(2, ns=20, max_blocks=16)
+                    kp, kv_ = _page_pool(k, pages, bs, True)
+                    items = [(2, 0, i, kv_[i], kv_[i]) for i in range(3)]
+                    items[2] = (2, 0, 2, kv_[2][:, :1], kv_[2])
+                    e = _err(lambda: eng.offload_batch(items, layout="NHD"), "SW_STATUS_INVALID")
+                    assert "has shape" in e.detail
+                    assert eng.seq_length(2, 0) == (0, 0)
+                    items[2] = (2, 0, 4, kv_[2], kv_[2])  # a gap: the first two stay
+                    e = _err(lambda: eng.offload_batch(items, layout="NHD"), "SW_STATUS_INVALID")
+                    assert "item 2: block 4" in e.detail and "2 offloaded" in e.detail
+                    assert eng.seq_length(2, 0) == (2 * bs, 2)
+                    _err(lambda: eng.offload_batch(items, layout="THD"), "SW_STATUS_INVALID")
+    ro, _ = _ref(q, k, v)
+    assert rel_l2(outs[0][0], ro) <= TOL, f"seed={seed}"
+    for o, l, sc in outs[1:]:
+        assert np.array_equal(o, outs[0][0]) and np.array_equal(l, outs[0][1])
+        assert np.array_equal(sc, outs[0][2])
+
+
 _ATTACH_CHILD = r"""
 import sys
 import numpy as np
@@ -333,6 +408,63 @@ def test_swap_torch_cpu_outputs_are_bf16(tmp_path):
 
 
 # -------------------------------------------------------------- GPU pool --
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("pool", ["host", "device"])
+def test_swap_offload_from_cuda_tensors(tmp_path, pool):
+    """Blocks read from GPU memory (a padded NHD page pool on the device, one
+    batch on a side stream, no sync before it) are the same stripes as the
+    same blocks from host memory: the host pool attends to the same bytes;
+    the device pool within BF16 rounding of it."""
+    torch = _torch_or_skip()
+    if not torch.cuda.is_available() or spillway.cuda_device_count() < 1:
+        pytest.skip("needs torch with CUDA and a CUDA build of libspillway")
+    seed = 521
+    rng = np.random.default_rng(seed)
+    bs, tokens = SHAPE["block_size"], 75
+    pages = (tokens + bs - 1) // bs
+    k, v = _kv(rng, tokens)
+    q = _q(rng, 2)
+    outs = []
+    with spillway.Store(tmp_path / "kv", capacity_bytes=32 << 20) as st:
+        for way in range(2):
+            with spillway.SwapEngine(st, resident_blocks=2, pool=pool if way else "host",
+                                     **SHAPE) as eng:
+                eng.seq_add(1, ns=30 + way, max_blocks=16)
+                kp, _ = _page_pool(k, pages, bs, True)
+                vp, _ = _page_pool(v, pages, bs, True)
+                if way:
+                    stream = torch.cuda.Stream()
+                    with torch.cuda.stream(stream):
+                        kd = torch.from_numpy(kp.view(np.int16)).cuda().view(torch.bfloat16)
+                        vd = torch.from_numpy(vp.view(np.int16)).cuda().view(torch.bfloat16)
+                        kp, vp = kd, vd
+                        for layer in range(2):
+                            eng.offload_batch(
+                                [(1, layer, i, kp[i, :min(bs, tokens - i * bs), :, :64],
+                                  vp[i, :min(bs, tokens - i * bs), :, :64]) for i in range(pages)],
+                                layout="NHD")
+                else:
+                    for layer in range(2):
+                        eng.offload_batch(
+                            [(1, layer, i, kp[i, :min(bs, tokens - i * bs), :, :64],
+                              vp[i, :min(bs, tokens - i * bs), :, :64]) for i in range(pages)],
+                            layout="NHD")
+                assert eng.seq_length(1, 1) == (tokens, pages)
+                if way and pool == "device":
+                    out = eng.attend(1, 1, torch.from_numpy(q).to("cuda", torch.bfloat16))
+                    torch.cuda.synchronize()
+                    out = out.float().cpu().numpy()
+                else:
+                    out = np.asarray(eng.attend(1, 1, q))
+                outs.append(out)
+    ro, _ = _ref(q, k, v)
+    assert rel_l2(outs[0], ro) <= TOL, f"seed={seed}"
+    if pool == "host":
+        assert np.array_equal(outs[0], outs[1])
+    else:
+        assert rel_l2(outs[1], outs[0]) <= TOL, f"seed={seed}"
+
 
 @pytest.mark.gpu
 def test_swap_device_pool_cuda_tensors(tmp_path):
