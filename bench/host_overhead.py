@@ -96,6 +96,8 @@ def main():
     ap.add_argument("--impls", default="spillway-varlen,spillway-op,fa2-varlen,sdpa-flash,"
                                        "sdpa-cudnn,swap-attend")
     ap.add_argument("--json")
+    ap.add_argument("--commit", help="the commit of the library and binding measured, when git "
+                                     "here cannot tell (a copied tree)")
     a = ap.parse_args()
     if not torch.cuda.is_available():
         sys.exit("needs a CUDA device")
@@ -137,9 +139,9 @@ def main():
         else:
             print(f"  {n:16s} failed: {errors[n]}")
     if a.json:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                                text=True, cwd=os.path.dirname(os.path.abspath(__file__))
-                                ).stdout.strip()
+        commit = a.commit or subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+            cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
         with open(a.json, "w") as f:
             json.dump({"component": "host-overhead", "command": " ".join(sys.argv),
                        "commit": commit, "gpu": torch.cuda.get_device_name(),

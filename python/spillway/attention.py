@@ -110,6 +110,16 @@ class PrefillPlan:
         self.flops = float(L.sw_prefill_plan_flops(h))
         # The torch stream of the last CUDA run; destruction waits for it.
         self._last_stream = None
+        self._maxlens = None
+        self._t = None  # the run's sw_prefill_tensors, reused under the workspace lock
+
+    def _max_lens(self):
+        """(longest query, longest key length), computed once."""
+        if self._maxlens is None:
+            qo, kv = self.qo_indptr, self.kv_indptr
+            self._maxlens = (int(np.max(np.diff(qo))) if qo.shape[0] > 1 else 0,
+                             int(np.max(np.diff(kv))) if kv.shape[0] > 1 else 0)
+        return self._maxlens
 
     @property
     def backend(self):
@@ -232,13 +242,29 @@ def clear_caches():
 # -------------------------------------------------------------- workspace --
 
 class _Workspace:
-    __slots__ = ("buf", "nbytes", "last_stream", "lock")
+    __slots__ = ("buf", "nbytes", "last_stream", "last_raw", "recorded", "lock")
 
     def __init__(self):
         self.buf = None
         self.nbytes = 0
-        self.last_stream = None
+        self.last_stream = None  # the torch stream of the last run ...
+        self.last_raw = None     # ... and its cudaStream_t
+        self.recorded = set()    # raw streams the buffer is recorded on
         self.lock = threading.Lock()
+
+
+def _raw_stream(torch, index):
+    """The current stream's cudaStream_t on device `index`, without making a
+    torch.cuda.Stream object (torch's own kernels launch the same way)."""
+    f = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if f is not None:
+        return f(index)
+    return torch.cuda.current_stream(index).cuda_stream
+
+
+def _current_device(torch):
+    f = getattr(torch._C, "_cuda_getDevice", None)
+    return f() if f is not None else torch.cuda.current_device()
 
 
 _ws_lock = threading.Lock()
@@ -253,23 +279,32 @@ def _device_workspace(device_index):
         return ws
 
 
-def _acquire_workspace(torch, ws, nbytes, device, stream):
-    """Called with ws.lock held. Orders this run after the previous run that
-    used the workspace on another stream, and grows the buffer if needed."""
-    if ws.last_stream is not None and ws.last_stream.cuda_stream != stream.cuda_stream:
-        ev = torch.cuda.Event()
-        ev.record(ws.last_stream)
-        stream.wait_event(ev)
+def _acquire_workspace(torch, ws, nbytes, device, raw):
+    """Called with ws.lock held, for a run on the raw stream `raw` of
+    `device`. Orders this run after the previous run that used the workspace
+    on another stream, and grows the buffer if needed. Returns (pointer,
+    bytes, the torch stream). The same stream as the last run costs no torch
+    call."""
+    if raw != ws.last_raw:
+        stream = torch.cuda.current_stream(device)
+        if ws.last_stream is not None:
+            ev = torch.cuda.Event()
+            ev.record(ws.last_stream)
+            stream.wait_event(ev)
+        ws.last_stream, ws.last_raw = stream, raw
     if nbytes > ws.nbytes:
         # The old buffer is freed through torch's caching allocator, which
         # knows (record_stream below) every stream that used it.
         size = (nbytes + _WORKSPACE_ROUND - 1) // _WORKSPACE_ROUND * _WORKSPACE_ROUND
         ws.buf = torch.empty(size, dtype=torch.uint8, device=device)
         ws.nbytes = size
-    if ws.buf is not None:
-        ws.buf.record_stream(stream)
-    ws.last_stream = stream
-    return (ws.buf.data_ptr() if ws.buf is not None else None), ws.nbytes
+        ws.recorded = set()
+    # The allocator keeps each stream recorded on a block and waits for all
+    # of them when the block is freed: once per stream is enough.
+    if ws.buf is not None and raw not in ws.recorded:
+        ws.buf.record_stream(ws.last_stream)
+        ws.recorded.add(raw)
+    return (ws.buf.data_ptr() if ws.buf is not None else None), ws.nbytes, ws.last_stream
 
 
 def workspace_bytes(device=None):
@@ -288,12 +323,16 @@ def _host_indptr(x, name):
     """cu_seqlens -> contiguous int32 numpy (1-D, batch+1). A CUDA tensor is
     copied to the host here, which synchronises with its stream."""
     if _is_torch(x):
-        arr = x.detach().to("cpu").numpy()
+        # (integer tensors never require grad: a CPU one converts in place)
+        arr = x.numpy() if x.device.type == "cpu" and not x.is_floating_point() else \
+            x.detach().to("cpu").numpy()
     else:
         arr = np.asarray(x)
     if arr.ndim != 1 or arr.shape[0] < 1:
         _lib.fail(_lib.SW_STATUS_INVALID,
                   f"{name} must be 1-D with batch+1 >= 1 entries, got shape {tuple(arr.shape)}")
+    if arr.dtype == np.int32:
+        return arr if arr.flags.c_contiguous else np.ascontiguousarray(arr)
     if arr.dtype.kind not in "iu":
         _lib.fail(_lib.SW_STATUS_INVALID, f"{name} must hold integers, got dtype {arr.dtype}")
     if arr.size and (int(arr.min()) < -2**31 or int(arr.max()) > 2**31 - 1):
@@ -311,9 +350,14 @@ def _np_dtype_code(dt):
               "use torch tensors for bf16)")
 
 
+_TORCH_DTYPES = {}
+
+
 def _torch_dtype_code(torch, dt):
-    m = {torch.float32: _lib.SW_DTYPE_F32, torch.float16: _lib.SW_DTYPE_F16,
-         torch.bfloat16: _lib.SW_DTYPE_BF16}
+    m = _TORCH_DTYPES
+    if not m:
+        m.update({torch.float32: _lib.SW_DTYPE_F32, torch.float16: _lib.SW_DTYPE_F16,
+                  torch.bfloat16: _lib.SW_DTYPE_BF16})
     if dt not in m:
         _lib.fail(_lib.SW_STATUS_UNSUPPORTED,
                   f"torch dtype {dt} is not supported (bfloat16, float16, or float32 on the CPU)")
@@ -408,6 +452,102 @@ def _backend_for(backend, cuda, q, torch):
     return b, q.device.index if q.device.index is not None else torch.cuda.current_device()
 
 
+def _varlen_fast(q, k, v, cq, ck, mq, mk, causal, softmax_scale, return_lse):
+    """varlen_attention's common call in few steps: torch tensors, dense
+    rows, int32 cu_seqlens on the host, a plan already made, default
+    backend. Returns None for anything else (the general path then checks,
+    plans and explains). Same checks, same plan cache, same library call."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    T = torch.Tensor
+    if type(q) is not T or type(k) is not T or type(v) is not T or type(cq) is not T or \
+            type(ck) is not T:
+        return None
+    dt = q.dtype
+    i32 = torch.int32
+    if k.dtype is not dt or v.dtype is not dt or cq.dtype is not i32 or ck.dtype is not i32 \
+            or cq.is_cuda or ck.is_cuda or cq.dim() != 1 or ck.dim() != 1:
+        return None
+    dev = q.device
+    cuda = q.is_cuda
+    if k.device != dev or v.device != dev or (not cuda and dev.type != "cpu"):
+        return None
+    qs, ks = q.shape, k.shape
+    if len(qs) != 3 or len(ks) != 3 or ks != v.shape or qs[2] != ks[2] or \
+            not (q.is_contiguous() and k.is_contiguous() and v.is_contiguous()):
+        return None
+    if cuda and (q.data_ptr() | k.data_ptr() | v.data_ptr()) & 15:
+        return None
+    if softmax_scale is None:
+        scale = 0.0
+    else:
+        scale = float(softmax_scale)
+        if scale == 0.0 or not math.isfinite(scale):
+            return None
+    code = _TORCH_DTYPES.get(dt)
+    index = dev.index if cuda else 0
+    if code is None or index is None:
+        return None
+    qa = cq.numpy()
+    ka = qa if ck is cq else ck.numpy()
+    key = (qa.tobytes(), ka.tobytes(), qs[1], ks[1], qs[2], code, bool(causal), scale,
+           _lib.SW_BACKEND_CUDA if cuda else _lib.SW_BACKEND_CPU, index, 0)
+    with _plan_lock:
+        plan = _plans.get(key)
+        if plan is None or plan._handle is None:
+            return None
+        _plans.move_to_end(key)
+        _plan_stats["hits"] += 1
+    if mq is not None or mk is not None:
+        lq, lk = plan._max_lens()
+        if (mq is not None and int(mq) < lq) or (mk is not None and int(mk) < lk):
+            return None
+    out = torch.empty(qs, dtype=dt, device=dev)
+    lse = torch.empty((qs[0], qs[1]), dtype=torch.float32, device=dev) if return_lse else None
+    n, nk = qs[0], ks[0]
+    L = _lib.lib()
+    if not cuda:
+        t = _new_tensors()
+        _fill_tensors(t, q.data_ptr() if n else 0, k.data_ptr() if nk else 0,
+                      v.data_ptr() if nk else 0, out.data_ptr() if n else 0,
+                      lse.data_ptr() if lse is not None and n else 0, (0, 0, 0, 0), n, nk)
+        _lib.check(L.sw_prefill_run(plan._handle, ctypes.byref(t), None), _HINT)
+        return (out, lse) if return_lse else out
+    prev = _current_device(torch)
+    if prev != index:
+        torch.cuda.set_device(index)
+    try:
+        raw = _raw_stream(torch, index)
+        ws = _workspaces.get(index) or _device_workspace(index)
+        with ws.lock:
+            # the plan's own struct, filled under the lock (every field a
+            # run reads is set here)
+            t = plan._t
+            if t is None:
+                t = plan._t = _new_tensors()
+            t.q = q.data_ptr() if n else None
+            t.o = out.data_ptr() if n else None
+            t.lse = (ctypes.cast(lse.data_ptr(), ctypes.POINTER(ctypes.c_float))
+                     if lse is not None and n else None)
+            t.k = k.data_ptr() if nk else None
+            t.v = v.data_ptr() if nk else None
+            t.q_rows = n
+            t.kv_rows = nk
+            ptr, nbytes, stream = _acquire_workspace(torch, ws, plan.workspace_size, dev, raw)
+            t.workspace = ptr
+            t.workspace_bytes = nbytes
+            st = L.sw_prefill_run(plan._handle, ctypes.byref(t), raw)
+            plan._last_stream = stream
+    finally:
+        if prev != index:
+            torch.cuda.set_device(prev)
+    if st in (_lib.SW_STATUS_CUDA, _lib.SW_STATUS_FAILED):
+        _evict(plan)
+    _lib.check(st, _HINT)
+    return (out, lse) if return_lse else out
+
+
 def varlen_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=None,
                      max_seqlen_k=None, *, causal=False, softmax_scale=None, return_lse=False,
                      backend=None, num_threads=0):
@@ -468,6 +608,11 @@ def varlen_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=None,
         (sw_status_str), detail its sw_last_error() sentence, or a sentence of
         the binding for what only Python can see (shapes, devices, dtypes).
     """
+    if backend is None and not num_threads:
+        r = _varlen_fast(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                         causal, softmax_scale, return_lse)
+        if r is not None:
+            return r
     torch = None
     if _is_torch(q) or _is_torch(k) or _is_torch(v):
         torch = _torch_mod()
@@ -506,8 +651,7 @@ def varlen_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=None,
                      int(num_threads) if not cuda else 0)
 
     if max_seqlen_q is not None or max_seqlen_k is not None:
-        mq = int(np.max(np.diff(qo))) if qo.shape[0] > 1 else 0
-        mk = int(np.max(np.diff(kv))) if kv.shape[0] > 1 else 0
+        mq, mk = plan._max_lens()
         if max_seqlen_q is not None and int(max_seqlen_q) < mq:
             _lib.fail(_lib.SW_STATUS_INVALID,
                       f"max_seqlen_q={int(max_seqlen_q)} < longest query length {mq}")
@@ -570,21 +714,27 @@ def _run_torch(torch, plan, q, k, v, cuda, return_lse):
         return (out, lse) if return_lse else out
 
     dev = q.device
-    # torch.cuda.device restores the caller's current device afterwards, in
-    # case the library switches devices inside the call.
-    with torch.cuda.device(dev):
-        stream = torch.cuda.current_stream(dev)
-        ws = _device_workspace(dev.index)
+    index = dev.index if dev.index is not None else _current_device(torch)
+    # The caller's current device is restored afterwards, in case the
+    # library switches devices inside the call (no switch: no torch call).
+    prev = _current_device(torch)
+    if prev != index:
+        torch.cuda.set_device(index)
+    try:
+        raw = _raw_stream(torch, index)
+        ws = _workspaces.get(index) or _device_workspace(index)
         with ws.lock:
-            ptr, nbytes = _acquire_workspace(torch, ws, plan.workspace_size, dev, stream)
+            ptr, nbytes, stream = _acquire_workspace(torch, ws, plan.workspace_size, dev, raw)
             t.workspace = ptr
             t.workspace_bytes = nbytes
-            st = L.sw_prefill_run(plan._handle, ctypes.byref(t),
-                                  ctypes.c_void_p(stream.cuda_stream))
+            st = L.sw_prefill_run(plan._handle, ctypes.byref(t), raw)
             plan._last_stream = stream
-        if st in (_lib.SW_STATUS_CUDA, _lib.SW_STATUS_FAILED):
-            _evict(plan)
-        _lib.check(st, _HINT)
+    finally:
+        if prev != index:
+            torch.cuda.set_device(prev)
+    if st in (_lib.SW_STATUS_CUDA, _lib.SW_STATUS_FAILED):
+        _evict(plan)
+    _lib.check(st, _HINT)
     return (out, lse) if return_lse else out
 
 
@@ -824,16 +974,22 @@ class _PagedRun:
             _lib.check(self._lib.sw_prefill_run(self._h, ctypes.byref(t), None), _HINT)
             return (out, lse) if return_lse else out
         dev = q.device
-        with torch.cuda.device(dev):
-            stream = torch.cuda.current_stream(dev)
-            ws = _device_workspace(dev.index)
+        index = dev.index if dev.index is not None else _current_device(torch)
+        prev = _current_device(torch)
+        if prev != index:
+            torch.cuda.set_device(index)
+        try:
+            raw = _raw_stream(torch, index)
+            ws = _workspaces.get(index) or _device_workspace(index)
             with ws.lock:
-                ptr, nbytes = _acquire_workspace(torch, ws, self._ws_bytes, dev, stream)
+                ptr, nbytes, _ = _acquire_workspace(torch, ws, self._ws_bytes, dev, raw)
                 t.workspace = ptr
                 t.workspace_bytes = nbytes
-                st = self._lib.sw_prefill_run(self._h, ctypes.byref(t),
-                                              ctypes.c_void_p(stream.cuda_stream))
-            _lib.check(st, _HINT)
+                st = self._lib.sw_prefill_run(self._h, ctypes.byref(t), raw)
+        finally:
+            if prev != index:
+                torch.cuda.set_device(prev)
+        _lib.check(st, _HINT)
         return (out, lse) if return_lse else out
 
     def close(self):

@@ -37,7 +37,7 @@ import threading
 import numpy as np
 
 from . import _lib
-from .attention import _is_torch
+from .attention import _current_device, _is_torch, _raw_stream
 from .attention import _torch_mod as _torch
 from .store import Store, _choice
 
@@ -149,7 +149,7 @@ class SwapEngine:
         self.head_dim, self.block_size = head_dim, block_size
         self.pool = pool
         self.device = int(device)
-        self.last_attend = None
+        self._last_res = None
 
     # ------------------------------------------------------- lifecycle --
     @property
@@ -401,6 +401,8 @@ class SwapEngine:
 
     # ---------------------------------------------------------- attend --
     def _q_indptr(self, batch, rows, q_indptr):
+        if q_indptr is None and batch == 1:
+            return np.array((0, rows), dtype=np.int32)
         if q_indptr is None:
             if batch == 1:
                 q_indptr = [0, rows]
@@ -433,7 +435,8 @@ class SwapEngine:
         num_qo_heads] fp32, natural log, with return_lse). The call's
         counters (sw_swap_attend_result) are left in self.last_attend.
         """
-        ids = [int(seq_ids)] if np.ndim(seq_ids) == 0 else [int(s) for s in seq_ids]
+        ids = [seq_ids] if type(seq_ids) is int else \
+            [int(seq_ids)] if np.ndim(seq_ids) == 0 else [int(s) for s in seq_ids]
         batch = len(ids)
         if batch < 1:
             _invalid("seq_ids is empty")
@@ -468,8 +471,14 @@ class SwapEngine:
                 _invalid(f"a host-pool engine attends host data; q is on {q.device} "
                          "(use pool='device' for CUDA tensors)")
             out, lse = self._attend_host(p, res, q, rows, return_lse)
-        self.last_attend = _lib.struct_dict(res)
+        self._last_res = res
         return (out, lse) if return_lse else out
+
+    @property
+    def last_attend(self):
+        """The last attend's counters (sw_swap_attend_result) as a dict, or
+        None before the first."""
+        return None if self._last_res is None else _lib.struct_dict(self._last_res)
 
     def _attend_host(self, p, res, q, rows, return_lse):
         hq, d = self.num_qo_heads, self.head_dim
@@ -497,19 +506,29 @@ class SwapEngine:
             _invalid(f"q must be bfloat16 for a device pool, got {q.dtype}")
         if q.device.index is not None and q.device.index != self.device:
             _invalid(f"q is on {q.device} but the engine's pool is on cuda:{self.device}")
-        dev = torch.device("cuda", self.device)
-        with torch.cuda.device(dev):
-            qc = q.detach().contiguous()
-            out = torch.empty((rows, self.num_qo_heads, self.head_dim), dtype=torch.bfloat16,
-                              device=dev)
-            lse = (torch.empty((rows, self.num_qo_heads), dtype=torch.float32, device=dev)
-                   if return_lse else None)
-            p.q, p.o = qc.data_ptr(), out.data_ptr()
-            p.lse = (ctypes.cast(lse.data_ptr(), ctypes.POINTER(ctypes.c_float))
-                     if lse is not None else None)
-            stream = torch.cuda.current_stream(dev)
-            _lib.check(self._call(self._lib.sw_swap_attend, ctypes.byref(p), ctypes.byref(res),
-                                  ctypes.c_void_p(stream.cuda_stream)), f"layer {p.layer}")
+        dev = q.device
+        qc = q.detach()
+        if not qc.is_contiguous():
+            qc = qc.contiguous()
+        out = torch.empty((rows, self.num_qo_heads, self.head_dim), dtype=torch.bfloat16,
+                          device=dev)
+        lse = (torch.empty((rows, self.num_qo_heads), dtype=torch.float32, device=dev)
+               if return_lse else None)
+        p.q, p.o = qc.data_ptr(), out.data_ptr()
+        p.lse = (ctypes.cast(lse.data_ptr(), ctypes.POINTER(ctypes.c_float))
+                 if lse is not None else None)
+        # torch's current stream on the engine's device, the caller's device
+        # restored after (no torch call when it is already the engine's)
+        prev = _current_device(torch)
+        if prev != self.device:
+            torch.cuda.set_device(self.device)
+        try:
+            st = self._call(self._lib.sw_swap_attend, ctypes.byref(p), ctypes.byref(res),
+                            _raw_stream(torch, self.device))
+        finally:
+            if prev != self.device:
+                torch.cuda.set_device(prev)
+        _lib.check(st, f"layer {p.layer}")
         return out, lse
 
     # ----------------------------------------------------------- other --

@@ -317,6 +317,30 @@ def test_torch_cpu_tensors(tdtype):
                       2e-3, what=tdtype)
 
 
+def test_torch_repeated_calls_take_the_cached_plan():
+    """The second call with the same lengths takes the short path (a plan
+    cache hit, no new plan): the same output and LSE; its checks still hold
+    (a max_seqlen below the real one, a float cu_seqlens, a view)."""
+    torch = _torch_or_skip()
+    q, k, v, cu_q, cu_k = make_case([0, 9, 33], [4, 9, 40], 8, 2, 64, np.float32, 53)
+    tq, tk, tv = (torch.from_numpy(x).to(torch.bfloat16) for x in (q, k, v))
+    cq, ck = torch.from_numpy(cu_q), torch.from_numpy(cu_k)
+    assert cq.dtype == torch.int32
+    out1, lse1 = spillway.varlen_attention(tq, tk, tv, cq, ck, causal=True, return_lse=True)
+    before = spillway.plan_cache_info()
+    out2, lse2 = spillway.varlen_attention(tq, tk, tv, cq.clone(), ck.clone(), 33, 40,
+                                           causal=True, return_lse=True)
+    after = spillway.plan_cache_info()
+    assert after["hits"] == before["hits"] + 1 and after["misses"] == before["misses"]
+    assert torch.equal(out1, out2) and torch.equal(lse1, lse2)
+    e = _err(lambda: spillway.varlen_attention(tq, tk, tv, cq, ck, 32, 40, causal=True))
+    assert "max_seqlen_q" in e.detail
+    _err(lambda: spillway.varlen_attention(tq, tk, tv, cq.float(), ck, causal=True))
+    out3 = spillway.varlen_attention(tq, tk[:, :, :], tv, cq, ck, causal=True,
+                                     softmax_scale=1 / 8)
+    assert torch.equal(out3, out1)  # 1/sqrt(64): the default scale, the same plan's output
+
+
 def test_torch_cpu_strided_views():
     torch = _torch_or_skip()
     q, k, v, cu_q, cu_k = make_case([17, 1, 40], [30, 1, 40], 8, 2, 64, np.float32, 53)
@@ -384,6 +408,36 @@ def test_cuda_ragged(cuda_torch, heads, d, causal, tdtype, backend):
     qr, kr, vr = (x.float().cpu().numpy() for x in (tq, tk, tv))
     check_against_ref(out.float().cpu().numpy(), lse.cpu().numpy(), qr, kr, vr, cu_q, cu_k,
                       causal, GPU_TOL, 2e-2, what=f"seed={seed}")
+
+
+@pytest.mark.gpu
+def test_cuda_repeated_calls_on_two_streams(cuda_torch):
+    """Repeated calls with host int32 cu_seqlens (the short path) alternate
+    between two streams, each delayed before its queries are written: every
+    output is right, so each run was ordered on its own stream and after the
+    other stream's use of the shared workspace."""
+    torch = cuda_torch
+    q_lens = [300, 37, 500]
+    q, k, v, cu_q, cu_k = make_case(q_lens, q_lens, 16, 2, 128, np.float32, 63)
+    tq_real, tk, tv = _to_cuda(torch, (q, k, v), torch.bfloat16)
+    cq, ck = torch.from_numpy(cu_q), torch.from_numpy(cu_k)
+    spillway.varlen_attention(tq_real, tk, tv, cq, ck, causal=True)  # makes the plan
+    torch.cuda.synchronize()
+    qr, kr, vr = (x.float().cpu().numpy() for x in (tq_real, tk, tv))
+    streams = [torch.cuda.Stream(), torch.cuda.Stream()]
+    outs = []
+    for i in range(6):
+        s = streams[i % 2]
+        with torch.cuda.stream(s):
+            tq = torch.zeros_like(tq_real)
+            if hasattr(torch.cuda, "_sleep"):
+                torch.cuda._sleep(20_000_000)
+            tq.copy_(tq_real)
+            outs.append(spillway.varlen_attention(tq, tk, tv, cq, ck, causal=True))
+    torch.cuda.synchronize()
+    for i, out in enumerate(outs):
+        check_against_ref(out.float().cpu().numpy(), None, qr, kr, vr, cu_q, cu_k, True,
+                          GPU_TOL, 0, what=f"call {i}")
 
 
 @pytest.mark.gpu
