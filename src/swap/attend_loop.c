@@ -54,8 +54,10 @@ static int32_t build_order(run *R, int32_t bi, int32_t *order)
         return -1;
     }
     for (int32_t b = 0; b < n; b++) {
-        if (L->blk[b].slot >= 0)
+        if (L->blk[b].slot >= 0 && s->slots[L->blk[b].slot].score != sc[b]) {
             s->slots[L->blk[b].slot].score = sc[b];
+            sw_swap_vheap_touch(s, R->vheap, L->blk[b].slot);
+        }
         if (sel[b] && L->blk[b].slot >= 0)
             order[cnt++] = b;
     }
@@ -178,7 +180,9 @@ static int plan_tile(run *R, tile *t, int hbuf)
         } else {
             if (R->vrank) {
                 if (R->vn < 0) {
-                    R->vn = sw_swap_victims_first(s, R->vwin, R->vrank, R->vscratch);
+                    R->vn = sw_swap_vheap_first(s, R->vheap, R->vwin, R->vrank);
+                    if (R->vn < 0)
+                        R->vn = sw_swap_victims_first(s, R->vwin, R->vrank, R->vscratch);
                     R->vpos = 0;
                     if (R->vtmp)
                         runs_first(s, R->vrank, R->vn < R->vwin ? R->vn : R->vwin, R->vtmp);
@@ -217,6 +221,7 @@ static int plan_tile(run *R, tile *t, int hbuf)
         sl->pin = t->pin;
         sl->score = sc[b];
         sl->last_access = ++s->tick;
+        sw_swap_vheap_touch(s, R->vheap, slot);
         t->blocks[t->n] = b;
         t->slots[t->n] = slot;
         t->n++;
@@ -391,6 +396,7 @@ struct sw_swap_loop {
     int32_t *vrank;
     void *vscratch;
     int32_t *vtmp;
+    sw_swap_vheap *vheap;
     /* the calls' tables (sw_swap_run_tables): grown, never shrunk */
     uint8_t *mem;
     size_t mem_bytes;
@@ -446,9 +452,11 @@ static void ring_free(sw_swap_loop *lp)
     free(lp->vrank);
     free(lp->vscratch);
     free(lp->vtmp);
+    sw_swap_vheap_free(lp->vheap);
     lp->vrank = NULL;
     lp->vscratch = NULL;
     lp->vtmp = NULL;
+    lp->vheap = NULL;
 }
 
 static sw_swap_loop *loop_scratch(sw_swap *s)
@@ -508,6 +516,7 @@ static sw_swap_loop *loop_scratch(sw_swap *s)
     const int32_t vwin = win > 0 ? (int32_t)(win < s->c.resident_blocks ? win : s->c.resident_blocks)
                                  : s->tile_blocks;
     lp->vtmp = win > 0 ? malloc(sizeof(int32_t) * 2 * (size_t)vwin) : NULL;
+    lp->vheap = lp->vrank ? sw_swap_vheap_new() : NULL; /* optional too */
     return lp;
 }
 
@@ -547,6 +556,8 @@ sw_status sw_swap_run_pass(run *R, int sparse)
     R->vrank = lp ? lp->vrank : NULL;
     R->vscratch = lp ? lp->vscratch : NULL;
     R->vtmp = lp ? lp->vtmp : NULL;
+    R->vheap = lp ? lp->vheap : NULL;
+    sw_swap_vheap_reset(R->vheap);
     {
         const int64_t win = (int64_t)s->run_evict * s->tile_blocks;
         R->vwin = win > 0 ? (int32_t)(win < s->c.resident_blocks ? win : s->c.resident_blocks)
@@ -608,6 +619,7 @@ sw_status sw_swap_run_pass(run *R, int sparse)
     }
     R->vrank = NULL;
     R->vscratch = NULL;
+    R->vheap = NULL;
     R->vtmp = NULL;
     if (st != SW_OK)
         return st;
