@@ -334,12 +334,14 @@ static sw_status finish_read(run *R, tile *t)
  * pool (a device pool of GPU-sized memory has 10^5-10^6 slots; a scan per
  * tile was O(pool)). A slot dropped and retaken since carries another pin
  * and is left alone. */
-static void unpin_tile(sw_swap *s, const tile *t)
+static void unpin_tile(sw_swap *s, sw_swap_vheap *vh, const tile *t)
 {
     for (int32_t i = 0; i < t->n; i++) {
         sw_swap_slot *sl = &s->slots[t->slots[i]];
-        if (sl->pin == t->pin)
+        if (sl->pin == t->pin) {
             sl->pin = 0;
+            sw_swap_vheap_unpinned(s, vh, t->slots[i]);
+        }
     }
 }
 
@@ -355,7 +357,7 @@ static sw_status plan_next(run *R, tile *tl, int ntl, int64_t *nplan, int64_t nc
     tile *t = &tl[j % ntl];
     tile *u = unpin && j >= 2 ? &tl[(j - 2) % ntl] : NULL;
     if (u && u->pin) {
-        unpin_tile(s, u);
+        unpin_tile(s, R->vheap, u);
         u->pin = 0;
     }
     const double p0 = sw_swap_now();
@@ -592,7 +594,7 @@ sw_status sw_swap_run_pass(run *R, int sparse)
         st = s->ops->compute(R, cur);
         s->st.compute_seconds += sw_swap_now() - t0;
         if (cur->pin)
-            unpin_tile(s, cur);
+            unpin_tile(s, R->vheap, cur);
         cur->pin = 0;
         if (st != SW_OK)
             break; /* cur's new slots are dropped below */
@@ -606,7 +608,7 @@ sw_status sw_swap_run_pass(run *R, int sparse)
     for (int i = 0; tl && i < ntl; i++) {
         sw_swap_read_wait(s->store, &tl[i].job);
         if (tl[i].pin)
-            unpin_tile(s, &tl[i]);
+            unpin_tile(s, R->vheap, &tl[i]);
     }
     if (st != SW_OK) {
         /* Slots whose read was planned but not verified and consumed hold

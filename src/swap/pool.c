@@ -242,8 +242,13 @@ uint64_t sw_swap_pool_used(const sw_swap *s)
  * scores), so the heap keeps every slot's key and takes each change as a
  * new entry; an entry whose slot changed since is stale (its version is
  * not the slot's) and dropped when it surfaces. A tile's ranking pops its
- * k first unpinned entries (the pinned ones and the k go back): the same
- * answer as victims_first, in O((k + pinned) log pool). */
+ * k first unpinned entries and puts them back; a pinned entry it meets is
+ * left out until its tile unpins the slot (sw_swap_vheap_unpinned pushes
+ * it again), so each pin costs one pop. The same answer as victims_first,
+ * in O((k + newly pinned) log pool) a tile. Only where k is small against
+ * the pool (k * 8 <= pool): a tile as large as the pool (the device pool's
+ * all-resident and host-tier tiles) pins most of it and ranks most of it,
+ * which the scan does in O(pool). */
 typedef struct ventry {
     vkey k;
     uint32_t ver;
@@ -385,9 +390,16 @@ void sw_swap_vheap_touch(sw_swap *s, sw_swap_vheap *vh, int32_t slot)
         vh->broken = 1; /* the caller falls back to victims_first */
 }
 
+void sw_swap_vheap_unpinned(sw_swap *s, sw_swap_vheap *vh, int32_t slot)
+{
+    sw_swap_vheap_touch(s, vh, slot);
+}
+
 int32_t sw_swap_vheap_first(sw_swap *s, sw_swap_vheap *vh, int32_t k, int32_t *out)
 {
-    if (!vh || vh->broken || (!vh->built && vh_build(s, vh) != 0)) {
+    if (!vh || (int64_t)k * 8 > s->c.resident_blocks)
+        return -1; /* the scan: see above */
+    if (vh->broken || (!vh->built && vh_build(s, vh) != 0)) {
         if (vh)
             vh->broken = 1;
         return -1;
@@ -400,9 +412,12 @@ int32_t sw_swap_vheap_first(sw_swap *s, sw_swap_vheap *vh, int32_t k, int32_t *o
             vh_down(vh->h, vh->n, 0);
         if (e.ver != vh->ver[e.k.idx])
             continue; /* the slot changed since: a newer entry stands for it */
+        if (s->slots[e.k.idx].pin) {
+            vh->ver[e.k.idx]++; /* out until unpinned (sw_swap_vheap_unpinned) */
+            continue;
+        }
         vh->aside[na++] = e; /* still the slot's key: back into the heap below */
-        if (!s->slots[e.k.idx].pin)
-            out[n++] = e.k.idx;
+        out[n++] = e.k.idx;
     }
     for (int32_t i = 0; i < na; i++)
         if (vh_push(vh, vh->aside[i]) != 0) {
