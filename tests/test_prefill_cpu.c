@@ -128,7 +128,7 @@ static int check_store_avx512(void)
 int main(void)
 {
     const uint64_t seed = (uint64_t)sw_env_int("SW_TEST_SEED", 20261129);
-    const int ncases = (int)sw_env_int("SW_TEST_CASES", 100);
+    const int ncases = (int)sw_env_int("SW_TEST_CASES", 64);
     int failed = 0, total = 0;
     double t0 = sw_now_seconds();
     const sw_dtype dts[3] = {SW_DTYPE_BF16, SW_DTYPE_F16, SW_DTYPE_F32};
