@@ -224,6 +224,95 @@ static void test_victims_first(uint64_t seed)
     free(first);
 }
 
+/* The victim heap against sw_swap_victims_first through a pass's worth of
+ * changes: each round ranks k victims both ways, then changes slots as a
+ * tile would (fills, hits, scores, pins, drops), touching each. */
+static void test_victim_heap(uint64_t seed)
+{
+    enum { S = 2000 };
+    sw_swap s;
+    memset(&s, 0, sizeof s);
+    sw_swap_slot *slots = calloc(S, sizeof *slots);
+    int32_t *a = malloc(sizeof(int32_t) * S), *b = malloc(sizeof(int32_t) * S);
+    s.slots = slots;
+    sw_swap_seq dummy;
+    memset(&dummy, 0, sizeof dummy);
+    uint64_t x = seed | 3;
+    sw_swap_vheap *vh = sw_swap_vheap_new();
+    int64_t compared = 0, declined = 0;
+    for (int pass = 0; pass < 24; pass++) {
+        /* pools from a few slots (k * 8 above the pool: the heap declines,
+         * the engine scans) to S */
+        s.c.resident_blocks = 1 + (int32_t)(vt_rand(&x) % (pass % 3 == 2 ? 90 : S));
+        s.c.policy = pass & 1 ? SW_SWAP_POLICY_LRU : SW_SWAP_POLICY_SCORE;
+        void *scr = malloc(sw_swap_pool_rank_scratch(&s));
+        uint64_t tick = 10;
+        for (int32_t i = 0; i < s.c.resident_blocks; i++) {
+            const uint64_t r = vt_rand(&x);
+            slots[i].seq = r % 5 == 0 ? NULL : &dummy;
+            slots[i].pin = 0;
+            const int v = (int)((r >> 16) % 6);
+            slots[i].score = v == 0 ? -INFINITY : v == 1 ? NAN : (float)(v % 3);
+            slots[i].last_access = (r >> 32) % 7;
+        }
+        sw_swap_vheap_reset(vh);
+        for (int tile = 0; tile < 60; tile++) {
+            const int32_t k = 1 + (int32_t)(vt_rand(&x) % 40);
+            const int32_t n1 = sw_swap_victims_first(&s, k, a, scr);
+            int32_t n2 = sw_swap_vheap_first(&s, vh, k, b);
+            if (n2 < 0) { /* declined (k large against the pool): the scan's */
+                CHECK((int64_t)k * 8 > s.c.resident_blocks);
+                declined++;
+                n2 = sw_swap_victims_first(&s, k, b, scr);
+            }
+            CHECK(n1 == n2);
+            for (int32_t i = 0; i < n1 && i < n2; i++)
+                if (a[i] != b[i]) {
+                    fprintf(stderr, "seed %llu pass %d tile %d: victim %d is slot %d by the "
+                            "heap, %d by the scan\n", (unsigned long long)seed, pass, tile, i,
+                            b[i], a[i]);
+                    CHECK(0);
+                    break;
+                }
+            compared += n1;
+            /* a tile: fill some of the victims, hit a few slots, rescore,
+             * pin and unpin, drop one */
+            const int32_t nt = (int32_t)(vt_rand(&x) % 12);
+            for (int32_t j = 0; j < nt; j++) {
+                const uint64_t r = vt_rand(&x);
+                const int32_t i = j < n1 && r % 2 ? a[j] : (int32_t)(r % (uint64_t)s.c.resident_blocks);
+                sw_swap_slot *sl = &slots[i];
+                switch ((r >> 8) % 5) {
+                case 0: sl->seq = NULL; sl->score = -INFINITY; sl->pin = 0; break;
+                case 1: /* no key change: no touch; an unpin is told */
+                    if (sl->pin) {
+                        sl->pin = 0;
+                        sw_swap_vheap_unpinned(&s, vh, i);
+                    } else {
+                        sl->pin = 7;
+                    }
+                    break;
+                default:
+                    sl->seq = &dummy;
+                    sl->score = (float)((r >> 20) % 4) - 1.0f;
+                    sl->last_access = ++tick;
+                    break;
+                }
+                if ((r >> 8) % 5 != 1)
+                    sw_swap_vheap_touch(&s, vh, i);
+            }
+        }
+        free(scr);
+    }
+    CHECK(declined > 0 && declined < 24 * 60);
+    printf("victim heap: %lld victims ranked as victims_first ranks them (%lld rankings left "
+           "to the scan)\n", (long long)compared, (long long)declined);
+    sw_swap_vheap_free(vh);
+    free(slots);
+    free(a);
+    free(b);
+}
+
 /* The reference order of sw_swap_sparse_select: score ascending, NaN lowest,
  * then index. */
 static const float *g_sc;
@@ -302,6 +391,7 @@ int main(void)
     test_rule();
     const uint64_t seed = ts_seed(20261130);
     test_victims_first(seed);
+    test_victim_heap(seed);
     test_sparse_select(seed);
     ts_dir d;
     ts_dir_make(&d, "swap_tiles");

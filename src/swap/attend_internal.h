@@ -83,6 +83,9 @@ typedef struct run {
      * off); vwin = tile_blocks when off */
     int32_t vwin;
     int32_t *vtmp;
+    /* the ranking kept across the pass's tiles (pool.c's victim heap; NULL:
+     * victims_first per tile) */
+    sw_swap_vheap *vheap;
 } run;
 
 /* What the tile loop asks of a pool (the host pool: attend_host.c; the

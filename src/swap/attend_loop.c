@@ -54,8 +54,11 @@ static int32_t build_order(run *R, int32_t bi, int32_t *order)
         return -1;
     }
     for (int32_t b = 0; b < n; b++) {
-        if (L->blk[b].slot >= 0)
+        if (L->blk[b].slot >= 0 && s->slots[L->blk[b].slot].score != sc[b]) {
             s->slots[L->blk[b].slot].score = sc[b];
+            if (R->vheap)
+                sw_swap_vheap_touch(s, R->vheap, L->blk[b].slot);
+        }
         if (sel[b] && L->blk[b].slot >= 0)
             order[cnt++] = b;
     }
@@ -178,7 +181,9 @@ static int plan_tile(run *R, tile *t, int hbuf)
         } else {
             if (R->vrank) {
                 if (R->vn < 0) {
-                    R->vn = sw_swap_victims_first(s, R->vwin, R->vrank, R->vscratch);
+                    R->vn = sw_swap_vheap_first(s, R->vheap, R->vwin, R->vrank);
+                    if (R->vn < 0)
+                        R->vn = sw_swap_victims_first(s, R->vwin, R->vrank, R->vscratch);
                     R->vpos = 0;
                     if (R->vtmp)
                         runs_first(s, R->vrank, R->vn < R->vwin ? R->vn : R->vwin, R->vtmp);
@@ -217,6 +222,8 @@ static int plan_tile(run *R, tile *t, int hbuf)
         sl->pin = t->pin;
         sl->score = sc[b];
         sl->last_access = ++s->tick;
+        if (R->vheap)
+            sw_swap_vheap_touch(s, R->vheap, slot);
         t->blocks[t->n] = b;
         t->slots[t->n] = slot;
         t->n++;
@@ -329,12 +336,15 @@ static sw_status finish_read(run *R, tile *t)
  * pool (a device pool of GPU-sized memory has 10^5-10^6 slots; a scan per
  * tile was O(pool)). A slot dropped and retaken since carries another pin
  * and is left alone. */
-static void unpin_tile(sw_swap *s, const tile *t)
+static void unpin_tile(sw_swap *s, sw_swap_vheap *vh, const tile *t)
 {
     for (int32_t i = 0; i < t->n; i++) {
         sw_swap_slot *sl = &s->slots[t->slots[i]];
-        if (sl->pin == t->pin)
+        if (sl->pin == t->pin) {
             sl->pin = 0;
+            if (vh)
+                sw_swap_vheap_unpinned(s, vh, t->slots[i]);
+        }
     }
 }
 
@@ -350,7 +360,7 @@ static sw_status plan_next(run *R, tile *tl, int ntl, int64_t *nplan, int64_t nc
     tile *t = &tl[j % ntl];
     tile *u = unpin && j >= 2 ? &tl[(j - 2) % ntl] : NULL;
     if (u && u->pin) {
-        unpin_tile(s, u);
+        unpin_tile(s, R->vheap, u);
         u->pin = 0;
     }
     const double p0 = sw_swap_now();
@@ -391,6 +401,7 @@ struct sw_swap_loop {
     int32_t *vrank;
     void *vscratch;
     int32_t *vtmp;
+    sw_swap_vheap *vheap;
     /* the calls' tables (sw_swap_run_tables): grown, never shrunk */
     uint8_t *mem;
     size_t mem_bytes;
@@ -446,9 +457,11 @@ static void ring_free(sw_swap_loop *lp)
     free(lp->vrank);
     free(lp->vscratch);
     free(lp->vtmp);
+    sw_swap_vheap_free(lp->vheap);
     lp->vrank = NULL;
     lp->vscratch = NULL;
     lp->vtmp = NULL;
+    lp->vheap = NULL;
 }
 
 static sw_swap_loop *loop_scratch(sw_swap *s)
@@ -508,6 +521,9 @@ static sw_swap_loop *loop_scratch(sw_swap *s)
     const int32_t vwin = win > 0 ? (int32_t)(win < s->c.resident_blocks ? win : s->c.resident_blocks)
                                  : s->tile_blocks;
     lp->vtmp = win > 0 ? malloc(sizeof(int32_t) * 2 * (size_t)vwin) : NULL;
+    /* optional too; the host pool's only, until the device pool's figures
+     * are measured with it (docs/perf/swap.md) */
+    lp->vheap = lp->vrank && !s->dev ? sw_swap_vheap_new() : NULL;
     return lp;
 }
 
@@ -547,6 +563,8 @@ sw_status sw_swap_run_pass(run *R, int sparse)
     R->vrank = lp ? lp->vrank : NULL;
     R->vscratch = lp ? lp->vscratch : NULL;
     R->vtmp = lp ? lp->vtmp : NULL;
+    R->vheap = lp ? lp->vheap : NULL;
+    sw_swap_vheap_reset(R->vheap);
     {
         const int64_t win = (int64_t)s->run_evict * s->tile_blocks;
         R->vwin = win > 0 ? (int32_t)(win < s->c.resident_blocks ? win : s->c.resident_blocks)
@@ -581,7 +599,7 @@ sw_status sw_swap_run_pass(run *R, int sparse)
         st = s->ops->compute(R, cur);
         s->st.compute_seconds += sw_swap_now() - t0;
         if (cur->pin)
-            unpin_tile(s, cur);
+            unpin_tile(s, R->vheap, cur);
         cur->pin = 0;
         if (st != SW_OK)
             break; /* cur's new slots are dropped below */
@@ -595,7 +613,7 @@ sw_status sw_swap_run_pass(run *R, int sparse)
     for (int i = 0; tl && i < ntl; i++) {
         sw_swap_read_wait(s->store, &tl[i].job);
         if (tl[i].pin)
-            unpin_tile(s, &tl[i]);
+            unpin_tile(s, R->vheap, &tl[i]);
     }
     if (st != SW_OK) {
         /* Slots whose read was planned but not verified and consumed hold
@@ -608,6 +626,7 @@ sw_status sw_swap_run_pass(run *R, int sparse)
     }
     R->vrank = NULL;
     R->vscratch = NULL;
+    R->vheap = NULL;
     R->vtmp = NULL;
     if (st != SW_OK)
         return st;

@@ -292,6 +292,22 @@ size_t sw_swap_pool_rank_scratch(const sw_swap *s);
  * (same out / scratch sizes): what one tile of k blocks can take. */
 int32_t sw_swap_victims_first(sw_swap *s, int32_t k, int32_t *out, void *scratch);
 /* Drops the resident copy of a block (if any). */
+/* The victim heap (pool.c): sw_swap_victims_first's answers across the
+ * tiles of a pass without a scan of the pool per tile. reset at a pass's
+ * start (built from the slots at its first ranking); touch after every
+ * change of a slot's score, last access or occupancy during the pass;
+ * first: the k first unpinned slots of sw_swap_pool_rank's order, as
+ * sw_swap_victims_first gives them, or -1 (use sw_swap_victims_first: k
+ * is large against the pool, or an allocation failed). */
+typedef struct sw_swap_vheap sw_swap_vheap;
+sw_swap_vheap *sw_swap_vheap_new(void);
+void sw_swap_vheap_free(sw_swap_vheap *vh);
+void sw_swap_vheap_reset(sw_swap_vheap *vh);
+void sw_swap_vheap_touch(sw_swap *s, sw_swap_vheap *vh, int32_t slot);
+/* A slot's pin released during the pass (its entry was left out while
+ * pinned). */
+void sw_swap_vheap_unpinned(sw_swap *s, sw_swap_vheap *vh, int32_t slot);
+int32_t sw_swap_vheap_first(sw_swap *s, sw_swap_vheap *vh, int32_t k, int32_t *out);
 void sw_swap_pool_drop(sw_swap *s, sw_swap_blk *b);
 /* Drops every resident block of a sequence. */
 void sw_swap_pool_drop_seq(sw_swap *s, sw_swap_seq *q);
