@@ -16,6 +16,13 @@ fullgraph=True. Before capturing a CUDA graph, run each shape once outside
 the capture: the plan (pinned host memory) and the workspace are made then
 and reused by the captured call.
 
+torch.ops.spillway.swap_attend(engine, layer, seq_ids, q, q_indptr, causal,
+softmax_scale) -> (out, lse) is SwapEngine.attend with return_lse=True:
+engine is engine_id(eng), seq_ids an int64 tensor [batch] and q_indptr an
+int32 tensor [batch+1] on the CPU, q [rows, Hq, d] (bfloat16 on the engine's
+device for a device pool, CPU data for a host pool); out is bfloat16 [rows,
+Hq, d], lse float32 [rows, Hq].
+
 The rest of the package never imports torch; this module does.
 """
 
@@ -25,7 +32,7 @@ import torch
 
 from .attention import varlen_attention as _varlen_attention
 
-__all__ = ["varlen_attention"]
+__all__ = ["varlen_attention", "swap_attend", "engine_id"]
 
 
 # Defined and implemented through torch.library.Library (the dispatcher calls
@@ -53,3 +60,57 @@ def _varlen_attention_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, causal, softmax_
 
 
 varlen_attention = torch.ops.spillway.varlen_attention
+
+
+# ------------------------------------------------------------ swap attend --
+# An operator takes tensors and numbers, not a SwapEngine: engine_id(eng)
+# gives an engine a number (kept as a weak reference: a closed or collected
+# engine's number fails with SW_STATUS_NOT_FOUND).
+_ENGINES = {}
+_NEXT_ID = [1]
+
+
+def engine_id(engine):
+    """The number torch.ops.spillway.swap_attend knows `engine` by."""
+    eid = getattr(engine, "_op_id", None)
+    if eid is None:
+        import weakref
+        eid = _NEXT_ID[0]
+        _NEXT_ID[0] += 1
+        _ENGINES[eid] = weakref.ref(engine)
+        engine._op_id = eid
+    return eid
+
+
+def _engine(eid):
+    from . import _lib
+    ref = _ENGINES.get(int(eid))
+    eng = ref() if ref is not None else None
+    if eng is None or eng.closed:
+        _lib.fail(_lib.SW_STATUS_NOT_FOUND, f"no open swap engine has operator id {eid}")
+    return eng
+
+
+_LIB.define("swap_attend(int engine, int layer, Tensor seq_ids, Tensor q, Tensor q_indptr, "
+            "bool causal, float? softmax_scale) -> (Tensor, Tensor)")
+
+
+def _swap_attend_impl(engine, layer, seq_ids, q, q_indptr, causal, softmax_scale):
+    eng = _engine(engine)
+    ids = [int(x) for x in seq_ids.tolist()]
+    return eng.attend(layer, ids, q, q_indptr, causal=causal, softmax_scale=softmax_scale,
+                      return_lse=True)
+
+
+_LIB.impl("swap_attend", _swap_attend_impl, "CPU")
+_LIB.impl("swap_attend", _swap_attend_impl, "CUDA")
+
+
+@torch.library.register_fake("spillway::swap_attend", lib=_LIB)
+def _swap_attend_fake(engine, layer, seq_ids, q, q_indptr, causal, softmax_scale):
+    rows, hq, _ = q.shape
+    return (q.new_empty(q.shape, dtype=torch.bfloat16),
+            q.new_empty((rows, hq), dtype=torch.float32))
+
+
+swap_attend = torch.ops.spillway.swap_attend

@@ -58,3 +58,71 @@ def test_compile_fullgraph(device):
     eager = f(q, k, v)
     compiled = torch.compile(f, fullgraph=True, backend="aot_eager")(q, k, v)
     assert torch.equal(eager, compiled)
+
+
+def _swap_case(tmp_path, pool="host"):
+    from spillway.swap import bf16_bits_to_f32, f32_to_bf16_bits
+    rng = np.random.default_rng(17)
+    st = spillway.Store(tmp_path / "kv", capacity_bytes=16 << 20)
+    eng = spillway.SwapEngine(st, num_layers=1, num_kv_heads=2, num_qo_heads=8, head_dim=64,
+                              block_size=16, resident_blocks=8, pool=pool)
+    for sid, n in ((1, 70), (2, 33)):
+        eng.seq_add(sid, ns=sid, max_blocks=64)
+        k = bf16_bits_to_f32(f32_to_bf16_bits(rng.standard_normal((n, 2, 64)).astype(np.float32)))
+        v = bf16_bits_to_f32(f32_to_bf16_bits(rng.standard_normal((n, 2, 64)).astype(np.float32)))
+        eng.offload_tokens(sid, 0, k, v)
+    q = torch.from_numpy(rng.standard_normal((3, 8, 64)).astype(np.float32)).to(torch.bfloat16)
+    return st, eng, q
+
+
+def test_swap_attend_op_equals_the_method(tmp_path):
+    """torch.ops.spillway.swap_attend is SwapEngine.attend: the same bytes; its
+    fake implementation passes opcheck's schema and fake-tensor tests; a
+    closed engine's id fails with the library's NOT_FOUND."""
+    import spillway.torch_ops as ops
+    st, eng, q = _swap_case(tmp_path)
+    ids = torch.tensor([1, 2], dtype=torch.int64)
+    ind = torch.tensor([0, 2, 3], dtype=torch.int32)
+    eid = ops.engine_id(eng)
+    assert ops.engine_id(eng) == eid
+    out, lse = torch.ops.spillway.swap_attend(eid, 0, ids, q, ind, True, None)
+    ref, rlse = eng.attend(0, [1, 2], q, [0, 2, 3], return_lse=True)
+    assert torch.equal(out, ref) and torch.equal(lse, rlse)
+    assert out.dtype == torch.bfloat16 and tuple(lse.shape) == (3, 8)
+    torch.library.opcheck(torch.ops.spillway.swap_attend.default,
+                          (eid, 0, ids, q, ind, True, 0.125),
+                          test_utils=("test_schema", "test_faketensor"))
+
+    def f(q):
+        o, _ = torch.ops.spillway.swap_attend(eid, 0, ids, q, ind, True, None)
+        return o.float() * 2
+    compiled = torch.compile(f, fullgraph=True, backend="aot_eager")(q)
+    assert torch.equal(compiled, f(q))
+    eng.close()
+    st.close()
+    with pytest.raises(spillway.SpillwayError) as ei:
+        torch.ops.spillway.swap_attend(eid, 0, ids, q, ind, True, None)
+    assert ei.value.status == "SW_STATUS_NOT_FOUND"
+
+
+@pytest.mark.gpu
+def test_swap_attend_op_on_a_device_pool(tmp_path):
+    if "cuda" not in _devices():
+        pytest.skip("needs torch with CUDA and a CUDA build of libspillway")
+    import spillway.torch_ops as ops
+    st, eng, q = _swap_case(tmp_path, pool="device")
+    try:
+        qd = q.cuda()
+        ids = torch.tensor([1, 2], dtype=torch.int64)
+        ind = torch.tensor([0, 2, 3], dtype=torch.int32)
+        out, lse = torch.ops.spillway.swap_attend(ops.engine_id(eng), 0, ids, qd, ind, True, None)
+        ref, rlse = eng.attend(0, [1, 2], qd, [0, 2, 3], return_lse=True)
+        torch.cuda.synchronize()
+        # the second call finds the first call's blocks resident: other tiles,
+        # the same attention up to BF16 rounding
+        assert out.device == qd.device and out.dtype == torch.bfloat16
+        err = (out.float() - ref.float()).norm() / ref.float().norm()
+        assert err < 1e-2 and torch.allclose(lse, rlse, atol=1e-3)
+    finally:
+        eng.close()
+        st.close()
