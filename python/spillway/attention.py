@@ -307,6 +307,32 @@ def _acquire_workspace(torch, ws, nbytes, device, raw):
     return (ws.buf.data_ptr() if ws.buf is not None else None), ws.nbytes, ws.last_stream
 
 
+def _run_cuda(torch, handle, t, dev, ws_bytes, fill=None):
+    """sw_prefill_run of plan `handle` on torch's current stream of `dev`,
+    with that device's cached workspace (under its lock; `fill(t)`, when
+    given, fills the struct there as well, for a struct shared between
+    calls). The caller's current device is restored after, in case the
+    library switches devices (no switch: no torch call). Returns (status,
+    the torch stream)."""
+    index = dev.index if dev.index is not None else _current_device(torch)
+    prev = _current_device(torch)
+    if prev != index:
+        torch.cuda.set_device(index)
+    try:
+        raw = _raw_stream(torch, index)
+        ws = _workspaces.get(index) or _device_workspace(index)
+        with ws.lock:
+            if fill is not None:
+                fill(t)
+            ptr, nbytes, stream = _acquire_workspace(torch, ws, ws_bytes, dev, raw)
+            t.workspace = ptr
+            t.workspace_bytes = nbytes
+            return _lib.lib().sw_prefill_run(handle, ctypes.byref(t), raw), stream
+    finally:
+        if prev != index:
+            torch.cuda.set_device(prev)
+
+
 def workspace_bytes(device=None):
     """Bytes of the cached CUDA workspace of a device (0 when none yet)."""
     if device is None:
@@ -506,42 +532,21 @@ def _varlen_fast(q, k, v, cq, ck, mq, mk, causal, softmax_scale, return_lse):
     out = torch.empty(qs, dtype=dt, device=dev)
     lse = torch.empty((qs[0], qs[1]), dtype=torch.float32, device=dev) if return_lse else None
     n, nk = qs[0], ks[0]
-    L = _lib.lib()
+    ptrs = (q.data_ptr() if n else 0, k.data_ptr() if nk else 0, v.data_ptr() if nk else 0,
+            out.data_ptr() if n else 0, lse.data_ptr() if lse is not None and n else 0)
+
+    def fill(t):  # every field a run reads
+        _fill_tensors(t, *ptrs, (0, 0, 0, 0), n, nk)
     if not cuda:
         t = _new_tensors()
-        _fill_tensors(t, q.data_ptr() if n else 0, k.data_ptr() if nk else 0,
-                      v.data_ptr() if nk else 0, out.data_ptr() if n else 0,
-                      lse.data_ptr() if lse is not None and n else 0, (0, 0, 0, 0), n, nk)
-        _lib.check(L.sw_prefill_run(plan._handle, ctypes.byref(t), None), _HINT)
+        fill(t)
+        _lib.check(_lib.lib().sw_prefill_run(plan._handle, ctypes.byref(t), None), _HINT)
         return (out, lse) if return_lse else out
-    prev = _current_device(torch)
-    if prev != index:
-        torch.cuda.set_device(index)
-    try:
-        raw = _raw_stream(torch, index)
-        ws = _workspaces.get(index) or _device_workspace(index)
-        with ws.lock:
-            # the plan's own struct, filled under the lock (every field a
-            # run reads is set here)
-            t = plan._t
-            if t is None:
-                t = plan._t = _new_tensors()
-            t.q = q.data_ptr() if n else None
-            t.o = out.data_ptr() if n else None
-            t.lse = (ctypes.cast(lse.data_ptr(), ctypes.POINTER(ctypes.c_float))
-                     if lse is not None and n else None)
-            t.k = k.data_ptr() if nk else None
-            t.v = v.data_ptr() if nk else None
-            t.q_rows = n
-            t.kv_rows = nk
-            ptr, nbytes, stream = _acquire_workspace(torch, ws, plan.workspace_size, dev, raw)
-            t.workspace = ptr
-            t.workspace_bytes = nbytes
-            st = L.sw_prefill_run(plan._handle, ctypes.byref(t), raw)
-            plan._last_stream = stream
-    finally:
-        if prev != index:
-            torch.cuda.set_device(prev)
+    # the plan's own struct, filled under the workspace lock
+    t = plan._t
+    if t is None:
+        t = plan._t = _new_tensors()
+    st, plan._last_stream = _run_cuda(torch, plan._handle, t, dev, plan.workspace_size, fill)
     if st in (_lib.SW_STATUS_CUDA, _lib.SW_STATUS_FAILED):
         _evict(plan)
     _lib.check(st, _HINT)
@@ -713,25 +718,7 @@ def _run_torch(torch, plan, q, k, v, cuda, return_lse):
         _lib.check(L.sw_prefill_run(plan._handle, ctypes.byref(t), None), _HINT)
         return (out, lse) if return_lse else out
 
-    dev = q.device
-    index = dev.index if dev.index is not None else _current_device(torch)
-    # The caller's current device is restored afterwards, in case the
-    # library switches devices inside the call (no switch: no torch call).
-    prev = _current_device(torch)
-    if prev != index:
-        torch.cuda.set_device(index)
-    try:
-        raw = _raw_stream(torch, index)
-        ws = _workspaces.get(index) or _device_workspace(index)
-        with ws.lock:
-            ptr, nbytes, stream = _acquire_workspace(torch, ws, plan.workspace_size, dev, raw)
-            t.workspace = ptr
-            t.workspace_bytes = nbytes
-            st = L.sw_prefill_run(plan._handle, ctypes.byref(t), raw)
-            plan._last_stream = stream
-    finally:
-        if prev != index:
-            torch.cuda.set_device(prev)
+    st, plan._last_stream = _run_cuda(torch, plan._handle, t, q.device, plan.workspace_size)
     if st in (_lib.SW_STATUS_CUDA, _lib.SW_STATUS_FAILED):
         _evict(plan)
     _lib.check(st, _HINT)
@@ -973,22 +960,7 @@ class _PagedRun:
         if not self._cuda:
             _lib.check(self._lib.sw_prefill_run(self._h, ctypes.byref(t), None), _HINT)
             return (out, lse) if return_lse else out
-        dev = q.device
-        index = dev.index if dev.index is not None else _current_device(torch)
-        prev = _current_device(torch)
-        if prev != index:
-            torch.cuda.set_device(index)
-        try:
-            raw = _raw_stream(torch, index)
-            ws = _workspaces.get(index) or _device_workspace(index)
-            with ws.lock:
-                ptr, nbytes, _ = _acquire_workspace(torch, ws, self._ws_bytes, dev, raw)
-                t.workspace = ptr
-                t.workspace_bytes = nbytes
-                st = self._lib.sw_prefill_run(self._h, ctypes.byref(t), raw)
-        finally:
-            if prev != index:
-                torch.cuda.set_device(prev)
+        st, _ = _run_cuda(torch, self._h, t, q.device, self._ws_bytes)
         _lib.check(st, _HINT)
         return (out, lse) if return_lse else out
 

@@ -26,10 +26,11 @@ Hq, d], lse float32 [rows, Hq].
 The rest of the package never imports torch; this module does.
 """
 
-from typing import Optional, Tuple
+import weakref
 
 import torch
 
+from . import _lib
 from .attention import varlen_attention as _varlen_attention
 
 __all__ = ["varlen_attention", "swap_attend", "engine_id"]
@@ -74,7 +75,6 @@ def engine_id(engine):
     """The number torch.ops.spillway.swap_attend knows `engine` by."""
     eid = getattr(engine, "_op_id", None)
     if eid is None:
-        import weakref
         eid = _NEXT_ID[0]
         _NEXT_ID[0] += 1
         _ENGINES[eid] = weakref.ref(engine)
@@ -83,7 +83,6 @@ def engine_id(engine):
 
 
 def _engine(eid):
-    from . import _lib
     ref = _ENGINES.get(int(eid))
     eng = ref() if ref is not None else None
     if eng is None or eng.closed:

@@ -433,23 +433,20 @@ def test_swap_offload_from_cuda_tensors(tmp_path, pool):
                 eng.seq_add(1, ns=30 + way, max_blocks=16)
                 kp, _ = _page_pool(k, pages, bs, True)
                 vp, _ = _page_pool(v, pages, bs, True)
-                if way:
-                    stream = torch.cuda.Stream()
-                    with torch.cuda.stream(stream):
-                        kd = torch.from_numpy(kp.view(np.int16)).cuda().view(torch.bfloat16)
-                        vd = torch.from_numpy(vp.view(np.int16)).cuda().view(torch.bfloat16)
-                        kp, vp = kd, vd
-                        for layer in range(2):
-                            eng.offload_batch(
-                                [(1, layer, i, kp[i, :min(bs, tokens - i * bs), :, :64],
-                                  vp[i, :min(bs, tokens - i * bs), :, :64]) for i in range(pages)],
-                                layout="NHD")
-                else:
+
+                def offload(kp, vp):
                     for layer in range(2):
                         eng.offload_batch(
                             [(1, layer, i, kp[i, :min(bs, tokens - i * bs), :, :64],
                               vp[i, :min(bs, tokens - i * bs), :, :64]) for i in range(pages)],
                             layout="NHD")
+                if way:
+                    stream = torch.cuda.Stream()
+                    with torch.cuda.stream(stream):
+                        offload(torch.from_numpy(kp.view(np.int16)).cuda().view(torch.bfloat16),
+                                torch.from_numpy(vp.view(np.int16)).cuda().view(torch.bfloat16))
+                else:
+                    offload(kp, vp)
                 assert eng.seq_length(1, 1) == (tokens, pages)
                 if way and pool == "device":
                     out = eng.attend(1, 1, torch.from_numpy(q).to("cuda", torch.bfloat16))
