@@ -284,10 +284,10 @@ static void test_victim_heap(uint64_t seed)
                 sw_swap_slot *sl = &slots[i];
                 switch ((r >> 8) % 5) {
                 case 0: sl->seq = NULL; sl->score = -INFINITY; sl->pin = 0; break;
-                case 1: /* no key change: no touch; an unpin is told */
+                case 1: /* a pin needs no touch; an unpin does */
                     if (sl->pin) {
                         sl->pin = 0;
-                        sw_swap_vheap_unpinned(&s, vh, i);
+                        sw_swap_vheap_touch(&s, vh, i);
                     } else {
                         sl->pin = 7;
                     }

@@ -343,7 +343,7 @@ static void unpin_tile(sw_swap *s, sw_swap_vheap *vh, const tile *t)
         if (sl->pin == t->pin) {
             sl->pin = 0;
             if (vh)
-                sw_swap_vheap_unpinned(s, vh, t->slots[i]);
+                sw_swap_vheap_touch(s, vh, t->slots[i]);
         }
     }
 }

@@ -119,18 +119,20 @@ static sw_status check_item(sw_swap *s, int32_t i, int32_t n, uint64_t seq_id, i
         return sw_fail(SW_STATUS_INVALID, "%sa block manifest of %zu bytes (%d kv heads) does not "
                        "fit the store's stripe_bytes %u", w, sw_swap_manifest_size(H), H,
                        s->store_stripe_bytes);
-    if (v->on_device) {
-        if (!sw_cuda_built())
-            return sw_fail(SW_STATUS_UNSUPPORTED, "%son_device blocks need a CUDA build of "
-                           "Spillway", w);
-        if (!sw_cuda_is_device_ptr(b->k) || !sw_cuda_is_device_ptr(b->v))
+    if (v->on_device && !sw_cuda_built())
+        return sw_fail(SW_STATUS_UNSUPPORTED, "%son_device blocks need a CUDA build of Spillway",
+                       w);
+    /* Where the buffers are: asked of CUDA for device blocks, and for host
+     * ones only with a device pool (the query would start CUDA in a host
+     * engine's process). */
+    if (v->on_device || s->dev) {
+        const int kd = sw_cuda_is_device_ptr(b->k), vd = sw_cuda_is_device_ptr(b->v);
+        if (v->on_device && !(kd && vd))
             return sw_fail(SW_STATUS_INVALID, "%son_device = 1 but %s is not device memory", w,
-                           sw_cuda_is_device_ptr(b->k) ? "v" : "k");
-    } else if (s->dev && (sw_cuda_is_device_ptr(b->k) || sw_cuda_is_device_ptr(b->v))) {
-        /* (only with a device pool: the check would start CUDA in a host
-         * engine's process) */
-        return sw_fail(SW_STATUS_INVALID, "%s%s is device memory: set on_device = 1", w,
-                       sw_cuda_is_device_ptr(b->k) ? "k" : "v");
+                           kd ? "v" : "k");
+        if (!v->on_device && (kd || vd))
+            return sw_fail(SW_STATUS_INVALID, "%s%s is device memory: set on_device = 1", w,
+                           kd ? "k" : "v");
     }
     return SW_OK;
 }
@@ -407,9 +409,15 @@ sw_status sw_swap_offload_batch(sw_swap *s, int32_t n, const uint64_t *seq_ids,
         return sw_fail(SW_STATUS_INVALID, "sw_swap_offload_batch: null array");
     if (s->failed)
         return sw_fail(SW_STATUS_FAILED, "swap engine failed earlier");
-    item_view one, *v = n == 1 ? &one : malloc((size_t)n * sizeof *v);
-    if (!v)
-        return sw_fail(SW_STATUS_NO_MEMORY, "offload of %d blocks", n);
+    sw_swap_ostage *o = &s->ost;
+    if ((size_t)n > o->views_cap) {
+        void *nv = realloc(o->views, (size_t)n * sizeof(item_view));
+        if (!nv)
+            return sw_fail(SW_STATUS_NO_MEMORY, "offload of %d blocks", n);
+        o->views = nv;
+        o->views_cap = (size_t)n;
+    }
+    item_view *v = o->views;
     sw_status st = SW_OK;
     int any_device = 0;
     for (int32_t i = 0; i < n && st == SW_OK; i++) {
@@ -438,8 +446,6 @@ sw_status sw_swap_offload_batch(sw_swap *s, int32_t n, const uint64_t *seq_ids,
         if (st == SW_OK && n_done)
             *n_done = i + 1;
     }
-    if (v != &one)
-        free(v);
     return st;
 }
 

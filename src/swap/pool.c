@@ -243,8 +243,8 @@ uint64_t sw_swap_pool_used(const sw_swap *s)
  * new entry; an entry whose slot changed since is stale (its version is
  * not the slot's) and dropped when it surfaces. A tile's ranking pops its
  * k first unpinned entries and puts them back; a pinned entry it meets is
- * left out until its tile unpins the slot (sw_swap_vheap_unpinned pushes
- * it again), so each pin costs one pop. The same answer as victims_first,
+ * left out until its tile unpins the slot (the unpin touches it: a new
+ * entry), so each pin costs one pop. The same answer as victims_first,
  * in O((k + newly pinned) log pool) a tile. Only where k is small against
  * the pool (k * 8 <= pool): a tile as large as the pool (the device pool's
  * all-resident and host-tier tiles) pins most of it and ranks most of it,
@@ -390,11 +390,6 @@ void sw_swap_vheap_touch(sw_swap *s, sw_swap_vheap *vh, int32_t slot)
         vh->broken = 1; /* the caller falls back to victims_first */
 }
 
-void sw_swap_vheap_unpinned(sw_swap *s, sw_swap_vheap *vh, int32_t slot)
-{
-    sw_swap_vheap_touch(s, vh, slot);
-}
-
 int32_t sw_swap_vheap_first(sw_swap *s, sw_swap_vheap *vh, int32_t k, int32_t *out)
 {
     if (!vh || (int64_t)k * 8 > s->c.resident_blocks)
@@ -413,7 +408,7 @@ int32_t sw_swap_vheap_first(sw_swap *s, sw_swap_vheap *vh, int32_t k, int32_t *o
         if (e.ver != vh->ver[e.k.idx])
             continue; /* the slot changed since: a newer entry stands for it */
         if (s->slots[e.k.idx].pin) {
-            vh->ver[e.k.idx]++; /* out until unpinned (sw_swap_vheap_unpinned) */
+            vh->ver[e.k.idx]++; /* out until unpinned (touched then) */
             continue;
         }
         vh->aside[na++] = e; /* still the slot's key: back into the heap below */

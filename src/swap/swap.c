@@ -300,6 +300,7 @@ void sw_swap_destroy(sw_swap *s)
     sw_cuda_host_free(s->ost.items_host);
     sw_cuda_swap_event_destroy(s->ost.ev);
     free(s->ost.pack);
+    free(s->ost.views);
     free(s->seqs);
     free(s->seq_tab);
     free(s->slots);

@@ -176,7 +176,8 @@ typedef struct sw_swap_loop sw_swap_loop;
 /* Offload's staging (offload.c; freed by sw_swap_destroy), made on first
  * use and grown: device blocks packed on the device (dev), copied to
  * pinned memory (host); pack items (sw_cuda_swap_pack_item) pinned and on
- * the device; host room to pack a strided host block. */
+ * the device; host room to pack a strided host block; a batch's checked
+ * items (offload.c's item_view). */
 typedef struct sw_swap_ostage {
     uint8_t *dev, *host;
     size_t cap;
@@ -185,6 +186,8 @@ typedef struct sw_swap_ostage {
     void *ev;
     uint8_t *pack;
     size_t pack_cap;
+    void *views;
+    size_t views_cap;
 } sw_swap_ostage;
 
 struct sw_swap {
@@ -295,7 +298,8 @@ int32_t sw_swap_victims_first(sw_swap *s, int32_t k, int32_t *out, void *scratch
 /* The victim heap (pool.c): sw_swap_victims_first's answers across the
  * tiles of a pass without a scan of the pool per tile. reset at a pass's
  * start (built from the slots at its first ranking); touch after every
- * change of a slot's score, last access or occupancy during the pass;
+ * change of a slot's score, last access or occupancy during the pass, and
+ * after every unpin (a pinned slot's entry is left out until then);
  * first: the k first unpinned slots of sw_swap_pool_rank's order, as
  * sw_swap_victims_first gives them, or -1 (use sw_swap_victims_first: k
  * is large against the pool, or an allocation failed). */
@@ -304,9 +308,6 @@ sw_swap_vheap *sw_swap_vheap_new(void);
 void sw_swap_vheap_free(sw_swap_vheap *vh);
 void sw_swap_vheap_reset(sw_swap_vheap *vh);
 void sw_swap_vheap_touch(sw_swap *s, sw_swap_vheap *vh, int32_t slot);
-/* A slot's pin released during the pass (its entry was left out while
- * pinned). */
-void sw_swap_vheap_unpinned(sw_swap *s, sw_swap_vheap *vh, int32_t slot);
 int32_t sw_swap_vheap_first(sw_swap *s, sw_swap_vheap *vh, int32_t k, int32_t *out);
 void sw_swap_pool_drop(sw_swap *s, sw_swap_blk *b);
 /* Drops every resident block of a sequence. */
