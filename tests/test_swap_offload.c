@@ -24,22 +24,7 @@ enum { L = 2, H = 2, HQ = 4, D = 64, B = 16, QL = 3, PAD = 8, LEN = 16 * 5 + 7, 
 
 static sw_swap *engine(sw_store *st, sw_swap_pool_kind pool)
 {
-    sw_swap_model m;
-    sw_swap_model_init(&m);
-    m.num_layers = L;
-    m.num_kv_heads = H;
-    m.num_qo_heads = HQ;
-    m.head_dim = D;
-    m.block_size = B;
-    sw_swap_config c;
-    sw_swap_config_init(&c);
-    c.resident_blocks = 4;
-    c.tile_blocks = 2;
-    c.predictor_rank = 16;
-    c.pool = pool;
-    sw_swap *s = NULL;
-    CHECK_STATUS(sw_swap_create(&m, &c, st, &s), SW_OK);
-    return s;
+    return tsw_small_engine(st, L, H, HQ, D, B, pool, 0);
 }
 
 /* The raw K/V of layer l, BF16 token-major [LEN][H][D] (as a prefill makes

@@ -198,6 +198,31 @@ static inline void tsw_reference(const tsw_seq *q, int32_t layer, int32_t Hq,
     sw_test_pool_run(workers, ql * Hq, tsw_reference_row, &R);
 }
 
+/* An engine with a small pool (4 slots, tiles of 2 blocks, rank 16), so
+ * that most tiles read; persist: sw_swap_config.persist_manifests. */
+static inline sw_swap *tsw_small_engine(sw_store *st, int32_t layers, int32_t kv_heads,
+                                        int32_t qo_heads, int32_t head_dim, int32_t block,
+                                        sw_swap_pool_kind pool, int32_t persist)
+{
+    sw_swap_model m;
+    sw_swap_model_init(&m);
+    m.num_layers = layers;
+    m.num_kv_heads = kv_heads;
+    m.num_qo_heads = qo_heads;
+    m.head_dim = head_dim;
+    m.block_size = block;
+    sw_swap_config c;
+    sw_swap_config_init(&c);
+    c.resident_blocks = 4;
+    c.tile_blocks = 2;
+    c.predictor_rank = 16;
+    c.pool = pool;
+    c.persist_manifests = persist;
+    sw_swap *s = NULL;
+    CHECK_STATUS(sw_swap_create(&m, &c, st, &s), SW_OK);
+    return s;
+}
+
 /* A store sized for `stripe` bytes per stripe and about `stripes` stripes. */
 static inline sw_store *tsw_store_open(const char *dir, uint32_t stripe, uint64_t stripes,
                                        uint64_t host_tier_bytes)
