@@ -265,6 +265,45 @@ SW_API sw_status sw_store_write(sw_store *s, const sw_store_key *key, const void
                                 size_t bytes, uint64_t *generation);
 
 /*
+ * Writes n stripes: key i from src[i] (bytes[i] bytes, 0..stripe_bytes, any
+ * alignment; not retained; NULL only when bytes[i] is 0). The result is
+ * that of sw_store_write for i = 0..n-1 in order: a key given twice ends
+ * with the later stripe, generations[i] (optional, n entries) grow strictly
+ * with i, and capacity, eviction (the full policy), the host tier, the
+ * remote tier's write-through (queued in order after the call's I/O, outside
+ * the lock) and the stats are what n single writes give. The I/O is
+ * batched: the writes go in groups of up to queue_depth (fewer when the
+ * bounce buffer, io_buffer_bytes, holds fewer extents and header pages);
+ * a group's extents and header pages are written together (each header
+ * page once), its journal records appended with one write (and, in SYNC
+ * mode, one fdatasync of each file). A group also ends before a key it
+ * already holds and wherever a single write's choice of extent or eviction
+ * would depend on the group's earlier writes (then they are written
+ * first). A group is one operation of the store: when a writer dies during
+ * one, the next open finds each of its stripes whole or not at all.
+ * Every argument is checked before anything is written: a null
+ * keys/src/bytes (n > 0), a bad key, src[i] NULL with bytes[i] > 0, bytes[i]
+ * > stripe_bytes, a read-only handle are SW_STATUS_INVALID with the index
+ * in the detail, and nothing is written.
+ * *n_done (optional) receives how many writes, from index 0, are done
+ * (durable per the durability mode and visible, as a single write that
+ * returned SW_OK; their generations are filled); it is n on SW_OK. On a
+ * failure the writes before the failing one's group are done, nothing of
+ * that group or after it is visible (its header slots are put back as
+ * sw_store_write does), and the detail names the failing write's index --
+ * except when only the void headers over the previous versions of a
+ * group's overwrites could not be written: then the group is done (in
+ * n_done) and the handle is marked failed, as sw_store_write does.
+ * Returns SW_OK (also for n = 0); SW_STATUS_INVALID (above, null store);
+ * SW_STATUS_FULL (write n_done found no free extent under
+ * SW_STORE_FULL_REFUSE, or ENOSPC on the journal); SW_STATUS_IO;
+ * SW_STATUS_FAILED; SW_STATUS_NO_MEMORY (nothing written).
+ */
+SW_API sw_status sw_store_write_batch(sw_store *s, size_t n, const sw_store_key *keys,
+                                      const void *const *src, const size_t *bytes,
+                                      uint64_t *generations, size_t *n_done);
+
+/*
  * Reads n stripes into host buffers: key i into dst[i], which has room for
  * dst_bytes bytes (any alignment). Reads are sorted by placement, adjacent
  * extents are merged into large requests and issued in batches of up to
@@ -541,9 +580,10 @@ typedef struct sw_store_verify_result {
      * a put without its record (journal_missing 1: rolled forward by the
      * next open), a torn put (extents_torn 1: dropped by it), or a void
      * header a delete, eviction or overwrite left unwritten (voids_pending
-     * 1: written by it) -- then verify returns SW_OK. A delete the journal
-     * lost (a void header without its tombstone) is never a crash: it is
-     * counted in journal_missing and fails verify. */
+     * 1: written by it); or several of these, all of one group of
+     * sw_store_write_batch -- then verify returns SW_OK. A delete the
+     * journal lost (a void header without its tombstone) is never a crash:
+     * it is counted in journal_missing and fails verify. */
     uint64_t voids_pending;
     uint64_t in_flight;
 } sw_store_verify_result;

@@ -225,7 +225,11 @@ static void test_refusals(void)
     /* a CUDA backend without a device: as for contiguous K/V */
     if (sw_cuda_device_count() == 0) {
         pp.backend = SW_BACKEND_CUDA;
+#ifdef SW_HAVE_CUDA
         expect_refusal(&pp, 2, qo, &kv, SW_STATUS_NO_DEVICE, "CUDA device(s) are usable");
+#else
+        expect_refusal(&pp, 2, qo, &kv, SW_STATUS_NO_DEVICE, "this build has no CUDA");
+#endif
         pp.backend = SW_BACKEND_CPU;
     }
     kv.struct_size = 8;

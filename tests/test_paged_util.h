@@ -19,7 +19,7 @@ typedef struct pool {
     size_t bytes;
 } pool;
 
-static void pool_free(pool *p)
+static inline void pool_free(pool *p)
 {
     free(p->indptr);
     free(p->indices);
@@ -31,7 +31,7 @@ static void pool_free(pool *p)
     memset(p, 0, sizeof *p);
 }
 
-static void put(sw_dtype t, void *base, int64_t i, float x)
+static inline void put(sw_dtype t, void *base, int64_t i, float x)
 {
     if (t == SW_DTYPE_F16)
         ((uint16_t *)base)[i] = sw_f32_to_f16(x);
@@ -44,7 +44,7 @@ static void put(sw_dtype t, void *base, int64_t i, float x)
 /* Lays c's K/V out in pages: `spare` extra pages, shuffled, the table in the
  * convention `fa` (block_table) or not (FlashInfer). When `scatter` is 0 the
  * pages are left filled with 1e4 for the append to write. */
-static void pool_make(pool *p, const sw_case *c, sw_rng *r, int32_t ps, sw_kv_layout layout,
+static inline void pool_make(pool *p, const sw_case *c, sw_rng *r, int32_t ps, sw_kv_layout layout,
                       int fa, int padded, int scatter)
 {
     memset(p, 0, sizeof *p);
@@ -135,7 +135,7 @@ static void pool_make(pool *p, const sw_case *c, sw_rng *r, int32_t ps, sw_kv_la
 
 /* Keeps at most `keep` query tokens per request (the last ones: decode and
  * small speculative steps continue the cache). */
-static void shorten_queries(sw_case *c, int32_t keep)
+static inline void shorten_queries(sw_case *c, int32_t keep)
 {
     const size_t es = sw_dtype_size(c->params.dtype);
     int32_t *ni = calloc((size_t)c->batch + 1, sizeof(int32_t));

@@ -29,24 +29,10 @@ static int g_evict;
 
 enum { MSG_OPENED = 1, MSG_BEGIN_PUT, MSG_ACK_PUT, MSG_BEGIN_DEL, MSG_ACK_DEL, MSG_FAIL };
 
-typedef struct msg {
-    uint32_t type;
-    uint32_t key;
-    uint64_t tag;
-    uint64_t gen;
-    uint64_t pad;
-} msg;
-
 typedef struct kstate {
     int present;
     uint64_t tag, gen;
 } kstate;
-
-static sw_store_key key_of(int i)
-{
-    /* Three streams, consecutive blocks: exercises run placement. */
-    return ts_key(42, (uint32_t)(i % 3), (uint32_t)(i / 3), 1, (uint8_t)(i & 1));
-}
 
 static sw_store_config config(const char *dir, int round)
 {
@@ -57,58 +43,36 @@ static sw_store_config config(const char *dir, int round)
     return c;
 }
 
-static void send_msg(int fd, uint32_t type, uint32_t key, uint64_t tag, uint64_t gen)
-{
-    msg m = {type, key, tag, gen, 0};
-    ssize_t w;
-    do
-        w = write(fd, &m, sizeof m);
-    while (w < 0 && errno == EINTR);
-}
-
 static void child(int fd, const char *dir, int round, uint64_t seed)
 {
     sw_store_config c = config(dir, round);
-    sw_store *s = NULL;
-    if (ts_open(&c, &s) != SW_OK) {
-        fprintf(stderr, "child: open: %s\n", sw_last_error());
-        send_msg(fd, MSG_FAIL, 0, 0, 0);
-        _exit(3);
-    }
-    send_msg(fd, MSG_OPENED, 0, 0, 0);
+    sw_store *s = ts_child_open(fd, &c, MSG_OPENED, MSG_FAIL);
     sw_rng r = {seed};
     uint8_t *buf = malloc(STRIPE);
     for (uint64_t op = 1;; op++) {
         int k = (int)(sw_rng_next(&r) % NK);
-        sw_store_key key = key_of(k);
+        sw_store_key key = ts_crash_key(k);
         if (sw_rng_next(&r) % 8 == 0 && !g_evict) {
-            send_msg(fd, MSG_BEGIN_DEL, (uint32_t)k, 0, 0);
+            ts_send(fd, MSG_BEGIN_DEL, (uint32_t)k, 0, 0);
             sw_status st = sw_store_delete(s, &key);
             if (st != SW_OK && st != SW_STATUS_NOT_FOUND) {
-                send_msg(fd, MSG_FAIL, (uint32_t)k, 0, 0);
+                ts_send(fd, MSG_FAIL, (uint32_t)k, 0, 0);
                 _exit(4);
             }
-            send_msg(fd, MSG_ACK_DEL, (uint32_t)k, 0, 0);
+            ts_send(fd, MSG_ACK_DEL, (uint32_t)k, 0, 0);
         } else {
             uint64_t tag = ((uint64_t)round << 32) | op;
             size_t len = ts_len(&key, tag, STRIPE);
             ts_fill(buf, len, &key, tag);
-            send_msg(fd, MSG_BEGIN_PUT, (uint32_t)k, tag, 0);
+            ts_send(fd, MSG_BEGIN_PUT, (uint32_t)k, tag, 0);
             uint64_t gen = 0;
             if (sw_store_write(s, &key, buf, len, &gen) != SW_OK) {
                 fprintf(stderr, "child: write: %s\n", sw_last_error());
-                send_msg(fd, MSG_FAIL, (uint32_t)k, 0, 0);
+                ts_send(fd, MSG_FAIL, (uint32_t)k, 0, 0);
                 _exit(5);
             }
-            send_msg(fd, MSG_ACK_PUT, (uint32_t)k, tag, gen);
+            ts_send(fd, MSG_ACK_PUT, (uint32_t)k, tag, gen);
         }
-    }
-}
-
-static void sleep_us(long us)
-{
-    struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
     }
 }
 
@@ -258,13 +222,13 @@ int main(int argc, char **argv)
         sw_store *s = NULL;
         CHECK_STATUS(ts_open(&c, &s), SW_OK);
         for (int k = 0; k < NK && s; k++) {
-            sw_store_key key = key_of(k);
+            sw_store_key key = ts_crash_key(k);
             size_t len = ts_len(&key, (uint64_t)k, STRIPE);
             ts_fill(buf, len, &key, (uint64_t)k);
             CHECK_STATUS(sw_store_write(s, &key, buf, len, NULL), SW_OK);
         }
         for (int k = 0; k < NK && s; k++) {
-            sw_store_key key = key_of(k);
+            sw_store_key key = ts_crash_key(k);
             size_t len = 0;
             uint64_t gen = 0;
             sw_status st = ts_read1(s, &key, buf, STRIPE, &len, &gen);
@@ -295,11 +259,11 @@ int main(int argc, char **argv)
         close(p[1]);
         /* Kill at a random moment: 1 round in 4 during open. */
         int early = round > 0 && sw_rng_next(&r) % 4 == 0;
-        msg m;
+        ts_msg m;
         ssize_t got;
         int opened = 0;
         if (early) {
-            sleep_us((long)(sw_rng_next(&r) % 3000));
+            ts_sleep_us((long)(sw_rng_next(&r) % 3000));
         } else {
             while ((got = read(p[0], &m, sizeof m)) == (ssize_t)sizeof m) {
                 if (m.type == MSG_OPENED) {
@@ -309,7 +273,7 @@ int main(int argc, char **argv)
                 if (m.type == MSG_FAIL)
                     break;
             }
-            sleep_us(g_evict ? 5000 + (long)(sw_rng_next(&r) % 60000)
+            ts_sleep_us(g_evict ? 5000 + (long)(sw_rng_next(&r) % 60000)
                              : 1000 + (long)(sw_rng_next(&r) % 20000));
         }
         kill(pid, SIGKILL);
@@ -354,7 +318,7 @@ int main(int argc, char **argv)
         if (!s)
             break;
         for (int k = 0; k < NK; k++) {
-            sw_store_key key = key_of(k);
+            sw_store_key key = ts_crash_key(k);
             size_t len = 0;
             uint64_t gen = 0;
             memset(buf, 0, STRIPE);

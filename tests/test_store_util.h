@@ -8,11 +8,13 @@
 #include "store/format.h"
 #include "store/store_internal.h"
 
+#include <errno.h>
 #include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 static int ts_rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *f)
@@ -231,6 +233,51 @@ static inline uint64_t ts_seed(uint64_t def)
 {
     const char *s = getenv("SW_TEST_SEED");
     return s ? strtoull(s, NULL, 0) : def;
+}
+
+/* Kill tests: a forked writer reports each step to its parent through a
+ * pipe (one ts_msg per step, types the test's own), and the parent kills
+ * it with SIGKILL at a random moment. */
+typedef struct ts_msg {
+    uint32_t type, key;
+    uint64_t tag, gen;
+} ts_msg;
+
+static inline void ts_send(int fd, uint32_t type, uint32_t key, uint64_t tag, uint64_t gen)
+{
+    ts_msg m = {type, key, tag, gen};
+    ssize_t w;
+    do
+        w = write(fd, &m, sizeof m);
+    while (w < 0 && errno == EINTR);
+}
+
+static inline void ts_sleep_us(long us)
+{
+    struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+/* A forked writer's open: reports `opened`, or `fail` and exits 3. */
+static inline sw_store *ts_child_open(int fd, const sw_store_config *c, uint32_t opened,
+                                      uint32_t fail)
+{
+    sw_store *s = NULL;
+    if (ts_open(c, &s) != SW_OK) {
+        fprintf(stderr, "child: open: %s\n", sw_last_error());
+        ts_send(fd, fail, 0, 0, 0);
+        _exit(3);
+    }
+    ts_send(fd, opened, 0, 0, 0);
+    return s;
+}
+
+/* The kill tests' keys: three streams of consecutive blocks (exercises run
+ * placement). */
+static inline sw_store_key ts_crash_key(int i)
+{
+    return ts_key(42, (uint32_t)(i % 3), (uint32_t)(i / 3), 1, (uint8_t)(i & 1));
 }
 
 #endif

@@ -58,7 +58,9 @@
  *   40  u32  payload length (put)
  *   44  u32  crc32c of the payload (put)
  *   48  u64  sequence number (store-wide, grows by one per operation; the
- *            extent header of the same operation carries it too)
+ *            extent header of the same operation carries it too; the puts
+ *            of one group of sw_store_write_batch are one operation and
+ *            share it)
  *   56  u32  zero
  *   60  u32  crc32c of bytes 0..59
  * A journal starts with a snapshot record (key zero) followed by the `slot`

@@ -269,10 +269,25 @@ void sw_store_slot_release(sw_store *s, uint32_t slot)
     }
 }
 
-void sw_store_index_publish(sw_store *s, uint32_t slot)
+/* A run that holds the key's home position but no owner adopts the key's
+ * chunk, so later blocks of the chunk land next to it (replay). Returns 1
+ * when it did. */
+static int run_adopt(sw_store *s, uint32_t slot, const sw_store_key *key)
+{
+    uint32_t run = slot / s->g.run_blocks;
+    if (s->runs[run].owned || key->block % s->g.run_blocks != slot % s->g.run_blocks)
+        return 0;
+    sw_store_key c = chunk_of(s, key);
+    if (run_find(s, &c) != SW_NIL)
+        return 0;
+    run_map(s, run, &c);
+    return 1;
+}
+
+/* The key -> slot mapping, payload accounting and LRU head of a publish. */
+static void index_link(sw_store *s, uint32_t slot)
 {
     sw_slot *e = &s->slots[slot];
-    sw_store_slot_take(s, slot);
     uint64_t i = key_hash(&e->key) & s->table_mask;
     for (;; i = (i + 1) & s->table_mask) {
         uint32_t v = s->table[i];
@@ -286,15 +301,33 @@ void sw_store_index_publish(sw_store *s, uint32_t slot)
     s->table[i] = slot;
     lru_unlink(s, slot);
     lru_push_head(s, slot);
-    /* A run that holds the key's home position but no owner adopts the
-     * key's chunk, so later blocks of the chunk land next to it (replay). */
-    uint32_t run = slot / s->g.run_blocks;
-    if (!s->runs[run].owned && e->key.block % s->g.run_blocks == slot % s->g.run_blocks) {
-        sw_store_key c = chunk_of(s, &e->key);
-        if (run_find(s, &c) == SW_NIL)
-            run_map(s, run, &c);
-    }
 }
+
+void sw_store_index_publish(sw_store *s, uint32_t slot)
+{
+    sw_store_slot_take(s, slot);
+    index_link(s, slot);
+    (void)run_adopt(s, slot, &s->slots[slot].key);
+}
+
+/* The run bookkeeping of a put happens when its slot is chosen, as a
+ * single write's publish does it before the next write chooses a slot: the
+ * group's later placements see the same runs. */
+int sw_store_slot_reserve(sw_store *s, uint32_t slot, const sw_store_key *key)
+{
+    sw_store_slot_take(s, slot);
+    return run_adopt(s, slot, key);
+}
+
+void sw_store_slot_unreserve(sw_store *s, uint32_t slot, int adopted)
+{
+    uint32_t run = slot / s->g.run_blocks;
+    if (adopted && s->runs[run].used > 1)
+        run_unmap(s, run); /* else the release below unmaps the emptied run */
+    sw_store_slot_release(s, slot);
+}
+
+void sw_store_index_publish_reserved(sw_store *s, uint32_t slot) { index_link(s, slot); }
 
 void sw_store_index_remove(sw_store *s, uint32_t slot)
 {
@@ -384,6 +417,15 @@ void sw_store_host_drop(sw_store *s, uint32_t slot)
         s->host[h].slot = SW_NIL;
         s->host[h].ref = 0;
         s->host[h].zombie = 1;
+        return;
+    }
+    if (s->host_defer) {
+        /* A batch group's eviction: unmapped now, back on the free list
+         * just before the put that caused it copies its stripe in
+         * (write_batch.c), where n single writes would have freed it. */
+        s->host[h].slot = SW_NIL;
+        s->host[h].ref = 0;
+        s->host_defer[s->host_ndefer++] = h;
         return;
     }
     sw_store_host_free(s, h);

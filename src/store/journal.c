@@ -13,10 +13,16 @@
 sw_status sw_store_journal_append(sw_store *s, const sw_store_record *r)
 {
     uint8_t buf[SW_STORE_REC_BYTES];
+    sw_store_encode_record(r, buf);
+    return sw_store_journal_write(s, buf, 1);
+}
+
+sw_status sw_store_journal_write(sw_store *s, const uint8_t *recs, size_t n)
+{
     if (s->read_only)
         return sw_fail(SW_STATUS_INVALID, "the store is open read-only");
-    sw_store_encode_record(r, buf);
-    sw_status st = sw_store_pwrite_all(s->journal_fd, buf, sizeof buf, s->journal_end, "journal append");
+    sw_status st = sw_store_pwrite_all(s->journal_fd, recs, n * SW_STORE_REC_BYTES,
+                                       s->journal_end, "journal append");
     if (st == SW_OK && s->durability == SW_STORE_DURABILITY_SYNC &&
         fdatasync(s->journal_fd) != 0)
         st = sw_store_errno(s, errno, "fdatasync(journal)");
@@ -34,8 +40,8 @@ sw_status sw_store_journal_append(sw_store *s, const sw_store_record *r)
         sw_fail(st, "%s", keep);
         return st;
     }
-    s->journal_end += SW_STORE_REC_BYTES;
-    s->st.journal_records++;
+    s->journal_end += n * SW_STORE_REC_BYTES;
+    s->st.journal_records += n;
     return SW_OK;
 }
 

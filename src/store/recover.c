@@ -26,7 +26,12 @@
  *
  * The one legitimate gap: a writer killed between a put's extent and its
  * record (or between a tombstone and its void) leaves the newest header one
- * past the journal's last record. That operation is taken from the data file
+ * past the journal's last record. A batch group (write_batch.c) is one
+ * operation: its puts share one number, their extents are written together
+ * and their records appended with one pwrite, so a kill can leave any of
+ * its headers without a record -- all of them (one past the journal), or
+ * those whose records the cut-short append did not reach (the newest
+ * number, at the journal's end). That operation is taken from the data file
  * (a void: the delete is redone; a live extent with a good payload: the put
  * is taken, as if its record had landed -- which is also exactly right when
  * the journal's last record was cut off), or, when its payload does not
@@ -285,9 +290,30 @@ static sw_status payload_ok(sw_store *s, const sw_store_extent_hdr *h, int *ok)
     return SW_OK;
 }
 
-static sw_status resolve(sw_store *s, const sw_store_extent_hdr *h, uint64_t dmax,
-                         uint64_t max_journal_seq)
+/* The in-flight operation at open: its sequence number (the newest header
+ * of the store), whether its records may be partly in the journal, and
+ * what became of its puts so far. */
+typedef struct flight {
+    uint64_t dmax, jmax;
+    int tail_ok;
+    size_t left;      /* its live suspects not resolved yet */
+    size_t rolled;    /* ... taken from the data file */
+} flight;
+
+/* Is the live header h (newer than its key's last record) a put of the
+ * operation a killed writer left unfinished? The newest number of the
+ * store, and either one past the journal (no record of it landed) or --
+ * only a batch group's puts share a number -- the journal's newest, with
+ * this put's record among those its append did not reach. */
+static int in_flight(const flight *f, const sw_store_extent_hdr *h)
 {
+    return h->state == SW_STORE_EXTENT_LIVE && h->seq == f->dmax &&
+           (h->seq == f->jmax + 1 || (h->seq == f->jmax && f->tail_ok));
+}
+
+static sw_status resolve(sw_store *s, const sw_store_extent_hdr *h, flight *f)
+{
+    const uint64_t max_journal_seq = f->jmax;
     uint32_t cur = sw_store_index_find(s, &h->key);
     if (h->state == SW_STORE_EXTENT_VOID) {
         /* A delete whose tombstone the journal lost (or a delete in flight
@@ -300,12 +326,15 @@ static sw_status resolve(sw_store *s, const sw_store_extent_hdr *h, uint64_t dma
         s->deletes_redone++;
         return append(s, SW_STORE_REC_DEL, h, h->seq);
     }
-    if (h->seq == dmax && h->seq == max_journal_seq + 1) {
+    if (in_flight(f, h)) {
         /* The newest operation of the store, one past the journal: the put
          * a killed writer left without its record, or the journal's last
-         * record was lost. */
+         * record was lost (or a put of a batch group whose append was cut
+         * short). */
         int ok = 0;
         SW_TRY(payload_ok(s, h, &ok));
+        f->left--;
+        s->inflight_found++;
         if (!ok) {
             /* torn: the payload and header writes of a put are in flight
              * together and a killed writer can leave the header alone; such
@@ -321,8 +350,10 @@ static sw_status resolve(sw_store *s, const sw_store_extent_hdr *h, uint64_t dma
             /* No file carries its number any more: handed out again, so
              * that the next operation a killed writer leaves without its
              * record is again one past the journal (else it would be two
-             * past, and its key unprovable with its acknowledged version). */
-            if (s->journal_seq == h->seq)
+             * past, and its key unprovable with its acknowledged version).
+             * Not while another put of its group carries it (taken from
+             * the data file, or still to be resolved). */
+            if (s->journal_seq == h->seq && !f->rolled && !f->left)
                 s->journal_seq = max_journal_seq;
             return SW_OK;
         }
@@ -340,6 +371,7 @@ static sw_status resolve(sw_store *s, const sw_store_extent_hdr *h, uint64_t dma
             sw_store_slot_release(s, cur);
         sw_keymap_erase(&s->unprov, &h->key);
         s->st.journal_recovered++;
+        f->rolled++;
         return append(s, SW_STORE_REC_PUT, h, h->seq);
     }
     /* The journal lost a newer record of this key: what it says about the
@@ -368,7 +400,8 @@ static sw_status resolve(sw_store *s, const sw_store_extent_hdr *h, uint64_t dma
  * key's newest sequence number -- so that at most one live header of a key
  * is not outnumbered by a newer header of it, its current version
  * (docs/store.md, "why this is enough"). Read-only: counted only. */
-static sw_status void_leftovers(sw_store *s, const sw_keymap *deleted, const suspects *x)
+static sw_status void_leftovers(sw_store *s, const sw_keymap *deleted, const suspects *x,
+                                uint64_t dmax)
 {
     for (size_t i = 0; i < x->nleft; i++) {
         const sw_store_extent_hdr *h = &x->left[i];
@@ -377,6 +410,7 @@ static sw_status void_leftovers(sw_store *s, const sw_keymap *deleted, const sus
             continue; /* the journal gives the slot to a key: not a leftover */
         uint64_t j = journal_seq_of(s, deleted, &h->key);
         s->voids_pending++;
+        s->inflight_found += j == dmax; /* left by the newest operation */
         if (s->read_only)
             continue;
         SW_TRY(sw_store_void_extent(s, slot, &h->key, h->generation, j > h->seq ? j : h->seq));
@@ -385,7 +419,7 @@ static sw_status void_leftovers(sw_store *s, const sw_keymap *deleted, const sus
 }
 
 sw_status sw_store_recover(sw_store *s, sw_keymap *deleted, uint64_t max_journal_seq,
-                           uint64_t snapshot_seq, int damaged)
+                           uint64_t snapshot_seq, int damaged, int group_tail_ok)
 {
     suspects x;
     memset(&x, 0, sizeof x);
@@ -393,10 +427,13 @@ sw_status sw_store_recover(sw_store *s, sw_keymap *deleted, uint64_t max_journal
     sw_status st = scan_headers(s, deleted, snapshot_seq, damaged, &x, &dmax);
     if (s->journal_seq < dmax)
         s->journal_seq = dmax; /* never hand out a number a header carries */
+    flight f = {dmax, max_journal_seq, group_tail_ok, 0, 0};
+    for (size_t i = 0; i < x.n; i++)
+        f.left += (size_t)in_flight(&f, &x.a[i].h);
     for (size_t i = 0; i < x.n && st == SW_OK; i++)
-        st = resolve(s, &x.a[i].h, dmax, max_journal_seq);
+        st = resolve(s, &x.a[i].h, &f);
     if (st == SW_OK)
-        st = void_leftovers(s, deleted, &x);
+        st = void_leftovers(s, deleted, &x, dmax);
     free(x.a);
     free(x.left);
     sw_keymap_free(&x.at);

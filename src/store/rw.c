@@ -44,8 +44,7 @@ sw_status sw_store_remove_slot(sw_store *s, uint32_t v)
     return SW_OK;
 }
 
-/* Evicts the LRU stripe. */
-static sw_status evict_one(sw_store *s, uint32_t avoid)
+sw_status sw_store_evict_lru(sw_store *s, uint32_t avoid)
 {
     uint32_t v = sw_store_lru_victim(s, avoid);
     if (v == SW_NIL)
@@ -72,7 +71,7 @@ static sw_status store_write(sw_store *s, const sw_store_key *key, const void *s
             return sw_fail(SW_STATUS_FULL, "store is full: %u of %u extents used (policy: refuse%s)",
                            s->used_slots, s->nslots,
                            old != SW_NIL ? "; an overwrite needs one free extent" : "");
-        SW_TRY(evict_one(s, old));
+        SW_TRY(sw_store_evict_lru(s, old));
         if (old != SW_NIL && !s->slots[old].used)
             old = SW_NIL; /* the key itself was the victim */
         slot = sw_store_place(s, key, old);

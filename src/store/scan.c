@@ -193,16 +193,21 @@ sw_status sw_store_verify(sw_store *s, sw_store_visit_fn fn, void *ctx,
      * without its record (one past the journal, rolled forward), a torn put
      * (dropped) or a void not written after its record. Each is resolved
      * by the next read-write open exactly as if the writer had finished or
-     * never started it, so alone it is not damage. A void without its
-     * tombstone (a redone delete) cannot come from a kill (the tombstone
-     * is appended first): damage. (A journal whose last record alone was
-     * cut looks like the first case, and open's roll-forward is right for
-     * it too.) */
+     * never started it, so alone it is not damage. A batch group is one
+     * operation (its puts share one number): several such findings, all of
+     * the store's newest number, are one killed writer's too -- a number
+     * that only a group's puts share, so no damage to single operations'
+     * records looks like it. A void without its tombstone (a redone delete)
+     * cannot come from a kill (the tombstone is appended first): damage.
+     * (A journal whose last record alone was cut looks like the first case,
+     * and open's roll-forward is right for it too; so does one whose last
+     * group's records were cut.) */
     const uint64_t redone = s->read_only ? s->deletes_redone : 0;
     const sw_store_verify_result *q = &vs.r;
+    const uint64_t found = q->journal_missing + q->extents_torn + q->voids_pending;
     if (!q->extents_corrupt && !q->host_corrupt && !q->journal_dropped && !q->journal_damaged &&
         !q->keys_unprovable && !q->headers_bad && !redone &&
-        q->journal_missing + q->extents_torn + q->voids_pending == 1)
+        (found == 1 || (found > 1 && s->inflight_found == found)))
         vs.r.in_flight = 1;
     pthread_mutex_unlock(&s->lock);
     if (res) {
@@ -400,6 +405,7 @@ static sw_status repair_locked(sw_store *s, sw_store_repair_result *r)
     s->st.journal_recovered = 0;
     s->deletes_redone = 0;
     s->voids_pending = 0;
+    s->inflight_found = 0;
     return SW_OK;
 }
 

@@ -107,7 +107,7 @@ static sw_status replay_journal(sw_store *s)
      * lost one: `damaged`, as is a dropped record before the last good one. */
     uint64_t snap_seq = 0, snap_n = 0, max_seq = 0, last_good = 0;
     int damaged = 0, have_snap = 0;
-    size_t first_bad = SIZE_MAX;
+    size_t first_bad = SIZE_MAX, first_max = 0;
     for (size_t i = 0; i < nrec && st == SW_OK; i++) {
         sw_store_record r;
         if (sw_store_decode_record(buf + i * SW_STORE_REC_BYTES, SW_STORE_REC_BYTES, &r) !=
@@ -128,17 +128,27 @@ static sw_status replay_journal(sw_store *s)
             continue;
         }
         st = apply_record(s, &r, &deleted);
-        if (r.seq > max_seq)
+        if (r.seq > max_seq) {
             max_seq = r.seq;
+            first_max = i;
+        }
         s->st.journal_records++;
         last_good = (uint64_t)(i + 1);
     }
     free(buf);
-    if (!have_snap || nrec < snap_n + 1 || (first_bad != SIZE_MAX && first_bad < last_good))
+    if (!have_snap || nrec < snap_n + 1)
+        damaged = 1;
+    /* Records lost only after the first record of the newest number, a
+     * number appended after the snapshot: a batch group's records (they
+     * share it) torn by a power loss; the group's puts are found in the
+     * data file as one killed writer's (recover.c). */
+    const int group_tail_ok = !damaged && (first_bad == SIZE_MAX || first_bad >= last_good ||
+                                           (first_bad > first_max && max_seq > snap_seq));
+    if (first_bad != SIZE_MAX && first_bad < last_good)
         damaged = 1;
     s->journal_seq = max_seq;
     if (st == SW_OK)
-        st = sw_store_recover(s, &deleted, max_seq, snap_seq, damaged);
+        st = sw_store_recover(s, &deleted, max_seq, snap_seq, damaged, group_tail_ok);
     sw_keymap_free(&deleted);
     SW_TRY(st);
     s->st.journal_damaged = (uint64_t)damaged;
@@ -198,6 +208,7 @@ static void store_free(sw_store *s)
     free(s->rd_scratch);
     free(s->rd_groups);
     free(s->rd_reqs);
+    sw_store_write_batch_free(s);
     sw_store_index_free(s);
     sw_keymap_free(&s->unprov);
     if (s->data_fd >= 0)

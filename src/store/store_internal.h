@@ -189,6 +189,10 @@ struct sw_store {
     uint32_t host_free_head;     /* free list through next_free */
     uint32_t host_hand;          /* CLOCK hand */
     uint32_t host_leased;        /* entries with lease > 0 (zombies included) */
+    /* While a batch group evicts (write_batch.c): dropped entries are
+     * unmapped and listed here instead of freed; NULL otherwise. */
+    uint32_t *host_defer;
+    uint32_t host_ndefer;
 
     /* I/O */
     sw_io *io;
@@ -209,6 +213,8 @@ struct sw_store {
     void *rd_groups, *rd_reqs;   /* ops_cap + 1 each, allocated on first read */
     struct sw_read_async *ra;    /* read tickets (read_async.c); NULL until the
                                   * first sw_store_read_submit */
+    struct sw_write_batch *wb;   /* batch write scratch (write_batch.c); NULL
+                                  * until the first sw_store_write_batch */
 
     /* journal */
     uint64_t journal_end;        /* bytes of the journal (appends go here) */
@@ -227,6 +233,11 @@ struct sw_store {
      * (a writer killed between a record and its void: a crash). */
     uint64_t deletes_redone;
     uint64_t voids_pending;
+    /* Of what open took from the data file, dropped or left to void
+     * (journal_recovered's puts, extents_discarded, voids_pending): how
+     * much belongs to the store's newest operation -- a batch group's puts
+     * share its number -- which verify counts as one killed writer's. */
+    uint64_t inflight_found;
 
     sw_store_stats st;           /* counters (occupancy fields filled on demand) */
 
@@ -256,6 +267,13 @@ static inline const uint32_t *sw_store_index_bucket(const sw_store *s, uint64_t 
  * replacing the mapping of an earlier slot of the key (which stays used:
  * the caller frees it). */
 void sw_store_index_publish(sw_store *s, uint32_t slot);
+/* A batch group's put (write_batch.c): its slot is taken when chosen
+ * (used, counted in its run, the run adopting the key's chunk as publish
+ * would; 1 returned when it adopted) and published after the group's I/O
+ * and journal record; unreserve gives back one that was never published. */
+int sw_store_slot_reserve(sw_store *s, uint32_t slot, const sw_store_key *key);
+void sw_store_slot_unreserve(sw_store *s, uint32_t slot, int adopted);
+void sw_store_index_publish_reserved(sw_store *s, uint32_t slot);
 /* Removes the key of `slot` from the index and frees the slot. */
 void sw_store_index_remove(sw_store *s, uint32_t slot);
 /* Marks a slot used/free and keeps the run bookkeeping. */
@@ -330,6 +348,9 @@ sw_status sw_store_journal_append(sw_store *s, const sw_store_record *r);
  * the next operation a killed writer leaves without its record look two
  * past the journal (recover.c). */
 sw_status sw_store_journal_append_next(sw_store *s, sw_store_record *r);
+/* Appends n encoded records (n x 64 bytes) with one pwrite, synced once per
+ * durability; on failure the journal is cut back as above. */
+sw_status sw_store_journal_write(sw_store *s, const uint8_t *recs, size_t n);
 /* journal.c: rewrites the journal as a snapshot of the index and the
  * unprovable keys (sw_store_replace_file). */
 sw_status sw_store_compact_journal(sw_store *s);
@@ -352,9 +373,13 @@ static inline int sw_store_unprovable(const sw_store *s, const sw_store_key *k)
  * rolls forward the one operation that may have been in flight, marks
  * keys that cannot be proven current, and (unless read-only) records that
  * in the journal. damaged: the journal lost records it cannot place (a
- * snapshot record, a record before its end). */
+ * snapshot record, a record before its end). group_tail_ok: the newest
+ * operation may be a batch group recorded in part (its puts share one
+ * number): the journal is undamaged, or its only lost records lie after
+ * the first record of its newest number (a group's append torn by a power
+ * loss). */
 sw_status sw_store_recover(sw_store *s, sw_keymap *journal_deleted, uint64_t max_journal_seq,
-                           uint64_t snapshot_seq, int damaged);
+                           uint64_t snapshot_seq, int damaged, int group_tail_ok);
 /* The header page that holds slot's header, in s->hpage (read unless it is
  * the cached page); *at: the offset of slot's header in it. */
 sw_status sw_store_header_page(sw_store *s, uint32_t slot, size_t *at);
@@ -383,6 +408,13 @@ void sw_store_reads_close(sw_store *s);
 /* rw.c: removes the stripe in slot v (tombstone, then a void header over
  * its extent header), s->lock held. */
 sw_status sw_store_remove_slot(sw_store *s, uint32_t v);
+
+/* rw.c: evicts the least recently used stripe other than `avoid` (avoid
+ * itself when it is the only one), s->lock held. */
+sw_status sw_store_evict_lru(sw_store *s, uint32_t avoid);
+
+/* write_batch.c: frees the batch scratch (store close). */
+void sw_store_write_batch_free(sw_store *s);
 
 /* rw.c: the remote tier's write-back (sw_remote_tier_install_fn of
  * store/remote_tier.h; `store` is the sw_store). Takes s->lock. */
