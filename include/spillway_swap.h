@@ -307,11 +307,15 @@ SW_API sw_status sw_swap_offload(sw_swap *s, uint64_t seq_id, int32_t layer, int
  * before it on that stream) into device staging, copied to pinned host
  * staging on that stream in one copy, and the call waits for that copy (an
  * event, not a device sync) before the stores are written. Host items need
- * no stream.
+ * no stream. The stripes of all items go to the store in one
+ * sw_store_write_batch (grouped I/O; then the manifests in a second), so a
+ * batch costs far less than n single offloads.
  * *n_done (optional) receives the number of items offloaded: all of them
- * on SW_OK; on a failure the items before it stayed offloaded, the failing
- * one is handled as sw_swap_offload handles a failure, and none after it
- * was written (the detail names the item).
+ * on SW_OK; on a failure the items before the failing one stay offloaded
+ * (exactly as if the batch had held only them), and the failing item and
+ * every item after it are handled as sw_swap_offload handles a failure
+ * (each block absent, its layer cut before it; the detail names the
+ * failing item) -- re-offload items n_done..n-1.
  * Returns sw_swap_offload's statuses; SW_STATUS_INVALID also for n < 0 or a
  * null array with n > 0 (n = 0 is a no-op).
  */

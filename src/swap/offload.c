@@ -2,8 +2,12 @@
  * ([Hkv][block][d]), token-major ([block][Hkv][d]) or strided, from host or
  * GPU memory; every item of a batch is checked before anything is written,
  * device blocks are packed by one kernel and copied to pinned staging in
- * one copy, then each block's stripes are written and its predictor entry
- * made, in order. */
+ * one copy, strided host blocks packed on the host; then every item is
+ * applied to its layer in order (prepare), all their stripes go to the
+ * store in one sw_store_write_batch, and each block gets its predictor
+ * entry, then (persist_manifests) all manifests in a second batch -- after
+ * the stripes, so that a block whose manifest is in the store has its
+ * stripes. */
 #include "swap_internal.h"
 #include "attend_internal.h"
 #include "swap_cuda.h"
@@ -28,6 +32,10 @@ typedef struct item_view {
     int on_device;
     int dense;             /* the slot layout itself: k and v used in place */
     size_t staged;         /* device items: offset of its K in the staging */
+    size_t packed;         /* strided host items: offset of its K in ost.pack */
+    const uint8_t *kd, *vd; /* K and V in the slot layout, once staged/packed */
+    int32_t old_n;         /* its layer's blocks before it was applied */
+    float *proj;           /* host engine, BF16: its projected keys */
 } item_view;
 
 /* "item i: " before a batch's messages (nothing for a single block). */
@@ -229,57 +237,55 @@ static sw_status stage_device(sw_swap *s, int32_t n, const sw_swap_block *const 
     return sw_cuda_swap_event_sync(o->ev);
 }
 
-/* A strided or token-major host block packed into the slot layout (valid
- * rows; the rest of each stripe is not read). */
-static sw_status pack_host(sw_swap *s, const sw_swap_block *b, const item_view *v,
-                           uint8_t **k, uint8_t **vv)
+/* Every strided or token-major host item packed into the slot layout
+ * (valid rows; the rest of each stripe is not read), each at its own
+ * offset of ost.pack: the stripes are written after all items are packed. */
+static sw_status pack_host(sw_swap *s, int32_t n, const sw_swap_block *const *kv, item_view *v)
 {
     const int32_t H = s->m.num_kv_heads, D = s->m.head_dim;
-    const size_t half = (size_t)H * s->stripe_elems * v->es;
+    size_t bytes = 0;
+    for (int32_t i = 0; i < n; i++)
+        if (!v[i].on_device && !v[i].dense) {
+            v[i].packed = bytes;
+            bytes += 2 * (size_t)H * s->stripe_elems * v[i].es;
+        }
+    if (!bytes)
+        return SW_OK;
     sw_swap_ostage *o = &s->ost;
-    if (o->pack_cap < 2 * half) {
-        uint8_t *p = realloc(o->pack, 2 * half);
+    if (o->pack_cap < bytes) {
+        uint8_t *p = realloc(o->pack, bytes);
         if (!p)
-            return sw_fail(SW_STATUS_NO_MEMORY, "offload: %zu bytes to pack a block", 2 * half);
+            return sw_fail(SW_STATUS_NO_MEMORY, "offload: %zu bytes to pack host blocks", bytes);
         o->pack = p;
-        o->pack_cap = 2 * half;
+        o->pack_cap = bytes;
     }
-    const size_t row = (size_t)D * v->es;
-    for (int kind = 0; kind < 2; kind++) {
-        const uint8_t *src = kind ? b->v : b->k;
-        uint8_t *dst = o->pack + kind * half;
-        for (int32_t h = 0; h < H; h++)
-            for (int32_t t = 0; t < b->valid_tokens; t++)
-                memcpy(dst + ((size_t)h * s->stripe_elems + (size_t)t * D) * v->es,
-                       src + ((size_t)h * (size_t)v->hs + (size_t)t * (size_t)v->ts) * v->es,
-                       row);
+    for (int32_t i = 0; i < n; i++) {
+        if (v[i].on_device || v[i].dense)
+            continue;
+        const sw_swap_block *b = kv[i];
+        const size_t es = v[i].es, half = (size_t)H * s->stripe_elems * es, row = (size_t)D * es;
+        for (int kind = 0; kind < 2; kind++) {
+            const uint8_t *src = kind ? b->v : b->k;
+            uint8_t *dst = o->pack + v[i].packed + kind * half;
+            for (int32_t h = 0; h < H; h++)
+                for (int32_t t = 0; t < b->valid_tokens; t++)
+                    memcpy(dst + ((size_t)h * s->stripe_elems + (size_t)t * D) * es,
+                           src + ((size_t)h * (size_t)v[i].hs + (size_t)t * (size_t)v[i].ts) * es,
+                           row);
+        }
     }
-    *k = o->pack;
-    *vv = o->pack + half;
     return SW_OK;
 }
 
-/* A failed offload of `block` (the layer had old_n blocks): the block and
- * every block after it become absent, the layer ends before it. */
-static void cut_layer(sw_swap *s, sw_swap_layer *L, int32_t block, int32_t old_n)
+/* Item i applied to its layer: the block index checked against the layer
+ * as the items before it left it, room, generations, predictor storage,
+ * its resident copy dropped; the block counts as written (valid) from here
+ * -- a failure later in the call cuts it (offload_cut). */
+static sw_status offload_prep(sw_swap *s, const char *w, item_view *v, int32_t layer,
+                              int32_t block, const sw_swap_block *b)
 {
-    const int32_t keep = block < old_n ? block : old_n;
-    for (int32_t i = keep; i < old_n; i++) {
-        sw_swap_pool_drop(s, &L->blk[i]);
-        L->blk[i].valid = 0;
-    }
-    L->nblocks = keep;
-}
-
-/* One checked block, k and v in the slot layout: the block index checked
- * against the layer as it is now, the stripes written, the predictor
- * entry made, the manifest written (persist_manifests). */
-static sw_status offload_one(sw_swap *s, const char *w, sw_swap_seq *q, int32_t layer,
-                             int32_t block, const sw_swap_block *b, const uint8_t *kd,
-                             const uint8_t *vd, size_t es)
-{
-    const int32_t H = s->m.num_kv_heads, B = s->m.block_size, D = s->m.head_dim;
-    const size_t stripe_len = (size_t)b->valid_tokens * (size_t)D * es;
+    const int32_t H = s->m.num_kv_heads, B = s->m.block_size;
+    sw_swap_seq *q = v->q;
     sw_swap_layer *L = &q->layers[layer];
     if (block < 0 || block > L->nblocks || (uint32_t)block >= q->max_blocks)
         return sw_fail(SW_STATUS_INVALID, "%sblock %d: the sequence has %d blocks in layer %d "
@@ -291,8 +297,6 @@ static sw_status offload_one(sw_swap *s, const char *w, sw_swap_seq *q, int32_t 
     if (block < L->nblocks - 1 && b->valid_tokens < B)
         return sw_fail(SW_STATUS_INVALID, "%sblock %d with %d of %d tokens would not be the last "
                        "(the sequence has %d blocks)", w, block, b->valid_tokens, B, L->nblocks);
-    if (s->dev)
-        sw_swap_dev_quiesce(s); /* the last call's leases released before the store writes */
     SW_TRY(sw_swap_layer_grow(s, L, block + 1));
     sw_swap_blk *e = &L->blk[block];
     if (!e->gen) {
@@ -300,48 +304,59 @@ static sw_status offload_one(sw_swap *s, const char *w, sw_swap_seq *q, int32_t 
         if (!e->gen)
             return sw_fail(SW_STATUS_NO_MEMORY, "generations");
     }
-    if (s->dev)
-        SW_TRY(sw_swap_dev_enter(s));
-    float *proj = NULL;
+    v->proj = NULL;
     if (s->dev) {
         /* projected keys live on the device: an entry for BF16, none for FP8 */
         if (b->dtype == SW_SWAP_KV_BF16)
             SW_TRY(sw_swap_dev_entry(s, e));
     } else if (b->dtype == SW_SWAP_KV_BF16) {
-        proj = e->proj ? e->proj
-                       : malloc(sizeof(float) * (size_t)H * (size_t)B *
-                                (size_t)s->c.predictor_rank);
-        if (!proj)
+        v->proj = e->proj ? e->proj
+                          : malloc(sizeof(float) * (size_t)H * (size_t)B *
+                                   (size_t)s->c.predictor_rank);
+        if (!v->proj)
             return sw_fail(SW_STATUS_NO_MEMORY, "projected keys");
     }
     if (e->slot >= 0) {
         sw_swap_pool_drop(s, e);
         s->st.invalidations++;
     }
-    /* From here the old contents are gone: mark absent until every stripe is
-     * written, so that a failure never leaves a half-new block readable. */
-    const int32_t old_n = L->nblocks;
-    e->valid = 0;
-    for (int32_t h = 0; h < H; h++)
-        for (int kind = 0; kind < 2; kind++) {
-            const uint8_t *src = (kind ? vd : kd) + (size_t)h * s->stripe_elems * es;
-            sw_store_key k = sw_swap_key_of(q, layer, block, h, kind);
-            uint64_t g = 0;
-            sw_status st = sw_store_write(s->store, &k, src, stripe_len, &g);
-            if (st != SW_OK) {
-                if (proj != e->proj)
-                    free(proj);
-                cut_layer(s, L, block, old_n);
-                return st;
-            }
-            e->gen[h * 2 + kind] = g;
-        }
+    v->old_n = L->nblocks;
+    e->valid = b->valid_tokens;
+    if (block == L->nblocks)
+        L->nblocks = block + 1;
+    return SW_OK;
+}
+
+/* A prepared item that will not complete: its block and every block after
+ * it become absent, the layer ends before it (its stripes may be half old,
+ * half new). Items are cut newest first, so each layer ends where its
+ * first failed item was. */
+static void offload_cut(sw_swap *s, item_view *v, int32_t layer, int32_t block)
+{
+    sw_swap_layer *L = &v->q->layers[layer];
+    if (v->proj && v->proj != L->blk[block].proj)
+        free(v->proj);
+    v->proj = NULL;
+    const int32_t keep = block < v->old_n ? block : v->old_n;
+    const int32_t end = L->nblocks > v->old_n ? L->nblocks : v->old_n;
+    for (int32_t i = keep; i < end; i++) {
+        sw_swap_pool_drop(s, &L->blk[i]);
+        L->blk[i].valid = 0;
+    }
+    L->nblocks = keep;
+}
+
+/* A prepared item whose stripes are in the store: its predictor entry and
+ * scales; its manifest encoded into `mb` (persist_manifests). */
+static sw_status offload_finish(sw_swap *s, item_view *v, int32_t layer, int32_t block,
+                                const sw_swap_block *b, uint8_t *mb)
+{
+    const int32_t H = s->m.num_kv_heads, B = s->m.block_size, D = s->m.head_dim;
+    sw_swap_blk *e = &v->q->layers[layer].blk[block];
     if (s->dev) {
         if (b->dtype == SW_SWAP_KV_BF16) {
-            sw_status st = sw_swap_dev_project_block(s, e, (const uint16_t *)kd);
+            sw_status st = sw_swap_dev_project_block(s, e, (const uint16_t *)v->kd);
             if (st != SW_OK) {
-                /* stripes written, predictor not: the block stays absent */
-                cut_layer(s, L, block, old_n);
                 if (st == SW_STATUS_CUDA)
                     s->failed = 1;
                 return st;
@@ -352,10 +367,11 @@ static sw_status offload_one(sw_swap *s, const char *w, sw_swap_seq *q, int32_t 
     } else if (b->dtype == SW_SWAP_KV_BF16) {
         for (int32_t h = 0; h < H; h++)
             sw_swap_project_bf16(s->proj, D, s->c.predictor_rank,
-                                 (const uint16_t *)kd + (size_t)h * s->stripe_elems,
+                                 (const uint16_t *)v->kd + (size_t)h * s->stripe_elems,
                                  b->valid_tokens,
-                                 proj + (size_t)h * B * (size_t)s->c.predictor_rank);
-        e->proj = proj;
+                                 v->proj + (size_t)h * B * (size_t)s->c.predictor_rank);
+        e->proj = v->proj;
+        v->proj = NULL;
     } else {
         free(e->proj);
         e->proj = NULL;
@@ -363,34 +379,130 @@ static sw_status offload_one(sw_swap *s, const char *w, sw_swap_seq *q, int32_t 
     e->dtype = (uint8_t)b->dtype;
     e->k_scale = b->dtype == SW_SWAP_KV_FP8_E4M3 ? b->k_scale : 1.0f;
     e->v_scale = b->dtype == SW_SWAP_KV_FP8_E4M3 ? b->v_scale : 1.0f;
-    /* The manifest last: a block whose manifest is written has its stripes. */
-    if (s->c.persist_manifests) {
-        sw_swap_blk m = *e;
-        m.valid = b->valid_tokens;
-        uint8_t buf[32 + 16 * 64];
-        const size_t mlen = sw_swap_manifest_size(H);
-        uint8_t *mb = mlen <= sizeof buf ? buf : malloc(mlen);
-        sw_status st = mb ? SW_OK : sw_fail(SW_STATUS_NO_MEMORY, "block manifest");
-        if (st == SW_OK) {
-            sw_swap_manifest_encode(&s->m, &m, mb);
-            sw_store_key k =
-                sw_swap_key_of(q, layer, block, SW_SWAP_MANIFEST_HEAD, SW_STORE_KIND_K);
-            st = sw_store_write(s->store, &k, mb, mlen, NULL);
-        }
-        if (mb != buf)
-            free(mb);
-        if (st != SW_OK) {
-            /* stripes written, manifest not: the block stays absent */
-            cut_layer(s, L, block, old_n);
-            return st;
+    if (mb)
+        sw_swap_manifest_encode(&s->m, e, mb);
+    return SW_OK;
+}
+
+/* Room for `nw` store writes and `nm` manifests. */
+static sw_status writes_reserve(sw_swap *s, size_t nw, size_t nm)
+{
+    sw_swap_ostage *o = &s->ost;
+    if (nw > o->w_cap) {
+        sw_store_key *k = realloc(o->wkeys, nw * sizeof *k);
+        if (k)
+            o->wkeys = k;
+        const void **src = realloc(o->wsrc, nw * sizeof *src);
+        if (src)
+            o->wsrc = src;
+        size_t *len = realloc(o->wlen, nw * sizeof *len);
+        if (len)
+            o->wlen = len;
+        uint64_t *gen = realloc(o->wgen, nw * sizeof *gen);
+        if (gen)
+            o->wgen = gen;
+        if (!k || !src || !len || !gen)
+            return sw_fail(SW_STATUS_NO_MEMORY, "offload: %zu store writes", nw);
+        o->w_cap = nw;
+    }
+    const size_t mbytes = nm * sw_swap_manifest_size(s->m.num_kv_heads);
+    if (mbytes > o->mbuf_cap) {
+        uint8_t *m = realloc(o->mbuf, mbytes);
+        if (!m)
+            return sw_fail(SW_STATUS_NO_MEMORY, "offload: %zu block manifests", nm);
+        o->mbuf = m;
+        o->mbuf_cap = mbytes;
+    }
+    return SW_OK;
+}
+
+/* The checked, staged items applied: prepared in order, their stripes
+ * written in one batch, finished, their manifests written in a second.
+ * *done: items complete. On a failure the failing item and every item
+ * after it are cut (newest first). */
+static sw_status offload_items(sw_swap *s, int32_t n, const int32_t *layers,
+                               const int32_t *blocks, const sw_swap_block *const *kv,
+                               item_view *v, int32_t *done)
+{
+    const int32_t H = s->m.num_kv_heads, D = s->m.head_dim;
+    const size_t per = 2 * (size_t)H;
+    const int manifests = s->c.persist_manifests;
+    sw_status st = writes_reserve(s, (size_t)n * per, manifests ? (size_t)n : 0);
+    if (st != SW_OK)
+        return st;
+    if (s->dev)
+        sw_swap_dev_quiesce(s); /* the last call's leases released before the store writes */
+    if (s->dev)
+        SW_TRY(sw_swap_dev_enter(s));
+    sw_swap_ostage *o = &s->ost;
+    int32_t prepped = 0, ok = 0;
+    for (; prepped < n; prepped++) {
+        char w[32];
+        st = offload_prep(s, who(w, sizeof w, prepped, n), &v[prepped], layers[prepped],
+                          blocks[prepped], kv[prepped]);
+        if (st != SW_OK)
+            break;
+        const size_t stripe_len = (size_t)kv[prepped]->valid_tokens * (size_t)D * v[prepped].es;
+        for (int32_t h = 0; h < H; h++)
+            for (int kind = 0; kind < 2; kind++) {
+                const size_t j = (size_t)prepped * per + (size_t)h * 2 + (size_t)kind;
+                o->wkeys[j] = sw_swap_key_of(v[prepped].q, layers[prepped], blocks[prepped], h,
+                                             kind);
+                o->wsrc[j] = (kind ? v[prepped].vd : v[prepped].kd) +
+                             (size_t)h * s->stripe_elems * v[prepped].es;
+                o->wlen[j] = stripe_len;
+            }
+    }
+    size_t wdone = 0;
+    if (prepped > 0) {
+        sw_status ws = sw_store_write_batch(s->store, (size_t)prepped * per, o->wkeys, o->wsrc,
+                                            o->wlen, o->wgen, &wdone);
+        if (ws != SW_OK && st == SW_OK) {
+            st = ws;
+            const int32_t i = (int32_t)(wdone / per);
+            char keep[600];
+            snprintf(keep, sizeof keep, "%s", sw_last_error());
+            if (n > 1)
+                sw_fail(st, "item %d: %s", i, keep);
         }
     }
-    e->valid = b->valid_tokens;
-    if (block == old_n)
-        L->nblocks = old_n + 1;
-    s->st.offloads++;
-    s->st.offload_bytes += 2 * (uint64_t)H * stripe_len;
-    return SW_OK;
+    /* items whose stripes are all written get their predictor entries */
+    const int32_t written = (int32_t)(wdone / per);
+    const size_t mlen = sw_swap_manifest_size(H);
+    for (; ok < written; ok++) {
+        for (size_t j = 0; j < per; j++)
+            v[ok].q->layers[layers[ok]].blk[blocks[ok]].gen[j] = o->wgen[(size_t)ok * per + j];
+        sw_status fs = offload_finish(s, &v[ok], layers[ok], blocks[ok], kv[ok],
+                                      manifests ? o->mbuf + (size_t)ok * mlen : NULL);
+        if (fs != SW_OK) {
+            st = fs;
+            break;
+        }
+    }
+    if (manifests && ok > 0) {
+        size_t mdone = 0;
+        for (int32_t i = 0; i < ok; i++) {
+            o->wkeys[i] = sw_swap_key_of(v[i].q, layers[i], blocks[i], SW_SWAP_MANIFEST_HEAD,
+                                         SW_STORE_KIND_K);
+            o->wsrc[i] = o->mbuf + (size_t)i * mlen;
+            o->wlen[i] = mlen;
+        }
+        sw_status ms = sw_store_write_batch(s->store, (size_t)ok, o->wkeys, o->wsrc, o->wlen,
+                                            NULL, &mdone);
+        if (ms != SW_OK) {
+            /* stripes written, manifest not: those blocks stay absent */
+            st = ms;
+            ok = (int32_t)mdone;
+        }
+    }
+    for (int32_t i = prepped; i-- > ok;)
+        offload_cut(s, &v[i], layers[i], blocks[i]);
+    for (int32_t i = 0; i < ok; i++) {
+        s->st.offloads++;
+        s->st.offload_bytes += 2 * (uint64_t)H * kv[i]->valid_tokens * (uint64_t)D * v[i].es;
+    }
+    *done = ok;
+    return st;
 }
 
 sw_status sw_swap_offload_batch(sw_swap *s, int32_t n, const uint64_t *seq_ids,
@@ -429,23 +541,24 @@ sw_status sw_swap_offload_batch(sw_swap *s, int32_t n, const uint64_t *seq_ids,
         if (st == SW_STATUS_CUDA && s->dev)
             s->failed = 1; /* the device pool's context may be gone */
     }
-    for (int32_t i = 0; i < n && st == SW_OK; i++) {
-        const sw_swap_block *b = kv[i];
-        uint8_t *k = (uint8_t *)b->k, *vv = (uint8_t *)b->v;
-        if (v[i].on_device) {
-            k = s->ost.host + v[i].staged;
-            vv = k + (size_t)s->m.num_kv_heads * s->stripe_elems * v[i].es;
-        } else if (!v[i].dense) {
-            st = pack_host(s, b, &v[i], &k, &vv);
-            if (st != SW_OK)
-                break;
+    if (st == SW_OK)
+        st = pack_host(s, n, kv, v);
+    if (st != SW_OK)
+        return st;
+    for (int32_t i = 0; i < n; i++) {
+        const size_t half = (size_t)s->m.num_kv_heads * s->stripe_elems * v[i].es;
+        if (v[i].on_device || !v[i].dense) {
+            v[i].kd = v[i].on_device ? s->ost.host + v[i].staged : s->ost.pack + v[i].packed;
+            v[i].vd = v[i].kd + half;
+        } else {
+            v[i].kd = (const uint8_t *)kv[i]->k;
+            v[i].vd = (const uint8_t *)kv[i]->v;
         }
-        char w[32];
-        st = offload_one(s, who(w, sizeof w, i, n), v[i].q, layers[i], blocks[i], b, k, vv,
-                         v[i].es);
-        if (st == SW_OK && n_done)
-            *n_done = i + 1;
     }
+    int32_t done = 0;
+    st = offload_items(s, n, layers, blocks, kv, v, &done);
+    if (n_done)
+        *n_done = done;
     return st;
 }
 

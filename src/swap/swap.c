@@ -301,6 +301,11 @@ void sw_swap_destroy(sw_swap *s)
     sw_cuda_swap_event_destroy(s->ost.ev);
     free(s->ost.pack);
     free(s->ost.views);
+    free(s->ost.wkeys);
+    free(s->ost.wsrc);
+    free(s->ost.wlen);
+    free(s->ost.wgen);
+    free(s->ost.mbuf);
     free(s->seqs);
     free(s->seq_tab);
     free(s->slots);

@@ -188,6 +188,14 @@ typedef struct sw_swap_ostage {
     size_t pack_cap;
     void *views;
     size_t views_cap;
+    /* the batch's store writes: stripes, then manifests */
+    sw_store_key *wkeys;
+    const void **wsrc;
+    size_t *wlen;
+    uint64_t *wgen;
+    size_t w_cap;
+    uint8_t *mbuf;          /* the batch's manifests */
+    size_t mbuf_cap;
 } sw_swap_ostage;
 
 struct sw_swap {
