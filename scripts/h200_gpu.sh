@@ -50,7 +50,9 @@ stage)
     g++ @/tmp/sw_stress_unordered.objs -o test_prefill_stress_unordered \
       @CMakeFiles/test_prefill_stress.dir/linkLibs.rsp \
       -L/usr/local/cuda/targets/x86_64-linux/lib/stubs -L/usr/local/cuda/targets/x86_64-linux/lib)
-  grep -qx '/.carry/' .git/info/exclude || echo '/.carry/' >>.git/info/exclude
+  mkdir -p "$(git rev-parse --git-dir)/info"
+  grep -qx '/.carry/' "$(git rev-parse --git-dir)/info/exclude" 2>/dev/null ||
+    echo '/.carry/' >>"$(git rev-parse --git-dir)/info/exclude"
   rm -rf .carry && mkdir -p .carry/debs .carry/li
   # test_prefill_cuda programs built with -lineinfo, when staged in /tmp/sw-li/
   cp -a /tmp/sw-li/. .carry/li/ 2>/dev/null || true
