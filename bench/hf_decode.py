@@ -94,8 +94,12 @@ def run_case(model, name, ids, a, device, tmp):
         resident = name == "spillway-resident"
         pool = blocks + layers if resident else max(1, blocks * a.pool_pct // 100)
         host = kv_bytes + (64 << 20) if name == "spillway-host" else 0
-        store = spillway.Store(path, capacity_bytes=kv_bytes * 2 + (256 << 20),
-                               host_tier_bytes=host)
+        # extents of the stripe's size rounded up to 4 KiB: every stripe (and
+        # manifest) of the run fits, so that nothing is evicted
+        stripe = bs * hd * 2
+        extent = -(-stripe // 4096) * 4096
+        store = spillway.Store(path, capacity_bytes=blocks * (2 * hkv + 1) * extent * 5 // 4
+                               + (256 << 20), stripe_bytes=stripe, host_tier_bytes=host)
         cache = spillway.hf.SpillwayCache(cfg, store, resident_blocks=pool,
                                           pool="device" if device.type == "cuda" else "host",
                                           device=device.index or 0, keep_stripes=True)
