@@ -455,6 +455,14 @@ typedef struct sw_swap_stats {
                                           * host-tier gathers' CRC verdict
                                           * and lease release, and the
                                           * call's wait for the GPU */
+    /* ---- appended: the device pool's resident path ---- */
+    uint64_t resident_attends;           /* attends whose blocks were all
+                                          * resident (BF16, exact, at most 16
+                                          * query rows per kv head and
+                                          * sequence): one decode kernel over
+                                          * the pool, no scoring, no wait */
+    uint64_t offload_resident;           /* blocks offload wrote from GPU
+                                          * memory into the pool as well */
 } sw_swap_stats;
 
 /* Snapshot of the counters; st->struct_size must be set (a smaller, older

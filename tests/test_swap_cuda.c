@@ -59,22 +59,26 @@ typedef struct variant {
     int32_t spin_us; /* sw_swap_config.thread_spin_us */
     /* tuning overrides (SW_SWAP_TUNE_DEFAULT: the library's) */
     int32_t host_gather, landing_mb, land_groups, land_first, merge_chunks;
+    int32_t resident_fast;
 } variant;
 
 #define TD SW_SWAP_TUNE_DEFAULT
 static const variant variants[] = {
     {"default", "prelease, copy-engine landing, direct tiles by landing launch, descriptors in "
      "place, run-aware eviction, split merges, leases released by the thread", 48, -1,
-     TD, TD, TD, TD, TD},
+     TD, TD, TD, TD, TD, TD},
     {"tickets", "host-tier hits read through the store's tickets (a tier CUDA cannot map): "
-     "staged tiles, no prelease", 16, -1, 0, TD, TD, TD, TD},
+     "staged tiles, no prelease", 16, -1, 0, TD, TD, TD, TD, TD},
     {"landing_small", "a 1 MiB landing (blocks past it read from the host tier by the direct "
-     "tiles), one launch a tile, no caller's first blocks", 16, -1, TD, 1, 1, 0, TD},
+     "tiles), one launch a tile, no caller's first blocks", 16, -1, TD, 1, 1, 0, TD, TD},
     {"no_landing", "the prelease thread beside the direct tiles, no landing buffer", 16, -1,
-     TD, 0, TD, TD, TD},
-    {"sleep", "threads sleep between jobs; a direct tile merged once", 16, 0, TD, TD, TD, TD, 0},
-    {"poll", "threads poll 2 ms between jobs whatever the CPU count", 16, 2000, TD, TD, TD, TD,
+     TD, 0, TD, TD, TD, TD},
+    {"sleep", "threads sleep between jobs; a direct tile merged once", 16, 0, TD, TD, TD, TD, 0,
      TD},
+    {"poll", "threads poll 2 ms between jobs whatever the CPU count", 16, 2000, TD, TD, TD, TD,
+     TD, TD},
+    {"tile_loop", "no resident path: all-resident decode calls through the tile loop too", 16,
+     -1, TD, TD, TD, TD, TD, 0},
 };
 #undef TD
 
@@ -907,6 +911,7 @@ static int row_open(row *R, const variant *v, int nrand)
     R->tune.land_groups = v->land_groups;
     R->tune.land_first = v->land_first;
     R->tune.merge_chunks = v->merge_chunks;
+    R->tune.resident_fast = v->resident_fast;
     R->spin_us = v->spin_us;
     R->nrand = nrand;
     ts_dir_make(&R->d, "swap_cuda");

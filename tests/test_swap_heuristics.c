@@ -60,7 +60,7 @@ static void test_decisions(void)
     CHECK(t.land_groups == 4);
     CHECK(t.merge_chunks == 64);
     /* production paths on, the diagnostic off */
-    CHECK(t.timeline == 0 && t.host_gather == 1 && t.align_tiles == 1);
+    CHECK(t.timeline == 0 && t.host_gather == 1 && t.align_tiles == 1 && t.resident_fast == 1);
     /* pure: the same facts, the same decisions */
     const sw_swap_tuning u = decide(1, 1, 1, 132, 16);
     CHECK(memcmp(&t, &u, sizeof t) == 0);

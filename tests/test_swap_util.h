@@ -198,11 +198,12 @@ static inline void tsw_reference(const tsw_seq *q, int32_t layer, int32_t Hq,
     sw_test_pool_run(workers, ql * Hq, tsw_reference_row, &R);
 }
 
-/* An engine with a small pool (4 slots, tiles of 2 blocks, rank 16), so
- * that most tiles read; persist: sw_swap_config.persist_manifests. */
-static inline sw_swap *tsw_small_engine(sw_store *st, int32_t layers, int32_t kv_heads,
-                                        int32_t qo_heads, int32_t head_dim, int32_t block,
-                                        sw_swap_pool_kind pool, int32_t persist)
+/* An engine of `slots` slots, tiles of 2 blocks, rank 16; persist:
+ * sw_swap_config.persist_manifests; tuning: NULL or overrides. */
+static inline sw_swap *tsw_engine(sw_store *st, int32_t layers, int32_t kv_heads,
+                                  int32_t qo_heads, int32_t head_dim, int32_t block,
+                                  sw_swap_pool_kind pool, int32_t persist, int32_t slots,
+                                  const sw_swap_tuning *tuning)
 {
     sw_swap_model m;
     sw_swap_model_init(&m);
@@ -213,14 +214,23 @@ static inline sw_swap *tsw_small_engine(sw_store *st, int32_t layers, int32_t kv
     m.block_size = block;
     sw_swap_config c;
     sw_swap_config_init(&c);
-    c.resident_blocks = 4;
+    c.resident_blocks = slots;
     c.tile_blocks = 2;
     c.predictor_rank = 16;
     c.pool = pool;
     c.persist_manifests = persist;
     sw_swap *s = NULL;
-    CHECK_STATUS(sw_swap_create(&m, &c, st, &s), SW_OK);
+    CHECK_STATUS(sw_swap_create_tuned(&m, &c, st, tuning, &s), SW_OK);
     return s;
+}
+
+/* ... with a small pool (4 slots, the library's tuning), so that most
+ * tiles read. */
+static inline sw_swap *tsw_small_engine(sw_store *st, int32_t layers, int32_t kv_heads,
+                                        int32_t qo_heads, int32_t head_dim, int32_t block,
+                                        sw_swap_pool_kind pool, int32_t persist)
+{
+    return tsw_engine(st, layers, kv_heads, qo_heads, head_dim, block, pool, persist, 4, NULL);
 }
 
 /* A store sized for `stripe` bytes per stripe and about `stripes` stripes. */

@@ -389,7 +389,9 @@ class SpillwayCache(cache_utils.Cache):
         """Engine attention of layer `layer` for packed BF16 queries
         [B * q_len, Hq, d] (q_len rows per sequence, the last positions)."""
         ids = self.seq_ids()
-        indptr = [i * q_len for i in range(len(ids) + 1)]
+        # (none for one sequence or one row each: the engine's short path)
+        indptr = None if len(ids) == 1 or q_len == 1 else \
+            [i * q_len for i in range(len(ids) + 1)]
         dev = q.device
         if self.engine.pool == "host" and dev.type != "cpu":
             q = q.to("cpu")

@@ -32,6 +32,7 @@ stream (one kernel and one copy per batch).
 
 import ctypes
 import math
+import sys as _sys
 import threading
 
 import numpy as np
@@ -150,6 +151,12 @@ class SwapEngine:
         self.pool = pool
         self.device = int(device)
         self._last_res = None
+        # attend's short path: reused structs, arrays per (ids, rows)
+        self._sp = _lib.new_struct(_lib.sw_swap_attend_params, "sw_swap_attend_params_init")
+        self._sr = _lib.sw_swap_attend_result()
+        self._sr.struct_size = ctypes.sizeof(self._sr)
+        self._sp_ref, self._sr_ref = ctypes.byref(self._sp), ctypes.byref(self._sr)
+        self._short = {}
 
     # ------------------------------------------------------- lifecycle --
     @property
@@ -435,6 +442,9 @@ class SwapEngine:
         num_qo_heads] fp32, natural log, with return_lse). The call's
         counters (sw_swap_attend_result) are left in self.last_attend.
         """
+        r = self._attend_short(layer, seq_ids, q, q_indptr, causal, softmax_scale, return_lse)
+        if r is not None:
+            return r
         ids = [seq_ids] if type(seq_ids) is int else \
             [int(seq_ids)] if np.ndim(seq_ids) == 0 else [int(s) for s in seq_ids]
         batch = len(ids)
@@ -479,6 +489,65 @@ class SwapEngine:
         """The last attend's counters (sw_swap_attend_result) as a dict, or
         None before the first."""
         return None if self._last_res is None else _lib.struct_dict(self._last_res)
+
+    def _attend_short(self, layer, seq_ids, q, q_indptr, causal, softmax_scale, return_lse):
+        """attend's common device-pool call in few steps: a contiguous BF16
+        CUDA tensor on the engine's device (the current one), int sequence
+        ids and layer, no q_indptr (one sequence, or one row per sequence).
+        The arrays for the ids and row offsets are kept per (ids, rows), the
+        parameter and result structs per engine. Returns None for anything
+        else: the general path then checks and explains."""
+        torch = _sys.modules.get("torch")
+        if self.pool != "device" or torch is None or type(q) is not torch.Tensor or \
+                type(layer) is not int or q_indptr is not None or \
+                q.dtype is not torch.bfloat16 or not q.is_cuda or not q.is_contiguous():
+            return None
+        qs = q.shape
+        if len(qs) != 3 or qs[1] != self.num_qo_heads or qs[2] != self.head_dim or \
+                q.device.index != self.device or _current_device(torch) != self.device:
+            return None
+        scale = 0.0
+        if softmax_scale is not None:
+            scale = float(softmax_scale)
+            if scale == 0.0 or not math.isfinite(scale):
+                return None
+        rows = qs[0]
+        key = (seq_ids, rows) if type(seq_ids) is int else None
+        arrs = self._short.get(key) if key is not None else None
+        if arrs is None:
+            if type(seq_ids) is int:
+                ids = (seq_ids,)
+            elif type(seq_ids) in (list, tuple) and all(type(i) is int for i in seq_ids):
+                ids = tuple(seq_ids)
+                key = (ids, rows)
+                arrs = self._short.get(key)
+            else:
+                return None
+            if arrs is None:
+                n = len(ids)
+                if n < 1 or (n > 1 and rows != n) or len(set(ids)) != n:
+                    return None
+                arrs = ((_lib._u64 * n)(*ids),
+                        (_lib._i32 * (n + 1))(*(range(n + 1) if n > 1 else (0, rows))), n)
+                if len(self._short) >= 64:
+                    self._short.clear()
+                self._short[key] = arrs
+        out = torch.empty(qs, dtype=torch.bfloat16, device=q.device)
+        lse = (torch.empty((rows, qs[1]), dtype=torch.float32, device=q.device)
+               if return_lse else None)
+        stream = _raw_stream(torch, self.device)
+        with self._lock:
+            p, res = self._sp, self._sr
+            p.layer, p.batch, p.seq_ids, p.q_indptr = layer, arrs[2], arrs[0], arrs[1]
+            p.q, p.o, p.causal = q.data_ptr(), out.data_ptr(), 1 if causal else 0
+            p.sm_scale = scale
+            p.lse = (ctypes.cast(lse.data_ptr(), ctypes.POINTER(ctypes.c_float))
+                     if lse is not None else None)
+            st = self._lib.sw_swap_attend(self._h(), self._sp_ref, self._sr_ref, stream)
+            self._last_res = res
+        if st:
+            _lib.check(st, f"layer {layer}")
+        return (out, lse) if return_lse else out
 
     def _attend_host(self, p, res, q, rows, return_lse):
         hq, d = self.num_qo_heads, self.head_dim

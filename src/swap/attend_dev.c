@@ -189,6 +189,18 @@ static sw_status dev_attend(run *R, sw_swap_attend_result *res, void *stream)
 {
     sw_swap *s = R->s;
     const sw_swap_attend_params *p = R->p;
+    int64_t nres = 0;
+    if (sw_swap_dev_fast_eligible(s, p, R->seqs, &nres)) {
+        const double t0 = sw_swap_now();
+        sw_status fst = sw_swap_dev_enter(s);
+        if (fst == SW_OK)
+            fst = sw_swap_dev_fast_attend(s, p, R->seqs, nres, res, stream);
+        if (fst == SW_STATUS_CUDA)
+            s->failed = 1; /* the context or a queued copy is broken */
+        s->st.compute_seconds += sw_swap_now() - t0;
+        sw_swap_run_free(R, p->batch);
+        return fst;
+    }
     if (p->sparse_top_k <= 0) /* the prelease thread gets a job (below) */
         sw_swap_dev_nudge(s, 1);
     const int32_t Hq = s->m.num_qo_heads, D = s->m.head_dim;

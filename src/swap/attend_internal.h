@@ -163,4 +163,13 @@ void sw_swap_run_free(run *R, int32_t batch);
 /* Frees the engine's loop scratch (the tile ring; sw_swap_destroy). */
 void sw_swap_loop_free(sw_swap *s);
 
+/* dev_fast.c: the device pool's resident path, for a call it takes (every
+ * block resident, BF16, exact, few rows: eligible, with the batch's block
+ * count); the device made current by the caller. */
+int sw_swap_dev_fast_eligible(sw_swap *s, const sw_swap_attend_params *p,
+                              sw_swap_seq *const *seqs, int64_t *nblocks);
+sw_status sw_swap_dev_fast_attend(sw_swap *s, const sw_swap_attend_params *p,
+                                  sw_swap_seq *const *seqs, int64_t nblocks,
+                                  sw_swap_attend_result *res, void *stream);
+
 #endif

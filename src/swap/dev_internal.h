@@ -126,6 +126,23 @@ static inline uint32_t sw_swap_crc_raw(crc_cache *c, uint32_t crc, uint32_t len)
 #define SW_SWAP_NPART 4
 #define SW_SWAP_LAND_GROUPS_MAX 8 /* launches a direct tile at most (land_groups) */
 
+/* The resident path's state (dev_fast.c): a ring of pinned page tables
+ * and their device copies (an event each: the ring entry's upload done),
+ * the decode split's partial states, the device's decode slots. */
+#define SW_SWAP_FAST_RING 4
+struct dev_fast {
+    void *host[SW_SWAP_FAST_RING], *dev[SW_SWAP_FAST_RING], *ev[SW_SWAP_FAST_RING];
+    size_t cap[SW_SWAP_FAST_RING];
+    int used[SW_SWAP_FAST_RING];
+    int next;
+    void *part;
+    size_t part_cap;
+    int64_t slots;            /* decode CTAs resident at once (0: not asked yet) */
+    int32_t *kv_scratch;      /* the call's kv_indptr */
+    size_t kv_scratch_n;
+    void *tev[2];             /* kernel_timing: around the launch */
+};
+
 typedef struct sw_swap_dev {
     double spin_s;            /* the threads' polling time (tuning spin_us) */
     int32_t device, sms;
@@ -261,6 +278,7 @@ typedef struct sw_swap_dev {
     double tl_ph[16];
     char tl_phk[16];
     int32_t tl_nph;
+    struct dev_fast fast;     /* the resident path (dev_fast.c) */
 } sw_swap_dev;
 
 /* the descriptor space the kernels read: the device copy, or the pinned host
@@ -472,5 +490,8 @@ static inline sw_status sw_swap_dev_grec_push(sw_swap_dev *d, const gather_rec *
 /* ---- dev_tile.c ---- */
 /* A direct tile's CUDA calls (the launcher's job). */
 sw_status sw_swap_dev_launch_direct(sw_swap_dev *d, const launch_job *j);
+
+/* ---- dev_fast.c ---- */
+void sw_swap_dev_fast_free(sw_swap_dev *d);
 
 #endif

@@ -85,6 +85,24 @@ sw_status sw_swap_dev_project_block(sw_swap *s, const sw_swap_blk *e, const uint
     return SW_OK;
 }
 
+uint8_t *sw_swap_dev_pool(sw_swap *s) { return s->dev->pool; }
+
+int sw_swap_dev_done_pending(const sw_swap *s) { return s->dev && s->dev->done_pending; }
+
+sw_status sw_swap_dev_wait_done_on(sw_swap *s, void *stream)
+{
+    return sw_cuda_swap_stream_wait(stream, s->dev->ev_done);
+}
+
+sw_status sw_swap_dev_offload_after(sw_swap *s, void *ev)
+{
+    sw_swap_dev *d = s->dev;
+    SW_TRY(sw_cuda_swap_stream_wait(d->own_stream, ev));
+    SW_TRY(sw_cuda_swap_event_record(d->ev_offload, d->own_stream));
+    d->offload_pending = 1;
+    return SW_OK;
+}
+
 /* ----------------------------------------------------------- staging -- */
 size_t sw_swap_dev_stage_stride(const sw_swap *s)
 {

@@ -78,6 +78,7 @@ void sw_swap_dev_destroy(sw_swap *s)
     for (int32_t i = 0; d->hstage && i < d->nhstage; i++)
         sw_cuda_host_free(d->hstage[i]);
     free(d->hstage);
+    sw_swap_dev_fast_free(d);
     sw_cuda_swap_event_destroy(d->ev_offload);
     sw_cuda_swap_event_destroy(d->ev_done);
     sw_cuda_swap_free(d->pool);

@@ -35,6 +35,9 @@ typedef struct item_view {
     size_t packed;         /* strided host items: offset of its K in ost.pack */
     const uint8_t *kd, *vd; /* K and V in the slot layout, once staged/packed */
     int32_t old_n;         /* its layer's blocks before it was applied */
+    int32_t oslot;         /* the slot its block had before (-1: none) */
+    float oscore;          /* ... and that slot's score */
+    int wt;                /* write-through gave its block a slot */
     float *proj;           /* host engine, BF16: its projected keys */
 } item_view;
 
@@ -206,8 +209,12 @@ static sw_status stage_device(sw_swap *s, int32_t n, const sw_swap_block *const 
         return SW_OK;
     if (s->dev)
         SW_TRY(sw_swap_dev_enter(s));
-    SW_TRY(stage_reserve(s, bytes, nitems));
     sw_swap_ostage *o = &s->ost;
+    if (o->wt_pending) { /* the last write-through reads the items and the staging */
+        SW_TRY(sw_cuda_swap_event_sync(o->ev_wt));
+        o->wt_pending = 0;
+    }
+    SW_TRY(stage_reserve(s, bytes, nitems));
     sw_cuda_swap_pack_item *it = o->items_host;
     size_t k = 0;
     for (int32_t i = 0; i < n; i++) {
@@ -316,6 +323,9 @@ static sw_status offload_prep(sw_swap *s, const char *w, item_view *v, int32_t l
         if (!v->proj)
             return sw_fail(SW_STATUS_NO_MEMORY, "projected keys");
     }
+    v->oslot = e->slot;
+    v->oscore = e->slot >= 0 ? s->slots[e->slot].score : NAN;
+    v->wt = 0;
     if (e->slot >= 0) {
         sw_swap_pool_drop(s, e);
         s->st.invalidations++;
@@ -416,13 +426,121 @@ static sw_status writes_reserve(sw_swap *s, size_t nw, size_t nm)
     return SW_OK;
 }
 
+/* A free slot for a written-through block: its previous slot when still
+ * free, else the first free one of at most 64 from a rotating cursor (a
+ * full pool takes nothing: offload never evicts). -1: none. */
+static int32_t wt_slot(sw_swap *s, int32_t oslot)
+{
+    if (oslot >= 0 && !s->slots[oslot].seq)
+        return oslot;
+    const int32_t n = s->c.resident_blocks;
+    for (int32_t k = 0; k < 64 && k < n; k++) {
+        const int32_t i = (int32_t)((s->wt_cursor + (uint32_t)k) % (uint32_t)n);
+        if (!s->slots[i].seq && !s->slots[i].pin) {
+            s->wt_cursor = (uint32_t)(i + 1) % (uint32_t)n;
+            return i;
+        }
+    }
+    return -1;
+}
+
+/* Device pool: the first `n` items' device BF16 blocks, written, also put
+ * into pool slots (write-through) from the device staging, one pack item
+ * per block, on `stream` -- so a decode step's rewritten last block stays
+ * resident instead of being read back from the store by the next attend.
+ * A block given again later in the batch loses the earlier copy's slot
+ * (the later one gets a slot only if it is a device BF16 block itself), so
+ * the pool never holds an older copy than the store. The slot keeps its
+ * score when the block rewrites its own slot; a new one scores NaN
+ * (neutral: 0 for the SCORE policy, recency decides) until a call through
+ * the tile loop scores it. The next attend waits for the copies
+ * (ev_offload). On a failure the slots given here are dropped again. */
+static sw_status write_through(sw_swap *s, int32_t n, const int32_t *layers,
+                               const int32_t *blocks, const sw_swap_block *const *kv,
+                               item_view *v, void *stream)
+{
+    sw_swap_ostage *o = &s->ost;
+    if (!s->dev || !s->tune.resident_fast)
+        return SW_OK;
+    sw_cuda_swap_pack_item *it = o->items_host;
+    int32_t k = 0;
+    uint64_t given = 0;
+    for (int32_t i = 0; i < n; i++) {
+        sw_swap_blk *e = &v[i].q->layers[layers[i]].blk[blocks[i]];
+        if (e->slot >= 0) {
+            /* an earlier copy of this block got a slot in this batch */
+            for (int32_t j = 0; j < k; j++)
+                if (it[j].rows && it[j].dst_off == (uint64_t)e->slot * s->slot_bytes) {
+                    it[j].rows = 0;
+                    given--;
+                }
+            for (int32_t j = 0; j < i; j++)
+                if (v[j].wt && &v[j].q->layers[layers[j]].blk[blocks[j]] == e)
+                    v[j].wt = 0;
+            sw_swap_pool_drop(s, e);
+        }
+        if (!v[i].on_device || kv[i]->dtype != SW_SWAP_KV_BF16)
+            continue;
+        const int32_t slot = wt_slot(s, v[i].oslot);
+        if (slot < 0)
+            continue;
+        sw_swap_slot *sl = &s->slots[slot];
+        sl->seq = v[i].q;
+        sl->layer = layers[i];
+        sl->block = blocks[i];
+        sl->score = slot == v[i].oslot ? v[i].oscore : NAN;
+        sl->last_access = ++s->tick;
+        sl->pin = 0;
+        e->slot = slot;
+        v[i].wt = 1;
+        const uint8_t *src = o->dev + v[i].staged;
+        it[k].src = src;
+        it[k].dst_off = (uint64_t)slot * s->slot_bytes;
+        it[k].src_pitch = 0;
+        it[k].rows = 1;
+        it[k].row_bytes = (int32_t)s->slot_bytes;
+        it[k].vec = unit_of((uintptr_t)src, 0, s->slot_bytes, it[k].dst_off);
+        it[k].pad = 0;
+        k++;
+        given++;
+    }
+    if (!k)
+        return SW_OK;
+    sw_status st = sw_swap_dev_enter(s);
+    if (st == SW_OK && !o->ev_wt)
+        st = sw_cuda_swap_event_create(&o->ev_wt, 0);
+    /* the slots may be read by the last attend's kernels */
+    if (st == SW_OK && sw_swap_dev_done_pending(s))
+        st = sw_swap_dev_wait_done_on(s, stream);
+    if (st == SW_OK)
+        st = sw_cuda_swap_copy(o->items_dev, o->items_host, (size_t)k * sizeof *it, stream);
+    if (st == SW_OK)
+        st = sw_cuda_swap_pack(o->items_dev, k, sw_swap_dev_pool(s), stream);
+    if (st == SW_OK)
+        st = sw_cuda_swap_event_record(o->ev_wt, stream);
+    if (st == SW_OK) {
+        o->wt_pending = 1;
+        st = sw_swap_dev_offload_after(s, o->ev_wt);
+    }
+    if (st != SW_OK) {
+        for (int32_t i = 0; i < n; i++)
+            if (v[i].wt) {
+                sw_swap_pool_drop(s, &v[i].q->layers[layers[i]].blk[blocks[i]]);
+                v[i].wt = 0;
+            }
+        return st;
+    }
+    s->st.offload_resident += given;
+    return SW_OK;
+}
+
 /* The checked, staged items applied: prepared in order, their stripes
  * written in one batch, finished, their manifests written in a second.
  * *done: items complete. On a failure the failing item and every item
  * after it are cut (newest first). */
 static sw_status offload_items(sw_swap *s, int32_t n, const int32_t *layers,
                                const int32_t *blocks, const sw_swap_block *const *kv,
-                               item_view *v, int32_t *done)
+                               item_view *v, void *stream, int32_t *done)
 {
     const int32_t H = s->m.num_kv_heads, D = s->m.head_dim;
     const size_t per = 2 * (size_t)H;
@@ -477,6 +595,17 @@ static sw_status offload_items(sw_swap *s, int32_t n, const int32_t *layers,
         if (fs != SW_OK) {
             st = fs;
             break;
+        }
+    }
+    if (ok > 0) {
+        /* a cache of what the store holds: a failure leaves the blocks
+         * offloaded, only not resident */
+        sw_status ws = write_through(s, ok, layers, blocks, kv, v, stream);
+        if (ws != SW_OK) {
+            if (ws == SW_STATUS_CUDA)
+                s->failed = 1; /* the context or the stream is broken */
+            if (st == SW_OK)
+                st = ws;
         }
     }
     if (manifests && ok > 0) {
@@ -556,7 +685,7 @@ sw_status sw_swap_offload_batch(sw_swap *s, int32_t n, const uint64_t *seq_ids,
         }
     }
     int32_t done = 0;
-    st = offload_items(s, n, layers, blocks, kv, v, &done);
+    st = offload_items(s, n, layers, blocks, kv, v, stream, &done);
     if (n_done)
         *n_done = done;
     return st;

@@ -298,6 +298,9 @@ void sw_swap_destroy(sw_swap *s)
     sw_cuda_host_free(s->ost.host);
     sw_cuda_swap_free(s->ost.items_dev);
     sw_cuda_host_free(s->ost.items_host);
+    if (s->ost.wt_pending)
+        (void)sw_cuda_swap_event_sync(s->ost.ev_wt);
+    sw_cuda_swap_event_destroy(s->ost.ev_wt);
     sw_cuda_swap_event_destroy(s->ost.ev);
     free(s->ost.pack);
     free(s->ost.views);

@@ -152,6 +152,11 @@ typedef struct sw_swap_tuning {
     /* 1: a tile's missing blocks kept within store runs; 0: tiles cut by
      * count, as over a store without runs (tests) */
     int32_t align_tiles;
+    /* device pool: 1 = an all-resident BF16 decode call runs the paged
+     * decode kernel over the pool (dev_fast.c), and offload writes device
+     * BF16 blocks through into the pool; 0 = every call through the tile
+     * loop, offload never fills slots (tests compare the two) */
+    int32_t resident_fast;
 } sw_swap_tuning;
 
 #define SW_SWAP_TUNE_DEFAULT INT32_MIN /* a field left to the heuristics */
@@ -196,6 +201,9 @@ typedef struct sw_swap_ostage {
     size_t w_cap;
     uint8_t *mbuf;          /* the batch's manifests */
     size_t mbuf_cap;
+    void *ev_wt;            /* after the last write-through (it reads the
+                             * pack items and the device staging) */
+    int wt_pending;
 } sw_swap_ostage;
 
 struct sw_swap {
@@ -233,6 +241,7 @@ struct sw_swap {
     uint8_t *stage_mem;
     uint8_t **stage;
     uint64_t tick;
+    uint32_t wt_cursor;     /* offload write-through's free-slot cursor */
     uint64_t pin_seq;
     sw_swap_tpool tp;       /* compute pool */
     sw_swap_tscratch *ts;   /* [tp.nthreads] */
@@ -457,6 +466,13 @@ sw_status sw_swap_dev_entry(sw_swap *s, sw_swap_blk *e);
 void sw_swap_dev_entry_free(sw_swap *s, sw_swap_blk *e);
 /* Projects the block's keys k [H][B][D] (host BF16) into its entry. */
 sw_status sw_swap_dev_project_block(sw_swap *s, const sw_swap_blk *e, const uint16_t *k);
+/* Offload's write-through (offload.c): the pool's base; whether an attend's
+ * work may still run and a GPU-side wait of `stream` for it; the next
+ * attend ordered after `ev` (with the projections, ev_offload). */
+uint8_t *sw_swap_dev_pool(sw_swap *s);
+int sw_swap_dev_done_pending(const sw_swap *s);
+sw_status sw_swap_dev_wait_done_on(sw_swap *s, void *stream);
+sw_status sw_swap_dev_offload_after(sw_swap *s, void *ev);
 /* Pinned host staging `hbuf` (0..prefetch: one per tile in flight) of the
  * store's read tickets, block-major (layout 0): address of stripe (h, kind)
  * of the m-th missing block. */

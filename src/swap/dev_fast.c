@@ -1,0 +1,291 @@
+/* The device pool's resident path: an attend whose blocks are all in the
+ * pool, BF16, exact (sparse_top_k 0), with at most SW_DECODE_ROWS query
+ * rows per (sequence, kv head) -- a decode step, a few speculative tokens
+ * -- runs the paged decode kernel (src/cuda/attn/paged_decode.cu) straight
+ * over the pool's slots, each slot a page of block_size tokens ([Hkv][B][d]
+ * K, then V at v_off): no scores, no tile plan, no store. The host work is
+ * one pass over the batch's blocks (their slots, which make the page
+ * table, and their recency) and the decode split (sw_plan_decode); the
+ * table goes up in one copy from a pinned ring, and the call does not wait
+ * for the GPU.
+ *
+ * What it leaves out, on purpose: slot scores (the SCORE policy's first
+ * key) stay those of the last call that went through the tile loop; the
+ * blocks' recency is updated as a tile-loop call would. Any other call
+ * (a block missing, an FP8 block, a sparse call, a long chunk) takes the
+ * tile loop, whose first wait (sw_swap_dev_wait_done) orders it after this
+ * one. */
+#include "attend_internal.h"
+#include "dev_internal.h"
+#include "swap_cuda.h"
+#include "attn/attn_internal.h"
+#include "core/sw_core.h"
+#include "core/sw_cuda.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define FAST_ALIGN 256
+
+static size_t up(size_t x) { return (x + 15) & ~(size_t)15; }
+
+/* 1 (and the batch's blocks) when every block is resident BF16 and every
+ * sequence's rows fit one decode item; else 0 (the tile loop takes it). */
+int sw_swap_dev_fast_eligible(sw_swap *s, const sw_swap_attend_params *p,
+                              sw_swap_seq *const *seqs, int64_t *nblocks)
+{
+    const int32_t G = s->m.num_qo_heads / s->m.num_kv_heads, D = s->m.head_dim;
+    /* the kernel moves q and o 16 bytes at a time (the tile loop does not
+     * ask that of a caller's buffers) */
+    if (!s->dev || !s->tune.resident_fast || p->sparse_top_k > 0 ||
+        (D != 64 && D != 128 && D != 256) ||
+        (((uintptr_t)p->q | (uintptr_t)p->o) & 15) || ((uintptr_t)p->lse & 3))
+        return 0;
+    struct dev_fast *f = &s->dev->fast;
+    if (f->slots == 0) {
+        /* once: decode CTAs resident at once; a device whose kernel cannot
+         * run leaves every call to the tile loop */
+        int32_t sms = 0, per = 0;
+        f->slots = sw_cuda_paged_decode_config(s->dev->device, D, SW_DTYPE_BF16, &sms, &per) ==
+                           SW_OK
+                       ? (int64_t)sms * per
+                       : -1;
+    }
+    if (f->slots < 0)
+        return 0;
+    int64_t n = 0;
+    for (int32_t b = 0; b < p->batch; b++) {
+        const int32_t ql = p->q_indptr[b + 1] - p->q_indptr[b];
+        if ((int64_t)ql * G > SW_DECODE_ROWS)
+            return 0;
+        const sw_swap_layer *L = &seqs[b]->layers[p->layer];
+        for (int32_t i = 0; i < L->nblocks; i++) {
+            const sw_swap_blk *e = &L->blk[i];
+            if (e->slot < 0 || e->valid <= 0 || e->dtype != SW_SWAP_KV_BF16)
+                return 0;
+        }
+        n += L->nblocks;
+    }
+    *nblocks = n;
+    return 1;
+}
+
+/* Ring entry r with room for `bytes`: its last upload done first. */
+static sw_status blob_get(sw_swap_dev *d, int r, size_t bytes)
+{
+    struct dev_fast *f = &d->fast;
+    if (f->used[r]) {
+        SW_TRY(sw_cuda_swap_event_sync(f->ev[r]));
+        f->used[r] = 0;
+    }
+    if (!f->ev[r])
+        SW_TRY(sw_cuda_swap_event_create(&f->ev[r], 0));
+    if (bytes > f->cap[r]) {
+        SW_TRY(sw_swap_dev_wait_done(d)); /* the last kernel may read this table */
+        size_t cap = f->cap[r] ? f->cap[r] : 4096;
+        while (cap < bytes)
+            cap *= 2;
+        sw_cuda_host_free(f->host[r]);
+        sw_cuda_swap_free(f->dev[r]);
+        f->host[r] = NULL;
+        f->dev[r] = NULL;
+        f->cap[r] = 0;
+        SW_TRY(sw_cuda_host_alloc(&f->host[r], cap));
+        SW_TRY(sw_cuda_swap_alloc(&f->dev[r], cap));
+        f->cap[r] = cap;
+    }
+    return SW_OK;
+}
+
+/* The partial states' room: grown (after the calls that used it). */
+static sw_status parts_get(sw_swap_dev *d, size_t bytes)
+{
+    struct dev_fast *f = &d->fast;
+    if (bytes <= f->part_cap)
+        return SW_OK;
+    SW_TRY(sw_swap_dev_wait_done(d));
+    for (int r = 0; r < SW_SWAP_FAST_RING; r++)
+        if (f->used[r]) {
+            SW_TRY(sw_cuda_swap_event_sync(f->ev[r]));
+            f->used[r] = 0;
+        }
+    sw_cuda_swap_free(f->part);
+    f->part = NULL;
+    f->part_cap = 0;
+    size_t cap = 1 << 20;
+    while (cap < bytes)
+        cap *= 2;
+    SW_TRY(sw_cuda_swap_alloc(&f->part, cap));
+    f->part_cap = cap;
+    return SW_OK;
+}
+
+sw_status sw_swap_dev_fast_attend(sw_swap *s, const sw_swap_attend_params *p,
+                                  sw_swap_seq *const *seqs, int64_t nblk,
+                                  sw_swap_attend_result *res, void *stream)
+{
+    sw_swap_dev *d = s->dev;
+    struct dev_fast *f = &d->fast;
+    const int32_t batch = p->batch, B = s->m.block_size, D = s->m.head_dim;
+    const int64_t rows = p->q_indptr[batch];
+    if (rows > 0 && (!sw_cuda_is_device_ptr(p->q) || !sw_cuda_is_device_ptr(p->o) ||
+                     (p->lse && !sw_cuda_is_device_ptr(p->lse))))
+        return sw_fail(SW_STATUS_INVALID, "device pool: q (%p), o (%p) and lse (%p) must be device "
+                       "memory", p->q, p->o, (void *)p->lse);
+    /* the blob: [qo_indptr | kv_indptr | page_indptr | page_indices | items | merges] */
+    const size_t b1 = sizeof(int32_t) * ((size_t)batch + 1);
+    int32_t *kvp = f->kv_scratch;
+    if ((size_t)batch + 1 > f->kv_scratch_n) {
+        kvp = realloc(f->kv_scratch, b1);
+        if (!kvp)
+            return sw_fail(SW_STATUS_NO_MEMORY, "resident attend: %d sequences", batch);
+        f->kv_scratch = kvp;
+        f->kv_scratch_n = (size_t)batch + 1;
+    }
+    kvp[0] = 0;
+    for (int32_t b = 0; b < batch; b++) {
+        const sw_swap_layer *L = &seqs[b]->layers[p->layer];
+        const int64_t len = L->nblocks ? (int64_t)(L->nblocks - 1) * B + L->blk[L->nblocks - 1].valid
+                                       : 0;
+        if (kvp[b] + len > INT32_MAX)
+            return sw_fail(SW_STATUS_UNSUPPORTED, "resident attend: %lld keys in one call",
+                           (long long)(kvp[b] + len));
+        kvp[b + 1] = kvp[b] + (int32_t)len;
+    }
+    int64_t nm = 0, np = 0;
+    const int64_t ni = sw_plan_decode(p->q_indptr, kvp, batch, s->m.num_kv_heads, f->slots, NULL,
+                                      NULL, &nm, &np);
+    if (ni < 0 || ni > INT32_MAX / 2)
+        return sw_fail(SW_STATUS_UNSUPPORTED, "resident attend: %lld decode items",
+                       (long long)ni);
+    const size_t o_qo = 0, o_kv = up(b1), o_pi = o_kv + up(b1), o_px = o_pi + up(b1);
+    const size_t o_it = o_px + up(sizeof(int32_t) * (size_t)(nblk > 0 ? nblk : 1));
+    const size_t o_mg = o_it + up(sizeof(sw_decode_item) * (size_t)ni);
+    const size_t bytes = o_mg + up(sizeof(sw_decode_merge) * (size_t)nm);
+    const int r = f->next;
+    SW_TRY(blob_get(d, r, bytes));
+    const size_t part_o = sizeof(float) * (size_t)np * SW_DECODE_ROWS * (size_t)D;
+    const size_t part_bytes = (part_o + FAST_ALIGN - 1) / FAST_ALIGN * FAST_ALIGN +
+                              sizeof(float) * (size_t)np * SW_DECODE_ROWS;
+    SW_TRY(parts_get(d, part_bytes > 0 ? part_bytes : 1));
+    char *h = f->host[r];
+    memcpy(h + o_qo, p->q_indptr, b1);
+    memcpy(h + o_kv, kvp, b1);
+    int32_t *pi = (int32_t *)(h + o_pi), *px = (int32_t *)(h + o_px);
+    const uint64_t tick = ++s->tick;
+    int64_t k = 0;
+    for (int32_t b = 0; b < batch; b++) {
+        pi[b] = (int32_t)k;
+        const sw_swap_layer *L = &seqs[b]->layers[p->layer];
+        for (int32_t i = 0; i < L->nblocks; i++) {
+            const int32_t slot = L->blk[i].slot;
+            px[k++] = slot;
+            s->slots[slot].last_access = tick;
+        }
+    }
+    pi[batch] = (int32_t)k;
+    if (ni > 0) {
+        int64_t m2 = 0, p2 = 0;
+        const int64_t k2 = sw_plan_decode(p->q_indptr, kvp, batch, s->m.num_kv_heads, f->slots,
+                                          (sw_decode_item *)(h + o_it),
+                                          (sw_decode_merge *)(h + o_mg), &m2, &p2);
+        if (k2 == -2)
+            return sw_fail(SW_STATUS_NO_MEMORY, "resident attend: the plan's sort buffer");
+        SW_ASSERT_RET(k2 == ni && m2 == nm && p2 == np);
+    }
+    /* after the last call (its partials, the slots it read) and the last
+     * offload's projections and pool writes */
+    if (d->done_pending)
+        SW_TRY(sw_cuda_swap_stream_wait(stream, d->ev_done));
+    if (d->offload_pending)
+        SW_TRY(sw_cuda_swap_stream_wait(stream, d->ev_offload));
+    char *dv = f->dev[r];
+    SW_TRY(sw_cuda_memcpy_h2d_async(dv, h, bytes, stream));
+    SW_TRY(sw_cuda_swap_event_record(f->ev[r], stream));
+    f->used[r] = 1;
+    f->next = (r + 1) % SW_SWAP_FAST_RING;
+    sw_cuda_paged_args a;
+    memset(&a, 0, sizeof a);
+    a.dtype = SW_DTYPE_BF16;
+    a.num_qo_heads = s->m.num_qo_heads;
+    a.num_kv_heads = s->m.num_kv_heads;
+    a.head_dim = D;
+    a.causal = p->causal;
+    a.sm_scale = p->sm_scale != 0.0f ? p->sm_scale : 1.0f / sqrtf((float)D);
+    a.q = p->q;
+    a.k_pool = d->pool;
+    a.v_pool = d->pool + d->v_off;
+    a.o = p->o;
+    a.lse = p->lse;
+    a.q_stride = a.o_stride = (int64_t)s->m.num_qo_heads * D;
+    a.k_tok = a.v_tok = D;
+    a.k_head = a.v_head = (int64_t)B * D;
+    a.k_page = a.v_page = (int64_t)(s->slot_bytes / 2);
+    a.page_size = B;
+    a.ps_log2 = (B & (B - 1)) == 0 ? __builtin_ctz((unsigned)B) : -1;
+    a.batch = batch;
+    a.total_kv = kvp[batch];
+    a.qo_indptr = (const int32_t *)(dv + o_qo);
+    a.kv_indptr = (const int32_t *)(dv + o_kv);
+    a.page_indptr = (const int32_t *)(dv + o_pi);
+    a.page_indices = (const int32_t *)(dv + o_px);
+    a.items = (const sw_decode_item *)(dv + o_it);
+    a.num_items = (int32_t)ni;
+    a.merges = (const sw_decode_merge *)(dv + o_mg);
+    a.num_merges = (int32_t)nm;
+    a.part_o = (float *)f->part;
+    a.part_lse = (float *)((char *)f->part + (part_o + FAST_ALIGN - 1) / FAST_ALIGN * FAST_ALIGN);
+    /* kernel_timing: the kernel's GPU time, the call then waits for it */
+    if (d->timing && !f->tev[0]) {
+        SW_TRY(sw_cuda_swap_event_create(&f->tev[0], 1));
+        SW_TRY(sw_cuda_swap_event_create(&f->tev[1], 1));
+    }
+    sw_status st = d->timing ? sw_cuda_swap_event_record(f->tev[0], stream) : SW_OK;
+    if (st == SW_OK)
+        st = sw_cuda_paged_decode_launch(&a, stream);
+    if (st == SW_OK && d->timing)
+        st = sw_cuda_swap_event_record(f->tev[1], stream);
+    if (st == SW_OK)
+        st = sw_cuda_swap_event_record(d->ev_done, stream);
+    if (st != SW_OK)
+        return st; /* (SW_STATUS_CUDA: the caller marks the engine failed) */
+    d->done_pending = 1;
+    if (d->timing) {
+        float ms = 0.0f;
+        SW_TRY(sw_cuda_swap_event_sync(f->tev[1]));
+        SW_TRY(sw_cuda_swap_event_ms(&ms, f->tev[0], f->tev[1]));
+        s->st.kernel_seconds += ms * 1e-3;
+    }
+    s->st.kernel_kv_bytes += (uint64_t)kvp[batch] * 2u * (uint64_t)s->m.num_kv_heads *
+                             (uint64_t)D * 2u;
+    s->st.attends++;
+    s->st.resident_attends++;
+    s->st.hits += (uint64_t)nblk;
+    if (res) {
+        res->blocks_total = nblk;
+        res->blocks_attended = nblk;
+        res->hits = nblk;
+        res->misses = 0;
+        res->tiles = 0;
+        res->sparse_rel_l2 = -1.0;
+    }
+    return SW_OK;
+}
+
+void sw_swap_dev_fast_free(sw_swap_dev *d)
+{
+    struct dev_fast *f = &d->fast;
+    for (int r = 0; r < SW_SWAP_FAST_RING; r++) {
+        if (f->used[r])
+            (void)sw_cuda_swap_event_sync(f->ev[r]);
+        sw_cuda_swap_event_destroy(f->ev[r]);
+        sw_cuda_host_free(f->host[r]);
+        sw_cuda_swap_free(f->dev[r]);
+    }
+    sw_cuda_swap_event_destroy(f->tev[0]);
+    sw_cuda_swap_event_destroy(f->tev[1]);
+    sw_cuda_swap_free(f->part);
+    free(f->kv_scratch);
+    memset(f, 0, sizeof *f);
+}
