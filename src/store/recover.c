@@ -47,7 +47,7 @@
 #include <unistd.h>
 
 /* ---------------------------------------------------------- header I/O -- */
-static sw_status io_fail(sw_store *s, const sw_io_op *op, const char *what)
+sw_status sw_store_io_fail(sw_store *s, const sw_io_op *op, const char *what)
 {
     s->st.io_errors++;
     if (op->res < 0)
@@ -56,7 +56,7 @@ static sw_status io_fail(sw_store *s, const sw_io_op *op, const char *what)
                    (long long)op->res, op->len, (unsigned long long)op->off);
 }
 
-static uint64_t header_page_off(const sw_store *s, uint32_t slot, size_t *at)
+uint64_t sw_store_header_page_off(const sw_store *s, uint32_t slot, size_t *at)
 {
     uint32_t run = slot / s->g.run_blocks, pos = slot % s->g.run_blocks;
     uint64_t page = (uint64_t)pos * SW_STORE_HDR_BYTES / SW_STORE_ALIGN * SW_STORE_ALIGN;
@@ -67,24 +67,24 @@ static uint64_t header_page_off(const sw_store *s, uint32_t slot, size_t *at)
 
 sw_status sw_store_header_page(sw_store *s, uint32_t slot, size_t *at)
 {
-    uint64_t off = header_page_off(s, slot, at);
+    uint64_t off = sw_store_header_page_off(s, slot, at);
     if (s->hpage_off == off)
         return SW_OK;
     s->hpage_off = UINT64_MAX;
     sw_io_op op = {s->data_fd, 0, s->hpage, SW_STORE_ALIGN, off, 0};
     if (sw_io_run(s->io, &op, 1))
-        return io_fail(s, &op, "read extent header page");
+        return sw_store_io_fail(s, &op, "read extent header page");
     s->hpage_off = off;
     return SW_OK;
 }
 
 sw_status sw_store_header_page_write(sw_store *s, uint32_t slot)
 {
-    uint64_t off = header_page_off(s, slot, NULL);
+    uint64_t off = sw_store_header_page_off(s, slot, NULL);
     sw_io_op op = {s->data_fd, 1, s->hpage, SW_STORE_ALIGN, off, 0};
     if (sw_io_run(s->io, &op, 1)) {
         s->hpage_off = UINT64_MAX; /* what the page holds now is unknown */
-        return io_fail(s, &op, "write extent header page");
+        return sw_store_io_fail(s, &op, "write extent header page");
     }
     s->hpage_off = off;
     return SW_OK;
@@ -215,7 +215,7 @@ static sw_status scan_headers(sw_store *s, const sw_keymap *deleted, uint64_t sn
         if (sw_io_run(s->io, s->ops, nb)) {
             for (size_t k = 0; k < nb; k++)
                 if (s->ops[k].res != (int64_t)s->ops[k].len)
-                    return io_fail(s, &s->ops[k], "open: read run header page");
+                    return sw_store_io_fail(s, &s->ops[k], "open: read run header page");
         }
         s->st.header_pages_read += nb * (hb / SW_STORE_ALIGN);
         for (size_t k = 0; k < nb; k++) {
@@ -285,7 +285,7 @@ static sw_status payload_ok(sw_store *s, const sw_store_extent_hdr *h, int *ok)
     uint32_t slot = (uint32_t)h->slot;
     sw_io_op op = {s->data_fd, 0, s->bounce, s->g.slot_bytes, sw_store_slot_off(s, slot), 0};
     if (sw_io_run(s->io, &op, 1))
-        return io_fail(s, &op, "open: read extent");
+        return sw_store_io_fail(s, &op, "open: read extent");
     *ok = sw_crc32c(s->bounce, h->length) == h->payload_crc;
     return SW_OK;
 }

@@ -383,6 +383,11 @@ sw_status sw_store_recover(sw_store *s, sw_keymap *journal_deleted, uint64_t max
 /* The header page that holds slot's header, in s->hpage (read unless it is
  * the cached page); *at: the offset of slot's header in it. */
 sw_status sw_store_header_page(sw_store *s, uint32_t slot, size_t *at);
+/* The file offset of the header page holding slot's header; *at (optional):
+ * the header's offset in that page. */
+uint64_t sw_store_header_page_off(const sw_store *s, uint32_t slot, size_t *at);
+/* A failed or short sw_io_op as a status (counted in io_errors). */
+sw_status sw_store_io_fail(sw_store *s, const sw_io_op *op, const char *what);
 /* Writes s->hpage (holding slot's page) back; forgets it on failure. */
 sw_status sw_store_header_page_write(sw_store *s, uint32_t slot);
 /* Writes a void header (the deleted extent's key and generation, sequence

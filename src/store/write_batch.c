@@ -45,9 +45,10 @@ typedef struct wb_put {
     uint32_t defer_end;      /* deferred host entries to free before its host put */
     int adopted;             /* its reserve adopted the run (unreserve undoes it) */
     uint32_t page;           /* index of its header page in the group's pages */
-    uint32_t at;             /* offset of its header in that page */
-    uint32_t vpage, vat;     /* the previous version's header: page in
-                              * vpage_off, offset in it (group_voids) */
+    size_t at;               /* offset of its header in that page */
+    uint32_t vpage;          /* the previous version's header: its page in
+                              * vpage_off (group_voids) ... */
+    size_t vat;              /* ... and its offset in that page */
     uint64_t ogen;           /* the previous version's generation */
     uint8_t was[SW_STORE_HDR_BYTES]; /* the header slot before this put */
 } wb_put;
@@ -126,23 +127,6 @@ static char *page_buf(const sw_store *s, size_t j) { return s->bounce + j * SW_S
 static char *payload_buf(const sw_store *s, const sw_write_batch *b, size_t rank)
 {
     return s->bounce + b->cap * SW_STORE_ALIGN + rank * s->g.slot_bytes;
-}
-
-static uint64_t header_page_of(const sw_store *s, uint32_t slot, uint32_t *at)
-{
-    uint32_t run = slot / s->g.run_blocks, pos = slot % s->g.run_blocks;
-    uint64_t in = (uint64_t)pos * SW_STORE_HDR_BYTES;
-    *at = (uint32_t)(in % SW_STORE_ALIGN);
-    return sw_store_run_off(s, run) + in / SW_STORE_ALIGN * SW_STORE_ALIGN;
-}
-
-static sw_status op_error(sw_store *s, const sw_io_op *op, const char *what)
-{
-    s->st.io_errors++;
-    if (op->res < 0)
-        return sw_store_errno(s, (int)-op->res, what);
-    return sw_fail(SW_STATUS_IO, "%s: short transfer (%lld of %zu bytes at offset %llu)", what,
-                   (long long)op->res, op->len, (unsigned long long)op->off);
 }
 
 /* ------------------------------------------------------------- planning -- */
@@ -272,7 +256,7 @@ static sw_status pages_load(sw_store *s, sw_write_batch *b, size_t *bad_put)
     b->npages = 0;
     for (size_t j = 0; j < b->n; j++) {
         wb_put *p = &b->put[j];
-        uint64_t off = header_page_of(s, p->slot, &p->at);
+        uint64_t off = sw_store_header_page_off(s, p->slot, &p->at);
         size_t k = 0;
         while (k < b->npages && b->page_off[k] != off)
             k++;
@@ -298,7 +282,7 @@ static sw_status pages_load(sw_store *s, sw_write_batch *b, size_t *bad_put)
                     *bad_put = j;
                     break;
                 }
-            return op_error(s, &s->ops[k], "read extent header page");
+            return sw_store_io_fail(s, &s->ops[k], "read extent header page");
         }
     return SW_OK;
 }
@@ -424,7 +408,7 @@ static sw_status group_write(sw_store *s, sw_write_batch *b, const void *const *
         while (s->ops[k].res == (int64_t)s->ops[k].len)
             k++;
         bad = put_of_op(s, b, &s->ops[k]);
-        st = op_error(s, &s->ops[k], "write extent");
+        st = sw_store_io_fail(s, &s->ops[k], "write extent");
         st = group_fail(st, b, bad);
         group_undo(s, b);
         return st;
@@ -496,7 +480,7 @@ static sw_status group_voids(sw_store *s, sw_write_batch *b, uint64_t seq, size_
         wb_put *p = &b->put[j];
         if (p->old == SW_NIL)
             continue;
-        uint64_t off = header_page_of(s, p->old, &p->vat);
+        uint64_t off = sw_store_header_page_off(s, p->old, &p->vat);
         size_t v = 0;
         while (v < nv && b->vpage_off[v] != off)
             v++;
@@ -523,7 +507,7 @@ static sw_status group_voids(sw_store *s, sw_write_batch *b, uint64_t seq, size_
         size_t k = 0;
         while (s->ops[k].res == (int64_t)s->ops[k].len)
             k++;
-        st = op_error(s, &s->ops[k], "read extent header page");
+        st = sw_store_io_fail(s, &s->ops[k], "read extent header page");
     }
     for (size_t j = 0; j < b->n && st == SW_OK; j++) {
         const wb_put *p = &b->put[j];
@@ -544,7 +528,7 @@ static sw_status group_voids(sw_store *s, sw_write_batch *b, uint64_t seq, size_
         size_t k = 0;
         while (s->ops[k].res == (int64_t)s->ops[k].len)
             k++;
-        st = op_error(s, &s->ops[k], "write extent header page");
+        st = sw_store_io_fail(s, &s->ops[k], "write extent header page");
     }
     if (st != SW_OK) {
         s->hpage_off = UINT64_MAX; /* what the pages hold now is unknown */

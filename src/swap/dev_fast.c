@@ -104,12 +104,9 @@ static sw_status parts_get(sw_swap_dev *d, size_t bytes)
     struct dev_fast *f = &d->fast;
     if (bytes <= f->part_cap)
         return SW_OK;
+    /* every resident call waits on the GPU for the one before it: the last
+     * one done, all are */
     SW_TRY(sw_swap_dev_wait_done(d));
-    for (int r = 0; r < SW_SWAP_FAST_RING; r++)
-        if (f->used[r]) {
-            SW_TRY(sw_cuda_swap_event_sync(f->ev[r]));
-            f->used[r] = 0;
-        }
     sw_cuda_swap_free(f->part);
     f->part = NULL;
     f->part_cap = 0;
