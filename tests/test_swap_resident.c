@@ -8,7 +8,9 @@
  * kv head), causal and not, a five-row chunk (20 rows: the tile loop takes
  * it), two sequences of different lengths in one call, a sequence
  * that grows by one token between calls (its last block rewritten: still
- * resident, still exact), a pool too small for the blocks (the tile loop
+ * resident, still exact), a long sequence whose keys the decode split
+ * spreads over many CTAs (its partial states folded by the fused merge,
+ * its counters reused call after call), a pool too small for the blocks (the tile loop
  * takes the call, same result), and the stats that say which path ran.
  * Error path: host memory for q with a device pool. Exit 77 (skipped)
  * without CUDA or a GPU. */
@@ -19,7 +21,8 @@
 #ifdef SW_HAVE_CUDA
 #include <cuda_runtime.h>
 
-enum { L = 2, H = 2, HQ = 8, D = 128, B = 16, LEN0 = 16 * 7 + 5, SHORT = 40, MAXLEN = 16 * 9 };
+enum { L = 2, H = 2, HQ = 8, D = 128, B = 16, LEN0 = 16 * 7 + 5, SHORT = 40, LONG = 16 * 75 + 9,
+       MAXLEN = 16 * 80 };
 
 /* The raw K/V of each layer, BF16 token-major [MAXLEN][H][D], on the host
  * and on the device. */
@@ -208,7 +211,7 @@ int main(void)
     if (!st)
         return 1;
     /* fast, slow (tile loop only), a pool of 4 slots (fast on, never taken) */
-    sw_swap *e[3] = {engine(st, 64, 1), engine(st, 64, 0), engine(st, 4, 1)};
+    sw_swap *e[3] = {engine(st, 256, 1), engine(st, 256, 0), engine(st, 4, 1)};
     const uint64_t ids[3] = {1, 2, 3};
     for (int k = 0; k < 3; k++) {
         CHECK_STATUS(sw_swap_seq_add(e[k], ids[k], ids[k], 0, 16), SW_OK);
@@ -236,6 +239,24 @@ int main(void)
             one_call(e, ids, l, len, 1, 1, &r, 1);
     }
     const int64_t len1 = LEN0 + 12;
+    /* a long sequence: the decode split cuts it, the fused merge folds it */
+    const uint64_t longs[3] = {5, 6, 7};
+    for (int k = 0; k < 3; k++) {
+        CHECK_STATUS(sw_swap_seq_add(e[k], longs[k], longs[k], 0, 128), SW_OK);
+        for (int32_t first = 0; first * B < LONG; first += 16)
+            offload(e[k], longs[k], first, (first + 16) * B < LONG ? (first + 16) * B : LONG);
+    }
+    for (int32_t l = 0; l < L; l++) {
+        one_call(e, longs, l, LONG, 1, 1, &r, 1);
+        one_call(e, longs, l, LONG, 3, 1, &r, 1);
+        one_call(e, longs, l, LONG, 2, 0, &r, 1);
+    }
+    for (int64_t len = LONG + 1; len <= LONG + 3; len++) {
+        for (int k = 0; k < 3; k++)
+            offload(e[k], longs[k], (int32_t)((len - 1) / B), len);
+        for (int32_t l = 0; l < L; l++)
+            one_call(e, longs, l, len, 1, 1, &r, 1);
+    }
     /* two sequences of different lengths in one call (fast engine) */
     CHECK_STATUS(sw_swap_seq_add(e[0], 4, 4, 0, 16), SW_OK);
     offload(e[0], 4, 0, SHORT);

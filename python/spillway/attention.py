@@ -112,6 +112,7 @@ class PrefillPlan:
         self._last_stream = None
         self._maxlens = None
         self._t = None  # the run's sw_prefill_tensors, reused under the workspace lock
+        self._tref = None  # ... and ctypes.byref of it
 
     def _max_lens(self):
         """(longest query, longest key length), computed once."""
@@ -529,27 +530,43 @@ def _varlen_fast(q, k, v, cq, ck, mq, mk, causal, softmax_scale, return_lse):
         lq, lk = plan._max_lens()
         if (mq is not None and int(mq) < lq) or (mk is not None and int(mk) < lk):
             return None
-    out = torch.empty(qs, dtype=dt, device=dev)
+    out = torch.empty_like(q)  # (q is contiguous: the same strides)
     lse = torch.empty((qs[0], qs[1]), dtype=torch.float32, device=dev) if return_lse else None
     n, nk = qs[0], ks[0]
     ptrs = (q.data_ptr() if n else 0, k.data_ptr() if nk else 0, v.data_ptr() if nk else 0,
             out.data_ptr() if n else 0, lse.data_ptr() if lse is not None and n else 0)
-
-    def fill(t):  # every field a run reads
-        _fill_tensors(t, *ptrs, (0, 0, 0, 0), n, nk)
     if not cuda:
         t = _new_tensors()
-        fill(t)
+        _fill_tensors(t, *ptrs, (0, 0, 0, 0), n, nk)
         _lib.check(_lib.lib().sw_prefill_run(plan._handle, ctypes.byref(t), None), _HINT)
         return (out, lse) if return_lse else out
-    # the plan's own struct, filled under the workspace lock
-    t = plan._t
-    if t is None:
-        t = plan._t = _new_tensors()
-    st, plan._last_stream = _run_cuda(torch, plan._handle, t, dev, plan.workspace_size, fill)
-    if st in (_lib.SW_STATUS_CUDA, _lib.SW_STATUS_FAILED):
-        _evict(plan)
-    _lib.check(st, _HINT)
+    if _current_device(torch) != index:
+        def fill(t):  # every field a run reads
+            _fill_tensors(t, *ptrs, (0, 0, 0, 0), n, nk)
+        st, plan._last_stream = _run_cuda(torch, plan._handle, _new_tensors(), dev,
+                                          plan.workspace_size, fill)
+    else:
+        # the plan's own struct: its row counts and (dense) strides set once,
+        # the pointers under the workspace lock
+        t = plan._t
+        if t is None:
+            t = _new_tensors()
+            _fill_tensors(t, 0, 0, 0, 0, 0, (0, 0, 0, 0), n, nk)
+            plan._tref = ctypes.byref(t)
+            plan._t = t
+        raw = _raw_stream(torch, index)
+        ws = _workspaces.get(index) or _device_workspace(index)
+        with ws.lock:
+            t.q, t.k, t.v, t.o = ptrs[0] or None, ptrs[1] or None, ptrs[2] or None, \
+                ptrs[3] or None
+            t.lse = ctypes.cast(ptrs[4], ctypes.POINTER(ctypes.c_float)) if ptrs[4] else None
+            t.workspace, t.workspace_bytes, plan._last_stream = _acquire_workspace(
+                torch, ws, plan.workspace_size, dev, raw)
+            st = plan._lib.sw_prefill_run(plan._handle, plan._tref, raw)
+    if st:
+        if st in (_lib.SW_STATUS_CUDA, _lib.SW_STATUS_FAILED):
+            _evict(plan)
+        _lib.check(st, _HINT)
     return (out, lse) if return_lse else out
 
 

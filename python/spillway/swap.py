@@ -157,6 +157,8 @@ class SwapEngine:
         self._sr.struct_size = ctypes.sizeof(self._sr)
         self._sp_ref, self._sr_ref = ctypes.byref(self._sp), ctypes.byref(self._sr)
         self._short = {}
+        # what _sp holds now (its fields are set only when these change)
+        self._sp_arrs, self._sp_mode, self._sp_lse = None, None, False
 
     # ------------------------------------------------------- lifecycle --
     @property
@@ -532,19 +534,29 @@ class SwapEngine:
                 if len(self._short) >= 64:
                     self._short.clear()
                 self._short[key] = arrs
-        out = torch.empty(qs, dtype=torch.bfloat16, device=q.device)
+        out = torch.empty_like(q)  # (q is contiguous BF16: the output's strides)
         lse = (torch.empty((rows, qs[1]), dtype=torch.float32, device=q.device)
                if return_lse else None)
         stream = _raw_stream(torch, self.device)
+        mode = (1 if causal else 0, scale)
         with self._lock:
-            p, res = self._sp, self._sr
-            p.layer, p.batch, p.seq_ids, p.q_indptr = layer, arrs[2], arrs[0], arrs[1]
-            p.q, p.o, p.causal = q.data_ptr(), out.data_ptr(), 1 if causal else 0
-            p.sm_scale = scale
-            p.lse = (ctypes.cast(lse.data_ptr(), ctypes.POINTER(ctypes.c_float))
-                     if lse is not None else None)
-            st = self._lib.sw_swap_attend(self._h(), self._sp_ref, self._sr_ref, stream)
-            self._last_res = res
+            h = self._handle
+            if h is None:
+                _invalid("swap engine is closed")
+            p = self._sp
+            if arrs is not self._sp_arrs:
+                p.batch, p.seq_ids, p.q_indptr = arrs[2], arrs[0], arrs[1]
+                self._sp_arrs = arrs
+            if mode != self._sp_mode:
+                p.causal, p.sm_scale = mode
+                self._sp_mode = mode
+            p.layer, p.q, p.o = layer, q.data_ptr(), out.data_ptr()
+            if lse is not None or self._sp_lse:
+                p.lse = (ctypes.cast(lse.data_ptr(), ctypes.POINTER(ctypes.c_float))
+                         if lse is not None else None)
+                self._sp_lse = lse is not None
+            st = self._lib.sw_swap_attend(h, self._sp_ref, self._sr_ref, stream)
+            self._last_res = self._sr
         if st:
             _lib.check(st, f"layer {layer}")
         return (out, lse) if return_lse else out

@@ -208,6 +208,7 @@ typedef struct sw_decode_item {
     int32_t req, kvh;
     int32_t k0, k1;  /* the request's keys [k0, k1) */
     int32_t part;    /* < 0: writes O and LSE; else its partial-state slot */
+    int32_t merge;   /* the merge that folds it (< 0 when part < 0) */
 } sw_decode_item;
 
 typedef struct sw_decode_merge {
@@ -220,9 +221,10 @@ typedef struct sw_decode_merge {
  * with q_len > 0 gets n = ceil(kv_len / chunk) items of near-equal key
  * ranges (n >= 1, so a request without keys still has its rows written;
  * n <= SW_DECODE_MAX_SPLITS). The chunk is the one whose estimated time,
- * waves x (longest item + a fixed cost per item), is least over 1..8 waves
- * of `slots` items: a batch whose pairs fill the device is not split, one
- * long request is cut into about `slots` pieces. Items come longest first;
+ * waves x (longest item + a fixed cost per item) + a fixed cost of any
+ * split (the merge), is least over 1..8 waves of `slots` items: a batch
+ * whose pairs fill the device is not split, nor a short one (a few hundred
+ * keys), one long request is cut into about `slots` pieces. Items come longest first;
  * the items of a pair split in n > 1 write partial slots that one merge
  * folds. With items == NULL only counts. Returns the number of items;
  * *num_merges and *num_parts are counts too. */
@@ -250,6 +252,10 @@ typedef struct sw_cuda_paged_args {
     int32_t num_merges;
     float *part_o;                   /* [slots][SW_DECODE_ROWS][head_dim] */
     float *part_lse;                 /* [slots][SW_DECODE_ROWS] */
+    /* NULL: a merge kernel folds the partial states after the decode
+     * kernel; else [num_merges] counters, zero on entry: the last item of a
+     * merge to finish folds it and sets its counter back to 0 (one launch) */
+    int32_t *merge_count;
     void *k_dense, *v_dense;         /* gather: [total_kv][num_kv_heads][head_dim] */
 } sw_cuda_paged_args;
 

@@ -175,6 +175,7 @@ int64_t sw_plan_work(const int32_t *qo_indptr, const int32_t *kv_indptr, int32_t
 
 #define SW_DECODE_TILE 16      /* keys of one warp tile: item ranges are multiples */
 #define SW_DECODE_ITEM_COST 256 /* a per-item cost (Q, combine, merge) in keys */
+#define SW_DECODE_SPLIT_COST 256 /* a split's fixed cost (the merge's tail) in keys */
 
 /* The items of one pair at this chunk: n of `per` keys (a multiple of the
  * tile; the last one shorter), none of them empty unless kv_len is 0. */
@@ -238,6 +239,10 @@ int64_t sw_plan_decode(const int32_t *qo_indptr, const int32_t *kv_indptr, int32
     /* For each wave count, the smallest chunk (a multiple of the tile)
      * whose items fit; keep the least estimated time. */
     int64_t best_chunk = maxlen > 0 ? maxlen : 1, best_t = -1;
+    const int64_t unsplit = decode_count(qo_indptr, kv_indptr, batch, num_kv_heads, best_chunk,
+                                         NULL);
+    if (unsplit <= 8 * slots) /* the search below finds the smallest chunks: not this */
+        best_t = (unsplit + slots - 1) / slots * (best_chunk + SW_DECODE_ITEM_COST);
     for (int64_t w = 1; w <= 8; w++) {
         int64_t lo = SW_DECODE_TILE, hi = maxlen > lo ? maxlen : lo;
         if (decode_count(qo_indptr, kv_indptr, batch, num_kv_heads, hi, NULL) > w * slots)
@@ -253,7 +258,8 @@ int64_t sw_plan_decode(const int32_t *qo_indptr, const int32_t *kv_indptr, int32
         int64_t longest = 0;
         const int64_t n = decode_count(qo_indptr, kv_indptr, batch, num_kv_heads, hi, &longest);
         const int64_t waves = (n + slots - 1) / slots;
-        const int64_t t = waves * (longest + SW_DECODE_ITEM_COST);
+        const int64_t t = waves * (longest + SW_DECODE_ITEM_COST) +
+                          (n > unsplit ? SW_DECODE_SPLIT_COST : 0);
         if (best_t < 0 || t < best_t) {
             best_t = t;
             best_chunk = hi;
@@ -281,7 +287,8 @@ int64_t sw_plan_decode(const int32_t *qo_indptr, const int32_t *kv_indptr, int32
                 const int64_t k1 = (i + 1) * per < len ? (i + 1) * per : len;
                 keyed[k].len = k1 - k0;
                 keyed[k].it = (sw_decode_item){b, h, (int32_t)k0, (int32_t)k1,
-                                               n > 1 ? (int32_t)(np + i) : -1};
+                                               n > 1 ? (int32_t)(np + i) : -1,
+                                               n > 1 ? (int32_t)nm : -1};
                 k++;
             }
             if (n > 1) {

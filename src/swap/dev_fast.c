@@ -71,13 +71,31 @@ int sw_swap_dev_fast_eligible(sw_swap *s, const sw_swap_attend_params *p,
     return 1;
 }
 
-/* Ring entry r with room for `bytes`: its last upload done first. */
+/* Ring entry r with room for `bytes`: its last upload done first.
+ *
+ * Resident calls run in call order on the GPU (each waits for the one
+ * before: ev_done), so a call whose upload is done has every earlier
+ * call's upload done too. Entry r's last user is known done when an
+ * upload at least as recent was seen done: once every half ring an event
+ * query of the entry used half a ring ago settles the next half ring's
+ * entries, and an event query costs the host more than the rest of the
+ * entry's bookkeeping. Only a GPU that falls behind makes the call wait. */
 static sw_status blob_get(sw_swap_dev *d, int r, size_t bytes)
 {
     struct dev_fast *f = &d->fast;
-    if (f->used[r]) {
-        SW_TRY(sw_cuda_swap_event_sync(f->ev[r]));
-        f->used[r] = 0;
+    if (f->call[r] > f->done_upto) {
+        const int half = (r + SW_SWAP_FAST_RING / 2) % SW_SWAP_FAST_RING;
+        if (f->call[half] > f->call[r]) {
+            const int done = sw_cuda_swap_event_done(f->ev[half]);
+            if (done < 0)
+                return (sw_status)done;
+            if (done)
+                f->done_upto = f->call[half];
+        }
+        if (f->call[r] > f->done_upto) {
+            SW_TRY(sw_cuda_swap_event_sync(f->ev[r]));
+            f->done_upto = f->call[r];
+        }
     }
     if (!f->ev[r])
         SW_TRY(sw_cuda_swap_event_create(&f->ev[r], 0));
@@ -95,6 +113,26 @@ static sw_status blob_get(sw_swap_dev *d, int r, size_t bytes)
         SW_TRY(sw_cuda_swap_alloc(&f->dev[r], cap));
         f->cap[r] = cap;
     }
+    return SW_OK;
+}
+
+/* The merge counters' room for n merges: grown (after the calls that used
+ * them), zero in stream order. */
+static sw_status counters_get(sw_swap_dev *d, size_t n, void *stream)
+{
+    struct dev_fast *f = &d->fast;
+    if (n <= f->cnt_cap)
+        return SW_OK;
+    SW_TRY(sw_swap_dev_wait_done(d));
+    sw_cuda_swap_free(f->cnt);
+    f->cnt = NULL;
+    f->cnt_cap = 0;
+    size_t cap = 1024;
+    while (cap < n)
+        cap *= 2;
+    SW_TRY(sw_cuda_swap_alloc((void **)&f->cnt, sizeof(int32_t) * cap));
+    SW_TRY(sw_cuda_swap_zero(f->cnt, sizeof(int32_t) * cap, stream));
+    f->cnt_cap = cap;
     return SW_OK;
 }
 
@@ -166,6 +204,7 @@ sw_status sw_swap_dev_fast_attend(sw_swap *s, const sw_swap_attend_params *p,
     const size_t part_bytes = (part_o + FAST_ALIGN - 1) / FAST_ALIGN * FAST_ALIGN +
                               sizeof(float) * (size_t)np * SW_DECODE_ROWS;
     SW_TRY(parts_get(d, part_bytes > 0 ? part_bytes : 1));
+    SW_TRY(counters_get(d, (size_t)nm, stream));
     char *h = f->host[r];
     memcpy(h + o_qo, p->q_indptr, b1);
     memcpy(h + o_kv, kvp, b1);
@@ -200,7 +239,7 @@ sw_status sw_swap_dev_fast_attend(sw_swap *s, const sw_swap_attend_params *p,
     char *dv = f->dev[r];
     SW_TRY(sw_cuda_memcpy_h2d_async(dv, h, bytes, stream));
     SW_TRY(sw_cuda_swap_event_record(f->ev[r], stream));
-    f->used[r] = 1;
+    f->call[r] = ++f->calls;
     f->next = (r + 1) % SW_SWAP_FAST_RING;
     sw_cuda_paged_args a;
     memset(&a, 0, sizeof a);
@@ -233,6 +272,7 @@ sw_status sw_swap_dev_fast_attend(sw_swap *s, const sw_swap_attend_params *p,
     a.num_merges = (int32_t)nm;
     a.part_o = (float *)f->part;
     a.part_lse = (float *)((char *)f->part + (part_o + FAST_ALIGN - 1) / FAST_ALIGN * FAST_ALIGN);
+    a.merge_count = f->cnt; /* the merges fold in the decode launch */
     /* kernel_timing: the kernel's GPU time, the call then waits for it */
     if (d->timing && !f->tev[0]) {
         SW_TRY(sw_cuda_swap_event_create(&f->tev[0], 1));
@@ -274,7 +314,7 @@ void sw_swap_dev_fast_free(sw_swap_dev *d)
 {
     struct dev_fast *f = &d->fast;
     for (int r = 0; r < SW_SWAP_FAST_RING; r++) {
-        if (f->used[r])
+        if (f->call[r] > f->done_upto)
             (void)sw_cuda_swap_event_sync(f->ev[r]);
         sw_cuda_swap_event_destroy(f->ev[r]);
         sw_cuda_host_free(f->host[r]);
@@ -283,6 +323,7 @@ void sw_swap_dev_fast_free(sw_swap_dev *d)
     sw_cuda_swap_event_destroy(f->tev[0]);
     sw_cuda_swap_event_destroy(f->tev[1]);
     sw_cuda_swap_free(f->part);
+    sw_cuda_swap_free(f->cnt);
     free(f->kv_scratch);
     memset(f, 0, sizeof *f);
 }

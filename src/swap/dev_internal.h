@@ -127,16 +127,21 @@ static inline uint32_t sw_swap_crc_raw(crc_cache *c, uint32_t crc, uint32_t len)
 #define SW_SWAP_LAND_GROUPS_MAX 8 /* launches a direct tile at most (land_groups) */
 
 /* The resident path's state (dev_fast.c): a ring of pinned page tables
- * and their device copies (an event each: the ring entry's upload done),
- * the decode split's partial states, the device's decode slots. */
-#define SW_SWAP_FAST_RING 4
+ * and their device copies (an event each: the ring entry's upload done;
+ * call[r] the number of the call that last used entry r, done_upto the
+ * last call known to have its upload done), the decode split's partial
+ * states and the fused merge's counters, the device's decode slots. */
+#define SW_SWAP_FAST_RING 8
 struct dev_fast {
     void *host[SW_SWAP_FAST_RING], *dev[SW_SWAP_FAST_RING], *ev[SW_SWAP_FAST_RING];
     size_t cap[SW_SWAP_FAST_RING];
-    int used[SW_SWAP_FAST_RING];
+    uint64_t call[SW_SWAP_FAST_RING];
+    uint64_t calls, done_upto;
     int next;
     void *part;
     size_t part_cap;
+    int32_t *cnt;             /* [cnt_cap] merge counters, zero between launches */
+    size_t cnt_cap;
     int64_t slots;            /* decode CTAs resident at once (0: not asked yet) */
     int32_t *kv_scratch;      /* the call's kv_indptr */
     size_t kv_scratch_n;

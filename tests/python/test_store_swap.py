@@ -539,3 +539,20 @@ def test_swap_device_pool_resident_path(tmp_path):
         assert eng.get_stats()["resident_attends"] == before + 1
         ro, _ = _ref(q[:1], k, v)
         assert rel_l2(out.float().cpu().numpy(), ro) <= TOL, f"seed={seed}"
+        # the short entry keeps its struct between calls: a change of
+        # sequence, row count, causal and LSE from one call to the next is
+        # each seen (two rows of one sequence, not causal, with LSE; then a
+        # second sequence; then the first again, causal, no LSE)
+        eng.seq_add(2, ns=8, max_blocks=64)
+        eng.offload_tokens(2, 1, kd[:40], vd[:40])
+        out, lse = eng.attend(1, 1, tq[:2], causal=False, return_lse=True)
+        ro, rl = _ref(q[:2], k, v, causal=False)
+        assert rel_l2(out.float().cpu().numpy(), ro) <= TOL, f"seed={seed}"
+        assert np.max(np.abs(lse.cpu().numpy() - rl)) <= 1e-2, f"seed={seed}"
+        out = eng.attend(1, 2, tq[2:3])
+        ro, _ = _ref(q[2:3], k[:40], v[:40])
+        assert rel_l2(out.float().cpu().numpy(), ro) <= TOL, f"seed={seed}"
+        out = eng.attend(1, 1, tq[3:4])
+        ro, _ = _ref(q[3:4], k, v)
+        assert rel_l2(out.float().cpu().numpy(), ro) <= TOL, f"seed={seed}"
+        assert eng.get_stats()["resident_attends"] == before + 4

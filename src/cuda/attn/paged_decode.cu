@@ -16,13 +16,17 @@
  * tile's copies, so the table's round trip is never waited for.
  *
  * An item that covers all of its request's keys writes O and LSE; the
- * others write a normalised partial (o, lse) that the merge kernel folds:
- * lse = log sum exp lse_i, o = sum exp(lse_i - lse) o_i. */
+ * others write a normalised partial (o, lse) that the merge folds:
+ * lse = log sum exp lse_i, o = sum exp(lse_i - lse) o_i -- a merge kernel
+ * launched after this one, or (args.merge_count set: the swap engine's
+ * resident path) the last of the pair's items to finish, counted by an
+ * atomic per merge, so that a call is one launch. */
 #include "attn/attn_internal.h"
 #include "core/sw_core.h"
 #include "core/sw_cuda_check.h"
 #include "mma_utils.cuh"
 
+#include <atomic>
 #include <cuda_runtime.h>
 #include <math.h>
 
@@ -81,6 +85,10 @@ __device__ __forceinline__ int page_of(const sw_cuda_paged_args &a, int pbase, i
     const int i = a.ps_log2 >= 0 ? tok >> a.ps_log2 : tok / a.page_size;
     return __ldg(a.page_indices + pbase + i);
 }
+
+template <int D, class T>
+__device__ __forceinline__ void merge_pair(const sw_cuda_paged_args &a, const sw_decode_merge mg,
+                                           float *s_w, float *s_fin);
 
 template <int D, class T>
 __global__ void __launch_bounds__(NT) decode_kernel(const sw_cuda_paged_args a, int nsw)
@@ -332,14 +340,36 @@ __global__ void __launch_bounds__(NT) decode_kernel(const sw_cuda_paged_args a, 
             a.part_lse[(size_t)it.part * ROWS + tid] = s_fin[tid][1];
         }
     }
+    if (a.merge_count && it.part >= 0) {
+        /* the fused merge: this item's partial is out (every thread's
+         * writes fenced); the merge's last item to arrive folds them all,
+         * in the ring's shared memory (no longer read) */
+        __shared__ int s_last;
+        __threadfence();
+        __syncthreads();
+        if (tid == 0) {
+            const int prev = atomicAdd(a.merge_count + it.merge, 1);
+            s_last = prev == a.merges[it.merge].parts - 1;
+        }
+        __syncthreads();
+        if (s_last) {
+            __threadfence();
+            float *w = (float *)smem;
+            merge_pair<D, T>(a, a.merges[it.merge], w, w + ROWS * SW_DECODE_MAX_SPLITS);
+            if (tid == 0)
+                a.merge_count[it.merge] = 0; /* for the next launch */
+        }
+    }
 }
 
-/* One CTA per merge: the `parts` partial states of (req, kvh), in order. */
-template <int D, class T> __global__ void __launch_bounds__(NT) merge_kernel(const sw_cuda_paged_args a)
+/* Folds the `parts` partial states of (req, kvh), in order, into O and LSE:
+ * one CTA; s_w [ROWS][SW_DECODE_MAX_SPLITS] and s_fin [ROWS][2] shared
+ * memory. The partials are read past L1 (__ldcg): in the fused merge they
+ * were written by other multiprocessors during this launch. */
+template <int D, class T>
+__device__ __forceinline__ void merge_pair(const sw_cuda_paged_args &a, const sw_decode_merge mg,
+                                           float *s_w, float *s_fin)
 {
-    __shared__ float s_w[ROWS][SW_DECODE_MAX_SPLITS];
-    __shared__ float s_fin[ROWS][2];
-    const sw_decode_merge mg = a.merges[blockIdx.x];
     const int G = a.num_qo_heads / a.num_kv_heads;
     const int q_start = a.qo_indptr[mg.req];
     const int R = (a.qo_indptr[mg.req + 1] - q_start) * G;
@@ -347,32 +377,32 @@ template <int D, class T> __global__ void __launch_bounds__(NT) merge_kernel(con
     if (tid < R) {
         float mx = -INFINITY;
         for (int p = 0; p < mg.parts; ++p)
-            mx = fmaxf(mx, a.part_lse[(size_t)(mg.part0 + p) * ROWS + tid]);
+            mx = fmaxf(mx, __ldcg(a.part_lse + (size_t)(mg.part0 + p) * ROWS + tid));
         float sum = 0.f;
         for (int p = 0; p < mg.parts; ++p) {
-            const float e = a.part_lse[(size_t)(mg.part0 + p) * ROWS + tid];
+            const float e = __ldcg(a.part_lse + (size_t)(mg.part0 + p) * ROWS + tid);
             const float w = mx == -INFINITY ? 0.f : __expf(e - mx);
-            s_w[tid][p] = w;
+            s_w[tid * SW_DECODE_MAX_SPLITS + p] = w;
             sum += w;
         }
-        s_fin[tid][0] = sum > 0.f ? 1.f / sum : 0.f;
-        s_fin[tid][1] = sum > 0.f ? mx + __logf(sum) : -INFINITY;
+        s_fin[tid * 2] = sum > 0.f ? 1.f / sum : 0.f;
+        s_fin[tid * 2 + 1] = sum > 0.f ? mx + __logf(sum) : -INFINITY;
         if (a.lse)
             a.lse[(int64_t)(q_start + tid / G) * a.num_qo_heads + mg.kvh * G + tid % G] =
-                s_fin[tid][1];
+                s_fin[tid * 2 + 1];
     }
     __syncthreads();
     for (int idx = tid; idx < R * (D / 8); idx += NT) {
         const int r = idx / (D / 8), c8 = (idx % (D / 8)) * 8;
         float v[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
         for (int p = 0; p < mg.parts; ++p) {
-            const float w = s_w[r][p];
+            const float w = s_w[r * SW_DECODE_MAX_SPLITS + p];
             const float *src = a.part_o + ((size_t)(mg.part0 + p) * ROWS + r) * D + c8;
-            const float4 x = *(const float4 *)src, y = *(const float4 *)(src + 4);
+            const float4 x = __ldcg((const float4 *)src), y = __ldcg((const float4 *)(src + 4));
             v[0] += w * x.x; v[1] += w * x.y; v[2] += w * x.z; v[3] += w * x.w;
             v[4] += w * y.x; v[5] += w * y.y; v[6] += w * y.z; v[7] += w * y.w;
         }
-        const float inv = s_fin[r][0];
+        const float inv = s_fin[r * 2];
         uint4 pk;
         pk.x = T::pack(v[0] * inv, v[1] * inv);
         pk.y = T::pack(v[2] * inv, v[3] * inv);
@@ -381,6 +411,14 @@ template <int D, class T> __global__ void __launch_bounds__(NT) merge_kernel(con
         *(uint4 *)((char *)a.o + ((int64_t)(q_start + r / G) * a.o_stride +
                                   (int64_t)(mg.kvh * G + r % G) * D + c8) * 2) = pk;
     }
+}
+
+/* One CTA per merge (when the decode kernel does not fold them itself). */
+template <int D, class T> __global__ void __launch_bounds__(NT) merge_kernel(const sw_cuda_paged_args a)
+{
+    __shared__ float s_w[ROWS * SW_DECODE_MAX_SPLITS];
+    __shared__ float s_fin[ROWS * 2];
+    merge_pair<D, T>(a, a.merges[blockIdx.x], s_w, s_fin);
 }
 
 /* Pages -> dense [total_kv][num_kv_heads][D], K and V, 16 bytes a thread
@@ -472,6 +510,11 @@ sw_status choose_stages(const kernel_ref &k, int dev, int *nsw, int *smem)
                    "memory per block, too few", dev, optin);
 }
 
+/* The dynamic shared memory size last set on each decode kernel, per
+ * device (0: never). */
+constexpr int SMEM_SET_DEVICES = 64;
+std::atomic<int> smem_set[SMEM_SET_DEVICES][6];
+
 } // namespace sw_paged
 
 extern "C" sw_status sw_cuda_paged_decode_config(int32_t device, int32_t head_dim, sw_dtype dtype,
@@ -515,14 +558,22 @@ extern "C" sw_status sw_cuda_paged_decode_launch(const sw_cuda_paged_args *a, vo
     int dev = 0, nsw = 0, smem = 0;
     SW_CUDA_CHECK(cudaGetDevice(&dev));
     SW_TRY(choose_stages(k, dev, &nsw, &smem));
-    SW_CUDA_CHECK(cudaFuncSetAttribute(k.decode, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    /* once per kernel, device and size (a host cost per call otherwise) */
+    const int slot = (a->head_dim == 64 ? 0 : a->head_dim == 128 ? 1 : 2) * 2 +
+                     (a->dtype == SW_DTYPE_BF16);
+    if (dev >= SMEM_SET_DEVICES || smem_set[dev][slot].load(std::memory_order_relaxed) != smem) {
+        SW_CUDA_CHECK(cudaFuncSetAttribute(k.decode, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           smem));
+        if (dev < SMEM_SET_DEVICES)
+            smem_set[dev][slot].store(smem, std::memory_order_relaxed);
+    }
     sw_cuda_paged_args args = *a;
     if (a->num_items > 0) {
         void *p[] = {&args, &nsw};
         SW_CUDA_CHECK(cudaLaunchKernel(k.decode, dim3((unsigned)a->num_items), dim3(NT), p,
                                        (size_t)smem, (cudaStream_t)stream));
     }
-    if (a->num_merges > 0) {
+    if (a->num_merges > 0 && !a->merge_count) {
         void *p[] = {&args};
         SW_CUDA_CHECK(cudaLaunchKernel(k.merge, dim3((unsigned)a->num_merges), dim3(NT), p, 0,
                                        (cudaStream_t)stream));

@@ -78,6 +78,21 @@ extern "C" sw_status sw_cuda_swap_event_sync(void *ev)
     return SW_OK;
 }
 
+/* 1 when the event's work is done, 0 when not yet; an error status (< 0)
+ * otherwise. */
+extern "C" int sw_cuda_swap_event_done(void *ev)
+{
+    const cudaError_t e = cudaEventQuery((cudaEvent_t)ev);
+    if (e == cudaSuccess)
+        return 1;
+    if (e == cudaErrorNotReady) {
+        (void)cudaGetLastError(); /* not sticky */
+        return 0;
+    }
+    return (int)sw_fail(SW_STATUS_CUDA, "cudaEventQuery: %s (%s)", cudaGetErrorName(e),
+                        cudaGetErrorString(e));
+}
+
 extern "C" sw_status sw_cuda_swap_event_ms(float *ms, void *start, void *stop)
 {
     SW_CUDA_CHECK(cudaEventElapsedTime(ms, (cudaEvent_t)start, (cudaEvent_t)stop));
