@@ -7,6 +7,8 @@
  * attention keeping only that block (+ the recent one) stays close to exact. */
 #include "test_swap_util.h"
 
+#include "attn/cpu_fast_kernels.h"
+
 static void test_projection(void)
 {
     const int32_t d = 64, rank = 128;
@@ -82,7 +84,8 @@ static void test_scores(sw_store *store, uint64_t seed)
         tsw_seq q;
         tsw_seq_init(&q, 1, 1, H, D, B);
         CHECK_STATUS(sw_swap_seq_add(s, 1, 500 + (uint64_t)ci, 0, 4096), SW_OK);
-        const int64_t len = sw_rng_int(&r, 1, B * 20);
+        /* some long enough for several of the scoring's 64-block tasks */
+        const int64_t len = sw_rng_int(&r, 1, B * (ci % 4 == 1 ? 300 : 20));
         float *rk = malloc(sizeof(float) * (size_t)len * H * D);
         float *rv = malloc(sizeof(float) * (size_t)len * H * D);
         for (int64_t i = 0; i < len * H * D; i++) {
@@ -109,6 +112,19 @@ static void test_scores(sw_store *store, uint64_t seed)
             sw_swap_project_bf16(s->proj, D, rank, qb, (int64_t)ql * Hq, qpf);
             sw_swap_score_layer_scalar(s, &sw_swap_find_seq(s, 1)->layers[0], qpf, ql, sc1);
             CHECK(memcmp(sc, sc1, sizeof(float) * (size_t)nb) == 0);
+            /* ... with every instruction set this machine has (the engine
+             * took the best: SSE2 below AVX-512) */
+            const int best = s->tile_isa;
+            for (int isa = SW_CPU_ISA_SCALAR; isa <= best; isa++) {
+                float *sc2 = malloc(sizeof(float) * nb);
+                s->tile_isa = isa;
+                sw_swap_score_layer(s, &sw_swap_find_seq(s, 1)->layers[0], qpf, ql, sc2);
+                if (memcmp(sc2, sc1, sizeof(float) * (size_t)nb) != 0)
+                    fprintf(stderr, "scores with isa %d differ from the scalar form\n", isa);
+                CHECK(memcmp(sc2, sc1, sizeof(float) * (size_t)nb) == 0);
+                free(sc2);
+            }
+            s->tile_isa = best;
             free(qpf);
             free(sc1);
         }

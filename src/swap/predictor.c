@@ -3,6 +3,7 @@
  * max (over its tokens and the query heads of its group), so a single
  * "needle" token keeps its block. */
 #include "swap_internal.h"
+#include "attn/cpu_fast_kernels.h"
 #include "core/sw_half.h"
 
 #include <math.h>
@@ -128,28 +129,12 @@ static void sums(const float *q, size_t stride, const float *const k[SC_T], int3
 #endif
 }
 
-void sw_swap_score_layer(const sw_swap *s, const sw_swap_layer *L, const float *qp,
-                         int32_t q_len, float *scores)
+/* Blocks [b0, b1) of a layer, the SSE2 (or plain C) form. */
+static void score_blocks(const sw_swap_blk *blk, int32_t b0, int32_t b1, int32_t H, int32_t B,
+                         int32_t R, const float *qT, size_t M, size_t Mp, float *scores)
 {
-    const int32_t H = s->m.num_kv_heads, Hq = s->m.num_qo_heads, G = Hq / H;
-    const int32_t B = s->m.block_size, R = s->c.predictor_rank;
-    const size_t M = (size_t)q_len * (size_t)G;
-    const size_t Mp = (M + SC_M - 1) / SC_M * SC_M;
-    float *qT = M > 0 ? calloc((size_t)H * R * Mp, sizeof(float)) : NULL;
-    if (!qT) {
-        sw_swap_score_layer_scalar(s, L, qp, q_len, scores);
-        return;
-    }
-    for (int32_t h = 0; h < H; h++)
-        for (int32_t i = 0; i < q_len; i++)
-            for (int32_t g = 0; g < G; g++) {
-                const float *qv = qp + ((size_t)i * Hq + (size_t)h * G + g) * R;
-                const size_t m = (size_t)i * G + (size_t)g;
-                for (int32_t j = 0; j < R; j++)
-                    qT[((size_t)h * R + (size_t)j) * Mp + m] = qv[j];
-            }
-    for (int32_t b = 0; b < L->nblocks; b++) {
-        const sw_swap_blk *e = &L->blk[b];
+    for (int32_t b = b0; b < b1; b++) {
+        const sw_swap_blk *e = &blk[b];
         if (!e->proj || e->valid == 0) {
             scores[b] = -INFINITY;
             continue;
@@ -176,5 +161,56 @@ void sw_swap_score_layer(const sw_swap *s, const sw_swap_layer *L, const float *
         }
         scores[b] = best;
     }
+}
+
+/* The layer's blocks in tasks of SCORE_TASK blocks on the compute pool. */
+enum { SCORE_TASK = 64 };
+
+typedef struct score_job {
+    const sw_swap_layer *L;
+    int32_t H, B, R, isa;
+    const float *qT;
+    size_t M, Mp;
+    float *scores;
+} score_job;
+
+static void score_task(void *ctx, int task, int tid)
+{
+    (void)tid;
+    const score_job *j = ctx;
+    const int32_t b0 = task * SCORE_TASK;
+    const int32_t b1 = j->L->nblocks - b0 < SCORE_TASK ? j->L->nblocks : b0 + SCORE_TASK;
+#if defined(__x86_64__)
+    if (j->isa >= SW_CPU_ISA_AVX512) {
+        sw_swap_score_blocks_avx512(j->L->blk, b0, b1, j->H, j->B, j->R, j->qT, j->M, j->Mp,
+                                    j->scores);
+        return;
+    }
+#endif
+    score_blocks(j->L->blk, b0, b1, j->H, j->B, j->R, j->qT, j->M, j->Mp, j->scores);
+}
+
+void sw_swap_score_layer(sw_swap *s, const sw_swap_layer *L, const float *qp, int32_t q_len,
+                         float *scores)
+{
+    const int32_t H = s->m.num_kv_heads, Hq = s->m.num_qo_heads, G = Hq / H;
+    const int32_t B = s->m.block_size, R = s->c.predictor_rank;
+    const size_t M = (size_t)q_len * (size_t)G;
+    const size_t Mp = (M + SC_M - 1) / SC_M * SC_M;
+    float *qT = M > 0 ? calloc((size_t)H * R * Mp, sizeof(float)) : NULL;
+    if (!qT) {
+        sw_swap_score_layer_scalar(s, L, qp, q_len, scores);
+        return;
+    }
+    for (int32_t h = 0; h < H; h++)
+        for (int32_t i = 0; i < q_len; i++)
+            for (int32_t g = 0; g < G; g++) {
+                const float *qv = qp + ((size_t)i * Hq + (size_t)h * G + g) * R;
+                const size_t m = (size_t)i * G + (size_t)g;
+                for (int32_t j = 0; j < R; j++)
+                    qT[((size_t)h * R + (size_t)j) * Mp + m] = qv[j];
+            }
+    score_job j = {L, H, B, R, s->tile_isa, qT, M, Mp, scores};
+    sw_swap_tpool_run(&s->tp, score_task, &j, (L->nblocks + SCORE_TASK - 1) / SCORE_TASK);
     free(qT);
 }

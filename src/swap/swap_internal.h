@@ -290,9 +290,16 @@ void sw_swap_project_bf16(const float *P, int32_t d, int32_t rank, const uint16_
  * qp[q_len][num_qo_heads][rank]; blocks without a predictor get -inf. A
  * block's score is the max over its tokens and its kv head's query rows of
  * the fp32 dot product summed in rank order from 0 (the device kernels'
- * order too); vectorised across query rows and tokens. */
-void sw_swap_score_layer(const sw_swap *s, const sw_swap_layer *L, const float *qp,
-                         int32_t q_len, float *scores);
+ * order too); vectorised across query rows and tokens (SSE2, or AVX-512
+ * when s->tile_isa has it), tasks of 64 blocks on the compute pool. */
+void sw_swap_score_layer(sw_swap *s, const sw_swap_layer *L, const float *qp, int32_t q_len,
+                         float *scores);
+/* Blocks [b0, b1) of blk, AVX-512 (predictor_avx512.c): qT is the kv
+ * heads' projected queries transposed, [H][R][Mp] (M rows, Mp a multiple
+ * of 8, zero past M). Bit-identical to the scalar form. */
+void sw_swap_score_blocks_avx512(const sw_swap_blk *blk, int32_t b0, int32_t b1, int32_t H,
+                                 int32_t B, int32_t R, const float *qT, size_t M, size_t Mp,
+                                 float *scores);
 /* The same, one dot product at a time (bit-identical: tests compare). */
 void sw_swap_score_layer_scalar(const sw_swap *s, const sw_swap_layer *L, const float *qp,
                                 int32_t q_len, float *scores);
