@@ -272,10 +272,10 @@ SW_API sw_status sw_store_write(sw_store *s, const sw_store_key *key, const void
  * with i, and capacity, eviction (the full policy), the host tier, the
  * remote tier's write-through (queued in order after the call's I/O, outside
  * the lock) and the stats are what n single writes give. The I/O is
- * batched: the writes go in groups of up to queue_depth (fewer when the
- * bounce buffer, io_buffer_bytes, holds fewer extents and header pages);
- * a group's extents and header pages are written together (each header
- * page once), its journal records appended with one write (and, in SYNC
+ * batched: the writes go in groups of as many as the bounce buffer
+ * (io_buffer_bytes) holds, an extent and a header page each, at most 4096
+ * (issued queue_depth requests at a time); a group's extents and header
+ * pages are written together (each header page once), its journal records appended with one write (and, in SYNC
  * mode, one fdatasync of each file). A group also ends before a key it
  * already holds and wherever a single write's choice of extent or eviction
  * would depend on the group's earlier writes (then they are written

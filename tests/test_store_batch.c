@@ -448,15 +448,23 @@ static void test_bad_args(const char *dir)
 }
 
 /* --------------------------------------- a write error mid-batch -- */
-/* RLIMIT_FSIZE below the second run's slots: the first group (run 0) is
- * written, the second's payload write fails with EFBIG; its headers are
- * undone, nothing of it is visible, the handle stays usable. */
+/* Groups of 16 puts (tuning write_group_puts); RLIMIT_FSIZE below the
+ * second run's slots: the first group (run 0) is written, the second's
+ * payload write fails with EFBIG; its headers are undone, nothing of it is
+ * visible, the handle stays usable. */
+static sw_status open_groups16(const sw_store_config *c, sw_store **s)
+{
+    sw_store_tuning t = *ts_tuning();
+    t.write_group_puts = 16;
+    return sw_store_open_tuned(c, &t, s);
+}
+
 static void test_io_error(const char *dir)
 {
     const uint32_t stripe = 4096, run = 16;
     sw_store_config c = cfg(dir, stripe, run, 4, 16, 0);
     sw_store *s = NULL;
-    CHECK_STATUS(ts_open(&c, &s), SW_OK);
+    CHECK_STATUS(open_groups16(&c, &s), SW_OK);
     if (!s)
         return;
     static wl w;
@@ -888,7 +896,18 @@ static void test_kills(const char *dir, int rounds, int evict, uint64_t seed)
 
 int main(int argc, char **argv)
 {
-    int rounds = argc > 1 ? atoi(argv[1]) : 12;
+    /* [ROUNDS] of each kill test (default 12), [--tune NAME=VALUE,...] */
+    int rounds = 12;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--tune") == 0 && i + 1 < argc) {
+            if (sw_store_tuning_parse(ts_tuning(), argv[++i]) != SW_OK) {
+                fprintf(stderr, "--tune %s: %s\n", argv[i], sw_last_error());
+                return 2;
+            }
+        } else {
+            rounds = atoi(argv[i]);
+        }
+    }
     uint64_t seed = ts_seed(0xba7c4);
     sw_rng r = {seed};
     ts_dir d;

@@ -38,6 +38,29 @@ static void test_defaults(void)
     CHECK(t.read_window_bytes == 8 * MIB); /* 2 x cap: cap is half the buffer */
     CHECK(t.compact_min_records == 4096);
     CHECK(t.io_mem_register == 1);
+    /* write groups: what the buffer holds, a header page and an extent each */
+    CHECK(t.write_group_puts == 8 * MIB / (4096 + 8192));
+    {
+        sw_store_facts big = facts(SW_STORE_IO_URING, 256 * MIB), tiny = f;
+        tiny.bounce_bytes = 4096; /* less than one put: still one */
+        sw_store_tuning w;
+        sw_store_tuning_decide(&c, &big, NULL, &t);
+        CHECK(t.write_group_puts == 4096); /* at most 4096 */
+        sw_store_tuning_decide(&c, &tiny, NULL, &t);
+        CHECK(t.write_group_puts == 1);
+        sw_store_tuning_auto(&w);
+        w.write_group_puts = 1 << 20; /* more than the room: the room */
+        sw_store_tuning_decide(&c, &f, &w, &t);
+        CHECK(t.write_group_puts == 8 * MIB / (4096 + 8192));
+        w.write_group_puts = 0; /* a group of none: one */
+        sw_store_tuning_decide(&c, &f, &w, &t);
+        CHECK(t.write_group_puts == 1);
+        w.write_group_puts = 16;
+        sw_store_tuning_decide(&c, &f, &w, &t);
+        CHECK(t.write_group_puts == 16);
+        CHECK_STATUS(sw_store_tuning_parse(&w, "write_group_puts=7"), SW_OK);
+        CHECK(w.write_group_puts == 7);
+    }
 
     /* the pread fallback runs pieces one after another: uncut */
     f = facts(SW_STORE_IO_PREAD, 8 * MIB);

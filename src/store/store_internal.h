@@ -70,6 +70,13 @@ typedef struct sw_store_tuning {
      * per device read; swap disk case 45.9 instead of 28.9 ms a step) and
      * which is also the fallback when registering fails. */
     int64_t io_mem_register;
+    /* sw_store_write_batch: puts per group (one operation: one round trip
+     * of payloads and header pages, one journal write, one of voids), at
+     * most what the bounce buffer holds (a header page and an extent each).
+     * Default that room, at most 4096: groups of 1,024 4 KiB stripes fill
+     * at twice the rate of groups of 64 (the queue depth, the cap before;
+     * 21.1 -> 10.0 us per 8 KiB stripe on the VM in batches of 256). */
+    int64_t write_group_puts;
 } sw_store_tuning;
 
 /* What sw_store_tuning_decide needs to know of a handle. */
@@ -86,7 +93,8 @@ void sw_store_tuning_auto(sw_store_tuning *t);
  * is >= 0, else the library's default for c (its read_inflight_bytes, when
  * its struct_size has it) and f; then the limits above applied to both
  * (a cut of at least one extent, a merge of at most 1 GiB and more than a
- * run, a window smaller than the buffer). Pure: no I/O, no global state. */
+ * run, a window smaller than the buffer, write groups of 1 .. the buffer's
+ * room). Pure: no I/O, no global state. */
 void sw_store_tuning_decide(const sw_store_config *c, const sw_store_facts *f,
                             const sw_store_tuning *want, sw_store_tuning *out);
 /* Sets fields from "name=value[,name=value...]" (the field names above,

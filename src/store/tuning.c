@@ -21,6 +21,7 @@ void sw_store_tuning_auto(sw_store_tuning *t)
     t->read_window_bytes = SW_STORE_TUNE_AUTO;
     t->compact_min_records = SW_STORE_TUNE_AUTO;
     t->io_mem_register = SW_STORE_TUNE_AUTO;
+    t->write_group_puts = SW_STORE_TUNE_AUTO;
 }
 
 static int64_t pick(int64_t want, int64_t def) { return want >= 0 ? want : def; }
@@ -69,6 +70,12 @@ void sw_store_tuning_decide(const sw_store_config *c, const sw_store_facts *f,
 
     out->compact_min_records = pick(w.compact_min_records, 4096);
     out->io_mem_register = w.io_mem_register >= 0 ? w.io_mem_register != 0 : 1;
+
+    int64_t room = (int64_t)(f->bounce_bytes / (SW_STORE_ALIGN + f->slot_bytes));
+    if (room < 1)
+        room = 1;
+    const int64_t g = pick(w.write_group_puts, room < 4096 ? room : 4096);
+    out->write_group_puts = g < 1 ? 1 : g > room ? room : g;
 }
 
 static const struct {
@@ -83,6 +90,7 @@ static const struct {
     {"read_window_bytes", offsetof(sw_store_tuning, read_window_bytes)},
     {"compact_min_records", offsetof(sw_store_tuning, compact_min_records)},
     {"io_mem_register", offsetof(sw_store_tuning, io_mem_register)},
+    {"write_group_puts", offsetof(sw_store_tuning, write_group_puts)},
 };
 
 sw_status sw_store_tuning_parse(sw_store_tuning *t, const char *spec)
@@ -104,7 +112,7 @@ sw_status sw_store_tuning_parse(sw_store_tuning *t, const char *spec)
             return sw_fail(SW_STATUS_INVALID, "store tuning: unknown field '%.*s' (read_chunk_"
                            "bytes, ticket_chunk_bytes, read_merge_bytes, read_gap_bytes, "
                            "read_inflight_bytes, read_window_bytes, compact_min_records, "
-                           "io_mem_register)", (int)nlen, p);
+                           "io_mem_register, write_group_puts)", (int)nlen, p);
         if (!eq)
             return sw_fail(SW_STATUS_INVALID, "store tuning: '%.*s' has no =VALUE", (int)len, p);
         char num[32];

@@ -68,6 +68,7 @@ typedef struct sw_write_batch {
     uint64_t *vpage_off;     /* the header pages of the previous versions */
     char **vpage_buf;        /* ... and where they are (a group page or a
                               * page of the payload area) */
+    sw_io_op *ops;           /* 2 x cap + 8: a group's payload and page I/O */
 } sw_write_batch;
 
 void sw_store_write_batch_free(sw_store *s)
@@ -82,20 +83,19 @@ void sw_store_write_batch_free(sw_store *s)
     free(b->host_defer);
     free(b->vpage_off);
     free(b->vpage_buf);
+    free(b->ops);
     free(b);
     s->wb = NULL;
 }
 
-/* Puts per group: the queue depth (payload and header-page writes then fit
- * s->ops, 2 x queue_depth + 8), and the bounce buffer's room for a header
- * page and a payload slot each (at least one: it holds two runs). */
+/* Puts per group (tuning write_group_puts: at most the bounce buffer's
+ * room for a header page and a payload slot each). A group's I/O goes
+ * queue_depth requests at a time (sw_io_run); its cost is mostly the round
+ * trips of its steps (payloads, journal, voids), whatever its size. */
 static size_t group_cap(const sw_store *s)
 {
-    size_t cap = s->queue_depth ? s->queue_depth : 1;
-    size_t room = s->bounce_bytes / (SW_STORE_ALIGN + s->g.slot_bytes);
-    if (room < cap)
-        cap = room;
-    return cap ? cap : 1;
+    const int64_t g = s->tune.write_group_puts;
+    return g > 0 ? (size_t)g : 1;
 }
 
 static sw_status batch_scratch(sw_store *s)
@@ -113,9 +113,10 @@ static sw_status batch_scratch(sw_store *s)
     b->host_defer = (uint32_t *)calloc(b->cap, sizeof *b->host_defer);
     b->vpage_off = (uint64_t *)calloc(b->cap, sizeof *b->vpage_off);
     b->vpage_buf = (char **)calloc(b->cap, sizeof *b->vpage_buf);
+    b->ops = (sw_io_op *)calloc(2 * b->cap + 8, sizeof *b->ops);
     s->wb = b;
     if (!b->put || !b->page_off || !b->order || !b->rec || !b->host_defer || !b->vpage_off ||
-        !b->vpage_buf) {
+        !b->vpage_buf || !b->ops) {
         sw_store_write_batch_free(s);
         return sw_fail(SW_STATUS_NO_MEMORY, "sw_store_write_batch: scratch for %zu puts",
                        group_cap(s));
@@ -270,19 +271,19 @@ static sw_status pages_load(sw_store *s, sw_write_batch *b, size_t *bad_put)
             memcpy(page_buf(s, k), s->hpage, SW_STORE_ALIGN);
             continue;
         }
-        s->ops[nops++] = (sw_io_op){s->data_fd, 0, page_buf(s, k), SW_STORE_ALIGN,
+        b->ops[nops++] = (sw_io_op){s->data_fd, 0, page_buf(s, k), SW_STORE_ALIGN,
                                     b->page_off[k], 0};
     }
-    if (!nops || !sw_io_run(s->io, s->ops, nops))
+    if (!nops || !sw_io_run(s->io, b->ops, nops))
         return SW_OK;
     for (size_t k = 0; k < nops; k++)
-        if (s->ops[k].res != (int64_t)s->ops[k].len) {
+        if (b->ops[k].res != (int64_t)b->ops[k].len) {
             for (size_t j = 0; j < b->n; j++)
-                if (b->page_off[b->put[j].page] == s->ops[k].off) {
+                if (b->page_off[b->put[j].page] == b->ops[k].off) {
                     *bad_put = j;
                     break;
                 }
-            return sw_store_io_fail(s, &s->ops[k], "read extent header page");
+            return sw_store_io_fail(s, &b->ops[k], "read extent header page");
         }
     return SW_OK;
 }
@@ -326,16 +327,16 @@ static size_t group_ops(sw_store *s, const sw_write_batch *b)
     size_t nops = 0;
     for (size_t r = 0; r < b->n; r++) {
         uint64_t off = sw_store_slot_off(s, (uint32_t)(b->order[r] >> 32));
-        sw_io_op *last = nops ? &s->ops[nops - 1] : NULL;
+        sw_io_op *last = nops ? &b->ops[nops - 1] : NULL;
         if (last && r > 0 && last->off + last->len == off &&
             last->len + s->g.slot_bytes <= ((size_t)1 << 30)) { /* a request is < 4 GiB */
             last->len += s->g.slot_bytes;
             continue;
         }
-        s->ops[nops++] = (sw_io_op){s->data_fd, 1, payload_buf(s, b, r), s->g.slot_bytes, off, 0};
+        b->ops[nops++] = (sw_io_op){s->data_fd, 1, payload_buf(s, b, r), s->g.slot_bytes, off, 0};
     }
     for (size_t k = 0; k < b->npages; k++)
-        s->ops[nops++] = (sw_io_op){s->data_fd, 1, page_buf(s, k), SW_STORE_ALIGN,
+        b->ops[nops++] = (sw_io_op){s->data_fd, 1, page_buf(s, k), SW_STORE_ALIGN,
                                     b->page_off[k], 0};
     return nops;
 }
@@ -363,8 +364,8 @@ static void group_undo(sw_store *s, sw_write_batch *b)
     for (size_t j = 0; j < b->n; j++)
         memcpy(page_buf(s, b->put[j].page) + b->put[j].at, b->put[j].was, SW_STORE_HDR_BYTES);
     for (size_t k = 0; k < b->npages; k++)
-        s->ops[k] = (sw_io_op){s->data_fd, 1, page_buf(s, k), SW_STORE_ALIGN, b->page_off[k], 0};
-    if (sw_io_run(s->io, s->ops, b->npages))
+        b->ops[k] = (sw_io_op){s->data_fd, 1, page_buf(s, k), SW_STORE_ALIGN, b->page_off[k], 0};
+    if (sw_io_run(s->io, b->ops, b->npages))
         s->failed = 1;
     s->hpage_off = UINT64_MAX;
 }
@@ -403,12 +404,12 @@ static sw_status group_write(sw_store *s, sw_write_batch *b, const void *const *
         return group_fail(st, b, bad);
     group_fill(s, b, src, bytes, seq, gen0);
     size_t nops = group_ops(s, b);
-    if (sw_io_run(s->io, s->ops, nops)) {
+    if (sw_io_run(s->io, b->ops, nops)) {
         size_t k = 0;
-        while (s->ops[k].res == (int64_t)s->ops[k].len)
+        while (b->ops[k].res == (int64_t)b->ops[k].len)
             k++;
-        bad = put_of_op(s, b, &s->ops[k]);
-        st = sw_store_io_fail(s, &s->ops[k], "write extent");
+        bad = put_of_op(s, b, &b->ops[k]);
+        st = sw_store_io_fail(s, &b->ops[k], "write extent");
         st = group_fail(st, b, bad);
         group_undo(s, b);
         return st;
@@ -497,17 +498,17 @@ static sw_status group_voids(sw_store *s, sw_write_batch *b, uint64_t seq, size_
         }
         /* the payload area is free again: its first pages hold the others */
         b->vpage_buf[nv] = s->bounce + b->cap * SW_STORE_ALIGN + extra++ * SW_STORE_ALIGN;
-        s->ops[nread++] = (sw_io_op){s->data_fd, 0, b->vpage_buf[nv], SW_STORE_ALIGN, off, 0};
+        b->ops[nread++] = (sw_io_op){s->data_fd, 0, b->vpage_buf[nv], SW_STORE_ALIGN, off, 0};
         nv++;
     }
     if (!nv)
         return SW_OK;
     sw_status st = SW_OK;
-    if (nread && sw_io_run(s->io, s->ops, nread)) {
+    if (nread && sw_io_run(s->io, b->ops, nread)) {
         size_t k = 0;
-        while (s->ops[k].res == (int64_t)s->ops[k].len)
+        while (b->ops[k].res == (int64_t)b->ops[k].len)
             k++;
-        st = sw_store_io_fail(s, &s->ops[k], "read extent header page");
+        st = sw_store_io_fail(s, &b->ops[k], "read extent header page");
     }
     for (size_t j = 0; j < b->n && st == SW_OK; j++) {
         const wb_put *p = &b->put[j];
@@ -523,12 +524,12 @@ static sw_status group_voids(sw_store *s, sw_write_batch *b, uint64_t seq, size_
         sw_store_encode_extent_hdr(&h, (uint8_t *)b->vpage_buf[p->vpage] + p->vat);
     }
     for (size_t v = 0; v < nv && st == SW_OK; v++)
-        s->ops[v] = (sw_io_op){s->data_fd, 1, b->vpage_buf[v], SW_STORE_ALIGN, b->vpage_off[v], 0};
-    if (st == SW_OK && sw_io_run(s->io, s->ops, nv)) {
+        b->ops[v] = (sw_io_op){s->data_fd, 1, b->vpage_buf[v], SW_STORE_ALIGN, b->vpage_off[v], 0};
+    if (st == SW_OK && sw_io_run(s->io, b->ops, nv)) {
         size_t k = 0;
-        while (s->ops[k].res == (int64_t)s->ops[k].len)
+        while (b->ops[k].res == (int64_t)b->ops[k].len)
             k++;
-        st = sw_store_io_fail(s, &s->ops[k], "write extent header page");
+        st = sw_store_io_fail(s, &b->ops[k], "write extent header page");
     }
     if (st != SW_OK) {
         s->hpage_off = UINT64_MAX; /* what the pages hold now is unknown */
