@@ -430,6 +430,34 @@ SW_API sw_status sw_store_read_wait(sw_store *s, uint64_t ticket, size_t n, size
  */
 SW_API sw_status sw_store_delete(sw_store *s, const sw_store_key *key);
 
+/*
+ * Deletes n keys: the result of sw_store_delete for i = 0..n-1 in order,
+ * except that a key without a stripe is not an error: deleted[i]
+ * (optional, n entries) is 1 where a stripe (or an unprovable key) was
+ * deleted, 0 where there was none (a key given twice: 1 for the first, 0
+ * for the later ones). The I/O is batched: the deletes go in groups (as
+ * many as sw_store_write_batch's groups hold), each group's tombstones in
+ * one journal write (one fdatasync in SYNC mode), then its extents' header
+ * pages read and written back with the void headers in one request each.
+ * A group is one operation of the store (one sequence number): when a
+ * writer dies during one, the next open finds each of its keys deleted or
+ * not, never a stripe brought back after its delete was acknowledged.
+ * Every key is checked before anything is deleted (a bad key is
+ * SW_STATUS_INVALID naming the index, nothing deleted).
+ * *n_done (optional) receives how many keys, from index 0, are handled
+ * (deleted, or without a stripe): n on SW_OK. On a failure to write a
+ * group's tombstones (SW_STATUS_IO, SW_STATUS_FULL) nothing of that group
+ * or after it is deleted and the detail names its first key; when only
+ * its void headers could not be written, its deletes stand (counted in
+ * n_done, deleted[] 1) and the handle is marked failed, as sw_store_delete
+ * does.
+ * Returns SW_OK (also for n = 0); SW_STATUS_INVALID (null store, keys NULL
+ * with n > 0, a bad key, a read-only handle); SW_STATUS_FULL;
+ * SW_STATUS_IO; SW_STATUS_FAILED; SW_STATUS_NO_MEMORY (nothing deleted).
+ */
+SW_API sw_status sw_store_delete_batch(sw_store *s, size_t n, const sw_store_key *keys,
+                                       uint8_t *deleted, size_t *n_done);
+
 typedef struct sw_store_stats {
     uint32_t struct_size;          /* sizeof(sw_store_stats), set by the caller */
     sw_store_io_backend io_backend;

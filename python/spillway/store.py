@@ -60,6 +60,14 @@ def _c_key(key, out=None):
     return k
 
 
+def _c_keys(keys):
+    """A list of keys as an sw_store_key array."""
+    ck = (_lib.sw_store_key * len(keys))()
+    for i, key in enumerate(keys):
+        _c_key(key, ck[i])
+    return ck
+
+
 def _is_one_key(keys):
     return isinstance(keys, StoreKey) or (
         isinstance(keys, tuple) and len(keys) == 5 and not isinstance(keys[0], (tuple, list)))
@@ -184,9 +192,7 @@ class Store:
         n = len(keys)
         if n == 0:
             return []
-        ck = (_lib.sw_store_key * n)()
-        for i, key in enumerate(keys):
-            _c_key(key, ck[i])
+        ck = _c_keys(keys)
         stripe = self.stripe_bytes
         buf = np.empty((n, stripe), dtype=np.uint8)
         dst = (ctypes.c_void_p * n)(*(buf.ctypes.data + i * stripe for i in range(n)))
@@ -205,6 +211,24 @@ class Store:
         h = self._h()
         ck = _c_key(key)
         _lib.check(self._lib.sw_store_delete(h, ctypes.byref(ck)), f"key {tuple(key)}")
+
+    def delete_batch(self, keys):
+        """sw_store_delete_batch: removes the stripes of `keys` (a list), in
+        order, with the I/O batched. Returns a list of bools: True where a
+        stripe was deleted, False where there was none (not an error). A
+        failure raises SpillwayError; the keys before the failing group's
+        are deleted then (see the C documentation)."""
+        h = self._h()
+        keys = list(keys)
+        n = len(keys)
+        if n == 0:
+            return []
+        ck = _c_keys(keys)
+        deleted = (ctypes.c_uint8 * n)()
+        done = ctypes.c_size_t()
+        _lib.check(self._lib.sw_store_delete_batch(h, n, ck, deleted, ctypes.byref(done)),
+                   f"{n} keys ({done.value} done)")
+        return [bool(x) for x in deleted]
 
     def get_stats(self):
         """sw_store_get_stats as a dict (io_backend as its name)."""

@@ -399,9 +399,12 @@ static sw_status resolve(sw_store *s, const sw_store_extent_hdr *h, flight *f)
  * journal superseded (the key lives elsewhere, or was deleted), with the
  * key's newest sequence number -- so that at most one live header of a key
  * is not outnumbered by a newer header of it, its current version
- * (docs/store.md, "why this is enough"). Read-only: counted only. */
+ * (docs/store.md, "why this is enough"). Read-only: counted only. Those
+ * whose key's newest number is the store's newest operation's (`newest`:
+ * the newest of the headers and the journal -- a delete group's number is
+ * in the journal only until its voids land) were left by that operation. */
 static sw_status void_leftovers(sw_store *s, const sw_keymap *deleted, const suspects *x,
-                                uint64_t dmax)
+                                uint64_t newest)
 {
     for (size_t i = 0; i < x->nleft; i++) {
         const sw_store_extent_hdr *h = &x->left[i];
@@ -410,7 +413,7 @@ static sw_status void_leftovers(sw_store *s, const sw_keymap *deleted, const sus
             continue; /* the journal gives the slot to a key: not a leftover */
         uint64_t j = journal_seq_of(s, deleted, &h->key);
         s->voids_pending++;
-        s->inflight_found += j == dmax; /* left by the newest operation */
+        s->inflight_found += j == newest; /* left by the newest operation */
         if (s->read_only)
             continue;
         SW_TRY(sw_store_void_extent(s, slot, &h->key, h->generation, j > h->seq ? j : h->seq));
@@ -433,7 +436,7 @@ sw_status sw_store_recover(sw_store *s, sw_keymap *deleted, uint64_t max_journal
     for (size_t i = 0; i < x.n && st == SW_OK; i++)
         st = resolve(s, &x.a[i].h, &f);
     if (st == SW_OK)
-        st = void_leftovers(s, deleted, &x, dmax);
+        st = void_leftovers(s, deleted, &x, dmax > max_journal_seq ? dmax : max_journal_seq);
     free(x.a);
     free(x.left);
     sw_keymap_free(&x.at);

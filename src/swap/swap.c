@@ -441,6 +441,44 @@ sw_status sw_swap_seq_add(sw_swap *s, uint64_t seq_id, uint64_t ns, uint32_t blo
     return SW_OK;
 }
 
+/* Every stripe of a sequence and each block's manifest (after its
+ * stripes), in store batches of DEL_CHUNK keys; a key already gone is not
+ * an error. The first failure's status (the rest is still tried). */
+enum { DEL_CHUNK = 65536 };
+
+static sw_status delete_stripes_of(sw_swap *s, const sw_swap_seq *q)
+{
+    sw_store_key *keys = malloc(sizeof *keys * DEL_CHUNK);
+    if (!keys)
+        return sw_fail(SW_STATUS_NO_MEMORY, "sw_swap_seq_remove: the delete batch");
+    sw_status first = SW_OK;
+    size_t n = 0;
+    for (int32_t l = 0; l < s->m.num_layers; l++)
+        for (int32_t b = 0; b < q->layers[l].nblocks; b++)
+            for (int32_t h = 0; h <= s->m.num_kv_heads; h++)
+                for (int kind = 0; kind < 2; kind++) {
+                    if (h == s->m.num_kv_heads && kind == SW_STORE_KIND_V)
+                        continue;
+                    const int32_t kh = h == s->m.num_kv_heads ? (int32_t)SW_SWAP_MANIFEST_HEAD : h;
+                    keys[n++] = sw_swap_key_of(q, l, b, kh, kind);
+                    /* a block's keys stay in one batch (its manifest last) */
+                    const int block_end = h == s->m.num_kv_heads;
+                    if (block_end && n + 2 * (size_t)s->m.num_kv_heads + 1 > DEL_CHUNK) {
+                        const sw_status st = sw_store_delete_batch(s->store, n, keys, NULL, NULL);
+                        if (st != SW_OK && first == SW_OK)
+                            first = st;
+                        n = 0;
+                    }
+                }
+    if (n) {
+        const sw_status st = sw_store_delete_batch(s->store, n, keys, NULL, NULL);
+        if (st != SW_OK && first == SW_OK)
+            first = st;
+    }
+    free(keys);
+    return first;
+}
+
 sw_status sw_swap_seq_remove(sw_swap *s, uint64_t seq_id, int32_t delete_stripes)
 {
     if (!s)
@@ -454,22 +492,8 @@ sw_status sw_swap_seq_remove(sw_swap *s, uint64_t seq_id, int32_t delete_stripes
     sw_status first = SW_OK;
     if (s->dev)
         sw_swap_dev_quiesce(s); /* the last call's leases released first */
-    if (delete_stripes) {
-        for (int32_t l = 0; l < s->m.num_layers; l++)
-            for (int32_t b = 0; b < q->layers[l].nblocks; b++)
-                for (int32_t h = 0; h <= s->m.num_kv_heads; h++)
-                    for (int kind = 0; kind < 2; kind++) {
-                        if (h == s->m.num_kv_heads && kind == SW_STORE_KIND_V)
-                            continue;
-                        /* the stripes, then the block's manifest */
-                        const int32_t kh =
-                            h == s->m.num_kv_heads ? (int32_t)SW_SWAP_MANIFEST_HEAD : h;
-                        sw_store_key k = sw_swap_key_of(q, l, b, kh, kind);
-                        sw_status st = sw_store_delete(s->store, &k);
-                        if (st != SW_OK && st != SW_STATUS_NOT_FOUND && first == SW_OK)
-                            first = st;
-                    }
-    }
+    if (delete_stripes)
+        first = delete_stripes_of(s, q);
     sw_swap_pool_drop_seq(s, q);
     seq_tab_erase(s, pos);
     s->seqs[idx] = s->seqs[--s->nseqs];

@@ -63,6 +63,15 @@ def test_store_write_read_delete_reopen(tmp_path):
     with spillway.Store(path, create=False) as st:
         assert st.read(keys[1:]) == [blobs[k] for k in keys[1:]]
         assert st.get_stats()["extents_used"] == len(blobs) - 1
+        # a batch of deletes: the key already gone and a repeat are False
+        gone = st.delete_batch([keys[0], keys[1], keys[2], keys[1]])
+        assert gone == [False, True, True, False]
+        _err(lambda: st.read(keys[1]), "SW_STATUS_NOT_FOUND")
+        assert st.read(keys[3:]) == [blobs[k] for k in keys[3:]]
+        assert st.get_stats()["deletes"] == 2
+        assert st.delete_batch([]) == []
+        _err(lambda: st.delete_batch([keys[3], (3, 0, 0, 0, "X")]), "SW_STATUS_INVALID")
+        assert st.read(keys[3]) == blobs[keys[3]]
 
 
 def test_store_missing_directory(tmp_path):
