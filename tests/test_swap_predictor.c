@@ -118,6 +118,12 @@ static void test_scores(sw_store *store, uint64_t seed)
             for (int isa = SW_CPU_ISA_SCALAR; isa <= best; isa++) {
                 float *sc2 = malloc(sizeof(float) * nb);
                 s->tile_isa = isa;
+                /* the projection too (queries here; keys at offload) */
+                const int64_t rows = (int64_t)ql * Hq;
+                float *qp2 = malloc(sizeof(float) * (size_t)rows * rank);
+                sw_swap_project(s, qb, rows, qp2);
+                CHECK(memcmp(qp2, qpf, sizeof(float) * (size_t)rows * rank) == 0);
+                free(qp2);
                 sw_swap_score_layer(s, &sw_swap_find_seq(s, 1)->layers[0], qpf, ql, sc2);
                 if (memcmp(sc2, sc1, sizeof(float) * (size_t)nb) != 0)
                     fprintf(stderr, "scores with isa %d differ from the scalar form\n", isa);

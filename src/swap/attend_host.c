@@ -271,7 +271,7 @@ static sw_status host_score(sw_swap *s, const sw_swap_layer *L, const void *q, i
     float *qp = malloc(sizeof(float) * (size_t)hrows * (size_t)s->c.predictor_rank);
     if (!qp)
         return sw_fail(SW_STATUS_NO_MEMORY, "projected queries");
-    sw_swap_project_bf16(s->proj, s->m.head_dim, s->c.predictor_rank, q, hrows, qp);
+    sw_swap_project(s, q, hrows, qp);
     sw_swap_score_layer(s, L, qp, q_len, scores);
     free(qp);
     return SW_OK;
@@ -340,7 +340,7 @@ static sw_status host_attend(run *R, sw_swap_attend_result *res, void *stream)
             R->qf[i] = sw_bf16_to_f32(q16[i]) * qs;
     }
     if (hrows > 0)
-        sw_swap_project_bf16(s->proj, D, Rk, q16, hrows, qp);
+        sw_swap_project(s, q16, hrows, qp);
     for (int32_t b = 0; b < p->batch && st == SW_OK; b++) {
         const sw_swap_layer *L = &R->seqs[b]->layers[p->layer];
         const int32_t ql = p->q_indptr[b + 1] - p->q_indptr[b];

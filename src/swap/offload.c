@@ -361,7 +361,7 @@ static void offload_cut(sw_swap *s, item_view *v, int32_t layer, int32_t block)
 static sw_status offload_finish(sw_swap *s, item_view *v, int32_t layer, int32_t block,
                                 const sw_swap_block *b, uint8_t *mb)
 {
-    const int32_t H = s->m.num_kv_heads, B = s->m.block_size, D = s->m.head_dim;
+    const int32_t H = s->m.num_kv_heads, B = s->m.block_size;
     sw_swap_blk *e = &v->q->layers[layer].blk[block];
     if (s->dev) {
         if (b->dtype == SW_SWAP_KV_BF16) {
@@ -376,10 +376,8 @@ static sw_status offload_finish(sw_swap *s, item_view *v, int32_t layer, int32_t
         }
     } else if (b->dtype == SW_SWAP_KV_BF16) {
         for (int32_t h = 0; h < H; h++)
-            sw_swap_project_bf16(s->proj, D, s->c.predictor_rank,
-                                 (const uint16_t *)v->kd + (size_t)h * s->stripe_elems,
-                                 b->valid_tokens,
-                                 v->proj + (size_t)h * B * (size_t)s->c.predictor_rank);
+            sw_swap_project(s, (const uint16_t *)v->kd + (size_t)h * s->stripe_elems,
+                            b->valid_tokens, v->proj + (size_t)h * B * (size_t)s->c.predictor_rank);
         e->proj = v->proj;
         v->proj = NULL;
     } else {

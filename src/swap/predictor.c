@@ -54,6 +54,18 @@ void sw_swap_project_bf16(const float *P, int32_t d, int32_t rank, const uint16_
     }
 }
 
+void sw_swap_project(const sw_swap *s, const uint16_t *x, int64_t rows, float *out)
+{
+    const int32_t D = s->m.head_dim, R = s->c.predictor_rank;
+#if defined(__x86_64__)
+    if (s->tile_isa >= SW_CPU_ISA_AVX512 && R % 16 == 0) {
+        sw_swap_project_bf16_avx512(s->proj, D, R, x, rows, out);
+        return;
+    }
+#endif
+    sw_swap_project_bf16(s->proj, D, R, x, rows, out);
+}
+
 /* The scalar form: every (token, query row) dot product summed over j in
  * order from 0.0f (the order the device kernels follow). */
 void sw_swap_score_layer_scalar(const sw_swap *s, const sw_swap_layer *L, const float *qp,

@@ -7,6 +7,7 @@
 #include "swap_internal.h"
 
 #include <math.h>
+#include <string.h>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -59,6 +60,46 @@ void sw_swap_score_blocks_avx512(const sw_swap_blk *blk, int32_t b0, int32_t b1,
             }
         }
         scores[b] = _mm512_reduce_max_ps(best);
+    }
+}
+
+/* Projection: four rows x up to 64 outputs of running sums in registers,
+ * each output summed over c in order from 0.0f, a multiply then an add --
+ * sw_swap_project_bf16's sums (rank a multiple of 16). */
+enum { PR = 4, PV = 4 };
+
+void sw_swap_project_bf16_avx512(const float *P, int32_t d, int32_t rank, const uint16_t *x,
+                                 int64_t rows, float *out)
+{
+    for (int64_t r0 = 0; r0 < rows; r0 += PR) {
+        const int nr = rows - r0 < PR ? (int)(rows - r0) : PR;
+        const uint16_t *xr[PR];
+        for (int u = 0; u < PR; u++) /* past the rows: the last again (not stored) */
+            xr[u] = x + (r0 + (u < nr ? u : nr - 1)) * (int64_t)d;
+        for (int32_t j0 = 0; j0 < rank; j0 += 16 * PV) {
+            const int nv = (rank - j0) / 16 < PV ? (rank - j0) / 16 : PV;
+            __m512 acc[PR][PV];
+            for (int u = 0; u < PR; u++)
+                for (int v = 0; v < PV; v++)
+                    acc[u][v] = _mm512_setzero_ps();
+            for (int32_t c = 0; c < d; c++) {
+                const float *pc = P + (size_t)c * rank + j0;
+                __m512 p[PV];
+                for (int v = 0; v < PV; v++)
+                    p[v] = v < nv ? _mm512_loadu_ps(pc + 16 * v) : _mm512_setzero_ps();
+                for (int u = 0; u < PR; u++) {
+                    uint32_t bits = (uint32_t)xr[u][c] << 16;
+                    float xf;
+                    memcpy(&xf, &bits, sizeof xf);
+                    const __m512 xv = _mm512_set1_ps(xf);
+                    for (int v = 0; v < PV; v++)
+                        acc[u][v] = _mm512_add_ps(acc[u][v], _mm512_mul_ps(xv, p[v]));
+                }
+            }
+            for (int u = 0; u < nr; u++)
+                for (int v = 0; v < nv; v++)
+                    _mm512_storeu_ps(out + (r0 + u) * (int64_t)rank + j0 + 16 * v, acc[u][v]);
+        }
     }
 }
 #endif

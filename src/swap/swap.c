@@ -649,8 +649,8 @@ static sw_status attach_layer(sw_swap *s, sw_swap_seq *q, int32_t layer, uint8_t
                         !(e->proj = malloc(sizeof(float) * (size_t)H * (size_t)B * (size_t)R)))
                         return sw_fail(SW_STATUS_NO_MEMORY, "projected keys");
                     for (int32_t h = 0; h < H; h++)
-                        sw_swap_project_bf16(s->proj, D, R, k + (size_t)h * s->stripe_elems, valid,
-                                             e->proj + (size_t)h * B * (size_t)R);
+                        sw_swap_project(s, k + (size_t)h * s->stripe_elems, valid,
+                                        e->proj + (size_t)h * B * (size_t)R);
                 }
             }
             e->valid = valid;

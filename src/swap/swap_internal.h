@@ -286,6 +286,12 @@ void sw_swap_projection_fill(uint64_t seed, int32_t d, int32_t rank, double *out
  * (fp32 accumulation). */
 void sw_swap_project_bf16(const float *P, int32_t d, int32_t rank, const uint16_t *x,
                           int64_t rows, float *out);
+/* The same sums (bit for bit) with the engine's instruction set (AVX-512
+ * when s->tile_isa has it and the rank is a multiple of 16): the host
+ * pool's keys at offload and queries at attend. */
+void sw_swap_project(const sw_swap *s, const uint16_t *x, int64_t rows, float *out);
+void sw_swap_project_bf16_avx512(const float *P, int32_t d, int32_t rank, const uint16_t *x,
+                                 int64_t rows, float *out);
 /* Block scores for one (seq, layer) given projected queries
  * qp[q_len][num_qo_heads][rank]; blocks without a predictor get -inf. A
  * block's score is the max over its tokens and its kv head's query rows of
