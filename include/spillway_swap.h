@@ -406,6 +406,48 @@ SW_API sw_status sw_swap_score_blocks(sw_swap *s, uint64_t seq_id, int32_t layer
                                       int32_t q_len, float *scores, int32_t capacity,
                                       int32_t *nblocks);
 
+/*
+ * The device pool as a paged KV cache, for the caller's own kernels over
+ * resident blocks (and for measuring others' against the engine on the
+ * same memory): slot i holds one block, BF16, K at k + i * page_stride
+ * elements and V at v + i * page_stride, each [num_kv_heads][block_size]
+ * [head_dim] with head_stride = block_size * head_dim and token_stride =
+ * head_dim elements (a FlashInfer "HND" page). Which slot holds which
+ * block: sw_swap_resident_slots. Work enqueued on `stream` (a
+ * cudaStream_t, NULL = the legacy default stream) after this call sees the
+ * pool as the engine's calls so far left it (their pool writes are
+ * ordered before it); the view holds until the next call that can change
+ * the pool (attend, offload, seq_remove), which the caller orders after
+ * its readers. Read-only: writing into the pool is outside the contract.
+ * Returns SW_OK; SW_STATUS_INVALID (null argument, bad struct_size);
+ * SW_STATUS_UNSUPPORTED (a host pool: its slots move); SW_STATUS_CUDA;
+ * SW_STATUS_FAILED.
+ */
+typedef struct sw_swap_pool_view {
+    uint32_t struct_size;     /* sizeof(sw_swap_pool_view), set by the caller */
+    int32_t device;           /* the CUDA device of the pool */
+    int32_t num_slots;        /* config.resident_blocks */
+    int32_t reserved;
+    const void *k, *v;        /* slot 0's K and V (device memory) */
+    int64_t page_stride;      /* elements from a slot to the next */
+    int64_t head_stride;      /* elements from a kv head to the next */
+    int64_t token_stride;     /* elements from a token to the next */
+} sw_swap_pool_view;
+SW_API sw_status sw_swap_get_pool_view(sw_swap *s, void *stream, sw_swap_pool_view *view);
+
+/*
+ * The pool slots of a sequence's layer, block by block: slots[b] is the
+ * slot holding block b as BF16, or -1 when the block is not resident (or
+ * is FP8). `slots` has room for `capacity` entries; *nblocks (required)
+ * receives the block count (slots are written only when they fit). Valid
+ * until the next call that can change the pool. Any pool kind.
+ * Returns SW_OK; SW_STATUS_INVALID (null handle or nblocks, layer out of
+ * range); SW_STATUS_NOT_FOUND; SW_STATUS_WORKSPACE_TOO_SMALL (capacity <
+ * blocks, *nblocks set).
+ */
+SW_API sw_status sw_swap_resident_slots(const sw_swap *s, uint64_t seq_id, int32_t layer,
+                                        int32_t *slots, int32_t capacity, int32_t *nblocks);
+
 /* Copies the projection P[head_dim][rank] (row-major, fp32) into out, which
  * has room for head_dim * rank floats. Returns SW_OK or SW_STATUS_INVALID. */
 SW_API sw_status sw_swap_get_projection(const sw_swap *s, float *out, size_t capacity);

@@ -363,6 +363,28 @@ int main(void)
     int32_t n = 0;
     CHECK_STATUS(sw_swap_score_blocks(s, 1, 0, q, 1, sc, 2, &n), SW_STATUS_WORKSPACE_TOO_SMALL);
     CHECK(n == 3);
+    /* the pool view is a device pool's; the slots of resident blocks (the
+     * exact attend above read all three into the 4-slot pool) */
+    {
+        sw_swap_pool_view pv;
+        memset(&pv, 0, sizeof pv);
+        pv.struct_size = sizeof pv;
+        CHECK_STATUS(sw_swap_get_pool_view(s, NULL, &pv), SW_STATUS_UNSUPPORTED);
+        pv.struct_size = 4;
+        CHECK_STATUS(sw_swap_get_pool_view(s, NULL, &pv), SW_STATUS_INVALID);
+        CHECK_STATUS(sw_swap_get_pool_view(NULL, NULL, &pv), SW_STATUS_INVALID);
+        int32_t sl[3] = {-7, -7, -7}, nbk = 0;
+        CHECK_STATUS(sw_swap_resident_slots(s, 1, 0, sl, 2, &nbk), SW_STATUS_WORKSPACE_TOO_SMALL);
+        CHECK(nbk == 3 && sl[0] == -7);
+        CHECK_STATUS(sw_swap_resident_slots(s, 1, 0, sl, 3, &nbk), SW_OK);
+        CHECK(nbk == 3 && sl[0] != sl[1] && sl[1] != sl[2] && sl[0] != sl[2]);
+        for (int32_t i = 0; i < 3; i++)
+            CHECK(sl[i] >= 0 && sl[i] < 4 && s->slots[sl[i]].seq == sw_swap_find_seq(s, 1) &&
+                  s->slots[sl[i]].layer == 0 && s->slots[sl[i]].block == i);
+        CHECK_STATUS(sw_swap_resident_slots(s, 99, 0, sl, 3, &nbk), SW_STATUS_NOT_FOUND);
+        CHECK_STATUS(sw_swap_resident_slots(s, 1, 5, sl, 3, &nbk), SW_STATUS_INVALID);
+        CHECK_STATUS(sw_swap_resident_slots(s, 1, 0, sl, 3, NULL), SW_STATUS_INVALID);
+    }
     /* a stripe deleted behind the engine's back: NOT_FOUND, pool usable */
     sw_swap_config c2 = c;
     c2.resident_blocks = 1;

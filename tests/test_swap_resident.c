@@ -10,7 +10,9 @@
  * that grows by one token between calls (its last block rewritten: still
  * resident, still exact), a long sequence whose keys the decode split
  * spreads over many CTAs (its partial states folded by the fused merge,
- * its counters reused call after call), a pool too small for the blocks (the tile loop
+ * its counters reused call after call; then read through the pool view,
+ * sw_swap_get_pool_view + sw_swap_resident_slots, bit for bit), a pool
+ * too small for the blocks (the tile loop
  * takes the call, same result), and the stats that say which path ran.
  * Error path: host memory for q with a device pool. Exit 77 (skipped)
  * without CUDA or a GPU. */
@@ -256,6 +258,46 @@ int main(void)
             offload(e[k], longs[k], (int32_t)((len - 1) / B), len);
         for (int32_t l = 0; l < L; l++)
             one_call(e, longs, l, len, 1, 1, &r, 1);
+    }
+    /* the pool as a paged KV cache: every block of the long sequence in
+     * the slot sw_swap_resident_slots names, its K and V bit for bit */
+    {
+        sw_swap_pool_view pv;
+        memset(&pv, 0, sizeof pv);
+        pv.struct_size = sizeof pv;
+        CHECK_STATUS(sw_swap_get_pool_view(e[0], NULL, &pv), SW_OK);
+        CHECK(pv.num_slots == 256 && pv.head_stride == (int64_t)B * D && pv.token_stride == D);
+        const int64_t len = LONG + 3, nb = (len + B - 1) / B;
+        static int32_t sl[128];
+        int32_t n = 0, bad = 0;
+        static uint16_t page[H * B * D];
+        for (int32_t l = 0; l < L; l++) {
+            CHECK_STATUS(sw_swap_resident_slots(e[0], longs[0], l, sl, 128, &n), SW_OK);
+            CHECK(n == nb);
+            for (int32_t b = 0; b < n; b++) {
+                CHECK(sl[b] >= 0 && sl[b] < pv.num_slots);
+                for (int kv = 0; kv < 2 && sl[b] >= 0; kv++) {
+                    const uint16_t *src = (const uint16_t *)(kv ? pv.v : pv.k) +
+                                          (int64_t)sl[b] * pv.page_stride;
+                    CHECK(cudaMemcpy(page, src, sizeof page, cudaMemcpyDeviceToHost) ==
+                          cudaSuccess);
+                    const uint16_t *want = kv ? vt[l] : kt[l];
+                    for (int32_t h = 0; h < H; h++)
+                        for (int64_t t = 0; t < B && b * B + t < len; t++)
+                            bad += memcmp(page + h * pv.head_stride + t * pv.token_stride,
+                                          want + ((b * B + t) * H + h) * D,
+                                          sizeof(uint16_t) * D) != 0;
+                }
+            }
+        }
+        CHECK(bad == 0);
+        /* one sequence's slots never another's */
+        int32_t other[16] = {0}, no = 0;
+        CHECK_STATUS(sw_swap_resident_slots(e[0], ids[0], 0, other, 16, &no), SW_OK);
+        CHECK_STATUS(sw_swap_resident_slots(e[0], longs[0], 0, sl, 128, &n), SW_OK);
+        for (int32_t i = 0; i < no; i++)
+            for (int32_t j = 0; j < n; j++)
+                CHECK(other[i] < 0 || other[i] != sl[j]);
     }
     /* two sequences of different lengths in one call (fast engine) */
     CHECK_STATUS(sw_swap_seq_add(e[0], 4, 4, 0, 16), SW_OK);

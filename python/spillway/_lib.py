@@ -333,6 +333,13 @@ class sw_swap_attend_result(ctypes.Structure):
     ]
 
 
+class sw_swap_pool_view(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_uint32), ("device", _i32), ("num_slots", _i32),
+                ("reserved", _i32), ("k", ctypes.c_void_p), ("v", ctypes.c_void_p),
+                ("page_stride", ctypes.c_int64), ("head_stride", ctypes.c_int64),
+                ("token_stride", ctypes.c_int64)]
+
+
 class sw_swap_stats(ctypes.Structure):
     _fields_ = ([("struct_size", _u32), ("policy", _c_enum), ("resident_blocks", _i32),
                  ("tile_blocks", _i32), ("predictor_rank", _i32), ("prefetch", _i32),
@@ -430,6 +437,10 @@ _PROTOTYPES = [
      [_HANDLE_P, _u64, _i32, ctypes.c_void_p, _i32, ctypes.POINTER(ctypes.c_float), _i32,
       ctypes.POINTER(_i32)]),
     ("sw_swap_get_stats", _c_enum, [_HANDLE_P, ctypes.POINTER(sw_swap_stats)]),
+    ("sw_swap_get_pool_view", _c_enum,
+     [_HANDLE_P, ctypes.c_void_p, ctypes.POINTER(sw_swap_pool_view)]),
+    ("sw_swap_resident_slots", _c_enum,
+     [_HANDLE_P, _u64, _i32, ctypes.POINTER(_i32), _i32, ctypes.POINTER(_i32)]),
     ("sw_swap_reset_stats", None, [_HANDLE_P]),
     ("sw_swap_policy_name", ctypes.c_char_p, [_c_enum]),
 ]

@@ -613,6 +613,50 @@ class SwapEngine:
         return out, lse
 
     # ----------------------------------------------------------- other --
+    def resident_slots(self, seq_id, layer):
+        """sw_swap_resident_slots: int32 [blocks], the pool slot holding each
+        block of a sequence's layer as BF16, -1 where it is not resident.
+        Valid until the next call that can change the pool."""
+        _, blocks = self.seq_length(seq_id, layer)
+        slots = np.empty(max(blocks, 1), dtype=np.int32)
+        nb = _lib._i32()
+        _lib.check(self._call(self._lib.sw_swap_resident_slots, int(seq_id), int(layer),
+                              slots.ctypes.data_as(ctypes.POINTER(_lib._i32)), slots.shape[0],
+                              ctypes.byref(nb)), f"seq {seq_id}")
+        return slots[:nb.value].copy()
+
+    def pool_view(self):
+        """sw_swap_get_pool_view: the device pool as paged K and V, torch
+        BF16 tensors [num_slots, num_kv_heads, block_size, head_dim] (a
+        FlashInfer "HND" page each) over the engine's memory -- no copy, no
+        ownership: valid while the engine is open, and its contents until
+        the next call that can change the pool (attend, offload, seq_remove).
+        Work on torch's current stream after this call sees the pool as the
+        engine's calls left it. Which slot holds which block:
+        resident_slots(). Read-only by contract. A host pool raises
+        SW_STATUS_UNSUPPORTED."""
+        if self.pool != "device":
+            _lib.fail(_lib.SW_STATUS_UNSUPPORTED, "a host pool has no pool view (its slots move)")
+        torch = _torch()
+        v = _lib.sw_swap_pool_view()
+        v.struct_size = ctypes.sizeof(v)
+        stream = _raw_stream(torch, self.device)
+        _lib.check(self._call(self._lib.sw_swap_get_pool_view, stream, ctypes.byref(v)),
+                   "pool view")
+        shape = (v.num_slots, self.num_kv_heads, self.block_size, self.head_dim)
+        strides = (v.page_stride * 2, v.head_stride * 2, v.token_stride * 2, 2)
+
+        class _Pages:  # a CUDA array interface over the engine's pool
+            def __init__(self, ptr):
+                self.__cuda_array_interface__ = {
+                    "shape": shape, "typestr": "<i2", "data": (ptr, False),
+                    "strides": strides, "version": 3, "stream": None}
+
+        dev = torch.device("cuda", v.device)
+        k = torch.as_tensor(_Pages(v.k), device=dev).view(torch.bfloat16)
+        vv = torch.as_tensor(_Pages(v.v), device=dev).view(torch.bfloat16)
+        return k, vv
+
     def score_blocks(self, seq_id, layer, q):
         """sw_swap_score_blocks: the predictor's score of every block of a
         sequence's layer for the query rows q ([rows, num_qo_heads,

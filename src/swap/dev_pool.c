@@ -3,6 +3,7 @@
  * store's tickets fill, device buffers the scatter reads) and its upload. */
 #include "dev_internal.h"
 #include "core/sw_core.h"
+#include "core/sw_cuda.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -86,6 +87,20 @@ sw_status sw_swap_dev_project_block(sw_swap *s, const sw_swap_blk *e, const uint
 }
 
 uint8_t *sw_swap_dev_pool(sw_swap *s) { return s->dev->pool; }
+
+sw_status sw_swap_dev_view(sw_swap *s, void *stream, void **k, void **v)
+{
+    sw_swap_dev *d = s->dev;
+    SW_TRY(sw_cuda_set_device(d->device));
+    /* the offloads' write-through copies and the tile loop's landings */
+    if (d->offload_pending)
+        SW_TRY(sw_cuda_swap_stream_wait(stream, d->ev_offload));
+    if (d->done_pending)
+        SW_TRY(sw_cuda_swap_stream_wait(stream, d->ev_done));
+    *k = d->pool;
+    *v = d->pool + d->v_off;
+    return SW_OK;
+}
 
 int sw_swap_dev_done_pending(const sw_swap *s) { return s->dev && s->dev->done_pending; }
 

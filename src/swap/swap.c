@@ -699,6 +699,59 @@ sw_status sw_swap_seq_attach(sw_swap *s, uint64_t seq_id, uint64_t ns, uint32_t 
     return SW_OK;
 }
 
+sw_status sw_swap_get_pool_view(sw_swap *s, void *stream, sw_swap_pool_view *view)
+{
+    if (!s || !view)
+        return sw_fail(SW_STATUS_INVALID, "sw_swap_get_pool_view: null argument");
+    if (view->struct_size != sizeof *view)
+        return sw_fail(SW_STATUS_INVALID, "sw_swap_pool_view.struct_size %u, want %zu",
+                       view->struct_size, sizeof *view);
+    if (!s->dev)
+        return sw_fail(SW_STATUS_UNSUPPORTED, "sw_swap_get_pool_view: a host pool's slots move "
+                       "(the view is the device pool's)");
+    if (s->failed)
+        return sw_fail(SW_STATUS_FAILED, "swap engine failed earlier");
+    void *k = NULL, *v = NULL;
+    sw_status st = sw_swap_dev_view(s, stream, &k, &v);
+    if (st != SW_OK) {
+        if (st == SW_STATUS_CUDA)
+            s->failed = 1;
+        return st;
+    }
+    view->device = s->c.device;
+    view->num_slots = s->c.resident_blocks;
+    view->reserved = 0;
+    view->k = k;
+    view->v = v;
+    view->page_stride = (int64_t)(s->slot_bytes / 2);
+    view->head_stride = (int64_t)s->m.block_size * s->m.head_dim;
+    view->token_stride = s->m.head_dim;
+    return SW_OK;
+}
+
+sw_status sw_swap_resident_slots(const sw_swap *s, uint64_t seq_id, int32_t layer, int32_t *slots,
+                                 int32_t capacity, int32_t *nblocks)
+{
+    if (!s || !nblocks)
+        return sw_fail(SW_STATUS_INVALID, "sw_swap_resident_slots: null argument");
+    if (layer < 0 || layer >= s->m.num_layers)
+        return sw_fail(SW_STATUS_INVALID, "layer %d not in [0, %d)", layer, s->m.num_layers);
+    const sw_swap_seq *q = sw_swap_find_seq(s, seq_id);
+    if (!q)
+        return sw_fail(SW_STATUS_NOT_FOUND, "sequence %llu is not registered",
+                       (unsigned long long)seq_id);
+    const sw_swap_layer *L = &q->layers[layer];
+    *nblocks = L->nblocks;
+    if (capacity < L->nblocks || (!slots && L->nblocks > 0))
+        return sw_fail(SW_STATUS_WORKSPACE_TOO_SMALL, "slots has room for %d, the sequence has "
+                       "%d blocks", capacity, L->nblocks);
+    for (int32_t b = 0; b < L->nblocks; b++) {
+        const sw_swap_blk *e = &L->blk[b];
+        slots[b] = e->slot >= 0 && e->valid > 0 && e->dtype == SW_SWAP_KV_BF16 ? e->slot : -1;
+    }
+    return SW_OK;
+}
+
 sw_status sw_swap_get_projection(const sw_swap *s, float *out, size_t capacity)
 {
     if (!s || !out)

@@ -483,6 +483,9 @@ sw_status sw_swap_dev_project_block(sw_swap *s, const sw_swap_blk *e, const uint
  * work may still run and a GPU-side wait of `stream` for it; the next
  * attend ordered after `ev` (with the projections, ev_offload). */
 uint8_t *sw_swap_dev_pool(sw_swap *s);
+/* sw_swap_get_pool_view's device part: the pool's K and V bases and the
+ * engine's pending pool writes ordered before work on `stream`. */
+sw_status sw_swap_dev_view(sw_swap *s, void *stream, void **k, void **v);
 int sw_swap_dev_done_pending(const sw_swap *s);
 sw_status sw_swap_dev_wait_done_on(sw_swap *s, void *stream);
 sw_status sw_swap_dev_offload_after(sw_swap *s, void *ev);

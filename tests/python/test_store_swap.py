@@ -500,6 +500,24 @@ def test_swap_device_pool_cuda_tensors(tmp_path):
 
 
 @pytest.mark.gpu
+def test_swap_resident_slots_host_pool(tmp_path):
+    """resident_slots names the slot of each block an attend read into the
+    pool (-1 before); a host pool has no pool view (its slots move)."""
+    rng = np.random.default_rng(71)
+    k, v = _kv(rng, 40)
+    with spillway.Store(tmp_path / "kv", capacity_bytes=16 << 20) as st, \
+            spillway.SwapEngine(st, resident_blocks=8, pool="host", **SHAPE) as eng:
+        eng.seq_add(1, ns=3, max_blocks=16)
+        eng.offload_tokens(1, 0, k, v)
+        assert eng.resident_slots(1, 0).tolist() == [-1, -1, -1]
+        eng.attend(0, 1, _q(rng, 1))
+        slots = eng.resident_slots(1, 0)
+        assert (slots >= 0).all() and len(set(slots.tolist())) == 3
+        assert eng.resident_slots(1, 1).shape == (0,)
+        _err(lambda: eng.resident_slots(2, 0), "SW_STATUS_NOT_FOUND")
+        _err(lambda: eng.pool_view(), "SW_STATUS_UNSUPPORTED")
+
+
 def test_swap_device_pool_resident_path(tmp_path):
     """Blocks offloaded from CUDA tensors are written through into the device
     pool; decode calls whose blocks are all resident take the resident path
@@ -565,3 +583,16 @@ def test_swap_device_pool_resident_path(tmp_path):
         ro, _ = _ref(q[3:4], k, v)
         assert rel_l2(out.float().cpu().numpy(), ro) <= TOL, f"seed={seed}"
         assert eng.get_stats()["resident_attends"] == before + 4
+        # the pool as paged K/V: each block of sequence 1's layer 0 in the
+        # slot resident_slots names, bit for bit
+        kp, vp = eng.pool_view()
+        bs = SHAPE["block_size"]
+        assert kp.shape == (64, SHAPE["num_kv_heads"], bs, SHAPE["head_dim"])
+        slots = eng.resident_slots(1, 0)
+        assert slots.shape[0] == -(-(tokens + 1) // bs) and (slots >= 0).all()
+        for b, sl in enumerate(slots.tolist()):
+            n = min(bs, tokens + 1 - b * bs)
+            want_k = kd[b * bs:b * bs + n].to(torch.bfloat16)
+            want_v = vd[b * bs:b * bs + n].to(torch.bfloat16)
+            assert torch.equal(kp[sl, :, :n].transpose(0, 1), want_k)
+            assert torch.equal(vp[sl, :, :n].transpose(0, 1), want_v)
