@@ -1,0 +1,241 @@
+#!/usr/bin/env python3
+"""Decode over the swap engine's resident pool against the best decode kernels
+on the same KV.
+
+One query token per sequence over every key of the sequence, BF16, one layer,
+every block resident in a device pool (offloaded from GPU tensors, written
+through into the pool):
+  swap-attend     SwapEngine.attend(layer, ids, q): the engine's call, end to
+                  end (its resident path: the page table from the pool's
+                  slots, the decode split, one launch)
+  spillway-paged  spillway's paged decode over the pool itself
+                  (SwapEngine.pool_view(), HND pages, the slots of
+                  resident_slots() as the block table), planned once: the
+                  same kernel without the engine around it
+  flashinfer      FlashInfer's batch decode over the same pool and table
+                  (the opponent build, SPILLWAY_OPPONENT=flashinfer; else
+                  reported failed)
+  sdpa-flash, sdpa-cudnn
+                  torch SDPA on the same keys gathered densely into
+                  [B, Hkv, S, d] before timing (enable_gqa)
+What is timed: CUDA events around --batch calls enqueued back to back on the
+current stream, divided by --batch (the time a decode loop whose host runs
+ahead sees; when the host is slower than the kernel, the host's); the
+implementations interleaved rep by rep after --warmup untimed calls each;
+the median of --reps. Host time per call of swap-attend: perf_counter around
+the same loops, no sync inside. Rates are the KV bytes a call reads over its
+time, beside the device's copy rate over the same bytes (read + write). Every
+output is compared with a float32 reference on the first and last sequence.
+
+  python bench/swap_decode.py [--cases 1x512k,16x32k] [--shapes h32-8/d128,h16-2/d256]
+                              [--reps 20] [--warmup 3] [--batch 10] [--dir /var/tmp]
+                              [--json PATH]
+Without --json nothing is written.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+
+CASES = {"1x512k": (1, 524288), "16x32k": (16, 32768), "64x4k": (64, 4096)}
+SHAPES = {"h32-8/d128": (32, 8, 128), "h16-2/d256": (16, 2, 256)}
+IMPLS = ("swap-attend", "spillway-paged", "flashinfer", "sdpa-flash", "sdpa-cudnn")
+BS = 16  # block (page) size
+
+
+def copy_rate(torch, nbytes):
+    dev = torch.device("cuda")
+    src = torch.empty(nbytes // 2, dtype=torch.uint8, device=dev)
+    dst = torch.empty_like(src)
+    best = None
+    for _ in range(5):
+        s0, e0 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s0.record()
+        dst.copy_(src)
+        e0.record()
+        e0.synchronize()
+        t = s0.elapsed_time(e0)
+        best = t if best is None or t < best else best
+    return 2 * src.numel() / (best * 1e6)
+
+
+def one_case(a, torch, spillway, B, S, hq, hkv, d, impls, tmp):
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from spillway.attention import _PagedRun
+
+    dev = torch.device("cuda")
+    g = torch.Generator(device=dev).manual_seed(7)
+    npp = (S + BS - 1) // BS
+    stripe = BS * d * 2
+    extent = -(-stripe // 4096) * 4096
+    blocks = B * npp
+    st = spillway.Store(os.path.join(tmp, "kv"), capacity_bytes=blocks * (2 * hkv + 1) * extent
+                        * 5 // 4 + (256 << 20), stripe_bytes=stripe)
+    eng = spillway.SwapEngine(st, num_layers=1, num_kv_heads=hkv, num_qo_heads=hq,
+                              head_dim=d, block_size=BS, resident_blocks=blocks + 8,
+                              pool="device")
+    keep = {}
+    ids = list(range(1, B + 1))
+    t0 = time.perf_counter()
+    for b in range(B):
+        kb = torch.randn((S, hkv, d), generator=g, device=dev, dtype=torch.bfloat16)
+        vb = torch.randn((S, hkv, d), generator=g, device=dev, dtype=torch.bfloat16)
+        eng.seq_add(ids[b], ns=ids[b], max_blocks=npp)
+        eng.offload_tokens(ids[b], 0, kb, vb)
+        if b in (0, B - 1):
+            keep[b] = (kb, vb)
+    torch.cuda.synchronize()
+    offload_s = time.perf_counter() - t0
+    q = torch.randn((B, hq, d), generator=g, device=dev, dtype=torch.bfloat16)
+    kv_bytes = 2 * B * S * hkv * d * 2
+    fns, outs, failed = {}, {}, {}
+    if "swap-attend" in impls:
+        fns["swap-attend"] = lambda: outs.__setitem__("swap-attend", eng.attend(0, ids, q))
+    table = None
+    if any(i in impls for i in ("spillway-paged", "flashinfer", "sdpa-flash", "sdpa-cudnn")):
+        kp, vp = eng.pool_view()
+        table = torch.from_numpy(np.stack([eng.resident_slots(i, 0) for i in ids]))
+        if (table < 0).any():
+            sys.exit("a block is not resident: the pool does not hold the KV")
+        lens = np.full(B, S, dtype=np.int32)
+        cu_q = np.arange(B + 1, dtype=np.int32)
+        for i, be in (("spillway-paged", None), ("flashinfer", "flashinfer")):
+            if i not in impls:
+                continue
+            try:
+                run = _PagedRun(q, kp, vp, cu_q, lens, table, False, None, "HND", be, 0)
+                fns[i] = lambda run=run, i=i: outs.__setitem__(i, run.run(False))
+            except Exception as e:  # noqa: BLE001 (an opponent not built in)
+                failed[i] = f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
+        if any(i.startswith("sdpa") for i in impls):
+            tl = table.to(dev).long()
+            kd = kp[tl].permute(0, 2, 1, 3, 4).reshape(B, hkv, npp * BS, d)[:, :, :S].contiguous()
+            vd = vp[tl].permute(0, 2, 1, 3, 4).reshape(B, hkv, npp * BS, d)[:, :, :S].contiguous()
+            qd = q.view(B, hq, 1, d)
+            backends = {"sdpa-flash": SDPBackend.FLASH_ATTENTION,
+                        "sdpa-cudnn": SDPBackend.CUDNN_ATTENTION}
+            for i in ("sdpa-flash", "sdpa-cudnn"):
+                if i in impls:
+                    def f(i=i):
+                        with sdpa_kernel(backends[i]):
+                            outs[i] = F.scaled_dot_product_attention(
+                                qd, kd, vd, enable_gqa=True).view(B, hq, d)
+                    fns[i] = f
+    copy_gbps = copy_rate(torch, kv_bytes)
+    for i in list(fns):
+        try:
+            for _ in range(a.warmup):
+                fns[i]()
+            torch.cuda.synchronize()
+        except Exception as e:  # noqa: BLE001 (a backend that refuses the shape)
+            failed[i] = f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
+            del fns[i]
+    times = {i: [] for i in fns}
+    host = {i: [] for i in fns}
+    order = list(fns)
+    for r in range(a.reps):
+        for j in range(len(order)):
+            i = order[(r + j) % len(order)]
+            s0, e0 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s0.record()
+            h0 = time.perf_counter()
+            for _ in range(a.batch):
+                fns[i]()
+            h1 = time.perf_counter()
+            e0.record()
+            e0.synchronize()
+            times[i].append(s0.elapsed_time(e0) / a.batch)
+            host[i].append((h1 - h0) / a.batch * 1e6)
+    errs = {}
+    for i in fns:
+        worst = 0.0
+        for b, (kb, vb) in keep.items():
+            G = hq // hkv
+            qb = q[b].float().view(hkv, G, d)
+            s = torch.einsum("hgd,shd->hgs", qb, kb.float()) / d ** 0.5
+            ref = torch.einsum("hgs,shd->hgd", s.softmax(-1), vb.float()).reshape(hq, d)
+            o = outs[i][b].float()
+            worst = max(worst, float((o - ref).norm() / ref.norm()))
+        errs[i] = worst
+    stats = eng.get_stats()
+    eng.close()
+    st.close()
+    med = {i: float(np.median(times[i])) for i in times}
+    med_host = {i: float(np.median(host[i])) for i in host}
+    return {"kv_bytes": kv_bytes, "copy_GBps": copy_gbps, "offload_s": offload_s,
+            "calls_per_timing": a.batch, "ms": med, "host_us": med_host, "times_ms": times,
+            "max_rel_err": errs, "failed": failed,
+            "resident_attends": stats.get("resident_attends")}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--cases", default="1x512k,16x32k")
+    ap.add_argument("--shapes", default=",".join(SHAPES))
+    ap.add_argument("--impls", default=",".join(IMPLS))
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--batch", type=int, default=10)
+    ap.add_argument("--dir", default="/var/tmp")
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    for name, known, what in ((a.cases, CASES, "case"), (a.shapes, SHAPES, "shape"),
+                              (a.impls, IMPLS, "impl")):
+        for x in name.split(","):
+            if x not in known:
+                ap.error(f"unknown {what} {x!r} (known: {', '.join(known)})")
+    import warnings
+
+    import torch
+    warnings.filterwarnings("ignore", message="For dense input, both fused kernels")
+    import spillway
+    if not torch.cuda.is_available():
+        sys.exit("needs a CUDA device")
+    impls = a.impls.split(",")
+    records = []
+    for cname in a.cases.split(","):
+        B, S = CASES[cname]
+        for sname in a.shapes.split(","):
+            hq, hkv, d = SHAPES[sname]
+            tmp = tempfile.mkdtemp(dir=a.dir, prefix="sw_swap_decode_")
+            try:
+                rec = one_case(a, torch, spillway, B, S, hq, hkv, d, impls, tmp)
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+                torch.cuda.empty_cache()
+            med, cp = rec["ms"], rec["copy_GBps"]
+            line = f"{cname:7s} {sname:11s} copy {cp:7.1f} GB/s |"
+            for i in impls:
+                if i in med:
+                    gbps = rec["kv_bytes"] / (med[i] * 1e6)
+                    line += f" {i} {med[i]:.3f} ms ({100 * gbps / cp:5.1f}%)"
+                else:
+                    line += f" {i} failed"
+            if "swap-attend" in med:
+                line += f" | host {rec['host_us']['swap-attend']:.1f} us"
+                for i in med:
+                    if i != "swap-attend":
+                        line += f" | swap/{i} {med[i] / med['swap-attend']:.2f}x"
+            print(line, flush=True)
+            for i, why in rec["failed"].items():
+                print(f"  {i}: {why}")
+            records.append({"case": cname, "shape": sname, "page_size": BS, **rec})
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"component": "swap-decode", "command": " ".join(["python3"] + sys.argv),
+                       "library": spillway.version(), "torch": torch.__version__,
+                       "gpu": torch.cuda.get_device_name(), "utc": time.strftime(
+                           "%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "records": records}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
