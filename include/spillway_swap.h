@@ -448,6 +448,49 @@ SW_API sw_status sw_swap_get_pool_view(sw_swap *s, void *stream, sw_swap_pool_vi
 SW_API sw_status sw_swap_resident_slots(const sw_swap *s, uint64_t seq_id, int32_t layer,
                                         int32_t *slots, int32_t capacity, int32_t *nblocks);
 
+/*
+ * CUDA graphs: a resident decode step with a fixed workspace. A graph
+ * object attends one layer for a fixed batch of sequences (seq_ids, q_len
+ * query rows each, q_len x group <= 16) whose blocks are all resident BF16
+ * in the device pool, with tables of fixed size in device memory (room
+ * for max_blocks blocks per sequence):
+ *   sw_swap_graph_prepare (outside the graph, before each replay) checks
+ *     that every block is resident and writes the tables of the
+ *     sequences' current lengths (a copy on `stream`, ordered after the
+ *     engine's pending pool writes);
+ *   sw_swap_graph_attend is the kernel launch alone, no host work that
+ *     depends on the lengths, no allocation, no sync: capturable in a CUDA
+ *     graph (call it once uncaptured first, as any kernel's first launch
+ *     sets its attributes); q, o, lse and the options are those of the
+ *     capture at every replay.
+ * A decode loop: offload the step's new tokens, prepare, replay. Between
+ * prepare and the replay no call that can change the pool (an attend
+ * through the tile loop, an offload, seq_remove); the replay reads what
+ * prepare wrote, so the next prepare goes after it in stream order (the
+ * same stream, or an event). When prepare finds a block not resident it
+ * returns SW_STATUS_NOT_FOUND naming it and leaves the graph's tables as
+ * they were: the step then runs through sw_swap_attend (the tile loop
+ * brings the blocks back), and a later prepare can succeed again.
+ * create: SW_STATUS_INVALID (null argument, layer out of range, batch,
+ * q_len or max_blocks < 1, a sequence listed twice), SW_STATUS_NOT_FOUND
+ * (a sequence not registered), SW_STATUS_UNSUPPORTED (a host pool; too
+ * many query rows per kv head; a head_dim or device the decode kernel
+ * lacks), SW_STATUS_NO_MEMORY, SW_STATUS_CUDA. prepare: SW_STATUS_NOT_FOUND
+ * (above; or a sequence removed), SW_STATUS_WORKSPACE_TOO_SMALL (a
+ * sequence longer than max_blocks blocks), SW_STATUS_CUDA, SW_STATUS_FAILED.
+ * attend: SW_STATUS_INVALID, SW_STATUS_MISALIGNED (q and o 16-byte, lse
+ * 4-byte aligned), SW_STATUS_CUDA, SW_STATUS_FAILED. Destroy the graph
+ * objects before the engine (destroy waits for their last launch).
+ */
+typedef struct sw_swap_graph sw_swap_graph;
+SW_API sw_status sw_swap_graph_create(sw_swap *s, int32_t layer, int32_t batch,
+                                      const uint64_t *seq_ids, int32_t q_len, int32_t max_blocks,
+                                      sw_swap_graph **out);
+SW_API sw_status sw_swap_graph_prepare(sw_swap_graph *g, void *stream);
+SW_API sw_status sw_swap_graph_attend(sw_swap_graph *g, const void *q, void *o, float *lse,
+                                      int32_t causal, float sm_scale, void *stream);
+SW_API void sw_swap_graph_destroy(sw_swap_graph *g);
+
 /* Copies the projection P[head_dim][rank] (row-major, fp32) into out, which
  * has room for head_dim * rank floats. Returns SW_OK or SW_STATUS_INVALID. */
 SW_API sw_status sw_swap_get_projection(const sw_swap *s, float *out, size_t capacity);

@@ -384,6 +384,17 @@ int main(void)
         CHECK_STATUS(sw_swap_resident_slots(s, 99, 0, sl, 3, &nbk), SW_STATUS_NOT_FOUND);
         CHECK_STATUS(sw_swap_resident_slots(s, 1, 5, sl, 3, &nbk), SW_STATUS_INVALID);
         CHECK_STATUS(sw_swap_resident_slots(s, 1, 0, sl, 3, NULL), SW_STATUS_INVALID);
+        /* graphs are a device pool's */
+        sw_swap_graph *g = (sw_swap_graph *)&nbk;
+        const uint64_t one = 1;
+        CHECK_STATUS(sw_swap_graph_create(s, 0, 1, &one, 1, 8, &g), SW_STATUS_UNSUPPORTED);
+        CHECK(g == NULL);
+        CHECK_STATUS(sw_swap_graph_create(s, 0, 1, NULL, 1, 8, &g), SW_STATUS_INVALID);
+        CHECK_STATUS(sw_swap_graph_create(s, 0, 1, &one, 1, 8, NULL), SW_STATUS_INVALID);
+        CHECK_STATUS(sw_swap_graph_prepare(NULL, NULL), SW_STATUS_INVALID);
+        CHECK_STATUS(sw_swap_graph_attend(NULL, NULL, NULL, NULL, 1, 0.0f, NULL),
+                     SW_STATUS_INVALID);
+        sw_swap_graph_destroy(NULL);
     }
     /* a stripe deleted behind the engine's back: NOT_FOUND, pool usable */
     sw_swap_config c2 = c;

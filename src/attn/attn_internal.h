@@ -256,6 +256,10 @@ typedef struct sw_cuda_paged_args {
      * kernel; else [num_merges] counters, zero on entry: the last item of a
      * merge to finish folds it and sets its counter back to 0 (one launch) */
     int32_t *merge_count;
+    /* NULL: num_items CTAs run; else the launch has num_items CTAs (a
+     * fixed grid, captured in a CUDA graph) and those from *num_items_dev
+     * on return at once */
+    const int32_t *num_items_dev;
     void *k_dense, *v_dense;         /* gather: [total_kv][num_kv_heads][head_dim] */
 } sw_cuda_paged_args;
 

@@ -156,6 +156,31 @@ static sw_status parts_get(sw_swap_dev *d, size_t bytes)
     return SW_OK;
 }
 
+void sw_swap_dev_decode_args(const sw_swap *s, const void *q, void *o, float *lse, int32_t causal,
+                             float sm_scale, sw_cuda_paged_args *a)
+{
+    const sw_swap_dev *d = s->dev;
+    const int32_t B = s->m.block_size, D = s->m.head_dim;
+    memset(a, 0, sizeof *a);
+    a->dtype = SW_DTYPE_BF16;
+    a->num_qo_heads = s->m.num_qo_heads;
+    a->num_kv_heads = s->m.num_kv_heads;
+    a->head_dim = D;
+    a->causal = causal;
+    a->sm_scale = sm_scale != 0.0f ? sm_scale : 1.0f / sqrtf((float)D);
+    a->q = q;
+    a->k_pool = d->pool;
+    a->v_pool = d->pool + d->v_off;
+    a->o = o;
+    a->lse = lse;
+    a->q_stride = a->o_stride = (int64_t)s->m.num_qo_heads * D;
+    a->k_tok = a->v_tok = D;
+    a->k_head = a->v_head = (int64_t)B * D;
+    a->k_page = a->v_page = (int64_t)(s->slot_bytes / 2);
+    a->page_size = B;
+    a->ps_log2 = (B & (B - 1)) == 0 ? __builtin_ctz((unsigned)B) : -1;
+}
+
 sw_status sw_swap_dev_fast_attend(sw_swap *s, const sw_swap_attend_params *p,
                                   sw_swap_seq *const *seqs, int64_t nblk,
                                   sw_swap_attend_result *res, void *stream)
@@ -242,24 +267,7 @@ sw_status sw_swap_dev_fast_attend(sw_swap *s, const sw_swap_attend_params *p,
     f->call[r] = ++f->calls;
     f->next = (r + 1) % SW_SWAP_FAST_RING;
     sw_cuda_paged_args a;
-    memset(&a, 0, sizeof a);
-    a.dtype = SW_DTYPE_BF16;
-    a.num_qo_heads = s->m.num_qo_heads;
-    a.num_kv_heads = s->m.num_kv_heads;
-    a.head_dim = D;
-    a.causal = p->causal;
-    a.sm_scale = p->sm_scale != 0.0f ? p->sm_scale : 1.0f / sqrtf((float)D);
-    a.q = p->q;
-    a.k_pool = d->pool;
-    a.v_pool = d->pool + d->v_off;
-    a.o = p->o;
-    a.lse = p->lse;
-    a.q_stride = a.o_stride = (int64_t)s->m.num_qo_heads * D;
-    a.k_tok = a.v_tok = D;
-    a.k_head = a.v_head = (int64_t)B * D;
-    a.k_page = a.v_page = (int64_t)(s->slot_bytes / 2);
-    a.page_size = B;
-    a.ps_log2 = (B & (B - 1)) == 0 ? __builtin_ctz((unsigned)B) : -1;
+    sw_swap_dev_decode_args(s, p->q, p->o, p->lse, p->causal, p->sm_scale, &a);
     a.batch = batch;
     a.total_kv = kvp[batch];
     a.qo_indptr = (const int32_t *)(dv + o_qo);

@@ -497,6 +497,11 @@ static inline sw_status sw_swap_dev_grec_push(sw_swap_dev *d, const gather_rec *
 sw_status sw_swap_dev_launch_direct(sw_swap_dev *d, const launch_job *j);
 
 /* ---- dev_fast.c ---- */
+/* The decode kernel's arguments over the pool (its pages, strides and
+ * heads) for q, o, lse and the options; the tables are the caller's. */
+struct sw_cuda_paged_args;
+void sw_swap_dev_decode_args(const sw_swap *s, const void *q, void *o, float *lse, int32_t causal,
+                             float sm_scale, struct sw_cuda_paged_args *a);
 void sw_swap_dev_fast_free(sw_swap_dev *d);
 
 #endif

@@ -98,6 +98,8 @@ __global__ void __launch_bounds__(NT) decode_kernel(const sw_cuda_paged_args a, 
     __shared__ float s_ml[NW][ROWS][2];
     __shared__ float s_fin[ROWS][2]; /* per row: 1 / L (0 when no key), LSE */
 
+    if (a.num_items_dev && (int)blockIdx.x >= __ldg(a.num_items_dev))
+        return; /* a fixed grid's spare CTA */
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const sw_decode_item it = a.items[blockIdx.x];
     const int G = a.num_qo_heads / a.num_kv_heads;

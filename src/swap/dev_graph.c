@@ -1,0 +1,285 @@
+/* CUDA graphs (sw_swap_graph_*, spillway_swap.h): the device pool's
+ * resident decode step with a fixed workspace, so that its launch can be
+ * captured. The tables are dev_fast.c's (page table from the pool's slots,
+ * kv offsets, the decode split), at offsets fixed by capacities: room for
+ * max_blocks blocks per sequence and for the most items sw_plan_decode
+ * makes (the pairs unsplit, or 8 waves of the device's decode slots). The
+ * decode kernel runs a fixed grid whose spare CTAs return
+ * (args.num_items_dev), its merges folded in the launch (counters of the
+ * graph's own). prepare writes the tables of the current lengths outside
+ * the graph; attend is the launch alone. */
+#include "dev_internal.h"
+#include "swap_cuda.h"
+#include "attn/attn_internal.h"
+#include "core/sw_core.h"
+#include "core/sw_cuda.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define FAST_ALIGN 256
+
+static size_t up(size_t x) { return (x + 15) & ~(size_t)15; }
+
+struct sw_swap_graph {
+    sw_swap *s;
+    int32_t layer, batch, q_len, max_blocks;
+    uint64_t *ids;
+    int64_t cap_items, cap_merges;
+    size_t o_qo, o_kv, o_pi, o_px, o_it, o_mg, o_n, bytes;
+    char *host, *dev;          /* the blob, pinned and on the device */
+    void *ev;                  /* the last upload of `host` */
+    int uploaded;
+    void *part;                /* [cap_items] partial states */
+    size_t part_o;             /* bytes of their o part (aligned) */
+    int32_t *cnt;              /* [cap_merges] counters, zero between launches */
+    int32_t *kvp;              /* host scratch: kv_indptr */
+    sw_swap_seq **seqs;        /* host scratch */
+};
+
+void sw_swap_graph_destroy(sw_swap_graph *g)
+{
+    if (!g)
+        return;
+    if (g->uploaded)
+        (void)sw_cuda_swap_event_sync(g->ev);
+    if (g->s && g->s->dev)
+        (void)sw_swap_dev_wait_done(g->s->dev); /* a launch may still read them */
+    sw_cuda_swap_event_destroy(g->ev);
+    sw_cuda_host_free(g->host);
+    sw_cuda_swap_free(g->dev);
+    sw_cuda_swap_free(g->part);
+    sw_cuda_swap_free(g->cnt);
+    free(g->ids);
+    free(g->kvp);
+    free(g->seqs);
+    free(g);
+}
+
+sw_status sw_swap_graph_create(sw_swap *s, int32_t layer, int32_t batch, const uint64_t *seq_ids,
+                               int32_t q_len, int32_t max_blocks, sw_swap_graph **out)
+{
+    if (!out)
+        return sw_fail(SW_STATUS_INVALID, "sw_swap_graph_create: null out");
+    *out = NULL;
+    if (!s || !seq_ids)
+        return sw_fail(SW_STATUS_INVALID, "sw_swap_graph_create: null argument");
+    if (!s->dev)
+        return sw_fail(SW_STATUS_UNSUPPORTED, "sw_swap_graph_create: a device pool's call (a "
+                       "host pool attends on the CPU)");
+    if (s->failed)
+        return sw_fail(SW_STATUS_FAILED, "swap engine failed earlier");
+    const int32_t H = s->m.num_kv_heads, G = s->m.num_qo_heads / H, D = s->m.head_dim;
+    if (layer < 0 || layer >= s->m.num_layers)
+        return sw_fail(SW_STATUS_INVALID, "layer %d not in [0, %d)", layer, s->m.num_layers);
+    if (batch < 1 || max_blocks < 1 || q_len < 1)
+        return sw_fail(SW_STATUS_INVALID, "batch %d, q_len %d and max_blocks %d must be >= 1",
+                       batch, q_len, max_blocks);
+    if ((int64_t)q_len * G > SW_DECODE_ROWS)
+        return sw_fail(SW_STATUS_UNSUPPORTED, "q_len %d x group %d query rows per kv head: at "
+                       "most %d in the resident path", q_len, G, SW_DECODE_ROWS);
+    if (D != 64 && D != 128 && D != 256)
+        return sw_fail(SW_STATUS_UNSUPPORTED, "head_dim %d: the resident path has 64, 128, 256",
+                       D);
+    if ((int64_t)batch * max_blocks > INT32_MAX / 2 || (int64_t)batch * q_len > INT32_MAX / 2)
+        return sw_fail(SW_STATUS_INVALID, "batch %d x max_blocks %d is too large", batch,
+                       max_blocks);
+    for (int32_t b = 0; b < batch; b++) {
+        const sw_swap_seq *q = sw_swap_find_seq(s, seq_ids[b]);
+        if (!q)
+            return sw_fail(SW_STATUS_NOT_FOUND, "sequence %llu (batch entry %d) is not "
+                           "registered", (unsigned long long)seq_ids[b], b);
+        for (int32_t c = 0; c < b; c++)
+            if (seq_ids[c] == seq_ids[b])
+                return sw_fail(SW_STATUS_INVALID, "sequence %llu listed twice (entries %d, %d)",
+                               (unsigned long long)seq_ids[b], c, b);
+    }
+    sw_swap_dev *d = s->dev;
+    struct dev_fast *f = &d->fast;
+    SW_TRY(sw_swap_dev_enter(s));
+    if (f->slots == 0) {
+        int32_t sms = 0, per = 0;
+        f->slots = sw_cuda_paged_decode_config(d->device, D, SW_DTYPE_BF16, &sms, &per) == SW_OK
+                       ? (int64_t)sms * per
+                       : -1;
+    }
+    if (f->slots < 0)
+        return sw_fail(SW_STATUS_UNSUPPORTED, "the decode kernel cannot run on device %d",
+                       d->device);
+    sw_swap_graph *g = calloc(1, sizeof *g);
+    if (!g)
+        return sw_fail(SW_STATUS_NO_MEMORY, "sw_swap_graph");
+    g->s = s;
+    g->layer = layer;
+    g->batch = batch;
+    g->q_len = q_len;
+    g->max_blocks = max_blocks;
+    /* sw_plan_decode's items: the pairs unsplit, or at most 8 waves */
+    const int64_t pairs = (int64_t)batch * H;
+    g->cap_items = pairs > 8 * f->slots ? pairs : 8 * f->slots;
+    g->cap_merges = pairs;
+    const size_t b1 = sizeof(int32_t) * ((size_t)batch + 1);
+    g->o_qo = 0;
+    g->o_kv = up(b1);
+    g->o_pi = g->o_kv + up(b1);
+    g->o_px = g->o_pi + up(b1);
+    g->o_it = g->o_px + up(sizeof(int32_t) * (size_t)batch * (size_t)max_blocks);
+    g->o_mg = g->o_it + up(sizeof(sw_decode_item) * (size_t)g->cap_items);
+    g->o_n = g->o_mg + up(sizeof(sw_decode_merge) * (size_t)g->cap_merges);
+    g->bytes = g->o_n + 16;
+    g->part_o = (sizeof(float) * (size_t)g->cap_items * SW_DECODE_ROWS * (size_t)D + FAST_ALIGN -
+                 1) / FAST_ALIGN * FAST_ALIGN;
+    const size_t part_bytes = g->part_o + sizeof(float) * (size_t)g->cap_items * SW_DECODE_ROWS;
+    sw_status st = SW_OK;
+    g->ids = malloc(sizeof *g->ids * (size_t)batch);
+    g->kvp = malloc(b1);
+    g->seqs = malloc(sizeof *g->seqs * (size_t)batch);
+    if (!g->ids || !g->kvp || !g->seqs)
+        st = sw_fail(SW_STATUS_NO_MEMORY, "sw_swap_graph: %d sequences", batch);
+    if (st == SW_OK)
+        memcpy(g->ids, seq_ids, sizeof *g->ids * (size_t)batch);
+    if (st == SW_OK)
+        st = sw_cuda_host_alloc((void **)&g->host, g->bytes);
+    if (st == SW_OK)
+        st = sw_cuda_swap_alloc((void **)&g->dev, g->bytes);
+    if (st == SW_OK)
+        st = sw_cuda_swap_alloc(&g->part, part_bytes);
+    if (st == SW_OK)
+        st = sw_cuda_swap_alloc((void **)&g->cnt, sizeof(int32_t) * (size_t)g->cap_merges);
+    if (st == SW_OK)
+        st = sw_cuda_swap_zero(g->cnt, sizeof(int32_t) * (size_t)g->cap_merges, NULL);
+    if (st == SW_OK)
+        st = sw_cuda_swap_zero(g->dev, g->bytes, NULL); /* no item until prepared */
+    if (st == SW_OK)
+        st = sw_cuda_stream_sync(NULL);
+    if (st == SW_OK)
+        st = sw_cuda_swap_event_create(&g->ev, 0);
+    if (st != SW_OK) {
+        sw_swap_graph_destroy(g);
+        return st;
+    }
+    *out = g;
+    return SW_OK;
+}
+
+sw_status sw_swap_graph_prepare(sw_swap_graph *g, void *stream)
+{
+    if (!g)
+        return sw_fail(SW_STATUS_INVALID, "sw_swap_graph_prepare: null graph");
+    sw_swap *s = g->s;
+    if (s->failed)
+        return sw_fail(SW_STATUS_FAILED, "swap engine failed earlier");
+    sw_swap_dev *d = s->dev;
+    const int32_t B = s->m.block_size, batch = g->batch;
+    int64_t nblk = 0;
+    for (int32_t b = 0; b < batch; b++) {
+        sw_swap_seq *q = sw_swap_find_seq(s, g->ids[b]);
+        if (!q)
+            return sw_fail(SW_STATUS_NOT_FOUND, "sequence %llu (batch entry %d) is no longer "
+                           "registered", (unsigned long long)g->ids[b], b);
+        const sw_swap_layer *L = &q->layers[g->layer];
+        if (L->nblocks > g->max_blocks)
+            return sw_fail(SW_STATUS_WORKSPACE_TOO_SMALL, "sequence %llu has %d blocks, the "
+                           "graph room for %d", (unsigned long long)g->ids[b], L->nblocks,
+                           g->max_blocks);
+        for (int32_t i = 0; i < L->nblocks; i++) {
+            const sw_swap_blk *e = &L->blk[i];
+            if (e->slot < 0 || e->valid <= 0 || e->dtype != SW_SWAP_KV_BF16)
+                return sw_fail(SW_STATUS_NOT_FOUND, "block %d of sequence %llu (layer %d) is "
+                               "not resident: attend without the graph", i,
+                               (unsigned long long)g->ids[b], g->layer);
+        }
+        g->seqs[b] = q;
+        nblk += L->nblocks;
+    }
+    SW_TRY(sw_swap_dev_enter(s));
+    /* the pinned blob: its last upload read first */
+    if (g->uploaded) {
+        SW_TRY(sw_cuda_swap_event_sync(g->ev));
+        g->uploaded = 0;
+    }
+    char *h = g->host;
+    int32_t *qo = (int32_t *)(h + g->o_qo), *kvp = g->kvp, *pi = (int32_t *)(h + g->o_pi);
+    int32_t *px = (int32_t *)(h + g->o_px);
+    const uint64_t tick = ++s->tick;
+    kvp[0] = qo[0] = 0;
+    for (int32_t b = 0; b < batch; b++) {
+        const sw_swap_layer *L = &g->seqs[b]->layers[g->layer];
+        const int64_t len =
+            L->nblocks ? (int64_t)(L->nblocks - 1) * B + L->blk[L->nblocks - 1].valid : 0;
+        if (kvp[b] + len > INT32_MAX)
+            return sw_fail(SW_STATUS_UNSUPPORTED, "graph: %lld keys in one call",
+                           (long long)(kvp[b] + len));
+        kvp[b + 1] = kvp[b] + (int32_t)len;
+        qo[b + 1] = qo[b] + g->q_len;
+        pi[b] = b * g->max_blocks;
+        for (int32_t i = 0; i < L->nblocks; i++) {
+            px[b * g->max_blocks + i] = L->blk[i].slot;
+            s->slots[L->blk[i].slot].last_access = tick;
+        }
+    }
+    pi[batch] = batch * g->max_blocks;
+    memcpy(h + g->o_kv, kvp, sizeof(int32_t) * ((size_t)batch + 1));
+    int64_t nm = 0, np = 0;
+    const int64_t ni = sw_plan_decode(qo, kvp, batch, s->m.num_kv_heads, d->fast.slots,
+                                      (sw_decode_item *)(h + g->o_it),
+                                      (sw_decode_merge *)(h + g->o_mg), &nm, &np);
+    if (ni == -2)
+        return sw_fail(SW_STATUS_NO_MEMORY, "graph: the plan's sort buffer");
+    SW_ASSERT_RET(ni >= 0 && ni <= g->cap_items && nm <= g->cap_merges && np <= g->cap_items);
+    *(int32_t *)(h + g->o_n) = (int32_t)ni;
+    /* after the engine's pool writes and its last resident call */
+    if (d->offload_pending)
+        SW_TRY(sw_cuda_swap_stream_wait(stream, d->ev_offload));
+    if (d->done_pending)
+        SW_TRY(sw_cuda_swap_stream_wait(stream, d->ev_done));
+    SW_TRY(sw_cuda_memcpy_h2d_async(g->dev, h, g->bytes, stream));
+    SW_TRY(sw_cuda_swap_event_record(g->ev, stream));
+    g->uploaded = 1;
+    s->st.hits += (uint64_t)nblk;
+    return SW_OK;
+}
+
+sw_status sw_swap_graph_attend(sw_swap_graph *g, const void *q, void *o, float *lse,
+                               int32_t causal, float sm_scale, void *stream)
+{
+    if (!g || (g->batch > 0 && (!q || !o)))
+        return sw_fail(SW_STATUS_INVALID, "sw_swap_graph_attend: null argument");
+    if ((((uintptr_t)q | (uintptr_t)o) & 15) || ((uintptr_t)lse & 3))
+        return sw_fail(SW_STATUS_MISALIGNED, "sw_swap_graph_attend: q and o 16-byte aligned, "
+                       "lse 4-byte");
+    sw_swap *s = g->s;
+    if (s->failed)
+        return sw_fail(SW_STATUS_FAILED, "swap engine failed earlier");
+    sw_swap_dev *d = s->dev;
+    sw_cuda_paged_args a;
+    sw_swap_dev_decode_args(s, q, o, lse, causal, sm_scale, &a);
+    a.batch = g->batch;
+    a.total_kv = 0; /* (the gather's; the decode kernel reads kv_indptr) */
+    a.qo_indptr = (const int32_t *)(g->dev + g->o_qo);
+    a.kv_indptr = (const int32_t *)(g->dev + g->o_kv);
+    a.page_indptr = (const int32_t *)(g->dev + g->o_pi);
+    a.page_indices = (const int32_t *)(g->dev + g->o_px);
+    a.items = (const sw_decode_item *)(g->dev + g->o_it);
+    a.num_items = (int32_t)g->cap_items;
+    a.num_items_dev = (const int32_t *)(g->dev + g->o_n);
+    a.merges = (const sw_decode_merge *)(g->dev + g->o_mg);
+    a.num_merges = (int32_t)g->cap_merges;
+    a.merge_count = g->cnt;
+    a.part_o = (float *)g->part;
+    a.part_lse = (float *)((char *)g->part + g->part_o);
+    SW_TRY(sw_swap_dev_enter(s));
+    sw_status st = sw_cuda_paged_decode_launch(&a, stream);
+    if (st == SW_OK)
+        st = sw_cuda_swap_event_record(d->ev_done, stream);
+    if (st != SW_OK) {
+        if (st == SW_STATUS_CUDA)
+            s->failed = 1;
+        return st;
+    }
+    d->done_pending = 1;
+    s->st.attends++;
+    s->st.resident_attends++;
+    return SW_OK;
+}
