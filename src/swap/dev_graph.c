@@ -221,13 +221,18 @@ sw_status sw_swap_graph_prepare(sw_swap_graph *g, void *stream)
     }
     pi[batch] = batch * g->max_blocks;
     memcpy(h + g->o_kv, kvp, sizeof(int32_t) * ((size_t)batch + 1));
+    /* counted first: the capacities bound it (the plan makes the pairs or
+     * at most 8 waves), and the blob's regions are that large */
     int64_t nm = 0, np = 0;
+    const int64_t nc = sw_plan_decode(qo, kvp, batch, s->m.num_kv_heads, d->fast.slots, NULL,
+                                      NULL, &nm, &np);
+    SW_ASSERT_RET(nc >= 0 && nc <= g->cap_items && nm <= g->cap_merges && np <= g->cap_items);
     const int64_t ni = sw_plan_decode(qo, kvp, batch, s->m.num_kv_heads, d->fast.slots,
                                       (sw_decode_item *)(h + g->o_it),
                                       (sw_decode_merge *)(h + g->o_mg), &nm, &np);
     if (ni == -2)
         return sw_fail(SW_STATUS_NO_MEMORY, "graph: the plan's sort buffer");
-    SW_ASSERT_RET(ni >= 0 && ni <= g->cap_items && nm <= g->cap_merges && np <= g->cap_items);
+    SW_ASSERT_RET(ni == nc);
     *(int32_t *)(h + g->o_n) = (int32_t)ni;
     /* after the engine's pool writes and its last resident call */
     if (d->offload_pending)
