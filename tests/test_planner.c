@@ -263,6 +263,10 @@ int main(void)
             sw_decode_merge *mg = malloc(sizeof *mg * (size_t)(nm + 1));
             CHECK(sw_plan_decode(qo, kv, batch, heads, slots, it, mg, &nm2, &np2) == n);
             CHECK(nm2 == nm && np2 == np);
+            /* the bound a fixed grid is sized by (sw_swap_graph): the pairs
+             * unsplit, or at most 8 waves */
+            CHECK(n <= (batch * heads > 8 * slots ? (int64_t)batch * heads : 8 * slots));
+            CHECK(nm <= (int64_t)batch * heads);
             int64_t covered = 0, want = 0;
             for (int32_t b = 0; b < batch; b++)
                 if (qo[b + 1] > qo[b])
