@@ -36,7 +36,7 @@ from .attention import (
 )
 from .flash_compat import flash_attn_varlen_func, flash_attn_with_kvcache
 from .store import Store, StoreKey
-from .swap import SwapEngine
+from .swap import SwapEngine, SwapGraph
 
 __all__ = [
     "SpillwayError",
@@ -48,6 +48,7 @@ __all__ = [
     "Store",
     "StoreKey",
     "SwapEngine",
+    "SwapGraph",
     "get_plan",
     "prefill_flops",
     "plan_cache_info",

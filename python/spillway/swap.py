@@ -94,6 +94,93 @@ def _np_out(bits, kind):
     return bits.view(kind)
 
 
+class SwapGraph:
+    """A resident decode step with a fixed workspace (sw_swap_graph_*): made
+    by SwapEngine.graph(). A decode loop with torch.cuda.graph:
+
+        g = eng.graph(layer, ids, max_blocks=4096)
+        g.prepare(); g.attend(q, out)               # once uncaptured
+        cg = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(cg):
+            g.attend(q, out)                        # the launch alone
+        for step in ...:
+            eng.offload_tokens(...)                 # the step's new tokens
+            g.prepare()                             # tables of the new lengths
+            q.copy_(...); cg.replay()               # out holds the step's output
+
+    prepare() runs outside the graph on torch's current stream (the replay
+    after it in stream order); it raises SpillwayError SW_STATUS_NOT_FOUND
+    when a block is not resident (then attend through SwapEngine.attend for
+    that step). attend() takes static buffers: q [batch x q_len, Hq, d] BF16
+    CUDA, out like q, lse [rows, Hq] float32 or None; they, causal and
+    softmax_scale are the capture's at every replay. close() frees it (the
+    engine's close() does too)."""
+
+    def __init__(self, engine, layer, seq_ids, max_blocks, q_len):
+        self._handle = None
+        ids = [int(seq_ids)] if isinstance(seq_ids, int) else [int(x) for x in seq_ids]
+        self._eng = engine
+        self.layer, self.seq_ids, self.q_len = int(layer), tuple(ids), int(q_len)
+        self.rows = len(ids) * self.q_len
+        arr = (_lib._u64 * max(len(ids), 1))(*ids)
+        h = _lib._HANDLE_P()
+        _lib.check(engine._call(engine._lib.sw_swap_graph_create, self.layer, len(ids), arr,
+                                self.q_len, int(max_blocks), ctypes.byref(h)),
+                   f"graph of layer {layer}")
+        self._handle = h
+        if not hasattr(engine, "_graphs"):
+            engine._graphs = set()
+        engine._graphs.add(self)
+
+    def _h(self):
+        if self._handle is None:
+            _invalid("swap graph is closed")
+        return self._handle
+
+    def prepare(self):
+        """sw_swap_graph_prepare on torch's current stream."""
+        torch = _torch()
+        eng = self._eng
+        with eng._lock:
+            st = eng._lib.sw_swap_graph_prepare(self._h(), _raw_stream(torch, eng.device))
+        _lib.check(st, f"graph of layer {self.layer}")
+
+    def attend(self, q, out, lse=None, *, causal=True, softmax_scale=None):
+        """sw_swap_graph_attend: the launch on torch's current stream."""
+        torch = _torch()
+        eng = self._eng
+        want = (self.rows, eng.num_qo_heads, eng.head_dim)
+        for name, t in (("q", q), ("out", out)):
+            if type(t) is not torch.Tensor or t.dtype is not torch.bfloat16 or not t.is_cuda or \
+                    tuple(t.shape) != want or not t.is_contiguous():
+                _invalid(f"{name} must be a contiguous BF16 CUDA tensor of shape {want}")
+        if lse is not None and (type(lse) is not torch.Tensor or lse.dtype is not torch.float32
+                                or not lse.is_cuda or tuple(lse.shape) != want[:2]
+                                or not lse.is_contiguous()):
+            _invalid(f"lse must be None or a contiguous float32 CUDA tensor of shape {want[:2]}")
+        scale = 0.0 if softmax_scale is None else float(softmax_scale)
+        with eng._lock:
+            st = eng._lib.sw_swap_graph_attend(
+                self._h(), q.data_ptr(), out.data_ptr(),
+                lse.data_ptr() if lse is not None else None, 1 if causal else 0, scale,
+                _raw_stream(torch, eng.device))
+        _lib.check(st, f"graph of layer {self.layer}")
+
+    def close(self):
+        """sw_swap_graph_destroy (waits for its last launch). Idempotent."""
+        h, self._handle = self._handle, None
+        if h is not None:
+            self._eng._lib.sw_swap_graph_destroy(h)
+            getattr(self._eng, "_graphs", set()).discard(self)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+
 class SwapEngine:
     """A swap engine bound to an open Store (sw_swap_create).
 
@@ -172,11 +259,20 @@ class SwapEngine:
 
     def close(self):
         """sw_swap_destroy: frees the engine and its pool (stripes stay in the
-        store). Idempotent."""
+        store), its graph objects first. Idempotent."""
+        for g in list(getattr(self, "_graphs", ())):
+            g.close()
         h, self._handle = self._handle, None
         if h is not None:
             with self._lock:
                 self._lib.sw_swap_destroy(h)
+
+    def graph(self, layer, seq_ids, *, max_blocks, q_len=1):
+        """sw_swap_graph_create: a resident decode step of `layer` for the
+        sequences seq_ids (q_len rows each), whose launch can be captured in
+        a CUDA graph (SwapGraph). max_blocks: room for that many blocks per
+        sequence. A device pool's."""
+        return SwapGraph(self, layer, seq_ids, max_blocks, q_len)
 
     def __enter__(self):
         self._h()

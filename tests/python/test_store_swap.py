@@ -499,7 +499,6 @@ def test_swap_device_pool_cuda_tensors(tmp_path):
         _err(lambda: eng.attend(0, 1, q[:1]), "SW_STATUS_INVALID")  # host data, device pool
 
 
-@pytest.mark.gpu
 def test_swap_resident_slots_host_pool(tmp_path):
     """resident_slots names the slot of each block an attend read into the
     pool (-1 before); a host pool has no pool view (its slots move)."""
@@ -516,8 +515,70 @@ def test_swap_resident_slots_host_pool(tmp_path):
         assert eng.resident_slots(1, 1).shape == (0,)
         _err(lambda: eng.resident_slots(2, 0), "SW_STATUS_NOT_FOUND")
         _err(lambda: eng.pool_view(), "SW_STATUS_UNSUPPORTED")
+        _err(lambda: eng.graph(0, [1], max_blocks=8), "SW_STATUS_UNSUPPORTED")
 
 
+@pytest.mark.gpu
+def test_swap_graph_capture(tmp_path):
+    """A decode step captured in a torch CUDA graph (SwapEngine.graph): each
+    replay after its prepare() equals SwapEngine.attend bit for bit over
+    three one-token appends of two sequences; a sequence with a block
+    offloaded from host memory (not written through) is refused by
+    prepare() until attend reads it into the pool."""
+    torch = _torch_or_skip()
+    if not torch.cuda.is_available() or spillway.cuda_device_count() < 1:
+        pytest.skip("needs torch with CUDA and a CUDA build of libspillway")
+    rng = np.random.default_rng(907)
+    bs = SHAPE["block_size"]
+    k, v = _kv(rng, 80)
+    kd = torch.from_numpy(k).to("cuda", torch.bfloat16)
+    vd = torch.from_numpy(v).to("cuda", torch.bfloat16)
+    lens = [40, 61]
+    with spillway.Store(tmp_path / "kv", capacity_bytes=32 << 20) as st, \
+            spillway.SwapEngine(st, resident_blocks=64, pool="device", **SHAPE) as eng:
+        for i, n in zip((1, 2), lens):
+            eng.seq_add(i, ns=10 + i, max_blocks=16)
+            eng.offload_tokens(i, 0, kd[:n], vd[:n])
+        g = eng.graph(0, [1, 2], max_blocks=16)
+        q = torch.from_numpy(_q(rng, 2)).to("cuda", torch.bfloat16)
+        out = torch.empty_like(q)
+        g.prepare()
+        g.attend(q, out)
+        cg = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(cg):
+            g.attend(q, out)
+        for step in range(3):
+            for i in (0, 1):
+                n = lens[i]
+                first = n // bs
+                eng.offload_tokens(i + 1, 0, kd[first * bs:n + 1], vd[first * bs:n + 1],
+                                   first_block=first)
+                lens[i] = n + 1
+            q.copy_(torch.from_numpy(_q(rng, 2)).to("cuda", torch.bfloat16))
+            g.prepare()
+            cg.replay()
+            want = eng.attend(0, [1, 2], q)
+            torch.cuda.synchronize()
+            assert torch.equal(out, want), f"step {step}"
+            for i in (0, 1):
+                ro, _ = _ref(q[i:i + 1].float().cpu().numpy(), k[:lens[i]], v[:lens[i]])
+                assert rel_l2(out[i:i + 1].float().cpu().numpy(), ro) <= TOL
+        # a block from host memory is not written through: prepare refuses
+        eng.seq_add(3, ns=20, max_blocks=4)
+        eng.offload_tokens(3, 0, k[:20], v[:20])
+        g3 = eng.graph(0, [3], max_blocks=4)
+        e = _err(lambda: g3.prepare(), "SW_STATUS_NOT_FOUND")
+        assert "not resident" in e.detail
+        eng.attend(0, 3, q[:1])      # the tile loop reads the blocks into the pool
+        g3.prepare()
+        o3 = torch.empty_like(q[:1])
+        g3.attend(q[:1].contiguous(), o3)
+        assert torch.equal(o3, eng.attend(0, 3, q[:1].contiguous()))
+        _err(lambda: g3.attend(q, o3), "SW_STATUS_INVALID")  # wrong rows
+    assert g._handle is None and g3._handle is None   # closed with the engine
+
+
+@pytest.mark.gpu
 def test_swap_device_pool_resident_path(tmp_path):
     """Blocks offloaded from CUDA tensors are written through into the device
     pool; decode calls whose blocks are all resident take the resident path
