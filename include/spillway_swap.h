@@ -479,8 +479,13 @@ SW_API sw_status sw_swap_resident_slots(const sw_swap *s, uint64_t seq_id, int32
  * (above; or a sequence removed), SW_STATUS_WORKSPACE_TOO_SMALL (a
  * sequence longer than max_blocks blocks), SW_STATUS_CUDA, SW_STATUS_FAILED.
  * attend: SW_STATUS_INVALID, SW_STATUS_MISALIGNED (q and o 16-byte, lse
- * 4-byte aligned), SW_STATUS_CUDA, SW_STATUS_FAILED. Destroy the graph
- * objects before the engine (destroy waits for their last launch).
+ * 4-byte aligned), SW_STATUS_CUDA, SW_STATUS_FAILED. In a capture, attend
+ * adds a record of the engine's "last call" event to the graph, so that
+ * the engine's later calls wait for each replay; uncaptured, it waits for
+ * the engine's last resident call as sw_swap_attend does. Stats: each
+ * prepare counts one resident attend (and its blocks as hits). Destroy the
+ * graph objects before the engine (destroy waits for the engine's last
+ * recorded call, replays included).
  */
 typedef struct sw_swap_graph sw_swap_graph;
 SW_API sw_status sw_swap_graph_create(sw_swap *s, int32_t layer, int32_t batch,

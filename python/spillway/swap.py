@@ -170,7 +170,8 @@ class SwapGraph:
         """sw_swap_graph_destroy (waits for its last launch). Idempotent."""
         h, self._handle = self._handle, None
         if h is not None:
-            self._eng._lib.sw_swap_graph_destroy(h)
+            with self._eng._lock:  # (it waits on the engine's shared state)
+                self._eng._lib.sw_swap_graph_destroy(h)
             getattr(self._eng, "_graphs", set()).discard(self)
 
     def __enter__(self):

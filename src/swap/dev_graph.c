@@ -242,6 +242,10 @@ sw_status sw_swap_graph_prepare(sw_swap_graph *g, void *stream)
     SW_TRY(sw_cuda_memcpy_h2d_async(g->dev, h, g->bytes, stream));
     SW_TRY(sw_cuda_swap_event_record(g->ev, stream));
     g->uploaded = 1;
+    /* a prepared step is one resident attend in the stats (its launch or
+     * replay counts nothing: a replay runs without the host) */
+    s->st.attends++;
+    s->st.resident_attends++;
     s->st.hits += (uint64_t)nblk;
     return SW_OK;
 }
@@ -275,16 +279,29 @@ sw_status sw_swap_graph_attend(sw_swap_graph *g, const void *q, void *o, float *
     a.part_o = (float *)g->part;
     a.part_lse = (float *)((char *)g->part + g->part_o);
     SW_TRY(sw_swap_dev_enter(s));
-    sw_status st = sw_cuda_paged_decode_launch(&a, stream);
+    /* Captured: the launch and a record node of ev_done (every replay
+     * records it, so the engine's next calls, which wait on it, come after
+     * the replay; the event itself stays usable outside the graph). Not
+     * captured: after the engine's last resident call, as sw_swap_attend's
+     * resident path, then ev_done recorded. */
+    const int cap = sw_cuda_swap_capturing(stream);
+    if (cap < 0) {
+        s->failed = 1;
+        return (sw_status)cap;
+    }
+    sw_status st = SW_OK;
+    if (!cap && d->done_pending)
+        st = sw_cuda_swap_stream_wait(stream, d->ev_done);
     if (st == SW_OK)
-        st = sw_cuda_swap_event_record(d->ev_done, stream);
+        st = sw_cuda_paged_decode_launch(&a, stream);
+    if (st == SW_OK)
+        st = cap ? sw_cuda_swap_event_record_node(d->ev_done, stream)
+                 : sw_cuda_swap_event_record(d->ev_done, stream);
     if (st != SW_OK) {
         if (st == SW_STATUS_CUDA)
             s->failed = 1;
         return st;
     }
     d->done_pending = 1;
-    s->st.attends++;
-    s->st.resident_attends++;
     return SW_OK;
 }

@@ -25,6 +25,8 @@ sw_status sw_cuda_swap_event_record(void *ev, void *stream);
 sw_status sw_cuda_swap_stream_wait(void *stream, void *ev); /* GPU-side wait */
 sw_status sw_cuda_swap_event_sync(void *ev);
 int sw_cuda_swap_event_done(void *ev); /* 1 done, 0 not yet, < 0 a status */
+int sw_cuda_swap_capturing(void *stream); /* 1 capturing, 0 not, < 0 a status */
+sw_status sw_cuda_swap_event_record_node(void *ev, void *stream); /* in a capture */
 sw_status sw_cuda_swap_event_ms(float *ms, void *start, void *stop);
 /* cudaMemcpyAsync with cudaMemcpyDefault (unified addressing). */
 sw_status sw_cuda_swap_copy(void *dst, const void *src, size_t bytes, void *stream);

@@ -23,6 +23,13 @@ sw_status sw_cuda_swap_event_record(void *ev, void *stream) { (void)ev; (void)st
 sw_status sw_cuda_swap_stream_wait(void *stream, void *ev) { (void)ev; (void)stream; return no_cuda(); }
 sw_status sw_cuda_swap_event_sync(void *ev) { (void)ev; return no_cuda(); }
 int sw_cuda_swap_event_done(void *ev) { (void)ev; return (int)no_cuda(); }
+int sw_cuda_swap_capturing(void *stream) { (void)stream; return (int)no_cuda(); }
+sw_status sw_cuda_swap_event_record_node(void *ev, void *stream)
+{
+    (void)ev;
+    (void)stream;
+    return no_cuda();
+}
 sw_status sw_cuda_swap_event_ms(float *ms, void *start, void *stop)
 {
     (void)start; (void)stop;

@@ -78,6 +78,26 @@ extern "C" sw_status sw_cuda_swap_event_sync(void *ev)
     return SW_OK;
 }
 
+/* 1 when `stream` is being captured into a CUDA graph, 0 when not; an
+ * error status (< 0) otherwise. */
+extern "C" int sw_cuda_swap_capturing(void *stream)
+{
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    const cudaError_t e = cudaStreamIsCapturing((cudaStream_t)stream, &cs);
+    if (e != cudaSuccess)
+        return (int)sw_fail(SW_STATUS_CUDA, "cudaStreamIsCapturing: %s", cudaGetErrorString(e));
+    return cs == cudaStreamCaptureStatusActive;
+}
+
+/* In a capture: an event record node (each replay records `ev`), the
+ * event's state outside the graph untouched. */
+extern "C" sw_status sw_cuda_swap_event_record_node(void *ev, void *stream)
+{
+    SW_CUDA_CHECK(cudaEventRecordWithFlags((cudaEvent_t)ev, (cudaStream_t)stream,
+                                           cudaEventRecordExternal));
+    return SW_OK;
+}
+
 /* 1 when the event's work is done, 0 when not yet; an error status (< 0)
  * otherwise. */
 extern "C" int sw_cuda_swap_event_done(void *ev)
