@@ -725,8 +725,9 @@ class SwapEngine:
     def pool_view(self):
         """sw_swap_get_pool_view: the device pool as paged K and V, torch
         BF16 tensors [num_slots, num_kv_heads, block_size, head_dim] (a
-        FlashInfer "HND" page each) over the engine's memory -- no copy, no
-        ownership: valid while the engine is open, and its contents until
+        FlashInfer "HND" page each) over the engine's memory -- no copy (the
+        tensors keep the engine object alive, but close() frees the pool
+        under them): valid while the engine is open, and its contents until
         the next call that can change the pool (attend, offload, seq_remove).
         Work on torch's current stream after this call sees the pool as the
         engine's calls left it. Which slot holds which block:
@@ -744,14 +745,15 @@ class SwapEngine:
         strides = (v.page_stride * 2, v.head_stride * 2, v.token_stride * 2, 2)
 
         class _Pages:  # a CUDA array interface over the engine's pool
-            def __init__(self, ptr):
+            def __init__(self, ptr, eng):
+                self.engine = eng  # (torch keeps this object, so the engine, alive)
                 self.__cuda_array_interface__ = {
                     "shape": shape, "typestr": "<i2", "data": (ptr, False),
                     "strides": strides, "version": 3, "stream": None}
 
         dev = torch.device("cuda", v.device)
-        k = torch.as_tensor(_Pages(v.k), device=dev).view(torch.bfloat16)
-        vv = torch.as_tensor(_Pages(v.v), device=dev).view(torch.bfloat16)
+        k = torch.as_tensor(_Pages(v.k, self), device=dev).view(torch.bfloat16)
+        vv = torch.as_tensor(_Pages(v.v, self), device=dev).view(torch.bfloat16)
         return k, vv
 
     def score_blocks(self, seq_id, layer, q):
