@@ -73,13 +73,8 @@ sw_status sw_swap_score_blocks(sw_swap *s, uint64_t seq_id, int32_t layer, const
 {
     if (!s || !q || !nblocks || q_len < 1)
         return sw_fail(SW_STATUS_INVALID, "sw_swap_score_blocks: null argument or q_len < 1");
-    if (layer < 0 || layer >= s->m.num_layers)
-        return sw_fail(SW_STATUS_INVALID, "layer %d not in [0, %d)", layer, s->m.num_layers);
-    const sw_swap_seq *sq = sw_swap_find_seq(s, seq_id);
-    if (!sq)
-        return sw_fail(SW_STATUS_NOT_FOUND, "sequence %llu is not registered",
-                       (unsigned long long)seq_id);
-    const sw_swap_layer *L = &sq->layers[layer];
+    const sw_swap_layer *L = NULL;
+    SW_TRY(sw_swap_seq_layer(s, seq_id, layer, &L));
     *nblocks = L->nblocks;
     if (capacity < L->nblocks || (!scores && L->nblocks > 0))
         return sw_fail(SW_STATUS_WORKSPACE_TOO_SMALL, "scores has room for %d, the sequence "

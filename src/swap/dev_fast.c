@@ -60,11 +60,9 @@ int sw_swap_dev_fast_eligible(sw_swap *s, const sw_swap_attend_params *p,
         if ((int64_t)ql * G > SW_DECODE_ROWS)
             return 0;
         const sw_swap_layer *L = &seqs[b]->layers[p->layer];
-        for (int32_t i = 0; i < L->nblocks; i++) {
-            const sw_swap_blk *e = &L->blk[i];
-            if (e->slot < 0 || e->valid <= 0 || e->dtype != SW_SWAP_KV_BF16)
+        for (int32_t i = 0; i < L->nblocks; i++)
+            if (!sw_swap_blk_resident(&L->blk[i]))
                 return 0;
-        }
         n += L->nblocks;
     }
     *nblocks = n;

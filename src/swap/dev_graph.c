@@ -183,13 +183,11 @@ sw_status sw_swap_graph_prepare(sw_swap_graph *g, void *stream)
             return sw_fail(SW_STATUS_WORKSPACE_TOO_SMALL, "sequence %llu has %d blocks, the "
                            "graph room for %d", (unsigned long long)g->ids[b], L->nblocks,
                            g->max_blocks);
-        for (int32_t i = 0; i < L->nblocks; i++) {
-            const sw_swap_blk *e = &L->blk[i];
-            if (e->slot < 0 || e->valid <= 0 || e->dtype != SW_SWAP_KV_BF16)
+        for (int32_t i = 0; i < L->nblocks; i++)
+            if (!sw_swap_blk_resident(&L->blk[i]))
                 return sw_fail(SW_STATUS_NOT_FOUND, "block %d of sequence %llu (layer %d) is "
                                "not resident: attend without the graph", i,
                                (unsigned long long)g->ids[b], g->layer);
-        }
         g->seqs[b] = q;
         nblk += L->nblocks;
     }

@@ -505,18 +505,26 @@ sw_status sw_swap_seq_remove(sw_swap *s, uint64_t seq_id, int32_t delete_stripes
     return first;
 }
 
-sw_status sw_swap_seq_length(const sw_swap *s, uint64_t seq_id, int32_t layer, int64_t *tokens,
-                             int32_t *blocks)
+sw_status sw_swap_seq_layer(const sw_swap *s, uint64_t seq_id, int32_t layer,
+                            const sw_swap_layer **L)
 {
-    if (!s)
-        return sw_fail(SW_STATUS_INVALID, "sw_swap_seq_length: null handle");
     if (layer < 0 || layer >= s->m.num_layers)
         return sw_fail(SW_STATUS_INVALID, "layer %d not in [0, %d)", layer, s->m.num_layers);
     const sw_swap_seq *q = sw_swap_find_seq(s, seq_id);
     if (!q)
         return sw_fail(SW_STATUS_NOT_FOUND, "sequence %llu is not registered",
                        (unsigned long long)seq_id);
-    const sw_swap_layer *L = &q->layers[layer];
+    *L = &q->layers[layer];
+    return SW_OK;
+}
+
+sw_status sw_swap_seq_length(const sw_swap *s, uint64_t seq_id, int32_t layer, int64_t *tokens,
+                             int32_t *blocks)
+{
+    if (!s)
+        return sw_fail(SW_STATUS_INVALID, "sw_swap_seq_length: null handle");
+    const sw_swap_layer *L = NULL;
+    SW_TRY(sw_swap_seq_layer(s, seq_id, layer, &L));
     if (tokens) {
         int64_t t = 0;
         if (L->nblocks > 0)
@@ -734,21 +742,14 @@ sw_status sw_swap_resident_slots(const sw_swap *s, uint64_t seq_id, int32_t laye
 {
     if (!s || !nblocks)
         return sw_fail(SW_STATUS_INVALID, "sw_swap_resident_slots: null argument");
-    if (layer < 0 || layer >= s->m.num_layers)
-        return sw_fail(SW_STATUS_INVALID, "layer %d not in [0, %d)", layer, s->m.num_layers);
-    const sw_swap_seq *q = sw_swap_find_seq(s, seq_id);
-    if (!q)
-        return sw_fail(SW_STATUS_NOT_FOUND, "sequence %llu is not registered",
-                       (unsigned long long)seq_id);
-    const sw_swap_layer *L = &q->layers[layer];
+    const sw_swap_layer *L = NULL;
+    SW_TRY(sw_swap_seq_layer(s, seq_id, layer, &L));
     *nblocks = L->nblocks;
     if (capacity < L->nblocks || (!slots && L->nblocks > 0))
         return sw_fail(SW_STATUS_WORKSPACE_TOO_SMALL, "slots has room for %d, the sequence has "
                        "%d blocks", capacity, L->nblocks);
-    for (int32_t b = 0; b < L->nblocks; b++) {
-        const sw_swap_blk *e = &L->blk[b];
-        slots[b] = e->slot >= 0 && e->valid > 0 && e->dtype == SW_SWAP_KV_BF16 ? e->slot : -1;
-    }
+    for (int32_t b = 0; b < L->nblocks; b++)
+        slots[b] = sw_swap_blk_resident(&L->blk[b]) ? L->blk[b].slot : -1;
     return SW_OK;
 }
 

@@ -255,6 +255,16 @@ struct sw_swap {
 
 /* ---- swap.c ---- */
 sw_swap_seq *sw_swap_find_seq(const sw_swap *s, uint64_t id);
+/* Sequence seq_id's layer `layer` into *L: SW_STATUS_INVALID (layer out of
+ * range), SW_STATUS_NOT_FOUND (not registered), with the detail. */
+sw_status sw_swap_seq_layer(const sw_swap *s, uint64_t seq_id, int32_t layer,
+                            const sw_swap_layer **L);
+/* Block e is in the pool as BF16: what the resident path and its graphs
+ * read in place. */
+static inline int sw_swap_blk_resident(const sw_swap_blk *e)
+{
+    return e->slot >= 0 && e->valid > 0 && e->dtype == SW_SWAP_KV_BF16;
+}
 /* Room in L's block table for `need` blocks (new entries absent). */
 sw_status sw_swap_layer_grow(sw_swap *s, sw_swap_layer *L, int32_t need);
 /* Bytes of one element of a block of type t (0: unknown type). */
