@@ -114,44 +114,85 @@ static sw_status blob_get(sw_swap_dev *d, int r, size_t bytes)
     return SW_OK;
 }
 
-/* The merge counters' room for n merges: grown (after the calls that used
- * them), zero in stream order. */
-static sw_status counters_get(sw_swap_dev *d, size_t n, void *stream)
+/* A device buffer of the resident path with room for `bytes` (at least
+ * `least`, doubled): grown after the calls that used it -- every resident
+ * call waits on the GPU for the one before it, so the last one done, all
+ * are -- and zeroed in stream order when `zero` (the merge counters). */
+static sw_status grow(sw_swap_dev *d, void **buf, size_t *cap, size_t bytes, size_t least,
+                      int zero, void *stream)
 {
-    struct dev_fast *f = &d->fast;
-    if (n <= f->cnt_cap)
+    if (bytes <= *cap)
         return SW_OK;
     SW_TRY(sw_swap_dev_wait_done(d));
-    sw_cuda_swap_free(f->cnt);
-    f->cnt = NULL;
-    f->cnt_cap = 0;
-    size_t cap = 1024;
-    while (cap < n)
-        cap *= 2;
-    SW_TRY(sw_cuda_swap_alloc((void **)&f->cnt, sizeof(int32_t) * cap));
-    SW_TRY(sw_cuda_swap_zero(f->cnt, sizeof(int32_t) * cap, stream));
-    f->cnt_cap = cap;
+    sw_cuda_swap_free(*buf);
+    *buf = NULL;
+    *cap = 0;
+    size_t c = least;
+    while (c < bytes)
+        c *= 2;
+    SW_TRY(sw_cuda_swap_alloc(buf, c));
+    if (zero)
+        SW_TRY(sw_cuda_swap_zero(*buf, c, stream));
+    *cap = c;
     return SW_OK;
 }
 
-/* The partial states' room: grown (after the calls that used it). */
-static sw_status parts_get(sw_swap_dev *d, size_t bytes)
+sw_swap_dev_blob sw_swap_dev_blob_layout(int32_t batch, int64_t px, int64_t items,
+                                         int64_t merges)
 {
-    struct dev_fast *f = &d->fast;
-    if (bytes <= f->part_cap)
-        return SW_OK;
-    /* every resident call waits on the GPU for the one before it: the last
-     * one done, all are */
-    SW_TRY(sw_swap_dev_wait_done(d));
-    sw_cuda_swap_free(f->part);
-    f->part = NULL;
-    f->part_cap = 0;
-    size_t cap = 1 << 20;
-    while (cap < bytes)
-        cap *= 2;
-    SW_TRY(sw_cuda_swap_alloc(&f->part, cap));
-    f->part_cap = cap;
+    const size_t b1 = up(sizeof(int32_t) * ((size_t)batch + 1));
+    sw_swap_dev_blob o;
+    o.qo = 0;
+    o.kv = b1;
+    o.pi = o.kv + b1;
+    o.px = o.pi + b1;
+    o.items = o.px + up(sizeof(int32_t) * (size_t)(px > 0 ? px : 1));
+    o.merges = o.items + up(sizeof(sw_decode_item) * (size_t)items);
+    o.count = o.merges + up(sizeof(sw_decode_merge) * (size_t)merges);
+    o.bytes = o.count + 16;
+    return o;
+}
+
+size_t sw_swap_dev_parts_bytes(const sw_swap *s, int64_t np, size_t *lse_off)
+{
+    const size_t o = sizeof(float) * (size_t)np * SW_DECODE_ROWS * (size_t)s->m.head_dim;
+    *lse_off = (o + FAST_ALIGN - 1) / FAST_ALIGN * FAST_ALIGN;
+    return *lse_off + sizeof(float) * (size_t)np * SW_DECODE_ROWS;
+}
+
+sw_status sw_swap_dev_kv_offsets(const sw_swap *s, int32_t layer, int32_t batch,
+                                 sw_swap_seq *const *seqs, int32_t *kvp)
+{
+    const int32_t B = s->m.block_size;
+    kvp[0] = 0;
+    for (int32_t b = 0; b < batch; b++) {
+        const sw_swap_layer *L = &seqs[b]->layers[layer];
+        const int64_t len = L->nblocks ? (int64_t)(L->nblocks - 1) * B + L->blk[L->nblocks - 1].valid
+                                       : 0;
+        if (kvp[b] + len > INT32_MAX)
+            return sw_fail(SW_STATUS_UNSUPPORTED, "resident attend: %lld keys in one call",
+                           (long long)(kvp[b] + len));
+        kvp[b + 1] = kvp[b] + (int32_t)len;
+    }
     return SW_OK;
+}
+
+void sw_swap_dev_page_table(sw_swap *s, int32_t layer, int32_t batch, sw_swap_seq *const *seqs,
+                            int32_t pitch, uint64_t tick, int32_t *pi, int32_t *px)
+{
+    int64_t k = 0;
+    for (int32_t b = 0; b < batch; b++) {
+        if (pitch > 0)
+            k = (int64_t)b * pitch;
+        pi[b] = (int32_t)k;
+        const sw_swap_layer *L = &seqs[b]->layers[layer];
+        for (int32_t i = 0; i < L->nblocks; i++) {
+            const int32_t slot = L->blk[i].slot;
+            px[k++] = slot;
+            s->slots[slot].last_access = tick;
+        }
+    }
+    pi[batch] = (int32_t)(pitch > 0 ? (int64_t)batch * pitch : k);
 }
 
 void sw_swap_dev_decode_args(const sw_swap *s, const void *q, void *o, float *lse, int32_t causal,
@@ -185,7 +226,7 @@ sw_status sw_swap_dev_fast_attend(sw_swap *s, const sw_swap_attend_params *p,
 {
     sw_swap_dev *d = s->dev;
     struct dev_fast *f = &d->fast;
-    const int32_t batch = p->batch, B = s->m.block_size, D = s->m.head_dim;
+    const int32_t batch = p->batch;
     const int64_t rows = p->q_indptr[batch];
     if (rows > 0 && (!sw_cuda_is_device_ptr(p->q) || !sw_cuda_is_device_ptr(p->o) ||
                      (p->lse && !sw_cuda_is_device_ptr(p->lse))))
@@ -201,54 +242,32 @@ sw_status sw_swap_dev_fast_attend(sw_swap *s, const sw_swap_attend_params *p,
         f->kv_scratch = kvp;
         f->kv_scratch_n = (size_t)batch + 1;
     }
-    kvp[0] = 0;
-    for (int32_t b = 0; b < batch; b++) {
-        const sw_swap_layer *L = &seqs[b]->layers[p->layer];
-        const int64_t len = L->nblocks ? (int64_t)(L->nblocks - 1) * B + L->blk[L->nblocks - 1].valid
-                                       : 0;
-        if (kvp[b] + len > INT32_MAX)
-            return sw_fail(SW_STATUS_UNSUPPORTED, "resident attend: %lld keys in one call",
-                           (long long)(kvp[b] + len));
-        kvp[b + 1] = kvp[b] + (int32_t)len;
-    }
+    SW_TRY(sw_swap_dev_kv_offsets(s, p->layer, batch, seqs, kvp));
     int64_t nm = 0, np = 0;
     const int64_t ni = sw_plan_decode(p->q_indptr, kvp, batch, s->m.num_kv_heads, f->slots, NULL,
                                       NULL, &nm, &np);
     if (ni < 0 || ni > INT32_MAX / 2)
         return sw_fail(SW_STATUS_UNSUPPORTED, "resident attend: %lld decode items",
                        (long long)ni);
-    const size_t o_qo = 0, o_kv = up(b1), o_pi = o_kv + up(b1), o_px = o_pi + up(b1);
-    const size_t o_it = o_px + up(sizeof(int32_t) * (size_t)(nblk > 0 ? nblk : 1));
-    const size_t o_mg = o_it + up(sizeof(sw_decode_item) * (size_t)ni);
-    const size_t bytes = o_mg + up(sizeof(sw_decode_merge) * (size_t)nm);
+    const sw_swap_dev_blob o = sw_swap_dev_blob_layout(batch, nblk, ni, nm);
+    const size_t bytes = o.count; /* (no item count: the grid is the items) */
     const int r = f->next;
     SW_TRY(blob_get(d, r, bytes));
-    const size_t part_o = sizeof(float) * (size_t)np * SW_DECODE_ROWS * (size_t)D;
-    const size_t part_bytes = (part_o + FAST_ALIGN - 1) / FAST_ALIGN * FAST_ALIGN +
-                              sizeof(float) * (size_t)np * SW_DECODE_ROWS;
-    SW_TRY(parts_get(d, part_bytes > 0 ? part_bytes : 1));
-    SW_TRY(counters_get(d, (size_t)nm, stream));
+    size_t lse_off = 0;
+    const size_t part_bytes = sw_swap_dev_parts_bytes(s, np, &lse_off);
+    SW_TRY(grow(d, &f->part, &f->part_cap, part_bytes > 0 ? part_bytes : 1, 1 << 20, 0, stream));
+    SW_TRY(grow(d, &f->cnt, &f->cnt_cap, sizeof(int32_t) * (size_t)nm,
+                sizeof(int32_t) * 1024, 1, stream));
     char *h = f->host[r];
-    memcpy(h + o_qo, p->q_indptr, b1);
-    memcpy(h + o_kv, kvp, b1);
-    int32_t *pi = (int32_t *)(h + o_pi), *px = (int32_t *)(h + o_px);
-    const uint64_t tick = ++s->tick;
-    int64_t k = 0;
-    for (int32_t b = 0; b < batch; b++) {
-        pi[b] = (int32_t)k;
-        const sw_swap_layer *L = &seqs[b]->layers[p->layer];
-        for (int32_t i = 0; i < L->nblocks; i++) {
-            const int32_t slot = L->blk[i].slot;
-            px[k++] = slot;
-            s->slots[slot].last_access = tick;
-        }
-    }
-    pi[batch] = (int32_t)k;
+    memcpy(h + o.qo, p->q_indptr, b1);
+    memcpy(h + o.kv, kvp, b1);
+    sw_swap_dev_page_table(s, p->layer, batch, seqs, 0, ++s->tick, (int32_t *)(h + o.pi),
+                           (int32_t *)(h + o.px));
     if (ni > 0) {
         int64_t m2 = 0, p2 = 0;
         const int64_t k2 = sw_plan_decode(p->q_indptr, kvp, batch, s->m.num_kv_heads, f->slots,
-                                          (sw_decode_item *)(h + o_it),
-                                          (sw_decode_merge *)(h + o_mg), &m2, &p2);
+                                          (sw_decode_item *)(h + o.items),
+                                          (sw_decode_merge *)(h + o.merges), &m2, &p2);
         if (k2 == -2)
             return sw_fail(SW_STATUS_NO_MEMORY, "resident attend: the plan's sort buffer");
         SW_ASSERT_RET(k2 == ni && m2 == nm && p2 == np);
@@ -268,17 +287,17 @@ sw_status sw_swap_dev_fast_attend(sw_swap *s, const sw_swap_attend_params *p,
     sw_swap_dev_decode_args(s, p->q, p->o, p->lse, p->causal, p->sm_scale, &a);
     a.batch = batch;
     a.total_kv = kvp[batch];
-    a.qo_indptr = (const int32_t *)(dv + o_qo);
-    a.kv_indptr = (const int32_t *)(dv + o_kv);
-    a.page_indptr = (const int32_t *)(dv + o_pi);
-    a.page_indices = (const int32_t *)(dv + o_px);
-    a.items = (const sw_decode_item *)(dv + o_it);
+    a.qo_indptr = (const int32_t *)(dv + o.qo);
+    a.kv_indptr = (const int32_t *)(dv + o.kv);
+    a.page_indptr = (const int32_t *)(dv + o.pi);
+    a.page_indices = (const int32_t *)(dv + o.px);
+    a.items = (const sw_decode_item *)(dv + o.items);
     a.num_items = (int32_t)ni;
-    a.merges = (const sw_decode_merge *)(dv + o_mg);
+    a.merges = (const sw_decode_merge *)(dv + o.merges);
     a.num_merges = (int32_t)nm;
     a.part_o = (float *)f->part;
-    a.part_lse = (float *)((char *)f->part + (part_o + FAST_ALIGN - 1) / FAST_ALIGN * FAST_ALIGN);
-    a.merge_count = f->cnt; /* the merges fold in the decode launch */
+    a.part_lse = (float *)((char *)f->part + lse_off);
+    a.merge_count = (int32_t *)f->cnt; /* the merges fold in the decode launch */
     /* kernel_timing: the kernel's GPU time, the call then waits for it */
     if (d->timing && !f->tev[0]) {
         SW_TRY(sw_cuda_swap_event_create(&f->tev[0], 1));
@@ -301,7 +320,7 @@ sw_status sw_swap_dev_fast_attend(sw_swap *s, const sw_swap_attend_params *p,
         s->st.kernel_seconds += ms * 1e-3;
     }
     s->st.kernel_kv_bytes += (uint64_t)kvp[batch] * 2u * (uint64_t)s->m.num_kv_heads *
-                             (uint64_t)D * 2u;
+                             (uint64_t)s->m.head_dim * 2u;
     s->st.attends++;
     s->st.resident_attends++;
     s->st.hits += (uint64_t)nblk;

@@ -18,23 +18,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define FAST_ALIGN 256
-
-static size_t up(size_t x) { return (x + 15) & ~(size_t)15; }
 
 struct sw_swap_graph {
     sw_swap *s;
     int32_t layer, batch, q_len, max_blocks;
     uint64_t *ids;
     int64_t cap_items, cap_merges;
-    size_t o_qo, o_kv, o_pi, o_px, o_it, o_mg, o_n, bytes;
+    sw_swap_dev_blob o;        /* its regions (dev_fast.c's layout) */
     char *host, *dev;          /* the blob, pinned and on the device */
     void *ev;                  /* the last upload of `host` */
     int uploaded;
     void *part;                /* [cap_items] partial states */
-    size_t part_o;             /* bytes of their o part (aligned) */
+    size_t lse_off;            /* where their lse part starts */
     int32_t *cnt;              /* [cap_merges] counters, zero between launches */
-    int32_t *kvp;              /* host scratch: kv_indptr */
     sw_swap_seq **seqs;        /* host scratch */
 };
 
@@ -52,7 +48,6 @@ void sw_swap_graph_destroy(sw_swap_graph *g)
     sw_cuda_swap_free(g->part);
     sw_cuda_swap_free(g->cnt);
     free(g->ids);
-    free(g->kvp);
     free(g->seqs);
     free(g);
 }
@@ -119,30 +114,20 @@ sw_status sw_swap_graph_create(sw_swap *s, int32_t layer, int32_t batch, const u
     const int64_t pairs = (int64_t)batch * H;
     g->cap_items = pairs > 8 * f->slots ? pairs : 8 * f->slots;
     g->cap_merges = pairs;
-    const size_t b1 = sizeof(int32_t) * ((size_t)batch + 1);
-    g->o_qo = 0;
-    g->o_kv = up(b1);
-    g->o_pi = g->o_kv + up(b1);
-    g->o_px = g->o_pi + up(b1);
-    g->o_it = g->o_px + up(sizeof(int32_t) * (size_t)batch * (size_t)max_blocks);
-    g->o_mg = g->o_it + up(sizeof(sw_decode_item) * (size_t)g->cap_items);
-    g->o_n = g->o_mg + up(sizeof(sw_decode_merge) * (size_t)g->cap_merges);
-    g->bytes = g->o_n + 16;
-    g->part_o = (sizeof(float) * (size_t)g->cap_items * SW_DECODE_ROWS * (size_t)D + FAST_ALIGN -
-                 1) / FAST_ALIGN * FAST_ALIGN;
-    const size_t part_bytes = g->part_o + sizeof(float) * (size_t)g->cap_items * SW_DECODE_ROWS;
+    g->o = sw_swap_dev_blob_layout(batch, (int64_t)batch * max_blocks, g->cap_items,
+                                   g->cap_merges);
+    const size_t part_bytes = sw_swap_dev_parts_bytes(s, g->cap_items, &g->lse_off);
     sw_status st = SW_OK;
     g->ids = malloc(sizeof *g->ids * (size_t)batch);
-    g->kvp = malloc(b1);
     g->seqs = malloc(sizeof *g->seqs * (size_t)batch);
-    if (!g->ids || !g->kvp || !g->seqs)
+    if (!g->ids || !g->seqs)
         st = sw_fail(SW_STATUS_NO_MEMORY, "sw_swap_graph: %d sequences", batch);
     if (st == SW_OK)
         memcpy(g->ids, seq_ids, sizeof *g->ids * (size_t)batch);
     if (st == SW_OK)
-        st = sw_cuda_host_alloc((void **)&g->host, g->bytes);
+        st = sw_cuda_host_alloc((void **)&g->host, g->o.bytes);
     if (st == SW_OK)
-        st = sw_cuda_swap_alloc((void **)&g->dev, g->bytes);
+        st = sw_cuda_swap_alloc((void **)&g->dev, g->o.bytes);
     if (st == SW_OK)
         st = sw_cuda_swap_alloc(&g->part, part_bytes);
     if (st == SW_OK)
@@ -150,7 +135,7 @@ sw_status sw_swap_graph_create(sw_swap *s, int32_t layer, int32_t batch, const u
     if (st == SW_OK)
         st = sw_cuda_swap_zero(g->cnt, sizeof(int32_t) * (size_t)g->cap_merges, NULL);
     if (st == SW_OK)
-        st = sw_cuda_swap_zero(g->dev, g->bytes, NULL); /* no item until prepared */
+        st = sw_cuda_swap_zero(g->dev, g->o.bytes, NULL); /* no item until prepared */
     if (st == SW_OK)
         st = sw_cuda_stream_sync(NULL);
     if (st == SW_OK)
@@ -171,7 +156,7 @@ sw_status sw_swap_graph_prepare(sw_swap_graph *g, void *stream)
     if (s->failed)
         return sw_fail(SW_STATUS_FAILED, "swap engine failed earlier");
     sw_swap_dev *d = s->dev;
-    const int32_t B = s->m.block_size, batch = g->batch;
+    const int32_t batch = g->batch;
     int64_t nblk = 0;
     for (int32_t b = 0; b < batch; b++) {
         sw_swap_seq *q = sw_swap_find_seq(s, g->ids[b]);
@@ -198,27 +183,12 @@ sw_status sw_swap_graph_prepare(sw_swap_graph *g, void *stream)
         g->uploaded = 0;
     }
     char *h = g->host;
-    int32_t *qo = (int32_t *)(h + g->o_qo), *kvp = g->kvp, *pi = (int32_t *)(h + g->o_pi);
-    int32_t *px = (int32_t *)(h + g->o_px);
-    const uint64_t tick = ++s->tick;
-    kvp[0] = qo[0] = 0;
-    for (int32_t b = 0; b < batch; b++) {
-        const sw_swap_layer *L = &g->seqs[b]->layers[g->layer];
-        const int64_t len =
-            L->nblocks ? (int64_t)(L->nblocks - 1) * B + L->blk[L->nblocks - 1].valid : 0;
-        if (kvp[b] + len > INT32_MAX)
-            return sw_fail(SW_STATUS_UNSUPPORTED, "graph: %lld keys in one call",
-                           (long long)(kvp[b] + len));
-        kvp[b + 1] = kvp[b] + (int32_t)len;
-        qo[b + 1] = qo[b] + g->q_len;
-        pi[b] = b * g->max_blocks;
-        for (int32_t i = 0; i < L->nblocks; i++) {
-            px[b * g->max_blocks + i] = L->blk[i].slot;
-            s->slots[L->blk[i].slot].last_access = tick;
-        }
-    }
-    pi[batch] = batch * g->max_blocks;
-    memcpy(h + g->o_kv, kvp, sizeof(int32_t) * ((size_t)batch + 1));
+    int32_t *qo = (int32_t *)(h + g->o.qo), *kvp = (int32_t *)(h + g->o.kv);
+    SW_TRY(sw_swap_dev_kv_offsets(s, g->layer, batch, g->seqs, kvp));
+    for (int32_t b = 0; b <= batch; b++)
+        qo[b] = b * g->q_len;
+    sw_swap_dev_page_table(s, g->layer, batch, g->seqs, g->max_blocks, ++s->tick,
+                           (int32_t *)(h + g->o.pi), (int32_t *)(h + g->o.px));
     /* counted first: the capacities bound it (the plan makes the pairs or
      * at most 8 waves), and the blob's regions are that large */
     int64_t nm = 0, np = 0;
@@ -226,18 +196,18 @@ sw_status sw_swap_graph_prepare(sw_swap_graph *g, void *stream)
                                       NULL, &nm, &np);
     SW_ASSERT_RET(nc >= 0 && nc <= g->cap_items && nm <= g->cap_merges && np <= g->cap_items);
     const int64_t ni = sw_plan_decode(qo, kvp, batch, s->m.num_kv_heads, d->fast.slots,
-                                      (sw_decode_item *)(h + g->o_it),
-                                      (sw_decode_merge *)(h + g->o_mg), &nm, &np);
+                                      (sw_decode_item *)(h + g->o.items),
+                                      (sw_decode_merge *)(h + g->o.merges), &nm, &np);
     if (ni == -2)
         return sw_fail(SW_STATUS_NO_MEMORY, "graph: the plan's sort buffer");
     SW_ASSERT_RET(ni == nc);
-    *(int32_t *)(h + g->o_n) = (int32_t)ni;
+    *(int32_t *)(h + g->o.count) = (int32_t)ni;
     /* after the engine's pool writes and its last resident call */
     if (d->offload_pending)
         SW_TRY(sw_cuda_swap_stream_wait(stream, d->ev_offload));
     if (d->done_pending)
         SW_TRY(sw_cuda_swap_stream_wait(stream, d->ev_done));
-    SW_TRY(sw_cuda_memcpy_h2d_async(g->dev, h, g->bytes, stream));
+    SW_TRY(sw_cuda_memcpy_h2d_async(g->dev, h, g->o.bytes, stream));
     SW_TRY(sw_cuda_swap_event_record(g->ev, stream));
     g->uploaded = 1;
     /* a prepared step is one resident attend in the stats (its launch or
@@ -264,18 +234,18 @@ sw_status sw_swap_graph_attend(sw_swap_graph *g, const void *q, void *o, float *
     sw_swap_dev_decode_args(s, q, o, lse, causal, sm_scale, &a);
     a.batch = g->batch;
     a.total_kv = 0; /* (the gather's; the decode kernel reads kv_indptr) */
-    a.qo_indptr = (const int32_t *)(g->dev + g->o_qo);
-    a.kv_indptr = (const int32_t *)(g->dev + g->o_kv);
-    a.page_indptr = (const int32_t *)(g->dev + g->o_pi);
-    a.page_indices = (const int32_t *)(g->dev + g->o_px);
-    a.items = (const sw_decode_item *)(g->dev + g->o_it);
+    a.qo_indptr = (const int32_t *)(g->dev + g->o.qo);
+    a.kv_indptr = (const int32_t *)(g->dev + g->o.kv);
+    a.page_indptr = (const int32_t *)(g->dev + g->o.pi);
+    a.page_indices = (const int32_t *)(g->dev + g->o.px);
+    a.items = (const sw_decode_item *)(g->dev + g->o.items);
     a.num_items = (int32_t)g->cap_items;
-    a.num_items_dev = (const int32_t *)(g->dev + g->o_n);
-    a.merges = (const sw_decode_merge *)(g->dev + g->o_mg);
+    a.num_items_dev = (const int32_t *)(g->dev + g->o.count);
+    a.merges = (const sw_decode_merge *)(g->dev + g->o.merges);
     a.num_merges = (int32_t)g->cap_merges;
     a.merge_count = g->cnt;
     a.part_o = (float *)g->part;
-    a.part_lse = (float *)((char *)g->part + g->part_o);
+    a.part_lse = (float *)((char *)g->part + g->lse_off);
     SW_TRY(sw_swap_dev_enter(s));
     /* Captured: the launch and a record node of ev_done (every replay
      * records it, so the engine's next calls, which wait on it, come after

@@ -140,8 +140,8 @@ struct dev_fast {
     int next;
     void *part;
     size_t part_cap;
-    int32_t *cnt;             /* [cnt_cap] merge counters, zero between launches */
-    size_t cnt_cap;
+    void *cnt;                /* int32 merge counters, zero between launches */
+    size_t cnt_cap;           /* bytes */
     int64_t slots;            /* decode CTAs resident at once (0: not asked yet) */
     int32_t *kv_scratch;      /* the call's kv_indptr */
     size_t kv_scratch_n;
@@ -499,6 +499,24 @@ sw_status sw_swap_dev_launch_direct(sw_swap_dev *d, const launch_job *j);
 /* ---- dev_fast.c ---- */
 /* The decode kernel's arguments over the pool (its pages, strides and
  * heads) for q, o, lse and the options; the tables are the caller's. */
+/* The resident tables' blob: [qo_indptr | kv_indptr | page_indptr |
+ * page_indices (px entries) | items | merges | item count], 16-byte
+ * aligned regions. */
+typedef struct sw_swap_dev_blob {
+    size_t qo, kv, pi, px, items, merges, count, bytes;
+} sw_swap_dev_blob;
+sw_swap_dev_blob sw_swap_dev_blob_layout(int32_t batch, int64_t px, int64_t items,
+                                         int64_t merges);
+/* Bytes of the decode split's partial states for np parts: o first, lse
+ * at *lse_off (256-byte aligned). */
+size_t sw_swap_dev_parts_bytes(const sw_swap *s, int64_t np, size_t *lse_off);
+/* kv_indptr of the batch's layer (SW_STATUS_UNSUPPORTED past INT32_MAX
+ * keys), and page_indptr / page_indices: sequence b's slots from
+ * pi[b] = b x pitch (pitch 0: packed), each block's recency set to tick. */
+sw_status sw_swap_dev_kv_offsets(const sw_swap *s, int32_t layer, int32_t batch,
+                                 sw_swap_seq *const *seqs, int32_t *kvp);
+void sw_swap_dev_page_table(sw_swap *s, int32_t layer, int32_t batch, sw_swap_seq *const *seqs,
+                            int32_t pitch, uint64_t tick, int32_t *pi, int32_t *px);
 struct sw_cuda_paged_args;
 void sw_swap_dev_decode_args(const sw_swap *s, const void *q, void *o, float *lse, int32_t causal,
                              float sm_scale, struct sw_cuda_paged_args *a);
