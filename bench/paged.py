@@ -41,6 +41,63 @@ SHAPES = {"h32-8/d128": (32, 8, 128), "h16-2/d256": (16, 2, 256)}
 IMPLS = ("spillway", "sdpa-flash", "sdpa-cudnn", "sdpa-mem")
 
 
+def copy_rate(torch, nbytes):
+    """The device's copy rate over nbytes (a device-to-device copy of half
+    of them, read + write counted), the best of 5, GB/s."""
+    dev = torch.device("cuda")
+    src = torch.empty(nbytes // 2, dtype=torch.uint8, device=dev)
+    dst = torch.empty_like(src)
+    best = None
+    for _ in range(5):
+        s0, e0 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s0.record()
+        dst.copy_(src)
+        e0.record()
+        e0.synchronize()
+        t = s0.elapsed_time(e0)
+        best = t if best is None or t < best else best
+    return 2 * src.numel() / (best * 1e6)
+
+
+def warm_up(torch, fns, warmup):
+    """`warmup` untimed calls of each; an implementation that raises is
+    dropped from fns. Returns {name: why} of those."""
+    failed = {}
+    for i in list(fns):
+        try:
+            for _ in range(warmup):
+                fns[i]()
+            torch.cuda.synchronize()
+        except Exception as e:  # noqa: BLE001 (a backend that refuses the shape)
+            failed[i] = f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
+            del fns[i]
+    return failed
+
+
+def interleaved(torch, fns, reps, batch):
+    """CUDA events around `batch` calls enqueued back to back, divided by
+    batch, the implementations interleaved rep by rep. Returns ({name: [ms
+    per call]}, {name: [host us per call]}): the host's time of the same
+    loops, no sync inside."""
+    times = {i: [] for i in fns}
+    host = {i: [] for i in fns}
+    order = list(fns)
+    for r in range(reps):
+        for j in range(len(order)):
+            i = order[(r + j) % len(order)]
+            s0, e0 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s0.record()
+            h0 = time.perf_counter()
+            for _ in range(batch):
+                fns[i]()
+            h1 = time.perf_counter()
+            e0.record()
+            e0.synchronize()
+            times[i].append(s0.elapsed_time(e0) / batch)
+            host[i].append((h1 - h0) / batch * 1e6)
+    return times, host
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--cases", default=",".join(CASES))
@@ -105,42 +162,9 @@ def main():
                                 outs[i] = F.scaled_dot_product_attention(
                                     qd, kd, vd, enable_gqa=True).view(B, hq, d)
                         fns[i] = f
-            # the device's copy rate over the KV bytes
-            src = torch.empty(kv_bytes // 2, dtype=torch.uint8, device=dev)
-            dst = torch.empty_like(src)
-            best = None
-            for _ in range(5):
-                s0, e0 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                s0.record()
-                dst.copy_(src)
-                e0.record()
-                e0.synchronize()
-                t = s0.elapsed_time(e0)
-                best = t if best is None or t < best else best
-            copy_gbps = 2 * src.numel() / (best * 1e6)
-            del src, dst
-            # warm-up (and drop whoever fails)
-            failed = {}
-            for i in list(fns):
-                try:
-                    for _ in range(a.warmup):
-                        fns[i]()
-                    torch.cuda.synchronize()
-                except Exception as e:  # a backend that refuses the shape
-                    failed[i] = f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
-                    del fns[i]
-            times = {i: [] for i in fns}
-            order = list(fns)
-            for r in range(a.reps):
-                for j in range(len(order)):
-                    i = order[(r + j) % len(order)]
-                    s0, e0 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                    s0.record()
-                    for _ in range(a.batch):
-                        fns[i]()
-                    e0.record()
-                    e0.synchronize()
-                    times[i].append(s0.elapsed_time(e0) / a.batch)
+            copy_gbps = copy_rate(torch, kv_bytes)
+            failed = warm_up(torch, fns, a.warmup)  # (and drop whoever fails)
+            times, _ = interleaved(torch, fns, a.reps, a.batch)
             # reference on requests 0 and B-1
             errs = {}
             for i in fns:

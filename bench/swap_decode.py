@@ -44,27 +44,12 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from paged import copy_rate, interleaved, warm_up  # noqa: E402  (bench/paged.py: shared timing)
 
 CASES = {"1x512k": (1, 524288), "16x32k": (16, 32768), "64x4k": (64, 4096)}
 SHAPES = {"h32-8/d128": (32, 8, 128), "h16-2/d256": (16, 2, 256)}
 IMPLS = ("swap-attend", "spillway-paged", "flashinfer", "sdpa-flash", "sdpa-cudnn")
 BS = 16  # block (page) size
-
-
-def copy_rate(torch, nbytes):
-    dev = torch.device("cuda")
-    src = torch.empty(nbytes // 2, dtype=torch.uint8, device=dev)
-    dst = torch.empty_like(src)
-    best = None
-    for _ in range(5):
-        s0, e0 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s0.record()
-        dst.copy_(src)
-        e0.record()
-        e0.synchronize()
-        t = s0.elapsed_time(e0)
-        best = t if best is None or t < best else best
-    return 2 * src.numel() / (best * 1e6)
 
 
 def one_case(a, torch, spillway, B, S, hq, hkv, d, impls, tmp):
@@ -131,30 +116,8 @@ def one_case(a, torch, spillway, B, S, hq, hkv, d, impls, tmp):
                                 qd, kd, vd, enable_gqa=True).view(B, hq, d)
                     fns[i] = f
     copy_gbps = copy_rate(torch, kv_bytes)
-    for i in list(fns):
-        try:
-            for _ in range(a.warmup):
-                fns[i]()
-            torch.cuda.synchronize()
-        except Exception as e:  # noqa: BLE001 (a backend that refuses the shape)
-            failed[i] = f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
-            del fns[i]
-    times = {i: [] for i in fns}
-    host = {i: [] for i in fns}
-    order = list(fns)
-    for r in range(a.reps):
-        for j in range(len(order)):
-            i = order[(r + j) % len(order)]
-            s0, e0 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s0.record()
-            h0 = time.perf_counter()
-            for _ in range(a.batch):
-                fns[i]()
-            h1 = time.perf_counter()
-            e0.record()
-            e0.synchronize()
-            times[i].append(s0.elapsed_time(e0) / a.batch)
-            host[i].append((h1 - h0) / a.batch * 1e6)
+    failed.update(warm_up(torch, fns, a.warmup))
+    times, host = interleaved(torch, fns, a.reps, a.batch)
     errs = {}
     for i in fns:
         worst = 0.0
