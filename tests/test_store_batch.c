@@ -724,8 +724,18 @@ static sw_store_config crash_cfg(const char *dir, int round, int evict)
     return c;
 }
 
-static void crash_child(int fd, const char *dir, int round, int evict, uint64_t seed)
+typedef struct crash_ctx {
+    const char *dir;
+    int round, evict;
+    uint64_t seed;
+} crash_ctx;
+
+static void crash_child(int fd, void *ctx)
 {
+    const crash_ctx *x = ctx;
+    const char *dir = x->dir;
+    const int round = x->round, evict = x->evict;
+    const uint64_t seed = x->seed;
     sw_store_config c = crash_cfg(dir, round, evict);
     sw_store *s = ts_child_open(fd, &c, M_OPENED, M_FAIL);
     sw_rng r = {seed};
@@ -788,28 +798,17 @@ static void test_kills(const char *dir, int rounds, int evict, uint64_t seed)
     uint8_t *buf = malloc(16384);
     sw_rng r = {seed};
     for (int round = 0; round < rounds && !sw_test_failures; round++) {
-        int p[2];
-        if (pipe(p) != 0)
+        crash_ctx cx = {dir, round, evict, seed ^ (uint64_t)(round + 1) * 0x9e3779b97f4a7c15ull};
+        pid_t pid = 0;
+        const int rfd = ts_fork_and_kill(crash_child, &cx, M_OPENED, M_FAIL, &r, &pid);
+        if (rfd < 0)
             return;
-        fflush(NULL);
-        pid_t pid = fork();
-        if (pid == 0) {
-            close(p[0]);
-            crash_child(p[1], dir, round, evict, seed ^ (uint64_t)(round + 1) * 0x9e3779b97f4a7c15ull);
-            _exit(0);
-        }
-        close(p[1]);
         ts_msg m;
         ssize_t got;
-        while ((got = read(p[0], &m, sizeof m)) == (ssize_t)sizeof m)
-            if (m.type == M_OPENED || m.type == M_FAIL)
-                break;
-        ts_sleep_us(2000 + (long)(sw_rng_next(&r) % 25000));
-        kill(pid, SIGKILL);
         size_t nfl = 0, ndone = 0;
         static ts_msg done[40];
         int inflight = 0;
-        while ((got = read(p[0], &m, sizeof m)) == (ssize_t)sizeof m) {
+        while ((got = read(rfd, &m, sizeof m)) == (ssize_t)sizeof m) {
             switch (m.type) {
             case M_BEGIN: nfl = ndone = 0; inflight = 1; break;
             case M_ITEM: fl[nfl++] = m; break;
@@ -827,7 +826,7 @@ static void test_kills(const char *dir, int rounds, int evict, uint64_t seed)
             case M_FAIL: CHECK(!"child reported a failure"); break;
             }
         }
-        close(p[0]);
+        close(rfd);
         int wst = 0;
         waitpid(pid, &wst, 0);
         CHECK(WIFSIGNALED(wst) && WTERMSIG(wst) == SIGKILL);

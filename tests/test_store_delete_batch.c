@@ -40,18 +40,25 @@ static void put(sw_store *s, int i, uint64_t tag)
     CHECK_STATUS(sw_store_write(s, &k, buf, len, NULL), SW_OK);
 }
 
+/* Key i reads as present with tag's contents (whole), or as absent; *st
+ * its read status. */
+static int reads_as(sw_store *s, int i, int present, uint64_t tag, sw_status *st)
+{
+    static uint8_t buf[STRIPE];
+    const sw_store_key k = key_of(i);
+    size_t len = 0;
+    *st = ts_read1(s, &k, buf, sizeof buf, &len, NULL);
+    return present ? *st == SW_OK && len == ts_len(&k, tag, STRIPE) && ts_check(buf, len, &k, tag)
+                   : *st == SW_STATUS_NOT_FOUND;
+}
+
 /* Every key of 0..nk-1: present with its tag's contents, or absent. */
 static void expect(sw_store *s, int nk, const int *present, const uint64_t *tags, const char *what)
 {
-    static uint8_t buf[STRIPE];
     int bad = 0;
     for (int i = 0; i < nk; i++) {
-        const sw_store_key k = key_of(i);
-        size_t len = 0;
-        const sw_status st = ts_read1(s, &k, buf, sizeof buf, &len, NULL);
-        const int ok = present[i] ? st == SW_OK && len == ts_len(&k, tags[i], STRIPE) &&
-                                        ts_check(buf, len, &k, tags[i])
-                                  : st == SW_STATUS_NOT_FOUND;
+        sw_status st = SW_OK;
+        const int ok = reads_as(s, i, present[i], tags[i], &st);
         if (!ok && bad++ < 3)
             fprintf(stderr, "%s: key %d %s, read %s\n", what, i, present[i] ? "present" : "absent",
                     sw_status_str(st));
@@ -284,9 +291,20 @@ static void test_journal_error(const char *dir)
 enum { M_OPENED = 1, M_BEGIN, M_ITEM, M_END, M_FAIL };
 enum { KK = 64 };
 
-/* One batch of the child: kind 0 deletes, 1 writes; key and tag of each. */
-static void child(int fd, const char *dir, int round, uint64_t seed)
+/* The writer: batches alternating deletes and writes, each reported (its
+ * kind, then key and tag of each item, then its end). */
+typedef struct kill_ctx {
+    const char *dir;
+    int round;
+    uint64_t seed;
+} kill_ctx;
+
+static void child(int fd, void *ctx)
 {
+    const kill_ctx *x = ctx;
+    const char *dir = x->dir;
+    const int round = x->round;
+    const uint64_t seed = x->seed;
     sw_store_config c = ts_config(dir, STRIPE, RUN, 12);
     c.durability = round % 3 == 2 ? SW_STORE_DURABILITY_SYNC : SW_STORE_DURABILITY_PROCESS;
     sw_store_tuning t = *ts_tuning();
@@ -338,27 +356,16 @@ static void test_kills(const char *dir, int rounds, uint64_t seed)
     static ts_msg fl[40];
     uint64_t acked = 0, inflight_seen = 0, del_inflight = 0;
     for (int round = 0; round < rounds && !sw_test_failures; round++) {
-        int p[2];
-        if (pipe(p) != 0)
+        kill_ctx cx = {dir, round, seed ^ (uint64_t)(round + 1) * 0x9e3779b97f4a7c15ull};
+        pid_t pid = 0;
+        const int rfd = ts_fork_and_kill(child, &cx, M_OPENED, M_FAIL, &r, &pid);
+        if (rfd < 0)
             return;
-        fflush(NULL);
-        const pid_t pid = fork();
-        if (pid == 0) {
-            close(p[0]);
-            child(p[1], dir, round, seed ^ (uint64_t)(round + 1) * 0x9e3779b97f4a7c15ull);
-            _exit(0);
-        }
-        close(p[1]);
         ts_msg m;
         ssize_t got;
-        while ((got = read(p[0], &m, sizeof m)) == (ssize_t)sizeof m)
-            if (m.type == M_OPENED || m.type == M_FAIL)
-                break;
-        ts_sleep_us(2000 + (long)(sw_rng_next(&r) % 25000));
-        kill(pid, SIGKILL);
         size_t nfl = 0;
         int inflight = 0, kind = 0;
-        while ((got = read(p[0], &m, sizeof m)) == (ssize_t)sizeof m) {
+        while ((got = read(rfd, &m, sizeof m)) == (ssize_t)sizeof m) {
             switch (m.type) {
             case M_BEGIN: nfl = 0; inflight = 1; kind = (int)m.key; break;
             case M_ITEM: fl[nfl++] = m; break;
@@ -374,7 +381,7 @@ static void test_kills(const char *dir, int rounds, uint64_t seed)
             case M_FAIL: CHECK(!"child reported a failure"); break;
             }
         }
-        close(p[0]);
+        close(rfd);
         int wst = 0;
         waitpid(pid, &wst, 0);
         CHECK(WIFSIGNALED(wst) && WTERMSIG(wst) == SIGKILL);
@@ -393,22 +400,17 @@ static void test_kills(const char *dir, int rounds, uint64_t seed)
         CHECK_STATUS(ts_open(&c, &s), SW_OK);
         if (!s)
             break;
-        static uint8_t buf[STRIPE];
         for (int k = 0; k < KK; k++) {
-            const sw_store_key key = key_of(k);
-            size_t len = 0;
-            const sw_status st = ts_read1(s, &key, buf, sizeof buf, &len, NULL);
-            const int old_ok = present[k] ? st == SW_OK && len == ts_len(&key, tags[k], STRIPE) &&
-                                                ts_check(buf, len, &key, tags[k])
-                                          : st == SW_STATUS_NOT_FOUND;
-            int ok = old_ok, newv = -1;
+            sw_status st = SW_OK, st2 = SW_OK;
+            int ok = reads_as(s, k, present[k], tags[k], &st), newv = -1;
+            /* else one of the killed batch's versions of the key: absent
+             * (a delete) or its new contents (a write), whole */
             for (size_t i = 0; inflight && !ok && i < nfl; i++) {
                 if ((int)fl[i].key != k)
                     continue;
                 if (!kind && st == SW_STATUS_NOT_FOUND)
                     ok = 1, newv = 0;
-                else if (kind && st == SW_OK && len == ts_len(&key, fl[i].tag, STRIPE) &&
-                         ts_check(buf, len, &key, fl[i].tag))
+                else if (kind && reads_as(s, k, 1, fl[i].tag, &st2))
                     ok = 1, newv = (int)i;
             }
             if (!ok)

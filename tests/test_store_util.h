@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <ftw.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -271,6 +272,34 @@ static inline sw_store *ts_child_open(int fd, const sw_store_config *c, uint32_t
     }
     ts_send(fd, opened, 0, 0, 0);
     return s;
+}
+
+/* One kill: forks a writer that runs child(fd, ctx) on the write end of a
+ * pipe, waits for its `opened` (or `fail`) message, lets it run 2-27 ms
+ * (drawn from r) and kills it with SIGKILL. Returns the read end, which
+ * holds what the writer sent after opening (the caller reads it, closes
+ * it and waits for *pid), or -1 when no pipe could be made. */
+static inline int ts_fork_and_kill(void (*child)(int fd, void *ctx), void *ctx, uint32_t opened,
+                                   uint32_t fail, sw_rng *r, pid_t *pid)
+{
+    int p[2];
+    if (pipe(p) != 0)
+        return -1;
+    fflush(NULL);
+    *pid = fork();
+    if (*pid == 0) {
+        close(p[0]);
+        child(p[1], ctx);
+        _exit(0);
+    }
+    close(p[1]);
+    ts_msg m;
+    while (read(p[0], &m, sizeof m) == (ssize_t)sizeof m)
+        if (m.type == opened || m.type == fail)
+            break;
+    ts_sleep_us(2000 + (long)(sw_rng_next(r) % 25000));
+    kill(*pid, SIGKILL);
+    return p[0];
 }
 
 /* The kill tests' keys: three streams of consecutive blocks (exercises run
