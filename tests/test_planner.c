@@ -244,7 +244,8 @@ int main(void)
     /* Random batches: every (request with queries, kv head) pair is covered
      * by its items' key ranges exactly once, in order, ranges start on the
      * tile; split pairs have one merge over consecutive slots; longest
-     * first; requests without queries have no item. */
+     * first, equal lengths in (request, kv head, first key) order; requests
+     * without queries have no item. */
     {
         sw_rng rd = {777};
         for (int iter = 0; iter < 300; iter++) {
@@ -275,8 +276,15 @@ int main(void)
                 CHECK(it[i].k0 % 16 == 0 && it[i].k0 <= it[i].k1);
                 CHECK(qo[it[i].req + 1] > qo[it[i].req]);
                 CHECK(it[i].k1 <= kv[it[i].req + 1] - kv[it[i].req]);
-                if (i > 0)
-                    CHECK(it[i].k1 - it[i].k0 <= it[i - 1].k1 - it[i - 1].k0);
+                if (i > 0) { /* longest first, ties by (request, kv head, first key) */
+                    const int32_t l0 = it[i - 1].k1 - it[i - 1].k0, l1 = it[i].k1 - it[i].k0;
+                    CHECK(l1 <= l0);
+                    if (l1 == l0)
+                        CHECK(it[i - 1].req < it[i].req ||
+                              (it[i - 1].req == it[i].req &&
+                               (it[i - 1].kvh < it[i].kvh ||
+                                (it[i - 1].kvh == it[i].kvh && it[i - 1].k0 < it[i].k0))));
+                }
                 covered += it[i].k1 - it[i].k0;
                 /* the item of a pair that starts where this one ends */
                 const int32_t len = kv[it[i].req + 1] - kv[it[i].req];

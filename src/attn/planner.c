@@ -178,52 +178,77 @@ int64_t sw_plan_work(const int32_t *qo_indptr, const int32_t *kv_indptr, int32_t
 #define SW_DECODE_SPLIT_COST 256 /* a split's fixed cost (the merge's tail) in keys */
 
 /* The items of one pair at this chunk: n of `per` keys (a multiple of the
- * tile; the last one shorter), none of them empty unless kv_len is 0. */
-static int64_t decode_split(int64_t kv_len, int64_t chunk, int64_t *per)
+ * tile; the last one shorter), none of them empty unless kv_len is 0.
+ * 32-bit arithmetic (kv_len and chunk fit): the search below calls this
+ * some thousands of times a plan. */
+static int32_t decode_split(int32_t kv_len, int32_t chunk, int32_t *per)
 {
-    int64_t n = kv_len > 0 ? (kv_len + chunk - 1) / chunk : 1;
+    int32_t n = kv_len > 0 ? (int32_t)(((uint32_t)kv_len + (uint32_t)chunk - 1) / (uint32_t)chunk)
+                           : 1;
     n = n < SW_DECODE_MAX_SPLITS ? n : SW_DECODE_MAX_SPLITS;
-    int64_t p = (kv_len + n - 1) / n;
+    uint32_t p = ((uint32_t)kv_len + (uint32_t)n - 1) / (uint32_t)n;
     p = (p + SW_DECODE_TILE - 1) / SW_DECODE_TILE * SW_DECODE_TILE;
     if (p < SW_DECODE_TILE)
         p = SW_DECODE_TILE;
-    *per = p;
-    return kv_len > 0 ? (kv_len + p - 1) / p : 1;
+    *per = (int32_t)p;
+    return kv_len > 0 ? (int32_t)(((uint32_t)kv_len + p - 1) / p) : 1;
 }
 
-/* Items at this chunk, and the longest item's keys. */
+/* Items at this chunk (stopping once past `limit`: the search only asks
+ * whether they fit), and the longest item's keys. */
 static int64_t decode_count(const int32_t *qo, const int32_t *kv, int32_t batch, int32_t heads,
-                            int64_t chunk, int64_t *longest)
+                            int64_t chunk, int64_t limit, int64_t *longest)
 {
-    int64_t items = 0, mx = 0;
+    int64_t items = 0;
+    int32_t mx = 0;
+    const int32_t c = chunk < INT32_MAX ? (int32_t)chunk : INT32_MAX;
     for (int32_t b = 0; b < batch; b++) {
         if (qo[b + 1] == qo[b])
             continue;
-        int64_t per = 0;
-        const int64_t len = kv[b + 1] - kv[b], n = decode_split(len, chunk, &per);
-        items += n * heads;
+        int32_t per = 0;
+        const int32_t n = decode_split(kv[b + 1] - kv[b], c, &per);
+        items += (int64_t)n * heads;
         mx = per > mx ? per : mx;
+        if (items > limit && !longest)
+            break;
     }
     if (longest)
         *longest = mx;
     return items;
 }
 
-typedef struct {
-    int64_t len;
-    sw_decode_item it;
-} decode_keyed;
-
-static int cmp_decode(const void *a, const void *b)
+/* Request b's split at this chunk: its items (0 when it has no rows),
+ * their keys (*per) and the last one's (*last). */
+static int32_t decode_pair(const int32_t *qo, const int32_t *kv, int32_t b, int32_t chunk,
+                           int32_t *per, int32_t *last)
 {
-    const decode_keyed *x = a, *y = b;
-    if (x->len != y->len)
-        return x->len > y->len ? -1 : 1;
-    if (x->it.req != y->it.req)
-        return x->it.req < y->it.req ? -1 : 1;
-    if (x->it.kvh != y->it.kvh)
-        return x->it.kvh < y->it.kvh ? -1 : 1;
-    return x->it.k0 < y->it.k0 ? -1 : x->it.k0 > y->it.k0;
+    if (qo[b + 1] == qo[b])
+        return 0;
+    const int32_t len = kv[b + 1] - kv[b], n = decode_split(len, chunk, per);
+    *last = len - (n - 1) * *per;
+    if (*last < 0)
+        *last = 0;
+    return n;
+}
+
+static int cmp_desc_i32(const void *a, const void *b)
+{
+    const int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return x > y ? -1 : x < y;
+}
+
+/* Index of v in the descending distinct values d[0..n). */
+static int32_t find_desc(const int32_t *d, int32_t n, int32_t v)
+{
+    int32_t lo = 0, hi = n - 1;
+    while (lo < hi) {
+        const int32_t mid = (lo + hi) / 2;
+        if (d[mid] > v)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
 }
 
 int64_t sw_plan_decode(const int32_t *qo_indptr, const int32_t *kv_indptr, int32_t batch,
@@ -237,59 +262,105 @@ int64_t sw_plan_decode(const int32_t *qo_indptr, const int32_t *kv_indptr, int32
         if (qo_indptr[b + 1] > qo_indptr[b] && kv_indptr[b + 1] - kv_indptr[b] > maxlen)
             maxlen = kv_indptr[b + 1] - kv_indptr[b];
     /* For each wave count, the smallest chunk (a multiple of the tile)
-     * whose items fit; keep the least estimated time. */
+     * whose items fit; keep the least estimated time. A wave count's chunk
+     * is at most the one before's (more items fit). */
     int64_t best_chunk = maxlen > 0 ? maxlen : 1, best_t = -1;
     const int64_t unsplit = decode_count(qo_indptr, kv_indptr, batch, num_kv_heads, best_chunk,
-                                         NULL);
+                                         INT64_MAX, NULL);
     if (unsplit <= 8 * slots) /* the search below finds the smallest chunks: not this */
         best_t = (unsplit + slots - 1) / slots * (best_chunk + SW_DECODE_ITEM_COST);
-    for (int64_t w = 1; w <= 8; w++) {
-        int64_t lo = SW_DECODE_TILE, hi = maxlen > lo ? maxlen : lo;
-        if (decode_count(qo_indptr, kv_indptr, batch, num_kv_heads, hi, NULL) > w * slots)
-            continue; /* not even unsplit */
-        while (lo < hi) {
-            const int64_t mid = (lo + hi) / 2 / SW_DECODE_TILE * SW_DECODE_TILE;
-            const int64_t m = mid < lo ? lo : mid;
-            if (decode_count(qo_indptr, kv_indptr, batch, num_kv_heads, m, NULL) <= w * slots)
-                hi = m;
-            else
-                lo = m + SW_DECODE_TILE;
+    int64_t top = maxlen > SW_DECODE_TILE ? maxlen : SW_DECODE_TILE;
+    if (unsplit <= 8 * slots)
+        for (int64_t w = 1; w <= 8; w++) {
+            const int64_t lim = w * slots;
+            int64_t lo = SW_DECODE_TILE, hi = top;
+            if (decode_count(qo_indptr, kv_indptr, batch, num_kv_heads, hi, lim, NULL) > lim)
+                continue; /* not even at the last wave count's chunk */
+            while (lo < hi) {
+                const int64_t mid = (lo + hi) / 2 / SW_DECODE_TILE * SW_DECODE_TILE;
+                const int64_t m = mid < lo ? lo : mid;
+                if (decode_count(qo_indptr, kv_indptr, batch, num_kv_heads, m, lim, NULL) <= lim)
+                    hi = m;
+                else
+                    lo = m + SW_DECODE_TILE;
+            }
+            top = hi;
+            int64_t longest = 0;
+            const int64_t n = decode_count(qo_indptr, kv_indptr, batch, num_kv_heads, hi,
+                                           INT64_MAX, &longest);
+            const int64_t waves = (n + slots - 1) / slots;
+            const int64_t t = waves * (longest + SW_DECODE_ITEM_COST) +
+                              (n > unsplit ? SW_DECODE_SPLIT_COST : 0);
+            if (best_t < 0 || t < best_t) {
+                best_t = t;
+                best_chunk = hi;
+            }
         }
-        int64_t longest = 0;
-        const int64_t n = decode_count(qo_indptr, kv_indptr, batch, num_kv_heads, hi, &longest);
-        const int64_t waves = (n + slots - 1) / slots;
-        const int64_t t = waves * (longest + SW_DECODE_ITEM_COST) +
-                          (n > unsplit ? SW_DECODE_SPLIT_COST : 0);
-        if (best_t < 0 || t < best_t) {
-            best_t = t;
-            best_chunk = hi;
-        }
-    }
     if (best_t < 0) /* more pairs than 8 waves hold: no split */
         best_chunk = maxlen > 0 ? maxlen : 1;
-    const int64_t total = decode_count(qo_indptr, kv_indptr, batch, num_kv_heads, best_chunk, NULL);
+    const int32_t chunk = best_chunk < INT32_MAX ? (int32_t)best_chunk : INT32_MAX;
+    const int64_t total = decode_count(qo_indptr, kv_indptr, batch, num_kv_heads, best_chunk,
+                                       INT64_MAX, NULL);
+    /* Items longest first, then by (request, kv head, first key): the
+     * order generation gives within one length, so a stable bucket pass
+     * over the distinct lengths (a request's full items and its last one:
+     * at most two each) orders them. */
+    int32_t *lens = NULL;
+    int64_t *at = NULL;
+    int32_t nl = 0;
+    if (items && total > 0) {
+        lens = malloc(sizeof *lens * (size_t)(2 * (int64_t)batch + 1));
+        at = malloc(sizeof *at * (size_t)(2 * (int64_t)batch + 1));
+        if (!lens || !at) {
+            free(lens);
+            free(at);
+            return -2;
+        }
+        for (int32_t b = 0; b < batch; b++) {
+            int32_t per = 0, last = 0;
+            const int32_t n = decode_pair(qo_indptr, kv_indptr, b, chunk, &per, &last);
+            if (n > 1)
+                lens[nl++] = per;
+            if (n > 0)
+                lens[nl++] = last;
+        }
+        qsort(lens, (size_t)nl, sizeof *lens, cmp_desc_i32);
+        int32_t u = 0;
+        for (int32_t i = 0; i < nl; i++)
+            if (u == 0 || lens[u - 1] != lens[i])
+                lens[u++] = lens[i];
+        nl = u;
+        for (int32_t i = 0; i <= nl; i++)
+            at[i] = 0;
+        for (int32_t b = 0; b < batch; b++) { /* items per length */
+            int32_t per = 0, last = 0;
+            const int32_t n = decode_pair(qo_indptr, kv_indptr, b, chunk, &per, &last);
+            if (n > 1)
+                at[find_desc(lens, nl, per) + 1] += (int64_t)(n - 1) * num_kv_heads;
+            if (n > 0)
+                at[find_desc(lens, nl, last) + 1] += num_kv_heads;
+        }
+        for (int32_t i = 0; i < nl; i++)
+            at[i + 1] += at[i];
+    }
     int64_t nm = 0, np = 0;
-    decode_keyed *keyed = items && total > 0 ? malloc(sizeof *keyed * (size_t)total) : NULL;
-    if (items && total > 0 && !keyed)
-        return -2;
-    int64_t k = 0;
     for (int32_t b = 0; b < batch; b++) {
-        if (qo_indptr[b + 1] == qo_indptr[b])
+        int32_t per = 0, last = 0;
+        const int32_t n = decode_pair(qo_indptr, kv_indptr, b, chunk, &per, &last);
+        if (n == 0)
             continue;
-        int64_t per = 0;
-        const int64_t len = kv_indptr[b + 1] - kv_indptr[b];
-        const int64_t n = decode_split(len, best_chunk, &per);
+        const int32_t len = kv_indptr[b + 1] - kv_indptr[b];
+        const int32_t bf = items && n > 1 ? find_desc(lens, nl, per) : 0;
+        const int32_t bl = items ? find_desc(lens, nl, last) : 0;
         for (int32_t h = 0; h < num_kv_heads; h++) {
             if (n > 1 && merges)
                 merges[nm] = (sw_decode_merge){b, h, (int32_t)np, (int32_t)n};
-            for (int64_t i = 0; keyed && i < n; i++) {
-                const int64_t k0 = i * per < len ? i * per : len;
-                const int64_t k1 = (i + 1) * per < len ? (i + 1) * per : len;
-                keyed[k].len = k1 - k0;
-                keyed[k].it = (sw_decode_item){b, h, (int32_t)k0, (int32_t)k1,
-                                               n > 1 ? (int32_t)(np + i) : -1,
-                                               n > 1 ? (int32_t)nm : -1};
-                k++;
+            for (int32_t i = 0; items && i < n; i++) {
+                const int32_t k0 = (int64_t)i * per < len ? i * per : len;
+                const int32_t k1 = (int64_t)(i + 1) * per < len ? (i + 1) * per : len;
+                items[at[i == n - 1 ? bl : bf]++] =
+                    (sw_decode_item){b, h, k0, k1, n > 1 ? (int32_t)(np + i) : -1,
+                                     n > 1 ? (int32_t)nm : -1};
             }
             if (n > 1) {
                 nm++;
@@ -297,12 +368,8 @@ int64_t sw_plan_decode(const int32_t *qo_indptr, const int32_t *kv_indptr, int32
             }
         }
     }
-    if (keyed) {
-        qsort(keyed, (size_t)total, sizeof *keyed, cmp_decode);
-        for (int64_t i = 0; i < total; i++)
-            items[i] = keyed[i].it;
-        free(keyed);
-    }
+    free(lens);
+    free(at);
     if (num_merges)
         *num_merges = nm;
     if (num_parts)
