@@ -188,6 +188,129 @@ static void one_call(sw_swap *const *e, const uint64_t *ids, int32_t l, int64_t 
     CHECK(resident_attends(e[1]) == 0 && resident_attends(e[2]) == 0);
 }
 
+/* Whether layer l of sequence id is settled (its device page table kept
+ * by write-through: the resident call reads none of its blocks). */
+static int settled(sw_swap *s, uint64_t id, int32_t l)
+{
+    const sw_swap_seq *q = sw_swap_find_seq(s, id);
+    return q && q->layers[l].res_ok;
+}
+
+/* One decode row of sequence id over `len` tokens of layer l against the
+ * fp64 reference; want_fast: whether the resident path must take it. */
+static void check_call(sw_swap *s, uint64_t id, int32_t l, int64_t len, int want_fast,
+                       sw_rng *r)
+{
+    static uint16_t q[HQ * D];
+    for (size_t i = 0; i < (size_t)HQ * D; i++)
+        q[i] = sw_f32_to_bf16((float)(2.0 * sw_rng_normal(r)));
+    static double ro[HQ * D], rl[HQ];
+    static float o[HQ * D], lse[HQ];
+    reference(l, len, q, 1, 1, ro, rl);
+    const int32_t one = 1;
+    const uint64_t before = resident_attends(s);
+    CHECK_STATUS(attend(s, 1, &id, &one, l, 1, q, o, lse), SW_OK);
+    const double rel = rel_l2(o, ro, (size_t)HQ * D), le = lse_err(lse, rl, HQ);
+    worst_rel = rel > worst_rel ? rel : worst_rel;
+    worst_lse = le > worst_lse ? le : worst_lse;
+    if (!(rel <= 1e-2 && le <= 1e-2))
+        fprintf(stderr, "sequence %llu layer %d len %lld: rel_l2 %.3g lse %.3g\n",
+                (unsigned long long)id, l, (long long)len, rel, le);
+    CHECK(rel <= 1e-2 && le <= 1e-2);
+    CHECK(resident_attends(s) == before + (uint64_t)want_fast);
+}
+
+/* Blocks first..last of every layer of sequence id from HOST memory
+ * (not written through: the blocks are not resident). */
+static void offload_host(sw_swap *s, uint64_t id, int32_t first, int32_t last)
+{
+    for (int32_t l = 0; l < L; l++)
+        for (int32_t b = first; b <= last; b++) {
+            sw_swap_block x;
+            sw_swap_block_init(&x);
+            const size_t off = (size_t)b * B * H * D;
+            x.valid_tokens = B;
+            x.layout = SW_KV_NHD;
+            x.k = kt[l] + off;
+            x.v = vt[l] + off;
+            x.k_bytes = x.v_bytes = sizeof(uint16_t) * (size_t)B * H * D;
+            CHECK_STATUS(sw_swap_offload(s, id, l, b, &x), SW_OK);
+        }
+}
+
+/* Settled layers: a layer all resident keeps its device page table across
+ * its decode appends (written through: still settled, no rebuild); an
+ * eviction unsettles it, the tile loop takes the next call and the
+ * resident call after that rebuilds the table; a layer that outgrows its
+ * table's region and an arena that fills (sequences added and removed)
+ * are rebuilt too. Every call against the fp64 reference. */
+static void test_settled(sw_store *st, sw_rng *r)
+{
+    sw_swap *s = engine(st, 30, 1);
+    const uint64_t a = 11, b = 12;
+    CHECK_STATUS(sw_swap_seq_add(s, a, a, 0, 80), SW_OK);
+    offload(s, a, 0, 160);
+    for (int32_t l = 0; l < L; l++) {
+        CHECK(!settled(s, a, l)); /* (no table yet) */
+        check_call(s, a, l, 160, 1, r);
+        CHECK(settled(s, a, l));
+    }
+    int kept = 1;
+    for (int64_t len = 161; len <= 176; len++) {
+        offload(s, a, (int32_t)((len - 1) / B), len);
+        for (int32_t l = 0; l < L; l++) {
+            kept &= settled(s, a, l);
+            check_call(s, a, l, len, 1, r);
+        }
+    }
+    CHECK(kept);
+    /* 11 + 11 of 30 slots: b's 20 blocks of layer 0 evict a's */
+    CHECK_STATUS(sw_swap_seq_add(s, b, b, 0, 40), SW_OK);
+    offload_host(s, b, 0, 19);
+    CHECK(settled(s, a, 0) && settled(s, a, 1));
+    check_call(s, b, 0, 20 * B, 0, r);
+    CHECK(!settled(s, a, 0) || !settled(s, a, 1));
+    for (int32_t l = 0; l < L; l++) {
+        if (!settled(s, a, l))
+            check_call(s, a, l, 176, 0, r); /* the tile loop reads its blocks back */
+        check_call(s, a, l, 176, 1, r);      /* ... then the table is rebuilt */
+        CHECK(settled(s, a, l));
+    }
+    sw_swap_destroy(s);
+
+    /* outgrowing the region (64 entries for 10 blocks), then a full arena
+     * (a pool large enough that write-through's free-slot search, which
+     * looks at 64 slots from its cursor, never wraps into c's slots) */
+    s = engine(st, 1024, 1);
+    const uint64_t c = 13;
+    CHECK_STATUS(sw_swap_seq_add(s, c, c, 0, 200), SW_OK);
+    offload(s, c, 0, 10 * B);
+    check_call(s, c, 1, 10 * B, 1, r);
+    for (int32_t first = 10; first < 70; first += 15)
+        offload(s, c, first, (int64_t)(first + 15 < 70 ? first + 15 : 70) * B);
+    CHECK(!settled(s, c, 1)); /* blocks 64.. had no entry */
+    check_call(s, c, 1, 70 * B, 1, r);
+    CHECK(settled(s, c, 1));
+    check_call(s, c, 0, 70 * B, 1, r);
+    for (uint64_t i = 0; i < 40; i++) {
+        const uint64_t t = 100 + i;
+        CHECK_STATUS(sw_swap_seq_add(s, t, t, 0, 80), SW_OK);
+        offload(s, t, 0, 3 * B);
+        for (int32_t l = 0; l < L; l++)
+            check_call(s, t, l, 3 * B, 1, r);
+        CHECK_STATUS(sw_swap_seq_remove(s, t, 1), SW_OK);
+    }
+    /* 40 x 2 regions of 64 entries: the arena filled and dropped them all */
+    CHECK(!settled(s, c, 0) && !settled(s, c, 1));
+    for (int32_t l = 0; l < L; l++) {
+        check_call(s, c, l, 70 * B, 1, r);
+        CHECK(settled(s, c, l));
+    }
+    sw_swap_destroy(s);
+    printf("settled layers: kept through 16 appends, rebuilt after an eviction, a region "
+           "outgrown and a full arena\n");
+}
+
 int main(void)
 {
     int count = 0;
@@ -439,6 +562,7 @@ int main(void)
         cudaFree(dle);
         cudaStreamDestroy(cs);
     }
+    test_settled(st, &r);
     /* host memory for q with a device pool: refused, nothing run */
     {
         static uint16_t q[HQ * D];

@@ -191,6 +191,9 @@ static void test_victims_first(uint64_t seed)
     s.slots = slots;
     sw_swap_seq dummy;
     memset(&dummy, 0, sizeof dummy);
+    sw_swap_layer layer0; /* every slot's layer: its touch is their recency floor */
+    memset(&layer0, 0, sizeof layer0);
+    dummy.layers = &layer0;
     uint64_t x = seed | 1;
     for (int round = 0; round < 400; round++) {
         /* mostly small pools; every fourth up to S (quickselect's long
@@ -207,6 +210,7 @@ static void test_victims_first(uint64_t seed)
             slots[i].score = v == 0 ? -INFINITY : v == 1 ? NAN : (float)(v % 3);
             slots[i].last_access = (r >> 32) % 5;
         }
+        layer0.touch = vt_rand(&x) % 4; /* 0..3: ties with some slots' own ticks */
         const int32_t k = (int32_t)(vt_rand(&x) % (round % 8 == 7 ? 130 : S + 2));
         const int32_t nf = sw_swap_pool_rank(&s, full, scr);
         const int32_t n1 = sw_swap_victims_first(&s, k, first, scr);
@@ -237,6 +241,9 @@ static void test_victim_heap(uint64_t seed)
     s.slots = slots;
     sw_swap_seq dummy;
     memset(&dummy, 0, sizeof dummy);
+    sw_swap_layer layer0; /* (its touch, the layers' recency floor, stays 0) */
+    memset(&layer0, 0, sizeof layer0);
+    dummy.layers = &layer0;
     uint64_t x = seed | 3;
     sw_swap_vheap *vh = sw_swap_vheap_new();
     int64_t compared = 0, declined = 0;

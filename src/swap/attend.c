@@ -29,15 +29,22 @@ static sw_status validate(sw_swap *s, const sw_swap_attend_params *p, sw_swap_se
     if (p->sparse_top_k < 0 || p->sparse_recent_blocks < 0)
         return sw_fail(SW_STATUS_INVALID, "sparse_top_k %d / sparse_recent_blocks %d < 0",
                        p->sparse_top_k, p->sparse_recent_blocks);
+    /* each sequence marked with this call's number: a second listing finds
+     * it marked (constant work per entry) */
+    const uint64_t mark = ++s->marks;
     for (int32_t b = 0; b < p->batch; b++) {
         seqs[b] = sw_swap_find_seq(s, p->seq_ids[b]);
         if (!seqs[b])
             return sw_fail(SW_STATUS_NOT_FOUND, "sequence %llu (batch entry %d) is not "
                            "registered", (unsigned long long)p->seq_ids[b], b);
-        for (int32_t c = 0; c < b; c++)
-            if (seqs[c] == seqs[b])
-                return sw_fail(SW_STATUS_INVALID, "sequence %llu listed twice (entries %d, %d)",
-                               (unsigned long long)p->seq_ids[b], c, b);
+        if (seqs[b]->mark == mark) {
+            int32_t c = 0;
+            while (seqs[c] != seqs[b])
+                c++;
+            return sw_fail(SW_STATUS_INVALID, "sequence %llu listed twice (entries %d, %d)",
+                           (unsigned long long)p->seq_ids[b], c, b);
+        }
+        seqs[b]->mark = mark;
     }
     return SW_OK;
 }

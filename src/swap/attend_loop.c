@@ -206,6 +206,7 @@ static int plan_tile(run *R, tile *t, int hbuf)
                 return -2; /* every slot pinned: a bug in the tile sizing */
             sw_swap_slot *v = &s->slots[slot];
             if (v->seq) {
+                sw_swap_layer_unsettle(&v->seq->layers[v->layer]);
                 v->seq->layers[v->layer].blk[v->block].slot = -1;
                 s->st.evictions++;
             }

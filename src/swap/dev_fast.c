@@ -3,17 +3,23 @@
  * rows per (sequence, kv head) -- a decode step, a few speculative tokens
  * -- runs the paged decode kernel (src/cuda/attn/paged_decode.cu) straight
  * over the pool's slots, each slot a page of block_size tokens ([Hkv][B][d]
- * K, then V at v_off): no scores, no tile plan, no store. The host work is
- * one pass over the batch's blocks (their slots, which make the page
- * table, and their recency) and the decode split (sw_plan_decode); the
- * table goes up in one copy from a pinned ring, and the call does not wait
- * for the GPU.
+ * K, then V at v_off): no scores, no tile plan, no store.
+ *
+ * Each layer's page table lives on the device, in the table arena: built
+ * once by the first resident call after the layer was unsettled (a block
+ * evicted or dropped, an offload not written through), then kept by the
+ * offloads' write-through (the pack kernel writes the new slot's entry).
+ * A call over settled layers reads no block on the host: its work is the
+ * batch's lengths, the decode split (sw_plan_decode) and one copy of those
+ * from a pinned ring -- constant in the number of blocks -- and it does not
+ * wait for the GPU.
  *
  * What it leaves out, on purpose: slot scores (the SCORE policy's first
  * key) stay those of the last call that went through the tile loop; the
- * blocks' recency is updated as a tile-loop call would. Any other call
- * (a block missing, an FP8 block, a sparse call, a long chunk) takes the
- * tile loop, whose first wait (sw_swap_dev_wait_done) orders it after this
+ * blocks' recency is the layer's (sw_swap_layer.touch), the same order a
+ * tile-loop call's per-block ticks would give. Any other call (a block
+ * missing, an FP8 block, a sparse call, a long chunk) takes the tile
+ * loop, whose first wait (sw_swap_dev_wait_done) orders it after this
  * one. */
 #include "attend_internal.h"
 #include "dev_internal.h"
@@ -60,9 +66,10 @@ int sw_swap_dev_fast_eligible(sw_swap *s, const sw_swap_attend_params *p,
         if ((int64_t)ql * G > SW_DECODE_ROWS)
             return 0;
         const sw_swap_layer *L = &seqs[b]->layers[p->layer];
-        for (int32_t i = 0; i < L->nblocks; i++)
-            if (!sw_swap_blk_resident(&L->blk[i]))
-                return 0;
+        if (!L->res_ok) /* (settled: known resident) */
+            for (int32_t i = 0; i < L->nblocks; i++)
+                if (!sw_swap_blk_resident(&L->blk[i]))
+                    return 0;
         n += L->nblocks;
     }
     *nblocks = n;
@@ -134,6 +141,84 @@ static sw_status grow(sw_swap_dev *d, void **buf, size_t *cap, size_t bytes, siz
     if (zero)
         SW_TRY(sw_cuda_swap_zero(*buf, c, stream));
     *cap = c;
+    return SW_OK;
+}
+
+/* The entries a layer's region gets: twice its blocks (a decode appends
+ * for a while before the region is outgrown), at least 64, at most the
+ * sequence's max_blocks. */
+static int64_t region_of(const sw_swap_seq *q, const sw_swap_layer *L)
+{
+    int64_t n = 2 * (int64_t)L->nblocks;
+    if (n < 64)
+        n = 64;
+    if (n > (int64_t)q->max_blocks)
+        n = q->max_blocks;
+    return n < L->nblocks ? L->nblocks : n;
+}
+
+static int needs_region(const sw_swap_layer *L)
+{
+    return !L->res_ok && (L->tab_off < 0 || L->tab_n < L->nblocks);
+}
+
+/* Regions in the table arena for the batch's unsettled layers that lack
+ * one (or outgrew theirs). A full arena drops every region -- each layer
+ * is rebuilt by its next resident call -- and is reallocated, when it
+ * must grow, once the GPU is done with it (the kernels of earlier calls
+ * read it, an offload's pack kernel writes it). */
+static sw_status tab_regions(sw_swap *s, int32_t layer, int32_t batch, sw_swap_seq *const *seqs)
+{
+    sw_swap_dev *d = s->dev;
+    struct dev_fast *f = &d->fast;
+    int64_t need = 0;
+    for (int32_t b = 0; b < batch; b++)
+        if (needs_region(&seqs[b]->layers[layer]))
+            need += region_of(seqs[b], &seqs[b]->layers[layer]);
+    if (need == 0)
+        return SW_OK;
+    if (f->tab_used + need > f->tab_cap) {
+        int64_t live = 0;
+        for (size_t i = 0; i < s->nseqs; i++)
+            for (int32_t l = 0; l < s->m.num_layers; l++) {
+                sw_swap_layer *L = &s->seqs[i]->layers[l];
+                if (L->tab_off >= 0)
+                    live += L->tab_n;
+                L->tab_off = -1;
+                L->tab_n = 0;
+                sw_swap_layer_unsettle(L);
+            }
+        need = 0;
+        for (int32_t b = 0; b < batch; b++)
+            need += region_of(seqs[b], &seqs[b]->layers[layer]);
+        int64_t cap = 2 * (live + need);
+        if (cap < 4096)
+            cap = 4096;
+        if (cap > INT32_MAX)
+            return sw_fail(SW_STATUS_UNSUPPORTED, "resident attend: page tables of %lld blocks",
+                           (long long)cap);
+        if (cap > f->tab_cap) {
+            SW_TRY(sw_swap_dev_wait_done(d));
+            if (d->offload_pending) {
+                SW_TRY(sw_cuda_swap_event_sync(d->ev_offload));
+                d->offload_pending = 0;
+            }
+            sw_cuda_swap_free(f->tab);
+            f->tab = NULL;
+            f->tab_cap = 0;
+            SW_TRY(sw_cuda_swap_alloc((void **)&f->tab, sizeof(int32_t) * (size_t)cap));
+            f->tab_cap = cap;
+        }
+        f->tab_used = 0;
+    }
+    for (int32_t b = 0; b < batch; b++) {
+        sw_swap_layer *L = &seqs[b]->layers[layer];
+        if (needs_region(L)) {
+            L->tab_off = f->tab_used;
+            L->tab_n = (int32_t)region_of(seqs[b], L);
+            f->tab_used += L->tab_n;
+        }
+    }
     return SW_OK;
 }
 
@@ -243,13 +328,36 @@ sw_status sw_swap_dev_fast_attend(sw_swap *s, const sw_swap_attend_params *p,
         f->kv_scratch_n = (size_t)batch + 1;
     }
     SW_TRY(sw_swap_dev_kv_offsets(s, p->layer, batch, seqs, kvp));
+    SW_TRY(tab_regions(s, p->layer, batch, seqs));
+    int64_t nre = 0; /* entries of the layers rebuilt by this call */
+    for (int32_t b = 0; b < batch; b++)
+        if (!seqs[b]->layers[p->layer].res_ok)
+            nre += seqs[b]->layers[p->layer].nblocks;
+    /* the split, planned once into scratch sized by its bound: the pairs
+     * unsplit, or at most 8 waves of the device's decode slots */
+    const int64_t pairs = (int64_t)batch * s->m.num_kv_heads;
+    const int64_t bound = pairs > 8 * f->slots ? pairs : 8 * f->slots;
+    if (bound > f->plan_cap) {
+        free(f->plan_items);
+        f->plan_items = malloc(sizeof *f->plan_items * (size_t)bound);
+        f->plan_cap = f->plan_items ? bound : 0;
+    }
+    if (pairs > f->plan_mcap) {
+        free(f->plan_merges);
+        f->plan_merges = malloc(sizeof *f->plan_merges * (size_t)pairs);
+        f->plan_mcap = f->plan_merges ? pairs : 0;
+    }
+    if (!f->plan_items || !f->plan_merges)
+        return sw_fail(SW_STATUS_NO_MEMORY, "resident attend: a plan of %lld items",
+                       (long long)bound);
     int64_t nm = 0, np = 0;
-    const int64_t ni = sw_plan_decode(p->q_indptr, kvp, batch, s->m.num_kv_heads, f->slots, NULL,
-                                      NULL, &nm, &np);
-    if (ni < 0 || ni > INT32_MAX / 2)
-        return sw_fail(SW_STATUS_UNSUPPORTED, "resident attend: %lld decode items",
-                       (long long)ni);
-    const sw_swap_dev_blob o = sw_swap_dev_blob_layout(batch, nblk, ni, nm);
+    const int64_t ni = sw_plan_decode(p->q_indptr, kvp, batch, s->m.num_kv_heads, f->slots,
+                                      f->plan_items, f->plan_merges, &nm, &np);
+    if (ni == -2)
+        return sw_fail(SW_STATUS_NO_MEMORY, "resident attend: the plan's buffers");
+    SW_ASSERT_RET(ni >= 0 && ni <= bound && nm <= pairs);
+    (void)nblk;
+    const sw_swap_dev_blob o = sw_swap_dev_blob_layout(batch, nre, ni, nm);
     const size_t bytes = o.count; /* (no item count: the grid is the items) */
     const int r = f->next;
     SW_TRY(blob_get(d, r, bytes));
@@ -261,17 +369,22 @@ sw_status sw_swap_dev_fast_attend(sw_swap *s, const sw_swap_attend_params *p,
     char *h = f->host[r];
     memcpy(h + o.qo, p->q_indptr, b1);
     memcpy(h + o.kv, kvp, b1);
-    sw_swap_dev_page_table(s, p->layer, batch, seqs, 0, ++s->tick, (int32_t *)(h + o.pi),
-                           (int32_t *)(h + o.px));
-    if (ni > 0) {
-        int64_t m2 = 0, p2 = 0;
-        const int64_t k2 = sw_plan_decode(p->q_indptr, kvp, batch, s->m.num_kv_heads, f->slots,
-                                          (sw_decode_item *)(h + o.items),
-                                          (sw_decode_merge *)(h + o.merges), &m2, &p2);
-        if (k2 == -2)
-            return sw_fail(SW_STATUS_NO_MEMORY, "resident attend: the plan's sort buffer");
-        SW_ASSERT_RET(k2 == ni && m2 == nm && p2 == np);
+    /* page_indptr: each layer's region; an unsettled layer's slots go up
+     * into it from the ring (below) */
+    int32_t *pi = (int32_t *)(h + o.pi), *px = (int32_t *)(h + o.px);
+    const uint64_t tick = ++s->tick;
+    int64_t k = 0;
+    for (int32_t b = 0; b < batch; b++) {
+        sw_swap_layer *L = &seqs[b]->layers[p->layer];
+        pi[b] = (int32_t)L->tab_off;
+        L->touch = tick;
+        if (!L->res_ok)
+            for (int32_t i = 0; i < L->nblocks; i++)
+                px[k++] = L->blk[i].slot;
     }
+    pi[batch] = 0; /* (the kernel reads a sequence's pages from pi[b]) */
+    memcpy(h + o.items, f->plan_items, sizeof *f->plan_items * (size_t)ni);
+    memcpy(h + o.merges, f->plan_merges, sizeof *f->plan_merges * (size_t)nm);
     /* after the last call (its partials, the slots it read) and the last
      * offload's projections and pool writes */
     if (d->done_pending)
@@ -280,6 +393,17 @@ sw_status sw_swap_dev_fast_attend(sw_swap *s, const sw_swap_attend_params *p,
         SW_TRY(sw_cuda_swap_stream_wait(stream, d->ev_offload));
     char *dv = f->dev[r];
     SW_TRY(sw_cuda_memcpy_h2d_async(dv, h, bytes, stream));
+    k = 0;
+    for (int32_t b = 0; b < batch; b++) {
+        sw_swap_layer *L = &seqs[b]->layers[p->layer];
+        if (L->res_ok)
+            continue;
+        if (L->nblocks > 0)
+            SW_TRY(sw_cuda_memcpy_h2d_async(f->tab + L->tab_off, px + k,
+                                            sizeof(int32_t) * (size_t)L->nblocks, stream));
+        k += L->nblocks;
+        L->res_ok = 1;
+    }
     SW_TRY(sw_cuda_swap_event_record(f->ev[r], stream));
     f->call[r] = ++f->calls;
     f->next = (r + 1) % SW_SWAP_FAST_RING;
@@ -290,7 +414,7 @@ sw_status sw_swap_dev_fast_attend(sw_swap *s, const sw_swap_attend_params *p,
     a.qo_indptr = (const int32_t *)(dv + o.qo);
     a.kv_indptr = (const int32_t *)(dv + o.kv);
     a.page_indptr = (const int32_t *)(dv + o.pi);
-    a.page_indices = (const int32_t *)(dv + o.px);
+    a.page_indices = f->tab;
     a.items = (const sw_decode_item *)(dv + o.items);
     a.num_items = (int32_t)ni;
     a.merges = (const sw_decode_merge *)(dv + o.merges);
@@ -349,6 +473,9 @@ void sw_swap_dev_fast_free(sw_swap_dev *d)
     sw_cuda_swap_event_destroy(f->tev[1]);
     sw_cuda_swap_free(f->part);
     sw_cuda_swap_free(f->cnt);
+    sw_cuda_swap_free(f->tab);
     free(f->kv_scratch);
+    free(f->plan_items);
+    free(f->plan_merges);
     memset(f, 0, sizeof *f);
 }

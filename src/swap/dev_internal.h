@@ -146,6 +146,14 @@ struct dev_fast {
     int32_t *kv_scratch;      /* the call's kv_indptr */
     size_t kv_scratch_n;
     void *tev[2];             /* kernel_timing: around the launch */
+    /* the table arena: every layer's page table (sw_swap_layer.tab_off),
+     * int32 slots; regions given out in order, all dropped when it is full */
+    int32_t *tab;
+    int64_t tab_cap, tab_used; /* entries */
+    /* the call's decode split before it goes into the ring */
+    struct sw_decode_item *plan_items;
+    struct sw_decode_merge *plan_merges;
+    int64_t plan_cap, plan_mcap;
 };
 
 typedef struct sw_swap_dev {

@@ -88,6 +88,8 @@ sw_status sw_swap_dev_project_block(sw_swap *s, const sw_swap_blk *e, const uint
 
 uint8_t *sw_swap_dev_pool(sw_swap *s) { return s->dev->pool; }
 
+int32_t *sw_swap_dev_tab(sw_swap *s) { return s->dev->fast.tab; }
+
 sw_status sw_swap_dev_view(sw_swap *s, void *stream, void **k, void **v)
 {
     sw_swap_dev *d = s->dev;

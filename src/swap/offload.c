@@ -38,6 +38,7 @@ typedef struct item_view {
     int32_t oslot;         /* the slot its block had before (-1: none) */
     float oscore;          /* ... and that slot's score */
     int wt;                /* write-through gave its block a slot */
+    int tabw;              /* ... and wrote it into its layer's arena entry */
     float *proj;           /* host engine, BF16: its projected keys */
 } item_view;
 
@@ -233,12 +234,13 @@ static sw_status stage_device(sw_swap *s, int32_t n, const sw_swap_block *const 
                 it[k].row_bytes = D * (int32_t)es;
                 it[k].vec = unit_of((uintptr_t)src, (uint64_t)it[k].src_pitch,
                                     (uint64_t)it[k].row_bytes, dst);
-                it[k].pad = 0;
+                it[k].tab_val = 0;
+                it[k].tab1 = 0;
                 k++;
             }
     }
     SW_TRY(sw_cuda_swap_copy(o->items_dev, o->items_host, k * sizeof *it, stream));
-    SW_TRY(sw_cuda_swap_pack(o->items_dev, (int32_t)k, o->dev, stream));
+    SW_TRY(sw_cuda_swap_pack(o->items_dev, (int32_t)k, o->dev, NULL, stream));
     SW_TRY(sw_cuda_swap_copy(o->host, o->dev, bytes, stream));
     SW_TRY(sw_cuda_swap_event_record(o->ev, stream));
     return sw_cuda_swap_event_sync(o->ev);
@@ -326,9 +328,17 @@ static sw_status offload_prep(sw_swap *s, const char *w, item_view *v, int32_t l
     v->oslot = e->slot;
     v->oscore = e->slot >= 0 ? s->slots[e->slot].score : NAN;
     v->wt = 0;
+    v->tabw = 0;
+    /* a layer all resident when the batch began stays so if the batch
+     * writes every block it touches through (offload_items, the end) */
+    const int settled = L->res_ok || L->res_keep == s->ost.epoch;
     if (e->slot >= 0) {
         sw_swap_pool_drop(s, e);
         s->st.invalidations++;
+    }
+    if (settled) {
+        L->res_ok = 0;
+        L->res_keep = s->ost.epoch;
     }
     v->old_n = L->nblocks;
     e->valid = b->valid_tokens;
@@ -349,6 +359,7 @@ static void offload_cut(sw_swap *s, item_view *v, int32_t layer, int32_t block)
     v->proj = NULL;
     const int32_t keep = block < v->old_n ? block : v->old_n;
     const int32_t end = L->nblocks > v->old_n ? L->nblocks : v->old_n;
+    sw_swap_layer_unsettle(L);
     for (int32_t i = keep; i < end; i++) {
         sw_swap_pool_drop(s, &L->blk[i]);
         L->blk[i].valid = 0;
@@ -470,11 +481,12 @@ static sw_status write_through(sw_swap *s, int32_t n, const int32_t *layers,
             for (int32_t j = 0; j < k; j++)
                 if (it[j].rows && it[j].dst_off == (uint64_t)e->slot * s->slot_bytes) {
                     it[j].rows = 0;
+                    it[j].tab1 = 0;
                     given--;
                 }
             for (int32_t j = 0; j < i; j++)
                 if (v[j].wt && &v[j].q->layers[layers[j]].blk[blocks[j]] == e)
-                    v[j].wt = 0;
+                    v[j].wt = v[j].tabw = 0;
             sw_swap_pool_drop(s, e);
         }
         if (!v[i].on_device || kv[i]->dtype != SW_SWAP_KV_BF16)
@@ -498,7 +510,12 @@ static sw_status write_through(sw_swap *s, int32_t n, const int32_t *layers,
         it[k].rows = 1;
         it[k].row_bytes = (int32_t)s->slot_bytes;
         it[k].vec = unit_of((uintptr_t)src, 0, s->slot_bytes, it[k].dst_off);
-        it[k].pad = 0;
+        /* the block's entry in its layer's page table (dev_fast.c), when the
+         * layer has one that reaches it */
+        const sw_swap_layer *L = &v[i].q->layers[layers[i]];
+        v[i].tabw = L->tab_off >= 0 && blocks[i] < L->tab_n;
+        it[k].tab1 = v[i].tabw ? L->tab_off + blocks[i] + 1 : 0;
+        it[k].tab_val = slot;
         k++;
         given++;
     }
@@ -513,7 +530,7 @@ static sw_status write_through(sw_swap *s, int32_t n, const int32_t *layers,
     if (st == SW_OK)
         st = sw_cuda_swap_copy(o->items_dev, o->items_host, (size_t)k * sizeof *it, stream);
     if (st == SW_OK)
-        st = sw_cuda_swap_pack(o->items_dev, k, sw_swap_dev_pool(s), stream);
+        st = sw_cuda_swap_pack(o->items_dev, k, sw_swap_dev_pool(s), sw_swap_dev_tab(s), stream);
     if (st == SW_OK)
         st = sw_cuda_swap_event_record(o->ev_wt, stream);
     if (st == SW_OK) {
@@ -524,7 +541,7 @@ static sw_status write_through(sw_swap *s, int32_t n, const int32_t *layers,
         for (int32_t i = 0; i < n; i++)
             if (v[i].wt) {
                 sw_swap_pool_drop(s, &v[i].q->layers[layers[i]].blk[blocks[i]]);
-                v[i].wt = 0;
+                v[i].wt = v[i].tabw = 0;
             }
         return st;
     }
@@ -551,6 +568,7 @@ static sw_status offload_items(sw_swap *s, int32_t n, const int32_t *layers,
     if (s->dev)
         SW_TRY(sw_swap_dev_enter(s));
     sw_swap_ostage *o = &s->ost;
+    o->epoch++;
     int32_t prepped = 0, ok = 0;
     for (; prepped < n; prepped++) {
         char w[32];
@@ -624,6 +642,18 @@ static sw_status offload_items(sw_swap *s, int32_t n, const int32_t *layers,
     }
     for (int32_t i = prepped; i-- > ok;)
         offload_cut(s, &v[i], layers[i], blocks[i]);
+    /* a layer that was all resident stays so when every block the batch
+     * gave it is in the pool with its arena entry written */
+    for (int32_t i = 0; i < ok; i++)
+        if (!v[i].tabw)
+            sw_swap_layer_unsettle(&v[i].q->layers[layers[i]]);
+    for (int32_t i = 0; i < ok; i++) {
+        sw_swap_layer *L = &v[i].q->layers[layers[i]];
+        if (L->res_keep == o->epoch) {
+            L->res_ok = 1;
+            L->res_keep = 0;
+        }
+    }
     for (int32_t i = 0; i < ok; i++) {
         s->st.offloads++;
         s->st.offload_bytes += 2 * (uint64_t)H * kv[i]->valid_tokens * (uint64_t)D * v[i].es;

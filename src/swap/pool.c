@@ -11,7 +11,7 @@ static int evict_before(sw_swap_policy pol, const sw_swap_slot *a, const sw_swap
 {
     if (pol == SW_SWAP_POLICY_SCORE && a->score != b->score)
         return a->score < b->score; /* -inf (unscored, FP8) goes first */
-    return a->last_access < b->last_access;
+    return sw_swap_slot_recency(a) < sw_swap_slot_recency(b);
 }
 
 int32_t sw_swap_pool_victim(sw_swap *s)
@@ -42,7 +42,7 @@ static inline vkey vkey_of(const sw_swap *s, int32_t i)
     const sw_swap_slot *sl = &s->slots[i];
     vkey k;
     k.score = s->c.policy == SW_SWAP_POLICY_SCORE && !isnan(sl->score) ? sl->score : 0.0f;
-    k.last = sl->last_access;
+    k.last = sw_swap_slot_recency(sl);
     k.idx = i;
     return k;
 }
@@ -205,6 +205,8 @@ void sw_swap_pool_drop(sw_swap *s, sw_swap_blk *b)
     if (!b || b->slot < 0)
         return;
     sw_swap_slot *sl = &s->slots[b->slot];
+    if (sl->seq)
+        sw_swap_layer_unsettle(&sl->seq->layers[sl->layer]);
     sl->seq = NULL;
     sl->score = -INFINITY;
     sl->pin = 0;
@@ -213,6 +215,8 @@ void sw_swap_pool_drop(sw_swap *s, sw_swap_blk *b)
 
 void sw_swap_pool_drop_seq(sw_swap *s, sw_swap_seq *q)
 {
+    for (int32_t l = 0; l < s->m.num_layers; l++)
+        sw_swap_layer_unsettle(&q->layers[l]);
     for (int32_t i = 0; i < s->c.resident_blocks; i++) {
         sw_swap_slot *sl = &s->slots[i];
         if (sl->seq == q) {

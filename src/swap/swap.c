@@ -431,6 +431,8 @@ sw_status sw_swap_seq_add(sw_swap *s, uint64_t seq_id, uint64_t ns, uint32_t blo
         free(q);
         return sw_fail(SW_STATUS_NO_MEMORY, "sequence registry");
     }
+    for (int32_t l = 0; l < s->m.num_layers; l++)
+        q->layers[l].tab_off = -1;
     q->id = seq_id;
     q->ns = ns;
     q->block_base = block_base;

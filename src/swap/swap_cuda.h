@@ -205,15 +205,18 @@ sw_status sw_cuda_swap_score(const float *qp, const float *arena, const sw_cuda_
 /* Offload of device blocks (swap_pack.cu): item i copies `rows` rows of
  * row_bytes from src (device; rows src_pitch bytes apart) to dst + dst_off,
  * densely. `vec` (16, 8, 4, 2 or 1) divides src, src_pitch, row_bytes and
- * dst + dst_off: the copy's unit. items is a device array. */
+ * dst + dst_off: the copy's unit. tab1 > 0: the item also sets
+ * tab[tab1 - 1] = tab_val (a write-through's page table entry; tab then
+ * not NULL). items is a device array. */
 typedef struct sw_cuda_swap_pack_item {
     const uint8_t *src;
     uint64_t dst_off;
     int64_t src_pitch;
-    int32_t rows, row_bytes, vec, pad;
+    int32_t rows, row_bytes, vec, tab_val;
+    int64_t tab1;
 } sw_cuda_swap_pack_item;
 sw_status sw_cuda_swap_pack(const sw_cuda_swap_pack_item *items, int32_t n, uint8_t *dst,
-                            void *stream);
+                            int32_t *tab, void *stream);
 
 #ifdef __cplusplus
 }

@@ -123,8 +123,8 @@ sw_status sw_cuda_swap_gather(const sw_cuda_swap_gather_args *a, void *stream)
     return no_cuda();
 }
 sw_status sw_cuda_swap_pack(const sw_cuda_swap_pack_item *items, int32_t n, uint8_t *dst,
-                            void *stream)
+                            int32_t *tab, void *stream)
 {
-    (void)items; (void)n; (void)dst; (void)stream;
+    (void)items; (void)n; (void)dst; (void)tab; (void)stream;
     return no_cuda();
 }

@@ -36,13 +36,34 @@ typedef struct sw_swap_layer {
     int32_t nblocks;      /* blocks 0..nblocks-1 present */
     int32_t cap;
     sw_swap_blk *blk;
+    /* Device pool, the resident path (dev_fast.c): the layer's page table
+     * in the device table arena, entries [tab_off, tab_off + tab_n)
+     * (tab_off -1: none). res_ok: every block is resident BF16 and its
+     * arena entry holds its slot (in stream order) -- a resident call
+     * then reads no block of the layer on the host. Anything that takes
+     * a block's slot clears it (sw_swap_layer_unsettle); an offload batch
+     * that writes every block it touches through keeps it (res_keep: the
+     * batch's epoch while it runs). touch: the tick of the layer's last
+     * resident call, the recency of all its blocks (sw_swap_slot_recency). */
+    int64_t tab_off;
+    int32_t tab_n;
+    uint8_t res_ok;
+    uint64_t res_keep;
+    uint64_t touch;
 } sw_swap_layer;
 
 typedef struct sw_swap_seq {
     uint64_t id, ns;
     uint32_t block_base, max_blocks;
+    uint64_t mark;         /* the last attend that listed it (duplicate check) */
     sw_swap_layer *layers; /* [num_layers] */
 } sw_swap_seq;
+
+static inline void sw_swap_layer_unsettle(sw_swap_layer *L)
+{
+    L->res_ok = 0;
+    L->res_keep = 0;
+}
 
 typedef struct sw_swap_slot {
     sw_swap_seq *seq;     /* NULL = free */
@@ -204,6 +225,7 @@ typedef struct sw_swap_ostage {
     void *ev_wt;            /* after the last write-through (it reads the
                              * pack items and the device staging) */
     int wt_pending;
+    uint64_t epoch;         /* offload batches so far (sw_swap_layer.res_keep) */
 } sw_swap_ostage;
 
 struct sw_swap {
@@ -241,6 +263,7 @@ struct sw_swap {
     uint8_t *stage_mem;
     uint8_t **stage;
     uint64_t tick;
+    uint64_t marks;         /* attends so far (sw_swap_seq.mark) */
     uint32_t wt_cursor;     /* offload write-through's free-slot cursor */
     uint64_t pin_seq;
     sw_swap_tpool tp;       /* compute pool */
@@ -264,6 +287,13 @@ sw_status sw_swap_seq_layer(const sw_swap *s, uint64_t seq_id, int32_t layer,
 static inline int sw_swap_blk_resident(const sw_swap_blk *e)
 {
     return e->slot >= 0 && e->valid > 0 && e->dtype == SW_SWAP_KV_BF16;
+}
+/* Slot sl's recency: its own last access, or its layer's last resident
+ * call (which touched every block of the layer at once), the later. */
+static inline uint64_t sw_swap_slot_recency(const sw_swap_slot *sl)
+{
+    const uint64_t t = sl->seq ? sl->seq->layers[sl->layer].touch : 0;
+    return t > sl->last_access ? t : sl->last_access;
 }
 /* Room in L's block table for `need` blocks (new entries absent). */
 sw_status sw_swap_layer_grow(sw_swap *s, sw_swap_layer *L, int32_t need);
@@ -493,6 +523,9 @@ sw_status sw_swap_dev_project_block(sw_swap *s, const sw_swap_blk *e, const uint
  * work may still run and a GPU-side wait of `stream` for it; the next
  * attend ordered after `ev` (with the projections, ev_offload). */
 uint8_t *sw_swap_dev_pool(sw_swap *s);
+/* ... and the resident path's table arena (sw_swap_layer.tab_off; NULL
+ * before the first resident call) */
+int32_t *sw_swap_dev_tab(sw_swap *s);
 /* sw_swap_get_pool_view's device part: the pool's K and V bases and the
  * engine's pending pool writes ordered before work on `stream`. */
 sw_status sw_swap_dev_view(sw_swap *s, void *stream, void **k, void **v);

@@ -30,8 +30,13 @@ __device__ __forceinline__ void pack_rows(const sw_cuda_swap_pack_item &it, uint
 }
 
 __global__ void __launch_bounds__(PACK_NT) swap_pack_kernel(const sw_cuda_swap_pack_item *items,
-                                                            uint8_t *dst)
+                                                            uint8_t *dst, int32_t *tab)
 {
+    if (threadIdx.x == 0) {
+        const int64_t t1 = items[blockIdx.x].tab1;
+        if (t1 > 0)
+            tab[t1 - 1] = items[blockIdx.x].tab_val;
+    }
     const sw_cuda_swap_pack_item it = items[blockIdx.x];
     switch (it.vec) {
     case 16: pack_rows<uint4>(it, dst); break;
@@ -43,11 +48,11 @@ __global__ void __launch_bounds__(PACK_NT) swap_pack_kernel(const sw_cuda_swap_p
 }
 
 extern "C" sw_status sw_cuda_swap_pack(const sw_cuda_swap_pack_item *items, int32_t n,
-                                       uint8_t *dst, void *stream)
+                                       uint8_t *dst, int32_t *tab, void *stream)
 {
     if (n <= 0)
         return SW_OK;
-    swap_pack_kernel<<<(unsigned)n, PACK_NT, 0, (cudaStream_t)stream>>>(items, dst);
+    swap_pack_kernel<<<(unsigned)n, PACK_NT, 0, (cudaStream_t)stream>>>(items, dst, tab);
     SW_CUDA_CHECK(cudaGetLastError());
     return SW_OK;
 }
