@@ -29,7 +29,7 @@ output is compared with a float32 reference on the first and last sequence.
 
   python bench/swap_decode.py [--cases 1x512k,16x32k] [--shapes h32-8/d128,h16-2/d256]
                               [--reps 20] [--warmup 3] [--batch 10] [--dir /var/tmp]
-                              [--json PATH]
+                              [--json PATH] [--commit C]
 Without --json nothing is written.
 """
 
@@ -37,6 +37,7 @@ import argparse
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -150,6 +151,8 @@ def main():
     ap.add_argument("--batch", type=int, default=10)
     ap.add_argument("--dir", default="/var/tmp")
     ap.add_argument("--json")
+    ap.add_argument("--commit", help="the commit of the library and binding measured, when git "
+                    "here cannot tell (a copied tree)")
     a = ap.parse_args()
     for name, known, what in ((a.cases, CASES, "case"), (a.shapes, SHAPES, "shape"),
                               (a.impls, IMPLS, "impl")):
@@ -185,6 +188,8 @@ def main():
                     line += f" {i} failed"
             if "swap-attend" in med:
                 line += f" | host {rec['host_us']['swap-attend']:.1f} us"
+                if "spillway-paged" in rec["host_us"]:  # the bare launch, the same loops
+                    line += f" (paged run {rec['host_us']['spillway-paged']:.1f})"
                 for i in med:
                     if i != "swap-attend":
                         line += f" | swap/{i} {med[i] / med['swap-attend']:.2f}x"
@@ -193,9 +198,12 @@ def main():
                 print(f"  {i}: {why}")
             records.append({"case": cname, "shape": sname, "page_size": BS, **rec})
     if a.json:
+        commit = a.commit or subprocess.run(
+            ["git", "-C", os.path.dirname(os.path.abspath(__file__)), "rev-parse", "--short",
+             "HEAD"], capture_output=True, text=True).stdout.strip() or "unknown"
         with open(a.json, "w") as f:
             json.dump({"component": "swap-decode", "command": " ".join(["python3"] + sys.argv),
-                       "library": spillway.version(), "torch": torch.__version__,
+                       "commit": commit, "library": spillway.version(), "torch": torch.__version__,
                        "gpu": torch.cuda.get_device_name(), "utc": time.strftime(
                            "%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "records": records}, f, indent=1)
 
