@@ -522,9 +522,8 @@ static sw_swap_loop *loop_scratch(sw_swap *s)
     const int32_t vwin = win > 0 ? (int32_t)(win < s->c.resident_blocks ? win : s->c.resident_blocks)
                                  : s->tile_blocks;
     lp->vtmp = win > 0 ? malloc(sizeof(int32_t) * 2 * (size_t)vwin) : NULL;
-    /* optional too; the host pool's only, until the device pool's figures
-     * are measured with it (docs/perf/swap.md) */
-    lp->vheap = lp->vrank && !s->dev ? sw_swap_vheap_new() : NULL;
+    /* optional too */
+    lp->vheap = lp->vrank ? sw_swap_vheap_new() : NULL;
     return lp;
 }
 
@@ -566,6 +565,7 @@ sw_status sw_swap_run_pass(run *R, int sparse)
     R->vtmp = lp ? lp->vtmp : NULL;
     R->vheap = lp ? lp->vheap : NULL;
     sw_swap_vheap_reset(R->vheap);
+    s->vheap_live = R->vheap; /* (pool_drop's changes reach it) */
     {
         const int64_t win = (int64_t)s->run_evict * s->tile_blocks;
         R->vwin = win > 0 ? (int32_t)(win < s->c.resident_blocks ? win : s->c.resident_blocks)
@@ -628,6 +628,7 @@ sw_status sw_swap_run_pass(run *R, int sparse)
     R->vrank = NULL;
     R->vscratch = NULL;
     R->vheap = NULL;
+    s->vheap_live = NULL;
     R->vtmp = NULL;
     if (st != SW_OK)
         return st;

@@ -210,6 +210,7 @@ void sw_swap_pool_drop(sw_swap *s, sw_swap_blk *b)
     sl->seq = NULL;
     sl->score = -INFINITY;
     sl->pin = 0;
+    sw_swap_vheap_touch(s, s->vheap_live, b->slot); /* (a pass's heap, when one runs) */
     b->slot = -1;
 }
 

@@ -264,6 +264,7 @@ struct sw_swap {
     uint8_t **stage;
     uint64_t tick;
     uint64_t marks;         /* attends so far (sw_swap_seq.mark) */
+    struct sw_swap_vheap *vheap_live; /* the running pass's victim heap (else NULL) */
     uint32_t wt_cursor;     /* offload write-through's free-slot cursor */
     uint64_t pin_seq;
     sw_swap_tpool tp;       /* compute pool */
