@@ -227,7 +227,10 @@ typedef struct sw_decode_merge {
  * keys), one long request is cut into about `slots` pieces. Items come longest first;
  * the items of a pair split in n > 1 write partial slots that one merge
  * folds. With items == NULL only counts. Returns the number of items;
- * *num_merges and *num_parts are counts too. */
+ * *num_merges and *num_parts are counts too. The items are at most the
+ * pairs of requests with rows, or 8 x slots, whichever is more (callers
+ * size buffers by it: a plan past it returns -3 and writes nothing); -2:
+ * no memory. */
 int64_t sw_plan_decode(const int32_t *qo_indptr, const int32_t *kv_indptr, int32_t batch,
                        int32_t num_kv_heads, int64_t slots, sw_decode_item *items,
                        sw_decode_merge *merges, int64_t *num_merges, int64_t *num_parts);

@@ -188,6 +188,8 @@ static int32_t decode_split(int32_t kv_len, int32_t chunk, int32_t *per)
     n = n < SW_DECODE_MAX_SPLITS ? n : SW_DECODE_MAX_SPLITS;
     uint32_t p = ((uint32_t)kv_len + (uint32_t)n - 1) / (uint32_t)n;
     p = (p + SW_DECODE_TILE - 1) / SW_DECODE_TILE * SW_DECODE_TILE;
+    if (p > (uint32_t)INT32_MAX) /* (a request of ~2^31 keys) */
+        p = (uint32_t)INT32_MAX / SW_DECODE_TILE * SW_DECODE_TILE;
     if (p < SW_DECODE_TILE)
         p = SW_DECODE_TILE;
     *per = (int32_t)p;
@@ -301,6 +303,10 @@ int64_t sw_plan_decode(const int32_t *qo_indptr, const int32_t *kv_indptr, int32
     const int32_t chunk = best_chunk < INT32_MAX ? (int32_t)best_chunk : INT32_MAX;
     const int64_t total = decode_count(qo_indptr, kv_indptr, batch, num_kv_heads, best_chunk,
                                        INT64_MAX, NULL);
+    /* Callers size their buffers by this bound (the pairs unsplit, or at
+     * most 8 waves): past it nothing is written. */
+    if (items && total > (unsplit > 8 * slots ? unsplit : 8 * slots))
+        return -3;
     /* Items longest first, then by (request, kv head, first key): the
      * order generation gives within one length, so a stable bucket pass
      * over the distinct lengths (a request's full items and its last one:

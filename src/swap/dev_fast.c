@@ -194,9 +194,11 @@ static sw_status tab_regions(sw_swap *s, int32_t layer, int32_t batch, sw_swap_s
         int64_t cap = 2 * (live + need);
         if (cap < 4096)
             cap = 4096;
-        if (cap > INT32_MAX)
+        if (cap > INT32_MAX) {
+            f->tab_used = 0; /* (every region was dropped above) */
             return sw_fail(SW_STATUS_UNSUPPORTED, "resident attend: page tables of %lld blocks",
                            (long long)cap);
+        }
         if (cap > f->tab_cap) {
             SW_TRY(sw_swap_dev_wait_done(d));
             if (d->offload_pending) {
@@ -356,7 +358,6 @@ sw_status sw_swap_dev_fast_attend(sw_swap *s, const sw_swap_attend_params *p,
     if (ni == -2)
         return sw_fail(SW_STATUS_NO_MEMORY, "resident attend: the plan's buffers");
     SW_ASSERT_RET(ni >= 0 && ni <= bound && nm <= pairs);
-    (void)nblk;
     const sw_swap_dev_blob o = sw_swap_dev_blob_layout(batch, nre, ni, nm);
     const size_t bytes = o.count; /* (no item count: the grid is the items) */
     const int r = f->next;

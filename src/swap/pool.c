@@ -225,6 +225,7 @@ void sw_swap_pool_drop_seq(sw_swap *s, sw_swap_seq *q)
             sl->seq = NULL;
             sl->score = -INFINITY;
             sl->pin = 0;
+            sw_swap_vheap_touch(s, s->vheap_live, i); /* (none outside a pass) */
         }
     }
 }
