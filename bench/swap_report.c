@@ -21,6 +21,8 @@ const char swt_opts_help[] =
     "  --context N      tokens per sequence, 16..16777216\n"
     "  --batch N        sequences decoded together, 1..64\n"
     "  --layers N       layers, 1..64\n"
+    "  --shape hQ-K/dD  query heads Q, kv heads K (dividing Q), head_dim D in 64, 128,\n"
+    "                   256 (default h16-2/d256; h32-8/d128 is Llama-3-8B's)\n"
     "  --steps N        timed decode steps, after --warmup-steps N\n"
     "  --pool-pct P     engine pool, % of the KV blocks, (0, 200] (>= 100: all resident)\n"
     "  --host-pct P     store host tier, % of the KV bytes, [0, 200] (0 = none)\n"
@@ -53,7 +55,8 @@ int swt_opt_parse(int argc, char **argv, int *i, swt_opts *o)
     static const char *const with_value[] = {"--context", "--batch", "--layers", "--steps",
                                              "--pool-pct", "--host-pct", "--check-heads",
                                              "--raw-mb", "--dir", "--warmup-steps",
-                                             "--prefetch-depth", "--tile", "--io-buffer-mb"};
+                                             "--prefetch-depth", "--tile", "--io-buffer-mb",
+                                             "--shape"};
     int known = 0;
     for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++)
         known |= !strcmp(a, with_value[k]);
@@ -76,6 +79,18 @@ int swt_opt_parse(int argc, char **argv, int *i, swt_opts *o)
     else if (!strcmp(a, "--raw-mb")) o->raw_mb = strtoull(v, NULL, 10);
     else if (!strcmp(a, "--prefetch-depth")) o->prefetch_depth = atoi(v);
     else if (!strcmp(a, "--tile")) o->tile = atoi(v);
+    else if (!strcmp(a, "--shape")) {
+        int q = 0, k = 0, d = 0, n = 0;
+        if (sscanf(v, "h%d-%d/d%d%n", &q, &k, &d, &n) != 3 || v[n] != '\0' || q < 1 || k < 1 ||
+            q > 256 || q % k != 0 || (d != 64 && d != 128 && d != 256)) {
+            fprintf(stderr, "spillway: --shape %s: want hQ-K/dD, K dividing Q (Q <= 256), D "
+                            "64, 128 or 256 (e.g. h32-8/d128)\n", v);
+            return -1;
+        }
+        o->qo_heads = q;
+        o->kv_heads = k;
+        o->head_dim = d;
+    }
     else if (!strcmp(a, "--io-buffer-mb")) {
         char *end = NULL;
         const long mb = strtol(v, &end, 10);
@@ -107,7 +122,7 @@ int swt_use_device(const swt_opts *o)
     return !o->host_pool && sw_cuda_device_count() > 0;
 }
 
-/* The model shape of the demo and the bench: h16-2/d256, block 16. A device
+/* The options' model shape (--shape; default h16-2/d256), block 16. A device
  * pool reads `dev_tile` blocks per tile (0 = every block of a sequence):
  * each tile read is one store call and each tile one kernel launch, so
  * larger tiles amortise both. */
@@ -117,9 +132,9 @@ swt_case swt_make_case(const char *name, const swt_opts *o, double pool_pct, dou
     swt_case c;
     memset(&c, 0, sizeof c);
     c.name = name;
-    c.qo_heads = 16;
-    c.kv_heads = 2;
-    c.head_dim = 256;
+    c.qo_heads = o->qo_heads;
+    c.kv_heads = o->kv_heads;
+    c.head_dim = o->head_dim;
     c.block_size = 16;
     c.layers = o->layers;
     c.batch = o->batch;
@@ -433,5 +448,8 @@ void swt_opts_default(swt_opts *o)
     o->raw_mb = 256;
     o->dir = "/var/tmp";
     o->prefetch_depth = -1;
+    o->qo_heads = 16;
+    o->kv_heads = 2;
+    o->head_dim = 256;
 }
 

@@ -174,6 +174,7 @@ typedef struct swt_opts {
     int32_t prefetch_depth; /* --prefetch-depth; -1 = the engine's default */
     int32_t tile;           /* --tile: blocks per tile; 0 = the case's / engine's */
     int32_t io_buffer_mb;   /* --io-buffer-mb: the store's bounce buffer; 0 = its default */
+    int32_t qo_heads, kv_heads, head_dim; /* --shape hQ-K/dD (default h16-2/d256) */
 } swt_opts;
 /* Their lines of a usage text (no defaults: each program states its own). */
 extern const char swt_opts_help[];
@@ -187,9 +188,9 @@ int swt_opt_parse(int argc, char **argv, int *i, swt_opts *o);
 int swt_opts_check(const swt_opts *o);
 /* 1 when the engine runs its device pool (GPU 0). */
 int swt_use_device(const swt_opts *o);
-/* A case of the demo's model shape (h16-2/d256, block 16): pool and host
- * tier as a share of the KV, `dev_tile` blocks per tile with a device pool
- * (0 = every block of a sequence). */
+/* A case of the options' model shape (--shape, default h16-2/d256; block
+ * 16): pool and host tier as a share of the KV, `dev_tile` blocks per tile
+ * with a device pool (0 = every block of a sequence). */
 swt_case swt_make_case(const char *name, const swt_opts *o, double pool_pct, double host_pct,
                        int32_t dev_tile);
 
