@@ -115,6 +115,7 @@ def run_case(model, name, ids, a, device, tmp):
             nxt = logits[-1].argmax(-1)
             sync(device)
             t1 = time.perf_counter()
+            st1 = cache.engine.get_stats() if store is not None else None
             toks.append(nxt)
             for _ in range(new):
                 out = model(nxt[:, None], past_key_values=cache, use_cache=True, logits_to_keep=1)
@@ -123,6 +124,7 @@ def run_case(model, name, ids, a, device, tmp):
                 toks.append(nxt)
             sync(device)
             t2 = time.perf_counter()
+            st2 = cache.engine.get_stats() if store is not None else None
     finally:
         if store is not None:
             cache.close()
@@ -131,9 +133,21 @@ def run_case(model, name, ids, a, device, tmp):
             # per stripe is not what is measured); the next case's store must fit
             shutil.rmtree(path, ignore_errors=True)
     toks = torch.stack([t.cpu() for t in toks], 1)
-    return {"impl": name, "prefill_s": t1 - t0, "decode_s": t2 - t1, "new_tokens": new,
-            "decode_tok_s": new * batch / (t2 - t1), "kv_bytes": kv_bytes,
-            "tokens": toks.tolist()}, torch.stack([x.cpu() for x in logits], 1)
+    row = {"impl": name, "prefill_s": t1 - t0, "decode_s": t2 - t1, "new_tokens": new,
+           "decode_tok_s": new * batch / (t2 - t1), "kv_bytes": kv_bytes,
+           "tokens": toks.tolist()}
+    if st1 is not None and new > 0:
+        # the engine's own accounting of the decode steps, per token: where
+        # a step's host time goes (scoring, tile planning, read submission,
+        # waits, compute) and its traffic
+        row["engine_per_token"] = {k: (st2[k] - st1[k]) / new for k in ENGINE_FIELDS
+                                   if isinstance(st2.get(k), (int, float))}
+    return row, torch.stack([x.cpu() for x in logits], 1)
+
+
+ENGINE_FIELDS = ("score_seconds", "plan_seconds", "submit_seconds", "read_wait_seconds",
+                 "compute_seconds", "finish_seconds", "attends", "resident_attends", "hits",
+                 "misses", "evictions", "bytes_read", "file_bytes_read", "stripes_read")
 
 
 def main():
@@ -209,6 +223,12 @@ def main():
             same += f", logits within {100 * rel:.2f}% rel. L2 over {upto} steps"
         print(f"  {r['impl']:18s} prefill {r['prefill_s']:7.2f} s  decode {r['decode_tok_s']:8.2f} "
               f"tok/s ({r['new_tokens']} tokens)  {same}")
+        e = r.get("engine_per_token")
+        if e:
+            ms = {k[:-8]: 1e3 * v for k, v in e.items() if k.endswith("_seconds")}
+            print("  " + " " * 18 + " per token: " + ", ".join(f"{k} {v:.1f} ms" for k, v in
+                                                             ms.items())
+                  + f"; {e.get('misses', 0):.0f} misses, {e.get('bytes_read', 0) / 1e9:.2f} GB read")
     if a.json:
         commit = a.commit or subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
