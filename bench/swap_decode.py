@@ -14,7 +14,16 @@ through into the pool):
                   same kernel without the engine around it
   flashinfer      FlashInfer's batch decode over the same pool and table
                   (the opponent build, SPILLWAY_OPPONENT=flashinfer; else
-                  reported failed)
+                  reported failed): its CUDA-core kernel, what its Python
+                  wrapper runs by default
+  flashinfer-tc, flashinfer-fa3
+                  FlashInfer's tensor-core kernels, what its wrapper runs with
+                  use_tensor_cores=True (recommended for GQA groups >= 4):
+                  its FA2 and its sm90 (FA3) prefill with one query row per
+                  sequence, here its ragged form over the keys gathered
+                  densely (spillway.varlen_attention with backend
+                  "flashinfer" / "flashinfer_fa3", the opponent build; the
+                  paged form adds a page lookup per key tile)
   sdpa-flash, sdpa-cudnn
                   torch SDPA on the same keys gathered densely into
                   [B, Hkv, S, d] before timing (enable_gqa)
@@ -49,7 +58,9 @@ from paged import copy_rate, interleaved, warm_up  # noqa: E402  (bench/paged.py
 
 CASES = {"1x512k": (1, 524288), "16x32k": (16, 32768), "64x4k": (64, 4096)}
 SHAPES = {"h32-8/d128": (32, 8, 128), "h16-2/d256": (16, 2, 256)}
-IMPLS = ("swap-attend", "spillway-paged", "flashinfer", "sdpa-flash", "sdpa-cudnn")
+IMPLS = ("swap-attend", "spillway-paged", "flashinfer", "flashinfer-tc", "flashinfer-fa3",
+         "sdpa-flash", "sdpa-cudnn")
+DENSE = ("flashinfer-tc", "flashinfer-fa3", "sdpa-flash", "sdpa-cudnn")  # over gathered keys
 BS = 16  # block (page) size
 
 
@@ -87,7 +98,7 @@ def one_case(a, torch, spillway, B, S, hq, hkv, d, impls, tmp):
     if "swap-attend" in impls:
         fns["swap-attend"] = lambda: outs.__setitem__("swap-attend", eng.attend(0, ids, q))
     table = None
-    if any(i in impls for i in ("spillway-paged", "flashinfer", "sdpa-flash", "sdpa-cudnn")):
+    if any(i in impls for i in ("spillway-paged", "flashinfer") + DENSE):
         kp, vp = eng.pool_view()
         table = torch.from_numpy(np.stack([eng.resident_slots(i, 0) for i in ids]))
         if (table < 0).any():
@@ -102,13 +113,30 @@ def one_case(a, torch, spillway, B, S, hq, hkv, d, impls, tmp):
                 fns[i] = lambda run=run, i=i: outs.__setitem__(i, run.run(False))
             except Exception as e:  # noqa: BLE001 (an opponent not built in)
                 failed[i] = f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
-        if any(i.startswith("sdpa") for i in impls):
+        if any(i in DENSE for i in impls):
             tl = table.to(dev).long()
             kd = kp[tl].permute(0, 2, 1, 3, 4).reshape(B, hkv, npp * BS, d)[:, :, :S].contiguous()
             vd = vp[tl].permute(0, 2, 1, 3, 4).reshape(B, hkv, npp * BS, d)[:, :, :S].contiguous()
             qd = q.view(B, hq, 1, d)
             backends = {"sdpa-flash": SDPBackend.FLASH_ATTENTION,
                         "sdpa-cudnn": SDPBackend.CUDNN_ATTENTION}
+            # one query row per sequence over all of its keys, [B*S, Hkv, d] rows
+            cu_q = torch.arange(B + 1, dtype=torch.int32)
+            cu_k = torch.arange(B + 1, dtype=torch.int32) * S
+            kr = vr = None
+            for i, be in (("flashinfer-tc", "flashinfer"), ("flashinfer-fa3", "flashinfer_fa3")):
+                if i not in impls:
+                    continue
+                if kr is None:
+                    kr = kd.permute(0, 2, 1, 3).reshape(B * S, hkv, d).contiguous()
+                    vr = vd.permute(0, 2, 1, 3).reshape(B * S, hkv, d).contiguous()
+                try:
+                    spillway.varlen_attention(q, kr, vr, cu_q, cu_k, causal=False, backend=be)
+                    fns[i] = lambda kr=kr, vr=vr, be=be, i=i: outs.__setitem__(
+                        i, spillway.varlen_attention(q, kr, vr, cu_q, cu_k, causal=False,
+                                                     backend=be))
+                except Exception as e:  # noqa: BLE001 (an opponent not built in)
+                    failed[i] = f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
             for i in ("sdpa-flash", "sdpa-cudnn"):
                 if i in impls:
                     def f(i=i):
