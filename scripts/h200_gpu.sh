@@ -2,9 +2,12 @@
 # The GPU suite on the lent H200, built here (the device call spends no time
 # compiling). Two halves:
 #
-#   scripts/h200_gpu.sh stage            here: build build-h200 (sm_90a, Release;
+#   scripts/h200_gpu.sh stage [--opp D]  here: build build-h200 (sm_90a, Release;
 #                                        configured on first use) and pack what
-#                                        ctest needs into .carry/ (ignored; carried)
+#                                        ctest needs into .carry/ (ignored; carried);
+#                                        --opp D: also D/libspillway.so, a build
+#                                        with the FlashInfer opponent (docs/
+#                                        opponents.md), into .carry/opp/
 #   scripts/h200_gpu.sh run STAGE...     there, from the repository root, with
 #                                        carry [".carry"]; files under $OUT
 #
@@ -30,12 +33,21 @@
 #              benches, on the GPU here)
 #   abhostN    the host-tier case of `spillway bench swap` N times (default
 #              3), alternating the build staged in .carry/old/ and this one
+#   decode     the decode figures of the swap engine: bench/swap_decode.py
+#              (the opponent build from .carry/opp/ when staged, with
+#              SPILLWAY_OPPONENT=flashinfer), `spillway bench swap` at
+#              Llama-3-8B's heads and head_dim (its three cases), and
+#              bench/hf_decode.py's host-tier case at that shape over
+#              131,072 tokens (4 tokens, the engine's time per token by
+#              phase)
 #   all        the whole C suite once, `ctest -j4`
 set -uo pipefail
 cd "$(dirname "$0")/.."
 B=build-h200
 case ${1:-} in
 stage)
+  opp=
+  [ "${2:-}" = --opp ] && opp=${3:?--opp needs a build directory}
   set -e
   [ -f $B/CMakeCache.txt ] || cmake -S . -B $B -DCMAKE_BUILD_TYPE=Release -DSPILLWAY_CUDA=ON \
     -DSPILLWAY_CUDA_ARCHS=90a >/dev/null
@@ -59,6 +71,7 @@ stage)
   (find $B -name CTestTestfile.cmake; find $B -maxdepth 2 -type f -perm -u+x ! -path '*/CMakeFiles/*';
    ls $B/libspillway.so*) | sort -u | tar cJf .carry/build.tar.xz -T -
   (cd .carry/debs && apt-get download liburing2 libhiredis0.14 >/dev/null 2>&1)
+  if [ -n "$opp" ]; then mkdir -p .carry/opp && cp -L "$opp/libspillway.so" .carry/opp/; fi
   echo "$(git rev-parse --short HEAD)$(git diff --quiet HEAD || echo '+changes')" >.carry/commit
   echo "staged $(git rev-parse --short HEAD)$(git diff --quiet HEAD || echo '+changes')"
   du -sh .carry ;;
@@ -166,10 +179,28 @@ run)
     done 2>&1 | tee "$OUT/abhost.log"
     # one file back instead of four a run
     (cd "$OUT" && tar czf abhost-runs.tar.gz ab-*-*.json ab-*-*.log && rm -f ab-*-*.json ab-*-*.log) ;;
+  decode)
+    c=$(cat .carry/commit)
+    lib=$PWD/$B/libspillway.so
+    [ -f .carry/opp/libspillway.so ] && lib=$PWD/.carry/opp/libspillway.so
+    SPILLWAY_LIB=$lib SPILLWAY_OPPONENT=flashinfer PYTHONPATH=$PWD/python timeout 200 \
+      python3 bench/swap_decode.py --reps 10 --commit "$c" --json "$OUT/swap-decode-h200.json" \
+      >"$OUT/swap-decode-h200.log" 2>&1
+    echo "swap_decode: rc=$?"; grep -E "^[0-9]+x|failed" "$OUT/swap-decode-h200.log"
+    timeout 200 $B/spillway bench swap --dir /var/tmp --shape h32-8/d128 \
+      --json "$OUT/swap-h200-d128.json" >"$OUT/swap-h200-d128.log" 2>&1
+    echo "bench swap, h32-8/d128: rc=$?"
+    grep -E "GBps|ms_per_step|vs_" "$OUT/swap-h200-d128.log" | head -20
+    SPILLWAY_LIB=$PWD/$B/libspillway.so PYTHONPATH=$PWD/python timeout 180 python3 \
+      bench/hf_decode.py --layers 32 --heads 32 --kv-heads 8 --head-dim 128 --hidden 4096 \
+      --ffn 14336 --vocab 128256 --context 131072 --new-tokens 4 --host-new-tokens 4 \
+      --impls spillway-host --commit "$c" --json "$OUT/hf-llama-128k-host.json" \
+      >"$OUT/hf-llama-128k-host.log" 2>&1
+    echo "hf_decode 128k host tier: rc=$?"; tail -3 "$OUT/hf-llama-128k-host.log" ;;
   all)
     (cd /work/main/$B && ctest -j4 --output-on-failure) >"$OUT/ctest-all.log" 2>&1
     echo "ctest all: rc=$?"; tail -25 "$OUT/ctest-all.log" ;;
   *) echo "h200_gpu.sh: unknown stage $stage" >&2; exit 2 ;;
   esac; done ;;
-*) sed -n '2,22p' "$0"; exit 2 ;;
+*) sed -n '2,43p' "$0"; exit 2 ;;
 esac
