@@ -39,6 +39,9 @@ output is compared with a float32 reference on the first and last sequence.
   python bench/swap_decode.py [--cases 1x512k,16x32k] [--shapes h32-8/d128,h16-2/d256]
                               [--reps 20] [--warmup 3] [--batch 10] [--dir /var/tmp]
                               [--json PATH] [--commit C]
+  python bench/swap_decode.py --step 8x32k/h32-8/d128/32 [--reps N] [--json PATH]
+      a model's decode step instead: one SwapEngine.attend per layer, all
+      resident, against the HBM floor of the step's KV bytes
 Without --json nothing is written.
 """
 
@@ -169,6 +172,76 @@ def one_case(a, torch, spillway, B, S, hq, hkv, d, impls, tmp):
             "resident_attends": stats.get("resident_attends")}
 
 
+def step_case(a, torch, spillway, B, S, hq, hkv, d, layers, tmp):
+    """A decode step of a model: one SwapEngine.attend per layer over the
+    batch, every block resident, --reps steps timed one by one (CUDA events
+    around the step's calls); the step against the HBM floor of its KV
+    bytes (those bytes at the device's copy rate)."""
+    dev = torch.device("cuda")
+    g = torch.Generator(device=dev).manual_seed(11)
+    npp = (S + BS - 1) // BS
+    stripe = BS * d * 2
+    extent = -(-stripe // 4096) * 4096
+    blocks = B * npp * layers
+    st = spillway.Store(os.path.join(tmp, "kv"), capacity_bytes=blocks * (2 * hkv + 1) * extent
+                        * 5 // 4 + (256 << 20), stripe_bytes=stripe)
+    eng = spillway.SwapEngine(st, num_layers=layers, num_kv_heads=hkv, num_qo_heads=hq,
+                              head_dim=d, block_size=BS, resident_blocks=blocks + 8 * layers,
+                              pool="device")
+    ids = list(range(1, B + 1))
+    for b in range(B):
+        eng.seq_add(ids[b], ns=ids[b], max_blocks=npp)
+    keep = None
+    t0 = time.perf_counter()
+    for layer in range(layers):
+        for b in range(B):
+            kb = torch.randn((S, hkv, d), generator=g, device=dev, dtype=torch.bfloat16)
+            vb = torch.randn((S, hkv, d), generator=g, device=dev, dtype=torch.bfloat16)
+            eng.offload_tokens(ids[b], layer, kb, vb)
+            if layer == 0 and b == 0:
+                keep = (kb, vb)
+    torch.cuda.synchronize()
+    offload_s = time.perf_counter() - t0
+    qs = [torch.randn((B, hq, d), generator=g, device=dev, dtype=torch.bfloat16)
+          for _ in range(layers)]
+    outs = [None] * layers
+
+    def step():
+        for layer in range(layers):
+            outs[layer] = eng.attend(layer, ids, qs[layer])
+
+    for _ in range(max(1, a.warmup)):
+        step()
+    torch.cuda.synchronize()
+    times, host = [], []
+    for _ in range(a.reps):
+        s0, e0 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s0.record()
+        h0 = time.perf_counter()
+        step()
+        h1 = time.perf_counter()
+        e0.record()
+        e0.synchronize()
+        times.append(s0.elapsed_time(e0))
+        host.append((h1 - h0) / layers * 1e6)
+    kv_bytes = 2 * B * S * hkv * d * 2 * layers
+    rate = copy_rate(torch, min(kv_bytes, 4 << 30))
+    floor_ms = kv_bytes / (rate * 1e9) * 1e3
+    G = hq // hkv
+    qb = qs[0][0].float().view(hkv, G, d)
+    sc = torch.einsum("hgd,shd->hgs", qb, keep[0].float()) / d ** 0.5
+    ref = torch.einsum("hgs,shd->hgd", sc.softmax(-1), keep[1].float()).reshape(hq, d)
+    err = float((outs[0][0].float() - ref).norm() / ref.norm())
+    stats = eng.get_stats()
+    eng.close()
+    st.close()
+    return {"layers": layers, "kv_bytes": kv_bytes, "copy_GBps": rate, "offload_s": offload_s,
+            "step_ms": float(np.median(times)), "steps_ms": times,
+            "floor_ms": floor_ms, "host_us_per_layer": float(np.median(host)),
+            "max_rel_err": err, "resident_attends": stats.get("resident_attends"),
+            "attends": stats.get("attends")}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--cases", default="1x512k,16x32k")
@@ -178,6 +251,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--batch", type=int, default=10)
     ap.add_argument("--dir", default="/var/tmp")
+    ap.add_argument("--step", help="a model's decode step instead of the cases: BxS/hQ-K/dD/L "
+                    "(e.g. 8x32k/h32-8/d128/32: 8 sequences of 32k tokens, 32 layers)")
     ap.add_argument("--json")
     ap.add_argument("--commit", help="the commit of the library and binding measured, when git "
                     "here cannot tell (a copied tree)")
@@ -196,7 +271,28 @@ def main():
         sys.exit("needs a CUDA device")
     impls = a.impls.split(",")
     records = []
-    for cname in a.cases.split(","):
+    if a.step:
+        try:
+            bs, shp, dd, nl = a.step.split("/")
+            nb, ctx = bs.split("x")
+            S = int(ctx[:-1]) * 1024 if ctx.endswith("k") else int(ctx)
+            hq, hkv, d = SHAPES[f"{shp}/{dd}"]
+            B, L = int(nb), int(nl)
+        except (ValueError, KeyError):
+            ap.error(f"--step {a.step!r}: want BxS/hQ-K/dD/L with a known shape "
+                     f"({', '.join(SHAPES)}), e.g. 8x32k/h32-8/d128/32")
+        tmp = tempfile.mkdtemp(dir=a.dir, prefix="sw_swap_decode_")
+        try:
+            rec = step_case(a, torch, spillway, B, S, hq, hkv, d, L, tmp)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        print(f"step {a.step}: {rec['step_ms']:.3f} ms, HBM floor {rec['floor_ms']:.3f} ms "
+              f"({rec['kv_bytes'] / 1e9:.1f} GB at {rec['copy_GBps']:.0f} GB/s): "
+              f"{rec['step_ms'] / rec['floor_ms']:.3f}x; host {rec['host_us_per_layer']:.1f} us a "
+              f"layer; {rec['resident_attends']} of {rec['attends']} attends resident; rel. err "
+              f"{rec['max_rel_err']:.1e}", flush=True)
+        records.append({"step": a.step, "page_size": BS, **rec})
+    for cname in (a.cases.split(",") if not a.step else []):
         B, S = CASES[cname]
         for sname in a.shapes.split(","):
             hq, hkv, d = SHAPES[sname]

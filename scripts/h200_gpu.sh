@@ -36,7 +36,9 @@
 #   decode     the decode figures of the swap engine: bench/swap_decode.py
 #              (the opponent build from .carry/opp/ when staged, with
 #              SPILLWAY_OPPONENT=flashinfer), `spillway bench swap` at
-#              Llama-3-8B's heads and head_dim (its three cases), and
+#              Llama-3-8B's heads and head_dim (its three cases), a 32-layer
+#              decode step of that shape (8 x 32k tokens, all resident:
+#              swap_decode.py --step) against the HBM floor, and
 #              bench/hf_decode.py's host-tier case at that shape over
 #              131,072 tokens (4 tokens, the engine's time per token by
 #              phase)
@@ -191,6 +193,10 @@ run)
       --json "$OUT/swap-h200-d128.json" >"$OUT/swap-h200-d128.log" 2>&1
     echo "bench swap, h32-8/d128: rc=$?"
     grep -E "GBps|ms_per_step|vs_" "$OUT/swap-h200-d128.log" | head -20
+    SPILLWAY_LIB=$PWD/$B/libspillway.so PYTHONPATH=$PWD/python timeout 150 python3 \
+      bench/swap_decode.py --step 8x32k/h32-8/d128/32 --reps 10 --commit "$c" \
+      --json "$OUT/swap-step-h200.json" >"$OUT/swap-step-h200.log" 2>&1
+    echo "32-layer step: rc=$?"; tail -2 "$OUT/swap-step-h200.log"
     SPILLWAY_LIB=$PWD/$B/libspillway.so PYTHONPATH=$PWD/python timeout 180 python3 \
       bench/hf_decode.py --layers 32 --heads 32 --kv-heads 8 --head-dim 128 --hidden 4096 \
       --ffn 14336 --vocab 128256 --context 131072 --new-tokens 4 --host-new-tokens 4 \
@@ -202,5 +208,5 @@ run)
     echo "ctest all: rc=$?"; tail -25 "$OUT/ctest-all.log" ;;
   *) echo "h200_gpu.sh: unknown stage $stage" >&2; exit 2 ;;
   esac; done ;;
-*) sed -n '2,43p' "$0"; exit 2 ;;
+*) sed -n '2,45p' "$0"; exit 2 ;;
 esac
