@@ -106,6 +106,19 @@ def run_case(model, name, ids, a, device, tmp):
                                           pool="device" if device.type == "cuda" else "host",
                                           device=device.index or 0, keep_stripes=True)
     toks, logits = [], []
+    host = {"offload": 0.0, "attend": 0.0}
+    if store is not None:
+        # the host's time in the engine's two calls a layer makes per token
+        # (offload of its new K/V, attend), wrapped on this instance only
+        eng = cache.engine
+        for what, fn in (("offload", eng.offload_batch), ("attend", eng.attend)):
+            def timed(*args, _fn=fn, _what=what, **kw):
+                h0 = time.perf_counter()
+                try:
+                    return _fn(*args, **kw)
+                finally:
+                    host[_what] += time.perf_counter() - h0
+            setattr(eng, "offload_batch" if what == "offload" else "attend", timed)
     try:
         with torch.inference_mode():
             sync(device)
@@ -116,6 +129,7 @@ def run_case(model, name, ids, a, device, tmp):
             sync(device)
             t1 = time.perf_counter()
             st1 = cache.engine.get_stats() if store is not None else None
+            host1 = dict(host)
             toks.append(nxt)
             for _ in range(new):
                 out = model(nxt[:, None], past_key_values=cache, use_cache=True, logits_to_keep=1)
@@ -142,6 +156,8 @@ def run_case(model, name, ids, a, device, tmp):
         # waits, compute) and its traffic
         row["engine_per_token"] = {k: (st2[k] - st1[k]) / new for k in ENGINE_FIELDS
                                    if isinstance(st2.get(k), (int, float))}
+        row["engine_per_token"].update({f"host_{k}_seconds": (host[k] - host1[k]) / new
+                                        for k in host})
     return row, torch.stack([x.cpu() for x in logits], 1)
 
 
