@@ -311,15 +311,21 @@ int64_t sw_plan_decode(const int32_t *qo_indptr, const int32_t *kv_indptr, int32
      * order generation gives within one length, so a stable bucket pass
      * over the distinct lengths (a request's full items and its last one:
      * at most two each) orders them. */
+    enum { LOCAL = 2 * 64 + 1 }; /* a batch of up to 64: no allocation per plan */
+    int32_t lens_local[LOCAL];
+    int64_t at_local[LOCAL];
     int32_t *lens = NULL;
     int64_t *at = NULL;
     int32_t nl = 0;
     if (items && total > 0) {
-        lens = malloc(sizeof *lens * (size_t)(2 * (int64_t)batch + 1));
-        at = malloc(sizeof *at * (size_t)(2 * (int64_t)batch + 1));
+        const size_t need = (size_t)(2 * (int64_t)batch + 1);
+        lens = need <= LOCAL ? lens_local : malloc(sizeof *lens * need);
+        at = need <= LOCAL ? at_local : malloc(sizeof *at * need);
         if (!lens || !at) {
-            free(lens);
-            free(at);
+            if (lens != lens_local)
+                free(lens);
+            if (at != at_local)
+                free(at);
             return -2;
         }
         for (int32_t b = 0; b < batch; b++) {
@@ -374,8 +380,10 @@ int64_t sw_plan_decode(const int32_t *qo_indptr, const int32_t *kv_indptr, int32
             }
         }
     }
-    free(lens);
-    free(at);
+    if (lens != lens_local)
+        free(lens);
+    if (at != at_local)
+        free(at);
     if (num_merges)
         *num_merges = nm;
     if (num_parts)
