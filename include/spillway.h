@@ -198,6 +198,13 @@ typedef struct sw_prefill_tensors {
     int64_t v_head_stride;
     int64_t k_page_stride;
     int64_t v_page_stride;
+    /* 0, or the caller's name for this workspace allocation: a nonzero tag
+     * vouches that since the caller last passed it with this workspace,
+     * nothing but sw_prefill_run has written the workspace (a new
+     * allocation, even at the same address, gets a new tag). A plan run
+     * again on the workspace it last ran on then skips uploading its work
+     * list (one host-to-device copy less per call). */
+    uint64_t workspace_tag;
 } sw_prefill_tensors;
 
 /* Zeroes all sizeof(sw_prefill_tensors) bytes of this header's struct and

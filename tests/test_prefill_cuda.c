@@ -137,6 +137,147 @@ static int check_isolation(cudaStream_t st, sw_backend backend)
     return bad;
 }
 
+/* workspace_tag: two plans over the same 200 rows (one request, and two
+ * ragged ones) share a tagged workspace. A plan run again on it skips its
+ * upload, so each run must leave the scheduler counter at 0 (else the next
+ * run claims nothing and the poisoned output stays); a switch of plan
+ * uploads; a run captured into a graph marks the workspace, whose replays
+ * rewrite it behind the library's back (the eager plan after a replay
+ * must upload again); a new tag after the bytes were scrambled uploads. */
+static int check_workspace_tag(cudaStream_t st, sw_backend backend)
+{
+    const int32_t hq = 4, hkv = 2, d = 128, rows = 200;
+    const int32_t qa[2] = {0, 200}, qb[3] = {0, 64, 200}, kb[3] = {0, 90, 200};
+    const int64_t nq = (int64_t)rows * hq * d, nk = (int64_t)rows * hkv * d;
+    uint16_t *q = malloc((size_t)nq * 2), *k = malloc((size_t)nk * 2), *v = malloc((size_t)nk * 2);
+    uint16_t *o = malloc((size_t)nq * 2), *ref[2] = {malloc((size_t)nq * 2), malloc((size_t)nq * 2)};
+    sw_rng r = {0x7a9ull};
+    for (int64_t i = 0; i < nq; i++)
+        q[i] = sw_f32_to_bf16((float)sw_rng_normal(&r));
+    for (int64_t i = 0; i < nk; i++) {
+        k[i] = sw_f32_to_bf16((float)sw_rng_normal(&r));
+        v[i] = sw_f32_to_bf16((float)sw_rng_normal(&r));
+    }
+    sw_prefill_params p;
+    sw_prefill_params_init(&p);
+    p.dtype = SW_DTYPE_BF16;
+    p.num_qo_heads = hq;
+    p.num_kv_heads = hkv;
+    p.head_dim = d;
+    p.causal = 1;
+    for (int i = 0; i < 2; i++) {
+        sw_prefill_params pr = p;
+        pr.backend = SW_BACKEND_CPU_REF;
+        sw_prefill_tensors tr;
+        sw_prefill_tensors_init(&tr);
+        tr.q = q;
+        tr.k = k;
+        tr.v = v;
+        tr.o = ref[i];
+        tr.q_rows = tr.kv_rows = rows;
+        CHECK_STATUS(sw_prefill_host(&pr, i ? 2 : 1, i ? qb : qa, i ? kb : qa, &tr), SW_OK);
+    }
+    p.backend = backend;
+    sw_prefill_plan *pl[2] = {NULL, NULL};
+    CHECK_STATUS(sw_prefill_plan_create(&p, 1, qa, qa, &pl[0]), SW_OK);
+    CHECK_STATUS(sw_prefill_plan_create(&p, 2, qb, kb, &pl[1]), SW_OK);
+    if (!pl[0] || !pl[1]) {
+        sw_prefill_plan_destroy(pl[0]);
+        sw_prefill_plan_destroy(pl[1]);
+        free(q); free(k); free(v); free(o); free(ref[0]); free(ref[1]);
+        return 1;
+    }
+    size_t wsb = sw_prefill_plan_workspace_size(pl[0]);
+    if (sw_prefill_plan_workspace_size(pl[1]) > wsb)
+        wsb = sw_prefill_plan_workspace_size(pl[1]);
+    void *dq, *dk, *dv, *dout, *dws;
+    CUDA_OK(cudaMalloc(&dq, (size_t)nq * 2));
+    CUDA_OK(cudaMalloc(&dk, (size_t)nk * 2));
+    CUDA_OK(cudaMalloc(&dv, (size_t)nk * 2));
+    CUDA_OK(cudaMalloc(&dout, (size_t)nq * 2));
+    CUDA_OK(cudaMalloc(&dws, wsb));
+    CUDA_OK(cudaMemcpyAsync(dq, q, (size_t)nq * 2, cudaMemcpyHostToDevice, st));
+    CUDA_OK(cudaMemcpyAsync(dk, k, (size_t)nk * 2, cudaMemcpyHostToDevice, st));
+    CUDA_OK(cudaMemcpyAsync(dv, v, (size_t)nk * 2, cudaMemcpyHostToDevice, st));
+    sw_prefill_tensors t;
+    sw_prefill_tensors_init(&t);
+    t.q = dq;
+    t.k = dk;
+    t.v = dv;
+    t.o = dout;
+    t.q_rows = t.kv_rows = rows;
+    t.workspace = dws;
+    t.workspace_bytes = wsb;
+    t.workspace_tag = 0x5eed;
+    int bad = 0, step = 0;
+    /* which plan's output dout must hold, after a poisoned output (0xffff:
+     * NaN) and the step's work */
+#define TAG_CHECK(which, what)                                                                   \
+    do {                                                                                         \
+        CUDA_OK(cudaStreamSynchronize(st));                                                      \
+        CUDA_OK(cudaMemcpy(o, dout, (size_t)nq * 2, cudaMemcpyDeviceToHost));                    \
+        double num = 0, den = 0;                                                                 \
+        int nonfinite = 0;                                                                       \
+        const uint16_t *want = ref[which];                                                       \
+        for (int64_t e = 0; e < nq; e++) {                                                       \
+            const double a = sw_bf16_to_f32(o[e]), b = sw_bf16_to_f32(want[e]);                  \
+            nonfinite += !isfinite(a);                                                           \
+            num += (a - b) * (a - b);                                                            \
+            den += b * b;                                                                        \
+        }                                                                                        \
+        const double rel = sqrt(num / den);                                                      \
+        if (nonfinite || !(rel <= 1e-2)) {                                                       \
+            fprintf(stderr, "FAIL workspace_tag [%s] step %d (%s): %d non-finite, rel_l2 %.3g\n", \
+                    sw_backend_name(backend), step, what, nonfinite, rel);                      \
+            bad++;                                                                               \
+        }                                                                                        \
+        step++;                                                                                  \
+    } while (0)
+    static const int seq[7] = {0, 0, 0, 1, 0, 1, 1};
+    for (int i = 0; i < 7; i++) {
+        CUDA_OK(cudaMemsetAsync(dout, 0xff, (size_t)nq * 2, st));
+        CHECK_STATUS(sw_prefill_run(pl[seq[i]], &t, st), SW_OK);
+        TAG_CHECK(seq[i], "eager");
+    }
+    /* plan 0 captured; plan 1 eager between replays */
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    CUDA_OK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+    const sw_status cs = sw_prefill_run(pl[0], &t, st);
+    CUDA_OK(cudaStreamEndCapture(st, &g));
+    CHECK_STATUS(cs, SW_OK);
+    CUDA_OK(cudaGraphInstantiate(&ge, g, 0));
+    for (int rep = 0; rep < 2; rep++) {
+        CUDA_OK(cudaMemsetAsync(dout, 0xff, (size_t)nq * 2, st));
+        CHECK_STATUS(sw_prefill_run(pl[1], &t, st), SW_OK);
+        TAG_CHECK(1, "eager before a replay");
+        CUDA_OK(cudaMemsetAsync(dout, 0xff, (size_t)nq * 2, st));
+        CUDA_OK(cudaGraphLaunch(ge, st));
+        TAG_CHECK(0, "replay");
+        CUDA_OK(cudaMemsetAsync(dout, 0xff, (size_t)nq * 2, st));
+        CHECK_STATUS(sw_prefill_run(pl[1], &t, st), SW_OK);
+        TAG_CHECK(1, "eager after a replay");
+    }
+    cudaGraphExecDestroy(ge);
+    cudaGraphDestroy(g);
+    /* a new allocation (scrambled bytes) under a new tag, then untagged */
+    for (int i = 0; i < 2; i++) {
+        CUDA_OK(cudaMemsetAsync(dws, 0x5a, wsb, st));
+        t.workspace_tag = i ? 0 : 0x5eee;
+        for (int rep = 0; rep < 2; rep++) {
+            CUDA_OK(cudaMemsetAsync(dout, 0xff, (size_t)nq * 2, st));
+            CHECK_STATUS(sw_prefill_run(pl[1], &t, st), SW_OK);
+            TAG_CHECK(1, i ? "untagged" : "new tag");
+        }
+    }
+#undef TAG_CHECK
+    sw_prefill_plan_destroy(pl[0]);
+    sw_prefill_plan_destroy(pl[1]);
+    cudaFree(dq); cudaFree(dk); cudaFree(dv); cudaFree(dout); cudaFree(dws);
+    free(q); free(k); free(v); free(o); free(ref[0]); free(ref[1]);
+    return bad;
+}
+
 static void check_refusals(cudaStream_t st)
 {
     sw_case c;
@@ -337,6 +478,8 @@ int main(int argc, char **argv)
         total += atomic_load(&P.ran);
         failed += check_isolation(st, backends[bi]);
         total += 6;
+        failed += check_workspace_tag(st, backends[bi]);
+        total += 1;
         if (backends[bi] == SW_BACKEND_CUDA_HOPPER) {
             P.jobs = wide;
             P.wide_only = 1;

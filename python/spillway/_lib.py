@@ -136,6 +136,8 @@ class sw_prefill_tensors(ctypes.Structure):
         ("v_head_stride", ctypes.c_int64),
         ("k_page_stride", ctypes.c_int64),
         ("v_page_stride", ctypes.c_int64),
+        # the workspace allocation's name: a plan run again on it skips its upload
+        ("workspace_tag", ctypes.c_uint64),
     ]
 
 

@@ -17,6 +17,7 @@ one forward pass plan once.
 """
 
 import collections
+import itertools
 import math
 import sys
 import threading
@@ -242,12 +243,18 @@ def clear_caches():
 
 # -------------------------------------------------------------- workspace --
 
+_ws_tags = itertools.count(1)
+
+
 class _Workspace:
-    __slots__ = ("buf", "nbytes", "last_stream", "last_raw", "recorded", "lock")
+    __slots__ = ("buf", "nbytes", "tag", "last_stream", "last_raw", "recorded", "lock")
 
     def __init__(self):
         self.buf = None
         self.nbytes = 0
+        # sw_prefill_tensors.workspace_tag: a new one for each allocation (only
+        # sw_prefill_run writes the buffer, so the library may trust it)
+        self.tag = 0
         self.last_stream = None  # the torch stream of the last run ...
         self.last_raw = None     # ... and its cudaStream_t
         self.recorded = set()    # raw streams the buffer is recorded on
@@ -299,6 +306,7 @@ def _acquire_workspace(torch, ws, nbytes, device, raw):
         size = (nbytes + _WORKSPACE_ROUND - 1) // _WORKSPACE_ROUND * _WORKSPACE_ROUND
         ws.buf = torch.empty(size, dtype=torch.uint8, device=device)
         ws.nbytes = size
+        ws.tag = next(_ws_tags)
         ws.recorded = set()
     # The allocator keeps each stream recorded on a block and waits for all
     # of them when the block is freed: once per stream is enough.
@@ -328,6 +336,7 @@ def _run_cuda(torch, handle, t, dev, ws_bytes, fill=None):
             ptr, nbytes, stream = _acquire_workspace(torch, ws, ws_bytes, dev, raw)
             t.workspace = ptr
             t.workspace_bytes = nbytes
+            t.workspace_tag = ws.tag
             return _lib.lib().sw_prefill_run(handle, ctypes.byref(t), raw), stream
     finally:
         if prev != index:
@@ -562,6 +571,7 @@ def _varlen_fast(q, k, v, cq, ck, mq, mk, causal, softmax_scale, return_lse):
             t.lse = ctypes.cast(ptrs[4], ctypes.POINTER(ctypes.c_float)) if ptrs[4] else None
             t.workspace, t.workspace_bytes, plan._last_stream = _acquire_workspace(
                 torch, ws, plan.workspace_size, dev, raw)
+            t.workspace_tag = ws.tag
             st = plan._lib.sw_prefill_run(plan._handle, plan._tref, raw)
     if st:
         if st in (_lib.SW_STATUS_CUDA, _lib.SW_STATUS_FAILED):

@@ -190,7 +190,7 @@ typedef struct sw_cuda_prefill_args {
     int32_t num_work;
     const sw_req_info *reqs;    /* device, batch entries */
     int32_t batch;
-    int32_t *counter;           /* device int, zeroed by run() before the launch */
+    int32_t *counter;           /* device int, 0 on entry; the kernel leaves it 0 */
     int32_t grid;               /* persistent grid size chosen at plan time */
     int32_t total_q, total_kv;  /* rows of Q/O and of K/V (last indptr entries) */
     int32_t wide_kv;            /* Hopper, non-causal d128: the wide K/V tile kernel */

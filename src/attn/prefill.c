@@ -7,6 +7,7 @@
 #include "../opponents/opponent.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,7 +40,102 @@ struct sw_prefill_plan {
     sw_paged_table pages;       /* the checked table; kv_indptr is its kv_indptr */
     sw_paged_cuda pcuda;        /* paged on a CUDA backend: decode or gather (paged_cuda.c) */
     size_t ws_bytes;            /* CUDA: the workspace a run needs */
+    uint64_t serial;            /* unique in the process: the workspace table's owner id */
 };
+
+/* Workspaces that hold a plan's blob. A caller that sets workspace_tag
+ * vouches that nothing but runs of this library has written the workspace
+ * since it last passed that tag with it; the kernels leave the scheduler
+ * counter at 0, so a plan run again on the workspace it last uploaded to
+ * needs no upload. Any other run that writes the workspace (paged decode,
+ * opponents) takes the entry away. A run captured into a CUDA graph uploads,
+ * and marks the workspace for good: the graph's replays write it at times
+ * the library does not see. A full table drops an entry that is not marked;
+ * with every entry marked, no run skips its upload again. */
+enum { WS_TABLE = 16 };
+typedef struct {
+    const void *ws;
+    uint64_t tag;
+    uint64_t owner; /* plan serial; 0 = unknown contents */
+    int captured;
+} ws_entry;
+static pthread_mutex_t g_ws_lock = PTHREAD_MUTEX_INITIALIZER;
+static ws_entry g_ws[WS_TABLE];
+static int g_ws_next, g_ws_overflow;
+static uint64_t g_serial;
+
+static uint64_t next_serial(void)
+{
+    pthread_mutex_lock(&g_ws_lock);
+    const uint64_t s = ++g_serial;
+    pthread_mutex_unlock(&g_ws_lock);
+    return s;
+}
+
+static ws_entry *ws_find(const void *ws)
+{
+    for (int i = 0; i < WS_TABLE; i++)
+        if (g_ws[i].ws == ws)
+            return &g_ws[i];
+    return NULL;
+}
+
+/* 1 when the workspace holds the blob of plan `owner` under `tag`. */
+static int ws_holds(const void *ws, uint64_t tag, uint64_t owner)
+{
+    if (!tag)
+        return 0;
+    pthread_mutex_lock(&g_ws_lock);
+    const ws_entry *e = ws_find(ws);
+    const int held = !g_ws_overflow && e && e->tag == tag && e->owner == owner && !e->captured;
+    pthread_mutex_unlock(&g_ws_lock);
+    return held;
+}
+
+/* Records what a run left in the workspace: the blob of `owner` (0: other
+ * bytes; always 0 for an untagged run); `captured` marks the workspace for
+ * good. Only a new nonzero tag (the caller's new allocation at the same
+ * address) clears the mark. */
+static void ws_note(const void *ws, uint64_t tag, uint64_t owner, int captured)
+{
+    pthread_mutex_lock(&g_ws_lock);
+    ws_entry *e = ws_find(ws);
+    if (e && tag && e->tag && e->tag != tag)
+        e->captured = 0;
+    if (!e && (tag || captured)) {
+        for (int n = 0; n < WS_TABLE && !e; n++) {
+            ws_entry *c = &g_ws[g_ws_next];
+            g_ws_next = (g_ws_next + 1) % WS_TABLE;
+            if (!c->captured) {
+                e = c;
+                memset(e, 0, sizeof *e);
+                e->ws = ws;
+            }
+        }
+        if (!e)
+            g_ws_overflow = 1;
+    }
+    if (e) {
+        if (tag)
+            e->tag = tag;
+        e->owner = tag ? owner : 0;
+        e->captured |= captured;
+    }
+    pthread_mutex_unlock(&g_ws_lock);
+}
+
+static uint64_t tensors_tag(const sw_prefill_tensors *t)
+{
+    return t->struct_size >= offsetof(sw_prefill_tensors, workspace_tag) + sizeof(uint64_t)
+               ? t->workspace_tag
+               : 0;
+}
+
+/* A run about to write the workspace with bytes other than a blob. */
+static void ws_forget(const sw_prefill_tensors *t, void *stream)
+{
+    ws_note(t->workspace, tensors_tag(t), 0, sw_cuda_stream_capturing(stream));
+}
 
 void sw_prefill_params_init(sw_prefill_params *p)
 {
@@ -268,6 +364,7 @@ static sw_status plan_make(const sw_prefill_params *params, sw_backend backend, 
     sw_prefill_plan *pl = calloc(1, sizeof *pl);
     if (!pl)
         return sw_fail(SW_STATUS_NO_MEMORY, "cannot allocate a plan");
+    pl->serial = next_serial();
     pl->params = *params;
     pl->params.struct_size = sizeof pl->params;
     if (pl->params.sm_scale == 0.0f)
@@ -466,10 +563,15 @@ static sw_status run_cuda(sw_prefill_plan *pl, const sw_attn_problem *pb,
     SW_TRY(check_workspace(t, pl->blob_bytes));
     sw_status s = sw_cuda_set_device(pl->params.device);
     /* One async copy resets the scheduler counter and uploads the requests
-     * and the work list; the blob is pinned, so this does not block. */
-    if (s == SW_OK)
+     * and the work list; the blob is pinned, so this does not block. It is
+     * skipped when the workspace still holds this plan's blob (ws_holds),
+     * except into a graph being captured, which must hold its own. */
+    const uint64_t tag = tensors_tag(t);
+    const int capturing = sw_cuda_stream_capturing(stream);
+    if (s == SW_OK && (capturing || !ws_holds(t->workspace, tag, pl->serial)))
         s = sw_cuda_memcpy_h2d_async(t->workspace, pl->blob, pl->blob_bytes, stream);
     if (s != SW_OK) {
+        ws_note(t->workspace, tag, 0, capturing);
         pl->failed = 1;
         return s;
     }
@@ -501,6 +603,9 @@ static sw_status run_cuda(sw_prefill_plan *pl, const sw_attn_problem *pb,
     a.wide_kv = pl->wide_kv;
     s = pl->backend == SW_BACKEND_CUDA_HOPPER ? sw_cuda_prefill_hopper_launch(&a, stream)
                                               : sw_cuda_prefill_portable_launch(&a, stream);
+    /* a kernel that did not run leaves the counter as the upload set it,
+     * one that failed leaves it unknown */
+    ws_note(t->workspace, tag, s == SW_STATUS_CUDA ? 0 : pl->serial, capturing);
     if (s == SW_STATUS_CUDA)
         pl->failed = 1;
     return s;
@@ -525,6 +630,9 @@ static sw_status run_paged_cuda(sw_prefill_plan *pl, const sw_attn_problem *pb,
     SW_TRY(check_workspace(t, pl->ws_bytes));
     sw_status s = sw_cuda_set_device(pl->params.device);
     const void *kd = NULL, *vd = NULL;
+    /* the decode kernel's partials and the gathered pages (past this plan's
+     * blob) are written here: what the workspace held is gone */
+    ws_forget(t, stream);
     if (s == SW_OK)
         s = sw_paged_cuda_run(&pl->pcuda, pb, &pl->pages, ks, vs, t->workspace, stream, &kd, &vd);
     if (s == SW_OK && !pl->pcuda.decode) {
@@ -556,6 +664,7 @@ sw_status sw_prefill_run(sw_prefill_plan *plan, const sw_prefill_tensors *t, voi
             return run_paged_cuda(plan, &pb, t, &ks, &vs, stream);
 #ifdef SW_HAVE_OPPONENT_FLASHINFER
         if (plan->opp_paged) {
+            ws_forget(t, stream);
             sw_status s = sw_opp_fid_run(plan->opp_paged, &pb, &ks, &vs, t->workspace,
                                          t->workspace_bytes, stream);
             if (s == SW_STATUS_CUDA)
@@ -574,6 +683,7 @@ sw_status sw_prefill_run(sw_prefill_plan *plan, const sw_prefill_tensors *t, voi
 #ifdef SW_HAVE_OPPONENT_FLASHINFER
     case SW_BACKEND_OPPONENT_FLASHINFER:
     case SW_BACKEND_OPPONENT_FLASHINFER_FA3: {
+        ws_forget(t, stream);
         sw_status s = sw_opp_fi_run(plan->opp, &pb, t->workspace, t->workspace_bytes, stream);
         if (s == SW_STATUS_CUDA)
             plan->failed = 1;

@@ -22,6 +22,11 @@ extern "C" int32_t sw_cuda_devices(void)
 
 extern "C" sw_status sw_cuda_set_device(int32_t device)
 {
+    int cur = -1;
+    if (cudaGetDevice(&cur) != cudaSuccess)
+        (void)cudaGetLastError();
+    else if (cur == device)
+        return SW_OK; /* the common case costs no driver call */
     int32_t n = sw_cuda_devices();
     if (device < 0 || device >= n)
         return sw_fail(SW_STATUS_NO_DEVICE, "CUDA device %d requested, %d usable", (int)device,
@@ -54,6 +59,16 @@ extern "C" sw_status sw_cuda_stream_sync(void *stream)
 {
     SW_CUDA_CHECK(cudaStreamSynchronize((cudaStream_t)stream));
     return SW_OK;
+}
+
+extern "C" int sw_cuda_stream_capturing(void *stream)
+{
+    cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing((cudaStream_t)stream, &st) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 1;
+    }
+    return st != cudaStreamCaptureStatusNone;
 }
 
 /* 1 when p is device (or managed) memory of this process, 0 for host or

@@ -27,6 +27,9 @@ sw_status sw_cuda_set_device(int32_t device);
 sw_status sw_cuda_memcpy_h2d_async(void *dst, const void *src, size_t bytes, void *stream);
 sw_status sw_cuda_memset_async(void *dst, int value, size_t bytes, void *stream);
 sw_status sw_cuda_stream_sync(void *stream);
+/* 1 when `stream` is being captured into a CUDA graph, or when that cannot
+ * be told (the caller then takes the careful path); 0 otherwise. */
+int sw_cuda_stream_capturing(void *stream);
 /* 1 when p is device (or managed) memory of this process, 0 for host or
  * unknown memory: a host buffer passed as a device destination gets a
  * clear SW_STATUS_INVALID from its caller instead of a CUDA error. */

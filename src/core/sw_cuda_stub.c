@@ -24,6 +24,7 @@ sw_status sw_cuda_memset_async(void *dst, int value, size_t bytes, void *stream)
     return no_cuda();
 }
 sw_status sw_cuda_stream_sync(void *stream) { (void)stream; return no_cuda(); }
+int sw_cuda_stream_capturing(void *stream) { (void)stream; return 1; }
 int sw_cuda_is_device_ptr(const void *p) { (void)p; return 0; }
 sw_status sw_cuda_host_alloc(void **p, size_t bytes) { (void)bytes; *p = NULL; return no_cuda(); }
 void sw_cuda_host_free(void *p) { (void)p; }

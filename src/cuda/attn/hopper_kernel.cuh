@@ -160,7 +160,7 @@ __device__ __forceinline__ void producer(const CUtensorMap *tm_q1, const CUtenso
      * geometry loads delayed the K that both consumers wait for at the item
      * boundary). */
     auto claim = [&](int n) -> int {
-        const int item = atomicAdd(a.counter, 1);
+        const int item = sw_portable::claim_item(a.counter, a.num_work);
         const int slot = n & 1;
         mbar_wait(bars + B_SCHED_EMPTY + 8 * slot, ((n >> 1) & 1) ^ 1);
         slots[slot].item = item;

@@ -45,7 +45,7 @@ __global__ void __launch_bounds__(traits<D>::NT, traits<D>::MIN_CTAS)
      * the atomic's round trip hides behind a whole item of work. */
     int next = 0;
     if (tid == 0) {
-        next = atomicAdd(a.counter, 1);
+        next = claim_item(a.counter, a.num_work);
         s_item[0] = next;
     }
     bool q_ready = false; /* this item's Q rows already requested */
@@ -55,7 +55,7 @@ __global__ void __launch_bounds__(traits<D>::NT, traits<D>::MIN_CTAS)
         if (item >= a.num_work)
             break;
         if (tid == 0)
-            next = atomicAdd(a.counter, 1);
+            next = claim_item(a.counter, a.num_work);
 
         item_geom g = item_geom::of<TR::BM, TR::BN, CAUSAL>(a, item);
         float o[TR::MT][TR::NO][4];

@@ -13,6 +13,19 @@
 
 namespace sw_portable {
 
+/* The scheduler's claim of the next work item. Every CTA claims until it
+ * gets an index past the list, exactly once past it, so a run makes
+ * num_work + gridDim.x claims and the last of them resets the counter: the
+ * workspace is left as the upload found it, and the same plan runs again on
+ * it without an upload (prefill.c, workspace_tag). */
+__device__ __forceinline__ int claim_item(int32_t *counter, int num_work)
+{
+    const int item = atomicAdd(counter, 1);
+    if (item == num_work + (int)gridDim.x - 1)
+        atomicExch(counter, 0);
+    return item;
+}
+
 struct item_geom {
     int q_start, q_len, kv_start, kv_len;
     int q_tok0, head0, pack, kvh;
