@@ -247,10 +247,11 @@ _ws_tags = itertools.count(1)
 
 
 class _Workspace:
-    __slots__ = ("buf", "nbytes", "tag", "last_stream", "last_raw", "recorded", "lock")
+    __slots__ = ("buf", "ptr", "nbytes", "tag", "last_stream", "last_raw", "recorded", "lock")
 
     def __init__(self):
         self.buf = None
+        self.ptr = None  # buf.data_ptr()
         self.nbytes = 0
         # sw_prefill_tensors.workspace_tag: a new one for each allocation (only
         # sw_prefill_run writes the buffer, so the library may trust it)
@@ -261,18 +262,26 @@ class _Workspace:
         self.lock = threading.Lock()
 
 
+_torch_getters = []  # [raw stream of device i, current device], found once
+
+
+def _getters(torch):
+    if not _torch_getters:
+        f = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        g = getattr(torch._C, "_cuda_getDevice", None)
+        _torch_getters[:] = [f or (lambda i: torch.cuda.current_stream(i).cuda_stream),
+                             g or torch.cuda.current_device]
+    return _torch_getters
+
+
 def _raw_stream(torch, index):
     """The current stream's cudaStream_t on device `index`, without making a
     torch.cuda.Stream object (torch's own kernels launch the same way)."""
-    f = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-    if f is not None:
-        return f(index)
-    return torch.cuda.current_stream(index).cuda_stream
+    return (_torch_getters or _getters(torch))[0](index)
 
 
 def _current_device(torch):
-    f = getattr(torch._C, "_cuda_getDevice", None)
-    return f() if f is not None else torch.cuda.current_device()
+    return (_torch_getters or _getters(torch))[1]()
 
 
 _ws_lock = threading.Lock()
@@ -305,6 +314,7 @@ def _acquire_workspace(torch, ws, nbytes, device, raw):
         # knows (record_stream below) every stream that used it.
         size = (nbytes + _WORKSPACE_ROUND - 1) // _WORKSPACE_ROUND * _WORKSPACE_ROUND
         ws.buf = torch.empty(size, dtype=torch.uint8, device=device)
+        ws.ptr = ws.buf.data_ptr()
         ws.nbytes = size
         ws.tag = next(_ws_tags)
         ws.recorded = set()
@@ -313,7 +323,7 @@ def _acquire_workspace(torch, ws, nbytes, device, raw):
     if ws.buf is not None and raw not in ws.recorded:
         ws.buf.record_stream(ws.last_stream)
         ws.recorded.add(raw)
-    return (ws.buf.data_ptr() if ws.buf is not None else None), ws.nbytes, ws.last_stream
+    return ws.ptr, ws.nbytes, ws.last_stream
 
 
 def _run_cuda(torch, handle, t, dev, ws_bytes, fill=None):
@@ -569,9 +579,15 @@ def _varlen_fast(q, k, v, cq, ck, mq, mk, causal, softmax_scale, return_lse):
             t.q, t.k, t.v, t.o = ptrs[0] or None, ptrs[1] or None, ptrs[2] or None, \
                 ptrs[3] or None
             t.lse = ctypes.cast(ptrs[4], ctypes.POINTER(ctypes.c_float)) if ptrs[4] else None
-            t.workspace, t.workspace_bytes, plan._last_stream = _acquire_workspace(
-                torch, ws, plan.workspace_size, dev, raw)
-            t.workspace_tag = ws.tag
+            if raw == ws.last_raw and plan.workspace_size <= ws.nbytes and raw in ws.recorded:
+                # _acquire_workspace's case with nothing to do (same stream, big enough)
+                plan._last_stream = ws.last_stream
+                if t.workspace_tag != ws.tag:  # another allocation since this plan's last run
+                    t.workspace, t.workspace_bytes, t.workspace_tag = ws.ptr, ws.nbytes, ws.tag
+            else:
+                t.workspace, t.workspace_bytes, plan._last_stream = _acquire_workspace(
+                    torch, ws, plan.workspace_size, dev, raw)
+                t.workspace_tag = ws.tag
             st = plan._lib.sw_prefill_run(plan._handle, plan._tref, raw)
     if st:
         if st in (_lib.SW_STATUS_CUDA, _lib.SW_STATUS_FAILED):
