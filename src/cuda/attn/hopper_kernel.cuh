@@ -160,7 +160,7 @@ __device__ __forceinline__ void producer(const CUtensorMap *tm_q1, const CUtenso
      * geometry loads delayed the K that both consumers wait for at the item
      * boundary). */
     auto claim = [&](int n) -> int {
-        const int item = sw_portable::claim_item(a.counter, a.num_work);
+        const int item = atomicAdd(a.counter, 1);
         const int slot = n & 1;
         mbar_wait(bars + B_SCHED_EMPTY + 8 * slot, ((n >> 1) & 1) ^ 1);
         slots[slot].item = item;
@@ -217,6 +217,7 @@ __device__ __forceinline__ void producer(const CUtensorMap *tm_q1, const CUtenso
             claim_next(); /* one Q buffer, or an item without keys */
         item = next;
     }
+    sw_portable::reset_counter_after(a.counter, item, a.num_work);
 }
 
 /* The V fixer (one warp): follows the same tiles as the producer; once a V

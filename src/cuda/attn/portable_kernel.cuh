@@ -45,17 +45,20 @@ __global__ void __launch_bounds__(traits<D>::NT, traits<D>::MIN_CTAS)
      * the atomic's round trip hides behind a whole item of work. */
     int next = 0;
     if (tid == 0) {
-        next = claim_item(a.counter, a.num_work);
+        next = atomicAdd(a.counter, 1);
         s_item[0] = next;
     }
     bool q_ready = false; /* this item's Q rows already requested */
     for (int slot = 0;; slot ^= 1) {
         __syncthreads(); /* publishes s_item[slot]; the previous item is done with all smem */
         const int item = s_item[slot];
-        if (item >= a.num_work)
+        if (item >= a.num_work) {
+            if (tid == 0)
+                reset_counter_after(a.counter, item, a.num_work);
             break;
+        }
         if (tid == 0)
-            next = claim_item(a.counter, a.num_work);
+            next = atomicAdd(a.counter, 1);
 
         item_geom g = item_geom::of<TR::BM, TR::BN, CAUSAL>(a, item);
         float o[TR::MT][TR::NO][4];

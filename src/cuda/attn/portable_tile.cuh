@@ -13,17 +13,16 @@
 
 namespace sw_portable {
 
-/* The scheduler's claim of the next work item. Every CTA claims until it
- * gets an index past the list, exactly once past it, so a run makes
- * num_work + gridDim.x claims and the last of them resets the counter: the
- * workspace is left as the upload found it, and the same plan runs again on
- * it without an upload (prefill.c, workspace_tag). */
-__device__ __forceinline__ int claim_item(int32_t *counter, int num_work)
+/* The scheduler's counter after a CTA's last claim, `past` (its first index
+ * past the list). Every CTA claims until it gets such an index, exactly
+ * once, so a run makes num_work + gridDim.x claims and the CTA that made the
+ * last of them resets the counter: the workspace is left as the upload found
+ * it, and the same plan runs again on it without an upload (prefill.c,
+ * workspace_tag). Called once, after the claim loop (no register in it). */
+__device__ __forceinline__ void reset_counter_after(int32_t *counter, int past, int num_work)
 {
-    const int item = atomicAdd(counter, 1);
-    if (item == num_work + (int)gridDim.x - 1)
+    if (past == num_work + (int)gridDim.x - 1)
         atomicExch(counter, 0);
-    return item;
 }
 
 struct item_geom {
