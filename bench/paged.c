@@ -12,8 +12,9 @@
  * --warmup), the plan made once before. Sampled rows of every case are
  * checked against an fp64 reference. In a library built with the FlashInfer
  * opponent (docs/opponents.md) and SPILLWAY_OPPONENT=flashinfer set, each
- * decode case also runs FlashInfer's batch decode on the same pages,
- * interleaved; SDPA on the gathered KV is bench/paged.py's. */
+ * case also runs FlashInfer on the same pages, interleaved with ours: its
+ * batch decode, or its paged prefill (FA2); SDPA on the gathered KV is
+ * bench/paged.py's. */
 #include "common.h"
 #include "core/sw_half.h"
 
@@ -188,6 +189,45 @@ static double check_sample(const uint16_t *q, const uint16_t *o, const int32_t *
     return worst;
 }
 
+/* FlashInfer on the same pages -- its batch decode (one query token per
+ * request) or its paged prefill -- where this library was built with it and
+ * SPILLWAY_OPPONENT=flashinfer is set: timed interleaved with ours (*ms),
+ * its output checked like ours (*err). Returns its ms, or -1 with the
+ * refusal in note. */
+static double time_flashinfer(sw_prefill_plan *pl, const sw_prefill_tensors *t,
+                              const sw_prefill_params *p, const sw_paged_kv *pk, int32_t B,
+                              const int32_t *qo, const int32_t *kv, const uint16_t *qh,
+                              size_t q_elems, void *st, int warmup, int reps, bench_gpu_timer *tm,
+                              double *ms, double *err, char *note, size_t note_len)
+{
+    sw_prefill_params po = *p;
+    po.backend = SW_BACKEND_OPPONENT_FLASHINFER;
+    sw_prefill_plan *pf = NULL;
+    if (sw_prefill_plan_create_paged(&po, B, qo, pk, &pf) != SW_OK) {
+        snprintf(note, note_len, "%s", sw_last_error());
+        return -1;
+    }
+    const size_t wf = sw_prefill_plan_workspace_size(pf);
+    void *wsf = wf ? bench_gpu_alloc(wf, "workspace") : NULL;
+    uint16_t *of = bench_gpu_alloc(q_elems * 2, "O (flashinfer)");
+    sw_prefill_tensors tf = *t;
+    tf.o = of;
+    tf.workspace = wsf;
+    tf.workspace_bytes = wf;
+    double ms_fi = -1;
+    time_pair(pl, t, pf, &tf, st, warmup, reps, tm, ms, &ms_fi);
+    uint16_t *ofh = malloc(q_elems * 2);
+    if (bench_gpu_sync(st, "flashinfer") || bench_gpu_copy(ofh, of, q_elems * 2, st, "O"))
+        exit(1);
+    *err = check_sample(qh, ofh, qo, kv, B, pk->page_indptr, pk->page_indices, pk->page_size,
+                        p->num_qo_heads, p->num_kv_heads, p->head_dim, p->causal);
+    free(ofh);
+    bench_gpu_free(of);
+    bench_gpu_free(wsf);
+    sw_prefill_plan_destroy(pf);
+    return ms_fi;
+}
+
 static int run_case(const pcase *pc, int si, int32_t ps, int warmup, int reps, FILE *js,
                     int *first)
 {
@@ -303,37 +343,18 @@ static int run_case(const pcase *pc, int si, int32_t ps, int warmup, int reps, F
         tr.workspace_bytes = wr;
         time_pair(pl, &t, pr, &tr, st, warmup, reps, &tm, &ms, &ms_ref);
         ref_rate = ms_ref;
+        double ms_again = 0; /* ours, timed beside FlashInfer's paged prefill */
+        ms_fi = time_flashinfer(pl, &t, &p, &pk, B, qo, kv, qh, q_elems, st, warmup, reps, &tm,
+                                &ms_again, &fi_err, fi_note, sizeof fi_note);
         sw_prefill_plan_destroy(pr);
         bench_gpu_free(wsr);
         bench_gpu_free(kd);
         bench_gpu_free(vd);
     } else {
-        /* FlashInfer's batch decode on the same pages, where this library was
-         * built with it and SPILLWAY_OPPONENT=flashinfer is set */
-        sw_prefill_params po = p;
-        po.backend = SW_BACKEND_OPPONENT_FLASHINFER;
-        sw_prefill_plan *pf = NULL;
-        if (sw_prefill_plan_create_paged(&po, B, qo, &pk, &pf) == SW_OK) {
-            const size_t wf = sw_prefill_plan_workspace_size(pf);
-            void *wsf = wf ? bench_gpu_alloc(wf, "workspace") : NULL;
-            uint16_t *of = bench_gpu_alloc(q_elems * 2, "O (flashinfer)");
-            sw_prefill_tensors tf = t;
-            tf.o = of;
-            tf.workspace = wsf;
-            tf.workspace_bytes = wf;
-            time_pair(pl, &t, pf, &tf, st, warmup, reps, &tm, &ms, &ms_fi);
-            uint16_t *ofh = malloc(q_elems * 2);
-            if (bench_gpu_sync(st, "flashinfer") || bench_gpu_copy(ofh, of, q_elems * 2, st, "O"))
-                exit(1);
-            fi_err = check_sample(qh, ofh, qo, kv, B, pindptr, pidx, ps, hq, hkv, d, 0);
-            free(ofh);
-            bench_gpu_free(of);
-            bench_gpu_free(wsf);
-            sw_prefill_plan_destroy(pf);
-        } else {
-            snprintf(fi_note, sizeof fi_note, "%s", sw_last_error());
+        ms_fi = time_flashinfer(pl, &t, &p, &pk, B, qo, kv, qh, q_elems, st, warmup, reps, &tm,
+                                &ms, &fi_err, fi_note, sizeof fi_note);
+        if (ms_fi < 0)
             ms = time_runs(pl, &t, st, warmup, reps, &tm);
-        }
         /* copy rate over the same bytes (capped at the pool: a buffer beside it) */
         void *tmp = bench_gpu_alloc(pool_bytes, "copy buffer");
         ref_rate = tmp ? bench_gpu_copy_gbps(tmp, kp, pool_bytes, 2.0) : -1;
@@ -349,18 +370,17 @@ static int run_case(const pcase *pc, int si, int32_t ps, int warmup, int reps, F
     const double flops = sw_prefill_plan_flops(pl);
     if (pc->prefill)
         printf("%-8s %-11s page %3d  paged %8.3f ms %6.1f TFLOP/s  ragged %8.3f ms  paged/ragged "
-               "%5.1f%%  rel_l2 %.1e %s\n", pc->name, shape_names[si], ps, ms, flops / ms / 1e9,
+               "%5.1f%%  rel_l2 %.1e %s", pc->name, shape_names[si], ps, ms, flops / ms / 1e9,
                ms_ref, 100.0 * ms_ref / ms, worst, ok ? "ok" : "FAIL");
-    else {
+    else
         printf("%-8s %-11s page %3d  %8.3f ms  %7.1f GB/s of KV  copy %7.1f GB/s  %5.1f%% of copy"
                "  rel_l2 %.1e %s", pc->name, shape_names[si], ps, ms, kv_bytes / (ms * 1e6),
                ref_rate, 100.0 * kv_bytes / (ms * 1e6) / ref_rate, worst, ok ? "ok" : "FAIL");
-        if (ms_fi > 0)
-            printf("  | flashinfer %8.3f ms (rel_l2 %.1e)  spillway/flashinfer %.2fx\n", ms_fi,
-                   fi_err, ms_fi / ms);
-        else
-            printf("  | flashinfer: not measured\n");
-    }
+    if (ms_fi > 0)
+        printf("  | flashinfer %8.3f ms (rel_l2 %.1e)  spillway/flashinfer %.2fx\n", ms_fi,
+               fi_err, ms_fi / ms);
+    else
+        printf("  | flashinfer: not measured\n");
     fprintf(js, "%s{\"case\": \"%s\", \"shape\": \"%s\", \"page_size\": %d, \"kind\": \"%s\", "
             "\"ms\": %.5f, \"kv_bytes\": %zu, \"%s\": %.5f, \"ratio\": %.4f, \"tflops\": %.2f, "
             "\"max_rel_l2\": %.3e, \"ok\": %s, \"flashinfer_ms\": %.5f, "

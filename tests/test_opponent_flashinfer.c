@@ -331,17 +331,23 @@ static void check_fa3_device_refusal(int major, int minor)
            "checked, its cases skipped\n", major, minor);
 }
 
-/* FlashInfer's batch decode over paged K/V (flashinfer_decode.cu) against
- * the reference: q_len 1, pages 1/16/64/256 shuffled in a pool whose spare
- * pages hold 1e4, both layouts, the case family's GQA groups and head
- * dims. Groups its kernel does not dispatch and q_len 2 are refused. */
-static int run_paged_decode(uint64_t seed, int ncases, cudaStream_t st, int *total)
+/* FlashInfer over paged K/V against the reference, pages 1/16/64/256
+ * shuffled in a pool whose spare pages hold 1e4, both layouts, the case
+ * family's GQA groups and head dims: with prefill 0 its batch decode
+ * (flashinfer_decode.cu; q_len 1, groups its kernel does not dispatch
+ * refused), with prefill 1 its paged prefill (flashinfer_prefill.cu; BF16,
+ * the family's ragged queries, causal or not: causal q_len > kv_len
+ * refused). Then the refusals of a q_len 2 decode-shaped batch in F16. */
+static int run_paged(uint64_t seed, int ncases, int prefill, cudaStream_t st, int *total)
 {
     int failed = 0;
+    const char *what = prefill ? "paged prefill" : "paged decode";
     for (int i = 0; i < ncases; i++) {
         sw_case c;
-        sw_case_make(&c, seed + 7, i, i % 2 ? SW_DTYPE_F16 : SW_DTYPE_BF16, i % 5 == 0 ? 6000 : 300);
-        shorten_queries(&c, 1);
+        sw_case_make(&c, seed + (prefill ? 11 : 7), i,
+                     i % 2 && !prefill ? SW_DTYPE_F16 : SW_DTYPE_BF16, i % 5 == 0 ? 6000 : 300);
+        if (!prefill)
+            shorten_queries(&c, 1);
         make_o_dense(&c);
         sw_rng r = {seed + (uint64_t)i};
         pool p;
@@ -349,15 +355,24 @@ static int run_paged_decode(uint64_t seed, int ncases, cudaStream_t st, int *tot
                   0, 1);
         sw_case_poison(&c);
         c.params.backend = SW_BACKEND_OPPONENT_FLASHINFER;
-        c.params.causal = 0;
+        c.params.causal = prefill && i % 2;
+        int ones = 1, q_past_kv = 0;
+        for (int32_t b = 0; b < c.batch; b++) {
+            const int32_t ql = c.qo_indptr[b + 1] - c.qo_indptr[b];
+            ones &= ql == 1;
+            q_past_kv |= ql > c.kv_indptr[b + 1] - c.kv_indptr[b];
+        }
         sw_prefill_plan *pl = NULL;
         sw_status s = sw_prefill_plan_create_paged(&c.params, c.batch, c.qo_indptr, &p.kv, &pl);
         const int g = c.params.num_qo_heads / c.params.num_kv_heads;
         if (s == SW_STATUS_UNSUPPORTED && strstr(sw_last_error(), "group size")) {
-            CHECK(g != 1 && g != 2 && g != 4 && g != 8);
+            CHECK(ones && g != 1 && g != 2 && g != 4 && g != 8);
+            refused++;
+        } else if (s == SW_STATUS_UNSUPPORTED && strstr(sw_last_error(), "kv_len >= q_len")) {
+            CHECK(prefill && c.params.causal && q_past_kv);
             refused++;
         } else if (s != SW_OK) {
-            fprintf(stderr, "FAIL paged decode %s: plan: %s %s\n", c.name, sw_status_str(s),
+            fprintf(stderr, "FAIL %s %s: plan: %s %s\n", what, c.name, sw_status_str(s),
                     sw_last_error());
             failed++;
         } else {
@@ -400,14 +415,14 @@ static int run_paged_decode(uint64_t seed, int ncases, cudaStream_t st, int *tot
                 const sw_check ck = sw_case_check(&c, 1);
                 const int bad = ck.rel_l2 > 1e-2 || (!empty && (ck.unwritten || ck.lse_max_abs > 2e-2));
                 if (bad || getenv("SW_TEST_VERBOSE"))
-                    fprintf(stderr, "%s paged decode %s page %d: rel_l2=%.3g unwritten=%lld "
-                            "lse_err=%.3g%s\n", bad ? "FAIL" : "ok", c.name, p.kv.page_size,
+                    fprintf(stderr, "%s %s %s page %d: rel_l2=%.3g unwritten=%lld "
+                            "lse_err=%.3g%s\n", bad ? "FAIL" : "ok", what, c.name, p.kv.page_size,
                             ck.rel_l2, (long long)ck.unwritten, ck.lse_max_abs,
                             empty ? " (empty requests)" : "");
                 failed += bad;
                 checked++;
             } else {
-                fprintf(stderr, "FAIL paged decode %s: run: %s %s\n", c.name, sw_status_str(s),
+                fprintf(stderr, "FAIL %s %s: run: %s %s\n", what, c.name, sw_status_str(s),
                         sw_last_error());
                 failed++;
             }
@@ -418,10 +433,10 @@ static int run_paged_decode(uint64_t seed, int ncases, cudaStream_t st, int *tot
         pool_free(&p);
         sw_case_free(&c);
     }
-    /* q_len 2: refused at plan time */
-    {
+    /* q_len 2 in F16: past the decode, and the paged prefill is BF16 only */
+    if (prefill) {
         sw_case c;
-        sw_case_make(&c, seed, 1, SW_DTYPE_BF16, 100);
+        sw_case_make(&c, seed, 1, SW_DTYPE_F16, 100);
         shorten_queries(&c, 2);
         sw_rng r = {seed};
         pool p;
@@ -434,7 +449,7 @@ static int run_paged_decode(uint64_t seed, int ncases, cudaStream_t st, int *tot
         if (two) {
             CHECK_STATUS(sw_prefill_plan_create_paged(&c.params, c.batch, c.qo_indptr, &p.kv, &pl),
                          SW_STATUS_UNSUPPORTED);
-            CHECK(strstr(sw_last_error(), "one query token") != NULL);
+            CHECK(strstr(sw_last_error(), "BF16 only") != NULL);
             refused++;
         }
         sw_prefill_plan_destroy(pl);
@@ -458,7 +473,7 @@ int main(void)
     }
     const uint64_t seed = (uint64_t)sw_env_int("SW_TEST_SEED", 20261129);
     const int ncases = (int)sw_env_int("SW_TEST_CASES", 60);
-    /* SW_TEST_OPPONENT=fa2|fa3|decode runs one path only. */
+    /* SW_TEST_OPPONENT=fa2|fa3|decode|paged runs one path only. */
     const char *only = getenv("SW_TEST_OPPONENT");
     int major = 0, minor = 0;
     CUDA_OK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
@@ -472,7 +487,9 @@ int main(void)
         failed += run_backend(seed, ncases, st, &total);
     }
     if (!only || strcmp(only, "decode") == 0)
-        failed += run_paged_decode(seed, ncases / 2, st, &total);
+        failed += run_paged(seed, ncases / 2, 0, st, &total);
+    if (!only || strcmp(only, "paged") == 0)
+        failed += run_paged(seed, ncases / 2, 1, st, &total);
     if (sw_opp_fi_has_fa3() && (!only || strcmp(only, "fa2") != 0)) {
         if (major == 9 && minor == 0) {
             g_backend = SW_BACKEND_OPPONENT_FLASHINFER_FA3;

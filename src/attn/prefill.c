@@ -334,10 +334,21 @@ sw_status sw_prefill_plan_create_paged(const sw_prefill_params *params, int32_t 
     }
 #ifdef SW_HAVE_OPPONENT_FLASHINFER
     if (s == SW_OK && opp) {
-        sw_opp_fid_plan *op = NULL;
-        s = sw_opp_fid_plan_create(&(*out)->params, batch, qo_indptr_host, &pt, &op);
-        (*out)->opp_paged = op;
-        (*out)->ws_bytes = sw_opp_fid_workspace_size(op);
+        /* one query token per request: its batch decode; else its paged prefill */
+        int ones = 1;
+        for (int32_t b = 0; b < batch && ones; b++)
+            ones = qo_indptr_host[b + 1] - qo_indptr_host[b] == 1;
+        if (ones) {
+            sw_opp_fid_plan *op = NULL;
+            s = sw_opp_fid_plan_create(&(*out)->params, batch, qo_indptr_host, &pt, &op);
+            (*out)->opp_paged = op;
+            (*out)->ws_bytes = sw_opp_fid_workspace_size(op);
+        } else {
+            sw_opp_fi_plan *op = NULL;
+            s = sw_opp_fi_plan_create_paged(&(*out)->params, batch, qo_indptr_host, &pt, &op);
+            (*out)->opp = op;
+            (*out)->ws_bytes = sw_opp_fi_workspace_size(op);
+        }
     }
 #endif
     if (s != SW_OK) {
@@ -663,10 +674,13 @@ sw_status sw_prefill_run(sw_prefill_plan *plan, const sw_prefill_tensors *t, voi
         if (plan->backend == SW_BACKEND_CUDA_PORTABLE || plan->backend == SW_BACKEND_CUDA_HOPPER)
             return run_paged_cuda(plan, &pb, t, &ks, &vs, stream);
 #ifdef SW_HAVE_OPPONENT_FLASHINFER
-        if (plan->opp_paged) {
+        if (plan->opp_paged || plan->opp) {
             ws_forget(t, stream);
-            sw_status s = sw_opp_fid_run(plan->opp_paged, &pb, &ks, &vs, t->workspace,
-                                         t->workspace_bytes, stream);
+            sw_status s = plan->opp_paged
+                              ? sw_opp_fid_run(plan->opp_paged, &pb, &ks, &vs, t->workspace,
+                                               t->workspace_bytes, stream)
+                              : sw_opp_fi_run_paged(plan->opp, &pb, &ks, &vs, t->workspace,
+                                                    t->workspace_bytes, stream);
             if (s == SW_STATUS_CUDA)
                 plan->failed = 1;
             return s;

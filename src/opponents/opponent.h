@@ -57,6 +57,22 @@ const char *sw_opp_fi_describe(void);
  * SPILLWAY_CUDA_ARCHS holds 90a; SW_HAVE_OPPONENT_FLASHINFER_FA3). */
 int sw_opp_fi_has_fa3(void);
 
+/* FlashInfer's paged prefill (its FA2 BatchPrefillWithPagedKVCache, in
+ * flashinfer_prefill.cu), behind sw_prefill_plan_create_paged with
+ * SW_BACKEND_OPPONENT_FLASHINFER when a request has q_len != 1 (the decode
+ * below takes the rest): its PrefillPlan's schedule for the page indptr and
+ * page size, our page table in the blob. Plan refusals
+ * (SW_STATUS_UNSUPPORTED): a dtype other than BF16 (the only one
+ * instantiated), causal with q_len > kv_len. Run refusals: K and V pools with
+ * different strides, an output row stride other than num_qo_heads*head_dim,
+ * strides or spans past its 32-bit fields. */
+sw_status sw_opp_fi_plan_create_paged(const sw_prefill_params *p, int32_t batch,
+                                      const int32_t *qo_indptr, const sw_paged_table *pt,
+                                      sw_opp_fi_plan **out);
+sw_status sw_opp_fi_run_paged(sw_opp_fi_plan *plan, const sw_attn_problem *pb,
+                              const sw_paged_strides *ks, const sw_paged_strides *vs,
+                              void *workspace, size_t workspace_bytes, void *stream);
+
 /* FlashInfer's batch decode over paged K/V (flashinfer_decode.cu): the
  * kernel its Python BatchDecodeWithPagedKVCacheWrapper runs by default,
  * behind sw_prefill_plan_create_paged with SW_BACKEND_OPPONENT_FLASHINFER.
