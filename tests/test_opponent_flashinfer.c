@@ -482,7 +482,7 @@ int main(void)
     CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     int failed = 0, total = 0;
     const double t0 = sw_now_seconds();
-    if (!only || strcmp(only, "fa3") != 0) {
+    if (!only || strcmp(only, "fa2") == 0) {
         g_backend = SW_BACKEND_OPPONENT_FLASHINFER;
         failed += run_backend(seed, ncases, st, &total);
     }
@@ -490,7 +490,7 @@ int main(void)
         failed += run_paged(seed, ncases / 2, 0, st, &total);
     if (!only || strcmp(only, "paged") == 0)
         failed += run_paged(seed, ncases / 2, 1, st, &total);
-    if (sw_opp_fi_has_fa3() && (!only || strcmp(only, "fa2") != 0)) {
+    if (sw_opp_fi_has_fa3() && (!only || strcmp(only, "fa3") == 0)) {
         if (major == 9 && minor == 0) {
             g_backend = SW_BACKEND_OPPONENT_FLASHINFER_FA3;
             failed += run_backend(seed, ncases, st, &total);
