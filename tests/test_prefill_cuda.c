@@ -143,7 +143,9 @@ static int check_isolation(cudaStream_t st, sw_backend backend)
  * run claims nothing and the poisoned output stays); a switch of plan
  * uploads; a run captured into a graph marks the workspace, whose replays
  * rewrite it behind the library's back (the eager plan after a replay
- * must upload again); a new tag after the bytes were scrambled uploads. */
+ * must upload again); workspaces carved from one buffer at two addresses
+ * (a run over one takes the other's blob away); a new tag after the bytes
+ * were scrambled uploads. */
 static int check_workspace_tag(cudaStream_t st, sw_backend backend)
 {
     const int32_t hq = 4, hkv = 2, d = 128, rows = 200;
@@ -195,7 +197,7 @@ static int check_workspace_tag(cudaStream_t st, sw_backend backend)
     CUDA_OK(cudaMalloc(&dk, (size_t)nk * 2));
     CUDA_OK(cudaMalloc(&dv, (size_t)nk * 2));
     CUDA_OK(cudaMalloc(&dout, (size_t)nq * 2));
-    CUDA_OK(cudaMalloc(&dws, wsb));
+    CUDA_OK(cudaMalloc(&dws, wsb + 512));
     CUDA_OK(cudaMemcpyAsync(dq, q, (size_t)nq * 2, cudaMemcpyHostToDevice, st));
     CUDA_OK(cudaMemcpyAsync(dk, k, (size_t)nk * 2, cudaMemcpyHostToDevice, st));
     CUDA_OK(cudaMemcpyAsync(dv, v, (size_t)nk * 2, cudaMemcpyHostToDevice, st));
@@ -260,6 +262,19 @@ static int check_workspace_tag(cudaStream_t st, sw_backend backend)
     }
     cudaGraphExecDestroy(ge);
     cudaGraphDestroy(g);
+    /* workspaces carved from one buffer: plan 0 at +256, plan 1 at +0 over
+     * plan 0's blob; plan 0 again at +256 must upload */
+    t.workspace_tag = 0x5eef;
+    static const int carve[5] = {0, 0, 1, 0, 0};
+    for (int i = 0; i < 5; i++) {
+        t.workspace = (char *)dws + (carve[i] ? 0 : 256);
+        t.workspace_bytes = wsb;
+        CUDA_OK(cudaMemsetAsync(dout, 0xff, (size_t)nq * 2, st));
+        CHECK_STATUS(sw_prefill_run(pl[carve[i]], &t, st), SW_OK);
+        TAG_CHECK(carve[i], "overlapping workspaces");
+    }
+    t.workspace = dws;
+    t.workspace_bytes = wsb;
     /* a new allocation (scrambled bytes) under a new tag, then untagged */
     for (int i = 0; i < 2; i++) {
         CUDA_OK(cudaMemsetAsync(dws, 0x5a, wsb, st));

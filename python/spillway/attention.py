@@ -567,15 +567,15 @@ def _varlen_fast(q, k, v, cq, ck, mq, mk, causal, softmax_scale, return_lse):
     else:
         # the plan's own struct: its row counts and (dense) strides set once,
         # the pointers under the workspace lock
-        t = plan._t
-        if t is None:
-            t = _new_tensors()
-            _fill_tensors(t, 0, 0, 0, 0, 0, (0, 0, 0, 0), n, nk)
-            plan._tref = ctypes.byref(t)
-            plan._t = t
         raw = _raw_stream(torch, index)
         ws = _workspaces.get(index) or _device_workspace(index)
         with ws.lock:
+            t = plan._t  # made under the lock: two threads' first calls share one
+            if t is None:
+                t = _new_tensors()
+                _fill_tensors(t, 0, 0, 0, 0, 0, (0, 0, 0, 0), n, nk)
+                plan._tref = ctypes.byref(t)
+                plan._t = t
             t.q, t.k, t.v, t.o = ptrs[0] or None, ptrs[1] or None, ptrs[2] or None, \
                 ptrs[3] or None
             t.lse = ctypes.cast(ptrs[4], ctypes.POINTER(ctypes.c_float)) if ptrs[4] else None

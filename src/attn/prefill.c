@@ -47,16 +47,20 @@ struct sw_prefill_plan {
  * vouches that nothing but runs of this library has written the workspace
  * since it last passed that tag with it; the kernels leave the scheduler
  * counter at 0, so a plan run again on the workspace it last uploaded to
- * needs no upload. Any other run that writes the workspace (paged decode,
- * opponents) takes the entry away. A run captured into a CUDA graph uploads,
- * and marks the workspace for good: the graph's replays write it at times
- * the library does not see. A full table drops an entry that is not marked;
- * with every entry marked, no run skips its upload again. */
+ * needs no upload. Each entry is a byte range: a run over any range that
+ * overlaps another entry's (a workspace carved from the same buffer at
+ * another address) takes that entry's blob away, as does every run that
+ * writes other bytes (paged runs, opponents). A run captured into a CUDA
+ * graph uploads, and marks its range for good: the graph's replays write
+ * it at times the library does not see, so no range overlapping a marked
+ * one skips its upload again. A full table drops an entry that is not
+ * marked; with every entry marked, no run skips its upload again. */
 enum { WS_TABLE = 16 };
 typedef struct {
-    const void *ws;
+    const char *ws;   /* NULL: a free entry */
+    size_t bytes;
     uint64_t tag;
-    uint64_t owner; /* plan serial; 0 = unknown contents */
+    uint64_t owner;   /* plan serial; 0 = unknown contents */
     int captured;
 } ws_entry;
 static pthread_mutex_t g_ws_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -72,33 +76,50 @@ static uint64_t next_serial(void)
     return s;
 }
 
-static ws_entry *ws_find(const void *ws)
+static int ws_overlap(const ws_entry *e, const char *ws, size_t bytes)
+{
+    return e->ws && e->ws < ws + bytes && ws < e->ws + e->bytes;
+}
+
+static ws_entry *ws_find(const char *ws)
 {
     for (int i = 0; i < WS_TABLE; i++)
-        if (g_ws[i].ws == ws)
+        if (g_ws[i].ws && g_ws[i].ws == ws)
             return &g_ws[i];
     return NULL;
 }
 
-/* 1 when the workspace holds the blob of plan `owner` under `tag`. */
-static int ws_holds(const void *ws, uint64_t tag, uint64_t owner)
+/* 1 when the workspace [ws, ws + bytes) holds the blob of plan `owner`
+ * under `tag` and no marked range overlaps it. */
+static int ws_holds(const void *wsp, size_t bytes, uint64_t tag, uint64_t owner)
 {
-    if (!tag)
+    const char *ws = (const char *)wsp;
+    if (!tag || !ws)
         return 0;
     pthread_mutex_lock(&g_ws_lock);
     const ws_entry *e = ws_find(ws);
-    const int held = !g_ws_overflow && e && e->tag == tag && e->owner == owner && !e->captured;
+    int held = !g_ws_overflow && e && e->tag == tag && e->owner == owner && !e->captured &&
+               e->bytes >= bytes;
+    for (int i = 0; i < WS_TABLE && held; i++)
+        held = !(g_ws[i].captured && ws_overlap(&g_ws[i], ws, bytes));
     pthread_mutex_unlock(&g_ws_lock);
     return held;
 }
 
-/* Records what a run left in the workspace: the blob of `owner` (0: other
- * bytes; always 0 for an untagged run); `captured` marks the workspace for
- * good. Only a new nonzero tag (the caller's new allocation at the same
- * address) clears the mark. */
-static void ws_note(const void *ws, uint64_t tag, uint64_t owner, int captured)
+/* Records what a run over [ws, ws + bytes) left there: the blob of `owner`
+ * (0: other bytes; always 0 for an untagged run); `captured` marks the range
+ * for good. Every other entry overlapping the range loses its blob. Only a
+ * new nonzero tag (the caller's new allocation at the same address) clears
+ * a mark. */
+static void ws_note(const void *wsp, size_t bytes, uint64_t tag, uint64_t owner, int captured)
 {
+    const char *ws = (const char *)wsp;
+    if (!ws)
+        return;
     pthread_mutex_lock(&g_ws_lock);
+    for (int i = 0; i < WS_TABLE; i++)
+        if (g_ws[i].ws != ws && ws_overlap(&g_ws[i], ws, bytes))
+            g_ws[i].owner = 0;
     ws_entry *e = ws_find(ws);
     if (e && tag && e->tag && e->tag != tag)
         e->captured = 0;
@@ -118,6 +139,8 @@ static void ws_note(const void *ws, uint64_t tag, uint64_t owner, int captured)
     if (e) {
         if (tag)
             e->tag = tag;
+        if (bytes > e->bytes || !e->captured)
+            e->bytes = bytes; /* a marked range only grows */
         e->owner = tag ? owner : 0;
         e->captured |= captured;
     }
@@ -134,7 +157,8 @@ static uint64_t tensors_tag(const sw_prefill_tensors *t)
 /* A run about to write the workspace with bytes other than a blob. */
 static void ws_forget(const sw_prefill_tensors *t, void *stream)
 {
-    ws_note(t->workspace, tensors_tag(t), 0, sw_cuda_stream_capturing(stream));
+    ws_note(t->workspace, t->workspace_bytes, tensors_tag(t), 0,
+            sw_cuda_stream_capturing(stream));
 }
 
 void sw_prefill_params_init(sw_prefill_params *p)
@@ -579,10 +603,11 @@ static sw_status run_cuda(sw_prefill_plan *pl, const sw_attn_problem *pb,
      * except into a graph being captured, which must hold its own. */
     const uint64_t tag = tensors_tag(t);
     const int capturing = sw_cuda_stream_capturing(stream);
-    if (s == SW_OK && (capturing || !ws_holds(t->workspace, tag, pl->serial)))
+    if (s == SW_OK &&
+        (capturing || !ws_holds(t->workspace, t->workspace_bytes, tag, pl->serial)))
         s = sw_cuda_memcpy_h2d_async(t->workspace, pl->blob, pl->blob_bytes, stream);
     if (s != SW_OK) {
-        ws_note(t->workspace, tag, 0, capturing);
+        ws_note(t->workspace, t->workspace_bytes, tag, 0, capturing);
         pl->failed = 1;
         return s;
     }
@@ -616,7 +641,8 @@ static sw_status run_cuda(sw_prefill_plan *pl, const sw_attn_problem *pb,
                                               : sw_cuda_prefill_portable_launch(&a, stream);
     /* a kernel that did not run leaves the counter as the upload set it,
      * one that failed leaves it unknown */
-    ws_note(t->workspace, tag, s == SW_STATUS_CUDA ? 0 : pl->serial, capturing);
+    ws_note(t->workspace, t->workspace_bytes, tag, s == SW_STATUS_CUDA ? 0 : pl->serial,
+            capturing);
     if (s == SW_STATUS_CUDA)
         pl->failed = 1;
     return s;

@@ -560,6 +560,11 @@ extern "C" sw_status sw_opp_fi_run_paged(sw_opp_fi_plan *pl, const sw_attn_probl
     if (ks->token != vs->token || ks->head != vs->head || ks->page != vs->page)
         return sw_fail(SW_STATUS_UNSUPPORTED, "opponent flashinfer paged prefill: K and V pools "
                        "need the same strides (the kernel instantiated here)");
+    if (ks->page % 8 != 0 || ks->token % 8 != 0 || ks->head % 8 != 0)
+        return sw_fail(SW_STATUS_MISALIGNED, "opponent flashinfer paged prefill: pool strides "
+                       "(page %lld, token %lld, head %lld) must be multiples of 8 elements "
+                       "(its 16-byte loads)", (long long)ks->page, (long long)ks->token,
+                       (long long)ks->head);
     if (ks->page > (int64_t)UINT32_MAX || ks->token > (int64_t)UINT32_MAX ||
         ks->head > (int64_t)UINT32_MAX)
         return sw_fail(SW_STATUS_UNSUPPORTED, "opponent flashinfer paged prefill: a pool stride "
