@@ -8,6 +8,9 @@ through into the pool):
   swap-attend     SwapEngine.attend(layer, ids, q): the engine's call, end to
                   end (its resident path: the page table from the pool's
                   slots, the decode split, one launch)
+  swap-graph      the same call captured in a CUDA graph (SwapEngine.graph:
+                  its prepare() -- the step's tables -- then the graph's
+                  replay, what a captured decode loop does each step)
   spillway-paged  spillway's paged decode over the pool itself
                   (SwapEngine.pool_view(), HND pages, the slots of
                   resident_slots() as the block table), planned once: the
@@ -61,7 +64,7 @@ from paged import copy_rate, interleaved, warm_up  # noqa: E402  (bench/paged.py
 
 CASES = {"1x512k": (1, 524288), "16x32k": (16, 32768), "64x4k": (64, 4096)}
 SHAPES = {"h32-8/d128": (32, 8, 128), "h16-2/d256": (16, 2, 256)}
-IMPLS = ("swap-attend", "spillway-paged", "flashinfer", "flashinfer-tc", "flashinfer-fa3",
+IMPLS = ("swap-attend", "swap-graph", "spillway-paged", "flashinfer", "flashinfer-tc", "flashinfer-fa3",
          "sdpa-flash", "sdpa-cudnn")
 DENSE = ("flashinfer-tc", "flashinfer-fa3", "sdpa-flash", "sdpa-cudnn")  # over gathered keys
 BS = 16  # block (page) size
@@ -100,6 +103,24 @@ def one_case(a, torch, spillway, B, S, hq, hkv, d, impls, tmp):
     fns, outs, failed = {}, {}, {}
     if "swap-attend" in impls:
         fns["swap-attend"] = lambda: outs.__setitem__("swap-attend", eng.attend(0, ids, q))
+    graph = None
+    if "swap-graph" in impls:
+        try:
+            graph = eng.graph(0, ids, max_blocks=npp)
+            gout = torch.empty_like(q)
+            graph.prepare()
+            graph.attend(q, gout)
+            cg = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(cg):
+                graph.attend(q, gout)
+
+            def replay(graph=graph, cg=cg, gout=gout):
+                graph.prepare()
+                cg.replay()
+                outs["swap-graph"] = gout
+            fns["swap-graph"] = replay
+        except Exception as e:  # noqa: BLE001 (reported, the others still run)
+            failed["swap-graph"] = f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
     table = None
     if any(i in impls for i in ("spillway-paged", "flashinfer") + DENSE):
         kp, vp = eng.pool_view()
@@ -162,6 +183,8 @@ def one_case(a, torch, spillway, B, S, hq, hkv, d, impls, tmp):
             worst = max(worst, float((o - ref).norm() / ref.norm()))
         errs[i] = worst
     stats = eng.get_stats()
+    if graph is not None:
+        graph.close()
     eng.close()
     st.close()
     med = {i: float(np.median(times[i])) for i in times}
