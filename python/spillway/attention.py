@@ -154,6 +154,12 @@ _plan_lock = threading.Lock()
 _plans = collections.OrderedDict()
 _graveyard = []  # (event, plan): evicted CUDA plans whose last run may be in flight
 _plan_stats = {"hits": 0, "misses": 0}
+# The fast path's index into _plans: (cu_seqlens as tuples of ints, the rest
+# of the plan key) -> plan, for short cu_seqlens (a tuple of a few ints costs
+# a third of numpy's bytes). Filled on the fast path's first hit through the
+# bytes key; an entry whose plan was evicted or retired is dropped on sight.
+_fast_plans = {}
+_FAST_MAX_ENTRIES = 33  # cu_seqlens entries (batch 32) up to which the index is used
 
 
 def _sweep_graveyard():
@@ -230,6 +236,7 @@ def clear_caches():
         for plan in _plans.values():
             _retire(plan)
         _plans.clear()
+        _fast_plans.clear()
         _plan_stats["hits"] = _plan_stats["misses"] = 0
     with _ws_lock:
         devs = list(_workspaces)
@@ -535,16 +542,37 @@ def _varlen_fast(q, k, v, cq, ck, mq, mk, causal, softmax_scale, return_lse):
     index = dev.index if cuda else 0
     if code is None or index is None:
         return None
-    qa = cq.numpy()
-    ka = qa if ck is cq else ck.numpy()
-    key = (qa.tobytes(), ka.tobytes(), qs[1], ks[1], qs[2], code, bool(causal), scale,
-           _lib.SW_BACKEND_CUDA if cuda else _lib.SW_BACKEND_CPU, index, 0)
-    with _plan_lock:
-        plan = _plans.get(key)
-        if plan is None or plan._handle is None:
-            return None
-        _plans.move_to_end(key)
-        _plan_stats["hits"] += 1
+    rest = (qs[1], ks[1], qs[2], code, bool(causal), scale,
+            _lib.SW_BACKEND_CUDA if cuda else _lib.SW_BACKEND_CPU, index, 0)
+    fkey = None
+    if cq.shape[0] <= _FAST_MAX_ENTRIES and ck.shape[0] <= _FAST_MAX_ENTRIES:
+        lq = tuple(cq.tolist())
+        fkey = (lq, lq if ck is cq else tuple(ck.tolist())) + rest
+        with _plan_lock:
+            plan = _fast_plans.get(fkey)
+            if plan is not None and plan._handle is not None and \
+                    _plans.get(plan._key) is plan:
+                _plans.move_to_end(plan._key)
+                _plan_stats["hits"] += 1
+            else:
+                plan = None
+                _fast_plans.pop(fkey, None)
+    else:
+        plan = None
+    if plan is None:
+        qa = cq.numpy()
+        ka = qa if ck is cq else ck.numpy()
+        key = (qa.tobytes(), ka.tobytes()) + rest
+        with _plan_lock:
+            plan = _plans.get(key)
+            if plan is None or plan._handle is None:
+                return None
+            _plans.move_to_end(key)
+            _plan_stats["hits"] += 1
+            if fkey is not None:
+                if len(_fast_plans) >= 2 * _PLAN_CACHE_SIZE:
+                    _fast_plans.clear()
+                _fast_plans[fkey] = plan
     if mq is not None or mk is not None:
         lq, lk = plan._max_lens()
         if (mq is not None and int(mq) < lq) or (mk is not None and int(mk) < lk):

@@ -163,6 +163,27 @@ def test_plan_cache_reuses_plans():
     assert spillway.plan_cache_info()["size"] <= info1["capacity"]
 
 
+def test_fast_path_follows_cu_seqlens_contents():
+    """The fast path's plan index is keyed by what cu_seqlens hold, not by the
+    tensor: one tensor changed in place between calls gets the plan of its
+    new lengths each time (checked against the reference), and
+    clear_caches() empties the index."""
+    torch = _torch_or_skip()
+    spillway.clear_caches()
+    q, k, v, _, _ = make_case([5, 7], [5, 7], 4, 2, 64, np.float32, 41)
+    qt, kt, vt = (torch.from_numpy(x) for x in (q, k, v))
+    cu = torch.tensor([0, 5, 12], dtype=torch.int32)
+    for first in (5, 9, 5, 2):
+        cu[1] = first  # in place: same tensor, other lengths
+        for _ in range(2):  # the second call through the index
+            out = spillway.varlen_attention(qt, kt, vt, cu, cu, causal=True)
+            ref, _ = ref_attention(q, k, v, cu.numpy(), cu.numpy(), True)
+            assert rel_l2(out.numpy(), ref) < 1e-4, first
+    assert spillway.attention._fast_plans
+    spillway.clear_caches()
+    assert not spillway.attention._fast_plans
+
+
 def test_get_plan_and_flops():
     cu_q = [0, 100, 100, 130]
     cu_k = [0, 100, 150, 250]
