@@ -178,6 +178,9 @@ class SpillwayLayer(cache_utils.CacheLayerMixin):
         self.layer_idx = layer_idx
         self.length = 0
         self._tail_k = self._tail_v = None
+        # decode tokens kept in the tail only (the last `pending` of it), not
+        # yet in the engine: attended here and merged with the engine's part
+        self.pending = 0
 
     def __repr__(self):
         return f"SpillwayLayer(layer={self.layer_idx}, tokens={self.length})"
@@ -255,7 +258,12 @@ class SpillwayCache(cache_utils.Cache):
         max_blocks: blocks per sequence (the context limit is max_blocks *
             block_size tokens); row b uses store blocks from b * max_blocks.
         keep_stripes: close() keeps the stripes in the store (else deletes
-            them).
+            them), after flush().
+
+    Decode tokens that do not fill their block stay in the cache (each
+    layer's tail) and are attended there, merged with the engine's part by
+    log-sum-exp: a block is written to the store once, when it fills, not
+    once a token. flush() writes them (every token in the store).
         tile_blocks, predictor_rank, prefetch_depth, policy: SwapEngine's.
     """
 
@@ -314,8 +322,17 @@ class SpillwayCache(cache_utils.Cache):
         self.batch = 0
         for layer in self.layers:
             layer.length = 0
+            layer.pending = 0
             layer._tail_k = layer._tail_v = None
             layer.is_initialized = False
+
+    def flush(self):
+        """Offloads every layer's decode tokens that only the cache holds
+        (the partial block's, kept until the block fills) so that the store
+        has every token. close() does it when keep_stripes."""
+        for layer in self.layers:
+            if layer.pending and self.engine is not None and not self.engine.closed:
+                self._write_tail(layer)
 
     def close(self):
         """Removes the sequences (see reset) and closes the engine.
@@ -325,6 +342,8 @@ class SpillwayCache(cache_utils.Cache):
             return
         try:
             if not self.store.closed:
+                if self.keep_stripes:
+                    self.flush()
                 self.reset()
         finally:
             eng.close()
@@ -353,8 +372,10 @@ class SpillwayCache(cache_utils.Cache):
 
     def _offload(self, layer, key_states, value_states):
         """Appends [B, Hkv, n, d] K/V to the layer's sequences: the last
-        partial block is rewritten with the new tokens, full blocks
-        follow."""
+        partial block is rewritten with the new tokens, full blocks follow.
+        A decode token (n = 1 after a prefill) that does not fill its block
+        is kept in the tail only (layer.pending): the block is written once,
+        when it fills, instead of once a token."""
         if key_states.dim() != 4 or key_states.shape != value_states.shape:
             _invalid(f"SpillwayCache.update: key {tuple(key_states.shape)} and value "
                      f"{tuple(value_states.shape)} must both be [batch, kv_heads, tokens, "
@@ -371,19 +392,35 @@ class SpillwayCache(cache_utils.Cache):
         if layer._tail_k is not None:
             k = torch.cat([layer._tail_k, k], dim=2)
             v = torch.cat([layer._tail_v, v], dim=2)
-        first = layer.length // bs
         total = k.shape[2]
+        if n == 1 and layer.length - layer.pending > 0 and total < bs:
+            layer._tail_k, layer._tail_v = k, v
+            layer.pending += 1
+            layer.length += 1
+            return
+        layer._tail_k, layer._tail_v = k, v
+        layer.length += n
+        self._write_tail(layer)
+
+    def _write_tail(self, layer):
+        """Offloads the layer's tail (the partial block's tokens, the pending
+        ones included, and any full blocks after it) and keeps what is left
+        of a partial block as the new tail."""
+        bs = self.block_size
+        k, v = layer._tail_k, layer._tail_v
+        total = k.shape[2]
+        first = (layer.length - total) // bs
         nblocks = (total + bs - 1) // bs
         self.engine.offload_batch(
             [(self.first_seq_id + b, layer.layer_idx, first + i, k[b, :, i * bs:(i + 1) * bs],
-              v[b, :, i * bs:(i + 1) * bs]) for b in range(bsz) for i in range(nblocks)])
+              v[b, :, i * bs:(i + 1) * bs]) for b in range(self.batch) for i in range(nblocks)])
         rest = total % bs
         if rest:
             layer._tail_k = k[:, :, total - rest:].clone()
             layer._tail_v = v[:, :, total - rest:].clone()
         else:
             layer._tail_k = layer._tail_v = None
-        layer.length += n
+        layer.pending = 0
 
     def _attend(self, layer, q, q_len, causal, scale):
         """Engine attention of layer `layer` for packed BF16 queries
@@ -393,7 +430,27 @@ class SpillwayCache(cache_utils.Cache):
         indptr = None if len(ids) == 1 or q_len == 1 else \
             [i * q_len for i in range(len(ids) + 1)]
         dev = q.device
-        if self.engine.pool == "host" and dev.type != "cpu":
-            q = q.to("cpu")
-        out = self.engine.attend(layer, ids, q, indptr, causal=causal, softmax_scale=scale)
-        return out.to(dev)
+        lay = self.layers[layer]
+        p = lay.pending
+        qe = q.to("cpu") if self.engine.pool == "host" and dev.type != "cpu" else q
+        if not p:
+            out = self.engine.attend(layer, ids, qe, indptr, causal=causal, softmax_scale=scale)
+            return out.to(dev)
+        # decode (q_len 1) with p tokens only in the tail: the engine's part
+        # and the tail's, merged by their log-sum-exps (fp32)
+        o1, l1 = self.engine.attend(layer, ids, qe, indptr, causal=causal, softmax_scale=scale,
+                                    return_lse=True)
+        kt = lay._tail_k[:, :, -p:].to(dev, torch.float32)  # [B, Hkv, p, d]
+        vt = lay._tail_v[:, :, -p:].to(dev, torch.float32)
+        bsz, hkv = kt.shape[0], kt.shape[1]
+        hq, d = q.shape[1], q.shape[2]
+        qf = q.to(torch.float32).view(bsz, hkv, hq // hkv, d)
+        s = torch.einsum("bhgd,bhpd->bhgp", qf, kt) * scale
+        l2 = torch.logsumexp(s, dim=-1)  # [B, Hkv, G]
+        o2 = torch.einsum("bhgp,bhpd->bhgd", torch.softmax(s, dim=-1), vt)
+        l1 = l1.to(dev, torch.float32).view(bsz, hkv, hq // hkv)
+        o1 = o1.to(dev, torch.float32).view(bsz, hkv, hq // hkv, d)
+        m = torch.maximum(l1, l2)
+        w1, w2 = torch.exp(l1 - m), torch.exp(l2 - m)
+        out = (o1 * w1[..., None] + o2 * w2[..., None]) / (w1 + w2)[..., None]
+        return out.reshape(bsz, hq, d).to(torch.bfloat16)

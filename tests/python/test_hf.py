@@ -124,8 +124,10 @@ def _reference_logits(model, ids):
                                              (2, (5, 1, 1, 64), 64)])
 def test_cache_chunks_and_decode_against_reference(tmp_path, bsz, chunks, pool):
     """A prompt in chunks then decode steps through a SpillwayCache: every
-    position's logits as the one-pass BF16 reference's; the engine holds
-    every token of every layer."""
+    position's logits as the one-pass BF16 reference's (decode tokens
+    attended from the cache's tail merged with the engine's part); the
+    engine holds every token but the unfilled block's decode tokens, and
+    every token after flush()."""
     model = _tiny_llama(seed=len(chunks) + bsz)
     total = sum(chunks)
     g = torch.Generator().manual_seed(total)
@@ -143,6 +145,19 @@ def test_cache_chunks_and_decode_against_reference(tmp_path, bsz, chunks, pool):
                 assert cache.get_seq_length() == pos
         stats = cache.engine.get_stats()
         layers = model.config.num_hidden_layers
+        # decode tokens that have not filled their block are in the cache's
+        # tail only; flush() writes them
+        pend = 0
+        for n in reversed(chunks):
+            if n != 1 or (total - pend) % 16 == 0:
+                break
+            pend += 1
+        for sid in cache.seq_ids():
+            for layer in range(layers):
+                assert cache.layers[layer].pending == pend
+                assert cache.engine.seq_length(sid, layer) == (total - pend,
+                                                               -(-(total - pend) // 16))
+        cache.flush()
         for sid in cache.seq_ids():
             for layer in range(layers):
                 assert cache.engine.seq_length(sid, layer) == (total, -(-total // 16))
