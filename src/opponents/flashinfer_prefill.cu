@@ -377,28 +377,20 @@ extern "C" sw_status sw_opp_fi_plan_create_paged(const sw_prefill_params *p, int
     return make_plan(p, batch, qo_indptr, pt->kv_indptr, pt, out);
 }
 
-template <typename T>
-static cudaError_t run_typed(const sw_opp_fi_plan *pl, const sw_attn_problem *pb, void *ws,
-                             cudaStream_t st)
+/* The fields the ragged and the paged params share: the outputs, the
+ * heads, the scale, and the schedule's arrays in the uploaded blob; the
+ * split-KV partials' buffers when the schedule splits. */
+template <typename P, typename T>
+static void set_common(P &prm, const sw_opp_fi_plan *pl, const sw_attn_problem *pb, void *ws,
+                       T **tmp_v, float **tmp_s)
 {
     const Layout &l = pl->layout;
-    RaggedParams<T> prm; /* its constructor zeroes every optional field */
     prm.q = static_cast<T *>(const_cast<void *>(pb->q));
-    prm.k = static_cast<T *>(const_cast<void *>(pb->k));
-    prm.v = static_cast<T *>(const_cast<void *>(pb->v));
     prm.o = static_cast<T *>(pb->o);
     prm.lse = pb->lse;
     prm.q_indptr = at<int32_t>(ws, l.q_indptr);
-    prm.kv_indptr = at<int32_t>(ws, l.kv_indptr);
     prm.num_qo_heads = (uint32_t)pb->num_qo_heads;
-    prm.num_kv_heads = (uint32_t)pb->num_kv_heads;
     prm.group_size = fi::uint_fastdiv((uint32_t)(pb->num_qo_heads / pb->num_kv_heads));
-    prm.q_stride_n = (uint32_t)pb->q_stride;
-    prm.q_stride_h = (uint32_t)pb->head_dim;
-    prm.k_stride_n = (uint32_t)pb->k_stride;
-    prm.k_stride_h = (uint32_t)pb->head_dim;
-    prm.v_stride_n = (uint32_t)pb->v_stride;
-    prm.v_stride_h = (uint32_t)pb->head_dim;
     prm.window_left = -1;
     prm.logits_soft_cap = 0.0f;
     prm.sm_scale = pb->sm_scale;
@@ -411,13 +403,33 @@ static cudaError_t run_typed(const sw_opp_fi_plan *pl, const sw_attn_problem *pb
     prm.kv_chunk_size_ptr = at<int32_t>(ws, l.chunk);
     prm.padded_batch_size = pl->padded_batch_size;
     prm.max_total_num_rows = (uint32_t)pl->total_q;
-    T *tmp_v = nullptr;
-    float *tmp_s = nullptr;
+    *tmp_v = nullptr;
+    *tmp_s = nullptr;
     if (pl->split_kv) {
         prm.merge_indptr = at<int32_t>(ws, l.merge);
-        tmp_v = at<T>(ws, l.tmp_v);
-        tmp_s = at<float>(ws, l.tmp_s);
+        *tmp_v = at<T>(ws, l.tmp_v);
+        *tmp_s = at<float>(ws, l.tmp_s);
     }
+}
+
+template <typename T>
+static cudaError_t run_typed(const sw_opp_fi_plan *pl, const sw_attn_problem *pb, void *ws,
+                             cudaStream_t st)
+{
+    RaggedParams<T> prm; /* its constructor zeroes every optional field */
+    T *tmp_v;
+    float *tmp_s;
+    set_common(prm, pl, pb, ws, &tmp_v, &tmp_s);
+    prm.k = static_cast<T *>(const_cast<void *>(pb->k));
+    prm.v = static_cast<T *>(const_cast<void *>(pb->v));
+    prm.kv_indptr = at<int32_t>(ws, pl->layout.kv_indptr);
+    prm.num_kv_heads = (uint32_t)pb->num_kv_heads;
+    prm.q_stride_n = (uint32_t)pb->q_stride;
+    prm.q_stride_h = (uint32_t)pb->head_dim;
+    prm.k_stride_n = (uint32_t)pb->k_stride;
+    prm.k_stride_h = (uint32_t)pb->head_dim;
+    prm.v_stride_n = (uint32_t)pb->v_stride;
+    prm.v_stride_h = (uint32_t)pb->head_dim;
     const uint32_t tq = pl->cta_tile_q;
     switch (pb->head_dim) {
     case 64: return launch_mask<T, 64>(pb->causal, tq, prm, tmp_v, tmp_s, pl->pdl, st);
@@ -432,6 +444,34 @@ static sw_status check_align(const char *name, const void *ptr)
 {
     if (((uintptr_t)ptr) % 16 != 0)
         return sw_fail(SW_STATUS_MISALIGNED, "%s=%p is not 16-byte aligned", name, ptr);
+    return SW_OK;
+}
+
+/* What both runs do once their inputs are checked: the blob's upload, the
+ * launch (`launch(stream)`, FlashInfer's launcher, which may throw), the
+ * LSE to the natural log. */
+template <typename F>
+static sw_status upload_and_launch(const sw_opp_fi_plan *pl, const sw_attn_problem *pb, void *ws,
+                                   void *stream, F launch)
+{
+    cudaStream_t cs = static_cast<cudaStream_t>(stream);
+    SW_CUDA_CHECK(cudaSetDevice(pl->p.device));
+    SW_CUDA_CHECK(cudaMemcpyAsync(ws, pl->blob, pl->layout.int_bytes, cudaMemcpyHostToDevice, cs));
+    cudaError_t e = cudaSuccess;
+    try {
+        e = launch(cs);
+    } catch (const std::exception &ex) {
+        return sw_fail(SW_STATUS_CUDA, "opponent flashinfer: its launcher failed: %s", ex.what());
+    } catch (...) {
+        return sw_fail(SW_STATUS_CUDA, "opponent flashinfer: its launcher threw");
+    }
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return sw_fail(SW_STATUS_CUDA, "opponent flashinfer: launch: %s (%s)", cudaGetErrorName(e),
+                       cudaGetErrorString(e));
+    }
+    if (pb->lse)
+        SW_TRY(fi_lse_to_ln(pb->lse, pl->total_q * pb->num_qo_heads, cs));
     return SW_OK;
 }
 
@@ -473,26 +513,10 @@ extern "C" sw_status sw_opp_fi_run(sw_opp_fi_plan *pl, const sw_attn_problem *pb
             return sw_fail(SW_STATUS_UNSUPPORTED, "opponent flashinfer: %s spans %lld elements, "
                            "more than its 32-bit offsets reach", i == 0 ? "q" : i == 1 ? "k"
                            : i == 2 ? "v" : "o", (long long)span[i]);
-    cudaStream_t cs = static_cast<cudaStream_t>(stream);
-    SW_CUDA_CHECK(cudaSetDevice(pl->p.device));
-    SW_CUDA_CHECK(cudaMemcpyAsync(ws, pl->blob, pl->layout.int_bytes, cudaMemcpyHostToDevice, cs));
-    cudaError_t e = cudaSuccess;
-    try {
-        e = pb->dtype == SW_DTYPE_BF16 ? run_typed<nv_bfloat16>(pl, pb, ws, cs)
-                                       : run_typed<half>(pl, pb, ws, cs);
-    } catch (const std::exception &ex) {
-        return sw_fail(SW_STATUS_CUDA, "opponent flashinfer: its launcher failed: %s", ex.what());
-    } catch (...) {
-        return sw_fail(SW_STATUS_CUDA, "opponent flashinfer: its launcher threw");
-    }
-    if (e != cudaSuccess) {
-        (void)cudaGetLastError();
-        return sw_fail(SW_STATUS_CUDA, "opponent flashinfer: launch: %s (%s)", cudaGetErrorName(e),
-                       cudaGetErrorString(e));
-    }
-    if (pb->lse)
-        SW_TRY(fi_lse_to_ln(pb->lse, pl->total_q * pb->num_qo_heads, cs));
-    return SW_OK;
+    return upload_and_launch(pl, pb, ws, stream, [&](cudaStream_t cs) {
+        return pb->dtype == SW_DTYPE_BF16 ? run_typed<nv_bfloat16>(pl, pb, ws, cs)
+                                          : run_typed<half>(pl, pb, ws, cs);
+    });
 }
 
 static cudaError_t run_paged_bf16(const sw_opp_fi_plan *pl, const sw_attn_problem *pb,
@@ -506,41 +530,18 @@ static cudaError_t run_paged_bf16(const sw_opp_fi_plan *pl, const sw_attn_proble
      * [page][token][head] (NHD) or [page][head][token] (HND) strides */
     const int64_t kstr[3] = {ks->page, hnd ? ks->head : ks->token, hnd ? ks->token : ks->head};
     const int64_t vstr[3] = {vs->page, hnd ? vs->head : vs->token, hnd ? vs->token : vs->head};
-    fi::paged_kv_t<T, int32_t> kv(
+    PagedParams<T> prm; /* its constructor zeroes every optional field */
+    T *tmp_v;
+    float *tmp_s;
+    set_common(prm, pl, pb, ws, &tmp_v, &tmp_s);
+    prm.paged_kv = fi::paged_kv_t<T, int32_t>(
         (uint32_t)pb->num_kv_heads, (uint32_t)pl->page_size, (uint32_t)pb->head_dim,
         (uint32_t)pb->batch, hnd ? fi::QKVLayout::kHND : fi::QKVLayout::kNHD,
         static_cast<T *>(const_cast<void *>(pb->k)), static_cast<T *>(const_cast<void *>(pb->v)),
         kstr, vstr, at<int32_t>(ws, l.page_indices), at<int32_t>(ws, l.kv_indptr),
         at<int32_t>(ws, l.last_page));
-    PagedParams<T> prm; /* its constructor zeroes every optional field */
-    prm.q = static_cast<T *>(const_cast<void *>(pb->q));
-    prm.paged_kv = kv;
-    prm.q_indptr = at<int32_t>(ws, l.q_indptr);
-    prm.o = static_cast<T *>(pb->o);
-    prm.lse = pb->lse;
-    prm.num_qo_heads = (uint32_t)pb->num_qo_heads;
-    prm.group_size = fi::uint_fastdiv((uint32_t)(pb->num_qo_heads / pb->num_kv_heads));
     prm.q_stride_n = (int32_t)pb->q_stride;
     prm.q_stride_h = (int32_t)pb->head_dim;
-    prm.window_left = -1;
-    prm.logits_soft_cap = 0.0f;
-    prm.sm_scale = pb->sm_scale;
-    prm.rope_rcp_scale = 1.0f;
-    prm.rope_rcp_theta = 1.0f / 1e4f;
-    prm.request_indices = at<int32_t>(ws, l.request);
-    prm.qo_tile_indices = at<int32_t>(ws, l.qo_tile);
-    prm.kv_tile_indices = at<int32_t>(ws, l.kv_tile);
-    prm.o_indptr = at<int32_t>(ws, l.o_indptr);
-    prm.kv_chunk_size_ptr = at<int32_t>(ws, l.chunk);
-    prm.padded_batch_size = pl->padded_batch_size;
-    prm.max_total_num_rows = (uint32_t)pl->total_q;
-    T *tmp_v = nullptr;
-    float *tmp_s = nullptr;
-    if (pl->split_kv) {
-        prm.merge_indptr = at<int32_t>(ws, l.merge);
-        tmp_v = at<T>(ws, l.tmp_v);
-        tmp_s = at<float>(ws, l.tmp_s);
-    }
     const uint32_t tq = pl->cta_tile_q;
     switch (pb->head_dim) {
     case 64: return launch_mask_paged<T, 64>(pb->causal, tq, prm, tmp_v, tmp_s, pl->pdl, st);
@@ -590,23 +591,7 @@ extern "C" sw_status sw_opp_fi_run_paged(sw_opp_fi_plan *pl, const sw_attn_probl
     SW_TRY(check_align("k", pb->k));
     SW_TRY(check_align("v", pb->v));
     SW_TRY(check_align("o", pb->o));
-    cudaStream_t cs = static_cast<cudaStream_t>(stream);
-    SW_CUDA_CHECK(cudaSetDevice(pl->p.device));
-    SW_CUDA_CHECK(cudaMemcpyAsync(ws, pl->blob, pl->layout.int_bytes, cudaMemcpyHostToDevice, cs));
-    cudaError_t e = cudaSuccess;
-    try {
-        e = run_paged_bf16(pl, pb, ks, vs, ws, cs);
-    } catch (const std::exception &ex) {
-        return sw_fail(SW_STATUS_CUDA, "opponent flashinfer: its launcher failed: %s", ex.what());
-    } catch (...) {
-        return sw_fail(SW_STATUS_CUDA, "opponent flashinfer: its launcher threw");
-    }
-    if (e != cudaSuccess) {
-        (void)cudaGetLastError();
-        return sw_fail(SW_STATUS_CUDA, "opponent flashinfer: launch: %s (%s)", cudaGetErrorName(e),
-                       cudaGetErrorString(e));
-    }
-    if (pb->lse)
-        SW_TRY(fi_lse_to_ln(pb->lse, pl->total_q * pb->num_qo_heads, cs));
-    return SW_OK;
+    return upload_and_launch(pl, pb, ws, stream, [&](cudaStream_t cs) {
+        return run_paged_bf16(pl, pb, ks, vs, ws, cs);
+    });
 }
