@@ -167,7 +167,8 @@ static int needs_region(const sw_swap_layer *L)
  * is rebuilt by its next resident call -- and is reallocated, when it
  * must grow, once the GPU is done with it (the kernels of earlier calls
  * read it, an offload's pack kernel writes it). */
-static sw_status tab_regions(sw_swap *s, int32_t layer, int32_t batch, sw_swap_seq *const *seqs)
+sw_status sw_swap_dev_tab_regions(sw_swap *s, int32_t layer, int32_t batch,
+                                 sw_swap_seq *const *seqs)
 {
     sw_swap_dev *d = s->dev;
     struct dev_fast *f = &d->fast;
@@ -224,6 +225,35 @@ static sw_status tab_regions(sw_swap *s, int32_t layer, int32_t batch, sw_swap_s
     return SW_OK;
 }
 
+int64_t sw_swap_dev_unsettled(int32_t layer, int32_t batch, sw_swap_seq *const *seqs)
+{
+    int64_t n = 0;
+    for (int32_t b = 0; b < batch; b++)
+        if (!seqs[b]->layers[layer].res_ok)
+            n += seqs[b]->layers[layer].nblocks;
+    return n;
+}
+
+sw_status sw_swap_dev_settle(sw_swap *s, int32_t layer, int32_t batch, sw_swap_seq *const *seqs,
+                             int32_t *px, void *stream)
+{
+    int32_t *tab = s->dev->fast.tab;
+    int64_t k = 0;
+    for (int32_t b = 0; b < batch; b++) {
+        sw_swap_layer *L = &seqs[b]->layers[layer];
+        if (L->res_ok)
+            continue;
+        for (int32_t i = 0; i < L->nblocks; i++)
+            px[k + i] = L->blk[i].slot;
+        if (L->nblocks > 0)
+            SW_TRY(sw_cuda_memcpy_h2d_async(tab + L->tab_off, px + k,
+                                            sizeof(int32_t) * (size_t)L->nblocks, stream));
+        k += L->nblocks;
+        L->res_ok = 1;
+    }
+    return SW_OK;
+}
+
 sw_swap_dev_blob sw_swap_dev_blob_layout(int32_t batch, int64_t px, int64_t items,
                                          int64_t merges)
 {
@@ -232,11 +262,12 @@ sw_swap_dev_blob sw_swap_dev_blob_layout(int32_t batch, int64_t px, int64_t item
     o.qo = 0;
     o.kv = b1;
     o.pi = o.kv + b1;
-    o.px = o.pi + b1;
-    o.items = o.px + up(sizeof(int32_t) * (size_t)(px > 0 ? px : 1));
+    o.src = o.pi + b1;
+    o.items = o.src + b1;
     o.merges = o.items + up(sizeof(sw_decode_item) * (size_t)items);
     o.count = o.merges + up(sizeof(sw_decode_merge) * (size_t)merges);
-    o.bytes = o.count + 16;
+    o.px = o.count + 16;
+    o.bytes = o.px + up(sizeof(int32_t) * (size_t)(px > 0 ? px : 1));
     return o;
 }
 
@@ -262,24 +293,6 @@ sw_status sw_swap_dev_kv_offsets(const sw_swap *s, int32_t layer, int32_t batch,
         kvp[b + 1] = kvp[b] + (int32_t)len;
     }
     return SW_OK;
-}
-
-void sw_swap_dev_page_table(sw_swap *s, int32_t layer, int32_t batch, sw_swap_seq *const *seqs,
-                            int32_t pitch, uint64_t tick, int32_t *pi, int32_t *px)
-{
-    int64_t k = 0;
-    for (int32_t b = 0; b < batch; b++) {
-        if (pitch > 0)
-            k = (int64_t)b * pitch;
-        pi[b] = (int32_t)k;
-        const sw_swap_layer *L = &seqs[b]->layers[layer];
-        for (int32_t i = 0; i < L->nblocks; i++) {
-            const int32_t slot = L->blk[i].slot;
-            px[k++] = slot;
-            s->slots[slot].last_access = tick;
-        }
-    }
-    pi[batch] = (int32_t)(pitch > 0 ? (int64_t)batch * pitch : k);
 }
 
 void sw_swap_dev_decode_args(const sw_swap *s, const void *q, void *o, float *lse, int32_t causal,
@@ -330,11 +343,9 @@ sw_status sw_swap_dev_fast_attend(sw_swap *s, const sw_swap_attend_params *p,
         f->kv_scratch_n = (size_t)batch + 1;
     }
     SW_TRY(sw_swap_dev_kv_offsets(s, p->layer, batch, seqs, kvp));
-    SW_TRY(tab_regions(s, p->layer, batch, seqs));
-    int64_t nre = 0; /* entries of the layers rebuilt by this call */
-    for (int32_t b = 0; b < batch; b++)
-        if (!seqs[b]->layers[p->layer].res_ok)
-            nre += seqs[b]->layers[p->layer].nblocks;
+    SW_TRY(sw_swap_dev_tab_regions(s, p->layer, batch, seqs));
+    /* entries of the layers rebuilt by this call */
+    const int64_t nre = sw_swap_dev_unsettled(p->layer, batch, seqs);
     /* the split, planned once into scratch sized by its bound: the pairs
      * unsplit, or at most 8 waves of the device's decode slots */
     const int64_t pairs = (int64_t)batch * s->m.num_kv_heads;
@@ -361,7 +372,7 @@ sw_status sw_swap_dev_fast_attend(sw_swap *s, const sw_swap_attend_params *p,
     const sw_swap_dev_blob o = sw_swap_dev_blob_layout(batch, nre, ni, nm);
     const size_t bytes = o.count; /* (no item count: the grid is the items) */
     const int r = f->next;
-    SW_TRY(blob_get(d, r, bytes));
+    SW_TRY(blob_get(d, r, o.bytes)); /* (px: the rebuilt layers' staging) */
     size_t lse_off = 0;
     const size_t part_bytes = sw_swap_dev_parts_bytes(s, np, &lse_off);
     SW_TRY(grow(d, &f->part, &f->part_cap, part_bytes > 0 ? part_bytes : 1, 1 << 20, 0, stream));
@@ -372,16 +383,12 @@ sw_status sw_swap_dev_fast_attend(sw_swap *s, const sw_swap_attend_params *p,
     memcpy(h + o.kv, kvp, b1);
     /* page_indptr: each layer's region; an unsettled layer's slots go up
      * into it from the ring (below) */
-    int32_t *pi = (int32_t *)(h + o.pi), *px = (int32_t *)(h + o.px);
+    int32_t *pi = (int32_t *)(h + o.pi);
     const uint64_t tick = ++s->tick;
-    int64_t k = 0;
     for (int32_t b = 0; b < batch; b++) {
         sw_swap_layer *L = &seqs[b]->layers[p->layer];
         pi[b] = (int32_t)L->tab_off;
         L->touch = tick;
-        if (!L->res_ok)
-            for (int32_t i = 0; i < L->nblocks; i++)
-                px[k++] = L->blk[i].slot;
     }
     pi[batch] = 0; /* (the kernel reads a sequence's pages from pi[b]) */
     memcpy(h + o.items, f->plan_items, sizeof *f->plan_items * (size_t)ni);
@@ -394,17 +401,7 @@ sw_status sw_swap_dev_fast_attend(sw_swap *s, const sw_swap_attend_params *p,
         SW_TRY(sw_cuda_swap_stream_wait(stream, d->ev_offload));
     char *dv = f->dev[r];
     SW_TRY(sw_cuda_memcpy_h2d_async(dv, h, bytes, stream));
-    k = 0;
-    for (int32_t b = 0; b < batch; b++) {
-        sw_swap_layer *L = &seqs[b]->layers[p->layer];
-        if (L->res_ok)
-            continue;
-        if (L->nblocks > 0)
-            SW_TRY(sw_cuda_memcpy_h2d_async(f->tab + L->tab_off, px + k,
-                                            sizeof(int32_t) * (size_t)L->nblocks, stream));
-        k += L->nblocks;
-        L->res_ok = 1;
-    }
+    SW_TRY(sw_swap_dev_settle(s, p->layer, batch, seqs, (int32_t *)(h + o.px), stream));
     SW_TRY(sw_cuda_swap_event_record(f->ev[r], stream));
     f->call[r] = ++f->calls;
     f->next = (r + 1) % SW_SWAP_FAST_RING;

@@ -7,7 +7,17 @@
  * decode kernel runs a fixed grid whose spare CTAs return
  * (args.num_items_dev), its merges folded in the launch (counters of the
  * graph's own). prepare writes the tables of the current lengths outside
- * the graph; attend is the launch alone. */
+ * the graph; attend is the launch alone.
+ *
+ * prepare's host work is constant in the number of blocks, like the
+ * resident path's: the page tables come from the resident path's arena
+ * (the offloads keep a settled layer's there) by one device-side copy
+ * into the graph's fixed table; only a layer not settled is read on the
+ * host, once, and settled. The small tables go up from a ring of pinned
+ * buffers, so that prepare waits for the GPU only when it runs
+ * GRAPH_RING steps ahead (with one buffer, each prepare waited for the
+ * step before, and its O(blocks) host work -- ~0.1 ms at 32k blocks --
+ * set the step's time). */
 #include "dev_internal.h"
 #include "swap_cuda.h"
 #include "attn/attn_internal.h"
@@ -19,15 +29,19 @@
 #include <string.h>
 
 
+#define GRAPH_RING 4
+
 struct sw_swap_graph {
     sw_swap *s;
     int32_t layer, batch, q_len, max_blocks;
     uint64_t *ids;
     int64_t cap_items, cap_merges;
     sw_swap_dev_blob o;        /* its regions (dev_fast.c's layout) */
-    char *host, *dev;          /* the blob, pinned and on the device */
-    void *ev;                  /* the last upload of `host` */
-    int uploaded;
+    char *host[GRAPH_RING];    /* the blob, pinned (a ring) ... */
+    char *dev;                 /* ... and on the device */
+    void *ev[GRAPH_RING];      /* each host buffer's last upload */
+    int uploaded[GRAPH_RING];
+    int next;
     void *part;                /* [cap_items] partial states */
     size_t lse_off;            /* where their lse part starts */
     int32_t *cnt;              /* [cap_merges] counters, zero between launches */
@@ -38,12 +52,15 @@ void sw_swap_graph_destroy(sw_swap_graph *g)
 {
     if (!g)
         return;
-    if (g->uploaded)
-        (void)sw_cuda_swap_event_sync(g->ev);
+    for (int r = 0; r < GRAPH_RING; r++)
+        if (g->uploaded[r])
+            (void)sw_cuda_swap_event_sync(g->ev[r]);
     if (g->s && g->s->dev)
         (void)sw_swap_dev_wait_done(g->s->dev); /* a launch may still read them */
-    sw_cuda_swap_event_destroy(g->ev);
-    sw_cuda_host_free(g->host);
+    for (int r = 0; r < GRAPH_RING; r++) {
+        sw_cuda_swap_event_destroy(g->ev[r]);
+        sw_cuda_host_free(g->host[r]);
+    }
     sw_cuda_swap_free(g->dev);
     sw_cuda_swap_free(g->part);
     sw_cuda_swap_free(g->cnt);
@@ -124,8 +141,8 @@ sw_status sw_swap_graph_create(sw_swap *s, int32_t layer, int32_t batch, const u
         st = sw_fail(SW_STATUS_NO_MEMORY, "sw_swap_graph: %d sequences", batch);
     if (st == SW_OK)
         memcpy(g->ids, seq_ids, sizeof *g->ids * (size_t)batch);
-    if (st == SW_OK)
-        st = sw_cuda_host_alloc((void **)&g->host, g->o.bytes);
+    for (int r = 0; r < GRAPH_RING && st == SW_OK; r++)
+        st = sw_cuda_host_alloc((void **)&g->host[r], g->o.bytes);
     if (st == SW_OK)
         st = sw_cuda_swap_alloc((void **)&g->dev, g->o.bytes);
     if (st == SW_OK)
@@ -138,8 +155,8 @@ sw_status sw_swap_graph_create(sw_swap *s, int32_t layer, int32_t batch, const u
         st = sw_cuda_swap_zero(g->dev, g->o.bytes, NULL); /* no item until prepared */
     if (st == SW_OK)
         st = sw_cuda_stream_sync(NULL);
-    if (st == SW_OK)
-        st = sw_cuda_swap_event_create(&g->ev, 0);
+    for (int r = 0; r < GRAPH_RING && st == SW_OK; r++)
+        st = sw_cuda_swap_event_create(&g->ev[r], 0);
     if (st != SW_OK) {
         sw_swap_graph_destroy(g);
         return st;
@@ -156,39 +173,49 @@ sw_status sw_swap_graph_prepare(sw_swap_graph *g, void *stream)
     if (s->failed)
         return sw_fail(SW_STATUS_FAILED, "swap engine failed earlier");
     sw_swap_dev *d = s->dev;
-    const int32_t batch = g->batch;
+    const int32_t batch = g->batch, layer = g->layer;
     int64_t nblk = 0;
     for (int32_t b = 0; b < batch; b++) {
         sw_swap_seq *q = sw_swap_find_seq(s, g->ids[b]);
         if (!q)
             return sw_fail(SW_STATUS_NOT_FOUND, "sequence %llu (batch entry %d) is no longer "
                            "registered", (unsigned long long)g->ids[b], b);
-        const sw_swap_layer *L = &q->layers[g->layer];
+        const sw_swap_layer *L = &q->layers[layer];
         if (L->nblocks > g->max_blocks)
             return sw_fail(SW_STATUS_WORKSPACE_TOO_SMALL, "sequence %llu has %d blocks, the "
                            "graph room for %d", (unsigned long long)g->ids[b], L->nblocks,
                            g->max_blocks);
-        for (int32_t i = 0; i < L->nblocks; i++)
-            if (!sw_swap_blk_resident(&L->blk[i]))
-                return sw_fail(SW_STATUS_NOT_FOUND, "block %d of sequence %llu (layer %d) is "
-                               "not resident: attend without the graph", i,
-                               (unsigned long long)g->ids[b], g->layer);
+        if (!L->res_ok) /* (settled: known resident) */
+            for (int32_t i = 0; i < L->nblocks; i++)
+                if (!sw_swap_blk_resident(&L->blk[i]))
+                    return sw_fail(SW_STATUS_NOT_FOUND, "block %d of sequence %llu (layer %d) "
+                                   "is not resident: attend without the graph", i,
+                                   (unsigned long long)g->ids[b], layer);
         g->seqs[b] = q;
         nblk += L->nblocks;
     }
     SW_TRY(sw_swap_dev_enter(s));
-    /* the pinned blob: its last upload read first */
-    if (g->uploaded) {
-        SW_TRY(sw_cuda_swap_event_sync(g->ev));
-        g->uploaded = 0;
+    SW_TRY(sw_swap_dev_tab_regions(s, layer, batch, g->seqs));
+    /* the ring's next buffer: its last upload read first */
+    const int r = g->next;
+    if (g->uploaded[r]) {
+        SW_TRY(sw_cuda_swap_event_sync(g->ev[r]));
+        g->uploaded[r] = 0;
     }
-    char *h = g->host;
+    char *h = g->host[r];
     int32_t *qo = (int32_t *)(h + g->o.qo), *kvp = (int32_t *)(h + g->o.kv);
-    SW_TRY(sw_swap_dev_kv_offsets(s, g->layer, batch, g->seqs, kvp));
-    for (int32_t b = 0; b <= batch; b++)
+    int32_t *pi = (int32_t *)(h + g->o.pi), *src = (int32_t *)(h + g->o.src);
+    SW_TRY(sw_swap_dev_kv_offsets(s, layer, batch, g->seqs, kvp));
+    const uint64_t tick = ++s->tick;
+    for (int32_t b = 0; b <= batch; b++) {
         qo[b] = b * g->q_len;
-    sw_swap_dev_page_table(s, g->layer, batch, g->seqs, g->max_blocks, ++s->tick,
-                           (int32_t *)(h + g->o.pi), (int32_t *)(h + g->o.px));
+        pi[b] = b * g->max_blocks;
+        if (b < batch) {
+            sw_swap_layer *L = &g->seqs[b]->layers[layer];
+            src[b] = (int32_t)L->tab_off; /* (the arena has < 2^31 entries) */
+            L->touch = tick;
+        }
+    }
     /* into the blob's regions, sized by the plan's bound (the pairs, or at
      * most 8 waves: test_planner holds the planner to it) */
     int64_t nm = 0, np = 0;
@@ -204,9 +231,17 @@ sw_status sw_swap_graph_prepare(sw_swap_graph *g, void *stream)
         SW_TRY(sw_cuda_swap_stream_wait(stream, d->ev_offload));
     if (d->done_pending)
         SW_TRY(sw_cuda_swap_stream_wait(stream, d->ev_done));
-    SW_TRY(sw_cuda_memcpy_h2d_async(g->dev, h, g->o.bytes, stream));
-    SW_TRY(sw_cuda_swap_event_record(g->ev, stream));
-    g->uploaded = 1;
+    /* the small tables (the page table's region is the copy's), the layers
+     * not settled into the arena, then every sequence's table out of it */
+    SW_TRY(sw_cuda_memcpy_h2d_async(g->dev, h, g->o.px, stream));
+    SW_TRY(sw_swap_dev_settle(s, layer, batch, g->seqs, (int32_t *)(h + g->o.px), stream));
+    SW_TRY(sw_cuda_swap_copy_tables((int32_t *)(g->dev + g->o.px), g->max_blocks, d->fast.tab,
+                                    (const int32_t *)(g->dev + g->o.src),
+                                    (const int32_t *)(g->dev + g->o.kv), s->m.block_size, batch,
+                                    stream));
+    SW_TRY(sw_cuda_swap_event_record(g->ev[r], stream));
+    g->uploaded[r] = 1;
+    g->next = (r + 1) % GRAPH_RING;
     /* a prepared step is one resident attend in the stats (its launch or
      * replay counts nothing: a replay runs without the host) */
     s->st.attends++;

@@ -130,8 +130,11 @@ static inline uint32_t sw_swap_crc_raw(crc_cache *c, uint32_t crc, uint32_t len)
  * and their device copies (an event each: the ring entry's upload done;
  * call[r] the number of the call that last used entry r, done_upto the
  * last call known to have its upload done), the decode split's partial
- * states and the fused merge's counters, the device's decode slots. */
-#define SW_SWAP_FAST_RING 8
+ * states and the fused merge's counters, the device's decode slots. 32
+ * entries: a decode loop's host runs up to 32 calls (a step of a 32-layer
+ * model) ahead of the GPU before a call waits for an entry (with 8, a loop
+ * of 0.3-0.5 ms kernels waited in its 9th call: 42-72 us of host a call). */
+#define SW_SWAP_FAST_RING 32
 struct dev_fast {
     void *host[SW_SWAP_FAST_RING], *dev[SW_SWAP_FAST_RING], *ev[SW_SWAP_FAST_RING];
     size_t cap[SW_SWAP_FAST_RING];
@@ -508,10 +511,10 @@ sw_status sw_swap_dev_launch_direct(sw_swap_dev *d, const launch_job *j);
 /* The decode kernel's arguments over the pool (its pages, strides and
  * heads) for q, o, lse and the options; the tables are the caller's. */
 /* The resident tables' blob: [qo_indptr | kv_indptr | page_indptr |
- * page_indices (px entries) | items | merges | item count], 16-byte
- * aligned regions. */
+ * table sources (batch entries, a graph's) | items | merges | item count |
+ * page_indices (px entries)], 16-byte aligned regions. */
 typedef struct sw_swap_dev_blob {
-    size_t qo, kv, pi, px, items, merges, count, bytes;
+    size_t qo, kv, pi, src, items, merges, count, px, bytes;
 } sw_swap_dev_blob;
 sw_swap_dev_blob sw_swap_dev_blob_layout(int32_t batch, int64_t px, int64_t items,
                                          int64_t merges);
@@ -519,15 +522,24 @@ sw_swap_dev_blob sw_swap_dev_blob_layout(int32_t batch, int64_t px, int64_t item
  * at *lse_off (256-byte aligned). */
 size_t sw_swap_dev_parts_bytes(const sw_swap *s, int64_t np, size_t *lse_off);
 /* kv_indptr of the batch's layer (SW_STATUS_UNSUPPORTED past INT32_MAX
- * keys), and page_indptr / page_indices: sequence b's slots from
- * pi[b] = b x pitch (pitch 0: packed), each block's recency set to tick. */
+ * keys). */
 sw_status sw_swap_dev_kv_offsets(const sw_swap *s, int32_t layer, int32_t batch,
                                  sw_swap_seq *const *seqs, int32_t *kvp);
-void sw_swap_dev_page_table(sw_swap *s, int32_t layer, int32_t batch, sw_swap_seq *const *seqs,
-                            int32_t pitch, uint64_t tick, int32_t *pi, int32_t *px);
 struct sw_cuda_paged_args;
 void sw_swap_dev_decode_args(const sw_swap *s, const void *q, void *o, float *lse, int32_t causal,
                              float sm_scale, struct sw_cuda_paged_args *a);
 void sw_swap_dev_fast_free(sw_swap_dev *d);
+/* Regions in the table arena for the batch's unsettled layers that lack
+ * one (or outgrew theirs); a full arena drops (unsettles) every layer's. */
+sw_status sw_swap_dev_tab_regions(sw_swap *s, int32_t layer, int32_t batch,
+                                  sw_swap_seq *const *seqs);
+/* The blocks of the batch's unsettled layers (sw_swap_layer.res_ok 0). */
+int64_t sw_swap_dev_unsettled(int32_t layer, int32_t batch, sw_swap_seq *const *seqs);
+/* The batch's unsettled layers settled: their slots staged in px (pinned,
+ * room for sw_swap_dev_unsettled entries, unchanged until the copies are
+ * done) and copied into their arena regions (sw_swap_dev_tab_regions
+ * first) on `stream`. Every block of those layers must be resident. */
+sw_status sw_swap_dev_settle(sw_swap *s, int32_t layer, int32_t batch, sw_swap_seq *const *seqs,
+                             int32_t *px, void *stream);
 
 #endif

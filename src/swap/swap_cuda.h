@@ -218,6 +218,14 @@ typedef struct sw_cuda_swap_pack_item {
 sw_status sw_cuda_swap_pack(const sw_cuda_swap_pack_item *items, int32_t n, uint8_t *dst,
                             int32_t *tab, void *stream);
 
+/* Page tables copied in device memory (swap_table.cu): for each b < batch,
+ * dst[b * pitch + i] = src[src_off[b] + i] for the sequence's pages, i <
+ * ceil((kv_indptr[b + 1] - kv_indptr[b]) / block). src_off and kv_indptr
+ * are device arrays: one launch, nothing read on the host. */
+sw_status sw_cuda_swap_copy_tables(int32_t *dst, int32_t pitch, const int32_t *src,
+                                   const int32_t *src_off, const int32_t *kv_indptr,
+                                   int32_t block, int32_t batch, void *stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -128,3 +128,11 @@ sw_status sw_cuda_swap_pack(const sw_cuda_swap_pack_item *items, int32_t n, uint
     (void)items; (void)n; (void)dst; (void)tab; (void)stream;
     return no_cuda();
 }
+sw_status sw_cuda_swap_copy_tables(int32_t *dst, int32_t pitch, const int32_t *src,
+                                   const int32_t *src_off, const int32_t *kv_indptr,
+                                   int32_t block, int32_t batch, void *stream)
+{
+    (void)dst; (void)pitch; (void)src; (void)src_off; (void)kv_indptr; (void)block;
+    (void)batch; (void)stream;
+    return no_cuda();
+}
