@@ -12,7 +12,8 @@ cudaError_t cudaEventDestroy(cudaEvent_t e) { (void)e; return cudaSuccess; }
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) { (void)a; (void)b; *ms = 1.0f; return cudaSuccess; }
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) { (void)e; (void)s; return cudaSuccess; }
 cudaError_t cudaEventSynchronize(cudaEvent_t e) { (void)e; return cudaSuccess; }
-cudaError_t cudaFree(void *p) { free(p); return cudaSuccess; }
+void fake_unregister(void *p);
+cudaError_t cudaFree(void *p) { fake_unregister(p); free(p); return cudaSuccess; }
 cudaError_t cudaFreeHost(void *p) { free(p); return cudaSuccess; }
 const char *cudaGetErrorString(cudaError_t e) { (void)e; return "fake"; }
 cudaError_t cudaGetLastError(void) { return cudaSuccess; }

@@ -20,13 +20,14 @@ void sw_cuda_host_unregister(void *p) { (void)p; }
 sw_status sw_cuda_stream_sync(void *s) { (void)s; return SW_OK; }
 static struct { const char *p; size_t b; } reg[4096]; static int nreg;
 void fake_register(void *p, size_t b) { if (p && nreg < 4096) { reg[nreg].p = p; reg[nreg].b = b; nreg++; } }
+void fake_unregister(void *p) { for (int i = 0; i < nreg; i++) if (reg[i].p == p) { reg[i] = reg[--nreg]; return; } }
 int sw_cuda_is_device_ptr(const void *p) { for (int i = 0; i < nreg; i++) if ((const char *)p >= reg[i].p && (const char *)p < reg[i].p + reg[i].b) return 1; return 0; }
 sw_status sw_cuda_prefill_portable_config(int32_t d, int32_t h, sw_dtype t, int32_t *a, int32_t *b) { (void)d;(void)h;(void)t;(void)a;(void)b; return SW_STATUS_NO_DEVICE; }
 sw_status sw_cuda_prefill_portable_launch(const sw_cuda_prefill_args *a, void *s) { (void)a;(void)s; return SW_STATUS_NO_DEVICE; }
 sw_status sw_cuda_prefill_hopper_config(int32_t d, int32_t h, sw_dtype t, int32_t *a, int32_t *b) { (void)d;(void)h;(void)t;(void)a;(void)b; return SW_STATUS_NO_DEVICE; }
 sw_status sw_cuda_prefill_hopper_launch(const sw_cuda_prefill_args *a, void *s) { (void)a;(void)s; return SW_STATUS_NO_DEVICE; }
 sw_status sw_cuda_swap_alloc(void **p, size_t b) { *p = calloc(1, b); fake_register(*p, b); return *p ? SW_OK : SW_STATUS_NO_MEMORY; }
-void sw_cuda_swap_free(void *p) { free(p); }
+void sw_cuda_swap_free(void *p) { fake_unregister(p); free(p); }
 static int dummy;
 sw_status sw_cuda_swap_stream_create(void **s) { *s = &dummy; return SW_OK; }
 void sw_cuda_swap_stream_destroy(void *s) { (void)s; }
@@ -55,3 +56,14 @@ sw_status sw_cuda_swap_tile_direct(const sw_cuda_swap_direct_args *a, void *s) {
 sw_status sw_cuda_swap_merge_wide(const sw_cuda_swap_tile_args *a, void *s) { (void)a; (void)s; return SW_OK; }
 void sw_cuda_swap_preload(int32_t D) { (void)D; }
 sw_status sw_cuda_swap_merge_split(const sw_cuda_swap_tile_args *a, float *p2, size_t n2, int32_t sms, void *s) { (void)a; (void)p2; (void)n2; (void)sms; (void)s; return SW_OK; }
+/* (the resident path, graphs, write-through: nothing runs; the decode kernel
+ * reports no device so that calls take the tile loop) */
+sw_status sw_cuda_paged_decode_config(int32_t d, int32_t h, sw_dtype t, int32_t *s, int32_t *c) { (void)d;(void)h;(void)t;(void)s;(void)c; return SW_STATUS_NO_DEVICE; }
+sw_status sw_cuda_paged_decode_launch(const sw_cuda_paged_args *a, void *s) { (void)a;(void)s; return SW_STATUS_NO_DEVICE; }
+sw_status sw_cuda_paged_gather_launch(const sw_cuda_paged_args *a, void *s) { (void)a;(void)s; return SW_STATUS_NO_DEVICE; }
+int sw_cuda_stream_capturing(void *s) { (void)s; return 0; }
+int sw_cuda_swap_capturing(void *s) { (void)s; return 0; }
+sw_status sw_cuda_swap_copy_tables(int32_t *d, int32_t p, const int32_t *s, const int32_t *o, const int32_t *k, int32_t b, int32_t n, void *st) { (void)d;(void)p;(void)s;(void)o;(void)k;(void)b;(void)n;(void)st; return SW_OK; }
+int sw_cuda_swap_event_done(void *e) { (void)e; return 1; }
+sw_status sw_cuda_swap_event_record_node(void *e, void *s) { (void)e;(void)s; return SW_OK; }
+sw_status sw_cuda_swap_pack(const sw_cuda_swap_pack_item *i, int32_t n, uint8_t *d, int32_t *t, void *s) { (void)i;(void)n;(void)d;(void)t;(void)s; return SW_OK; }
