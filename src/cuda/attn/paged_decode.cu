@@ -48,12 +48,15 @@ constexpr int BN = 16;              /* keys per warp tile */
 constexpr int ROWS = SW_DECODE_ROWS; /* query rows per item (M of the mma) */
 
 /* Stages per warp at most (the launch takes fewer where shared memory is
- * short): ~24-32 KB of K/V in flight per warp. */
+ * short). More CTAs beat deeper rings on the H200 (docs/perf/paged.md):
+ * d128 with two stages (68 KB, three CTAs an SM) reads 2-4% faster than
+ * with three (100 KB, two CTAs) and 18% faster than with four; d256 with
+ * three stages (one CTA either way) 3-4% slower than with two. */
 template <int D> struct traits {
     static constexpr int CPR = D / 8;                  /* 16-byte chunks per row */
     static constexpr int TILE = BN * D * 2;            /* bytes of one K or V tile */
     static constexpr int Q_BYTES = ROWS * D * 2;
-    static constexpr int NSW_MAX = D == 64 ? 6 : D == 128 ? 3 : 2;
+    static constexpr int NSW_MAX = D == 64 ? 6 : D == 128 ? 2 : 2;
     static constexpr int COMBINE = NW * ROWS * D * 4;  /* fp32 acc of every warp */
     static __host__ __device__ constexpr int ring(int nsw) { return NW * nsw * 2 * TILE; }
     static __host__ __device__ constexpr int smem(int nsw)
