@@ -132,8 +132,7 @@ static inline uint32_t sw_swap_crc_raw(crc_cache *c, uint32_t crc, uint32_t len)
  * last call known to have its upload done), the decode split's partial
  * states and the fused merge's counters, the device's decode slots. 32
  * entries: a decode loop's host runs up to 32 calls (a step of a 32-layer
- * model) ahead of the GPU before a call waits for an entry (with 8, a loop
- * of 0.3-0.5 ms kernels waited in its 9th call: 42-72 us of host a call). */
+ * model) ahead of the GPU before a call waits for an entry. */
 #define SW_SWAP_FAST_RING 32
 struct dev_fast {
     void *host[SW_SWAP_FAST_RING], *dev[SW_SWAP_FAST_RING], *ev[SW_SWAP_FAST_RING];
