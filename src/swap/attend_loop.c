@@ -86,10 +86,12 @@ static int32_t run_resident(const sw_swap *s, int32_t i, int32_t *present)
         b0 = 0;
     if (b1 > L->nblocks)
         b1 = L->nblocks;
+    *present = (int32_t)(b1 - b0);
+    if (L->run_res)
+        return L->run_res[(base % a + (uint64_t)sl->block) / a];
     int32_t c = 0;
     for (int64_t b = b0; b < b1; b++)
         c += L->blk[b].slot >= 0;
-    *present = (int32_t)(b1 - b0);
     return c;
 }
 
@@ -208,12 +210,14 @@ static int plan_tile(run *R, tile *t, int hbuf)
             if (v->seq) {
                 sw_swap_layer_unsettle(&v->seq->layers[v->layer]);
                 v->seq->layers[v->layer].blk[v->block].slot = -1;
+                sw_swap_run_count(s, v->seq, &v->seq->layers[v->layer], v->block, -1);
                 s->st.evictions++;
             }
             v->seq = (sw_swap_seq *)q;
             v->layer = p->layer;
             v->block = b;
             e->slot = slot;
+            sw_swap_run_count(s, q, L, b, 1);
             R->misses++;
             s->ops->miss_keys(R, t, b);
             t->miss_slots[t->nmiss] = slot;

@@ -502,6 +502,7 @@ static sw_status write_through(sw_swap *s, int32_t n, const int32_t *layers,
         sl->last_access = ++s->tick;
         sl->pin = 0;
         e->slot = slot;
+        sw_swap_run_count(s, v[i].q, &v[i].q->layers[layers[i]], blocks[i], 1);
         v[i].wt = 1;
         const uint8_t *src = o->dev + v[i].staged;
         it[k].src = src;

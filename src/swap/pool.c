@@ -205,8 +205,10 @@ void sw_swap_pool_drop(sw_swap *s, sw_swap_blk *b)
     if (!b || b->slot < 0)
         return;
     sw_swap_slot *sl = &s->slots[b->slot];
-    if (sl->seq)
+    if (sl->seq) {
         sw_swap_layer_unsettle(&sl->seq->layers[sl->layer]);
+        sw_swap_run_count(s, sl->seq, &sl->seq->layers[sl->layer], sl->block, -1);
+    }
     sl->seq = NULL;
     sl->score = -INFINITY;
     sl->pin = 0;
@@ -222,6 +224,7 @@ void sw_swap_pool_drop_seq(sw_swap *s, sw_swap_seq *q)
         sw_swap_slot *sl = &s->slots[i];
         if (sl->seq == q) {
             q->layers[sl->layer].blk[sl->block].slot = -1;
+            sw_swap_run_count(s, q, &q->layers[sl->layer], sl->block, -1);
             sl->seq = NULL;
             sl->score = -INFINITY;
             sl->pin = 0;

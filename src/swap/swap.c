@@ -279,6 +279,7 @@ static void free_seq(sw_swap *s, sw_swap_seq *q)
                 sw_swap_dev_entry_free(s, &L->blk[b]);
             }
             free(L->blk);
+            free(L->run_res);
         }
     }
     free(q->layers);
@@ -545,6 +546,16 @@ sw_status sw_swap_layer_grow(sw_swap *s, sw_swap_layer *L, int32_t need)
     int32_t nc = L->cap ? 2 * L->cap : 64;
     while (nc < need)
         nc *= 2;
+    if (s->align_blocks) {
+        /* (one run more than the blocks fill: the first may start part-way) */
+        const size_t a = s->align_blocks, was = L->cap ? (L->cap + a - 1) / a + 1 : 0,
+                     runs = ((size_t)nc + a - 1) / a + 1;
+        uint16_t *r = realloc(L->run_res, runs * sizeof *r);
+        if (!r)
+            return sw_fail(SW_STATUS_NO_MEMORY, "run counts of %d blocks", nc);
+        memset(r + was, 0, (runs - was) * sizeof *r);
+        L->run_res = r;
+    }
     sw_swap_blk *n = realloc(L->blk, (size_t)nc * sizeof *n);
     if (!n)
         return sw_fail(SW_STATUS_NO_MEMORY, "block table of %d blocks", nc);

@@ -50,6 +50,12 @@ typedef struct sw_swap_layer {
     uint8_t res_ok;
     uint64_t res_keep;
     uint64_t touch;
+    /* Resident blocks of each store run (sw_swap.align_blocks blocks; run
+     * r covers the sequence's blocks of store run block_base / align + r),
+     * kept by every change of a block's slot (sw_swap_run_count): the
+     * run-aware eviction's count is then one read, not a scan of the run
+     * per victim. NULL without runs. */
+    uint16_t *run_res;
 } sw_swap_layer;
 
 typedef struct sw_swap_seq {
@@ -298,6 +304,15 @@ static inline uint64_t sw_swap_slot_recency(const sw_swap_slot *sl)
 }
 /* Room in L's block table for `need` blocks (new entries absent). */
 sw_status sw_swap_layer_grow(sw_swap *s, sw_swap_layer *L, int32_t need);
+/* Block b of q's layer L gained (d = 1) or lost (d = -1) its slot. */
+static inline void sw_swap_run_count(const sw_swap *s, const sw_swap_seq *q,
+                                     const sw_swap_layer *L, int32_t b, int d)
+{
+    if (L->run_res) {
+        const uint32_t a = s->align_blocks;
+        L->run_res[(q->block_base % a + (uint32_t)b) / a] += (uint16_t)d;
+    }
+}
 /* Bytes of one element of a block of type t (0: unknown type). */
 static inline size_t sw_swap_kv_elem_size(sw_swap_kv_dtype t)
 {
