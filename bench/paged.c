@@ -13,8 +13,9 @@
  * checked against an fp64 reference. In a library built with the FlashInfer
  * opponent (docs/opponents.md) and SPILLWAY_OPPONENT=flashinfer set, each
  * case also runs FlashInfer on the same pages, interleaved with ours: its
- * batch decode, or its paged prefill (FA2); SDPA on the gathered KV is
- * bench/paged.py's. */
+ * batch decode, or its paged prefill -- FA2, and FA3 (what it runs on
+ * Hopper) where that path is compiled in and the GPU is sm_90; SDPA on the
+ * gathered KV is bench/paged.py's. */
 #include "common.h"
 #include "core/sw_half.h"
 
@@ -189,19 +190,21 @@ static double check_sample(const uint16_t *q, const uint16_t *o, const int32_t *
     return worst;
 }
 
-/* FlashInfer on the same pages -- its batch decode (one query token per
- * request) or its paged prefill -- where this library was built with it and
+/* FlashInfer on the same pages through `backend` (its FA2 backend: its
+ * batch decode for one query token per request, else its paged prefill; its
+ * FA3 backend: its FA3 paged prefill) where this library was built with it and
  * SPILLWAY_OPPONENT=flashinfer is set: timed interleaved with ours (*ms),
  * its output checked like ours (*err). Returns its ms, or -1 with the
  * refusal in note. */
-static double time_flashinfer(sw_prefill_plan *pl, const sw_prefill_tensors *t,
-                              const sw_prefill_params *p, const sw_paged_kv *pk, int32_t B,
-                              const int32_t *qo, const int32_t *kv, const uint16_t *qh,
-                              size_t q_elems, void *st, int warmup, int reps, bench_gpu_timer *tm,
-                              double *ms, double *err, char *note, size_t note_len)
+static double time_flashinfer(sw_backend backend, sw_prefill_plan *pl,
+                              const sw_prefill_tensors *t, const sw_prefill_params *p,
+                              const sw_paged_kv *pk, int32_t B, const int32_t *qo,
+                              const int32_t *kv, const uint16_t *qh, size_t q_elems, void *st,
+                              int warmup, int reps, bench_gpu_timer *tm, double *ms, double *err,
+                              char *note, size_t note_len)
 {
     sw_prefill_params po = *p;
-    po.backend = SW_BACKEND_OPPONENT_FLASHINFER;
+    po.backend = backend;
     sw_prefill_plan *pf = NULL;
     if (sw_prefill_plan_create_paged(&po, B, qo, pk, &pf) != SW_OK) {
         snprintf(note, note_len, "%s", sw_last_error());
@@ -309,7 +312,8 @@ static int run_case(const pcase *pc, int si, int32_t ps, int warmup, int reps, F
 
     double ms = 0, ms_ref = 0, ref_rate = 0, ms_fi = -1, fi_err = 0;
     double ms_beside_fi = 0; /* ours in the pair with FlashInfer (decode: = ms) */
-    char fi_note[256] = "";
+    double ms_fa3 = -1, fa3_err = 0, ms_beside_fa3 = 0; /* its FA3 paged prefill */
+    char fi_note[256] = "", fa3_note[256] = "";
     const char *ref_name = pc->prefill ? "ragged_prefill_ms" : "d2d_copy_GBps";
     if (pc->prefill) {
         /* the same keys densely: gathered once through a plan of its own */
@@ -345,15 +349,21 @@ static int run_case(const pcase *pc, int si, int32_t ps, int warmup, int reps, F
         time_pair(pl, &t, pr, &tr, st, warmup, reps, &tm, &ms, &ms_ref);
         ref_rate = ms_ref;
         /* ours again, timed beside FlashInfer's paged prefill: its ratio's */
-        ms_fi = time_flashinfer(pl, &t, &p, &pk, B, qo, kv, qh, q_elems, st, warmup, reps, &tm,
-                                &ms_beside_fi, &fi_err, fi_note, sizeof fi_note);
+        ms_fi = time_flashinfer(SW_BACKEND_OPPONENT_FLASHINFER, pl, &t, &p, &pk, B, qo, kv, qh,
+                                q_elems, st, warmup, reps, &tm, &ms_beside_fi, &fi_err, fi_note,
+                                sizeof fi_note);
+        /* and beside its FA3 paged prefill (what it runs on Hopper) */
+        ms_fa3 = time_flashinfer(SW_BACKEND_OPPONENT_FLASHINFER_FA3, pl, &t, &p, &pk, B, qo, kv,
+                                 qh, q_elems, st, warmup, reps, &tm, &ms_beside_fa3, &fa3_err,
+                                 fa3_note, sizeof fa3_note);
         sw_prefill_plan_destroy(pr);
         bench_gpu_free(wsr);
         bench_gpu_free(kd);
         bench_gpu_free(vd);
     } else {
-        ms_fi = time_flashinfer(pl, &t, &p, &pk, B, qo, kv, qh, q_elems, st, warmup, reps, &tm,
-                                &ms, &fi_err, fi_note, sizeof fi_note);
+        ms_fi = time_flashinfer(SW_BACKEND_OPPONENT_FLASHINFER, pl, &t, &p, &pk, B, qo, kv, qh,
+                                q_elems, st, warmup, reps, &tm, &ms, &fi_err, fi_note,
+                                sizeof fi_note);
         if (ms_fi < 0)
             ms = time_runs(pl, &t, st, warmup, reps, &tm);
         ms_beside_fi = ms;
@@ -379,22 +389,31 @@ static int run_case(const pcase *pc, int si, int32_t ps, int warmup, int reps, F
                "  rel_l2 %.1e %s", pc->name, shape_names[si], ps, ms, kv_bytes / (ms * 1e6),
                ref_rate, 100.0 * kv_bytes / (ms * 1e6) / ref_rate, worst, ok ? "ok" : "FAIL");
     if (ms_fi > 0)
-        printf("  | flashinfer %8.3f ms (rel_l2 %.1e)  spillway/flashinfer %.2fx\n", ms_fi,
+        printf("  | flashinfer %8.3f ms (rel_l2 %.1e)  spillway/flashinfer %.2fx", ms_fi,
                fi_err, ms_fi / ms_beside_fi);
     else
-        printf("  | flashinfer: not measured\n");
+        printf("  | flashinfer: not measured");
+    if (ms_fa3 > 0)
+        printf("  | fa3 %8.3f ms (rel_l2 %.1e)  spillway/fa3 %.2fx", ms_fa3, fa3_err,
+               ms_fa3 / ms_beside_fa3);
+    else if (pc->prefill)
+        printf("  | fa3: not measured");
+    printf("\n");
     fprintf(js, "%s{\"case\": \"%s\", \"shape\": \"%s\", \"page_size\": %d, \"kind\": \"%s\", "
             "\"ms\": %.5f, \"kv_bytes\": %zu, \"%s\": %.5f, \"ratio\": %.4f, \"tflops\": %.2f, "
             "\"max_rel_l2\": %.3e, \"ok\": %s, \"flashinfer_ms\": %.5f, "
             "\"ms_beside_flashinfer\": %.5f, "
-            "\"flashinfer_max_rel_l2\": %.3e, \"flashinfer_note\": \"%s\"}",
+            "\"flashinfer_max_rel_l2\": %.3e, \"flashinfer_note\": \"%s\", "
+            "\"flashinfer_fa3_ms\": %.5f, \"ms_beside_flashinfer_fa3\": %.5f, "
+            "\"flashinfer_fa3_max_rel_l2\": %.3e, \"flashinfer_fa3_note\": \"%s\"}",
             *first ? "" : ",\n", pc->name, shape_names[si],
             ps, pc->prefill ? "prefill" : "decode", ms, kv_bytes, ref_name,
             pc->prefill ? ms_ref : ref_rate,
             pc->prefill ? ms_ref / ms : kv_bytes / (ms * 1e6) / ref_rate,
             pc->prefill ? flops / ms / 1e9 : 0.0, worst, ok ? "true" : "false", ms_fi,
             ms_beside_fi, fi_err,
-            fi_note[0] ? "not measured" : "");
+            fi_note[0] ? "not measured" : "", ms_fa3, ms_beside_fa3, fa3_err,
+            fa3_note[0] || !pc->prefill ? "not measured" : "");
     *first = 0;
     bench_gpu_timer_destroy(&tm);
     sw_prefill_plan_destroy(pl);

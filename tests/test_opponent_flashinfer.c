@@ -12,7 +12,10 @@
  * list is also compared with the one FlashInfer's own planner
  * (PrefillSM90Plan) makes, and its own refusals (a device other than sm_90,
  * a batch large enough to share one schedule among heads) are checked.
- * Registered only in an opponent build (-DSPILLWAY_OPPONENT_FLASHINFER) with
+ * Over paged K/V (run_paged: pages 1/16/64/256, both layouts, shuffled
+ * pools): its batch decode, its FA2 paged prefill and, with FA3 compiled in
+ * and sm_90, its FA3 paged prefill, each against the reference, with their
+ * refusals. Registered only in an opponent build (-DSPILLWAY_OPPONENT_FLASHINFER) with
  * SPILLWAY_OPPONENT=flashinfer set by ctest; exit 77 without a GPU. */
 #include "sw_test.h"
 
@@ -338,10 +341,12 @@ static void check_fa3_device_refusal(int major, int minor)
  * refused), with prefill 1 its paged prefill (flashinfer_prefill.cu; BF16,
  * the family's ragged queries, causal or not: causal q_len > kv_len
  * refused). Then the refusals of a q_len 2 decode-shaped batch in F16. */
-static int run_paged(uint64_t seed, int ncases, int prefill, cudaStream_t st, int *total)
+static int run_paged(uint64_t seed, int ncases, int prefill, sw_backend backend, cudaStream_t st,
+                     int *total)
 {
     int failed = 0;
-    const char *what = prefill ? "paged prefill" : "paged decode";
+    const int fa3 = backend == SW_BACKEND_OPPONENT_FLASHINFER_FA3;
+    const char *what = fa3 ? "fa3 paged prefill" : prefill ? "paged prefill" : "paged decode";
     for (int i = 0; i < ncases; i++) {
         sw_case c;
         sw_case_make(&c, seed + (prefill ? 11 : 7), i,
@@ -354,7 +359,7 @@ static int run_paged(uint64_t seed, int ncases, int prefill, cudaStream_t st, in
         pool_make(&p, &c, &r, page_sizes[i % 4], (i / 4) % 2 ? SW_KV_HND : SW_KV_NHD, i % 3 == 0,
                   0, 1);
         sw_case_poison(&c);
-        c.params.backend = SW_BACKEND_OPPONENT_FLASHINFER;
+        c.params.backend = backend;
         c.params.causal = prefill && i % 2;
         int ones = 1, q_past_kv = 0;
         for (int32_t b = 0; b < c.batch; b++) {
@@ -433,7 +438,7 @@ static int run_paged(uint64_t seed, int ncases, int prefill, cudaStream_t st, in
         pool_free(&p);
         sw_case_free(&c);
     }
-    /* q_len 2 in F16: past the decode, and the paged prefill is BF16 only */
+    /* q_len 2 in F16: past the decode, and the paged prefills are BF16 only */
     if (prefill) {
         sw_case c;
         sw_case_make(&c, seed, 1, SW_DTYPE_F16, 100);
@@ -441,7 +446,7 @@ static int run_paged(uint64_t seed, int ncases, int prefill, cudaStream_t st, in
         sw_rng r = {seed};
         pool p;
         pool_make(&p, &c, &r, 16, SW_KV_NHD, 0, 0, 1);
-        c.params.backend = SW_BACKEND_OPPONENT_FLASHINFER;
+        c.params.backend = backend;
         sw_prefill_plan *pl = NULL;
         int two = 0;
         for (int32_t b = 0; b < c.batch; b++)
@@ -473,7 +478,7 @@ int main(void)
     }
     const uint64_t seed = (uint64_t)sw_env_int("SW_TEST_SEED", 20261129);
     const int ncases = (int)sw_env_int("SW_TEST_CASES", 60);
-    /* SW_TEST_OPPONENT=fa2|fa3|decode|paged runs one path only. */
+    /* SW_TEST_OPPONENT=fa2|fa3|decode|paged|fa3-paged runs one path only. */
     const char *only = getenv("SW_TEST_OPPONENT");
     int major = 0, minor = 0;
     CUDA_OK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
@@ -487,13 +492,18 @@ int main(void)
         failed += run_backend(seed, ncases, st, &total);
     }
     if (!only || strcmp(only, "decode") == 0)
-        failed += run_paged(seed, ncases / 2, 0, st, &total);
+        failed += run_paged(seed, ncases / 2, 0, SW_BACKEND_OPPONENT_FLASHINFER, st, &total);
     if (!only || strcmp(only, "paged") == 0)
-        failed += run_paged(seed, ncases / 2, 1, st, &total);
-    if (sw_opp_fi_has_fa3() && (!only || strcmp(only, "fa3") == 0)) {
+        failed += run_paged(seed, ncases / 2, 1, SW_BACKEND_OPPONENT_FLASHINFER, st, &total);
+    if (sw_opp_fi_has_fa3() && (!only || strcmp(only, "fa3") == 0 ||
+                                strcmp(only, "fa3-paged") == 0)) {
         if (major == 9 && minor == 0) {
             g_backend = SW_BACKEND_OPPONENT_FLASHINFER_FA3;
-            failed += run_backend(seed, ncases, st, &total);
+            if (!only || strcmp(only, "fa3") == 0)
+                failed += run_backend(seed, ncases, st, &total);
+            if (!only || strcmp(only, "fa3-paged") == 0)
+                failed += run_paged(seed, ncases / 2, 1, SW_BACKEND_OPPONENT_FLASHINFER_FA3, st,
+                                    &total);
         } else {
             check_fa3_device_refusal(major, minor);
         }

@@ -333,7 +333,8 @@ sw_status sw_prefill_plan_create_paged(const sw_prefill_params *params, int32_t 
     SW_TRY(validate_params(params));
     sw_backend backend = SW_BACKEND_AUTO;
     SW_TRY(resolve_backend(params, &backend));
-    if (sw_opponent_backend(backend) && backend != SW_BACKEND_OPPONENT_FLASHINFER)
+    if (sw_opponent_backend(backend) && backend != SW_BACKEND_OPPONENT_FLASHINFER &&
+        backend != SW_BACKEND_OPPONENT_FLASHINFER_FA3)
         return sw_fail(SW_STATUS_UNSUPPORTED, "paged K/V: backend %s takes contiguous K/V "
                        "(sw_prefill_plan_create)", sw_backend_name(backend));
     sw_paged_table pt;
@@ -358,8 +359,9 @@ sw_status sw_prefill_plan_create_paged(const sw_prefill_params *params, int32_t 
     }
 #ifdef SW_HAVE_OPPONENT_FLASHINFER
     if (s == SW_OK && opp) {
-        /* one query token per request: its batch decode; else its paged prefill */
-        int ones = 1;
+        /* one query token per request: its batch decode; else (and always
+         * with its FA3 backend) its paged prefill */
+        int ones = backend == SW_BACKEND_OPPONENT_FLASHINFER;
         for (int32_t b = 0; b < batch && ones; b++)
             ones = qo_indptr_host[b + 1] - qo_indptr_host[b] == 1;
         if (ones) {
@@ -369,7 +371,8 @@ sw_status sw_prefill_plan_create_paged(const sw_prefill_params *params, int32_t 
             (*out)->ws_bytes = sw_opp_fid_workspace_size(op);
         } else {
             sw_opp_fi_plan *op = NULL;
-            s = sw_opp_fi_plan_create_paged(&(*out)->params, batch, qo_indptr_host, &pt, &op);
+            s = sw_opp_fi_plan_create_paged(&(*out)->params, backend, batch, qo_indptr_host, &pt,
+                                            &op);
             (*out)->opp = op;
             (*out)->ws_bytes = sw_opp_fi_workspace_size(op);
         }

@@ -366,11 +366,28 @@ extern "C" sw_status sw_opp_fi_plan_create(const sw_prefill_params *p, sw_backen
     return make_plan(p, batch, qo_indptr, kv_indptr, nullptr, out);
 }
 
-extern "C" sw_status sw_opp_fi_plan_create_paged(const sw_prefill_params *p, int32_t batch,
-                                                 const int32_t *qo_indptr,
+extern "C" sw_status sw_opp_fi_plan_create_paged(const sw_prefill_params *p, sw_backend backend,
+                                                 int32_t batch, const int32_t *qo_indptr,
                                                  const sw_paged_table *pt, sw_opp_fi_plan **out)
 {
     *out = nullptr;
+#ifdef SW_HAVE_OPPONENT_FLASHINFER_FA3
+    if (backend == SW_BACKEND_OPPONENT_FLASHINFER_FA3) {
+        sw_opp_fi3_plan *fa3 = nullptr;
+        SW_TRY(sw_opp_fi3_plan_create_paged(p, batch, qo_indptr, pt, &fa3));
+        sw_opp_fi_plan *pl = new (std::nothrow) sw_opp_fi_plan();
+        if (!pl) {
+            sw_opp_fi3_plan_destroy(fa3);
+            return sw_fail(SW_STATUS_NO_MEMORY, "cannot allocate an opponent plan");
+        }
+        pl->fa3 = fa3;
+        *out = pl;
+        return SW_OK;
+    }
+#endif
+    if (backend != SW_BACKEND_OPPONENT_FLASHINFER)
+        return sw_fail(SW_STATUS_UNSUPPORTED, "opponent backend %s is not compiled into this "
+                       "build", sw_backend_name(backend));
     if (p->dtype != SW_DTYPE_BF16)
         return sw_fail(SW_STATUS_UNSUPPORTED, "opponent flashinfer paged prefill: this build "
                        "instantiates BF16 only");
@@ -556,6 +573,10 @@ extern "C" sw_status sw_opp_fi_run_paged(sw_opp_fi_plan *pl, const sw_attn_probl
                                          const sw_paged_strides *ks, const sw_paged_strides *vs,
                                          void *ws, size_t ws_bytes, void *stream)
 {
+#ifdef SW_HAVE_OPPONENT_FLASHINFER_FA3
+    if (pl->fa3)
+        return sw_opp_fi3_run_paged(pl->fa3, pb, ks, vs, ws, ws_bytes, stream);
+#endif
     if (!pl->page_size)
         return sw_fail(SW_STATUS_INTERNAL, "opponent flashinfer: a ragged plan run over pages");
     if (ks->token != vs->token || ks->head != vs->head || ks->page != vs->page)

@@ -1,6 +1,7 @@
-/* FlashInfer's FA3 ragged prefill (its sm90 kernel, the one its Python `fa3`
- * backend and, on Hopper, its `auto` backend run) behind Spillway's plan/run
- * contract, for measurement only (opponent.h, docs/opponents.md). Compiled only
+/* FlashInfer's FA3 ragged and paged prefill (its sm90 kernels, the ones its
+ * Python `fa3` backend and, on Hopper, its `auto` backend run) behind
+ * Spillway's plan/run contract, for measurement only (opponent.h,
+ * docs/opponents.md). Compiled only
  * with -DSPILLWAY_OPPONENT_FLASHINFER and sm_90a in SPILLWAY_CUDA_ARCHS; the
  * FA2 file (flashinfer_prefill.cu) hands SW_BACKEND_OPPONENT_FLASHINFER_FA3
  * plans here.
@@ -25,7 +26,12 @@
  *    backend do); FlashInfer's Python uploads at plan time instead, so it pays
  *    that copy once per plan where this pays it once per run;
  *  - the LSE: FlashInfer's is base 2; a small kernel rescales it to the
- *    natural log of our contract (only when the caller asks for LSE).
+ *    natural log of our contract (only when the caller asks for LSE);
+ *  - paged K/V: its BatchPrefillWithPagedKVCacheDispatched (the same
+ *    persistent CTAs, K and V rows fetched per page with cp.async), BF16
+ *    only; the work list is PrefillSM90Plan's for pages (each item's key
+ *    start is its request's first page, its length in tokens), the blob
+ *    also holds our page indices.
  * Its launcher ignores PDL for the ragged sm90 kernel, so there is no launch
  * option to follow. */
 #include "opponents/flashinfer_common.cuh"
@@ -64,6 +70,8 @@ using Variant = fi::DefaultAttention</*use_logits_soft_cap=*/false>;
 
 template <typename T>
 using RaggedParams = fi::BatchPrefillRaggedParams<T, T, T, int32_t>;
+template <typename T>
+using PagedParams = fi::BatchPrefillPagedParams<T, T, T, int32_t>;
 
 /* The query tile height of the kernel for a head_dim (getCTATileSize in
  * prefill_sm90.cuh); the planner uses the same rule. */
@@ -81,6 +89,7 @@ struct Schedule {
 struct Layout {
     size_t qo_tile = 0, qo_start = 0, kv_start = 0, qo_len = 0, kv_len = 0, head = 0;
     size_t work_indptr = 0, batch = 0;
+    size_t pages = 0; /* paged: the page indices */
     size_t total = 0;
 };
 
@@ -97,13 +106,15 @@ T *at(void *base, size_t off)
     return reinterpret_cast<T *>(static_cast<char *>(base) + off);
 }
 
-/* PrefillSM90Plan's assignment for a ragged batch: requests by decreasing
- * kv_len, each request's query tiles from the last to the first, every item to
- * the CTA with the least accumulated cost (its heap; cost 2*tile + visible
- * keys, the causal bound of the tile for causal), one pass per qo head unless
- * the heads share one schedule. */
-void build_schedule(const int32_t *qo, const int32_t *kv, int32_t batch, int num_qo_heads,
-                    int head_dim, bool causal, int num_ctas, Schedule *s)
+/* PrefillSM90Plan's assignment: requests by decreasing kv_len, each
+ * request's query tiles from the last to the first, every item to the CTA
+ * with the least accumulated cost (its heap; cost 2*tile + visible keys, the
+ * causal bound of the tile for causal), one pass per qo head unless the heads
+ * share one schedule. kv: the keys' token offsets (their lengths); kv_start:
+ * where each request's keys start as the kernel counts them (the token
+ * offsets for ragged K/V, the page indptr for pages). */
+void build_schedule(const int32_t *qo, const int32_t *kv, const int32_t *kv_start, int32_t batch,
+                    int num_qo_heads, int head_dim, bool causal, int num_ctas, Schedule *s)
 {
     const int tile = tile_q_rows(head_dim);
     /* The same element type and comparator as its planner, so std::sort
@@ -146,7 +157,7 @@ void build_schedule(const int32_t *qo, const int32_t *kv, int32_t batch, int num
             const int32_t h = v[j], i = v[j + 1], t = v[j + 2];
             s->qo_tile.push_back(t);
             s->qo_start.push_back(qo[i]);
-            s->kv_start.push_back(kv[i]);
+            s->kv_start.push_back(kv_start[i]);
             s->qo_len.push_back(qo[i + 1] - qo[i]);
             s->kv_len.push_back(kv[i + 1] - kv[i]);
             s->head.push_back(h);
@@ -181,6 +192,7 @@ struct sw_opp_fi3_plan {
     int32_t num_works;   /* 0 = nothing to launch */
     void *blob;          /* pinned, layout.total bytes */
     Layout layout;
+    int32_t page_size;   /* paged: the pages' tokens; 0 = ragged K/V */
 };
 
 extern "C" void sw_opp_fi3_plan_destroy(sw_opp_fi3_plan *plan)
@@ -197,10 +209,11 @@ extern "C" size_t sw_opp_fi3_workspace_size(const sw_opp_fi3_plan *plan)
     return plan && plan->num_works > 0 ? plan->layout.total : 0;
 }
 
-static sw_status fill_blob(sw_opp_fi3_plan *pl, const Schedule &s)
+static sw_status fill_blob(sw_opp_fi3_plan *pl, const Schedule &s, const sw_paged_table *pt)
 {
     Layout &l = pl->layout;
     const size_t n = s.qo_tile.size() * sizeof(int32_t);
+    const size_t np = pt ? (size_t)pt->page_indptr[pl->batch] : 0;
     size_t off = 0;
     l.qo_tile = take(&off, n);
     l.qo_start = take(&off, n);
@@ -210,6 +223,8 @@ static sw_status fill_blob(sw_opp_fi3_plan *pl, const Schedule &s)
     l.head = take(&off, n);
     l.work_indptr = take(&off, s.work_indptr.size() * sizeof(int32_t));
     l.batch = take(&off, n);
+    if (pt)
+        l.pages = take(&off, sizeof(int32_t) * (np + 1));
     l.total = sw_align_up(off, kArrAlign);
     SW_TRY(sw_cuda_host_alloc(&pl->blob, l.total));
     std::memset(pl->blob, 0, l.total);
@@ -222,12 +237,16 @@ static sw_status fill_blob(sw_opp_fi3_plan *pl, const Schedule &s)
     std::memcpy(at<int32_t>(pl->blob, l.work_indptr), s.work_indptr.data(),
                 s.work_indptr.size() * sizeof(int32_t));
     std::memcpy(at<int32_t>(pl->blob, l.batch), s.batch.data(), n);
+    if (pt && np)
+        std::memcpy(at<int32_t>(pl->blob, l.pages), pt->page_indices, sizeof(int32_t) * np);
     return SW_OK;
 }
 
-extern "C" sw_status sw_opp_fi3_plan_create(const sw_prefill_params *p, int32_t batch,
-                                            const int32_t *qo_indptr, const int32_t *kv_indptr,
-                                            sw_opp_fi3_plan **out)
+/* The plan for validated offsets (kv: the keys' token offsets; pt: the page
+ * table, NULL for ragged K/V). */
+static sw_status make_plan(const sw_prefill_params *p, int32_t batch, const int32_t *qo_indptr,
+                           const int32_t *kv_indptr, const sw_paged_table *pt,
+                           sw_opp_fi3_plan **out)
 {
     *out = nullptr;
     /* Its causal bounds (the planner's packed_causal_kv_end, the kernel's
@@ -252,12 +271,13 @@ extern "C" sw_status sw_opp_fi3_plan_create(const sw_prefill_params *p, int32_t 
     pl->total_q = batch > 0 ? qo_indptr[batch] : 0;
     pl->total_kv = batch > 0 ? kv_indptr[batch] : 0;
     pl->num_ctas = num_sm;
+    pl->page_size = pt ? pt->page_size : 0;
     sw_status s = SW_OK;
     if (pl->total_q > 0) {
         try {
             Schedule sch;
-            build_schedule(qo_indptr, kv_indptr, batch, p->num_qo_heads, p->head_dim,
-                           p->causal != 0, num_sm, &sch);
+            build_schedule(qo_indptr, kv_indptr, pt ? pt->page_indptr : kv_indptr, batch,
+                           p->num_qo_heads, p->head_dim, p->causal != 0, num_sm, &sch);
             if (sch.same_for_all_heads)
                 s = sw_fail(SW_STATUS_UNSUPPORTED, "opponent flashinfer-fa3: %lld query rows in "
                             "%d requests make FlashInfer share one schedule among all heads (more "
@@ -265,7 +285,7 @@ extern "C" sw_status sw_opp_fi3_plan_create(const sw_prefill_params *p, int32_t 
                             (long long)pl->total_q, batch, kMaxWorksPerHead);
             else {
                 pl->num_works = (int32_t)sch.qo_tile.size();
-                s = fill_blob(pl, sch);
+                s = fill_blob(pl, sch, pt);
             }
         } catch (const std::bad_alloc &) {
             s = sw_fail(SW_STATUS_NO_MEMORY, "opponent flashinfer-fa3: out of memory planning");
@@ -280,6 +300,25 @@ extern "C" sw_status sw_opp_fi3_plan_create(const sw_prefill_params *p, int32_t 
     }
     *out = pl;
     return SW_OK;
+}
+
+extern "C" sw_status sw_opp_fi3_plan_create(const sw_prefill_params *p, int32_t batch,
+                                            const int32_t *qo_indptr, const int32_t *kv_indptr,
+                                            sw_opp_fi3_plan **out)
+{
+    return make_plan(p, batch, qo_indptr, kv_indptr, nullptr, out);
+}
+
+extern "C" sw_status sw_opp_fi3_plan_create_paged(const sw_prefill_params *p, int32_t batch,
+                                                  const int32_t *qo_indptr,
+                                                  const sw_paged_table *pt,
+                                                  sw_opp_fi3_plan **out)
+{
+    *out = nullptr;
+    if (p->dtype != SW_DTYPE_BF16)
+        return sw_fail(SW_STATUS_UNSUPPORTED, "opponent flashinfer-fa3 paged prefill: this build "
+                       "instantiates BF16 only");
+    return make_plan(p, batch, qo_indptr, pt->kv_indptr, pt, out);
 }
 
 template <typename T>
@@ -376,6 +415,126 @@ extern "C" sw_status sw_opp_fi3_run(sw_opp_fi3_plan *pl, const sw_attn_problem *
     try {
         e = pb->dtype == SW_DTYPE_BF16 ? run_typed<cutlass::bfloat16_t>(pl, pb, ws, cs)
                                        : run_typed<cutlass::half_t>(pl, pb, ws, cs);
+    } catch (const std::exception &ex) {
+        return sw_fail(SW_STATUS_CUDA, "opponent flashinfer-fa3: its launcher failed: %s",
+                       ex.what());
+    } catch (...) {
+        return sw_fail(SW_STATUS_CUDA, "opponent flashinfer-fa3: its launcher threw");
+    }
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return sw_fail(SW_STATUS_CUDA, "opponent flashinfer-fa3: launch: %s (%s)",
+                       cudaGetErrorName(e), cudaGetErrorString(e));
+    }
+    if (pb->lse)
+        SW_TRY(fi_lse_to_ln(pb->lse, pl->total_q * pb->num_qo_heads, cs));
+    return SW_OK;
+}
+
+template <uint32_t D, fi::MaskMode M>
+cudaError_t launch_paged_dim(PagedParams<cutlass::bfloat16_t> &p, cudaStream_t st)
+{
+    return fi::BatchPrefillWithPagedKVCacheDispatched<D, D, M, /*LEFT_SLIDING_WINDOW=*/false,
+                                                      /*SAME_SCHEDULE_FOR_ALL_HEADS=*/false,
+                                                      Variant>(p, /*enable_pdl=*/false, st);
+}
+
+template <uint32_t D>
+cudaError_t launch_paged_mask(int causal, PagedParams<cutlass::bfloat16_t> &p, cudaStream_t st)
+{
+    if (causal)
+        return launch_paged_dim<D, fi::MaskMode::kCausal>(p, st);
+    return launch_paged_dim<D, fi::MaskMode::kNone>(p, st);
+}
+
+static cudaError_t run_paged_bf16(const sw_opp_fi3_plan *pl, const sw_attn_problem *pb,
+                                  const sw_paged_strides *ks, const sw_paged_strides *vs,
+                                  void *ws, cudaStream_t st)
+{
+    using T = cutlass::bfloat16_t;
+    const Layout &l = pl->layout;
+    PagedParams<T> prm;
+    std::memset(&prm, 0, sizeof prm); /* a plain struct: every optional pointer NULL */
+    prm.q_ptr = static_cast<T *>(const_cast<void *>(pb->q));
+    prm.k_ptr = static_cast<T *>(const_cast<void *>(pb->k));
+    prm.v_ptr = static_cast<T *>(const_cast<void *>(pb->v));
+    if (!prm.k_ptr || !prm.v_ptr) /* no key at all: nothing reads them */
+        prm.k_ptr = prm.v_ptr = prm.q_ptr;
+    prm.o_ptr = static_cast<T *>(pb->o);
+    prm.lse_ptr = pb->lse;
+    prm.qo_tile_indices = at<int32_t>(ws, l.qo_tile);
+    prm.qo_indptr = at<int32_t>(ws, l.qo_start);
+    prm.kv_indptr = at<int32_t>(ws, l.kv_start);
+    prm.kv_indices = at<int32_t>(ws, l.pages);
+    prm.qo_lens = at<int32_t>(ws, l.qo_len);
+    prm.kv_lens = at<int32_t>(ws, l.kv_len);
+    prm.head_indices = at<int32_t>(ws, l.head);
+    prm.work_indptr = at<int32_t>(ws, l.work_indptr);
+    prm.batch_indices = at<int32_t>(ws, l.batch);
+    prm.additional_params.logits_soft_cap = 0.0f;
+    prm.additional_params.sm_scale = pb->sm_scale;
+    prm.q_stride_n = pb->q_stride;
+    prm.q_stride_h = pb->head_dim;
+    prm.o_stride_n = pb->o_stride;
+    prm.o_stride_h = pb->head_dim;
+    /* a row of page p, token t, head h at p * page_stride + t * stride_n +
+     * h * stride_h: either layout through its strides */
+    prm.k_stride_n = ks->token;
+    prm.k_stride_h = ks->head;
+    prm.k_page_stride = ks->page;
+    prm.v_stride_n = vs->token;
+    prm.v_stride_h = vs->head;
+    prm.v_page_stride = vs->page;
+    prm.nnz_qo = pl->total_q;
+    prm.num_qo_heads = pb->num_qo_heads;
+    prm.num_kv_heads = pb->num_kv_heads;
+    prm.group_size = pb->num_qo_heads / pb->num_kv_heads;
+    prm.page_size = pl->page_size;
+    prm.window_left = -1;
+    prm.causal = pb->causal != 0;
+    switch (pb->head_dim) {
+    case 64: return launch_paged_mask<64>(pb->causal, prm, st);
+    case 128: return launch_paged_mask<128>(pb->causal, prm, st);
+    case 256: return launch_paged_mask<256>(pb->causal, prm, st);
+    default: break;
+    }
+    return cudaErrorInvalidValue; /* validated by the front end; not reached */
+}
+
+extern "C" sw_status sw_opp_fi3_run_paged(sw_opp_fi3_plan *pl, const sw_attn_problem *pb,
+                                          const sw_paged_strides *ks, const sw_paged_strides *vs,
+                                          void *ws, size_t ws_bytes, void *stream)
+{
+    if (!pl->page_size)
+        return sw_fail(SW_STATUS_INTERNAL, "opponent flashinfer-fa3: a ragged plan run over "
+                       "pages");
+    const int64_t st[6] = {ks->token, ks->head, ks->page, vs->token, vs->head, vs->page};
+    for (int i = 0; i < 6; i++)
+        if (st[i] % 8 != 0)
+            return sw_fail(SW_STATUS_MISALIGNED, "opponent flashinfer-fa3 paged prefill: pool "
+                           "strides (K page %lld, token %lld, head %lld; V %lld, %lld, %lld) must "
+                           "be multiples of 8 elements (its 16-byte loads)", (long long)st[2],
+                           (long long)st[0], (long long)st[1], (long long)st[5],
+                           (long long)st[3], (long long)st[4]);
+    if (pl->num_works == 0)
+        return SW_OK;
+    SW_TRY(fi_check_workspace(ws, ws_bytes, pl->layout.total, kWsAlign));
+    SW_TRY(check_tensor("q", pb->q, pb->q_stride));
+    SW_TRY(check_tensor("o", pb->o, pb->o_stride));
+    if ((((uintptr_t)pb->k) | ((uintptr_t)pb->v)) % 16 != 0)
+        return sw_fail(SW_STATUS_MISALIGNED, "opponent flashinfer-fa3 paged prefill: the K and "
+                       "V pools must be 16-byte aligned");
+    int dev_sm = 0;
+    SW_CUDA_CHECK(cudaSetDevice(pl->p.device));
+    SW_CUDA_CHECK(cudaDeviceGetAttribute(&dev_sm, cudaDevAttrMultiProcessorCount, pl->p.device));
+    if (dev_sm != pl->num_ctas)
+        return sw_fail(SW_STATUS_INTERNAL, "opponent flashinfer-fa3: device %d has %d SMs, the "
+                       "plan was made for %d", pl->p.device, dev_sm, pl->num_ctas);
+    cudaStream_t cs = static_cast<cudaStream_t>(stream);
+    SW_CUDA_CHECK(cudaMemcpyAsync(ws, pl->blob, pl->layout.total, cudaMemcpyHostToDevice, cs));
+    cudaError_t e = cudaSuccess;
+    try {
+        e = run_paged_bf16(pl, pb, ks, vs, ws, cs);
     } catch (const std::exception &ex) {
         return sw_fail(SW_STATUS_CUDA, "opponent flashinfer-fa3: its launcher failed: %s",
                        ex.what());

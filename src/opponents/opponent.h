@@ -60,15 +60,16 @@ int sw_opp_fi_has_fa3(void);
 /* FlashInfer's paged prefill (its FA2 BatchPrefillWithPagedKVCache, in
  * flashinfer_prefill.cu), behind sw_prefill_plan_create_paged with
  * SW_BACKEND_OPPONENT_FLASHINFER when a request has q_len != 1 (the decode
- * below takes the rest): its PrefillPlan's schedule for the page indptr and
+ * below takes the rest); with SW_BACKEND_OPPONENT_FLASHINFER_FA3, its FA3
+ * paged prefill for every batch (sw_opp_fi3_plan_create_paged): its PrefillPlan's schedule for the page indptr and
  * page size, our page table in the blob. Plan refusals
  * (SW_STATUS_UNSUPPORTED): a dtype other than BF16 (the only one
  * instantiated), causal with q_len > kv_len. Run refusals: K and V pools with
  * different strides, an output row stride other than num_qo_heads*head_dim,
  * strides or spans past its 32-bit fields. */
-sw_status sw_opp_fi_plan_create_paged(const sw_prefill_params *p, int32_t batch,
-                                      const int32_t *qo_indptr, const sw_paged_table *pt,
-                                      sw_opp_fi_plan **out);
+sw_status sw_opp_fi_plan_create_paged(const sw_prefill_params *p, sw_backend backend,
+                                      int32_t batch, const int32_t *qo_indptr,
+                                      const sw_paged_table *pt, sw_opp_fi_plan **out);
 sw_status sw_opp_fi_run_paged(sw_opp_fi_plan *plan, const sw_attn_problem *pb,
                               const sw_paged_strides *ks, const sw_paged_strides *vs,
                               void *workspace, size_t workspace_bytes, void *stream);
@@ -105,6 +106,18 @@ void sw_opp_fi3_plan_destroy(sw_opp_fi3_plan *plan);
 size_t sw_opp_fi3_workspace_size(const sw_opp_fi3_plan *plan);
 sw_status sw_opp_fi3_run(sw_opp_fi3_plan *plan, const sw_attn_problem *pb, void *workspace,
                          size_t workspace_bytes, void *stream);
+/* Its FA3 paged prefill (BatchPrefillWithPagedKVCacheDispatched): the same
+ * work list for the page indptr and the keys' lengths, our page indices in
+ * the blob. Plan refusals as above, and a dtype other than BF16 (the only one
+ * instantiated). Run refusals: pool strides or pointers not 16-byte
+ * aligned; K and V may have different strides, O any row stride that is a
+ * multiple of 8 elements. */
+sw_status sw_opp_fi3_plan_create_paged(const sw_prefill_params *p, int32_t batch,
+                                       const int32_t *qo_indptr, const sw_paged_table *pt,
+                                       sw_opp_fi3_plan **out);
+sw_status sw_opp_fi3_run_paged(sw_opp_fi3_plan *plan, const sw_attn_problem *pb,
+                               const sw_paged_strides *ks, const sw_paged_strides *vs,
+                               void *workspace, size_t workspace_bytes, void *stream);
 /* Test hook (GPU): makes a plan for the batch and runs FlashInfer's own
  * PrefillSM90Plan on it (into a scratch device buffer it allocates and frees);
  * SW_OK when the two work lists agree entry by entry, else SW_STATUS_INTERNAL
