@@ -341,6 +341,21 @@ static sw_status make_plan(const sw_prefill_params *p, int32_t batch, const int3
     return SW_OK;
 }
 
+#ifdef SW_HAVE_OPPONENT_FLASHINFER_FA3
+/* An FA3 plan in the plan type of this file (its calls hand it over). */
+static sw_status wrap_fa3(sw_opp_fi3_plan *fa3, sw_opp_fi_plan **out)
+{
+    sw_opp_fi_plan *pl = new (std::nothrow) sw_opp_fi_plan();
+    if (!pl) {
+        sw_opp_fi3_plan_destroy(fa3);
+        return sw_fail(SW_STATUS_NO_MEMORY, "cannot allocate an opponent plan");
+    }
+    pl->fa3 = fa3;
+    *out = pl;
+    return SW_OK;
+}
+#endif
+
 extern "C" sw_status sw_opp_fi_plan_create(const sw_prefill_params *p, sw_backend backend,
                                            int32_t batch, const int32_t *qo_indptr,
                                            const int32_t *kv_indptr, sw_opp_fi_plan **out)
@@ -350,14 +365,7 @@ extern "C" sw_status sw_opp_fi_plan_create(const sw_prefill_params *p, sw_backen
     if (backend == SW_BACKEND_OPPONENT_FLASHINFER_FA3) {
         sw_opp_fi3_plan *fa3 = nullptr;
         SW_TRY(sw_opp_fi3_plan_create(p, batch, qo_indptr, kv_indptr, &fa3));
-        sw_opp_fi_plan *pl = new (std::nothrow) sw_opp_fi_plan();
-        if (!pl) {
-            sw_opp_fi3_plan_destroy(fa3);
-            return sw_fail(SW_STATUS_NO_MEMORY, "cannot allocate an opponent plan");
-        }
-        pl->fa3 = fa3;
-        *out = pl;
-        return SW_OK;
+        return wrap_fa3(fa3, out);
     }
 #endif
     if (backend != SW_BACKEND_OPPONENT_FLASHINFER)
@@ -375,14 +383,7 @@ extern "C" sw_status sw_opp_fi_plan_create_paged(const sw_prefill_params *p, sw_
     if (backend == SW_BACKEND_OPPONENT_FLASHINFER_FA3) {
         sw_opp_fi3_plan *fa3 = nullptr;
         SW_TRY(sw_opp_fi3_plan_create_paged(p, batch, qo_indptr, pt, &fa3));
-        sw_opp_fi_plan *pl = new (std::nothrow) sw_opp_fi_plan();
-        if (!pl) {
-            sw_opp_fi3_plan_destroy(fa3);
-            return sw_fail(SW_STATUS_NO_MEMORY, "cannot allocate an opponent plan");
-        }
-        pl->fa3 = fa3;
-        *out = pl;
-        return SW_OK;
+        return wrap_fa3(fa3, out);
     }
 #endif
     if (backend != SW_BACKEND_OPPONENT_FLASHINFER)

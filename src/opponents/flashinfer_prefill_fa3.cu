@@ -321,22 +321,15 @@ extern "C" sw_status sw_opp_fi3_plan_create_paged(const sw_prefill_params *p, in
     return make_plan(p, batch, qo_indptr, pt->kv_indptr, pt, out);
 }
 
-template <typename T>
-static cudaError_t run_typed(const sw_opp_fi3_plan *pl, const sw_attn_problem *pb, void *ws,
-                             cudaStream_t st)
+/* The fields its ragged and paged params share: Q, O, LSE, the work list's
+ * arrays in the uploaded blob, the scale, the heads, the mask. */
+template <typename P>
+static void set_common(P &prm, const sw_opp_fi3_plan *pl, const sw_attn_problem *pb, void *ws)
 {
+    using T = typename P::DTypeQ;
     const Layout &l = pl->layout;
-    RaggedParams<T> prm;
     std::memset(&prm, 0, sizeof prm); /* a plain struct: every optional pointer NULL */
     prm.q_ptr = static_cast<T *>(const_cast<void *>(pb->q));
-    prm.k_ptr = static_cast<T *>(const_cast<void *>(pb->k));
-    prm.v_ptr = static_cast<T *>(const_cast<void *>(pb->v));
-    if (pl->total_kv == 0) {
-        /* K and V may be NULL then, which a TMA descriptor cannot encode; no
-         * tile reads a key (every one is written as zeros, LSE -inf), so the
-         * descriptors may point at Q. */
-        prm.k_ptr = prm.v_ptr = prm.q_ptr;
-    }
     prm.o_ptr = static_cast<T *>(pb->o);
     prm.lse_ptr = pb->lse;
     prm.qo_tile_indices = at<int32_t>(ws, l.qo_tile);
@@ -350,22 +343,38 @@ static cudaError_t run_typed(const sw_opp_fi3_plan *pl, const sw_attn_problem *p
     prm.additional_params.logits_soft_cap = 0.0f;
     prm.additional_params.sm_scale = pb->sm_scale;
     prm.q_stride_n = pb->q_stride;
-    prm.k_stride_n = pl->total_kv > 0 ? pb->k_stride : pb->q_stride;
-    prm.v_stride_n = pl->total_kv > 0 ? pb->v_stride : pb->q_stride;
     prm.o_stride_n = pb->o_stride;
     prm.q_stride_h = pb->head_dim;
-    prm.k_stride_h = pb->head_dim;
-    prm.v_stride_h = pb->head_dim;
     prm.o_stride_h = pb->head_dim;
     prm.nnz_qo = pl->total_q;
-    /* The rows its K/V TMA descriptors span; a descriptor of 0 rows cannot be
-     * encoded, and with no key at all no tile reads one. */
-    prm.nnz_kv = pl->total_kv > 0 ? pl->total_kv : 1;
     prm.num_qo_heads = pb->num_qo_heads;
     prm.num_kv_heads = pb->num_kv_heads;
     prm.group_size = pb->num_qo_heads / pb->num_kv_heads;
     prm.window_left = -1;
     prm.causal = pb->causal != 0;
+}
+
+template <typename T>
+static cudaError_t run_typed(const sw_opp_fi3_plan *pl, const sw_attn_problem *pb, void *ws,
+                             cudaStream_t st)
+{
+    RaggedParams<T> prm;
+    set_common(prm, pl, pb, ws);
+    prm.k_ptr = static_cast<T *>(const_cast<void *>(pb->k));
+    prm.v_ptr = static_cast<T *>(const_cast<void *>(pb->v));
+    if (pl->total_kv == 0) {
+        /* K and V may be NULL then, which a TMA descriptor cannot encode; no
+         * tile reads a key (every one is written as zeros, LSE -inf), so the
+         * descriptors may point at Q. */
+        prm.k_ptr = prm.v_ptr = prm.q_ptr;
+    }
+    prm.k_stride_n = pl->total_kv > 0 ? pb->k_stride : pb->q_stride;
+    prm.v_stride_n = pl->total_kv > 0 ? pb->v_stride : pb->q_stride;
+    prm.k_stride_h = pb->head_dim;
+    prm.v_stride_h = pb->head_dim;
+    /* The rows its K/V TMA descriptors span; a descriptor of 0 rows cannot be
+     * encoded, and with no key at all no tile reads one. */
+    prm.nnz_kv = pl->total_kv > 0 ? pl->total_kv : 1;
     switch (pb->head_dim) {
     case 64: return launch_mask<T, 64>(pb->causal, prm, st);
     case 128: return launch_mask<T, 128>(pb->causal, prm, st);
@@ -391,20 +400,17 @@ static sw_status check_tensor(const char *name, const void *ptr, int64_t stride)
     return SW_OK;
 }
 
-extern "C" sw_status sw_opp_fi3_run(sw_opp_fi3_plan *pl, const sw_attn_problem *pb, void *ws,
-                                    size_t ws_bytes, void *stream)
+/* What both runs do once their inputs are checked: the device's SMs against
+ * the plan's (its launcher sizes the persistent grid from the current
+ * device; the work list was cut for the plan's), the blob's upload, the
+ * launch (`launch(stream)`, FlashInfer's launcher, which may throw), the LSE
+ * to the natural log. */
+template <typename F>
+static sw_status upload_and_launch(const sw_opp_fi3_plan *pl, const sw_attn_problem *pb, void *ws,
+                                   void *stream, F launch)
 {
-    if (pl->num_works == 0)
-        return SW_OK;
-    SW_TRY(fi_check_workspace(ws, ws_bytes, pl->layout.total, kWsAlign));
-    SW_TRY(check_tensor("q", pb->q, pb->q_stride));
-    SW_TRY(check_tensor("k", pb->k, pb->k_stride));
-    SW_TRY(check_tensor("v", pb->v, pb->v_stride));
-    SW_TRY(check_tensor("o", pb->o, pb->o_stride));
     int dev_sm = 0;
     SW_CUDA_CHECK(cudaSetDevice(pl->p.device));
-    /* Its launcher sizes the persistent grid from the current device; the
-     * work list was cut for the plan's. */
     SW_CUDA_CHECK(cudaDeviceGetAttribute(&dev_sm, cudaDevAttrMultiProcessorCount, pl->p.device));
     if (dev_sm != pl->num_ctas)
         return sw_fail(SW_STATUS_INTERNAL, "opponent flashinfer-fa3: device %d has %d SMs, the "
@@ -413,8 +419,7 @@ extern "C" sw_status sw_opp_fi3_run(sw_opp_fi3_plan *pl, const sw_attn_problem *
     SW_CUDA_CHECK(cudaMemcpyAsync(ws, pl->blob, pl->layout.total, cudaMemcpyHostToDevice, cs));
     cudaError_t e = cudaSuccess;
     try {
-        e = pb->dtype == SW_DTYPE_BF16 ? run_typed<cutlass::bfloat16_t>(pl, pb, ws, cs)
-                                       : run_typed<cutlass::half_t>(pl, pb, ws, cs);
+        e = launch(cs);
     } catch (const std::exception &ex) {
         return sw_fail(SW_STATUS_CUDA, "opponent flashinfer-fa3: its launcher failed: %s",
                        ex.what());
@@ -429,6 +434,22 @@ extern "C" sw_status sw_opp_fi3_run(sw_opp_fi3_plan *pl, const sw_attn_problem *
     if (pb->lse)
         SW_TRY(fi_lse_to_ln(pb->lse, pl->total_q * pb->num_qo_heads, cs));
     return SW_OK;
+}
+
+extern "C" sw_status sw_opp_fi3_run(sw_opp_fi3_plan *pl, const sw_attn_problem *pb, void *ws,
+                                    size_t ws_bytes, void *stream)
+{
+    if (pl->num_works == 0)
+        return SW_OK;
+    SW_TRY(fi_check_workspace(ws, ws_bytes, pl->layout.total, kWsAlign));
+    SW_TRY(check_tensor("q", pb->q, pb->q_stride));
+    SW_TRY(check_tensor("k", pb->k, pb->k_stride));
+    SW_TRY(check_tensor("v", pb->v, pb->v_stride));
+    SW_TRY(check_tensor("o", pb->o, pb->o_stride));
+    return upload_and_launch(pl, pb, ws, stream, [&](cudaStream_t cs) {
+        return pb->dtype == SW_DTYPE_BF16 ? run_typed<cutlass::bfloat16_t>(pl, pb, ws, cs)
+                                          : run_typed<cutlass::half_t>(pl, pb, ws, cs);
+    });
 }
 
 template <uint32_t D, fi::MaskMode M>
@@ -452,31 +473,13 @@ static cudaError_t run_paged_bf16(const sw_opp_fi3_plan *pl, const sw_attn_probl
                                   void *ws, cudaStream_t st)
 {
     using T = cutlass::bfloat16_t;
-    const Layout &l = pl->layout;
     PagedParams<T> prm;
-    std::memset(&prm, 0, sizeof prm); /* a plain struct: every optional pointer NULL */
-    prm.q_ptr = static_cast<T *>(const_cast<void *>(pb->q));
+    set_common(prm, pl, pb, ws);
     prm.k_ptr = static_cast<T *>(const_cast<void *>(pb->k));
     prm.v_ptr = static_cast<T *>(const_cast<void *>(pb->v));
     if (!prm.k_ptr || !prm.v_ptr) /* no key at all: nothing reads them */
         prm.k_ptr = prm.v_ptr = prm.q_ptr;
-    prm.o_ptr = static_cast<T *>(pb->o);
-    prm.lse_ptr = pb->lse;
-    prm.qo_tile_indices = at<int32_t>(ws, l.qo_tile);
-    prm.qo_indptr = at<int32_t>(ws, l.qo_start);
-    prm.kv_indptr = at<int32_t>(ws, l.kv_start);
-    prm.kv_indices = at<int32_t>(ws, l.pages);
-    prm.qo_lens = at<int32_t>(ws, l.qo_len);
-    prm.kv_lens = at<int32_t>(ws, l.kv_len);
-    prm.head_indices = at<int32_t>(ws, l.head);
-    prm.work_indptr = at<int32_t>(ws, l.work_indptr);
-    prm.batch_indices = at<int32_t>(ws, l.batch);
-    prm.additional_params.logits_soft_cap = 0.0f;
-    prm.additional_params.sm_scale = pb->sm_scale;
-    prm.q_stride_n = pb->q_stride;
-    prm.q_stride_h = pb->head_dim;
-    prm.o_stride_n = pb->o_stride;
-    prm.o_stride_h = pb->head_dim;
+    prm.kv_indices = at<int32_t>(ws, pl->layout.pages);
     /* a row of page p, token t, head h at p * page_stride + t * stride_n +
      * h * stride_h: either layout through its strides */
     prm.k_stride_n = ks->token;
@@ -485,13 +488,7 @@ static cudaError_t run_paged_bf16(const sw_opp_fi3_plan *pl, const sw_attn_probl
     prm.v_stride_n = vs->token;
     prm.v_stride_h = vs->head;
     prm.v_page_stride = vs->page;
-    prm.nnz_qo = pl->total_q;
-    prm.num_qo_heads = pb->num_qo_heads;
-    prm.num_kv_heads = pb->num_kv_heads;
-    prm.group_size = pb->num_qo_heads / pb->num_kv_heads;
     prm.page_size = pl->page_size;
-    prm.window_left = -1;
-    prm.causal = pb->causal != 0;
     switch (pb->head_dim) {
     case 64: return launch_paged_mask<64>(pb->causal, prm, st);
     case 128: return launch_paged_mask<128>(pb->causal, prm, st);
@@ -524,31 +521,9 @@ extern "C" sw_status sw_opp_fi3_run_paged(sw_opp_fi3_plan *pl, const sw_attn_pro
     if ((((uintptr_t)pb->k) | ((uintptr_t)pb->v)) % 16 != 0)
         return sw_fail(SW_STATUS_MISALIGNED, "opponent flashinfer-fa3 paged prefill: the K and "
                        "V pools must be 16-byte aligned");
-    int dev_sm = 0;
-    SW_CUDA_CHECK(cudaSetDevice(pl->p.device));
-    SW_CUDA_CHECK(cudaDeviceGetAttribute(&dev_sm, cudaDevAttrMultiProcessorCount, pl->p.device));
-    if (dev_sm != pl->num_ctas)
-        return sw_fail(SW_STATUS_INTERNAL, "opponent flashinfer-fa3: device %d has %d SMs, the "
-                       "plan was made for %d", pl->p.device, dev_sm, pl->num_ctas);
-    cudaStream_t cs = static_cast<cudaStream_t>(stream);
-    SW_CUDA_CHECK(cudaMemcpyAsync(ws, pl->blob, pl->layout.total, cudaMemcpyHostToDevice, cs));
-    cudaError_t e = cudaSuccess;
-    try {
-        e = run_paged_bf16(pl, pb, ks, vs, ws, cs);
-    } catch (const std::exception &ex) {
-        return sw_fail(SW_STATUS_CUDA, "opponent flashinfer-fa3: its launcher failed: %s",
-                       ex.what());
-    } catch (...) {
-        return sw_fail(SW_STATUS_CUDA, "opponent flashinfer-fa3: its launcher threw");
-    }
-    if (e != cudaSuccess) {
-        (void)cudaGetLastError();
-        return sw_fail(SW_STATUS_CUDA, "opponent flashinfer-fa3: launch: %s (%s)",
-                       cudaGetErrorName(e), cudaGetErrorString(e));
-    }
-    if (pb->lse)
-        SW_TRY(fi_lse_to_ln(pb->lse, pl->total_q * pb->num_qo_heads, cs));
-    return SW_OK;
+    return upload_and_launch(pl, pb, ws, stream, [&](cudaStream_t cs) {
+        return run_paged_bf16(pl, pb, ks, vs, ws, cs);
+    });
 }
 
 /* Compares one array of ours with FlashInfer's; 1 when they agree. */
