@@ -54,6 +54,13 @@ typedef struct tile {
 } tile;
 
 /* Per-call state (the host pool's softmax state and key ranges too). */
+/* A ranked victim's eviction key when ranked (attend_loop.c). */
+typedef struct vsnap {
+    uint64_t last;
+    uint32_t score; /* its bits */
+    const struct sw_swap_seq *seq;
+} vsnap;
+
 typedef struct run {
     sw_swap *s;
     const sw_swap_attend_params *p;
@@ -73,9 +80,11 @@ typedef struct run {
     int32_t nsplit;         /* key ranges per kv head and tile */
     int64_t attended, hits, misses, tiles;
     void *stream;           /* device pool: the caller's stream */
-    /* victims of the tile being planned (sw_swap_pool_rank at its first
-     * miss; vn < 0: not ranked yet) */
+    /* victims of the tile being planned (ranked at its first miss, or
+     * kept from an earlier tile of the pass: tuning keep_window; vn < 0:
+     * not ranked yet) and their keys when ranked (vkeys[i] of vrank[i]) */
     int32_t *vrank;
+    vsnap *vkeys;
     void *vscratch;
     int32_t vn, vpos;
     /* run-aware eviction (s->run_evict tiles, 0 = off): the first vwin

@@ -124,6 +124,48 @@ static void runs_first(const sw_swap *s, int32_t *out, int32_t n, int32_t *tmp)
     memcpy(out, tmp, sizeof(int32_t) * (size_t)n);
 }
 
+/* Eviction keys of the ranked candidates when ranked: a candidate whose
+ * slot was touched since (its recency or score changed: a hit or a fill of
+ * a tile of this pass) is passed over while a kept window serves later
+ * tiles, as a fresh ranking would have placed it by its new key. */
+static void snap_window(run *R)
+{
+    const sw_swap *s = R->s;
+    for (int32_t i = 0; i < R->vn; i++) {
+        const sw_swap_slot *sl = &s->slots[R->vrank[i]];
+        R->vkeys[i].last = sw_swap_slot_recency(sl);
+        memcpy(&R->vkeys[i].score, &sl->score, sizeof sl->score);
+        R->vkeys[i].seq = sl->seq;
+    }
+}
+
+/* The first vwin victims by the eviction policy, run-aware reordered. */
+static void rank_window(run *R)
+{
+    sw_swap *s = R->s;
+    R->vn = sw_swap_vheap_first(s, R->vheap, R->vwin, R->vrank);
+    if (R->vn < 0)
+        R->vn = sw_swap_victims_first(s, R->vwin, R->vrank, R->vscratch);
+    R->vpos = 0;
+    if (R->vtmp)
+        runs_first(s, R->vrank, R->vn < R->vwin ? R->vn : R->vwin, R->vtmp);
+    snap_window(R);
+}
+
+/* Past the candidates pinned or touched since the ranking. */
+static void skip_taken(run *R)
+{
+    const sw_swap *s = R->s;
+    while (R->vpos < R->vn) {
+        const sw_swap_slot *sl = &s->slots[R->vrank[R->vpos]];
+        const vsnap *k = &R->vkeys[R->vpos];
+        if (!sl->pin && sl->seq == k->seq && sw_swap_slot_recency(sl) == k->last &&
+            memcmp(&sl->score, &k->score, sizeof sl->score) == 0)
+            break;
+        R->vpos++;
+    }
+}
+
 /* Plans the next tile; returns 1 when there is one, 0 at the end, <0 on
  * allocation failure. */
 static int plan_tile(run *R, tile *t, int hbuf)
@@ -156,7 +198,6 @@ static int plan_tile(run *R, tile *t, int hbuf)
     t->gathered = 0;
     t->direct = 0;
     t->job.ticket = 0;
-    R->vn = -1;
     t->hbuf = hbuf;
     t->buf = hbuf; /* a device pool's staging: the ring position's */
     /* The tile's span of the order (sw_swap_plan_tile). The residency it
@@ -173,6 +214,10 @@ static int plan_tile(run *R, tile *t, int hbuf)
     tp.align_blocks = s->align_blocks;
     tp.tile_blocks = s->tile_blocks;
     const int32_t span = sw_swap_plan_tile(&tp);
+    /* The window ranked for an earlier tile of the pass serves this one
+     * while it holds a span's candidates (keep_window); else ranked anew. */
+    if (!s->tune.keep_window || R->vn < 0 || R->vn - R->vpos < span)
+        R->vn = -1;
     for (int32_t k = 0; k < span; k++) {
         const int32_t b = R->order[R->pos];
         sw_swap_blk *e = &L->blk[b];
@@ -182,23 +227,20 @@ static int plan_tile(run *R, tile *t, int hbuf)
             R->hits++;
         } else {
             if (R->vrank) {
-                if (R->vn < 0) {
-                    R->vn = sw_swap_vheap_first(s, R->vheap, R->vwin, R->vrank);
-                    if (R->vn < 0)
-                        R->vn = sw_swap_victims_first(s, R->vwin, R->vrank, R->vscratch);
-                    R->vpos = 0;
-                    if (R->vtmp)
-                        runs_first(s, R->vrank, R->vn < R->vwin ? R->vn : R->vwin, R->vtmp);
+                if (R->vn < 0)
+                    rank_window(R);
+                skip_taken(R);
+                if (R->vpos == R->vn && s->tune.keep_window && R->vn > 0) {
+                    rank_window(R); /* the kept window ran out */
+                    skip_taken(R);
                 }
-                while (R->vpos < R->vn && s->slots[R->vrank[R->vpos]].pin)
-                    R->vpos++; /* pinned since the ranking */
                 if (R->vpos == R->vn && R->vn == R->vwin) {
                     /* never reached (a tile consumes at most tile_blocks
                      * places), but the full ranking is the safe answer */
                     R->vn = sw_swap_pool_rank(s, R->vrank, R->vscratch);
                     R->vpos = 0;
-                    while (R->vpos < R->vn && s->slots[R->vrank[R->vpos]].pin)
-                        R->vpos++;
+                    snap_window(R);
+                    skip_taken(R);
                 }
                 slot = R->vpos < R->vn ? R->vrank[R->vpos++] : -1;
             } else {
@@ -404,6 +446,7 @@ struct sw_swap_loop {
     tile *tl;
     int ntl;
     int32_t *vrank;
+    vsnap *vkeys;
     void *vscratch;
     int32_t *vtmp;
     sw_swap_vheap *vheap;
@@ -460,10 +503,12 @@ static void ring_free(sw_swap_loop *lp)
     free(lp->tl);
     lp->tl = NULL;
     free(lp->vrank);
+    free(lp->vkeys);
     free(lp->vscratch);
     free(lp->vtmp);
     sw_swap_vheap_free(lp->vheap);
     lp->vrank = NULL;
+    lp->vkeys = NULL;
     lp->vscratch = NULL;
     lp->vtmp = NULL;
     lp->vheap = NULL;
@@ -514,12 +559,16 @@ static sw_swap_loop *loop_scratch(sw_swap *s)
     }
     /* the ranking's tables are optional: without them, one scan per
      * missing block */
-    lp->vrank = malloc(sizeof(int32_t) * (size_t)(s->c.resident_blocks > 0 ? s->c.resident_blocks : 1));
+    const size_t pool = (size_t)(s->c.resident_blocks > 0 ? s->c.resident_blocks : 1);
+    lp->vrank = malloc(sizeof(int32_t) * pool);
+    lp->vkeys = malloc(sizeof(vsnap) * pool);
     lp->vscratch = malloc(sw_swap_pool_rank_scratch(s));
-    if (!lp->vrank || !lp->vscratch) {
+    if (!lp->vrank || !lp->vkeys || !lp->vscratch) {
         free(lp->vrank);
+        free(lp->vkeys);
         free(lp->vscratch);
         lp->vrank = NULL;
+        lp->vkeys = NULL;
         lp->vscratch = NULL;
     }
     const int64_t win = (int64_t)s->run_evict * s->tile_blocks;
@@ -539,6 +588,7 @@ sw_status sw_swap_run_pass(run *R, int sparse)
     R->sparse = sparse;
     R->pb = -1;
     R->pos = R->norder = 0;
+    R->vn = -1;
 
     /* Tiles i+1..i+D (D = s->prefetch) have their reads in flight while
      * tile i computes: a ring of D + 1 tiles, each reading into its own
@@ -565,6 +615,7 @@ sw_status sw_swap_run_pass(run *R, int sparse)
     }
     /* victim ranking (optional: without it, one scan per missing block) */
     R->vrank = lp ? lp->vrank : NULL;
+    R->vkeys = lp ? lp->vkeys : NULL;
     R->vscratch = lp ? lp->vscratch : NULL;
     R->vtmp = lp ? lp->vtmp : NULL;
     R->vheap = lp ? lp->vheap : NULL;
