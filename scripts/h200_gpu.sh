@@ -7,7 +7,9 @@
 #                                        ctest needs into .carry/ (ignored; carried);
 #                                        --opp D: also D/libspillway.so, a build
 #                                        with the FlashInfer opponent (docs/
-#                                        opponents.md), into .carry/opp/
+#                                        opponents.md), its test_opponent_flashinfer
+#                                        and spillway-bench-paged, xz-packed into
+#                                        .carry/opp.tar.xz (run unpacks .carry/opp/)
 #   scripts/h200_gpu.sh run STAGE...     there, from the repository root, with
 #                                        carry [".carry"]; files under $OUT
 #
@@ -42,6 +44,11 @@
 #              bench/hf_decode.py's host-tier case at that shape over
 #              131,072 tokens (4 tokens, the engine's time per token by
 #              phase)
+#   opp        the opponent build staged by --opp: test_opponent_flashinfer
+#              (SW_TEST_OPPONENT and SW_TEST_CASES passed through; unset: every
+#              path, which takes minutes) and spillway-bench-paged's prefill
+#              cases (1x16k and both mixes beside FlashInfer's FA2 and FA3 paged
+#              prefill; its JSON in $OUT/paged-h200.json)
 #   all        the whole C suite once, `ctest -j4`
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -73,7 +80,15 @@ stage)
   (find $B -name CTestTestfile.cmake; find $B -maxdepth 2 -type f -perm -u+x ! -path '*/CMakeFiles/*';
    ls $B/libspillway.so*) | sort -u | tar cJf .carry/build.tar.xz -T -
   (cd .carry/debs && apt-get download liburing2 libhiredis0.14 >/dev/null 2>&1)
-  if [ -n "$opp" ]; then mkdir -p .carry/opp && cp -L "$opp/libspillway.so" .carry/opp/; fi
+  if [ -n "$opp" ]; then
+    # (the library and the two static programs: ~52 MB, ~15 MB packed)
+    rm -rf /tmp/sw-opp-stage && mkdir -p /tmp/sw-opp-stage/opp
+    cp -L "$opp/libspillway.so" /tmp/sw-opp-stage/opp/
+    for f in tests/test_opponent_flashinfer spillway-bench-paged; do
+      [ -x "$opp/$f" ] && cp "$opp/$f" /tmp/sw-opp-stage/opp/
+    done
+    tar cJf .carry/opp.tar.xz -C /tmp/sw-opp-stage opp
+  fi
   echo "$(git rev-parse --short HEAD)$(git diff --quiet HEAD || echo '+changes')" >.carry/commit
   echo "staged $(git rev-parse --short HEAD)$(git diff --quiet HEAD || echo '+changes')"
   du -sh .carry ;;
@@ -85,6 +100,7 @@ run)
   mkdir -p /work && { [ -e /work/main ] || ln -s "$here" /work/main; }
   rm -rf $B && tar xJf .carry/build.tar.xz
   mkdir -p /tmp/sw-debs && for f in .carry/debs/*.deb; do dpkg -x "$f" /tmp/sw-debs; done
+  [ -f .carry/opp.tar.xz ] && tar xJf .carry/opp.tar.xz -C .carry
   export LD_LIBRARY_PATH=/tmp/sw-debs/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   export PATH=/usr/local/cuda/bin:$PATH
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
@@ -203,10 +219,20 @@ run)
       --impls spillway-host --commit "$c" --json "$OUT/hf-llama-128k-host.json" \
       >"$OUT/hf-llama-128k-host.log" 2>&1
     echo "hf_decode 128k host tier: rc=$?"; tail -3 "$OUT/hf-llama-128k-host.log" ;;
+  opp)
+    [ -x .carry/opp/test_opponent_flashinfer ] || { echo "opp: nothing staged (stage --opp D)"; continue; }
+    SPILLWAY_OPPONENT=flashinfer timeout 400 stdbuf -oL .carry/opp/test_opponent_flashinfer \
+      >"$OUT/opp-test.log" 2>&1
+    echo "test_opponent_flashinfer (SW_TEST_OPPONENT=${SW_TEST_OPPONENT:-all}): rc=$?"
+    grep -E "FAIL|^test_opponent" "$OUT/opp-test.log" | head -20
+    SPILLWAY_OPPONENT=flashinfer timeout 300 .carry/opp/spillway-bench-paged \
+      --cases p1x16k,pmix-a,pmix-b --reps 10 --json "$OUT/paged-h200.json" \
+      >"$OUT/paged-h200.log" 2>&1
+    echo "bench paged (prefill cases): rc=$?"; grep -E "^p" "$OUT/paged-h200.log" | cut -c1-230 ;;
   all)
     (cd /work/main/$B && ctest -j4 --output-on-failure) >"$OUT/ctest-all.log" 2>&1
     echo "ctest all: rc=$?"; tail -25 "$OUT/ctest-all.log" ;;
   *) echo "h200_gpu.sh: unknown stage $stage" >&2; exit 2 ;;
   esac; done ;;
-*) sed -n '2,45p' "$0"; exit 2 ;;
+*) sed -n '2,52p' "$0"; exit 2 ;;
 esac
