@@ -341,58 +341,48 @@ static sw_status make_plan(const sw_prefill_params *p, int32_t batch, const int3
     return SW_OK;
 }
 
-#ifdef SW_HAVE_OPPONENT_FLASHINFER_FA3
-/* An FA3 plan in the plan type of this file (its calls hand it over). */
-static sw_status wrap_fa3(sw_opp_fi3_plan *fa3, sw_opp_fi_plan **out)
-{
-    sw_opp_fi_plan *pl = new (std::nothrow) sw_opp_fi_plan();
-    if (!pl) {
-        sw_opp_fi3_plan_destroy(fa3);
-        return sw_fail(SW_STATUS_NO_MEMORY, "cannot allocate an opponent plan");
-    }
-    pl->fa3 = fa3;
-    *out = pl;
-    return SW_OK;
-}
-#endif
-
-extern "C" sw_status sw_opp_fi_plan_create(const sw_prefill_params *p, sw_backend backend,
-                                           int32_t batch, const int32_t *qo_indptr,
-                                           const int32_t *kv_indptr, sw_opp_fi_plan **out)
+/* Either plan for its backend (pt: the page table, NULL for ragged K/V). */
+static sw_status create(const sw_prefill_params *p, sw_backend backend, int32_t batch,
+                        const int32_t *qo_indptr, const int32_t *kv_indptr,
+                        const sw_paged_table *pt, sw_opp_fi_plan **out)
 {
     *out = nullptr;
 #ifdef SW_HAVE_OPPONENT_FLASHINFER_FA3
     if (backend == SW_BACKEND_OPPONENT_FLASHINFER_FA3) {
         sw_opp_fi3_plan *fa3 = nullptr;
-        SW_TRY(sw_opp_fi3_plan_create(p, batch, qo_indptr, kv_indptr, &fa3));
-        return wrap_fa3(fa3, out);
+        SW_TRY(pt ? sw_opp_fi3_plan_create_paged(p, batch, qo_indptr, pt, &fa3)
+                  : sw_opp_fi3_plan_create(p, batch, qo_indptr, kv_indptr, &fa3));
+        sw_opp_fi_plan *pl = new (std::nothrow) sw_opp_fi_plan();
+        if (!pl) {
+            sw_opp_fi3_plan_destroy(fa3);
+            return sw_fail(SW_STATUS_NO_MEMORY, "cannot allocate an opponent plan");
+        }
+        pl->fa3 = fa3;
+        *out = pl;
+        return SW_OK;
     }
 #endif
     if (backend != SW_BACKEND_OPPONENT_FLASHINFER)
         return sw_fail(SW_STATUS_UNSUPPORTED, "opponent backend %s is not compiled into this "
                        "build", sw_backend_name(backend));
-    return make_plan(p, batch, qo_indptr, kv_indptr, nullptr, out);
+    if (pt && p->dtype != SW_DTYPE_BF16)
+        return sw_fail(SW_STATUS_UNSUPPORTED, "opponent flashinfer paged prefill: this build "
+                       "instantiates BF16 only");
+    return make_plan(p, batch, qo_indptr, kv_indptr, pt, out);
+}
+
+extern "C" sw_status sw_opp_fi_plan_create(const sw_prefill_params *p, sw_backend backend,
+                                           int32_t batch, const int32_t *qo_indptr,
+                                           const int32_t *kv_indptr, sw_opp_fi_plan **out)
+{
+    return create(p, backend, batch, qo_indptr, kv_indptr, nullptr, out);
 }
 
 extern "C" sw_status sw_opp_fi_plan_create_paged(const sw_prefill_params *p, sw_backend backend,
                                                  int32_t batch, const int32_t *qo_indptr,
                                                  const sw_paged_table *pt, sw_opp_fi_plan **out)
 {
-    *out = nullptr;
-#ifdef SW_HAVE_OPPONENT_FLASHINFER_FA3
-    if (backend == SW_BACKEND_OPPONENT_FLASHINFER_FA3) {
-        sw_opp_fi3_plan *fa3 = nullptr;
-        SW_TRY(sw_opp_fi3_plan_create_paged(p, batch, qo_indptr, pt, &fa3));
-        return wrap_fa3(fa3, out);
-    }
-#endif
-    if (backend != SW_BACKEND_OPPONENT_FLASHINFER)
-        return sw_fail(SW_STATUS_UNSUPPORTED, "opponent backend %s is not compiled into this "
-                       "build", sw_backend_name(backend));
-    if (p->dtype != SW_DTYPE_BF16)
-        return sw_fail(SW_STATUS_UNSUPPORTED, "opponent flashinfer paged prefill: this build "
-                       "instantiates BF16 only");
-    return make_plan(p, batch, qo_indptr, pt->kv_indptr, pt, out);
+    return create(p, backend, batch, qo_indptr, pt->kv_indptr, pt, out);
 }
 
 /* The fields the ragged and the paged params share: the outputs, the
