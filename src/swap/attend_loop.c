@@ -103,15 +103,27 @@ static int32_t run_resident(const sw_swap *s, int32_t i, int32_t *present)
  * resident fraction in eighths, ascending, then policy order: over the
  * steps the pool's blocks gather in few runs, and the runs that are read
  * have fewer resident blocks to read through. The policy still chooses
- * which n slots are candidates (the caller's window). */
-static void runs_first(const sw_swap *s, int32_t *out, int32_t n, int32_t *tmp)
+ * which n slots are candidates (the caller's window). A block of the
+ * layer this call attends, of a sequence it lists, counts as in a
+ * resident run: the pass is reading that layer's runs now (they end up
+ * resident unless evicted again), and the next step reads the same layer
+ * -- a window ranked while the runs were still mostly missing, kept for
+ * later tiles (keep_window), otherwise gave the pass's own blocks first. */
+static void runs_first(const sw_swap *s, int32_t *out, int32_t n, int32_t *tmp, int32_t layer)
 {
     int32_t cnt[9] = {0};
     int32_t *cls = tmp + n;
     for (int32_t i = 0; i < n; i++) {
+        const sw_swap_slot *sl = &s->slots[out[i]];
         int32_t present = 0;
-        const int32_t res = s->slots[out[i]].seq ? run_resident(s, out[i], &present) : 0;
-        cls[i] = present > 0 ? (int32_t)((int64_t)res * 8 / present) : 0; /* free: first */
+        if (!sl->seq)
+            cls[i] = 0; /* free: first */
+        else if (sl->layer == layer && sl->seq->mark == s->marks)
+            cls[i] = 8;
+        else {
+            const int32_t res = run_resident(s, out[i], &present);
+            cls[i] = present > 0 ? (int32_t)((int64_t)res * 8 / present) : 0;
+        }
         cnt[cls[i]]++;
     }
     int32_t at[9];
@@ -148,7 +160,7 @@ static void rank_window(run *R)
         R->vn = sw_swap_victims_first(s, R->vwin, R->vrank, R->vscratch);
     R->vpos = 0;
     if (R->vtmp)
-        runs_first(s, R->vrank, R->vn < R->vwin ? R->vn : R->vwin, R->vtmp);
+        runs_first(s, R->vrank, R->vn < R->vwin ? R->vn : R->vwin, R->vtmp, R->p->layer);
     snap_window(R);
 }
 
