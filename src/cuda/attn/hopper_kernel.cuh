@@ -141,7 +141,7 @@ enum {
     TURN_THREADS = 256 /* each turn barrier: the waiting and the passing warpgroup */
 };
 
-template <class TR, bool CAUSAL>
+template <class TR, bool CAUSAL, bool PAGED>
 __device__ __forceinline__ void producer(const CUtensorMap *tm_q1, const CUtensorMap *tm_qg,
                                          const CUtensorMap *tm_k, const CUtensorMap *tm_v,
                                          const sw_cuda_prefill_args &a, uint32_t sQ,
@@ -194,25 +194,62 @@ __device__ __forceinline__ void producer(const CUtensorMap *tm_q1, const CUtenso
         };
         if (TR::Q_BUFS == 1)
             load_q(n);
-        auto load_v = [&](int t, int row) {
+        /* the item's pages (paged K/V): the last one serves the boxes past
+         * its keys (their rows are masked, V's zeroed by the fixer) */
+        const int last_page = PAGED ? (g.kv_len - 1) / a.page_size : 0;
+        /* K/V tile j of the item (keys j * BN ..) into `dst`: one box of
+         * all its rows, or with pages one box of page_box rows and one
+         * 128-byte chunk per page piece, each at its rows' place in the
+         * tile (page_box is a multiple of 8: whole swizzle atoms). */
+        auto load_tile = [&](uint32_t dst, const CUtensorMap *map, uint32_t bar, int j) {
+            if constexpr (!PAGED) {
+                tma_load_4d(dst, map, bar, 0, g.kvh, g.kv_start + j * TR::BN, 0);
+                return;
+            }
+            /* four page entries loaded together, then their boxes: the
+             * producer's few registers (setmaxnreg) hold no more */
+            const int nbox = TR::BN / a.page_box;
+#pragma unroll 1
+            for (int b0 = 0; b0 < nbox; b0 += 4) {
+                int page[4], in[4];
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    const int key = j * TR::BN + (b0 + i) * a.page_box;
+                    int pg = key / a.page_size;
+                    in[i] = key - pg * a.page_size;
+                    if (pg > last_page) {
+                        pg = last_page;
+                        in[i] = 0;
+                    }
+                    page[i] = b0 + i < nbox ? a.kv_pages[g.kv_start + pg] : 0;
+                }
+#pragma unroll
+                for (int i = 0; i < 4; ++i)
+                    if (b0 + i < nbox)
+#pragma unroll
+                        for (int c = 0; c < TR::CH; ++c)
+                            tma_load_5d(dst + c * TR::KV_CHUNK + (b0 + i) * a.page_box * 128,
+                                        map, bar, 0, in[i], g.kvh, page[i], c);
+            }
+        };
+        auto load_v = [&](int t, int j) {
             const int sv = t % TR::V_ST;
             mbar_wait(bars + B_V_EMPTY + 8 * sv, ((uint32_t)(t / TR::V_ST) & 1) ^ 1);
             mbar_arrive_tx(bars + B_V_FULL + 8 * sv, TR::KV_BYTES);
-            tma_load_4d(sV + sv * TR::KV_BYTES, tm_v, bars + B_V_FULL + 8 * sv, 0, g.kvh, row, 0);
+            load_tile(sV + sv * TR::KV_BYTES, tm_v, bars + B_V_FULL + 8 * sv, j);
         };
         for (int j = g.n_tiles - 1; j >= 0; --j, ++it) {
             const int sk = it % TR::K_ST;
-            const int row = g.kv_start + j * TR::BN;
             mbar_wait(bars + B_K_EMPTY + 8 * sk, ((uint32_t)(it / TR::K_ST) & 1) ^ 1);
             mbar_arrive_tx(bars + B_K_FULL + 8 * sk, TR::KV_BYTES);
-            tma_load_4d(sK + sk * TR::KV_BYTES, tm_k, bars + B_K_FULL + 8 * sk, 0, g.kvh, row, 0);
+            load_tile(sK + sk * TR::KV_BYTES, tm_k, bars + B_K_FULL + 8 * sk, j);
             if (j < g.n_tiles - 1)
-                load_v(it - 1, row + TR::BN); /* V of the previous (later-keyed) tile */
+                load_v(it - 1, j + 1); /* V of the previous (later-keyed) tile */
             else if (TR::Q_BUFS > 1)
                 claim_next();
         }
         if (g.n_tiles > 0)
-            load_v(it - 1, g.kv_start); /* V of the item's first keys */
+            load_v(it - 1, 0); /* V of the item's first keys */
         if (!claimed)
             claim_next(); /* one Q buffer, or an item without keys */
         item = next;
@@ -776,7 +813,7 @@ __device__ __forceinline__ void consumer(const sw_cuda_prefill_args &a, uint32_t
         turn_wait<TR::NCW>(cw); /* the hand-off the last warpgroup made after its last turn */
 }
 
-template <int D, class T, bool CAUSAL, bool WIDE>
+template <int D, class T, bool CAUSAL, bool WIDE, bool PAGED>
 __global__ void __launch_bounds__(traits<D, WIDE>::NT, 1)
     prefill_kernel(const __grid_constant__ CUtensorMap tm_q1,
                    const __grid_constant__ CUtensorMap tm_qg,
@@ -818,7 +855,7 @@ __global__ void __launch_bounds__(traits<D, WIDE>::NT, 1)
     if (threadIdx.x < 128) {
         regs_dealloc<TR::PRODUCER_REGS>();
         if (threadIdx.x == 0)
-            producer<TR, CAUSAL>(&tm_q1, &tm_qg, &tm_k, &tm_v, a, sQ, sK, sV, bars, slots);
+            producer<TR, CAUSAL, PAGED>(&tm_q1, &tm_qg, &tm_k, &tm_v, a, sQ, sK, sV, bars, slots);
         else if (threadIdx.x >= 32 && threadIdx.x < 64)
             v_fixer<TR, CAUSAL>(a, bars, slots, smem_raw + (sV - raw), threadIdx.x & 31);
     } else {

@@ -90,6 +90,18 @@ __device__ __forceinline__ void tma_load_4d(uint32_t dst, const CUtensorMap *map
 #endif
 }
 
+/* The same in 5-D (paged K/V: element, token, head, page, chunk). */
+__device__ __forceinline__ void tma_load_5d(uint32_t dst, const CUtensorMap *map, uint32_t bar,
+                                            int x, int y, int z, int w, int u)
+{
+#ifdef SW_HOPPER_ARCH
+    asm volatile("cp.async.bulk.tensor.5d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%3, %4, %5, %6, %7}], [%2];" ::"r"(dst),
+                 "l"((uint64_t)map), "r"(bar), "r"(x), "r"(y), "r"(z), "r"(w), "r"(u)
+                 : "memory");
+#endif
+}
+
 __device__ __forceinline__ void tma_prefetch_desc(const CUtensorMap *map)
 {
 #ifdef SW_HOPPER_ARCH
