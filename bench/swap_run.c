@@ -346,6 +346,8 @@ typedef struct ctx {
     int32_t max_blocks;
     int64_t len;          /* tokens per sequence, every layer */
     kvbuf *kv;            /* [batch][layers] */
+    kvbuf *dkv;           /* device pool: the same KV on the GPU, where an
+                           * engine's new K/V are: offloaded from there */
     float *topic;         /* [layers][H][D] unit directions */
     rng r;
     sw_store *store;
@@ -404,19 +406,62 @@ static void gen_queries(ctx *x)
             }
 }
 
-static sw_status offload_block(ctx *x, int32_t seq, int32_t layer, int32_t blk)
+/* Block blk of (seq, layer) as an offload item: from the GPU copy with a
+ * device pool (after kv_upload), else from host memory. */
+static void block_item(ctx *x, int32_t seq, int32_t layer, int32_t blk, sw_swap_block *b)
 {
     const size_t stride = (size_t)x->H * x->B * x->D;
-    kvbuf *kb = kv_at(x, seq, layer);
+    const kvbuf *kb = x->dkv ? &x->dkv[(size_t)seq * x->c->layers + layer] : kv_at(x, seq, layer);
     int64_t valid = x->len - (int64_t)blk * x->B;
-    sw_swap_block b;
-    sw_swap_block_init(&b);
-    b.dtype = SW_SWAP_KV_BF16;
-    b.valid_tokens = (int32_t)(valid < x->B ? valid : x->B);
-    b.k = kb->k + (size_t)blk * stride;
-    b.v = kb->v + (size_t)blk * stride;
-    b.k_bytes = b.v_bytes = stride * 2;
-    return sw_swap_offload(x->swap, x->ids[seq], layer, blk, &b);
+    sw_swap_block_init(b);
+    b->dtype = SW_SWAP_KV_BF16;
+    b->valid_tokens = (int32_t)(valid < x->B ? valid : x->B);
+    b->k = kb->k + (size_t)blk * stride;
+    b->v = kb->v + (size_t)blk * stride;
+    b->k_bytes = b->v_bytes = stride * 2;
+    b->on_device = x->dkv != NULL;
+}
+
+/* Blocks first..last of (seq, layer) to its GPU copy (device pool; outside
+ * the timed region, as the model's writes of K/V would be). */
+static int kv_upload(ctx *x, int32_t seq, int32_t layer, int32_t first, int32_t last)
+{
+    if (!x->dkv)
+        return 0;
+    const size_t stride = (size_t)x->H * x->B * x->D, off = (size_t)first * stride;
+    const size_t n = (size_t)(last - first + 1) * stride * 2;
+    const kvbuf *h = kv_at(x, seq, layer), *d = &x->dkv[(size_t)seq * x->c->layers + layer];
+    return bench_gpu_copy(d->k + off, h->k + off, n, x->stream, "K to the GPU") ||
+           bench_gpu_copy(d->v + off, h->v + off, n, x->stream, "V to the GPU");
+}
+
+/* Block blk of every (sequence, layer) in one sw_swap_offload_batch on the
+ * attend's stream: a decode step's new tokens, as an engine offloads them. */
+static sw_status offload_step(ctx *x, int32_t blk)
+{
+    const int32_t n = x->c->batch * x->c->layers;
+    sw_swap_block *items = (sw_swap_block *)swt_xalloc(sizeof(sw_swap_block) * (size_t)n, 0);
+    const sw_swap_block **kv = (const sw_swap_block **)swt_xalloc(sizeof(void *) * (size_t)n, 0);
+    uint64_t *ids = (uint64_t *)swt_xalloc(sizeof(uint64_t) * (size_t)n, 0);
+    int32_t *layers = (int32_t *)swt_xalloc(sizeof(int32_t) * (size_t)n, 0);
+    int32_t *blocks = (int32_t *)swt_xalloc(sizeof(int32_t) * (size_t)n, 0);
+    int32_t i = 0;
+    for (int32_t b = 0; b < x->c->batch; b++)
+        for (int32_t l = 0; l < x->c->layers; l++, i++) {
+            block_item(x, b, l, blk, &items[i]);
+            kv[i] = &items[i];
+            ids[i] = x->ids[b];
+            layers[i] = l;
+            blocks[i] = blk;
+        }
+    const sw_status st = sw_swap_offload_batch(x->swap, n, ids, layers, blocks, kv, x->stream,
+                                               NULL);
+    free(items);
+    free(kv);
+    free(ids);
+    free(layers);
+    free(blocks);
+    return st;
 }
 
 /* fp64 attention of one query head over every token of the sequence's layer
@@ -495,6 +540,12 @@ static void ctx_free(ctx *x)
             free(x->kv[i].k);
             free(x->kv[i].v);
         }
+    if (x->dkv)
+        for (int32_t i = 0; i < x->c->batch * x->c->layers; i++) {
+            bench_gpu_free(x->dkv[i].k);
+            bench_gpu_free(x->dkv[i].v);
+        }
+    free(x->dkv);
     free(x->kv); free(x->topic); free(x->q); free(x->o); free(x->ids); free(x->indptr);
     free(x->ref); free(x->sc);
 }
@@ -612,6 +663,13 @@ int swt_run_case(const swt_case *c, const char *store_dir, swt_result *res)
                            !(x.dout = bench_gpu_alloc(qn * 2, "outputs on the GPU")) ||
                            !(x.stream = bench_gpu_stream_create("the attend's stream"))))
         goto out;
+    if (c->device_pool) {
+        x.dkv = (kvbuf *)swt_xalloc(sizeof(kvbuf) * (size_t)c->batch * c->layers, 0);
+        for (int32_t i = 0; i < c->batch * c->layers; i++)
+            if (!(x.dkv[i].k = bench_gpu_alloc((size_t)x.max_blocks * blk_bytes / 2, "K on the GPU")) ||
+                !(x.dkv[i].v = bench_gpu_alloc((size_t)x.max_blocks * blk_bytes / 2, "V on the GPU")))
+                goto out;
+    }
     x.sc = (double *)swt_xalloc(sizeof(double) * (size_t)final_len, 0);
 
     swt_progress pg;
@@ -628,8 +686,14 @@ int swt_run_case(const swt_case *c, const char *store_dir, swt_result *res)
                 for (int64_t t = (int64_t)blk * x.B; t < end; t++)
                     gen_token(&x, b, l, t);
                 x.len = end;
+                if (kv_upload(&x, b, l, blk, blk))
+                    goto out;
                 gen_s += bench_now() - g0;
-                st = offload_block(&x, b, l, blk);
+                sw_swap_block item;
+                block_item(&x, b, l, blk, &item);
+                const sw_swap_block *one = &item;
+                const int32_t lay = l;
+                st = sw_swap_offload_batch(x.swap, 1, &x.ids[b], &lay, &blk, &one, x.stream, NULL);
                 if (st != SW_OK) {
                     fail_status("offload", st);
                     goto out;
@@ -690,14 +754,16 @@ int swt_run_case(const swt_case *c, const char *store_dir, swt_result *res)
         if (c->device_pool && bench_gpu_copy(x.dq, x.q, qn * 2, x.stream, "query upload"))
             goto out;
         const int32_t last = (int32_t)((x.len - 1) / x.B);
+        for (int32_t b = 0; b < c->batch; b++)
+            for (int32_t l = 0; l < c->layers; l++)
+                if (kv_upload(&x, b, l, last, last))
+                    goto out;
         swt_iostat io0, io1;
         swt_iostat_read(&ios, &io0); /* outside the timed region */
         if (step >= c->warmup)
             swt_qprof_begin(x.store);
         double ts = bench_now();
-        for (int32_t b = 0; b < c->batch && st == SW_OK; b++)
-            for (int32_t l = 0; l < c->layers && st == SW_OK; l++)
-                st = offload_block(&x, b, l, last);
+        st = offload_step(&x, last);
         if (st != SW_OK) {
             fail_status("offload (decode)", st);
             goto out;
