@@ -13,9 +13,11 @@
  * checked against an fp64 reference. In a library built with the FlashInfer
  * opponent (docs/opponents.md) and SPILLWAY_OPPONENT=flashinfer set, each
  * case also runs FlashInfer on the same pages, interleaved with ours: its
- * batch decode, or its paged prefill -- FA2, and FA3 (what it runs on
- * Hopper) where that path is compiled in and the GPU is sm_90; SDPA on the
- * gathered KV is bench/paged.py's. */
+ * batch decode (its CUDA-core kernel, its wrapper's default) or its paged
+ * prefill (FA2), and its FA3 paged prefill where that path is compiled in
+ * and the GPU is sm_90 -- for the decode cases that is its tensor-core
+ * decode on Hopper (use_tensor_cores=True); SDPA on the gathered KV is
+ * bench/paged.py's. */
 #include "common.h"
 #include "core/sw_half.h"
 
@@ -312,7 +314,8 @@ static int run_case(const pcase *pc, int si, int32_t ps, int warmup, int reps, F
 
     double ms = 0, ms_ref = 0, ref_rate = 0, ms_fi = -1, fi_err = 0;
     double ms_beside_fi = 0; /* ours in the pair with FlashInfer (decode: = ms) */
-    double ms_fa3 = -1, fa3_err = 0, ms_beside_fa3 = 0; /* its FA3 paged prefill */
+    double ms_fa3 = -1, fa3_err = 0, ms_beside_fa3 = 0; /* its FA3 paged prefill (decode:
+                                                          * its tensor-core decode) */
     char fi_note[256] = "", fa3_note[256] = "";
     const char *ref_name = pc->prefill ? "ragged_prefill_ms" : "d2d_copy_GBps";
     if (pc->prefill) {
@@ -367,6 +370,11 @@ static int run_case(const pcase *pc, int si, int32_t ps, int warmup, int reps, F
         if (ms_fi < 0)
             ms = time_runs(pl, &t, st, warmup, reps, &tm);
         ms_beside_fi = ms;
+        /* and beside its tensor-core decode on Hopper (its wrapper's
+         * use_tensor_cores=True: the FA3 paged prefill, one query row) */
+        ms_fa3 = time_flashinfer(SW_BACKEND_OPPONENT_FLASHINFER_FA3, pl, &t, &p, &pk, B, qo, kv,
+                                 qh, q_elems, st, warmup, reps, &tm, &ms_beside_fa3, &fa3_err,
+                                 fa3_note, sizeof fa3_note);
         /* copy rate over the same bytes (capped at the pool: a buffer beside it) */
         void *tmp = bench_gpu_alloc(pool_bytes, "copy buffer");
         ref_rate = tmp ? bench_gpu_copy_gbps(tmp, kp, pool_bytes, 2.0) : -1;
@@ -396,7 +404,7 @@ static int run_case(const pcase *pc, int si, int32_t ps, int warmup, int reps, F
     if (ms_fa3 > 0)
         printf("  | fa3 %8.3f ms (rel_l2 %.1e)  spillway/fa3 %.2fx", ms_fa3, fa3_err,
                ms_fa3 / ms_beside_fa3);
-    else if (pc->prefill)
+    else
         printf("  | fa3: not measured");
     printf("\n");
     fprintf(js, "%s{\"case\": \"%s\", \"shape\": \"%s\", \"page_size\": %d, \"kind\": \"%s\", "
