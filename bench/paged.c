@@ -15,9 +15,10 @@
  * case also runs FlashInfer on the same pages, interleaved with ours: its
  * batch decode (its CUDA-core kernel, its wrapper's default) or its paged
  * prefill (FA2), and its FA3 paged prefill where that path is compiled in
- * and the GPU is sm_90 -- for the decode cases that is its tensor-core
- * decode on Hopper (use_tensor_cores=True); SDPA on the gathered KV is
- * bench/paged.py's. */
+ * and the GPU is sm_90 (for the decode cases with one query row: a
+ * tensor-core path, far slower there; its FA2 tensor-core decode, what
+ * use_tensor_cores=True runs, is bench/swap_decode.py's flashinfer-tc);
+ * SDPA on the gathered KV is bench/paged.py's. */
 #include "common.h"
 #include "core/sw_half.h"
 
@@ -314,8 +315,7 @@ static int run_case(const pcase *pc, int si, int32_t ps, int warmup, int reps, F
 
     double ms = 0, ms_ref = 0, ref_rate = 0, ms_fi = -1, fi_err = 0;
     double ms_beside_fi = 0; /* ours in the pair with FlashInfer (decode: = ms) */
-    double ms_fa3 = -1, fa3_err = 0, ms_beside_fa3 = 0; /* its FA3 paged prefill (decode:
-                                                          * its tensor-core decode) */
+    double ms_fa3 = -1, fa3_err = 0, ms_beside_fa3 = 0; /* its FA3 paged prefill */
     char fi_note[256] = "", fa3_note[256] = "";
     const char *ref_name = pc->prefill ? "ragged_prefill_ms" : "d2d_copy_GBps";
     if (pc->prefill) {
@@ -370,8 +370,7 @@ static int run_case(const pcase *pc, int si, int32_t ps, int warmup, int reps, F
         if (ms_fi < 0)
             ms = time_runs(pl, &t, st, warmup, reps, &tm);
         ms_beside_fi = ms;
-        /* and beside its tensor-core decode on Hopper (its wrapper's
-         * use_tensor_cores=True: the FA3 paged prefill, one query row) */
+        /* and beside its FA3 paged prefill with one query row */
         ms_fa3 = time_flashinfer(SW_BACKEND_OPPONENT_FLASHINFER_FA3, pl, &t, &p, &pk, B, qo, kv,
                                  qh, q_elems, st, warmup, reps, &tm, &ms_beside_fa3, &fa3_err,
                                  fa3_note, sizeof fa3_note);

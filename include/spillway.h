@@ -296,7 +296,7 @@ SW_API void sw_paged_kv_init(sw_paged_kv *kv);
  * decode kernel over the pages (the keys of a long request are split across
  * CTAs and merged); any other batch runs the prefill kernel: the Hopper
  * kernel (sm_90a) reads the pages in place where page_size is a multiple
- * of 8; otherwise the pages are first gathered into dense K/V in the
+ * of 16; otherwise the pages are first gathered into dense K/V in the
  * workspace (2 x total_kv x num_kv_heads x head_dim elements). Run is
  * asynchronous, allocates
  * nothing and can be captured in a CUDA graph, like a contiguous plan. The

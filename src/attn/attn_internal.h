@@ -276,8 +276,9 @@ typedef struct sw_cuda_paged_args {
 
 /* 1 when the Hopper prefill kernel reads the pages in place (its K/V
  * tiles in boxes of gcd(page_size, tile) rows: every tile height is a
- * multiple of 16, so a page size that is a multiple of 8 keeps each box
- * on whole 8-row swizzle atoms); else the pages are gathered first. */
+ * multiple of 16, so a page size that is a multiple of 16 gives boxes of
+ * whole 8-row swizzle atoms, at most tile / 16 a tile, whose page entries
+ * the producer holds in registers); else the pages are gathered first. */
 int sw_paged_prefill_direct(sw_backend backend, int32_t page_size);
 
 /* 1 when every request's rows (q_len x group) fit one decode item. */

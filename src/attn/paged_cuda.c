@@ -12,7 +12,7 @@
 
 int sw_paged_prefill_direct(sw_backend backend, int32_t page_size)
 {
-    return backend == SW_BACKEND_CUDA_HOPPER && page_size % 8 == 0;
+    return backend == SW_BACKEND_CUDA_HOPPER && page_size % 16 == 0;
 }
 
 int sw_paged_decode_fits(const int32_t *qo_indptr, int32_t batch, int32_t group)

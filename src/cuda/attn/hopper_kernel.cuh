@@ -96,7 +96,7 @@ template <int D, bool WIDE = false> struct traits {
     static constexpr int NT = 128 * (NCW + 1);
     static constexpr int CONSUMERS = 128 * NCW;
     /* barriers and the two item slots after the tiles; 1024 of alignment slack */
-    static constexpr int BAR_BYTES = 384;
+    static constexpr int BAR_BYTES = 512; /* + two tiles' page entries (paged K/V) */
     /* Q double buffered where it fits (d64, d128): the next item's Q loads
      * while this one computes. */
     static constexpr int Q_BUFS = D == 256 || (WIDE && K_ST > 2) ? 1 : 2;
@@ -122,7 +122,8 @@ enum {
     B_V_FULL = 128,
     B_V_EMPTY = 160,
     B_V_READY = 192,
-    B_SLOTS = 256       /* item_slot[2] */
+    B_SLOTS = 256,      /* item_slot[2] */
+    B_PAGES = 384       /* paged K/V: page entries of two tiles, 64 bytes each */
 };
 
 /* A claimed item as the producer publishes it (slot n & 1 for the n-th item):
@@ -196,40 +197,50 @@ __device__ __forceinline__ void producer(const CUtensorMap *tm_q1, const CUtenso
             load_q(n);
         /* the item's pages (paged K/V): the last one serves the boxes past
          * its keys (their rows are masked, V's zeroed by the fixer) */
+        /* Paged K/V: tile j's keys j * BN .. lie in pieces of page_box rows
+         * (gcd(page size, BN), a multiple of 16: at most BN / 16 <= 16
+         * pieces), a piece within one page. Tile j's page entries are
+         * copied (cp.async, no registers held) into the page buffer j & 1
+         * at the end of the iteration before its K, so they land while the
+         * producer waits for its next stage; its V, one iteration later,
+         * reads the same buffer. Pieces past the item's keys reload its
+         * last page (their rows masked, V's zeroed by the fixer). */
         const int last_page = PAGED ? (g.kv_len - 1) / a.page_size : 0;
-        /* K/V tile j of the item (keys j * BN ..) into `dst`: one box of
-         * all its rows, or with pages one box of page_box rows and one
-         * 128-byte chunk per page piece, each at its rows' place in the
-         * tile (page_box is a multiple of 8: whole swizzle atoms). */
+        const int nbox = PAGED ? TR::BN / a.page_box : 0;
+        auto fetch = [&](int j) {
+            const uint32_t dst = bars + B_PAGES + 64 * (j & 1);
+            int p = j * TR::BN / a.page_size, in = j * TR::BN - p * a.page_size;
+            for (int b = 0; b < nbox; ++b) {
+                cp_async4(dst + 4 * b, a.kv_pages + g.kv_start + min(p, last_page));
+                in += a.page_box;
+                if (in >= a.page_size) {
+                    in -= a.page_size;
+                    ++p;
+                }
+            }
+            sw_portable::cp_async_commit();
+        };
+        /* K/V tile j (keys j * BN ..) into `dst`: one box of all its rows,
+         * or with pages one box per (piece, 128-byte chunk) at its rows'
+         * place in the tile (whole 8-row swizzle atoms). */
         auto load_tile = [&](uint32_t dst, const CUtensorMap *map, uint32_t bar, int j) {
             if constexpr (!PAGED) {
                 tma_load_4d(dst, map, bar, 0, g.kvh, g.kv_start + j * TR::BN, 0);
-                return;
-            }
-            /* four page entries loaded together, then their boxes: the
-             * producer's few registers (setmaxnreg) hold no more */
-            const int nbox = TR::BN / a.page_box;
-#pragma unroll 1
-            for (int b0 = 0; b0 < nbox; b0 += 4) {
-                int page[4], in[4];
+            } else {
+                const uint32_t src = bars + B_PAGES + 64 * (j & 1);
+                int p = j * TR::BN / a.page_size, in = j * TR::BN - p * a.page_size;
+                for (int b = 0; b < nbox; ++b) {
+                    const int page = (int)ld_shared_u32(src + 4 * b);
 #pragma unroll
-                for (int i = 0; i < 4; ++i) {
-                    const int key = j * TR::BN + (b0 + i) * a.page_box;
-                    int pg = key / a.page_size;
-                    in[i] = key - pg * a.page_size;
-                    if (pg > last_page) {
-                        pg = last_page;
-                        in[i] = 0;
+                    for (int c = 0; c < TR::CH; ++c)
+                        tma_load_5d(dst + c * TR::KV_CHUNK + b * a.page_box * 128, map, bar, 0,
+                                    p > last_page ? 0 : in, g.kvh, page, c);
+                    in += a.page_box;
+                    if (in >= a.page_size) {
+                        in -= a.page_size;
+                        ++p;
                     }
-                    page[i] = b0 + i < nbox ? a.kv_pages[g.kv_start + pg] : 0;
                 }
-#pragma unroll
-                for (int i = 0; i < 4; ++i)
-                    if (b0 + i < nbox)
-#pragma unroll
-                        for (int c = 0; c < TR::CH; ++c)
-                            tma_load_5d(dst + c * TR::KV_CHUNK + (b0 + i) * a.page_box * 128,
-                                        map, bar, 0, in[i], g.kvh, page[i], c);
             }
         };
         auto load_v = [&](int t, int j) {
@@ -238,15 +249,21 @@ __device__ __forceinline__ void producer(const CUtensorMap *tm_q1, const CUtenso
             mbar_arrive_tx(bars + B_V_FULL + 8 * sv, TR::KV_BYTES);
             load_tile(sV + sv * TR::KV_BYTES, tm_v, bars + B_V_FULL + 8 * sv, j);
         };
+        if (PAGED && g.n_tiles > 0)
+            fetch(g.n_tiles - 1);
         for (int j = g.n_tiles - 1; j >= 0; --j, ++it) {
             const int sk = it % TR::K_ST;
             mbar_wait(bars + B_K_EMPTY + 8 * sk, ((uint32_t)(it / TR::K_ST) & 1) ^ 1);
+            if constexpr (PAGED)
+                sw_portable::cp_async_wait<0>(); /* tile j's page entries */
             mbar_arrive_tx(bars + B_K_FULL + 8 * sk, TR::KV_BYTES);
             load_tile(sK + sk * TR::KV_BYTES, tm_k, bars + B_K_FULL + 8 * sk, j);
             if (j < g.n_tiles - 1)
                 load_v(it - 1, j + 1); /* V of the previous (later-keyed) tile */
             else if (TR::Q_BUFS > 1)
                 claim_next();
+            if (PAGED && j > 0)
+                fetch(j - 1); /* into tile j + 1's buffer: its V is issued */
         }
         if (g.n_tiles > 0)
             load_v(it - 1, 0); /* V of the item's first keys */

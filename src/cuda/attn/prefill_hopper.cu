@@ -249,7 +249,7 @@ extern "C" sw_status sw_cuda_prefill_hopper_launch(const sw_cuda_prefill_args *a
     if (a->kv_pages) {
         /* pages read in place: boxes of whole swizzle atoms within a page */
         args.page_box = gcd(a->page_size, k.tile_n);
-        if (args.page_box % 8 != 0)
+        if (args.page_box % 16 != 0)
             return sw_fail(SW_STATUS_INTERNAL, "Hopper paged prefill: page size %d with %d-key "
                            "tiles", (int)a->page_size, k.tile_n);
         SW_TRY(make_map_paged(encode, &maps[2], a->dtype, a->k, a->page_size, a->num_pages,
