@@ -294,11 +294,9 @@ SW_API void sw_paged_kv_init(sw_paged_kv *kv);
  * On a CUDA backend a batch whose requests all have q_len x (num_qo_heads /
  * num_kv_heads) <= 16 (decode, small speculative steps) runs the split-KV
  * decode kernel over the pages (the keys of a long request are split across
- * CTAs and merged); any other batch runs the prefill kernel: the Hopper
- * kernel (sm_90a) reads the pages in place where page_size is a multiple
- * of 16; otherwise the pages are first gathered into dense K/V in the
- * workspace (2 x total_kv x num_kv_heads x head_dim elements). Run is
- * asynchronous, allocates
+ * CTAs and merged); any other batch has its pages gathered into dense K/V
+ * in the workspace (2 x total_kv x num_kv_heads x head_dim elements) and
+ * runs the prefill kernel over them. Run is asynchronous, allocates
  * nothing and can be captured in a CUDA graph, like a contiguous plan. The
  * pools must be 16-byte aligned and their strides multiples of 16 bytes.
  */

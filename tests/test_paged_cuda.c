@@ -78,16 +78,7 @@ static void dev_poison(dev_paged *d, cudaStream_t st)
     CUDA_OK(cudaMemsetAsync(d->lse, 0xff, d->lse_bytes, st));
 }
 
-static int n_decode, n_gather, n_direct;
-static int32_t ps_override; /* a page size outside page_sizes[] when > 0 */
-static int hopper_here;     /* SW_BACKEND_CUDA takes the Hopper kernel */
-
-/* Whether a prefill batch on `backend` reads its pages in place. */
-static int direct_on(sw_backend backend, int32_t ps)
-{
-    return sw_paged_prefill_direct(backend == SW_BACKEND_CUDA && hopper_here
-                                       ? SW_BACKEND_CUDA_HOPPER : backend, ps);
-}
+static int n_decode, n_gather;
 
 /* Case `index` of the family (max_len bounds its lengths) on `backend`:
  * 0 when right. */
@@ -101,7 +92,7 @@ static int run_case(int index, sw_backend backend, int32_t max_len, int ramp, cu
     const int mode = index % 4; /* 0, 1 prefill; 2 decode q_len 1; 3 q_len <= 3 */
     if (mode >= 2 || max_len > 1000)
         shorten_queries(&c, mode == 3 ? 3 : 1);
-    const int32_t ps = ps_override > 0 ? ps_override : page_sizes[(index / 4) % 4];
+    const int32_t ps = page_sizes[(index / 4) % 4];
     const sw_kv_layout layout = (index / 2) % 2 ? SW_KV_HND : SW_KV_NHD;
     const int fa = (index / 3) % 2, padded = (index / 5) % 2;
     pool p;
@@ -142,11 +133,10 @@ static int run_case(int index, sw_backend backend, int32_t max_len, int ramp, cu
                     "lse_bad=%lld lse_err=%.3g\n", bad ? "FAIL" : "ok", c.name, ps,
                     layout == SW_KV_NHD ? "NHD" : "HND", fa ? "block_table" : "indptr",
                     padded ? " padded" : "", ramp ? " ramp" : "", sw_backend_name(backend),
-                    decode ? "decode" : direct_on(backend, ps) ? "pages" : "gather", ck.rel_l2, (long long)ck.unwritten,
+                    decode ? "decode" : "gather", ck.rel_l2, (long long)ck.unwritten,
                     (long long)ck.lse_bad, ck.lse_max_abs);
         n_decode += decode;
-        n_direct += !decode && direct_on(backend, ps);
-        n_gather += !decode && !direct_on(backend, ps);
+        n_gather += !decode;
     }
     dev_free(&d);
     pool_free(&p);
@@ -210,8 +200,7 @@ static int graph_case(int index, int32_t keep, cudaStream_t st)
     fprintf(stderr, "%s graph %s (q_len <= %d, %s): replay %s, rel_l2=%.3g\n", bad ? "FAIL" : "ok",
             c.name, keep,
             sw_paged_decode_fits(c.qo_indptr, c.batch,
-                                 c.params.num_qo_heads / c.params.num_kv_heads)
-                ? "decode" : direct_on(SW_BACKEND_CUDA, 16) ? "pages" : "gather",
+                                 c.params.num_qo_heads / c.params.num_kv_heads) ? "decode" : "gather",
             bad ? "differs or wrong" : "identical", ck.rel_l2);
     cudaGraphExecDestroy(ge);
     cudaGraphDestroy(g);
@@ -232,10 +221,6 @@ int main(void)
     cudaStream_t st;
     CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     const double t0 = sw_now_seconds();
-    {
-        int32_t tm = 0, grid = 0;
-        hopper_here = sw_cuda_prefill_hopper_config(0, 128, SW_DTYPE_BF16, &tm, &grid) == SW_OK;
-    }
     int failed = 0, n = 0;
     for (int i = 0; i < 64; i++, n++)
         failed += run_case(i, SW_BACKEND_CUDA, 200, i % 5 == 4, st);
@@ -244,22 +229,12 @@ int main(void)
     /* long contexts: decode split across many CTAs */
     for (int i = 0; i < 12; i++, n++)
         failed += run_case(100 + i, SW_BACKEND_CUDA, 20000, i % 3 == 0, st);
-    /* page sizes that straddle the Hopper kernel's tiles (48, 80: pieces
-     * of 16 or 48 rows, read in place) and 24 (gathered there) */
-    static const int32_t odd_sizes[3] = {48, 80, 24};
-    for (int k = 0; k < 3; k++)
-        for (int i = 0; i < 8; i++, n++) {
-            ps_override = odd_sizes[k];
-            failed += run_case(200 + i, SW_BACKEND_CUDA, i < 4 ? 200 : 3000, i % 3 == 0, st);
-            ps_override = 0;
-        }
     for (int i = 0; i < 4; i++, n++)
         failed += graph_case(i, i < 2 ? 1 : 64, st);
     CHECK(n_decode > 0 && n_gather > 0);
-    CHECK(!hopper_here || n_direct > 0);
     cudaStreamDestroy(st);
-    printf("test_paged_cuda: %d cases (%d decode, %d pages read in place, %d gather), %d failed, "
-           "%d failed checks, %.1f s\n", n, n_decode, n_direct, n_gather, failed, sw_test_failures, sw_now_seconds() - t0);
+    printf("test_paged_cuda: %d cases (%d decode, %d gather), %d failed, %d failed checks, "
+           "%.1f s\n", n, n_decode, n_gather, failed, sw_test_failures, sw_now_seconds() - t0);
     return failed || sw_test_failures ? 1 : 0;
 }
 

@@ -194,14 +194,6 @@ typedef struct sw_cuda_prefill_args {
     int32_t grid;               /* persistent grid size chosen at plan time */
     int32_t total_q, total_kv;  /* rows of Q/O and of K/V (last indptr entries) */
     int32_t wide_kv;            /* Hopper, non-causal d128: the wide K/V tile kernel */
-    /* Hopper, paged K/V read in place (sw_paged_prefill_direct; NULL: k/v
-     * are contiguous rows): k and v are the page pools, reqs[b].kv_start
-     * is request b's first entry of kv_pages (device), k_stride/v_stride
-     * the token strides; the head and page strides are below. */
-    const int32_t *kv_pages;
-    int32_t page_size, num_pages;
-    int32_t page_box;           /* rows per TMA box: gcd(page_size, tile_n) (the launch sets it) */
-    int64_t k_head_stride, v_head_stride, k_page_stride, v_page_stride;
 } sw_cuda_prefill_args;
 
 /* Paged K/V on a CUDA backend (paged_cuda.c; src/cuda/attn/paged_decode.cu).
@@ -274,13 +266,6 @@ typedef struct sw_cuda_paged_args {
     void *k_dense, *v_dense;         /* gather: [total_kv][num_kv_heads][head_dim] */
 } sw_cuda_paged_args;
 
-/* 1 when the Hopper prefill kernel reads the pages in place (its K/V
- * tiles in boxes of gcd(page_size, tile) rows: every tile height is a
- * multiple of 16, so a page size that is a multiple of 16 gives boxes of
- * whole 8-row swizzle atoms, at most tile / 16 a tile, whose page entries
- * the producer holds in registers); else the pages are gathered first. */
-int sw_paged_prefill_direct(sw_backend backend, int32_t page_size);
-
 /* 1 when every request's rows (q_len x group) fit one decode item. */
 int sw_paged_decode_fits(const int32_t *qo_indptr, int32_t batch, int32_t group);
 
@@ -290,7 +275,6 @@ int sw_paged_decode_fits(const int32_t *qo_indptr, int32_t batch, int32_t group)
  * states (decode) or the dense K and V (gather). */
 typedef struct sw_paged_cuda {
     int decode;              /* 1: the decode kernel; 0: gather + prefill kernel */
-    int direct;              /* (not decode) the prefill kernel reads the pages: no gather */
     void *blob;
     size_t blob_bytes, ws_off, ws_end;
     size_t qo_off, kv_off, pi_off, px_off, items_off, merges_off; /* in the blob */
@@ -299,22 +283,18 @@ typedef struct sw_paged_cuda {
 } sw_paged_cuda;
 
 /* Plans the CUDA run of a checked table (p->device is made current):
- * decode = sw_paged_decode_fits(...) picks the path; direct (not decode):
- * the prefill kernel reads the pages, no dense K/V. */
+ * decode = sw_paged_decode_fits(...) picks the path. */
 sw_status sw_paged_cuda_plan(sw_paged_cuda *pc, const sw_prefill_params *p, int32_t batch,
                              const int32_t *qo_indptr, const sw_paged_table *pt, int decode,
-                             int direct, size_t ws_off);
-/* Enqueues the upload and the decode (decode), nothing more (direct), or
- * the gather (*k_dense / *v_dense then point at the dense K/V in the
- * workspace for the prefill kernel). pb holds the validated Q/O/LSE and the
- * pools as k/v. */
+                             size_t ws_off);
+/* Enqueues the upload and the decode (decode) or the gather (not decode:
+ * *k_dense / *v_dense then point at the dense K/V in the workspace for the
+ * prefill kernel). pb holds the validated Q/O/LSE and the pools as k/v. */
 sw_status sw_paged_cuda_run(const sw_paged_cuda *pc, const sw_attn_problem *pb,
                             const sw_paged_table *pt, const sw_paged_strides *ks,
                             const sw_paged_strides *vs, void *workspace, void *stream,
                             const void **k_dense, const void **v_dense);
 void sw_paged_cuda_free(sw_paged_cuda *pc);
-/* The page indices as uploaded into `workspace` by sw_paged_cuda_run. */
-const int32_t *sw_paged_cuda_pages(const sw_paged_cuda *pc, const void *workspace);
 
 /* SM count and resident decode CTAs per SM on `device`. */
 sw_status sw_cuda_paged_decode_config(int32_t device, int32_t head_dim, sw_dtype dtype,

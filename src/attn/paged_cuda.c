@@ -10,11 +10,6 @@
 
 #define SW_PC_ALIGN 256
 
-int sw_paged_prefill_direct(sw_backend backend, int32_t page_size)
-{
-    return backend == SW_BACKEND_CUDA_HOPPER && page_size % 16 == 0;
-}
-
 int sw_paged_decode_fits(const int32_t *qo_indptr, int32_t batch, int32_t group)
 {
     for (int32_t b = 0; b < batch; b++)
@@ -33,11 +28,10 @@ void sw_paged_cuda_free(sw_paged_cuda *pc)
 
 sw_status sw_paged_cuda_plan(sw_paged_cuda *pc, const sw_prefill_params *p, int32_t batch,
                              const int32_t *qo_indptr, const sw_paged_table *pt, int decode,
-                             int direct, size_t ws_off)
+                             size_t ws_off)
 {
     memset(pc, 0, sizeof *pc);
     pc->decode = decode;
-    pc->direct = !decode && direct;
     int64_t n_items = 0, n_merges = 0, n_parts = 0, slots = 0;
     if (pc->decode) {
         int32_t sms = 0, per_sm = 0;
@@ -72,7 +66,7 @@ sw_status sw_paged_cuda_plan(sw_paged_cuda *pc, const sw_prefill_params *p, int3
                         SW_PC_ALIGN);
         pc->part_lse_off = w;
         w = sw_align_up(w + sizeof(float) * (size_t)n_parts * SW_DECODE_ROWS, SW_PC_ALIGN);
-    } else if (!pc->direct) {
+    } else {
         const size_t dense = (size_t)pt->kv_indptr[batch] * p->num_kv_heads * p->head_dim *
                              sw_dtype_size(p->dtype);
         pc->kd_off = w;
@@ -106,11 +100,6 @@ sw_status sw_paged_cuda_plan(sw_paged_cuda *pc, const sw_prefill_params *p, int3
     pc->num_items = (int32_t)n_items;
     pc->num_merges = (int32_t)n_merges;
     return SW_OK;
-}
-
-const int32_t *sw_paged_cuda_pages(const sw_paged_cuda *pc, const void *workspace)
-{
-    return (const int32_t *)((const char *)workspace + pc->ws_off + pc->px_off);
 }
 
 static int log2_exact(int32_t x)
@@ -166,8 +155,6 @@ sw_status sw_paged_cuda_run(const sw_paged_cuda *pc, const sw_attn_problem *pb,
         a.part_lse = (float *)(ws + pc->part_lse_off);
         return sw_cuda_paged_decode_launch(&a, stream);
     }
-    if (pc->direct)
-        return SW_OK; /* the prefill kernel reads the pages */
     a.k_dense = ws + pc->kd_off;
     a.v_dense = ws + pc->vd_off;
     *k_dense = a.k_dense;

@@ -352,20 +352,10 @@ sw_status sw_prefill_plan_create_paged(const sw_prefill_params *params, int32_t 
         s = plan_make(params, backend, batch, qo_indptr_host, pt.kv_indptr, NULL,
                       !decode && !opp, out);
     if (s == SW_OK && cuda) {
-        const int direct = !decode && sw_paged_prefill_direct(backend, pt.page_size);
         s = sw_paged_cuda_plan(&(*out)->pcuda, &(*out)->params, batch, qo_indptr_host, &pt,
-                               decode, direct, (*out)->blob_bytes);
+                               decode, (*out)->blob_bytes);
         if (s == SW_OK)
             (*out)->ws_bytes = (*out)->pcuda.ws_end;
-        /* the kernel finds request b's keys through its pages (tiles of
-         * the usual width: no wide paged kernel) */
-        if (s == SW_OK && direct)
-            (*out)->wide_kv = 0;
-        if (s == SW_OK && direct && (*out)->blob) {
-            sw_req_info *reqs = (sw_req_info *)((char *)(*out)->blob + (*out)->reqs_off);
-            for (int32_t b = 0; b < batch; b++)
-                reqs[b].kv_start = pt.page_indptr[b];
-        }
     }
 #ifdef SW_HAVE_OPPONENT_FLASHINFER
     if (s == SW_OK && opp) {
@@ -603,14 +593,8 @@ static sw_status check_workspace(const sw_prefill_tensors *t, size_t need)
     return check_align("workspace", t->workspace, SW_WS_ALIGN);
 }
 
-/* run_cuda over pages read in place (sw_paged_prefill_direct). */
-typedef struct paged_direct {
-    const int32_t *pages; /* device */
-    const sw_paged_strides *ks, *vs;
-} paged_direct;
-
 static sw_status run_cuda(sw_prefill_plan *pl, const sw_attn_problem *pb,
-                          const sw_prefill_tensors *t, const paged_direct *pd, void *stream)
+                          const sw_prefill_tensors *t, void *stream)
 {
     if (pl->num_work == 0)
         return SW_OK;
@@ -656,17 +640,6 @@ static sw_status run_cuda(sw_prefill_plan *pl, const sw_attn_problem *pb,
     a.total_q = pl->qo_indptr[pl->batch];
     a.total_kv = pl->kv_indptr[pl->batch];
     a.wide_kv = pl->wide_kv;
-    if (pd) {
-        a.kv_pages = pd->pages;
-        a.page_size = pl->pages.page_size;
-        a.num_pages = pl->pages.num_pages;
-        a.k_stride = pd->ks->token;
-        a.v_stride = pd->vs->token;
-        a.k_head_stride = pd->ks->head;
-        a.v_head_stride = pd->vs->head;
-        a.k_page_stride = pd->ks->page;
-        a.v_page_stride = pd->vs->page;
-    }
     s = pl->backend == SW_BACKEND_CUDA_HOPPER ? sw_cuda_prefill_hopper_launch(&a, stream)
                                               : sw_cuda_prefill_portable_launch(&a, stream);
     /* a kernel that did not run leaves the counter as the upload set it,
@@ -702,16 +675,12 @@ static sw_status run_paged_cuda(sw_prefill_plan *pl, const sw_attn_problem *pb,
     ws_forget(t, stream);
     if (s == SW_OK)
         s = sw_paged_cuda_run(&pl->pcuda, pb, &pl->pages, ks, vs, t->workspace, stream, &kd, &vd);
-    if (s == SW_OK && pl->pcuda.direct) {
-        const paged_direct pd = {sw_paged_cuda_pages(&pl->pcuda, t->workspace), ks, vs};
-        return run_cuda(pl, pb, t, &pd, stream);
-    }
     if (s == SW_OK && !pl->pcuda.decode) {
         sw_attn_problem dense = *pb;
         dense.k = kd;
         dense.v = vd;
         dense.k_stride = dense.v_stride = (int64_t)pb->num_kv_heads * pb->head_dim;
-        return run_cuda(pl, &dense, t, NULL, stream);
+        return run_cuda(pl, &dense, t, stream);
     }
     if (s == SW_STATUS_CUDA)
         pl->failed = 1;
@@ -753,7 +722,7 @@ sw_status sw_prefill_run(sw_prefill_plan *plan, const sw_prefill_tensors *t, voi
     case SW_BACKEND_CPU_REF: return sw_cpu_prefill_ref(&pb);
     case SW_BACKEND_CPU: return sw_cpu_prefill_fast(&pb, plan->params.num_threads);
     case SW_BACKEND_CUDA_PORTABLE:
-    case SW_BACKEND_CUDA_HOPPER: return run_cuda(plan, &pb, t, NULL, stream);
+    case SW_BACKEND_CUDA_HOPPER: return run_cuda(plan, &pb, t, stream);
 #ifdef SW_HAVE_OPPONENT_FLASHINFER
     case SW_BACKEND_OPPONENT_FLASHINFER:
     case SW_BACKEND_OPPONENT_FLASHINFER_FA3: {

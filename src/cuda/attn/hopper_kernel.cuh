@@ -96,7 +96,7 @@ template <int D, bool WIDE = false> struct traits {
     static constexpr int NT = 128 * (NCW + 1);
     static constexpr int CONSUMERS = 128 * NCW;
     /* barriers and the two item slots after the tiles; 1024 of alignment slack */
-    static constexpr int BAR_BYTES = 512; /* + two tiles' page entries (paged K/V) */
+    static constexpr int BAR_BYTES = 384;
     /* Q double buffered where it fits (d64, d128): the next item's Q loads
      * while this one computes. */
     static constexpr int Q_BUFS = D == 256 || (WIDE && K_ST > 2) ? 1 : 2;
@@ -122,8 +122,7 @@ enum {
     B_V_FULL = 128,
     B_V_EMPTY = 160,
     B_V_READY = 192,
-    B_SLOTS = 256,      /* item_slot[2] */
-    B_PAGES = 384       /* paged K/V: page entries of two tiles, 64 bytes each */
+    B_SLOTS = 256       /* item_slot[2] */
 };
 
 /* A claimed item as the producer publishes it (slot n & 1 for the n-th item):
@@ -142,7 +141,7 @@ enum {
     TURN_THREADS = 256 /* each turn barrier: the waiting and the passing warpgroup */
 };
 
-template <class TR, bool CAUSAL, bool PAGED>
+template <class TR, bool CAUSAL>
 __device__ __forceinline__ void producer(const CUtensorMap *tm_q1, const CUtensorMap *tm_qg,
                                          const CUtensorMap *tm_k, const CUtensorMap *tm_v,
                                          const sw_cuda_prefill_args &a, uint32_t sQ,
@@ -195,78 +194,25 @@ __device__ __forceinline__ void producer(const CUtensorMap *tm_q1, const CUtenso
         };
         if (TR::Q_BUFS == 1)
             load_q(n);
-        /* the item's pages (paged K/V): the last one serves the boxes past
-         * its keys (their rows are masked, V's zeroed by the fixer) */
-        /* Paged K/V: tile j's keys j * BN .. lie in pieces of page_box rows
-         * (gcd(page size, BN), a multiple of 16: at most BN / 16 <= 16
-         * pieces), a piece within one page. Tile j's page entries are
-         * copied (cp.async, no registers held) into the page buffer j & 1
-         * at the end of the iteration before its K, so they land while the
-         * producer waits for its next stage; its V, one iteration later,
-         * reads the same buffer. Pieces past the item's keys reload its
-         * last page (their rows masked, V's zeroed by the fixer). */
-        const int last_page = PAGED ? (g.kv_len - 1) / a.page_size : 0;
-        const int nbox = PAGED ? TR::BN / a.page_box : 0;
-        auto fetch = [&](int j) {
-            const uint32_t dst = bars + B_PAGES + 64 * (j & 1);
-            int p = j * TR::BN / a.page_size, in = j * TR::BN - p * a.page_size;
-            for (int b = 0; b < nbox; ++b) {
-                cp_async4(dst + 4 * b, a.kv_pages + g.kv_start + min(p, last_page));
-                in += a.page_box;
-                if (in >= a.page_size) {
-                    in -= a.page_size;
-                    ++p;
-                }
-            }
-            sw_portable::cp_async_commit();
-        };
-        /* K/V tile j (keys j * BN ..) into `dst`: one box of all its rows,
-         * or with pages one box per (piece, 128-byte chunk) at its rows'
-         * place in the tile (whole 8-row swizzle atoms). */
-        auto load_tile = [&](uint32_t dst, const CUtensorMap *map, uint32_t bar, int j) {
-            if constexpr (!PAGED) {
-                tma_load_4d(dst, map, bar, 0, g.kvh, g.kv_start + j * TR::BN, 0);
-            } else {
-                const uint32_t src = bars + B_PAGES + 64 * (j & 1);
-                int p = j * TR::BN / a.page_size, in = j * TR::BN - p * a.page_size;
-                for (int b = 0; b < nbox; ++b) {
-                    const int page = (int)ld_shared_u32(src + 4 * b);
-#pragma unroll
-                    for (int c = 0; c < TR::CH; ++c)
-                        tma_load_5d(dst + c * TR::KV_CHUNK + b * a.page_box * 128, map, bar, 0,
-                                    p > last_page ? 0 : in, g.kvh, page, c);
-                    in += a.page_box;
-                    if (in >= a.page_size) {
-                        in -= a.page_size;
-                        ++p;
-                    }
-                }
-            }
-        };
-        auto load_v = [&](int t, int j) {
+        auto load_v = [&](int t, int row) {
             const int sv = t % TR::V_ST;
             mbar_wait(bars + B_V_EMPTY + 8 * sv, ((uint32_t)(t / TR::V_ST) & 1) ^ 1);
             mbar_arrive_tx(bars + B_V_FULL + 8 * sv, TR::KV_BYTES);
-            load_tile(sV + sv * TR::KV_BYTES, tm_v, bars + B_V_FULL + 8 * sv, j);
+            tma_load_4d(sV + sv * TR::KV_BYTES, tm_v, bars + B_V_FULL + 8 * sv, 0, g.kvh, row, 0);
         };
-        if (PAGED && g.n_tiles > 0)
-            fetch(g.n_tiles - 1);
         for (int j = g.n_tiles - 1; j >= 0; --j, ++it) {
             const int sk = it % TR::K_ST;
+            const int row = g.kv_start + j * TR::BN;
             mbar_wait(bars + B_K_EMPTY + 8 * sk, ((uint32_t)(it / TR::K_ST) & 1) ^ 1);
-            if constexpr (PAGED)
-                sw_portable::cp_async_wait<0>(); /* tile j's page entries */
             mbar_arrive_tx(bars + B_K_FULL + 8 * sk, TR::KV_BYTES);
-            load_tile(sK + sk * TR::KV_BYTES, tm_k, bars + B_K_FULL + 8 * sk, j);
+            tma_load_4d(sK + sk * TR::KV_BYTES, tm_k, bars + B_K_FULL + 8 * sk, 0, g.kvh, row, 0);
             if (j < g.n_tiles - 1)
-                load_v(it - 1, j + 1); /* V of the previous (later-keyed) tile */
+                load_v(it - 1, row + TR::BN); /* V of the previous (later-keyed) tile */
             else if (TR::Q_BUFS > 1)
                 claim_next();
-            if (PAGED && j > 0)
-                fetch(j - 1); /* into tile j + 1's buffer: its V is issued */
         }
         if (g.n_tiles > 0)
-            load_v(it - 1, 0); /* V of the item's first keys */
+            load_v(it - 1, g.kv_start); /* V of the item's first keys */
         if (!claimed)
             claim_next(); /* one Q buffer, or an item without keys */
         item = next;
@@ -830,7 +776,7 @@ __device__ __forceinline__ void consumer(const sw_cuda_prefill_args &a, uint32_t
         turn_wait<TR::NCW>(cw); /* the hand-off the last warpgroup made after its last turn */
 }
 
-template <int D, class T, bool CAUSAL, bool WIDE, bool PAGED>
+template <int D, class T, bool CAUSAL, bool WIDE>
 __global__ void __launch_bounds__(traits<D, WIDE>::NT, 1)
     prefill_kernel(const __grid_constant__ CUtensorMap tm_q1,
                    const __grid_constant__ CUtensorMap tm_qg,
@@ -872,7 +818,7 @@ __global__ void __launch_bounds__(traits<D, WIDE>::NT, 1)
     if (threadIdx.x < 128) {
         regs_dealloc<TR::PRODUCER_REGS>();
         if (threadIdx.x == 0)
-            producer<TR, CAUSAL, PAGED>(&tm_q1, &tm_qg, &tm_k, &tm_v, a, sQ, sK, sV, bars, slots);
+            producer<TR, CAUSAL>(&tm_q1, &tm_qg, &tm_k, &tm_v, a, sQ, sK, sV, bars, slots);
         else if (threadIdx.x >= 32 && threadIdx.x < 64)
             v_fixer<TR, CAUSAL>(a, bars, slots, smem_raw + (sV - raw), threadIdx.x & 31);
     } else {

@@ -90,32 +90,6 @@ __device__ __forceinline__ void tma_load_4d(uint32_t dst, const CUtensorMap *map
 #endif
 }
 
-/* The same in 5-D (paged K/V: element, token, head, page, chunk). */
-__device__ __forceinline__ void tma_load_5d(uint32_t dst, const CUtensorMap *map, uint32_t bar,
-                                            int x, int y, int z, int w, int u)
-{
-#ifdef SW_HOPPER_ARCH
-    asm volatile("cp.async.bulk.tensor.5d.shared::cluster.global.mbarrier::complete_tx::bytes"
-                 " [%0], [%1, {%3, %4, %5, %6, %7}], [%2];" ::"r"(dst),
-                 "l"((uint64_t)map), "r"(bar), "r"(x), "r"(y), "r"(z), "r"(w), "r"(u)
-                 : "memory");
-#endif
-}
-
-/* 4 bytes global -> shared without a register (cp.async, completed by
- * cp.async.wait_group), and a 32-bit shared load. */
-__device__ __forceinline__ void cp_async4(uint32_t dst, const void *src)
-{
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(src) : "memory");
-}
-
-__device__ __forceinline__ uint32_t ld_shared_u32(uint32_t addr)
-{
-    uint32_t v;
-    asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(v) : "r"(addr) : "memory");
-    return v;
-}
-
 __device__ __forceinline__ void tma_prefetch_desc(const CUtensorMap *map)
 {
 #ifdef SW_HOPPER_ARCH

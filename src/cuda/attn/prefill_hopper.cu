@@ -46,25 +46,25 @@ sw_status get_encode(PFN_cuTensorMapEncodeTiled_v12000 *out)
     return SW_OK;
 }
 
-sw_status get_kernel(int32_t head_dim, sw_dtype dtype, int causal, int wide, int paged,
+sw_status get_kernel(int32_t head_dim, sw_dtype dtype, int causal, int wide,
                      sw_hopper_kernel *k, int *index)
 {
     int ok = 0, slot = 0;
     switch (head_dim) {
-    case 64: ok = sw_hopper_kernel_d64(dtype, causal, 0, paged, k); slot = 0; break;
+    case 64: ok = sw_hopper_kernel_d64(dtype, causal, 0, k); slot = 0; break;
     case 128:
-        wide = wide && !causal && !paged; /* the only wide kernel */
-        ok = sw_hopper_kernel_d128(dtype, causal, wide, paged, k);
+        wide = wide && !causal; /* the only wide kernel */
+        ok = sw_hopper_kernel_d128(dtype, causal, wide, k);
         slot = wide ? 3 : 1;
         break;
-    case 256: ok = sw_hopper_kernel_d256(dtype, causal, 0, paged, k); slot = 2; break;
+    case 256: ok = sw_hopper_kernel_d256(dtype, causal, 0, k); slot = 2; break;
     default: break;
     }
     if (!ok)
         return sw_fail(SW_STATUS_UNSUPPORTED,
                        "Hopper CUDA prefill: head_dim %d with dtype %d is not compiled",
                        (int)head_dim, (int)dtype);
-    *index = ((slot * 2 + (dtype == SW_DTYPE_F16)) * 2 + (causal != 0)) * 2 + (paged != 0);
+    *index = (slot * 2 + (dtype == SW_DTYPE_F16)) * 2 + (causal != 0);
     return SW_OK;
 }
 
@@ -87,11 +87,11 @@ sw_status device_state(int dev, dev_state **out)
 }
 
 /* The kernel for this problem on `dev` (current), its smem limit raised. */
-sw_status select(int dev, int32_t head_dim, sw_dtype dtype, int causal, int wide, int paged,
+sw_status select(int dev, int32_t head_dim, sw_dtype dtype, int causal, int wide,
                  sw_hopper_kernel *k)
 {
 #ifndef SW_HAVE_SM90A
-    (void)dev; (void)head_dim; (void)dtype; (void)causal; (void)wide; (void)paged; (void)k;
+    (void)dev; (void)head_dim; (void)dtype; (void)causal; (void)wide; (void)k;
     return sw_fail(SW_STATUS_UNSUPPORTED,
                    "Hopper CUDA prefill: this build does not target sm_90a (SPILLWAY_CUDA_ARCHS)");
 #else
@@ -101,7 +101,7 @@ sw_status select(int dev, int32_t head_dim, sw_dtype dtype, int causal, int wide
     if (__atomic_load_n(&s->checked, __ATOMIC_ACQUIRE) != 1)
         return sw_fail(SW_STATUS_UNSUPPORTED,
                        "Hopper CUDA prefill: device %d is not compute capability 9.0", dev);
-    SW_TRY(get_kernel(head_dim, dtype, causal, wide, paged, k, &index));
+    SW_TRY(get_kernel(head_dim, dtype, causal, wide, k, &index));
     const unsigned bit = 1u << index;
     if (!(__atomic_load_n(&s->prepared, __ATOMIC_RELAXED) & bit)) {
         int optin = 0;
@@ -146,46 +146,6 @@ sw_status make_map(PFN_cuTensorMapEncodeTiled_v12000 encode, CUtensorMap *map, s
     return SW_OK;
 }
 
-/* A page pool as (element, token, head, page, chunk) (strides in elements):
- * a box of (64, rows, 1, 1, 1) lands as `rows` 128-byte lines of one chunk
- * of one page's tokens, in the same swizzle as make_map's tiles. */
-sw_status make_map_paged(PFN_cuTensorMapEncodeTiled_v12000 encode, CUtensorMap *map,
-                         sw_dtype dtype, const void *base, int32_t page_size, int32_t pages,
-                         int32_t heads, int32_t head_dim, int64_t tok_stride, int64_t head_stride,
-                         int64_t page_stride, int box_rows, const char *what)
-{
-    const cuuint64_t dims[5] = {64, (cuuint64_t)page_size, (cuuint64_t)heads,
-                                (cuuint64_t)(pages > 0 ? pages : 1), (cuuint64_t)(head_dim / 64)};
-    const cuuint64_t strides[4] = {(cuuint64_t)tok_stride * 2, (cuuint64_t)head_stride * 2,
-                                   (cuuint64_t)page_stride * 2, 128};
-    const cuuint32_t box[5] = {64, (cuuint32_t)box_rows, 1, 1, 1};
-    const cuuint32_t estr[5] = {1, 1, 1, 1, 1};
-    const CUresult r = encode(map,
-                              dtype == SW_DTYPE_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
-                                                     : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-                              5, const_cast<void *>(base), dims, strides, box, estr,
-                              CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                              CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-    if (r != CUDA_SUCCESS)
-        return sw_fail(SW_STATUS_CUDA,
-                       "cuTensorMapEncodeTiled(%s: %d pages of %d tokens x %d heads x d%d, "
-                       "strides %lld/%lld/%lld) failed with CUresult %d", what, (int)pages,
-                       (int)page_size, (int)heads, (int)head_dim, (long long)tok_stride,
-                       (long long)head_stride, (long long)page_stride, (int)r);
-    return SW_OK;
-}
-
-int gcd(int a, int b)
-{
-    while (b) {
-        const int t = a % b;
-        a = b;
-        b = t;
-    }
-    return a;
-}
-
 } // namespace
 
 extern "C" sw_status sw_cuda_prefill_hopper_config(int32_t device, int32_t head_dim,
@@ -210,7 +170,7 @@ extern "C" sw_status sw_cuda_prefill_hopper_config(int32_t device, int32_t head_
      * first run) */
     for (int v = 0; v < (head_dim == 128 ? 3 : 2) && st == SW_OK; ++v) {
         sw_hopper_kernel k;
-        st = select(device, head_dim, dtype, v == 1, v == 2, 0, &k);
+        st = select(device, head_dim, dtype, v == 1, v == 2, &k);
         tm = k.tile_m;
     }
     (void)cudaSetDevice(old);
@@ -228,8 +188,7 @@ extern "C" sw_status sw_cuda_prefill_hopper_launch(const sw_cuda_prefill_args *a
     int dev = 0;
     SW_CUDA_CHECK(cudaGetDevice(&dev));
     sw_hopper_kernel k;
-    SW_TRY(select(dev, a->head_dim, a->dtype, a->causal, a->wide_kv, a->kv_pages != nullptr,
-                  &k));
+    SW_TRY(select(dev, a->head_dim, a->dtype, a->causal, a->wide_kv, &k));
     PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
     SW_TRY(get_encode(&encode));
 
@@ -245,28 +204,14 @@ extern "C" sw_status sw_cuda_prefill_hopper_launch(const sw_cuda_prefill_args *a
     else
         SW_TRY(make_map(encode, &maps[1], a->dtype, a->q, a->total_q, a->num_qo_heads,
                         a->head_dim, a->q_stride, g, k.tile_m / g, "q packed"));
-    sw_cuda_prefill_args args = *a;
-    if (a->kv_pages) {
-        /* pages read in place: boxes of whole swizzle atoms within a page */
-        args.page_box = gcd(a->page_size, k.tile_n);
-        if (args.page_box % 16 != 0)
-            return sw_fail(SW_STATUS_INTERNAL, "Hopper paged prefill: page size %d with %d-key "
-                           "tiles", (int)a->page_size, k.tile_n);
-        SW_TRY(make_map_paged(encode, &maps[2], a->dtype, a->k, a->page_size, a->num_pages,
-                              a->num_kv_heads, a->head_dim, a->k_stride, a->k_head_stride,
-                              a->k_page_stride, args.page_box, "k pages"));
-        SW_TRY(make_map_paged(encode, &maps[3], a->dtype, a->v, a->page_size, a->num_pages,
-                              a->num_kv_heads, a->head_dim, a->v_stride, a->v_head_stride,
-                              a->v_page_stride, args.page_box, "v pages"));
-    } else {
-        SW_TRY(make_map(encode, &maps[2], a->dtype, a->k, a->total_kv, a->num_kv_heads,
-                        a->head_dim, a->k_stride, 1, k.tile_n, "k"));
-        SW_TRY(make_map(encode, &maps[3], a->dtype, a->v, a->total_kv, a->num_kv_heads,
-                        a->head_dim, a->v_stride, 1, k.tile_n, "v"));
-    }
+    SW_TRY(make_map(encode, &maps[2], a->dtype, a->k, a->total_kv, a->num_kv_heads, a->head_dim,
+                    a->k_stride, 1, k.tile_n, "k"));
+    SW_TRY(make_map(encode, &maps[3], a->dtype, a->v, a->total_kv, a->num_kv_heads, a->head_dim,
+                    a->v_stride, 1, k.tile_n, "v"));
 
     const int grid = a->grid < a->num_work ? a->grid : a->num_work;
     SW_ASSERT_RET(grid > 0);
+    sw_cuda_prefill_args args = *a;
     void *params[] = {&maps[0], &maps[1], &maps[2], &maps[3], &args};
     SW_CUDA_CHECK(cudaLaunchKernel(k.fn, dim3((unsigned)grid), dim3((unsigned)k.threads), params,
                                    (size_t)k.smem, (cudaStream_t)stream));
