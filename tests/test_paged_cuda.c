@@ -79,6 +79,7 @@ static void dev_poison(dev_paged *d, cudaStream_t st)
 }
 
 static int n_decode, n_gather;
+static int32_t ps_override; /* a page size outside page_sizes[] when > 0 */
 
 /* Case `index` of the family (max_len bounds its lengths) on `backend`:
  * 0 when right. */
@@ -92,7 +93,7 @@ static int run_case(int index, sw_backend backend, int32_t max_len, int ramp, cu
     const int mode = index % 4; /* 0, 1 prefill; 2 decode q_len 1; 3 q_len <= 3 */
     if (mode >= 2 || max_len > 1000)
         shorten_queries(&c, mode == 3 ? 3 : 1);
-    const int32_t ps = page_sizes[(index / 4) % 4];
+    const int32_t ps = ps_override > 0 ? ps_override : page_sizes[(index / 4) % 4];
     const sw_kv_layout layout = (index / 2) % 2 ? SW_KV_HND : SW_KV_NHD;
     const int fa = (index / 3) % 2, padded = (index / 5) % 2;
     pool p;
@@ -229,6 +230,15 @@ int main(void)
     /* long contexts: decode split across many CTAs */
     for (int i = 0; i < 12; i++, n++)
         failed += run_case(100 + i, SW_BACKEND_CUDA, 20000, i % 3 == 0, st);
+    /* page sizes that are not powers of two (pages straddle the kernels'
+     * tiles; the decode kernel's page lookup divides) */
+    static const int32_t odd_sizes[2] = {24, 48};
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < 8; i++, n++) {
+            ps_override = odd_sizes[k];
+            failed += run_case(200 + i, SW_BACKEND_CUDA, i < 4 ? 200 : 3000, i % 3 == 0, st);
+            ps_override = 0;
+        }
     for (int i = 0; i < 4; i++, n++)
         failed += graph_case(i, i < 2 ? 1 : 64, st);
     CHECK(n_decode > 0 && n_gather > 0);
