@@ -32,6 +32,8 @@ static const char usage_head[] =
     "the raw O_DIRECT read (and the step time vs the raw time for its disk bytes); host-tier\n"
     "bytes per second of attend vs a pinned host-to-device cudaMemcpy; the tile kernel's\n"
     "K/V read rate (CUDA events) vs a device-to-device cudaMemcpy (2 x bytes / time).\n"
+    "Each step offloads every sequence's new token in one sw_swap_offload_batch: from GPU\n"
+    "memory with a device pool (the KV's copy there, as an engine's), else host memory.\n"
     "Defaults: context 32768, batch 1, 1 layer, 5 steps after 1 warm-up (with a GPU, the\n"
     "disk and host-tier cases 30), check heads 0, raw file 256 MiB;\n"
     "--quick: context 4096, 2 steps, 64 MiB raw file. An unknown case is a usage error.\n"
