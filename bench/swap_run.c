@@ -348,6 +348,11 @@ typedef struct ctx {
     kvbuf *kv;            /* [batch][layers] */
     kvbuf *dkv;           /* device pool: the same KV on the GPU, where an
                            * engine's new K/V are: offloaded from there */
+    /* a step's offload batch, one item a (sequence, layer), allocated once */
+    sw_swap_block *items;
+    const sw_swap_block **kvp;
+    uint64_t *item_ids;
+    int32_t *item_layers, *item_blocks;
     float *topic;         /* [layers][H][D] unit directions */
     rng r;
     sw_store *store;
@@ -440,28 +445,17 @@ static int kv_upload(ctx *x, int32_t seq, int32_t layer, int32_t first, int32_t 
 static sw_status offload_step(ctx *x, int32_t blk)
 {
     const int32_t n = x->c->batch * x->c->layers;
-    sw_swap_block *items = (sw_swap_block *)swt_xalloc(sizeof(sw_swap_block) * (size_t)n, 0);
-    const sw_swap_block **kv = (const sw_swap_block **)swt_xalloc(sizeof(void *) * (size_t)n, 0);
-    uint64_t *ids = (uint64_t *)swt_xalloc(sizeof(uint64_t) * (size_t)n, 0);
-    int32_t *layers = (int32_t *)swt_xalloc(sizeof(int32_t) * (size_t)n, 0);
-    int32_t *blocks = (int32_t *)swt_xalloc(sizeof(int32_t) * (size_t)n, 0);
     int32_t i = 0;
     for (int32_t b = 0; b < x->c->batch; b++)
         for (int32_t l = 0; l < x->c->layers; l++, i++) {
-            block_item(x, b, l, blk, &items[i]);
-            kv[i] = &items[i];
-            ids[i] = x->ids[b];
-            layers[i] = l;
-            blocks[i] = blk;
+            block_item(x, b, l, blk, &x->items[i]);
+            x->kvp[i] = &x->items[i];
+            x->item_ids[i] = x->ids[b];
+            x->item_layers[i] = l;
+            x->item_blocks[i] = blk;
         }
-    const sw_status st = sw_swap_offload_batch(x->swap, n, ids, layers, blocks, kv, x->stream,
-                                               NULL);
-    free(items);
-    free(kv);
-    free(ids);
-    free(layers);
-    free(blocks);
-    return st;
+    return sw_swap_offload_batch(x->swap, n, x->item_ids, x->item_layers, x->item_blocks, x->kvp,
+                                 x->stream, NULL);
 }
 
 /* fp64 attention of one query head over every token of the sequence's layer
@@ -546,6 +540,7 @@ static void ctx_free(ctx *x)
             bench_gpu_free(x->dkv[i].v);
         }
     free(x->dkv);
+    free(x->items); free(x->kvp); free(x->item_ids); free(x->item_layers); free(x->item_blocks);
     free(x->kv); free(x->topic); free(x->q); free(x->o); free(x->ids); free(x->indptr);
     free(x->ref); free(x->sc);
 }
@@ -671,6 +666,14 @@ int swt_run_case(const swt_case *c, const char *store_dir, swt_result *res)
                 goto out;
     }
     x.sc = (double *)swt_xalloc(sizeof(double) * (size_t)final_len, 0);
+    {
+        const size_t n = (size_t)c->batch * c->layers;
+        x.items = (sw_swap_block *)swt_xalloc(sizeof(sw_swap_block) * n, 0);
+        x.kvp = (const sw_swap_block **)swt_xalloc(sizeof(void *) * n, 0);
+        x.item_ids = (uint64_t *)swt_xalloc(sizeof(uint64_t) * n, 0);
+        x.item_layers = (int32_t *)swt_xalloc(sizeof(int32_t) * n, 0);
+        x.item_blocks = (int32_t *)swt_xalloc(sizeof(int32_t) * n, 0);
+    }
 
     swt_progress pg;
     const int32_t ctx_blocks = (int32_t)((c->context + x.B - 1) / x.B);
