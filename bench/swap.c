@@ -283,7 +283,7 @@ int main(int argc, char **argv)
             continue;
         const swt_derived d = swt_derive(&cs[k], &res[k]);
         const char *n = cases[k].name;
-        bench_row rows[48];
+        bench_row rows[64];
         int nr = 0;
         const swt_result *rr = &res[k];
         if (k == 0) {
@@ -332,6 +332,23 @@ int main(int argc, char **argv)
                                              rr->loop_attend_seconds / rr->loop_reps /
                                                  cs[k].layers * 1e3, 0, 0, 0};
                 }
+                /* beside it, the same KV as pages (swap_run.c, beside_loop):
+                 * their step's time over the swap attend's (the issue's
+                 * line: FlashInfer's >= 0.95) */
+                const double sw = rr->beside_swap_ms;
+                if (sw > 0) {
+                    rows[nr++] = (bench_row){"step_ms_swap_attend_beside", sw, 0, 0, 0};
+                    rows[nr++] = (bench_row){"step_ms_spillway_paged_decode",
+                                             rr->beside_paged_ms, sw, 1, 0};
+                    if (rr->beside_fi_ms > 0) {
+                        rows[nr++] = (bench_row){"step_ms_flashinfer_decode", rr->beside_fi_ms,
+                                                 sw, 1, 0.95};
+                        rows[nr++] = (bench_row){"flashinfer_rel_l2_vs_swap",
+                                                 rr->beside_fi_rel, 1e-2, 1, -1};
+                    }
+                }
+                if (rr->beside_note[0])
+                    printf("  beside the kernel loop: %s\n", rr->beside_note);
                 const double g = rr->kernel_seconds > 0
                                      ? rr->kernel_kv_bytes / rr->kernel_seconds / 1e9 : 0;
                 rows[nr++] = (bench_row){"tile_kernel_GBps_steps", g, d2d, d2d > 0, 0};

@@ -534,15 +534,174 @@ static void ctx_free(ctx *x)
             free(x->kv[i].k);
             free(x->kv[i].v);
         }
-    if (x->dkv)
-        for (int32_t i = 0; i < x->c->batch * x->c->layers; i++) {
-            bench_gpu_free(x->dkv[i].k);
-            bench_gpu_free(x->dkv[i].v);
+    if (x->dkv) /* one allocation a layer: sequence 0's entries */
+        for (int32_t l = 0; l < x->c->layers; l++) {
+            bench_gpu_free(x->dkv[l].k);
+            bench_gpu_free(x->dkv[l].v);
         }
     free(x->dkv);
     free(x->items); free(x->kvp); free(x->item_ids); free(x->item_layers); free(x->item_blocks);
     free(x->kv); free(x->topic); free(x->q); free(x->o); free(x->ids); free(x->indptr);
     free(x->ref); free(x->sc);
+}
+
+static int cmp_ms(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The kernel loop's step beside the same KV read as pages through
+ * sw_prefill: each layer's GPU copy is a pool of HND pages of block_size
+ * tokens, sequence b's blocks pages b * max_blocks + 0.. (the engine read
+ * exactly these bits at offload). One decode row a sequence, as the
+ * engine's calls. Rounds of `reps` steps of each in turn; the median of
+ * the rounds' medians. Fills res->beside_*. */
+static void beside_loop(ctx *x, swt_result *res, int reps)
+{
+    const swt_case *c = x->c;
+    res->beside_swap_ms = res->beside_paged_ms = res->beside_fi_ms = -1;
+    res->beside_fi_rel = -1;
+    const int32_t B = c->batch, nb = (int32_t)((x->len + x->B - 1) / x->B);
+    int32_t *qo = (int32_t *)swt_xalloc(sizeof(int32_t) * (B + 1), 0);
+    int32_t *pi = (int32_t *)swt_xalloc(sizeof(int32_t) * (B + 1), 0);
+    int32_t *last = (int32_t *)swt_xalloc(sizeof(int32_t) * B, 0);
+    int32_t *idx = (int32_t *)swt_xalloc(sizeof(int32_t) * (size_t)B * nb, 0);
+    for (int32_t b = 0; b < B; b++) {
+        qo[b + 1] = b + 1;
+        pi[b + 1] = (b + 1) * nb;
+        last[b] = (int32_t)(x->len - (int64_t)(nb - 1) * x->B);
+        for (int32_t i = 0; i < nb; i++)
+            idx[(size_t)b * nb + i] = b * x->max_blocks + i;
+    }
+    sw_prefill_params p;
+    sw_prefill_params_init(&p);
+    p.dtype = SW_DTYPE_BF16;
+    p.num_qo_heads = x->Hq;
+    p.num_kv_heads = x->H;
+    p.head_dim = x->D;
+    sw_paged_kv pk;
+    sw_paged_kv_init(&pk);
+    pk.page_size = x->B;
+    pk.layout = SW_KV_HND;
+    pk.num_pages = B * x->max_blocks;
+    pk.page_indptr = pi;
+    pk.page_indices = idx;
+    pk.last_page_len = last;
+    sw_prefill_plan *pl[2] = {NULL, NULL}; /* ours, FlashInfer's */
+    void *ws[2] = {NULL, NULL};
+    size_t wsb[2] = {0, 0};
+    const size_t qn = (size_t)B * x->Hq * x->D;
+    uint16_t *of = NULL;
+    bench_gpu_timer tm;
+    int have_tm = bench_gpu_timer_create(&tm) == 0;
+    for (int k = 0; k < 2 && have_tm; k++) {
+        p.backend = k ? SW_BACKEND_OPPONENT_FLASHINFER : SW_BACKEND_AUTO;
+        const sw_status st = sw_prefill_plan_create_paged(&p, B, qo, &pk, &pl[k]);
+        if (st != SW_OK) {
+            if (k)
+                snprintf(res->beside_note, sizeof res->beside_note, "FlashInfer: %s",
+                         sw_last_error());
+            pl[k] = NULL;
+            continue;
+        }
+        wsb[k] = sw_prefill_plan_workspace_size(pl[k]);
+        if (wsb[k] && !(ws[k] = bench_gpu_alloc(wsb[k], "workspace"))) {
+            sw_prefill_plan_destroy(pl[k]);
+            pl[k] = NULL;
+        }
+    }
+    if (pl[1] && !(of = bench_gpu_alloc(qn * 2 * c->layers, "FlashInfer's O")))
+        goto done;
+    /* one step of implementation w (0 swap attend, 1 ours paged, 2 FlashInfer) */
+    double med[3][16];
+    int nround = 0;
+    for (int round = 0; round < 16 && pl[0]; round++, nround++) {
+        for (int w = 0; w < 3; w++) {
+            if (w == 2 && !pl[1]) {
+                med[w][round] = -1;
+                continue;
+            }
+            double t[64];
+            const int n = reps < 64 ? reps : 64;
+            for (int r = -1; r < n; r++) { /* r = -1: warm-up */
+                bench_gpu_timer_start(&tm, x->stream);
+                for (int32_t l = 0; l < c->layers; l++) {
+                    const size_t off = (size_t)l * qn;
+                    sw_status st;
+                    if (w == 0) {
+                        sw_swap_attend_params ap;
+                        sw_swap_attend_params_init(&ap);
+                        ap.layer = l;
+                        ap.batch = B;
+                        ap.seq_ids = x->ids;
+                        ap.q_indptr = x->indptr;
+                        ap.q = (const void *)((uint16_t *)x->dq + off);
+                        ap.o = (void *)((uint16_t *)x->dout + off);
+                        st = sw_swap_attend(x->swap, &ap, NULL, x->stream);
+                    } else {
+                        const int k = w - 1;
+                        sw_prefill_tensors t0;
+                        sw_prefill_tensors_init(&t0);
+                        t0.q = (const uint16_t *)x->dq + off;
+                        t0.k = x->dkv[l].k;
+                        t0.v = x->dkv[l].v;
+                        t0.o = k ? of + off : (uint16_t *)x->dout + off;
+                        t0.q_rows = B;
+                        t0.workspace = ws[k];
+                        t0.workspace_bytes = wsb[k];
+                        st = sw_prefill_run(pl[k], &t0, x->stream);
+                    }
+                    if (st != SW_OK) {
+                        snprintf(res->beside_note, sizeof res->beside_note, "%s: %s",
+                                 w == 0 ? "swap attend" : w == 1 ? "paged decode" : "FlashInfer",
+                                 sw_last_error());
+                        goto done;
+                    }
+                }
+                const double ms = bench_gpu_timer_stop_ms(&tm, x->stream);
+                if (r >= 0)
+                    t[r] = ms;
+            }
+            qsort(t, (size_t)n, sizeof(double), cmp_ms);
+            med[w][round] = t[n / 2];
+        }
+    }
+    if (nround > 0) {
+        double *out[3] = {&res->beside_swap_ms, &res->beside_paged_ms, &res->beside_fi_ms};
+        for (int w = 0; w < 3; w++) {
+            qsort(med[w], (size_t)nround, sizeof(double), cmp_ms);
+            *out[w] = med[w][nround / 2];
+        }
+    }
+    if (of) { /* FlashInfer's rows against the swap attend's (last step's queries) */
+        const size_t n = qn * c->layers;
+        uint16_t *a = (uint16_t *)swt_xalloc(n * 2, 0), *f = (uint16_t *)swt_xalloc(n * 2, 0);
+        if (bench_gpu_copy(a, x->dout, n * 2, x->stream, "O") == 0 &&
+            bench_gpu_copy(f, of, n * 2, x->stream, "FlashInfer's O") == 0) {
+            double e2 = 0, r2 = 0;
+            for (size_t i = 0; i < n; i++) {
+                const double u = bf2d(a[i]), v = bf2d(f[i]);
+                e2 += (u - v) * (u - v);
+                r2 += u * u;
+            }
+            res->beside_fi_rel = sqrt(e2 / (r2 > 0 ? r2 : 1));
+        }
+        free(a);
+        free(f);
+    }
+done:
+    if (have_tm)
+        bench_gpu_timer_destroy(&tm);
+    for (int k = 0; k < 2; k++) {
+        sw_prefill_plan_destroy(pl[k]);
+        bench_gpu_free(ws[k]);
+    }
+    bench_gpu_free(of);
+    free(qo);
+    free(pi);
+    free(last);
+    free(idx);
 }
 
 /* Opens the store, creates the engine, builds and offloads the context,
@@ -659,11 +818,21 @@ int swt_run_case(const swt_case *c, const char *store_dir, swt_result *res)
                            !(x.stream = bench_gpu_stream_create("the attend's stream"))))
         goto out;
     if (c->device_pool) {
+        /* a layer's sequences in one allocation: a page pool (beside_loop) */
         x.dkv = (kvbuf *)swt_xalloc(sizeof(kvbuf) * (size_t)c->batch * c->layers, 0);
-        for (int32_t i = 0; i < c->batch * c->layers; i++)
-            if (!(x.dkv[i].k = bench_gpu_alloc((size_t)x.max_blocks * blk_bytes / 2, "K on the GPU")) ||
-                !(x.dkv[i].v = bench_gpu_alloc((size_t)x.max_blocks * blk_bytes / 2, "V on the GPU")))
+        const size_t per = (size_t)x.max_blocks * blk_bytes / 2; /* bytes of K (or V) a sequence */
+        for (int32_t l = 0; l < c->layers; l++) {
+            uint16_t *k = bench_gpu_alloc(per * c->batch, "K on the GPU");
+            uint16_t *v = k ? bench_gpu_alloc(per * c->batch, "V on the GPU") : NULL;
+            x.dkv[l].k = k;
+            x.dkv[l].v = v;
+            if (!k || !v)
                 goto out;
+            for (int32_t b = 1; b < c->batch; b++) {
+                x.dkv[(size_t)b * c->layers + l].k = k + b * per / 2;
+                x.dkv[(size_t)b * c->layers + l].v = v + b * per / 2;
+            }
+        }
     }
     x.sc = (double *)swt_xalloc(sizeof(double) * (size_t)final_len, 0);
     {
@@ -881,6 +1050,8 @@ int swt_run_case(const swt_case *c, const char *store_dir, swt_result *res)
         res->loop_kernel_seconds = k1.kernel_seconds - k0.kernel_seconds;
         res->loop_kernel_kv_bytes = k1.kernel_kv_bytes - k0.kernel_kv_bytes;
         res->loop_bytes_read = k1.bytes_read - k0.bytes_read;
+        if (x.dkv)
+            beside_loop(&x, res, 10);
     }
     res->checked_after = keep_q != NULL;
     if (keep_q) {

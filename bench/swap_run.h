@@ -109,6 +109,15 @@ typedef struct swt_result {
     int32_t loop_reps;          /* the kernel loop (kernel_reps), if run */
     double loop_attend_seconds, loop_kernel_seconds;
     uint64_t loop_kernel_kv_bytes, loop_bytes_read;
+    /* beside the kernel loop, the same KV as pages (the GPU copy the blocks
+     * were offloaded from; HND pages of block_size), one decode row a
+     * sequence, every layer a step, interleaved (ms a step, medians; < 0:
+     * not measured): the swap attend, Spillway's paged decode through
+     * sw_prefill (the same kernel without the engine), FlashInfer's batch
+     * decode (an opponent build with SPILLWAY_OPPONENT=flashinfer); and the
+     * relative L2 between FlashInfer's output and the swap attend's */
+    double beside_swap_ms, beside_paged_ms, beside_fi_ms, beside_fi_rel;
+    char beside_note[160];
     int32_t raw_passes;         /* interleaved raw passes run (raw_every) */
     double raw_bytes[2], raw_secs[2]; /* their sums per shape (4 MiB x 1, 1 MiB x 4), every pass */
     double raw_pass_gbps[SWT_RAW_PASSES]; /* the first SWT_RAW_PASSES passes: the better
