@@ -7,8 +7,8 @@
 #                                        ctest needs into .carry/ (ignored; carried);
 #                                        --opp D: also D/libspillway.so, a build
 #                                        with the FlashInfer opponent (docs/
-#                                        opponents.md), its test_opponent_flashinfer
-#                                        and spillway-bench-paged, xz-packed into
+#                                        opponents.md), its test_opponent_flashinfer,
+#                                        spillway-bench-paged and -swap, xz-packed into
 #                                        .carry/opp.tar.xz (run unpacks .carry/opp/)
 #   scripts/h200_gpu.sh run STAGE...     there, from the repository root, with
 #                                        carry [".carry"]; files under $OUT
@@ -81,10 +81,10 @@ stage)
    ls $B/libspillway.so*) | sort -u | tar cJf .carry/build.tar.xz -T -
   (cd .carry/debs && apt-get download liburing2 libhiredis0.14 >/dev/null 2>&1)
   if [ -n "$opp" ]; then
-    # (the library and the two static programs: ~52 MB, ~15 MB packed)
+    # (the library and three programs: ~70 MB, ~9 MB packed)
     rm -rf /tmp/sw-opp-stage && mkdir -p /tmp/sw-opp-stage/opp
     cp -L "$opp/libspillway.so" /tmp/sw-opp-stage/opp/
-    for f in tests/test_opponent_flashinfer spillway-bench-paged; do
+    for f in tests/test_opponent_flashinfer spillway-bench-paged spillway-bench-swap; do
       [ -x "$opp/$f" ] && cp "$opp/$f" /tmp/sw-opp-stage/opp/
     done
     tar cJf .carry/opp.tar.xz -C /tmp/sw-opp-stage opp
