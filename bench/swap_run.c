@@ -1025,6 +1025,8 @@ int swt_run_case(const swt_case *c, const char *store_dir, swt_result *res)
         k0.struct_size = k1.struct_size = sizeof k0;
         sw_swap_get_stats(x.swap, &k0);
         const double tk = bench_now();
+        double host_sum = 0, host_max = 0;
+        int32_t host_n = 0;
         for (int32_t rep = 0; rep < c->kernel_reps && st == SW_OK; rep++)
             for (int32_t l = 0; l < c->layers && st == SW_OK; l++) {
                 sw_swap_attend_params p;
@@ -1036,8 +1038,15 @@ int swt_run_case(const swt_case *c, const char *store_dir, swt_result *res)
                 const size_t off = (size_t)l * c->batch * x.Hq * x.D;
                 p.q = (const void *)((uint16_t *)x.dq + off);
                 p.o = (void *)((uint16_t *)x.dout + off);
+                const double th = bench_now();
                 st = sw_swap_attend(x.swap, &p, NULL, x.stream);
+                const double dh = bench_now() - th;
+                host_sum += dh;
+                host_max = dh > host_max ? dh : host_max;
+                host_n++;
             }
+        res->loop_host_us_mean = host_n ? host_sum / host_n * 1e6 : 0;
+        res->loop_host_us_max = host_max * 1e6;
         if (st != SW_OK) {
             fail_status("attend (kernel loop)", st);
             goto out;

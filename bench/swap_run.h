@@ -108,6 +108,9 @@ typedef struct swt_result {
     uint64_t kernel_kv_bytes;   /* timed steps: K/V bytes the tile kernels read */
     int32_t loop_reps;          /* the kernel loop (kernel_reps), if run */
     double loop_attend_seconds, loop_kernel_seconds;
+    /* host time of each sw_swap_attend call of the kernel loop (to its
+     * return; the calls back to back, the GPU busy with the earlier ones) */
+    double loop_host_us_mean, loop_host_us_max;
     uint64_t loop_kernel_kv_bytes, loop_bytes_read;
     /* beside the kernel loop, the same KV as pages (the GPU copy the blocks
      * were offloaded from; HND pages of block_size), one decode row a
