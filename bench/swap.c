@@ -345,6 +345,9 @@ int main(int argc, char **argv)
                     rows[nr++] = (bench_row){"step_ms_swap_attend_beside", sw, 0, 0, 0};
                     rows[nr++] = (bench_row){"step_ms_spillway_paged_decode",
                                              rr->beside_paged_ms, sw, 1, 0};
+                    if (rr->beside_paged_rel >= 0)
+                        rows[nr++] = (bench_row){"paged_rel_l2_vs_swap", rr->beside_paged_rel,
+                                                 1e-2, 1, -1};
                     if (rr->beside_fi_ms > 0) {
                         rows[nr++] = (bench_row){"step_ms_flashinfer_decode", rr->beside_fi_ms,
                                                  sw, 1, 0.95};

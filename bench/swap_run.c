@@ -561,7 +561,7 @@ static void beside_loop(ctx *x, swt_result *res, int reps)
 {
     const swt_case *c = x->c;
     res->beside_swap_ms = res->beside_paged_ms = res->beside_fi_ms = -1;
-    res->beside_fi_rel = -1;
+    res->beside_paged_rel = res->beside_fi_rel = -1;
     const int32_t B = c->batch, nb = (int32_t)((x->len + x->B - 1) / x->B);
     int32_t *qo = (int32_t *)swt_xalloc(sizeof(int32_t) * (B + 1), 0);
     int32_t *pi = (int32_t *)swt_xalloc(sizeof(int32_t) * (B + 1), 0);
@@ -592,27 +592,27 @@ static void beside_loop(ctx *x, swt_result *res, int reps)
     void *ws[2] = {NULL, NULL};
     size_t wsb[2] = {0, 0};
     const size_t qn = (size_t)B * x->Hq * x->D;
-    uint16_t *of = NULL;
+    uint16_t *of[2] = {NULL, NULL}; /* their outputs: x->dout keeps the swap attend's */
     bench_gpu_timer tm;
     int have_tm = bench_gpu_timer_create(&tm) == 0;
     for (int k = 0; k < 2 && have_tm; k++) {
         p.backend = k ? SW_BACKEND_OPPONENT_FLASHINFER : SW_BACKEND_AUTO;
         const sw_status st = sw_prefill_plan_create_paged(&p, B, qo, &pk, &pl[k]);
         if (st != SW_OK) {
-            if (k)
-                snprintf(res->beside_note, sizeof res->beside_note, "FlashInfer: %s",
-                         sw_last_error());
+            snprintf(res->beside_note, sizeof res->beside_note, "%s: %s",
+                     k ? "FlashInfer" : "paged decode", sw_last_error());
             pl[k] = NULL;
             continue;
         }
         wsb[k] = sw_prefill_plan_workspace_size(pl[k]);
-        if (wsb[k] && !(ws[k] = bench_gpu_alloc(wsb[k], "workspace"))) {
+        if ((wsb[k] && !(ws[k] = bench_gpu_alloc(wsb[k], "workspace"))) ||
+            !(of[k] = bench_gpu_alloc(qn * 2 * c->layers, "O beside"))) {
+            snprintf(res->beside_note, sizeof res->beside_note, "%s: no GPU memory",
+                     k ? "FlashInfer" : "paged decode");
             sw_prefill_plan_destroy(pl[k]);
             pl[k] = NULL;
         }
     }
-    if (pl[1] && !(of = bench_gpu_alloc(qn * 2 * c->layers, "FlashInfer's O")))
-        goto done;
     /* one step of implementation w (0 swap attend, 1 ours paged, 2 FlashInfer) */
     double med[3][16];
     int nround = 0;
@@ -646,7 +646,7 @@ static void beside_loop(ctx *x, swt_result *res, int reps)
                         t0.q = (const uint16_t *)x->dq + off;
                         t0.k = x->dkv[l].k;
                         t0.v = x->dkv[l].v;
-                        t0.o = k ? of + off : (uint16_t *)x->dout + off;
+                        t0.o = of[k] + off;
                         t0.q_rows = B;
                         t0.workspace = ws[k];
                         t0.workspace_bytes = wsb[k];
@@ -674,30 +674,32 @@ static void beside_loop(ctx *x, swt_result *res, int reps)
             *out[w] = med[w][nround / 2];
         }
     }
-    if (of) { /* FlashInfer's rows against the swap attend's (last step's queries) */
-        const size_t n = qn * c->layers;
-        uint16_t *a = (uint16_t *)swt_xalloc(n * 2, 0), *f = (uint16_t *)swt_xalloc(n * 2, 0);
-        if (bench_gpu_copy(a, x->dout, n * 2, x->stream, "O") == 0 &&
-            bench_gpu_copy(f, of, n * 2, x->stream, "FlashInfer's O") == 0) {
-            double e2 = 0, r2 = 0;
-            for (size_t i = 0; i < n; i++) {
-                const double u = bf2d(a[i]), v = bf2d(f[i]);
-                e2 += (u - v) * (u - v);
-                r2 += u * u;
-            }
-            res->beside_fi_rel = sqrt(e2 / (r2 > 0 ? r2 : 1));
+    /* their rows against the swap attend's (the last step's queries) */
+    const size_t n = qn * c->layers;
+    uint16_t *a = (uint16_t *)swt_xalloc(n * 2, 0), *f = (uint16_t *)swt_xalloc(n * 2, 0);
+    double *rel[2] = {&res->beside_paged_rel, &res->beside_fi_rel};
+    for (int k = 0; k < 2 && nround > 0; k++) {
+        if (!pl[k] || bench_gpu_copy(a, x->dout, n * 2, x->stream, "O") ||
+            bench_gpu_copy(f, of[k], n * 2, x->stream, "O beside"))
+            continue;
+        double e2 = 0, r2 = 0;
+        for (size_t i = 0; i < n; i++) {
+            const double u = bf2d(a[i]), v = bf2d(f[i]);
+            e2 += (u - v) * (u - v);
+            r2 += u * u;
         }
-        free(a);
-        free(f);
+        *rel[k] = sqrt(e2 / (r2 > 0 ? r2 : 1));
     }
+    free(a);
+    free(f);
 done:
     if (have_tm)
         bench_gpu_timer_destroy(&tm);
     for (int k = 0; k < 2; k++) {
         sw_prefill_plan_destroy(pl[k]);
         bench_gpu_free(ws[k]);
+        bench_gpu_free(of[k]);
     }
-    bench_gpu_free(of);
     free(qo);
     free(pi);
     free(last);

@@ -119,7 +119,8 @@ typedef struct swt_result {
      * sw_prefill (the same kernel without the engine), FlashInfer's batch
      * decode (an opponent build with SPILLWAY_OPPONENT=flashinfer); and the
      * relative L2 between FlashInfer's output and the swap attend's */
-    double beside_swap_ms, beside_paged_ms, beside_fi_ms, beside_fi_rel;
+    double beside_swap_ms, beside_paged_ms, beside_fi_ms;
+    double beside_paged_rel, beside_fi_rel; /* their O against the swap attend's, rel. L2 */
     char beside_note[160];
     int32_t raw_passes;         /* interleaved raw passes run (raw_every) */
     double raw_bytes[2], raw_secs[2]; /* their sums per shape (4 MiB x 1, 1 MiB x 4), every pass */
