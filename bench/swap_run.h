@@ -38,7 +38,8 @@ typedef struct swt_case {
                                  * the next (demo) */
     int32_t kernel_reps;        /* device pool: attends of the last queries
                                  * repeated back to back after the steps (the
-                                 * tile kernels' steady state); 0 = none */
+                                 * steady state), then rounds of calls timed
+                                 * on the host; 0 = none */
     int kernel_timing;          /* device pool: sw_swap_config.kernel_timing */
 } swt_case;
 
@@ -107,9 +108,11 @@ typedef struct swt_result {
                                  * needs sw_swap_config.kernel_timing) */
     uint64_t kernel_kv_bytes;   /* timed steps: K/V bytes the tile kernels read */
     int32_t loop_reps;          /* the kernel loop (kernel_reps), if run */
-    double loop_attend_seconds, loop_kernel_seconds;
-    /* host time of each sw_swap_attend call of the kernel loop (to its
-     * return; the calls back to back, the GPU busy with the earlier ones) */
+    double loop_attend_seconds; /* first call to last result on the stream */
+    double loop_kernel_seconds; /* tile kernels' events (kernel_timing), else 0 */
+    /* host time of a sw_swap_attend call, to its return: rounds of 8 calls
+     * after a stream sync (the GPU's queue short, as between a decode
+     * loop's samplings) */
     double loop_host_us_mean, loop_host_us_max;
     uint64_t loop_kernel_kv_bytes, loop_bytes_read;
     /* beside the kernel loop, the same KV as pages (the GPU copy the blocks
