@@ -426,19 +426,21 @@ template <int D, class T> __global__ void __launch_bounds__(NT) merge_kernel(con
     merge_pair<D, T>(a, a.merges[blockIdx.x], s_w, s_fin);
 }
 
-/* Pages -> dense [total_kv][num_kv_heads][D], K and V, 16 bytes a thread
- * and step; a key's request found by binary search over kv_indptr. */
-__global__ void gather_kernel(const sw_cuda_paged_args a)
+/* Pages -> dense [total_kv][num_kv_heads][D], K and V. A warp copies one
+ * key at a time (its request found once, by binary search over kv_indptr,
+ * the same address for every lane), 16 bytes a lane and step over the
+ * key's heads x D / 8 chunks of K and of V, all of a lane's loads before
+ * its stores. Before: a thread per 16 bytes did the search and three
+ * 64-bit divisions for each, and the gather ran well below the copy rate
+ * (docs/perf/paged.md). */
+__global__ void __launch_bounds__(256) gather_kernel(const sw_cuda_paged_args a)
 {
-    const int D = a.head_dim, cpr = D / 8, H = a.num_kv_heads;
-    const int64_t per_key = (int64_t)H * cpr;
-    const int64_t n = (int64_t)a.total_kv * per_key;
-    for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < 2 * n;
-         idx += (int64_t)gridDim.x * blockDim.x) {
-        const bool v = idx >= n;
-        const int64_t x = v ? idx - n : idx;
-        const int key = (int)(x / per_key);
-        const int h = (int)(x % per_key) / cpr, c = (int)(x % cpr);
+    const int cpr_log2 = a.head_dim == 64 ? 3 : a.head_dim == 128 ? 4 : 5; /* D / 8 */
+    const int per_key = a.num_kv_heads << cpr_log2, row = a.num_kv_heads * a.head_dim * 2;
+    const int lane = threadIdx.x & 31;
+    const int64_t warps = (int64_t)gridDim.x * (blockDim.x >> 5);
+    for (int64_t key = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+         key < a.total_kv; key += warps) {
         int lo = 0, hi = a.batch - 1; /* the last request whose kv_indptr <= key */
         while (lo < hi) {
             const int mid = (lo + hi + 1) >> 1;
@@ -447,13 +449,34 @@ __global__ void gather_kernel(const sw_cuda_paged_args a)
             else
                 hi = mid - 1;
         }
-        const int tok = key - __ldg(a.kv_indptr + lo);
+        const int tok = (int)key - __ldg(a.kv_indptr + lo);
         const int page = page_of(a, __ldg(a.page_indptr + lo), tok);
         const int in_page = a.ps_log2 >= 0 ? tok & (a.page_size - 1) : tok % a.page_size;
-        const int64_t off = v ? (int64_t)page * a.v_page + (int64_t)in_page * a.v_tok + (int64_t)h * a.v_head
-                              : (int64_t)page * a.k_page + (int64_t)in_page * a.k_tok + (int64_t)h * a.k_head;
-        const uint4 val = __ldg((const uint4 *)((const char *)(v ? a.v_pool : a.k_pool) + off * 2) + c);
-        ((uint4 *)((char *)(v ? a.v_dense : a.k_dense) + ((int64_t)key * H + h) * D * 2))[c] = val;
+        const char *ks = (const char *)a.k_pool +
+                         ((int64_t)page * a.k_page + (int64_t)in_page * a.k_tok) * 2;
+        const char *vs = (const char *)a.v_pool +
+                         ((int64_t)page * a.v_page + (int64_t)in_page * a.v_tok) * 2;
+        char *kd = (char *)a.k_dense + key * row, *vd = (char *)a.v_dense + key * row;
+        for (int i0 = 0; i0 < per_key; i0 += 128) {
+            uint4 kx[4], vx[4];
+#pragma unroll
+            for (int u = 0; u < 4; ++u) {
+                const int i = i0 + u * 32 + lane;
+                if (i < per_key) {
+                    const int h = i >> cpr_log2, c = i & ((1 << cpr_log2) - 1);
+                    kx[u] = __ldg((const uint4 *)(ks + (int64_t)h * a.k_head * 2) + c);
+                    vx[u] = __ldg((const uint4 *)(vs + (int64_t)h * a.v_head * 2) + c);
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < 4; ++u) {
+                const int i = i0 + u * 32 + lane;
+                if (i < per_key) {
+                    ((uint4 *)kd)[i] = kx[u];
+                    ((uint4 *)vd)[i] = vx[u];
+                }
+            }
+        }
     }
 }
 
@@ -594,8 +617,8 @@ extern "C" sw_status sw_cuda_paged_gather_launch(const sw_cuda_paged_args *a, vo
     int dev = 0, sms = 0;
     SW_CUDA_CHECK(cudaGetDevice(&dev));
     SW_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    const int64_t n = 2 * (int64_t)a->total_kv * a->num_kv_heads * (a->head_dim / 8);
-    int64_t blocks = (n + 255) / 256;
+    /* a warp a key, 8 warps a block, at most 16 blocks an SM */
+    int64_t blocks = ((int64_t)a->total_kv + 7) / 8;
     if (blocks > (int64_t)sms * 16)
         blocks = (int64_t)sms * 16;
     sw_cuda_paged_args args = *a;
