@@ -1,6 +1,6 @@
 /* spillway-bench-swap (`spillway bench swap`): the demo's decode machinery
- * (swap_run.c) over three cases -- disk-bound, host-tier-bound,
- * all-resident -- each figure written with the raw figure of the same run
+ * (swap_run.c) over four cases -- disk-bound, host-tier-bound,
+ * all-resident at one long sequence and over a batch -- each figure written with the raw figure of the same run
  * it is held against. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -17,13 +17,16 @@
 #define MIB 1048576.0
 
 static const char usage_head[] =
-    "usage: spillway-bench-swap [--quick] [--cases disk,host,resident] [--json PATH]\n"
+    "usage: spillway-bench-swap [--quick] [--cases disk,host,resident,resident-batch]\n"
+    "                           [--json PATH]\n"
     "                           [options]\n"
     "(also run as 'spillway bench swap')\n"
-    "Runs the demo's decode machinery over three cases, each a fresh store:\n"
+    "Runs the demo's decode machinery over four cases, each a fresh store:\n"
     "  disk      disk-bound: no host tier, pool 25% of the KV blocks\n"
     "  host      host-tier-bound: the host tier holds all the KV, pool 25%\n"
     "  resident  all-resident: the pool holds every block\n"
+    "  resident-batch  all-resident, a batch of sequences (with a GPU: --resident-batch\n"
+    "            sequences of --context tokens; else --batch x 4)\n"
     "and writes a results file (bench/common.h) whose records are {case, metric, value,\n"
     "limit}, limit being the raw figure measured in the same run that the value is held\n"
     "against, or null. Host pool (CPU):\n"
@@ -43,6 +46,8 @@ static const char usage_head[] =
     "                   device-to-device reference, 2 steps after 1 warm-up: a 64 MiB\n"
     "                   attend is mostly the launch's fixed cost, docs/perf/swap.md;\n"
     "                   else, or with --quick, --context)\n"
+    "  --resident-batch N  the resident-batch case's sequences with a GPU (default 16:\n"
+    "                   16 x 32768 tokens, 1 GiB of K/V at d256)\n"
     "  --host-tile N    the host-tier case's tile, as --tile N for that case alone\n"
     "                   (default with a GPU: 512 blocks, the pool's size)\n"
     "  --raw-every N    the disk case's limit: raw O_DIRECT passes (both shapes, a 64 MiB\n"
@@ -94,6 +99,7 @@ int main(int argc, char **argv)
     int set_ctx = 0, set_steps = 0, set_raw = 0;
     int64_t res_ctx = 0; /* --resident-context; 0 = the default */
     int64_t host_tile = 0; /* --host-tile; 0 = the case's default */
+    int64_t res_batch = 16; /* --resident-batch */
     int check_during = 0;  /* --check-during: each step checked before the next */
     int64_t raw_every = 5; /* --raw-every: the disk case's interleaved raw passes */
     for (int i = 1; i < argc; i++) {
@@ -103,6 +109,9 @@ int main(int argc, char **argv)
             return 0;
         } else if (!strcmp(a, "--host-tile") && i + 1 < argc) {
             if (bench_arg_i64(PROG, a, argv[++i], 1, 1 << 20, "blocks", &host_tile))
+                return BENCH_USAGE;
+        } else if (!strcmp(a, "--resident-batch") && i + 1 < argc) {
+            if (bench_arg_i64(PROG, a, argv[++i], 1, 64, "sequences", &res_batch))
                 return BENCH_USAGE;
         } else if (!strcmp(a, "--resident-context") && i + 1 < argc) {
             if (bench_arg_i64(PROG, a, argv[++i], 16, (int64_t)1 << 24, "tokens", &res_ctx))
@@ -150,9 +159,10 @@ int main(int argc, char **argv)
         int32_t dev_tile;
     } cases[] = {{"disk", "disk-bound", 25, 0, 64},
                  {"host", "host-tier-bound", 25, 125, 512},
-                 {"resident", "all-resident", 100, 0, 0}};
-    static const char *const keys[] = {"disk", "host", "resident"};
-    if (bench_check_list(PROG, "case", o.cases, keys, 3))
+                 {"resident", "all-resident", 100, 0, 0},
+                 {"resident-batch", "resident-batch", 100, 0, 0}};
+    static const char *const keys[] = {"disk", "host", "resident", "resident-batch"};
+    if (bench_check_list(PROG, "case", o.cases, keys, 4))
         return BENCH_USAGE;
     swt_scratch s;
     if (swt_scratch_open(&s, o.dir, o.keep, "bench-swap"))
@@ -183,10 +193,10 @@ int main(int argc, char **argv)
                h2d, d2d);
     }
 
-    swt_result res[3];
-    swt_case cs[3];
-    int ran[3] = {0, 0, 0}, failed = 0, err = 0;
-    for (int k = 0; k < 3; k++) {
+    swt_result res[4];
+    swt_case cs[4];
+    int ran[4] = {0, 0, 0, 0}, failed = 0, err = 0;
+    for (int k = 0; k < 4; k++) {
         if (!bench_in_list(o.cases, cases[k].key))
             continue;
         swt_opts ok = o;
@@ -203,6 +213,15 @@ int main(int argc, char **argv)
             }
         } else if (k == 2 && res_ctx > 0) {
             ok.context = res_ctx;
+        } else if (k == 3) {
+            /* the all-resident case over a batch: issue 24's 16 x 32k */
+            ok.batch = swt_use_device(&o) && !o.quick ? (int32_t)res_batch : o.batch * 4;
+            if (ok.batch > 64)
+                ok.batch = 64;
+            if (swt_use_device(&o) && !o.quick) {
+                ok.steps = o.steps < 2 ? o.steps : 2;
+                ok.warmup = o.warmup < 1 ? o.warmup : 1;
+            }
         }
         cs[k] = swt_make_case(cases[k].name, &ok, cases[k].pool, cases[k].host, cases[k].dev_tile);
         cs[k].check_after = !check_during;
@@ -225,7 +244,7 @@ int main(int argc, char **argv)
          * its calls back to back, then the host time of a call; the
          * engine's kernel_timing stays off (it makes each call wait for
          * its kernels). */
-        if (cs[k].device_pool && k == 2)
+        if (cs[k].device_pool && k >= 2)
             cs[k].kernel_reps = 20;
         const int rc = swt_run_case(&cs[k], store_dir, &res[k]);
         if (rc) {
@@ -252,7 +271,7 @@ int main(int argc, char **argv)
     else if (ran[0] && res[0].raw_passes > 0)
         printf("  raw O_DIRECT reads interleaved with the disk case's steps: every pass failed; "
                "its limit is the before / after passes' better\n");
-    for (int k = 0; k < 3; k++)
+    for (int k = 0; k < 4; k++)
         if (ran[k]) {
             printf("\n-- %s --\n", cases[k].name);
             swt_print_case(&cs[k], &res[k], k == 0 ? rawd : rawb);
@@ -278,7 +297,7 @@ int main(int argc, char **argv)
     }
     printf("\n%-16s %-22s %12s %12s %8s  %s\n", "case", "metric", "value", "limit", "ratio",
            "target");
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < 4; k++) {
         if (!ran[k])
             continue;
         const swt_derived d = swt_derive(&cs[k], &res[k]);
