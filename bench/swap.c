@@ -360,6 +360,8 @@ int main(int argc, char **argv)
                      * of 8 calls after a sync, swap_run.c) */
                     rows[nr++] = (bench_row){"host_us_per_attend_call", rr->loop_host_us_mean,
                                              20, 1, -1};
+                    rows[nr++] = (bench_row){"host_us_per_attend_call_median",
+                                             rr->loop_host_us_median, 0, 0, 0};
                     rows[nr++] = (bench_row){"host_us_per_attend_call_max", rr->loop_host_us_max,
                                              0, 0, 0};
                 }

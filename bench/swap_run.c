@@ -1061,7 +1061,7 @@ int swt_run_case(const swt_case *c, const char *store_dir, swt_result *res)
             goto out;
         res->loop_attend_seconds = bench_now() - tk;
         sw_swap_get_stats(x.swap, &k1);
-        double host_sum = 0, host_max = 0;
+        double host_t[160], host_pos[8] = {0};
         int32_t host_n = 0;
         for (int32_t round = 0; round < 20 && st == SW_OK; round++) {
             if (bench_gpu_sync(x.stream, "host-time loop on the GPU"))
@@ -1069,10 +1069,8 @@ int swt_run_case(const swt_case *c, const char *store_dir, swt_result *res)
             for (int32_t i = 0; i < 8 && st == SW_OK; i++) {
                 const double th = bench_now();
                 st = loop_attend(&x, (round * 8 + i) % c->layers);
-                const double dh = bench_now() - th;
-                host_sum += dh;
-                host_max = dh > host_max ? dh : host_max;
-                host_n++;
+                host_t[host_n++] = bench_now() - th;
+                host_pos[i] += host_t[host_n - 1] / 20;
             }
         }
         if (st != SW_OK) {
@@ -1081,8 +1079,19 @@ int swt_run_case(const swt_case *c, const char *store_dir, swt_result *res)
         }
         if (bench_gpu_sync(x.stream, "host-time loop on the GPU"))
             goto out;
+        double host_sum = 0;
+        for (int32_t i = 0; i < host_n; i++)
+            host_sum += host_t[i];
+        qsort(host_t, (size_t)host_n, sizeof(double), cmp_ms);
         res->loop_host_us_mean = host_n ? host_sum / host_n * 1e6 : 0;
-        res->loop_host_us_max = host_max * 1e6;
+        res->loop_host_us_median = host_n ? host_t[host_n / 2] * 1e6 : 0;
+        res->loop_host_us_max = host_n ? host_t[host_n - 1] * 1e6 : 0;
+        printf("  host time of an attend call, rounds of 8 after a sync: mean %.1f, median %.1f, "
+               "max %.1f us; by place in the round:", res->loop_host_us_mean,
+               res->loop_host_us_median, res->loop_host_us_max);
+        for (int i = 0; i < 8; i++)
+            printf(" %.1f", host_pos[i] * 1e6);
+        printf("\n");
         res->loop_reps = c->kernel_reps;
         res->loop_kernel_seconds = k1.kernel_seconds - k0.kernel_seconds;
         res->loop_kernel_kv_bytes = k1.kernel_kv_bytes - k0.kernel_kv_bytes;

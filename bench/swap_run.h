@@ -113,7 +113,7 @@ typedef struct swt_result {
     /* host time of a sw_swap_attend call, to its return: rounds of 8 calls
      * after a stream sync (the GPU's queue short, as between a decode
      * loop's samplings) */
-    double loop_host_us_mean, loop_host_us_max;
+    double loop_host_us_mean, loop_host_us_median, loop_host_us_max;
     uint64_t loop_kernel_kv_bytes, loop_bytes_read;
     /* beside the kernel loop, the same KV as pages (the GPU copy the blocks
      * were offloaded from; HND pages of block_size), one decode row a
