@@ -60,25 +60,29 @@ typedef struct variant {
     /* tuning overrides (SW_SWAP_TUNE_DEFAULT: the library's) */
     int32_t host_gather, landing_mb, land_groups, land_first, merge_chunks;
     int32_t resident_fast;
+    int32_t landing_max_mb; /* (the landing's growth) */
 } variant;
 
 #define TD SW_SWAP_TUNE_DEFAULT
 static const variant variants[] = {
     {"default", "prelease, copy-engine landing, direct tiles by landing launch, descriptors in "
      "place, run-aware eviction, split merges, leases released by the thread", 48, -1,
-     TD, TD, TD, TD, TD, TD},
+     TD, TD, TD, TD, TD, TD, TD},
     {"tickets", "host-tier hits read through the store's tickets (a tier CUDA cannot map): "
-     "staged tiles, no prelease", 16, -1, 0, TD, TD, TD, TD, TD},
-    {"landing_small", "a 1 MiB landing (blocks past it read from the host tier by the direct "
-     "tiles), one launch a tile, no caller's first blocks", 16, -1, TD, 1, 1, 0, TD, TD},
+     "staged tiles, no prelease", 16, -1, 0, TD, TD, TD, TD, TD, TD},
+    {"landing_small", "a 1 MiB landing that never grows (blocks past it read from the host "
+     "tier by the direct tiles), one launch a tile, no caller's first blocks", 16, -1, TD, 1, 1,
+     0, TD, TD, 1},
+    {"landing_grow", "a 1 MiB landing grown at a call's first job to what the calls ask for",
+     16, -1, TD, 1, TD, TD, TD, TD, TD},
     {"no_landing", "the prelease thread beside the direct tiles, no landing buffer", 16, -1,
-     TD, 0, TD, TD, TD, TD},
+     TD, 0, TD, TD, TD, TD, TD},
     {"sleep", "threads sleep between jobs; a direct tile merged once", 16, 0, TD, TD, TD, TD, 0,
-     TD},
-    {"poll", "threads poll 2 ms between jobs whatever the CPU count", 16, 2000, TD, TD, TD, TD,
      TD, TD},
+    {"poll", "threads poll 2 ms between jobs whatever the CPU count", 16, 2000, TD, TD, TD, TD,
+     TD, TD, TD},
     {"tile_loop", "no resident path: all-resident decode calls through the tile loop too", 16,
-     -1, TD, TD, TD, TD, TD, 0},
+     -1, TD, TD, TD, TD, TD, 0, TD},
 };
 #undef TD
 
@@ -908,6 +912,7 @@ static int row_open(row *R, const variant *v, int nrand)
     sw_swap_tuning_default(&R->tune);
     R->tune.host_gather = v->host_gather;
     R->tune.landing_mb = v->landing_mb;
+    R->tune.landing_max_mb = v->landing_max_mb;
     R->tune.land_groups = v->land_groups;
     R->tune.land_first = v->land_first;
     R->tune.merge_chunks = v->merge_chunks;

@@ -54,7 +54,7 @@ static void test_decisions(void)
      * first 320 blocks (whole store calls of 16); 4 launch groups; merges
      * of 64 chunks */
     const sw_swap_tuning t = decide(1, 1, 1, 132, 16);
-    CHECK(t.landing_mb == 64);
+    CHECK(t.landing_mb == 64 && t.landing_max_mb >= t.landing_mb);
     CHECK(t.land_start == 64 && t.land_blocks == 256 && t.land_start <= t.land_blocks);
     CHECK(t.land_first == 320 && t.land_first % 16 == 0);
     CHECK(t.land_groups == 4);

@@ -135,8 +135,11 @@ static inline uint32_t sw_swap_crc_raw(crc_cache *c, uint32_t crc, uint32_t len)
  * model) ahead of the GPU before a call waits for an entry. */
 #define SW_SWAP_FAST_RING 32
 struct dev_fast {
+    /* the ring's entries: slices of one pinned and one device slab, all
+     * of cap bytes (blob_get) */
     void *host[SW_SWAP_FAST_RING], *dev[SW_SWAP_FAST_RING], *ev[SW_SWAP_FAST_RING];
-    size_t cap[SW_SWAP_FAST_RING];
+    void *slab_host, *slab_dev;
+    size_t cap;
     uint64_t call[SW_SWAP_FAST_RING];
     uint64_t calls, done_upto;
     int next;
@@ -156,6 +159,13 @@ struct dev_fast {
     struct sw_decode_item *plan_items;
     struct sw_decode_merge *plan_merges;
     int64_t plan_cap, plan_mcap;
+    /* the last plan's inputs (qo_indptr then kv_indptr, 2 x (batch + 1))
+     * and outputs: a call with the same ones -- the layers of one decode
+     * step -- takes it as it is (plan_n < 0: none) */
+    int32_t *plan_in;
+    size_t plan_in_cap;
+    int32_t plan_batch;
+    int64_t plan_n, plan_nm, plan_np;
 };
 
 typedef struct sw_swap_dev {
@@ -419,6 +429,8 @@ struct prelease {
     uint8_t *land;
     size_t land_stride;
     int64_t land_cap, land_used, job_land0;
+    int64_t land_max;           /* stripes the room may grow to (landing_max_mb) */
+    int64_t call_need, last_need; /* stripes the jobs of this call / the last asked for */
     int32_t job_nland;
     void *lstream;
     void **lev;

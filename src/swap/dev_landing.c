@@ -305,6 +305,12 @@ sw_status sw_swap_prelease_start(sw_swap *s)
                 sw_cuda_swap_alloc((void **)&P->land, (size_t)cap * st) == SW_OK) {
                 P->land_stride = st;
                 P->land_cap = cap;
+                const int64_t mx = s->tune.landing_max_mb;
+                const int64_t mcap =
+                    mx > mb && mx <= ((int64_t)1 << 20)
+                        ? (mx << 20) / (int64_t)st / (int64_t)spb * (int64_t)spb
+                        : cap;
+                P->land_max = mcap > cap ? mcap : cap;
                 const int64_t lb = s->tune.land_blocks;
                 P->land_blocks = lb >= PL_LAND && lb <= (1 << 20) ? (int32_t)lb : 256;
                 const int64_t ls = s->tune.land_start;
@@ -387,6 +393,8 @@ void sw_swap_prelease_release(sw_swap *s)
     P->q = NULL;
     P->layer = -1;
     P->land_used = 0;
+    P->last_need = P->call_need; /* the next call grows the room to it */
+    P->call_need = 0;
     P->lev_used = 0;
     P->nitem = 0;
     P->item0 = 0;
@@ -436,6 +444,40 @@ void sw_swap_prelease_stop(sw_swap_dev *d)
     pthread_cond_destroy(&P->cv);
     prelease_free(P);
     d->pl = NULL;
+}
+
+/* The landing room grown to `need` stripes (at most land_max) at a call's
+ * first job: the new buffer and items allocated first (either failing
+ * keeps the old ones), the old freed after the landing stream's copies --
+ * the previous call's tiles read them before its verdict returned, and
+ * cudaFree waits for the device besides. Rare: the room only grows. */
+static void land_grow(struct prelease *P, int64_t need)
+{
+    if (P->land_used != 0 || need <= P->land_cap || P->land_cap >= P->land_max)
+        return;
+    int64_t cap = P->land_cap;
+    while (cap < need && cap < P->land_max)
+        cap *= 2;
+    if (cap > P->land_max)
+        cap = P->land_max;
+    uint8_t *land = NULL;
+    sw_cuda_swap_gather_item *items = NULL;
+    if (sw_cuda_swap_alloc((void **)&land, (size_t)cap * P->land_stride) != SW_OK)
+        return;
+    if (sw_cuda_host_alloc((void **)&items, sizeof *items * (size_t)cap) != SW_OK) {
+        sw_cuda_swap_free(land);
+        return;
+    }
+    if (sw_cuda_stream_sync(P->lstream) != SW_OK) {
+        sw_cuda_host_free(items);
+        sw_cuda_swap_free(land);
+        return;
+    }
+    sw_cuda_swap_free(P->land);
+    sw_cuda_host_free(P->items);
+    P->land = land;
+    P->items = items;
+    P->land_cap = cap;
 }
 
 sw_status sw_swap_dev_prelease(sw_swap *s, const sw_swap_seq *q, int32_t layer,
@@ -517,6 +559,9 @@ sw_status sw_swap_dev_prelease(sw_swap *s, const sw_swap_seq *q, int32_t layer,
     P->ljob_ev = 0;
     P->npend = 0;
     if (P->land) {
+        /* (a batch's later jobs: room as large as the last call's jobs) */
+        P->call_need += (int64_t)n * (int64_t)spb;
+        land_grow(P, P->call_need > P->last_need ? P->call_need : P->last_need);
         const int64_t room = (P->land_cap - P->land_used) / (int64_t)spb;
         int32_t nl = room < (int64_t)n ? (int32_t)(room > 0 ? room : 0) : n;
         /* launches: about one a store call's PL_CH blocks at most, one spare

@@ -24,6 +24,7 @@ void sw_swap_heuristics(const sw_swap_facts *f, sw_swap_tuning *t)
      * from 9 of 31 calls to 1 of 31 on the H200 (32e9a00, 60bea02) */
     t->spin_us = f->cpus >= 8 ? 2000 : 0;
     t->landing_mb = 64;
+    t->landing_max_mb = 512;
     t->land_start = 64;
     t->land_blocks = 256;
     t->land_first = 320;
@@ -38,7 +39,7 @@ void sw_swap_heuristics(const sw_swap_facts *f, sw_swap_tuning *t)
 
 /* (every field an int32_t, in this order) */
 #define SW_TUNING_FIELDS(X)                                                                  \
-    X(run_evict) X(tile_ctas) X(gather_ctas) X(spin_us) X(landing_mb) X(land_start) X(land_blocks)      \
+    X(run_evict) X(tile_ctas) X(gather_ctas) X(spin_us) X(landing_mb) X(landing_max_mb) X(land_start) X(land_blocks)      \
     X(land_first) X(land_groups) X(merge_chunks) X(timeline) X(host_gather) X(align_tiles) \
     X(resident_fast) X(keep_window)
 

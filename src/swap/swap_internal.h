@@ -156,8 +156,14 @@ typedef struct sw_swap_tuning {
      * thread_spin_us >= 0 replaces it) */
     int32_t spin_us;
     /* device landing buffer of the prelease thread, MiB (0: none; the tiles
-     * then read the host tier): 64, more than the bench's 50 MB a call */
+     * then read the host tier): 64 at the start, more than the bench's 50
+     * MB a call at h16-2/d256 */
     int32_t landing_mb;
+    /* the landing buffer grows, at a call's first job, to the job's need up
+     * to this many MiB (512): a block past the room is read by its tile
+     * from the host tier, with the host driving it (h32-8/d128, 96 MiB a
+     * call: 58.8% of pinned H2D with 64 MiB of room) */
+    int32_t landing_max_mb;
     /* landing launch sizes, blocks: the job's first launch (64: its first
      * tile waits for it), later ones doubling up to land_blocks (256: 8 MiB
      * copies run at the copy engine's ~52.5 GB/s, 1 MiB ones lose 14%), and
