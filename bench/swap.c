@@ -32,9 +32,11 @@ static const char usage_head[] =
     "against, or null. Host pool (CPU):\n"
     "disk vs raw O_DIRECT sequential read of the same file system; host tier and resident\n"
     "vs memcpy of pieces of a stripe (8 KiB at d256). Device pool (a GPU, unless --host-pool): disk read rate vs\n"
-    "the raw O_DIRECT read (and the step time vs the raw time for its disk bytes); host-tier\n"
-    "bytes per second of attend vs a pinned host-to-device cudaMemcpy; the tile kernel's\n"
-    "K/V read rate (CUDA events) vs a device-to-device cudaMemcpy (2 x bytes / time).\n"
+    "the raw O_DIRECT read (and the step time vs 1.10 x the raw time for its disk bytes);\n"
+    "host-tier bytes per second of attend vs a pinned host-to-device cudaMemcpy (>= 90%);\n"
+    "all-resident: K/V read per second of attends back to back, first call to last result,\n"
+    "vs a device-to-device cudaMemcpy (2 x bytes / time; >= 80%), the host time of a call\n"
+    "(<= 20 us) and, beside it, paged decode and FlashInfer's on the same KV.\n"
     "Each step offloads every sequence's new token in one sw_swap_offload_batch: from GPU\n"
     "memory with a device pool (the KV's copy there, as an engine's), else host memory.\n"
     "Defaults: context 32768, batch 1, 1 layer, 5 steps after 1 warm-up (with a GPU, the\n"
@@ -306,15 +308,14 @@ int main(int argc, char **argv)
         int nr = 0;
         const swt_result *rr = &res[k];
         if (k == 0) {
-            /* "a decode step takes <= 1.15 x (bytes read from disk / raw
-             * bandwidth)": bytes per step / step time >= raw / 1.15 (the
-             * issue's GPU line; held against the CPU engine too, without a
-             * target on the rate) */
+            /* issue 24: "step time <= 1.10 x the raw O_DIRECT time of the
+             * bytes read": bytes per step / step time >= raw / 1.10 (held
+             * against the CPU engine too, without a target on the rate) */
             rows[nr++] = (bench_row){"disk_read_GBps", d.disk_gbps, rawd, rawd > 0,
-                                     cs[k].device_pool ? 1.0 / 1.15 : 0};
+                                     cs[k].device_pool ? 1.0 / 1.10 : 0};
             const double raw_ms = rawd > 0 ? rr->file_bytes_read / rr->steps / (rawd * 1e9) * 1e3
                                            : 0;
-            rows[nr++] = (bench_row){"step_ms_vs_1.15x_disk_ms", d.step_s * 1e3, 1.15 * raw_ms,
+            rows[nr++] = (bench_row){"step_ms_vs_1.10x_disk_ms", d.step_s * 1e3, 1.10 * raw_ms,
                                      raw_ms > 0, -1.0};
             /* context: against the better of the before / after passes */
             if (rawi > 0 && rawb > 0)
@@ -328,7 +329,8 @@ int main(int argc, char **argv)
             if (k == 1) {
                 const double g = rr->attend_seconds > 0
                                      ? rr->host_bytes_read / rr->attend_seconds / 1e9 : 0;
-                rows[nr++] = (bench_row){"host_tier_read_GBps", g, h2d, h2d > 0, 0.80};
+                /* issue 24's line: >= 0.90 x pinned H2D */
+                rows[nr++] = (bench_row){"host_tier_read_GBps", g, h2d, h2d > 0, 0.90};
                 /* context for a jittery host: not the verdict (that is the mean) */
                 const double med = swt_ms_rank(rr->attend_ms, rr->nstep_ms, 0.5);
                 rows[nr++] = (bench_row){"attend_ms_median", med, 0, 0, 0};
