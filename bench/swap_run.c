@@ -1043,7 +1043,8 @@ int swt_run_case(const swt_case *c, const char *store_dir, swt_result *res)
      * (2) the host time of a call with the GPU's queue short: rounds of 8
      * calls after a stream sync, each timed to its return -- a decode
      * loop's calls between two samplings (calls queued far ahead of the
-     * GPU wait for it: the engine's flow control, docs/perf/swap.md). Every
+     * GPU wait for it: the resident ring's reuse, blob_get in
+     * src/swap/dev_fast.c). Every
      * block is resident in the case that asks for it: nothing is read. */
     if (c->device_pool && c->kernel_reps > 0) {
         sw_swap_stats k0, k1;
