@@ -242,10 +242,8 @@ int main(int argc, char **argv)
         fflush(stdout);
         char store_dir[4300];
         snprintf(store_dir, sizeof store_dir, "%s/store-%s", s.work, cases[k].key);
-        /* The all-resident case ends with the kernel loop (swap_run.c):
-         * its calls back to back, then the host time of a call; the
-         * engine's kernel_timing stays off (it makes each call wait for
-         * its kernels). */
+        /* The all-resident cases end with the kernel loop (swap_run.c):
+         * its calls back to back, then the host time of a call. */
         if (cs[k].device_pool && k >= 2)
             cs[k].kernel_reps = 20;
         const int rc = swt_run_case(&cs[k], store_dir, &res[k]);
@@ -351,13 +349,6 @@ int main(int argc, char **argv)
                     rows[nr++] = (bench_row){"loop_read_GBps", gw, d2d, d2d > 0, 0.80};
                     rows[nr++] = (bench_row){"loop_attend_ms",
                                              rr->loop_attend_seconds / per * 1e3, 0, 0, 0};
-                    if (rr->loop_kernel_seconds > 0) { /* kernel_timing */
-                        rows[nr++] = (bench_row){"tile_kernel_read_GBps",
-                                                 rr->loop_kernel_kv_bytes / rr->loop_kernel_seconds / 1e9,
-                                                 d2d, d2d > 0, 0};
-                        rows[nr++] = (bench_row){"tile_kernel_ms_per_attend",
-                                                 rr->loop_kernel_seconds / per * 1e3, 0, 0, 0};
-                    }
                     /* issue 24's line: <= 20 us of host time a call (rounds
                      * of 8 calls after a sync, swap_run.c) */
                     rows[nr++] = (bench_row){"host_us_per_attend_call", rr->loop_host_us_mean,
@@ -387,13 +378,6 @@ int main(int argc, char **argv)
                 }
                 if (rr->beside_note[0])
                     printf("  beside the kernel loop: %s\n", rr->beside_note);
-                if (rr->kernel_seconds > 0) { /* kernel_timing */
-                    rows[nr++] = (bench_row){"tile_kernel_GBps_steps",
-                                             rr->kernel_kv_bytes / rr->kernel_seconds / 1e9, d2d,
-                                             d2d > 0, 0};
-                    rows[nr++] = (bench_row){"tile_kernel_ms_per_step",
-                                             rr->kernel_seconds / rr->steps * 1e3, 0, 0, 0};
-                }
             }
         } else if (k == 1)
             rows[nr++] = (bench_row){"host_tier_read_GBps", d.host_gbps, mc, 1, 0};

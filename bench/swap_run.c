@@ -551,8 +551,10 @@ static int cmp_ms(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* One attend of the last step's queries at layer l (the kernel loop). */
-static sw_status loop_attend(ctx *x, int32_t l)
+/* One attend of the step's queries at layer l, every sequence: from and
+ * into the GPU copies with a device pool, else host memory (the steps,
+ * the kernel loop, the host-time rounds, beside_loop). */
+static sw_status attend_layer(ctx *x, int32_t l)
 {
     const swt_case *c = x->c;
     sw_swap_attend_params p;
@@ -562,8 +564,8 @@ static sw_status loop_attend(ctx *x, int32_t l)
     p.seq_ids = x->ids;
     p.q_indptr = x->indptr;
     const size_t off = (size_t)l * c->batch * x->Hq * x->D;
-    p.q = (const void *)((uint16_t *)x->dq + off);
-    p.o = (void *)((uint16_t *)x->dout + off);
+    p.q = c->device_pool ? (const void *)((uint16_t *)x->dq + off) : (const void *)(x->q + off);
+    p.o = c->device_pool ? (void *)((uint16_t *)x->dout + off) : (void *)(x->o + off);
     return sw_swap_attend(x->swap, &p, NULL, x->stream);
 }
 
@@ -646,15 +648,7 @@ static void beside_loop(ctx *x, swt_result *res, int reps)
                     const size_t off = (size_t)l * qn;
                     sw_status st;
                     if (w == 0) {
-                        sw_swap_attend_params ap;
-                        sw_swap_attend_params_init(&ap);
-                        ap.layer = l;
-                        ap.batch = B;
-                        ap.seq_ids = x->ids;
-                        ap.q_indptr = x->indptr;
-                        ap.q = (const void *)((uint16_t *)x->dq + off);
-                        ap.o = (void *)((uint16_t *)x->dout + off);
-                        st = sw_swap_attend(x->swap, &ap, NULL, x->stream);
+                        st = attend_layer(x, l);
                     } else {
                         const int k = w - 1;
                         sw_prefill_tensors t0;
@@ -790,7 +784,6 @@ int swt_run_case(const swt_case *c, const char *store_dir, swt_result *res)
     if (c->device_pool) {
         cfg.pool = SW_SWAP_POOL_DEVICE;
         cfg.device = 0;
-        cfg.kernel_timing = c->kernel_timing;
     }
     st = sw_swap_create(&m, &cfg, x.store, &x.swap);
     if (st != SW_OK) {
@@ -960,16 +953,7 @@ int swt_run_case(const swt_case *c, const char *store_dir, swt_result *res)
         }
         const double ta = bench_now();
         for (int32_t l = 0; l < c->layers; l++) {
-            sw_swap_attend_params p;
-            sw_swap_attend_params_init(&p);
-            p.layer = l;
-            p.batch = c->batch;
-            p.seq_ids = x.ids;
-            p.q_indptr = x.indptr;
-            const size_t off = (size_t)l * c->batch * x.Hq * x.D;
-            p.q = c->device_pool ? (const void *)((uint16_t *)x.dq + off) : x.q + off;
-            p.o = c->device_pool ? (void *)((uint16_t *)x.dout + off) : x.o + off;
-            st = sw_swap_attend(x.swap, &p, NULL, x.stream);
+            st = attend_layer(&x, l);
             if (st != SW_OK) {
                 fail_status("attend", st);
                 goto out;
@@ -1038,8 +1022,8 @@ int swt_run_case(const swt_case *c, const char *store_dir, swt_result *res)
      * back, every layer, kernel_reps times (no check, no host work in
      * between, so the GPU runs at its working clocks as during the
      * reference copies), timed from the first call to the last result on
-     * the stream: what a decode loop waits for; with kernel_timing also the
-     * tile kernels' own events (each call then waits for its kernels).
+     * the stream: what a decode loop waits for (the engine's kernel_timing
+     * stays off: it makes each call wait for its kernels).
      * (2) the host time of a call with the GPU's queue short: rounds of 8
      * calls after a stream sync, each timed to its return -- a decode
      * loop's calls between two samplings (calls queued far ahead of the
@@ -1053,7 +1037,7 @@ int swt_run_case(const swt_case *c, const char *store_dir, swt_result *res)
         const double tk = bench_now();
         for (int32_t rep = 0; rep < c->kernel_reps && st == SW_OK; rep++)
             for (int32_t l = 0; l < c->layers && st == SW_OK; l++)
-                st = loop_attend(&x, l);
+                st = attend_layer(&x, l);
         if (st != SW_OK) {
             fail_status("attend (kernel loop)", st);
             goto out;
@@ -1069,7 +1053,7 @@ int swt_run_case(const swt_case *c, const char *store_dir, swt_result *res)
                 goto out;
             for (int32_t i = 0; i < 8 && st == SW_OK; i++) {
                 const double th = bench_now();
-                st = loop_attend(&x, (round * 8 + i) % c->layers);
+                st = attend_layer(&x, (round * 8 + i) % c->layers);
                 host_t[host_n++] = bench_now() - th;
                 host_pos[i] += host_t[host_n - 1] / 20;
             }
@@ -1094,7 +1078,6 @@ int swt_run_case(const swt_case *c, const char *store_dir, swt_result *res)
             printf(" %.1f", host_pos[i] * 1e6);
         printf("\n");
         res->loop_reps = c->kernel_reps;
-        res->loop_kernel_seconds = k1.kernel_seconds - k0.kernel_seconds;
         res->loop_kernel_kv_bytes = k1.kernel_kv_bytes - k0.kernel_kv_bytes;
         res->loop_bytes_read = k1.bytes_read - k0.bytes_read;
         if (x.dkv)
@@ -1141,8 +1124,6 @@ int swt_run_case(const swt_case *c, const char *store_dir, swt_result *res)
     res->submit_seconds = s1.submit_seconds - s0.submit_seconds;
     res->score_seconds = s1.score_seconds - s0.score_seconds;
     res->finish_seconds = s1.finish_seconds - s0.finish_seconds;
-    res->kernel_seconds = s1.kernel_seconds - s0.kernel_seconds;
-    res->kernel_kv_bytes = s1.kernel_kv_bytes - s0.kernel_kv_bytes;
     res->prefetched_tiles = s1.prefetched_tiles - s0.prefetched_tiles;
     res->tiles = s1.tiles - s0.tiles;
     res->evictions = s1.evictions - s0.evictions;

@@ -40,7 +40,6 @@ typedef struct swt_case {
                                  * repeated back to back after the steps (the
                                  * steady state), then rounds of calls timed
                                  * on the host; 0 = none */
-    int kernel_timing;          /* device pool: sw_swap_config.kernel_timing */
 } swt_case;
 
 /* Disk-side counters (swap_iostat.c). Totals, or deltas summed over the
@@ -104,12 +103,8 @@ typedef struct swt_result {
     double read_wait_seconds, compute_seconds, plan_seconds, submit_seconds, score_seconds;
     double finish_seconds;
     double attend_seconds;      /* timed steps: the attend calls alone */
-    double kernel_seconds;      /* timed steps: tile kernels (GPU events;
-                                 * needs sw_swap_config.kernel_timing) */
-    uint64_t kernel_kv_bytes;   /* timed steps: K/V bytes the tile kernels read */
     int32_t loop_reps;          /* the kernel loop (kernel_reps), if run */
     double loop_attend_seconds; /* first call to last result on the stream */
-    double loop_kernel_seconds; /* tile kernels' events (kernel_timing), else 0 */
     /* host time of a sw_swap_attend call, to its return: rounds of 8 calls
      * after a stream sync (the GPU's queue short, as between a decode
      * loop's samplings) */
