@@ -176,6 +176,38 @@ const char *sw_cpu_prefill_isa(void);
 /* Implemented in src/cuda/attn/ when built with CUDA; prefill_cuda_stub.c
  * otherwise. The runtime wrappers they use are core/sw_cuda.h. */
 
+/* Paged K/V gathered into dense rows by the Hopper prefill kernel itself
+ * (sw_paged_cuda_plan; the pool fields as in sw_cuda_paged_args). The
+ * gather is cut into tiles of tile_keys keys, the prefill kernel's K/V
+ * tile, listed in the order the work list first reads them (a request's
+ * tiles last first, as the kernel visits them); a tile into pieces of
+ * piece_keys keys. Two otherwise idle warps of every CTA claim pieces in
+ * list order, copy them and count them into tile_done; the producer loads
+ * a K/V tile once its count is tile_keys / piece_keys. num_tiles = 0: K/V
+ * are dense already. */
+typedef struct sw_gather_tile {
+    int32_t row0;   /* dense row (kv_indptr) of the tile's first key */
+    int32_t tok0;   /* its index within the request */
+    int32_t keys;   /* keys in the tile, 1 .. tile_keys */
+    int32_t pbase;  /* the request's first entry of page_indices */
+} sw_gather_tile;
+
+typedef struct sw_cuda_gather_args {
+    const void *k_pool, *v_pool;
+    int64_t k_tok, k_head, k_page;      /* pool strides, elements */
+    int64_t v_tok, v_head, v_page;
+    int32_t page_size, ps_log2;         /* ps_log2 = log2(page_size), -1 if not a power of 2 */
+    const int32_t *page_indices;        /* device */
+    void *k_dense, *v_dense;            /* [total_kv][num_kv_heads][head_dim] */
+    int32_t num_kv_heads, head_dim;
+    const sw_gather_tile *tiles;        /* device, num_tiles */
+    int32_t num_tiles, tile_keys, piece_keys;
+    const int32_t *tile_base;           /* device [batch]: the counter of the request's
+                                         * last tile; its tile j has tile_base + (n - 1 - j) */
+    int32_t *tile_done;                 /* device [num_tiles + 2], 0 on entry: pieces copied
+                                         * a tile, then the gatherers done and their claims */
+} sw_cuda_gather_args;
+
 /* Launch-time arguments of the portable kernel. All pointers are device
  * pointers; `work` and `reqs` live in the workspace (uploaded by run()). */
 typedef struct sw_cuda_prefill_args {
@@ -194,6 +226,7 @@ typedef struct sw_cuda_prefill_args {
     int32_t grid;               /* persistent grid size chosen at plan time */
     int32_t total_q, total_kv;  /* rows of Q/O and of K/V (last indptr entries) */
     int32_t wide_kv;            /* Hopper, non-causal d128: the wide K/V tile kernel */
+    sw_cuda_gather_args gather; /* Hopper over pages: K/V gathered in the kernel */
 } sw_cuda_prefill_args;
 
 /* Paged K/V on a CUDA backend (paged_cuda.c; src/cuda/attn/paged_decode.cu).
@@ -278,22 +311,42 @@ typedef struct sw_paged_cuda {
     void *blob;
     size_t blob_bytes, ws_off, ws_end;
     size_t qo_off, kv_off, pi_off, px_off, items_off, merges_off; /* in the blob */
+    size_t tiles_off, tbase_off, tdone_off;                       /* in the blob */
     size_t part_o_off, part_lse_off, kd_off, vd_off;              /* in the workspace */
     int32_t num_items, num_merges;
+    int32_t num_tiles, tile_keys; /* > 0: the prefill kernel gathers (sw_cuda_gather_args) */
 } sw_paged_cuda;
 
+/* Keys per K/V tile of the Hopper prefill kernel (hopper_kernel.cuh,
+ * traits::BN; its launch refuses a gather planned for another). */
+static inline int32_t sw_hopper_tile_n(int32_t head_dim, int32_t wide)
+{
+    return head_dim == 256 ? 64 : head_dim == 64 ? 96 : wide ? 144 : 128;
+}
+
+/* Keys of one piece of the Hopper kernel's own gather: the first tile the
+ * items read is copied by tile_n / 4 warps at once. */
+#define SW_GATHER_PIECE_KEYS 4
+
 /* Plans the CUDA run of a checked table (p->device is made current):
- * decode = sw_paged_decode_fits(...) picks the path. */
+ * decode = sw_paged_decode_fits(...) picks the path. Not decode: with
+ * tile_keys > 0 (the Hopper kernel's tile_n) the prefill kernel gathers the
+ * pages itself, in the order of `work` (the prefill plan's list, num_work
+ * items); else a gather kernel runs before it. */
 sw_status sw_paged_cuda_plan(sw_paged_cuda *pc, const sw_prefill_params *p, int32_t batch,
                              const int32_t *qo_indptr, const sw_paged_table *pt, int decode,
+                             const sw_work_item *work, int32_t num_work, int32_t tile_keys,
                              size_t ws_off);
 /* Enqueues the upload and the decode (decode) or the gather (not decode:
  * *k_dense / *v_dense then point at the dense K/V in the workspace for the
- * prefill kernel). pb holds the validated Q/O/LSE and the pools as k/v. */
+ * prefill kernel; with the kernel's own gather planned, nothing is
+ * launched and *gather is filled for it). pb holds the validated Q/O/LSE
+ * and the pools as k/v. */
 sw_status sw_paged_cuda_run(const sw_paged_cuda *pc, const sw_attn_problem *pb,
                             const sw_paged_table *pt, const sw_paged_strides *ks,
                             const sw_paged_strides *vs, void *workspace, void *stream,
-                            const void **k_dense, const void **v_dense);
+                            const void **k_dense, const void **v_dense,
+                            sw_cuda_gather_args *gather);
 void sw_paged_cuda_free(sw_paged_cuda *pc);
 
 /* SM count and resident decode CTAs per SM on `device`. */

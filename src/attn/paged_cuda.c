@@ -26,12 +26,62 @@ void sw_paged_cuda_free(sw_paged_cuda *pc)
         memset(pc, 0, sizeof *pc);
 }
 
+/* The kernel's own gather (sw_cuda_gather_args): each request's tiles of
+ * tile_keys keys, last first, the requests in the order the work list
+ * first reads them; tbase[r] = the index of request r's last tile. With
+ * tiles == NULL only counts. Requests without items (no query rows) are
+ * not gathered: no item reads them. */
+static int64_t plan_gather_tiles(const sw_paged_table *pt, int32_t batch,
+                                 const sw_work_item *work, int32_t num_work, int32_t tile_keys,
+                                 sw_gather_tile *tiles, int32_t *tbase, unsigned char *seen)
+{
+    int64_t n = 0;
+    memset(seen, 0, (size_t)batch);
+    for (int32_t i = 0; i < num_work; i++) {
+        const int32_t r = work[i].req;
+        if (seen[r])
+            continue;
+        seen[r] = 1;
+        const int32_t kv0 = pt->kv_indptr[r], len = pt->kv_indptr[r + 1] - kv0;
+        const int32_t nt = (len + tile_keys - 1) / tile_keys;
+        if (tbase)
+            tbase[r] = (int32_t)n;
+        for (int32_t j = nt - 1; j >= 0; j--, n++) {
+            if (!tiles)
+                continue;
+            const int32_t k0 = j * tile_keys;
+            tiles[n].row0 = kv0 + k0;
+            tiles[n].tok0 = k0;
+            tiles[n].keys = len - k0 < tile_keys ? len - k0 : tile_keys;
+            tiles[n].pbase = pt->page_indptr[r];
+        }
+    }
+    return n;
+}
+
 sw_status sw_paged_cuda_plan(sw_paged_cuda *pc, const sw_prefill_params *p, int32_t batch,
                              const int32_t *qo_indptr, const sw_paged_table *pt, int decode,
+                             const sw_work_item *work, int32_t num_work, int32_t tile_keys,
                              size_t ws_off)
 {
     memset(pc, 0, sizeof *pc);
     pc->decode = decode;
+    unsigned char *seen = NULL;
+    if (!decode && tile_keys > 0 && num_work > 0) {
+        seen = malloc((size_t)batch + 1);
+        if (!seen)
+            return sw_fail(SW_STATUS_NO_MEMORY, "paged prefill: cannot allocate %d flags",
+                           (int)batch);
+        const int64_t nt = plan_gather_tiles(pt, batch, work, num_work, tile_keys, NULL, NULL,
+                                             seen);
+        if (nt > INT32_MAX / 64) {
+            free(seen);
+            return sw_fail(SW_STATUS_UNSUPPORTED, "paged prefill: %lld tiles exceed a launch",
+                           (long long)nt);
+        }
+        pc->num_tiles = (int32_t)nt;
+        pc->tile_keys = nt > 0 ? tile_keys : 0;
+    }
     int64_t n_items = 0, n_merges = 0, n_parts = 0, slots = 0;
     if (pc->decode) {
         int32_t sms = 0, per_sm = 0;
@@ -56,7 +106,16 @@ sw_status sw_paged_cuda_plan(sw_paged_cuda *pc, const sw_prefill_params *p, int3
     pc->items_off = o;
     o = sw_align_up(o + sizeof(sw_decode_item) * (size_t)n_items, 16);
     pc->merges_off = o;
-    o = sw_align_up(o + sizeof(sw_decode_merge) * (size_t)n_merges, SW_PC_ALIGN);
+    o = sw_align_up(o + sizeof(sw_decode_merge) * (size_t)n_merges, 16);
+    pc->tiles_off = o;
+    o = sw_align_up(o + sizeof(sw_gather_tile) * (size_t)pc->num_tiles, 16);
+    pc->tbase_off = o;
+    o = sw_align_up(o + (pc->num_tiles > 0 ? b1 : 0), 16);
+    /* the tiles' counters, the gatherers' count and their claims, zero in
+     * the blob */
+    pc->tdone_off = o;
+    o = sw_align_up(o + (pc->num_tiles > 0 ? sizeof(int32_t) * ((size_t)pc->num_tiles + 2) : 0),
+                    SW_PC_ALIGN);
     pc->blob_bytes = o;
     pc->ws_off = sw_align_up(ws_off, SW_PC_ALIGN);
     size_t w = pc->ws_off + pc->blob_bytes;
@@ -79,6 +138,7 @@ sw_status sw_paged_cuda_plan(sw_paged_cuda *pc, const sw_prefill_params *p, int3
     sw_status s = sw_cuda_host_alloc(&pc->blob, pc->blob_bytes);
     if (s != SW_OK) {
         pc->blob = NULL;
+        free(seen);
         return s;
     }
     char *bl = pc->blob;
@@ -87,6 +147,15 @@ sw_status sw_paged_cuda_plan(sw_paged_cuda *pc, const sw_prefill_params *p, int3
     memcpy(bl + pc->kv_off, pt->kv_indptr, b1);
     memcpy(bl + pc->pi_off, pt->page_indptr, b1);
     memcpy(bl + pc->px_off, pt->page_indices, sizeof(int32_t) * (size_t)pt->page_indptr[batch]);
+    if (pc->num_tiles > 0) {
+        const int64_t nt = plan_gather_tiles(pt, batch, work, num_work, tile_keys,
+                                             (sw_gather_tile *)(bl + pc->tiles_off),
+                                             (int32_t *)(bl + pc->tbase_off), seen);
+        free(seen);
+        SW_ASSERT_RET(nt == pc->num_tiles);
+    } else {
+        free(seen);
+    }
     if (pc->decode) {
         int64_t nm = 0, np = 0;
         const int64_t k = sw_plan_decode(qo_indptr, pt->kv_indptr, batch, p->num_kv_heads, slots,
@@ -113,7 +182,8 @@ static int log2_exact(int32_t x)
 sw_status sw_paged_cuda_run(const sw_paged_cuda *pc, const sw_attn_problem *pb,
                             const sw_paged_table *pt, const sw_paged_strides *ks,
                             const sw_paged_strides *vs, void *workspace, void *stream,
-                            const void **k_dense, const void **v_dense)
+                            const void **k_dense, const void **v_dense,
+                            sw_cuda_gather_args *gather)
 {
     char *ws = workspace, *dev_blob = ws + pc->ws_off;
     SW_TRY(sw_cuda_memcpy_h2d_async(dev_blob, pc->blob, pc->blob_bytes, stream));
@@ -159,5 +229,29 @@ sw_status sw_paged_cuda_run(const sw_paged_cuda *pc, const sw_attn_problem *pb,
     a.v_dense = ws + pc->vd_off;
     *k_dense = a.k_dense;
     *v_dense = a.v_dense;
-    return sw_cuda_paged_gather_launch(&a, stream);
+    memset(gather, 0, sizeof *gather);
+    if (pc->num_tiles == 0)
+        return sw_cuda_paged_gather_launch(&a, stream);
+    gather->k_pool = a.k_pool;
+    gather->v_pool = a.v_pool;
+    gather->k_tok = a.k_tok;
+    gather->k_head = a.k_head;
+    gather->k_page = a.k_page;
+    gather->v_tok = a.v_tok;
+    gather->v_head = a.v_head;
+    gather->v_page = a.v_page;
+    gather->page_size = a.page_size;
+    gather->ps_log2 = a.ps_log2;
+    gather->page_indices = a.page_indices;
+    gather->k_dense = a.k_dense;
+    gather->v_dense = a.v_dense;
+    gather->tiles = (const sw_gather_tile *)(dev_blob + pc->tiles_off);
+    gather->num_tiles = pc->num_tiles;
+    gather->tile_keys = pc->tile_keys;
+    gather->piece_keys = SW_GATHER_PIECE_KEYS;
+    gather->tile_base = (const int32_t *)(dev_blob + pc->tbase_off);
+    gather->tile_done = (int32_t *)(dev_blob + pc->tdone_off);
+    gather->num_kv_heads = pb->num_kv_heads;
+    gather->head_dim = pb->head_dim;
+    return SW_OK;
 }

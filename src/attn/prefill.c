@@ -352,8 +352,16 @@ sw_status sw_prefill_plan_create_paged(const sw_prefill_params *params, int32_t 
         s = plan_make(params, backend, batch, qo_indptr_host, pt.kv_indptr, NULL,
                       !decode && !opp, out);
     if (s == SW_OK && cuda) {
+        /* the Hopper kernel gathers the pages itself, in its work list's
+         * order; the portable one runs after a gather kernel */
+        const sw_prefill_plan *pl = *out;
+        const int own = backend == SW_BACKEND_CUDA_HOPPER && !decode;
         s = sw_paged_cuda_plan(&(*out)->pcuda, &(*out)->params, batch, qo_indptr_host, &pt,
-                               decode, (*out)->blob_bytes);
+                               decode, own ? (const sw_work_item *)((const char *)pl->blob +
+                                                                    pl->work_off) : NULL,
+                               own ? pl->num_work : 0,
+                               own ? sw_hopper_tile_n(params->head_dim, pl->wide_kv) : 0,
+                               (*out)->blob_bytes);
         if (s == SW_OK)
             (*out)->ws_bytes = (*out)->pcuda.ws_end;
     }
@@ -594,7 +602,8 @@ static sw_status check_workspace(const sw_prefill_tensors *t, size_t need)
 }
 
 static sw_status run_cuda(sw_prefill_plan *pl, const sw_attn_problem *pb,
-                          const sw_prefill_tensors *t, void *stream)
+                          const sw_prefill_tensors *t, const sw_cuda_gather_args *gather,
+                          void *stream)
 {
     if (pl->num_work == 0)
         return SW_OK;
@@ -640,6 +649,8 @@ static sw_status run_cuda(sw_prefill_plan *pl, const sw_attn_problem *pb,
     a.total_q = pl->qo_indptr[pl->batch];
     a.total_kv = pl->kv_indptr[pl->batch];
     a.wide_kv = pl->wide_kv;
+    if (gather)
+        a.gather = *gather;
     s = pl->backend == SW_BACKEND_CUDA_HOPPER ? sw_cuda_prefill_hopper_launch(&a, stream)
                                               : sw_cuda_prefill_portable_launch(&a, stream);
     /* a kernel that did not run leaves the counter as the upload set it,
@@ -670,17 +681,20 @@ static sw_status run_paged_cuda(sw_prefill_plan *pl, const sw_attn_problem *pb,
     SW_TRY(check_workspace(t, pl->ws_bytes));
     sw_status s = sw_cuda_set_device(pl->params.device);
     const void *kd = NULL, *vd = NULL;
+    sw_cuda_gather_args gather;
+    memset(&gather, 0, sizeof gather);
     /* the decode kernel's partials and the gathered pages (past this plan's
      * blob) are written here: what the workspace held is gone */
     ws_forget(t, stream);
     if (s == SW_OK)
-        s = sw_paged_cuda_run(&pl->pcuda, pb, &pl->pages, ks, vs, t->workspace, stream, &kd, &vd);
+        s = sw_paged_cuda_run(&pl->pcuda, pb, &pl->pages, ks, vs, t->workspace, stream, &kd, &vd,
+                              &gather);
     if (s == SW_OK && !pl->pcuda.decode) {
         sw_attn_problem dense = *pb;
         dense.k = kd;
         dense.v = vd;
         dense.k_stride = dense.v_stride = (int64_t)pb->num_kv_heads * pb->head_dim;
-        return run_cuda(pl, &dense, t, stream);
+        return run_cuda(pl, &dense, t, &gather, stream);
     }
     if (s == SW_STATUS_CUDA)
         pl->failed = 1;
@@ -722,7 +736,7 @@ sw_status sw_prefill_run(sw_prefill_plan *plan, const sw_prefill_tensors *t, voi
     case SW_BACKEND_CPU_REF: return sw_cpu_prefill_ref(&pb);
     case SW_BACKEND_CPU: return sw_cpu_prefill_fast(&pb, plan->params.num_threads);
     case SW_BACKEND_CUDA_PORTABLE:
-    case SW_BACKEND_CUDA_HOPPER: return run_cuda(plan, &pb, t, stream);
+    case SW_BACKEND_CUDA_HOPPER: return run_cuda(plan, &pb, t, NULL, stream);
 #ifdef SW_HAVE_OPPONENT_FLASHINFER
     case SW_BACKEND_OPPONENT_FLASHINFER:
     case SW_BACKEND_OPPONENT_FLASHINFER_FA3: {

@@ -45,7 +45,10 @@
 #include "hopper_sync.cuh"
 #include "hopper_wgmma.cuh"
 #include "mma_utils.cuh"
+#include "paged_gather.cuh"
 #include "portable_tile.cuh"
+
+#include <climits>
 
 namespace sw_hopper {
 
@@ -153,6 +156,41 @@ __device__ __forceinline__ void producer(const CUtensorMap *tm_q1, const CUtenso
     tma_prefetch_desc(tm_k);
     tma_prefetch_desc(tm_v);
     int it = 0;
+    /* Paged K/V gathered by this kernel (gatherer): a tile's keys are read
+     * once its counter shows every piece copied. Counters [ok[0], ok[1]]
+     * are known complete (a request's tiles have consecutive counters in
+     * the order the items visit them, so the range mostly grows); once
+     * every gatherer has finished, or with dense K/V, the range is every
+     * counter. The range lives in slot 0's padding, which only this thread
+     * uses: in registers it made ptxas spill in this 40-register warp. */
+    int *ok = &slots[0].pad[1];
+    ok[0] = a.gather.num_tiles > 0 ? 1 : INT_MIN;
+    ok[1] = a.gather.num_tiles > 0 ? 0 : INT_MAX;
+    auto wait_tile = [&](int c) {
+        if (c >= ok[0] && c <= ok[1])
+            return;
+        const int *done = a.gather.tile_done;
+        for (;;) {
+            const int d = relaxed_load(done + c), w = relaxed_load(done + a.gather.num_tiles);
+            if (w >= 2 * (int)gridDim.x) {
+                ok[0] = INT_MIN;
+                ok[1] = INT_MAX;
+                break;
+            }
+            if (d >= a.gather.tile_keys / a.gather.piece_keys) {
+                if (c == ok[1] + 1)
+                    ok[1] = c;
+                else if (c == ok[0] - 1)
+                    ok[0] = c;
+                else
+                    ok[0] = ok[1] = c;
+                break;
+            }
+            __nanosleep(64);
+        }
+        fence_acquire_gpu();
+        fence_proxy_async_global();
+    };
     /* Item n: claimed, published with its geometry through slot n & 1, its
      * Q loaded into buffer n % Q_BUFS. With two Q buffers the producer runs
      * one item ahead: it claims item n + 1 and loads its Q right after item
@@ -164,8 +202,14 @@ __device__ __forceinline__ void producer(const CUtensorMap *tm_q1, const CUtenso
         const int slot = n & 1;
         mbar_wait(bars + B_SCHED_EMPTY + 8 * slot, ((n >> 1) & 1) ^ 1);
         slots[slot].item = item;
-        if (item < a.num_work)
-            slots[slot].g = item_geom::of<TR::BM, TR::BN, CAUSAL>(a, item);
+        if (item < a.num_work) {
+            const int tb = a.gather.num_tiles > 0 ? __ldg(a.gather.tile_base + a.work[item].req)
+                                                  : 0;
+            const item_geom g = item_geom::of<TR::BM, TR::BN, CAUSAL>(a, item);
+            slots[slot].g = g;
+            /* the counter of the request's tile j is pad[0] - j */
+            slots[slot].pad[0] = tb + (g.kv_len + TR::BN - 1) / TR::BN - 1;
+        }
         mbar_arrive(bars + B_SCHED_FULL + 8 * slot);
         return item;
     };
@@ -203,6 +247,7 @@ __device__ __forceinline__ void producer(const CUtensorMap *tm_q1, const CUtenso
         for (int j = g.n_tiles - 1; j >= 0; --j, ++it) {
             const int sk = it % TR::K_ST;
             const int row = g.kv_start + j * TR::BN;
+            wait_tile(slots[n & 1].pad[0] - j);
             mbar_wait(bars + B_K_EMPTY + 8 * sk, ((uint32_t)(it / TR::K_ST) & 1) ^ 1);
             mbar_arrive_tx(bars + B_K_FULL + 8 * sk, TR::KV_BYTES);
             tma_load_4d(sK + sk * TR::KV_BYTES, tm_k, bars + B_K_FULL + 8 * sk, 0, g.kvh, row, 0);
@@ -218,6 +263,43 @@ __device__ __forceinline__ void producer(const CUtensorMap *tm_q1, const CUtenso
         item = next;
     }
     sw_portable::reset_counter_after(a.counter, item, a.num_work);
+}
+
+/* The gatherers (warps 2 and 3, idle otherwise) of a run over paged K/V
+ * (sw_cuda_gather_args): each claims pieces in list order from a counter
+ * (the one after the gatherers' count), so the pieces are copied about in
+ * the order the items first read their tiles, and the gatherers of the
+ * CTAs that run copy every piece whether or not the whole grid is
+ * resident at once (a piece per CTA by index would leave a waiting
+ * producer to a CTA that cannot start: a deadlock on a partitioned GPU).
+ * The next claim is made before a piece is copied, so its round trip
+ * overlaps the copy (copy_piece, UNR vectors of K and of V in flight in
+ * the producer warpgroup's few registers). A piece is counted into its
+ * tile's counter with a release once every lane's stores are fenced for
+ * the async proxy (the producer's TMA reads them); each gatherer counts
+ * itself done in the slot after the tiles. */
+template <class TR>
+__device__ __forceinline__ void gatherer(const sw_cuda_prefill_args &a, int lane)
+{
+    const sw_cuda_gather_args &g = a.gather;
+    constexpr int UNR = TR::HEAD_DIM == 256 ? 1 : 2;
+    constexpr int CPR_LOG2 = TR::HEAD_DIM == 64 ? 3 : TR::HEAD_DIM == 128 ? 4 : 5;
+    const int per_key = a.num_kv_heads << CPR_LOG2;
+    const int ppt = g.tile_keys / g.piece_keys, total = g.num_tiles * ppt;
+    int *claims = g.tile_done + g.num_tiles + 1;
+    int p = __shfl_sync(0xffffffffu, lane == 0 ? atomicAdd(claims, 1) : 0, 0);
+    while (p < total) {
+        const int next = lane == 0 ? atomicAdd(claims, 1) : 0;
+        const int t = sw_gather::copy_piece<UNR, CPR_LOG2>(g, p, ppt, per_key, lane);
+        fence_proxy_async_global();
+        __syncwarp();
+        if (lane == 0)
+            release_add(g.tile_done + t, 1);
+        p = __shfl_sync(0xffffffffu, next, 0);
+    }
+    __syncwarp();
+    if (lane == 0)
+        release_add(g.tile_done + g.num_tiles, 1);
 }
 
 /* The V fixer (one warp): follows the same tiles as the producer; once a V
@@ -821,6 +903,8 @@ __global__ void __launch_bounds__(traits<D, WIDE>::NT, 1)
             producer<TR, CAUSAL>(&tm_q1, &tm_qg, &tm_k, &tm_v, a, sQ, sK, sV, bars, slots);
         else if (threadIdx.x >= 32 && threadIdx.x < 64)
             v_fixer<TR, CAUSAL>(a, bars, slots, smem_raw + (sV - raw), threadIdx.x & 31);
+        else if (threadIdx.x >= 64 && a.gather.num_tiles > 0)
+            gatherer<TR>(a, threadIdx.x & 31);
     } else {
         regs_alloc<TR::CONSUMER_REGS>();
         consumer<TR, T, CAUSAL>(a, sQ, sK, sV, bars, slots);

@@ -106,6 +106,45 @@ __device__ __forceinline__ void fence_proxy_async()
 #endif
 }
 
+/* Global memory written by other CTAs through the generic proxy, read here
+ * by TMA (the in-kernel gather of paged K/V): the writer's pieces are
+ * counted with release_add after fence_proxy_async_global; the reader
+ * sees the count with relaxed_load, then fence_acquire_gpu and
+ * fence_proxy_async_global before its TMA loads. */
+__device__ __forceinline__ void fence_proxy_async_global()
+{
+#ifdef SW_HOPPER_ARCH
+    asm volatile("fence.proxy.async.global;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void release_add(int *p, int v)
+{
+#ifdef SW_HOPPER_ARCH
+    asm volatile("red.release.gpu.global.add.s32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+#endif
+}
+
+
+__device__ __forceinline__ int relaxed_load(const int *p)
+{
+    int v = 0;
+#ifdef SW_HOPPER_ARCH
+    asm volatile("ld.relaxed.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+#endif
+    return v;
+}
+
+/* After relaxed loads that saw counts released by other CTAs: orders this
+ * thread's later reads (and, with fence_proxy_async_global, its TMA loads)
+ * after the writes those counts published. */
+__device__ __forceinline__ void fence_acquire_gpu()
+{
+#ifdef SW_HOPPER_ARCH
+    asm volatile("fence.acq_rel.gpu;" ::: "memory");
+#endif
+}
+
 /* --------------------------------------------------------------- wgmma -- */
 
 __device__ __forceinline__ void wg_fence()

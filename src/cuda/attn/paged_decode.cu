@@ -25,6 +25,7 @@
 #include "core/sw_core.h"
 #include "core/sw_cuda_check.h"
 #include "mma_utils.cuh"
+#include "paged_gather.cuh"
 
 #include <atomic>
 #include <cuda_runtime.h>
@@ -456,27 +457,8 @@ __global__ void __launch_bounds__(256) gather_kernel(const sw_cuda_paged_args a)
                          ((int64_t)page * a.k_page + (int64_t)in_page * a.k_tok) * 2;
         const char *vs = (const char *)a.v_pool +
                          ((int64_t)page * a.v_page + (int64_t)in_page * a.v_tok) * 2;
-        char *kd = (char *)a.k_dense + key * row, *vd = (char *)a.v_dense + key * row;
-        for (int i0 = 0; i0 < per_key; i0 += 128) {
-            uint4 kx[4], vx[4];
-#pragma unroll
-            for (int u = 0; u < 4; ++u) {
-                const int i = i0 + u * 32 + lane;
-                if (i < per_key) {
-                    const int h = i >> cpr_log2, c = i & ((1 << cpr_log2) - 1);
-                    kx[u] = __ldg((const uint4 *)(ks + (int64_t)h * a.k_head * 2) + c);
-                    vx[u] = __ldg((const uint4 *)(vs + (int64_t)h * a.v_head * 2) + c);
-                }
-            }
-#pragma unroll
-            for (int u = 0; u < 4; ++u) {
-                const int i = i0 + u * 32 + lane;
-                if (i < per_key) {
-                    ((uint4 *)kd)[i] = kx[u];
-                    ((uint4 *)vd)[i] = vx[u];
-                }
-            }
-        }
+        sw_gather::copy_key<4>(ks, vs, a.k_head, a.v_head, (char *)a.k_dense + key * row,
+                               (char *)a.v_dense + key * row, per_key, cpr_log2, lane);
     }
 }
 

@@ -189,6 +189,12 @@ extern "C" sw_status sw_cuda_prefill_hopper_launch(const sw_cuda_prefill_args *a
     SW_CUDA_CHECK(cudaGetDevice(&dev));
     sw_hopper_kernel k;
     SW_TRY(select(dev, a->head_dim, a->dtype, a->causal, a->wide_kv, &k));
+    if (a->gather.num_tiles > 0 &&
+        (a->gather.tile_keys != k.tile_n || a->gather.piece_keys <= 0 ||
+         a->gather.tile_keys % a->gather.piece_keys != 0))
+        return sw_fail(SW_STATUS_INTERNAL, "Hopper CUDA prefill: a gather planned for %d-key "
+                       "tiles of %d-key pieces, the kernel's tiles are %d keys",
+                       (int)a->gather.tile_keys, (int)a->gather.piece_keys, k.tile_n);
     PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
     SW_TRY(get_encode(&encode));
 
