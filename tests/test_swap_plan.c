@@ -119,10 +119,64 @@ static void test_fixed(void)
     CHECK(sw_swap_plan_tile(&sh) == 3);
 }
 
+/* The landing places (sw_swap_land_offsets): room for gaps of 1..gap_max
+ * blocks, none for larger ones, adjacent blocks or an order that goes
+ * back; over random orders, any two blocks joined by gaps that got room
+ * lie as far apart in the landing as in the layer (one copy runs from one
+ * to the other), places strictly increase, and the room is the blocks
+ * plus their gaps' room. */
+static void test_land_offsets(uint64_t seed)
+{
+    static const int32_t b1[] = {0, 1, 3, 7, 8, 5, 6};
+    int32_t lo[7];
+    sw_swap_land_offsets(b1, 7, 2, lo);
+    static const int32_t want[] = {0, 1, 3, 4, 5, 6, 7};
+    for (int i = 0; i < 7; i++)
+        CHECK(lo[i] == want[i]);
+    sw_swap_land_offsets(b1, 7, 0, lo);
+    for (int i = 0; i < 7; i++)
+        CHECK(lo[i] == i);
+    sw_swap_land_offsets(b1, 7, 3, lo); /* 3 -> 7 now gets its room */
+    CHECK(lo[3] == 7 && lo[4] == 8 && lo[5] == 9);
+    int bad = 0;
+    for (int it = 0; it < 2000 && !bad; it++) {
+        sw_rng r = {seed * 131 + (uint64_t)it};
+        const int32_t n = sw_rng_int(&r, 1, 300), gmax = sw_rng_int(&r, 0, 6);
+        int32_t *b = malloc(sizeof(int32_t) * (size_t)n), *l = malloc(sizeof(int32_t) * (size_t)n);
+        int32_t x = sw_rng_int(&r, 0, 50);
+        for (int32_t i = 0; i < n; i++) {
+            b[i] = x;
+            x += sw_rng_int(&r, 0, 9) == 0 ? -sw_rng_int(&r, 1, 5) : sw_rng_int(&r, 1, 9);
+        }
+        sw_swap_land_offsets(b, n, gmax, l);
+        int64_t room = 1;
+        int32_t start = 0; /* the first block of the current run of room-joined blocks */
+        bad |= l[0] != 0;
+        for (int32_t i = 1; i < n; i++) {
+            const int32_t g = b[i] - b[i - 1] - 1;
+            const int joined = g >= 0 && g <= gmax;
+            room += joined ? g + 1 : 1;
+            bad |= l[i] <= l[i - 1];
+            if (!joined)
+                start = i;
+            bad |= l[i] - l[start] != (joined || i == start ? b[i] - b[start] : 0) &&
+                   i != start;
+        }
+        bad |= l[n - 1] + 1 != room;
+        if (bad)
+            fprintf(stderr, "land offsets: case %d (%d blocks, gaps <= %d) wrong (seed %llu)\n",
+                    it, n, gmax, (unsigned long long)seed);
+        free(b);
+        free(l);
+    }
+    CHECK(!bad);
+}
+
 int main(void)
 {
     const uint64_t seed = ts_seed(20261202);
     test_fixed();
+    test_land_offsets(seed);
     int failed = 0;
     for (int it = 0; it < 3000; it++) {
         sw_rng r = {seed * 977 + (uint64_t)it};

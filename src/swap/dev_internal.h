@@ -432,6 +432,11 @@ struct prelease {
     int64_t land_max;           /* stripes the room may grow to (landing_max_mb) */
     int64_t call_need, last_need; /* stripes the jobs of this call / the last asked for */
     int32_t job_nland;
+    /* per job block: its landing place in blocks from job_land0, past the
+     * gaps the copies run through (land_gap blocks at most: tuning
+     * land_gap_kb) */
+    int32_t *loff;
+    int32_t land_gap;
     void *lstream;
     void **lev;
     int32_t lev_cap, lev_used, chunk0;

@@ -32,20 +32,25 @@ static void land_flush(struct prelease *P, int launch)
         sw_status st = SW_OK;
         int32_t ncopy = 0;
         {
-            /* copy engine: one copy per run of stripes adjacent both in the
-             * host tier and in the landing (whole entries); ~3 us each
-             * besides its bytes, so made for long runs (run-aware eviction).
-             * A tile's own read from the landing checks the CRC. */
+            /* copy engine: one copy per run of stripes that lie as far
+             * apart in the host tier as in the landing (whole entries):
+             * adjacent, or across a gap of blocks the job skips that has
+             * landing room (loff); ~3.6 us each besides its bytes, so made
+             * for long runs (run-aware eviction, the gaps). The host tier
+             * is one pinned allocation, so a gap is readable memory. A
+             * tile's own read from the landing checks the CRC. */
             const sw_cuda_swap_gather_item *g = P->items + P->item0;
             const int64_t n = P->nitem - P->item0;
             const uint64_t stb = P->land_stride;
+            const uint64_t most = ((uint64_t)P->land_gap * 2 * (uint64_t)P->H + 1) * stb;
             for (int64_t k = 0; k < n && st == SW_OK;) {
                 int64_t r = k + 1;
-                while (r < n && (const uint8_t *)g[r].src == (const uint8_t *)g[r - 1].src + stb &&
-                       g[r].dst == g[r - 1].dst + stb)
+                while (r < n && g[r].dst > g[r - 1].dst && g[r].dst - g[r - 1].dst <= most &&
+                       (const uint8_t *)g[r].src ==
+                           (const uint8_t *)g[r - 1].src + (g[r].dst - g[r - 1].dst))
                     r++;
-                st = sw_cuda_swap_copy(P->land + g[k].dst, g[k].src, (size_t)(r - k) * stb,
-                                       P->lstream);
+                st = sw_cuda_swap_copy(P->land + g[k].dst, g[k].src,
+                                       (size_t)(g[r - 1].dst - g[k].dst + stb), P->lstream);
                 ncopy++;
                 k = r;
             }
@@ -85,7 +90,7 @@ static int land_queue(struct prelease *P, int land_ok, int32_t i, const sw_store
     for (size_t x = 0; x < spb; x++) {
         sw_cuda_swap_gather_item *g = &P->items[P->nitem++];
         g->src = lb[x].ptr;
-        g->dst = ((uint64_t)P->job_land0 + (uint64_t)i * spb + x) * st;
+        g->dst = ((uint64_t)P->job_land0 + (uint64_t)P->loff[i] * spb + x) * st;
         g->length = lb[x].length;
         g->crc_raw = sw_swap_crc_raw(&P->crc, lb[x].crc, lb[x].length);
         g->id = 0;
@@ -93,6 +98,14 @@ static int land_queue(struct prelease *P, int land_ok, int32_t i, const sw_store
     }
     P->pend[P->npend++] = i;
     return 1;
+}
+
+void sw_swap_land_offsets(const int32_t *blocks, int32_t n, int32_t gap_max, int32_t *loff)
+{
+    for (int32_t i = 0; i < n; i++) {
+        const int32_t gap = i > 0 ? blocks[i] - blocks[i - 1] - 1 : 0;
+        loff[i] = i == 0 ? 0 : loff[i - 1] + 1 + (gap > 0 && gap <= gap_max ? gap : 0);
+    }
 }
 
 /* Blocks a landing launch holds before it goes: the job's first land_start,
@@ -305,6 +318,10 @@ sw_status sw_swap_prelease_start(sw_swap *s)
                 sw_cuda_swap_alloc((void **)&P->land, (size_t)cap * st) == SW_OK) {
                 P->land_stride = st;
                 P->land_cap = cap;
+                const int64_t gk = s->tune.land_gap_kb;
+                P->land_gap = gk > 0 && gk <= (1 << 20)
+                                  ? (int32_t)((gk << 10) / ((int64_t)st * (int64_t)spb))
+                                  : 0;
                 const int64_t mx = s->tune.landing_max_mb;
                 const int64_t mcap =
                     mx > mb && mx <= ((int64_t)1 << 20)
@@ -419,6 +436,7 @@ static void prelease_free(struct prelease *P)
     free(P->ent);
     free(P->lev_of);
     free(P->pend);
+    free(P->loff);
     sw_cuda_host_free(P->items);
     for (int32_t i = 0; i < P->lev_cap; i++)
         sw_cuda_swap_event_destroy(P->lev[i]);
@@ -530,9 +548,12 @@ sw_status sw_swap_dev_prelease(sw_swap *s, const sw_swap_seq *q, int32_t layer,
         if (lo)
             P->lev_of = lo;
         int32_t *pd = lo ? realloc(P->pend, sizeof *pd * (size_t)n) : NULL;
-        if (!pd)
+        if (pd)
+            P->pend = pd;
+        int32_t *lf = pd ? realloc(P->loff, sizeof *lf * (size_t)n) : NULL;
+        if (!lf)
             return SW_OK; /* nothing preleased: the tiles lease their keys */
-        P->pend = pd;
+        P->loff = lf;
         P->ncap = n;
     }
     if (L->nblocks > P->nblk_cap) {
@@ -550,6 +571,7 @@ sw_status sw_swap_dev_prelease(sw_swap *s, const sw_swap_seq *q, int32_t layer,
         P->blk[i] = b;
         atomic_init(&P->state[i], PL_FREE);
     }
+    sw_swap_land_offsets(blocks, n, P->land_gap, P->loff);
     P->ns = q->ns;
     P->bbase = q->block_base;
     /* landing room for the job's first blocks (what is left of the call's),
@@ -560,10 +582,12 @@ sw_status sw_swap_dev_prelease(sw_swap *s, const sw_swap_seq *q, int32_t layer,
     P->npend = 0;
     if (P->land) {
         /* (a batch's later jobs: room as large as the last call's jobs) */
-        P->call_need += (int64_t)n * (int64_t)spb;
+        P->call_need += ((int64_t)P->loff[n - 1] + 1) * (int64_t)spb;
         land_grow(P, P->call_need > P->last_need ? P->call_need : P->last_need);
         const int64_t room = (P->land_cap - P->land_used) / (int64_t)spb;
-        int32_t nl = room < (int64_t)n ? (int32_t)(room > 0 ? room : 0) : n;
+        int32_t nl = n;
+        while (nl > 0 && (int64_t)P->loff[nl - 1] + 1 > room)
+            nl--;
         /* launches: about one a store call's PL_CH blocks at most, one spare
          * (past them a block is handed over unlanded: read from the host tier) */
         const int32_t nev = nl / PL_CH + 2;
@@ -583,7 +607,7 @@ sw_status sw_swap_dev_prelease(sw_swap *s, const sw_swap_seq *q, int32_t layer,
             P->job_nland = nl;
             P->job_land0 = P->land_used;
             P->chunk0 = P->lev_used;
-            P->land_used += (int64_t)nl * (int64_t)spb;
+            P->land_used += ((int64_t)P->loff[nl - 1] + 1) * (int64_t)spb;
             P->lev_used += nev;
             P->ljob_nev = nev;
         }
@@ -665,8 +689,9 @@ sw_status sw_swap_dev_lease_tile(sw_swap *s, const int32_t *miss_blocks, int32_t
             if (from_pl) {
                 lease[k] = P->lease[(size_t)i * spb + x];
                 if (landed)
-                    lease[k].ptr = P->land + ((uint64_t)P->job_land0 + (uint64_t)i * spb + x) *
-                                                 P->land_stride;
+                    lease[k].ptr = P->land +
+                                   ((uint64_t)P->job_land0 + (uint64_t)P->loff[i] * spb + x) *
+                                       P->land_stride;
                 got += lease[k].ptr != NULL;
             } else {
                 memset(&lease[k], 0, sizeof lease[k]);

@@ -29,6 +29,7 @@ void sw_swap_heuristics(const sw_swap_facts *f, sw_swap_tuning *t)
     t->land_blocks = 256;
     t->land_first = 320;
     t->land_groups = 4;
+    t->land_gap_kb = 128;
     t->merge_chunks = 64;
     t->timeline = 0;
     t->host_gather = 1;
@@ -40,7 +41,7 @@ void sw_swap_heuristics(const sw_swap_facts *f, sw_swap_tuning *t)
 /* (every field an int32_t, in this order) */
 #define SW_TUNING_FIELDS(X)                                                                  \
     X(run_evict) X(tile_ctas) X(gather_ctas) X(spin_us) X(landing_mb) X(landing_max_mb) X(land_start) X(land_blocks)      \
-    X(land_first) X(land_groups) X(merge_chunks) X(timeline) X(host_gather) X(align_tiles) \
+    X(land_first) X(land_groups) X(land_gap_kb) X(merge_chunks) X(timeline) X(host_gather) X(align_tiles) \
     X(resident_fast) X(keep_window)
 
 void sw_swap_tuning_default(sw_swap_tuning *t)

@@ -172,6 +172,12 @@ typedef struct sw_swap_tuning {
     int32_t land_start, land_blocks, land_first;
     /* a direct tile's launches at most, by landing launch (4, 1..8) */
     int32_t land_groups;
+    /* landing copies run on through gaps of up to this many KiB between
+     * two of the job's blocks (resident blocks, read again into landing
+     * room nobody reads) instead of a copy each side: a copy costs the
+     * copy engine ~3.6 us besides its bytes, 128 KiB ~2.4 us (128; 0 =
+     * a copy per run of wanted blocks) */
+    int32_t land_gap_kb;
     /* a direct tile's partials merged in fixed ranges of this many chunks
      * (64; 0: one merge a tile) */
     int32_t merge_chunks;
@@ -202,6 +208,14 @@ typedef struct sw_swap_tuning {
 
 /* The library's tuning for these facts. Pure. */
 void sw_swap_heuristics(const sw_swap_facts *f, sw_swap_tuning *t);
+/* The landing places of a job's blocks (dev_landing.c, pure): loff[i] is
+ * block i's place in blocks from the job's first, past room for each gap
+ * of 1..gap_max blocks between blocks[i - 1] and blocks[i] (layer block
+ * indices), so that one copy can run through it; other gaps (none, larger,
+ * or an order that goes back) get no room. loff[n - 1] + 1 blocks of room
+ * in all. */
+void sw_swap_land_offsets(const int32_t *blocks, int32_t n, int32_t gap_max, int32_t *loff);
+
 /* Every field at SW_SWAP_TUNE_DEFAULT (an override that overrides nothing). */
 void sw_swap_tuning_default(sw_swap_tuning *t);
 /* t's fields overridden by o's that are not SW_SWAP_TUNE_DEFAULT. */
