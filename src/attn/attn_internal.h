@@ -199,7 +199,6 @@ typedef struct sw_cuda_gather_args {
     int32_t page_size, ps_log2;         /* ps_log2 = log2(page_size), -1 if not a power of 2 */
     const int32_t *page_indices;        /* device */
     void *k_dense, *v_dense;            /* [total_kv][num_kv_heads][head_dim] */
-    int32_t num_kv_heads, head_dim;
     const sw_gather_tile *tiles;        /* device, num_tiles */
     int32_t num_tiles, tile_keys, piece_keys;
     const int32_t *tile_base;           /* device [batch]: the counter of the request's

@@ -251,7 +251,5 @@ sw_status sw_paged_cuda_run(const sw_paged_cuda *pc, const sw_attn_problem *pb,
     gather->piece_keys = SW_GATHER_PIECE_KEYS;
     gather->tile_base = (const int32_t *)(dev_blob + pc->tbase_off);
     gather->tile_done = (int32_t *)(dev_blob + pc->tdone_off);
-    gather->num_kv_heads = pb->num_kv_heads;
-    gather->head_dim = pb->head_dim;
     return SW_OK;
 }
