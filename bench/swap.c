@@ -36,7 +36,9 @@ static const char usage_head[] =
     "host-tier bytes per second of attend vs a pinned host-to-device cudaMemcpy (>= 90%);\n"
     "all-resident: K/V read per second of attends back to back, first call to last result,\n"
     "vs a device-to-device cudaMemcpy (2 x bytes / time; >= 80%), the host time of a call\n"
-    "(<= 20 us) and, beside it, paged decode and FlashInfer's on the same KV.\n"
+    "(<= 20 us) and, beside it, paged decode, FlashInfer's (an opponent build) and cuDNN's\n"
+    "paged SDPA (libcudnn.so.9 >= 9.15 on LD_LIBRARY_PATH) on the same KV, each opponent\n"
+    "only while SPILLWAY_OPPONENT names it (flashinfer,cudnn).\n"
     "Each step offloads every sequence's new token in one sw_swap_offload_batch: from GPU\n"
     "memory with a device pool (the KV's copy there, as an engine's), else host memory.\n"
     "Defaults: context 32768, batch 1, 1 layer, 5 steps after 1 warm-up (with a GPU, the\n"
@@ -374,6 +376,15 @@ int main(int argc, char **argv)
                                                  sw, 1, 0.95};
                         rows[nr++] = (bench_row){"flashinfer_rel_l2_vs_swap",
                                                  rr->beside_fi_rel, 1e-2, 1, -1};
+                    }
+                    /* the same line against cuDNN's paged SDPA */
+                    if (rr->beside_cudnn_ms > 0) {
+                        rows[nr++] = (bench_row){"step_ms_cudnn_sdpa_decode", rr->beside_cudnn_ms,
+                                                 sw, 1, 0.95};
+                        rows[nr++] = (bench_row){"cudnn_rel_l2_vs_swap", rr->beside_cudnn_rel,
+                                                 1e-2, 1, -1};
+                        rows[nr++] = (bench_row){"cudnn_version", rr->beside_cudnn_version, 0,
+                                                 0, 0};
                     }
                 }
                 if (rr->beside_note[0])

@@ -12,6 +12,8 @@
 #endif
 #include "swap_run.h"
 
+#include "opp_cudnn.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -578,8 +580,9 @@ static sw_status attend_layer(ctx *x, int32_t l)
 static void beside_loop(ctx *x, swt_result *res, int reps)
 {
     const swt_case *c = x->c;
-    res->beside_swap_ms = res->beside_paged_ms = res->beside_fi_ms = -1;
-    res->beside_paged_rel = res->beside_fi_rel = -1;
+    res->beside_swap_ms = res->beside_paged_ms = res->beside_fi_ms = res->beside_cudnn_ms = -1;
+    res->beside_paged_rel = res->beside_fi_rel = res->beside_cudnn_rel = -1;
+    res->beside_cudnn_version = 0;
     const int32_t B = c->batch, nb = (int32_t)((x->len + x->B - 1) / x->B);
     int32_t *qo = (int32_t *)swt_xalloc(sizeof(int32_t) * (B + 1), 0);
     int32_t *pi = (int32_t *)swt_xalloc(sizeof(int32_t) * (B + 1), 0);
@@ -631,12 +634,37 @@ static void beside_loop(ctx *x, swt_result *res, int reps)
             pl[k] = NULL;
         }
     }
-    /* one step of implementation w (0 swap attend, 1 ours paged, 2 FlashInfer) */
-    double med[3][16];
+    /* cuDNN's paged SDPA over the same pool and page table */
+    bench_cudnn_decode *cd = NULL;
+    uint16_t *ocd = NULL;
+    char cwhy[256] = "";
+    if (have_tm) {
+        int32_t *lens = (int32_t *)swt_xalloc(sizeof(int32_t) * B, 0);
+        for (int32_t b = 0; b < B; b++)
+            lens[b] = (int32_t)x->len;
+        bench_cudnn_decode_shape cs = {.batch = B, .qo_heads = x->Hq, .kv_heads = x->H,
+                                       .head_dim = x->D, .page_size = x->B,
+                                       .num_pages = pk.num_pages, .pages_per_seq = nb,
+                                       .page_table = idx, .kv_len = lens, .f16 = 0,
+                                       .sm_scale = (float)(1.0 / sqrt((double)x->D))};
+        cd = bench_cudnn_decode_create(&cs, cwhy, sizeof cwhy);
+        free(lens);
+        if (cd && !(ocd = bench_gpu_alloc(qn * 2 * c->layers, "O beside (cuDNN)"))) {
+            snprintf(cwhy, sizeof cwhy, "cuDNN: no GPU memory for its output");
+            bench_cudnn_decode_destroy(cd);
+            cd = NULL;
+        }
+        if (cd)
+            res->beside_cudnn_version = bench_cudnn_version();
+        else
+            printf("  beside the kernel loop: %s\n", cwhy);
+    }
+    /* one step of implementation w (0 swap attend, 1 ours paged, 2 FlashInfer, 3 cuDNN) */
+    double med[4][16];
     int nround = 0;
     for (int round = 0; round < 16 && pl[0]; round++, nround++) {
-        for (int w = 0; w < 3; w++) {
-            if (w == 2 && !pl[1]) {
+        for (int w = 0; w < 4; w++) {
+            if ((w == 2 && !pl[1]) || (w == 3 && !cd)) {
                 med[w][round] = -1;
                 continue;
             }
@@ -649,6 +677,14 @@ static void beside_loop(ctx *x, swt_result *res, int reps)
                     sw_status st;
                     if (w == 0) {
                         st = attend_layer(x, l);
+                    } else if (w == 3) {
+                        if (bench_cudnn_decode_run(cd, (const uint16_t *)x->dq + off, x->dkv[l].k,
+                                                   x->dkv[l].v, ocd + off, x->stream, cwhy,
+                                                   sizeof cwhy)) {
+                            snprintf(res->beside_note, sizeof res->beside_note, "%s", cwhy);
+                            goto done;
+                        }
+                        st = SW_OK;
                     } else {
                         const int k = w - 1;
                         sw_prefill_tensors t0;
@@ -678,8 +714,11 @@ static void beside_loop(ctx *x, swt_result *res, int reps)
         }
     }
     if (nround > 0) {
-        double *out[3] = {&res->beside_swap_ms, &res->beside_paged_ms, &res->beside_fi_ms};
-        for (int w = 0; w < 3; w++) {
+        double *out[4] = {&res->beside_swap_ms, &res->beside_paged_ms, &res->beside_fi_ms,
+                          &res->beside_cudnn_ms};
+        for (int w = 0; w < 4; w++) {
+            if ((w == 2 && !pl[1]) || (w == 3 && !cd))
+                continue;
             qsort(med[w], (size_t)nround, sizeof(double), cmp_ms);
             *out[w] = med[w][nround / 2];
         }
@@ -687,10 +726,10 @@ static void beside_loop(ctx *x, swt_result *res, int reps)
     /* their rows against the swap attend's (the last step's queries) */
     const size_t n = qn * c->layers;
     uint16_t *a = (uint16_t *)swt_xalloc(n * 2, 0), *f = (uint16_t *)swt_xalloc(n * 2, 0);
-    double *rel[2] = {&res->beside_paged_rel, &res->beside_fi_rel};
-    for (int k = 0; k < 2 && nround > 0; k++) {
-        if (!pl[k] || bench_gpu_copy(a, x->dout, n * 2, x->stream, "O") ||
-            bench_gpu_copy(f, of[k], n * 2, x->stream, "O beside"))
+    double *rel[3] = {&res->beside_paged_rel, &res->beside_fi_rel, &res->beside_cudnn_rel};
+    for (int k = 0; k < 3 && nround > 0; k++) {
+        if ((k < 2 ? !pl[k] : !cd) || bench_gpu_copy(a, x->dout, n * 2, x->stream, "O") ||
+            bench_gpu_copy(f, k < 2 ? of[k] : ocd, n * 2, x->stream, "O beside"))
             continue;
         double e2 = 0, r2 = 0;
         for (size_t i = 0; i < n; i++) {
@@ -710,6 +749,8 @@ done:
         bench_gpu_free(ws[k]);
         bench_gpu_free(of[k]);
     }
+    bench_cudnn_decode_destroy(cd);
+    bench_gpu_free(ocd);
     free(qo);
     free(pi);
     free(last);

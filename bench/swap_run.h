@@ -115,10 +115,12 @@ typedef struct swt_result {
      * sequence, every layer a step, interleaved (ms a step, medians; < 0:
      * not measured): the swap attend, Spillway's paged decode through
      * sw_prefill (the same kernel without the engine), FlashInfer's batch
-     * decode (an opponent build with SPILLWAY_OPPONENT=flashinfer); and the
-     * relative L2 between FlashInfer's output and the swap attend's */
-    double beside_swap_ms, beside_paged_ms, beside_fi_ms;
-    double beside_paged_rel, beside_fi_rel; /* their O against the swap attend's, rel. L2 */
+     * decode (an opponent build with SPILLWAY_OPPONENT=flashinfer), cuDNN's
+     * paged SDPA (bench/opp_cudnn.h, SPILLWAY_OPPONENT=cudnn); and the
+     * relative L2 between each one's output and the swap attend's */
+    double beside_swap_ms, beside_paged_ms, beside_fi_ms, beside_cudnn_ms;
+    double beside_paged_rel, beside_fi_rel, beside_cudnn_rel; /* O against the swap attend's */
+    int beside_cudnn_version;   /* the libcudnn measured (e.g. 91900); 0: none */
     char beside_note[160];
     int32_t raw_passes;         /* interleaved raw passes run (raw_every) */
     double raw_bytes[2], raw_secs[2]; /* their sums per shape (4 MiB x 1, 1 MiB x 4), every pass */
