@@ -522,7 +522,12 @@ static sw_status store_open(const sw_store_config *c, const sw_store_tuning *tun
         return sw_fail(SW_STATUS_UNSUPPORTED, "io_backend = SW_STORE_IO_URING, but io_uring "
                        "is not available (a build without liburing, or the kernel refused "
                        "io_uring_queue_init)");
-    size_t bb = c->io_buffer_bytes ? (size_t)c->io_buffer_bytes : (size_t)8 << 20;
+    /* 32 MiB: a read ticket larger than half the small tickets' window
+     * (read_async.c) takes its region anywhere in the buffer, and at 8 MiB
+     * two such tickets (a 64-block tile of 16 streams of 4 KiB stripes) no
+     * longer fit together: the device waited for each one's check and copy
+     * (docs/perf/swap.md, the disk case at d128). */
+    size_t bb = c->io_buffer_bytes ? (size_t)c->io_buffer_bytes : (size_t)32 << 20;
     if (bb < 2 * s->run_bytes)
         bb = (size_t)(2 * s->run_bytes);
     s->bounce_bytes = sw_align_up(bb, SW_STORE_ALIGN);
