@@ -43,14 +43,26 @@ static void land_flush(struct prelease *P, int launch)
             const int64_t n = P->nitem - P->item0;
             const uint64_t stb = P->land_stride;
             const uint64_t most = ((uint64_t)P->land_gap * 2 * (uint64_t)P->H + 1) * stb;
+            /* the runs go out in batches of LAND_BATCH, one runtime call
+             * each (sw_cuda_swap_copy_batch) */
+            enum { LAND_BATCH = 64 };
+            void *bd[LAND_BATCH];
+            const void *bs[LAND_BATCH];
+            size_t bb[LAND_BATCH];
+            size_t nb = 0;
             for (int64_t k = 0; k < n && st == SW_OK;) {
                 int64_t r = k + 1;
                 while (r < n && g[r].dst > g[r - 1].dst && g[r].dst - g[r - 1].dst <= most &&
                        (const uint8_t *)g[r].src ==
                            (const uint8_t *)g[r - 1].src + (g[r].dst - g[r - 1].dst))
                     r++;
-                st = sw_cuda_swap_copy(P->land + g[k].dst, g[k].src,
-                                       (size_t)(g[r - 1].dst - g[k].dst + stb), P->lstream);
+                bd[nb] = P->land + g[k].dst;
+                bs[nb] = g[k].src;
+                bb[nb++] = (size_t)(g[r - 1].dst - g[k].dst + stb);
+                if (nb == LAND_BATCH || r == n) {
+                    st = sw_cuda_swap_copy_batch(bd, bs, bb, nb, P->lstream);
+                    nb = 0;
+                }
                 ncopy++;
                 k = r;
             }

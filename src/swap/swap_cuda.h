@@ -30,6 +30,11 @@ sw_status sw_cuda_swap_event_record_node(void *ev, void *stream); /* in a captur
 sw_status sw_cuda_swap_event_ms(float *ms, void *start, void *stop);
 /* cudaMemcpyAsync with cudaMemcpyDefault (unified addressing). */
 sw_status sw_cuda_swap_copy(void *dst, const void *src, size_t bytes, void *stream);
+/* n such copies in stream order, as one cudaMemcpyBatchAsync where the
+ * runtime has it (the copies of a batch in any order among themselves: no
+ * two may overlap), else one call each. */
+sw_status sw_cuda_swap_copy_batch(void *const *dst, const void *const *src, const size_t *bytes,
+                                  size_t n, void *stream);
 /* cudaMemsetAsync to 0. */
 sw_status sw_cuda_swap_zero(void *dst, size_t bytes, void *stream);
 sw_status sw_cuda_swap_sm_count(int32_t device, int32_t *sms);

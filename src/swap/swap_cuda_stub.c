@@ -41,6 +41,12 @@ sw_status sw_cuda_swap_copy(void *dst, const void *src, size_t bytes, void *stre
     (void)dst; (void)src; (void)bytes; (void)stream;
     return no_cuda();
 }
+sw_status sw_cuda_swap_copy_batch(void *const *dst, const void *const *src, const size_t *bytes,
+                                  size_t n, void *stream)
+{
+    (void)dst; (void)src; (void)bytes; (void)n; (void)stream;
+    return no_cuda();
+}
 void sw_cuda_swap_preload(int32_t D) { (void)D; }
 sw_status sw_cuda_swap_merge_wide(const sw_cuda_swap_tile_args *a, void *stream)
 {
