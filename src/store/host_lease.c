@@ -53,10 +53,15 @@ sw_status sw_store_host_lease(sw_store *s, size_t n, const sw_store_key *keys,
         pthread_mutex_unlock(&s->lock);
         return SW_OK;
     }
-    /* Windows of keys: hash and prefetch every bucket, then probe (the
-     * lookups' cache misses overlap, as in sw_store_read_lookup). */
+    /* Windows of keys, each in stages whose cache misses overlap: hash and
+     * prefetch every bucket; prefetch the slot each bucket's first entry
+     * names (its key, usually the one); probe, then prefetch the host
+     * entry and the LRU neighbours the touch rewrites; then lease. (One
+     * stage, the buckets only: ~55 ns a stripe in the H200 host's prelease
+     * thread, docs/perf/swap.md.) */
     enum { WINDOW = 32 };
     uint64_t hs[WINDOW];
+    uint32_t vs[WINDOW];
     for (size_t w0 = 0; w0 < n; w0 += WINDOW) {
         const size_t w1 = n - w0 < WINDOW ? n : w0 + WINDOW;
         for (size_t i = w0; i < w1; i++) {
@@ -64,10 +69,28 @@ sw_status sw_store_host_lease(sw_store *s, size_t n, const sw_store_key *keys,
             __builtin_prefetch(sw_store_index_bucket(s, hs[i - w0]));
         }
         for (size_t i = w0; i < w1; i++) {
+            const uint32_t v0 = *sw_store_index_bucket(s, hs[i - w0]);
+            if (v0 != SW_NIL)
+                __builtin_prefetch(&s->slots[v0]);
+        }
+        for (size_t i = w0; i < w1; i++) {
             const sw_store_key *k = &keys[i];
-            if (k->kind > SW_STORE_KIND_V || k->reserved != 0)
-                continue; /* the read reports it */
-            const uint32_t v = sw_store_index_find_h(s, k, hs[i - w0]);
+            uint32_t v = SW_NIL;
+            if (k->kind <= SW_STORE_KIND_V && k->reserved == 0) /* else the read reports it */
+                v = sw_store_index_find_h(s, k, hs[i - w0]);
+            vs[i - w0] = v;
+            if (v == SW_NIL)
+                continue;
+            const sw_slot *e = &s->slots[v];
+            if (e->host != SW_NIL)
+                __builtin_prefetch(&s->host[e->host], 1);
+            if (e->lru_prev != SW_NIL)
+                __builtin_prefetch(&s->slots[e->lru_prev], 1);
+            if (e->lru_next != SW_NIL)
+                __builtin_prefetch(&s->slots[e->lru_next], 1);
+        }
+        for (size_t i = w0; i < w1; i++) {
+            const uint32_t v = vs[i - w0];
             if (v == SW_NIL)
                 continue;
             const sw_slot *e = &s->slots[v];
