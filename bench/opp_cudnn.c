@@ -43,15 +43,46 @@ static void say(char *why, size_t n, const char *fmt, ...)
     va_end(ap);
 }
 
+/* The gate, then the shape: 1 when both pass, else 0 with why set. */
+static int usable(const bench_cudnn_decode_shape *s, char *why, size_t n)
+{
+    if (!gate_open()) {
+        say(why, n, "cuDNN: not enabled (set SPILLWAY_OPPONENT=cudnn to measure it)");
+        return 0;
+    }
+    if (!s || s->batch < 1 || s->qo_heads < 1 || s->kv_heads < 1 ||
+        s->qo_heads % s->kv_heads || s->head_dim < 1 || s->page_size < 1 ||
+        s->pages_per_seq < 1 || s->num_pages < 1 || !(s->sm_scale > 0) || !s->page_table ||
+        !s->kv_len) {
+        say(why, n, "cuDNN: bad decode shape (a count below 1, qo_heads not a multiple of "
+                    "kv_heads, sm_scale <= 0 or a NULL table)");
+        return 0;
+    }
+    const int64_t most = (int64_t)s->pages_per_seq * s->page_size;
+    for (int32_t b = 0; b < s->batch; b++)
+        if (s->kv_len[b] < 1 || s->kv_len[b] > most) {
+            say(why, n, "cuDNN: sequence %d: kv_len %d outside 1..%lld", b, s->kv_len[b],
+                (long long)most);
+            return 0;
+        }
+    for (int64_t i = 0; i < (int64_t)s->batch * s->pages_per_seq; i++) {
+        const int32_t b = (int32_t)(i / s->pages_per_seq), j = (int32_t)(i % s->pages_per_seq);
+        if ((int64_t)j * s->page_size < s->kv_len[b] &&
+            (s->page_table[i] < 0 || s->page_table[i] >= s->num_pages)) {
+            say(why, n, "cuDNN: sequence %d, page %d: index %d outside the pool of %lld pages", b,
+                j, s->page_table[i], (long long)s->num_pages);
+            return 0;
+        }
+    }
+    return 1;
+}
+
 #ifndef SW_BENCH_CUDNN
 
 bench_cudnn_decode *bench_cudnn_decode_create(const bench_cudnn_decode_shape *s, char *why,
                                               size_t n)
 {
-    (void)s;
-    if (!gate_open())
-        say(why, n, "cuDNN: not enabled (set SPILLWAY_OPPONENT=cudnn to measure it)");
-    else
+    if (usable(s, why, n))
         say(why, n, "cuDNN: this build found no cuDNN headers (cudnn_graph.h beside the CUDA "
                     "toolkit's); it cannot measure cuDNN");
     return NULL;
@@ -219,26 +250,12 @@ out:
 bench_cudnn_decode *bench_cudnn_decode_create(const bench_cudnn_decode_shape *s, char *why,
                                               size_t n)
 {
-    if (!gate_open()) {
-        say(why, n, "cuDNN: not enabled (set SPILLWAY_OPPONENT=cudnn to measure it)");
+    if (!usable(s, why, n))
         return NULL;
-    }
     if (api_open() != 1) {
         say(why, n, "%s", api_why);
         return NULL;
     }
-    if (s->batch < 1 || s->qo_heads < 1 || s->kv_heads < 1 || s->qo_heads % s->kv_heads ||
-        s->head_dim < 1 || s->page_size < 1 || s->pages_per_seq < 1 || s->num_pages < 1 ||
-        !(s->sm_scale > 0) || !s->page_table || !s->kv_len) {
-        say(why, n, "cuDNN: bad decode shape");
-        return NULL;
-    }
-    for (int32_t b = 0; b < s->batch; b++)
-        if (s->kv_len[b] < 1 || s->kv_len[b] > (int64_t)s->pages_per_seq * s->page_size) {
-            say(why, n, "cuDNN: sequence %d: kv_len %d outside 1..%lld", b, s->kv_len[b],
-                (long long)s->pages_per_seq * s->page_size);
-            return NULL;
-        }
     bench_cudnn_decode *d = (bench_cudnn_decode *)calloc(1, sizeof *d);
     if (!d) {
         say(why, n, "cuDNN: out of host memory");
@@ -362,7 +379,7 @@ bench_cudnn_decode *bench_cudnn_decode_create(const bench_cudnn_decode_shape *s,
         }
         for (size_t i = 0; i < (size_t)B * W; i++) {
             const int32_t pg = s->page_table[i];
-            h[i] = pg >= 0 && pg < NP ? pg : 0; /* entries past a sequence's length: unread */
+            h[i] = pg >= 0 && pg < NP ? pg : 0; /* out of range only past the length: unread */
         }
         for (int64_t b = 0; b < B; b++) {
             h[d->off_seq_q + b] = 1;

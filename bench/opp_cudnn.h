@@ -22,17 +22,19 @@ typedef struct bench_cudnn_decode_shape {
     int32_t page_size;
     int64_t num_pages;          /* pages in the pool */
     int32_t pages_per_seq;      /* the page table's width */
-    const int32_t *page_table;  /* host, [batch][pages_per_seq] */
+    const int32_t *page_table;  /* host, [batch][pages_per_seq]; entries a sequence's
+                                 * kv_len reaches in 0..num_pages-1 */
     const int32_t *kv_len;      /* host, [batch]; >= 1 and <= pages_per_seq * page_size */
     int f16;                    /* 0: BF16 */
     float sm_scale;             /* > 0 */
 } bench_cudnn_decode_shape;
 
-/* Opens cuDNN (once), builds the graph, picks the first engine cuDNN's
+/* Checks the gate and the shape (in every build, in that order), opens
+ * cuDNN (once), builds the graph, picks the first engine cuDNN's
  * heuristics offer that finalises, allocates its workspace and the device
  * copies of the tables. NULL with the reason in `why` (the gate is closed,
- * no cuDNN headers in this build, no libcudnn, too old, or it refuses the
- * shape: cuDNN's own message). */
+ * a bad shape or page index, no cuDNN headers in this build, no libcudnn,
+ * too old, or it refuses the shape: cuDNN's own message). */
 bench_cudnn_decode *bench_cudnn_decode_create(const bench_cudnn_decode_shape *s, char *why,
                                               size_t n);
 /* One launch on `stream` (a cudaStream_t): no allocation, no sync.
