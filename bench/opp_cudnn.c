@@ -111,6 +111,11 @@ int bench_cudnn_version(void)
 #include <cudnn_graph.h>
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdatomic.h>
+
+#if CUDNN_VERSION < 91500
+#error "bench/opp_cudnn.c needs cuDNN 9.15's headers (CMake checks the version first)"
+#endif
 
 /* ------------------------------------------------ the library, opened -- */
 typedef struct cudnn_api {
@@ -131,7 +136,7 @@ typedef struct cudnn_api {
 } cudnn_api;
 
 static cudnn_api api;
-static int api_state; /* 0 not tried, 1 open, -1 failed */
+static _Atomic int api_state; /* 0 not tried, 1 open, -1 failed */
 static char api_why[256];
 static int api_version;
 static pthread_mutex_t api_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -184,8 +189,13 @@ static int api_open(void)
     }
     api_state = 1;
 out:
+    if (api_state != 1 && h) {
+        dlclose(h);
+        memset(&api, 0, sizeof api);
+    }
+    const int st = api_state;
     pthread_mutex_unlock(&api_mu);
-    return api_state;
+    return st;
 }
 
 int bench_cudnn_version(void)
@@ -337,6 +347,8 @@ bench_cudnn_decode *bench_cudnn_decode_create(const bench_cudnn_decode_shape *s,
         CK(api.desc_create(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &cfg[i]), "engine config");
     CK(api.get(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 8, &ncfg, cfg),
        "heuristics results");
+    if (ncfg > 8)
+        ncfg = 8; /* the count it has; it wrote the 8 asked for */
     if (ncfg < 1) {
         say(why, n, "cuDNN: its heuristics offer no engine for this graph");
         goto out;
@@ -359,8 +371,13 @@ bench_cudnn_decode *bench_cudnn_decode_create(const bench_cudnn_decode_shape *s,
             api.desc_destroy(p);
         }
     }
-    if (!d->plan)
+    if (!d->plan) {
+        if (!why || !why[0] || strncmp(why, "cuDNN: no engine", 16) != 0)
+            say(why, n, "cuDNN: none of its %lld engine configs takes this graph", (long long)ncfg);
         goto out;
+    }
+    if (why && n)
+        why[0] = '\0'; /* an earlier config's refusal is not this plan's */
     {
         int64_t ws = 0, got = 0;
         CK(api.get(d->plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &got,

@@ -37,7 +37,8 @@ typedef struct bench_cudnn_decode_shape {
  * too old, or it refuses the shape: cuDNN's own message). */
 bench_cudnn_decode *bench_cudnn_decode_create(const bench_cudnn_decode_shape *s, char *why,
                                               size_t n);
-/* One launch on `stream` (a cudaStream_t): no allocation, no sync.
+/* One launch on `stream` (a cudaStream_t), no sync; its variant pack is
+ * built on each call (host work, as a caller of the backend API pays it).
  * 0, or -1 with cuDNN's message in `why`. */
 int bench_cudnn_decode_run(bench_cudnn_decode *d, const void *q, const void *k_pool,
                            const void *v_pool, void *o, void *stream, char *why, size_t n);

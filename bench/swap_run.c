@@ -670,9 +670,10 @@ static void beside_loop(ctx *x, swt_result *res, int reps)
             }
             double t[64];
             const int n = reps < 64 ? reps : 64;
-            for (int r = -1; r < n; r++) { /* r = -1: warm-up */
+            int dropped = 0; /* cuDNN failed: the others go on without it */
+            for (int r = -1; r < n && !dropped; r++) { /* r = -1: warm-up */
                 bench_gpu_timer_start(&tm, x->stream);
-                for (int32_t l = 0; l < c->layers; l++) {
+                for (int32_t l = 0; l < c->layers && !dropped; l++) {
                     const size_t off = (size_t)l * qn;
                     sw_status st;
                     if (w == 0) {
@@ -682,7 +683,7 @@ static void beside_loop(ctx *x, swt_result *res, int reps)
                                                    x->dkv[l].v, ocd + off, x->stream, cwhy,
                                                    sizeof cwhy)) {
                             snprintf(res->beside_note, sizeof res->beside_note, "%s", cwhy);
-                            goto done;
+                            dropped = 1;
                         }
                         st = SW_OK;
                     } else {
@@ -708,6 +709,13 @@ static void beside_loop(ctx *x, swt_result *res, int reps)
                 const double ms = bench_gpu_timer_stop_ms(&tm, x->stream);
                 if (r >= 0)
                     t[r] = ms;
+            }
+            if (dropped) {
+                printf("  beside the kernel loop: %s (cuDNN left out)\n", cwhy);
+                bench_cudnn_decode_destroy(cd);
+                cd = NULL;
+                med[w][round] = -1;
+                continue;
             }
             qsort(t, (size_t)n, sizeof(double), cmp_ms);
             med[w][round] = t[n / 2];

@@ -128,6 +128,12 @@ extern "C" sw_status sw_cuda_swap_copy(void *dst, const void *src, size_t bytes,
     return SW_OK;
 }
 
+#if CUDART_VERSION >= 12080
+/* 1 once the driver refused cudaMemcpyBatchAsync as unsupported (an older
+ * driver under minor-version compatibility): one call a copy from then on. */
+static int batch_unsupported;
+#endif
+
 extern "C" sw_status sw_cuda_swap_copy_batch(void *const *dst, const void *const *src,
                                              const size_t *bytes, size_t n, void *stream)
 {
@@ -135,20 +141,26 @@ extern "C" sw_status sw_cuda_swap_copy_batch(void *const *dst, const void *const
     /* One call for the batch: the landing's launches are runs of stripes,
      * up to ~50 copies, each ~3.6 us of host time through cudaMemcpyAsync
      * (docs/perf/swap.md). Not on the legacy stream, which it refuses. */
-    if (n > 1 && stream) {
+    if (n > 1 && stream && !__atomic_load_n(&batch_unsupported, __ATOMIC_RELAXED)) {
         cudaMemcpyAttributes a;
         memset(&a, 0, sizeof a);
         a.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
         size_t first = 0;
 #if CUDART_VERSION >= 13000
-        SW_CUDA_CHECK(cudaMemcpyBatchAsync(dst, src, bytes, n, &a, &first, 1,
-                                           (cudaStream_t)stream));
+        const cudaError_t e =
+            cudaMemcpyBatchAsync(dst, src, bytes, n, &a, &first, 1, (cudaStream_t)stream);
 #else
         size_t fail = 0;
-        SW_CUDA_CHECK(cudaMemcpyBatchAsync((void **)dst, (void **)src, (size_t *)bytes, n, &a,
-                                           &first, 1, &fail, (cudaStream_t)stream));
+        const cudaError_t e = cudaMemcpyBatchAsync((void **)dst, (void **)src, (size_t *)bytes,
+                                                   n, &a, &first, 1, &fail, (cudaStream_t)stream);
 #endif
-        return SW_OK;
+        if (e == cudaSuccess)
+            return SW_OK;
+        if (e != cudaErrorNotSupported && e != cudaErrorCallRequiresNewerDriver)
+            return sw_fail(SW_STATUS_CUDA, "cudaMemcpyBatchAsync of %zu copies: %s (%s)", n,
+                           cudaGetErrorName(e), cudaGetErrorString(e));
+        (void)cudaGetLastError(); /* not sticky: cleared, the copies go one by one */
+        __atomic_store_n(&batch_unsupported, 1, __ATOMIC_RELAXED);
     }
 #endif
     for (size_t i = 0; i < n; i++) {
