@@ -11,27 +11,13 @@
 #include "opp_cudnn.h"
 
 #include "common.h"
+#include "opponents/opponent.h"
 
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* 1 when the comma-separated SPILLWAY_OPPONENT names cudnn (the gate every
- * opponent has: measurement only, docs/opponents.md). */
-static int gate_open(void)
-{
-    const char *s = getenv("SPILLWAY_OPPONENT");
-    while (s && *s) {
-        const char *e = strchr(s, ',');
-        const size_t len = e ? (size_t)(e - s) : strlen(s);
-        if (len == 5 && strncmp(s, "cudnn", 5) == 0)
-            return 1;
-        s = e ? e + 1 : NULL;
-    }
-    return 0;
-}
 
 static void say(char *why, size_t n, const char *fmt, ...)
 {
@@ -46,7 +32,7 @@ static void say(char *why, size_t n, const char *fmt, ...)
 /* The gate, then the shape: 1 when both pass, else 0 with why set. */
 static int usable(const bench_cudnn_decode_shape *s, char *why, size_t n)
 {
-    if (!gate_open()) {
+    if (!sw_opponent_enabled("cudnn")) { /* measurement only: docs/opponents.md */
         say(why, n, "cuDNN: not enabled (set SPILLWAY_OPPONENT=cudnn to measure it)");
         return 0;
     }

@@ -15,8 +15,7 @@ int sw_opponent_backend(sw_backend b)
     return b == SW_BACKEND_OPPONENT_FLASHINFER || b == SW_BACKEND_OPPONENT_FLASHINFER_FA3;
 }
 
-/* 1 when the comma-separated value of SPILLWAY_OPPONENT holds `name`. */
-static int env_enables(const char *name)
+int sw_opponent_enabled(const char *name)
 {
     const char *s = getenv(SW_OPPONENT_ENV);
     const size_t n = strlen(name);
@@ -58,7 +57,7 @@ sw_status sw_opponent_gate(const sw_prefill_params *p)
                        "dir> to measure it (docs/opponents.md)", name);
 #endif
     }
-    if (!env_enables("flashinfer"))
+    if (!sw_opponent_enabled("flashinfer"))
         return sw_fail(SW_STATUS_UNSUPPORTED, "opponent backend %s is for measurement only and "
                        "the environment does not enable it; set %s=flashinfer to run it", name,
                        SW_OPPONENT_ENV);

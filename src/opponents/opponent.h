@@ -29,6 +29,11 @@ int sw_opponent_backend(sw_backend b);
  * "environment variable not set", F32) or SW_STATUS_NO_DEVICE. */
 sw_status sw_opponent_gate(const sw_prefill_params *p);
 
+/* 1 when the comma-separated SPILLWAY_OPPONENT names `name` (whole
+ * names, not substrings; read on each call). Also the gate of the bench's
+ * cuDNN opponent (bench/opp_cudnn.c). */
+int sw_opponent_enabled(const char *name);
+
 /* Opponents compiled into this build, e.g. "flashinfer 0.7.4 (fa2)"; "" when
  * none. Static string. */
 const char *sw_opponents_built(void);
