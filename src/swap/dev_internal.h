@@ -459,6 +459,7 @@ struct prelease {
     int tline;
     int32_t lt_n;
     int32_t lt_ev[256], lt_items[256], lt_copies[256];
+    double lt_mb[256]; /* MiB each launch copied (gaps read through included) */
     double lt_host[256];
     double lt_wake; /* the thread's clock when it took the call's first job (0: none) */
 };

@@ -31,6 +31,7 @@ static void land_flush(struct prelease *P, int launch)
         void *e = P->lev[P->chunk0 + P->ljob_ev];
         sw_status st = SW_OK;
         int32_t ncopy = 0;
+        uint64_t nbytes = 0;
         {
             /* copy engine: one copy per run of stripes that lie as far
              * apart in the host tier as in the landing (whole entries):
@@ -59,6 +60,7 @@ static void land_flush(struct prelease *P, int launch)
                 bd[nb] = P->land + g[k].dst;
                 bs[nb] = g[k].src;
                 bb[nb++] = (size_t)(g[r - 1].dst - g[k].dst + stb);
+                nbytes += bb[nb - 1];
                 if (nb == LAND_BATCH || r == n) {
                     st = sw_cuda_swap_copy_batch(bd, bs, bb, nb, P->lstream);
                     nb = 0;
@@ -74,6 +76,7 @@ static void land_flush(struct prelease *P, int launch)
                 P->lt_host[P->lt_n] = sw_swap_tl_now();
                 P->lt_items[P->lt_n] = (int32_t)(P->nitem - P->item0);
                 P->lt_copies[P->lt_n] = ncopy;
+                P->lt_mb[P->lt_n] = (double)nbytes / (1 << 20);
                 P->lt_n++;
             }
         }
@@ -227,9 +230,11 @@ void sw_swap_land_report(sw_swap_dev *d, int call)
         float ms = -1.0f;
         if (sw_cuda_swap_event_ms(&ms, d->tl_ev[0], P->lev[P->lt_ev[i]]) != SW_OK)
             ms = -1.0f;
-        fprintf(stderr, "swap timeline %d: L %3d gpu %8.3f ms host %8.3f ms (%d stripes, %d copies)\n",
+        fprintf(stderr,
+                "swap timeline %d: L %3d gpu %8.3f ms host %8.3f ms (%d stripes, %d copies, "
+                "%.2f MiB)\n",
                 call, i, ms, 1e3 * (P->lt_host[i] - d->tl_host[0]), P->lt_items[i],
-                P->lt_copies[i]);
+                P->lt_copies[i], P->lt_mb[i]);
     }
     if (P && call >= 0 && P->lt_wake != 0)
         fprintf(stderr, "swap timeline %d: W thread woke host %8.3f ms\n", call,
