@@ -26,6 +26,7 @@
 #include "test_swap_util.h"
 
 #include "core/sw_core.h"
+#include "swap/swap_cuda.h"
 
 #include <stdatomic.h>
 
@@ -995,6 +996,116 @@ static void run_job(int n, int worker, void *ctx)
 }
 
 /* [--variant NAME]...: those rows only (default: every row). */
+/* sw_cuda_swap_merge_ranges: n ranges folded in one launch pair give the
+ * state (m, l, acc) of one sw_cuda_swap_merge_split a range, bit for bit:
+ * decode and several-row shapes, d64/128/256, chunks without a visible key,
+ * rows with no state yet, part2 room for every range's parts, for fewer (a
+ * pair a batch of ranges) and none (the wide fold), and short ranges (no
+ * split). */
+static void test_merge_ranges(uint64_t seed)
+{
+    typedef struct mshape {
+        int32_t ql, G, H, D, nchunks, n;
+        int room; /* 0: none, 1: every range's parts, 2: three ranges' */
+    } mshape;
+    static const mshape cases[] = {
+        {1, 8, 2, 256, 64, 8, 1}, {1, 4, 8, 128, 64, 8, 1}, {3, 4, 2, 64, 64, 5, 1},
+        {1, 8, 2, 256, 64, 8, 2}, {1, 4, 8, 128, 64, 7, 0}, {2, 8, 2, 128, 16, 4, 1},
+        {1, 8, 2, 256, 64, 1, 1}, {1, 4, 8, 128, 200, 3, 1},
+    };
+    const int32_t sms = 132;
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        const mshape c = cases[ci];
+        sw_rng rs = {seed ^ (0x9e3779b97f4a7c15ull * (ci + 1))};
+        const int32_t Hq = c.H * c.G, nrg = (c.ql * c.G + SW_CUDA_SWAP_RG - 1) / SW_CUDA_SWAP_RG;
+        const size_t stride = (size_t)c.H * nrg * SW_CUDA_SWAP_RG * (size_t)(c.D + 2);
+        const size_t npart = (size_t)c.n * c.nchunks * stride, nst = (size_t)c.ql * Hq;
+        float *hp = malloc(sizeof(float) * npart), *hs = malloc(sizeof(float) * nst * (c.D + 2));
+        float *o1 = malloc(sizeof(float) * nst * (c.D + 2)),
+              *o2 = malloc(sizeof(float) * nst * (c.D + 2));
+        if (!hp || !hs || !o1 || !o2) {
+            fprintf(stderr, "FAIL merge ranges: no memory\n");
+            sw_test_failures++;
+            free(hp), free(hs), free(o1), free(o2);
+            return;
+        }
+        for (size_t i = 0; i < npart; i++)
+            hp[i] = (float)(sw_rng_uniform(&rs) * 2.0 - 1.0);
+        for (size_t i = 0; i < npart; i += c.D + 2) {
+            const double u = sw_rng_uniform(&rs);
+            hp[i] = u < 0.1 ? -INFINITY : (float)(u * 10.0 - 5.0); /* max */
+            hp[i + 1] = hp[i] == -INFINITY ? 0.0f : (float)(0.5 + sw_rng_uniform(&rs)); /* sum */
+        }
+        /* state: m (rows), l (rows), acc (rows x D); a third with none yet */
+        for (size_t i = 0; i < nst; i++) {
+            const int none = sw_rng_uniform(&rs) < 0.33;
+            hs[i] = none ? -INFINITY : (float)(sw_rng_uniform(&rs) * 4.0 - 2.0);
+            hs[nst + i] = none ? 0.0f : (float)(1.0 + sw_rng_uniform(&rs));
+            for (int32_t d = 0; d < c.D; d++)
+                hs[2 * nst + i * c.D + d] = none ? 0.0f : (float)(sw_rng_uniform(&rs) - 0.5);
+        }
+        const int64_t np = sw_cuda_swap_merge_parts((int64_t)c.ql * c.G * c.H, sms);
+        const int64_t per = c.nchunks / 16 < np ? c.nchunks / 16 : np;
+        const size_t room = c.room == 0 ? 0
+                            : c.room == 1 ? (size_t)(c.n * per > np ? c.n * per : np) * stride
+                                          : (size_t)(3 * per > np ? 3 * per : np) * stride;
+        float *dp, *ds, *d2 = NULL;
+        CU(cudaMalloc((void **)&dp, sizeof(float) * npart));
+        CU(cudaMalloc((void **)&ds, sizeof(float) * nst * (c.D + 2)));
+        if (room)
+            CU(cudaMalloc((void **)&d2, sizeof(float) * room));
+        CU(cudaMemcpy(dp, hp, sizeof(float) * npart, cudaMemcpyHostToDevice));
+        sw_cuda_swap_tile_args a;
+        memset(&a, 0, sizeof a);
+        a.nblk = 1;
+        a.ql = c.ql;
+        a.Hq = Hq;
+        a.H = c.H;
+        a.G = c.G;
+        a.D = c.D;
+        a.nchunks = c.nchunks;
+        a.nrg = nrg;
+        a.part = dp;
+        a.m = ds;
+        a.l = ds + nst;
+        a.acc = ds + 2 * nst;
+        float *out[2] = {o1, o2};
+        for (int way = 0; way < 2; way++) {
+            CU(cudaMemcpy(ds, hs, sizeof(float) * nst * (c.D + 2), cudaMemcpyHostToDevice));
+            sw_status st = SW_OK;
+            if (way == 0) {
+                sw_cuda_swap_tile_args b = a;
+                for (int32_t r = 0; r < c.n && st == SW_OK; r++, b.part += c.nchunks * stride)
+                    st = sw_cuda_swap_merge_split(&b, d2, room, sms, NULL);
+            } else {
+                st = sw_cuda_swap_merge_ranges(&a, c.n, d2, room, sms, NULL);
+            }
+            CHECK(st == SW_OK);
+            CU(cudaDeviceSynchronize());
+            CU(cudaMemcpy(out[way], ds, sizeof(float) * nst * (c.D + 2), cudaMemcpyDeviceToHost));
+        }
+        size_t diff = 0, moved = 0;
+        for (size_t i = 0; i < nst * (c.D + 2); i++) {
+            diff += memcmp(&o1[i], &o2[i], sizeof(float)) != 0;
+            moved += memcmp(&o1[i], &hs[i], sizeof(float)) != 0;
+        }
+        if (diff || !moved) {
+            fprintf(stderr, "FAIL merge ranges case %zu (ql %d G %d H %d D %d, %d ranges of %d, "
+                    "room %d): %zu of %zu values differ from a merge a range, %zu changed\n",
+                    ci, c.ql, c.G, c.H, c.D, c.n, c.nchunks, c.room, diff,
+                    nst * (size_t)(c.D + 2), moved);
+            sw_test_failures++;
+        }
+        CU(cudaFree(dp));
+        CU(cudaFree(ds));
+        if (d2)
+            CU(cudaFree(d2));
+        free(hp), free(hs), free(o1), free(o2);
+    }
+    printf("merge ranges: %zu shapes, one launch pair equal to a merge a range\n",
+           sizeof cases / sizeof cases[0]);
+}
+
 int main(int argc, char **argv)
 {
     if (sw_cuda_device_count() < 1) {
@@ -1027,6 +1138,7 @@ int main(int argc, char **argv)
     }
     /* SW_TEST_SWAP_CASES=n: the first n random cases of each row only, and
      * the large ones only with all 48 (a quick run of the other tests) */
+    test_merge_ranges(seed);
     const char *nc_env = getenv("SW_TEST_SWAP_CASES");
     const double t0 = sw_now_seconds();
     static row rows[NV];

@@ -11,7 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static sw_status merge_behind(sw_swap_dev *d, const sw_cuda_swap_tile_args *a, void *cs, int kp);
+static sw_status merge_behind(sw_swap_dev *d, const sw_cuda_swap_tile_args *a, int32_t nr,
+                              void *cs, int kp);
 static sw_status timing_event(sw_swap_dev *d, int32_t i, void **ev);
 
 /* A direct tile's CUDA calls (launcher thread, or the caller's without it). */
@@ -42,13 +43,16 @@ sw_status sw_swap_dev_launch_direct(sw_swap_dev *d, const launch_job *j)
     }
     sw_swap_tl_mark(d, j->cs, 'C', j->tag / 10);
     if (d->merge_chunks <= 0 || !j->ranged) /* a whole tile: one merge */
-        return j->last ? merge_behind(d, &j->A.t, j->cs, j->kp) : SW_OK;
+        return j->last ? merge_behind(d, &j->A.t, 1, j->cs, j->kp) : SW_OK;
     /* The tile's chunks merged in fixed ranges of merge_chunks, each behind
      * the first launch whose chunks complete it (the last range behind the
      * last launch): the call's last launch then leaves a merge of at most
      * one range after the last copy, not one of the tile's every chunk (~30
      * us on the H200), and the fold order depends on the tile
      * alone, not on where its landing launches fell (which timing decides).
+     * The whole ranges a launch completes are merged together, each as it
+     * would be alone (sw_cuda_swap_merge_ranges: one launch pair, not one a
+     * range, ~17 us each on the H200, that trailed the call's last copy).
      * Launches of a tile come in chunk order, on one stream. */
     const int32_t nchunks = j->A.t.nchunks;
     const int32_t covered =
@@ -56,18 +60,17 @@ sw_status sw_swap_dev_launch_direct(sw_swap_dev *d, const launch_job *j)
     if (j->first)
         d->merged = 0;
     while (d->merged < covered) {
-        int32_t e = d->merged + d->merge_chunks;
-        if (e > covered) {
-            if (!j->last)
-                break; /* a range the next launch completes */
-            e = covered;
-        }
+        const int32_t whole = (covered - d->merged) / d->merge_chunks;
+        const int32_t nr = whole > 0 ? whole : 1;
+        const int32_t n = whole > 0 ? d->merge_chunks : covered - d->merged;
+        if (whole == 0 && !j->last)
+            break; /* a range the next launch completes */
         sw_cuda_swap_tile_args g = j->A.t;
         g.part += (size_t)d->merged * (size_t)g.H * (size_t)g.nrg * SW_CUDA_SWAP_RG *
                   (size_t)(g.D + 2);
-        g.nchunks = e - d->merged;
-        SW_TRY(merge_behind(d, &g, j->cs, j->kp));
-        d->merged = e;
+        g.nchunks = n;
+        SW_TRY(merge_behind(d, &g, nr, j->cs, j->kp));
+        d->merged += nr * n;
     }
     return SW_OK;
 }
@@ -138,8 +141,17 @@ sw_status sw_swap_dev_attend_begin(sw_swap *s, const sw_swap_attend_params *p,
         const int32_t ql = p->q_indptr[b + 1] - p->q_indptr[b];
         const int64_t nrg = ((int64_t)ql * G + SW_CUDA_SWAP_RG - 1) / SW_CUDA_SWAP_RG;
         const int64_t np = sw_cuda_swap_merge_parts((int64_t)ql * G * H, d->sms);
-        const size_t need2 = np >= 2 ? (size_t)np * (size_t)H * (size_t)nrg * SW_CUDA_SWAP_RG *
-                                           (size_t)(D + 2)
+        /* and with fixed merge ranges, the parts of a tile's every range
+         * (sw_cuda_swap_merge_ranges: a range's parts, at most
+         * merge_chunks / 16, side by side) */
+        int64_t nparts = np;
+        if (np >= 2 && d->merge_chunks > 0) {
+            const int64_t per = d->merge_chunks / 16 < np ? d->merge_chunks / 16 : np;
+            const int64_t ranges = (s->tile_blocks + d->merge_chunks - 1) / d->merge_chunks;
+            nparts = ranges * per > nparts ? ranges * per : nparts;
+        }
+        const size_t need2 = np >= 2 ? (size_t)nparts * (size_t)H * (size_t)nrg *
+                                           SW_CUDA_SWAP_RG * (size_t)(D + 2)
                                      : 0;
         p2 = need2 > p2 ? need2 : p2;
         const size_t need = sw_swap_dev_part_floats(ql, s->tile_blocks, H, G, D, d->ctas);
@@ -556,15 +568,15 @@ static sw_status tile_args_of(const sw_swap *s, const sw_swap_attend_params *p,
 }
 
 /* Direct mode: the merge of the tile just enqueued on cs (partials in
- * buffer kp) on the merge stream, after it. */
-static sw_status merge_behind(sw_swap_dev *d, const sw_cuda_swap_tile_args *a, void *cs, int kp)
+ * buffer kp) on the merge stream, after it: nr ranges of a->nchunks chunks
+ * from a->part on, in order. */
+static sw_status merge_behind(sw_swap_dev *d, const sw_cuda_swap_tile_args *a, int32_t nr,
+                              void *cs, int kp)
 {
     SW_TRY(sw_cuda_swap_event_record(d->ev_kdone[kp], cs));
     SW_TRY(sw_cuda_swap_stream_wait(d->mstream, d->ev_kdone[kp]));
-    if (d->d_part2)
-        SW_TRY(sw_cuda_swap_merge_split(a, d->d_part2, d->part2_floats, d->sms, d->mstream));
-    else
-        SW_TRY(sw_cuda_swap_merge_wide(a, d->mstream));
+    SW_TRY(sw_cuda_swap_merge_ranges(a, nr, d->d_part2, d->d_part2 ? d->part2_floats : 0, d->sms,
+                                     d->mstream));
     sw_swap_tl_mark(d, d->mstream, 'M', kp);
     return sw_cuda_swap_event_record(d->ev_mdone[kp], d->mstream);
 }
@@ -784,7 +796,7 @@ sw_status sw_swap_dev_compute(sw_swap *s, const sw_swap_attend_params *p, const 
         d->tev_used++;
     }
     if (d->direct) /* on the merge stream, in tile order */
-        SW_TRY(merge_behind(d, &a, stream, kp));
+        SW_TRY(merge_behind(d, &a, 1, stream, kp));
     else
         SW_TRY(sw_cuda_swap_merge(&a, stream));
     sw_swap_tl_mark(d, stream, 'C', t->hbuf);

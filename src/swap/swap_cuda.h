@@ -152,6 +152,13 @@ sw_status sw_cuda_swap_merge_wide(const sw_cuda_swap_tile_args *a, void *stream)
  * to the order of the float sums (which depends on the SM count). */
 sw_status sw_cuda_swap_merge_split(const sw_cuda_swap_tile_args *a, float *part2,
                                    size_t part2_floats, int32_t sms, void *stream);
+/* n ranges of a.nchunks chunks each, range r's partials at a.part + r x
+ * a.nchunks chunks, folded in range order, each exactly as one
+ * sw_cuda_swap_merge_split of it alone folds it (identical results), in one
+ * launch pair where part2 holds the parts of every range (else of as many as
+ * it holds a pair; one call a range where the split would not be used). */
+sw_status sw_cuda_swap_merge_ranges(const sw_cuda_swap_tile_args *a, int32_t n, float *part2,
+                                    size_t part2_floats, int32_t sms, void *stream);
 /* The split merge's parts for `rows` (query rows x group heads x kv heads) on
  * `sms` SMs: about two CTAs an SM, at most 64 (below 2: no split; the
  * merge also keeps 16 chunks a part at least). Its room is sized by this. */

@@ -59,6 +59,12 @@ sw_status sw_cuda_swap_merge_split(const sw_cuda_swap_tile_args *a, float *part2
     (void)a; (void)part2; (void)part2_floats; (void)sms; (void)stream;
     return no_cuda();
 }
+sw_status sw_cuda_swap_merge_ranges(const sw_cuda_swap_tile_args *a, int32_t n, float *part2,
+                                    size_t part2_floats, int32_t sms, void *stream)
+{
+    (void)a; (void)n; (void)part2; (void)part2_floats; (void)sms; (void)stream;
+    return no_cuda();
+}
 int sw_cuda_swap_direct_ok(int32_t D, int32_t B, int32_t nrg)
 {
     (void)D; (void)B; (void)nrg;

@@ -69,10 +69,10 @@ __global__ void swap_merge_wide_kernel(const sw_cuda_swap_tile_args a)
  * same layout, a.H x a.nrg row groups): max, then each chunk's weight
  * exp2(m_c - max) in shared memory (-1: no visible key), then the sums.
  * With no visible key in its chunks: (-inf, 0, 0). */
-__global__ void swap_merge_part_kernel(const sw_cuda_swap_tile_args a, float *out, int32_t k)
+static __device__ __forceinline__ void swap_merge_part(const sw_cuda_swap_tile_args &a, float *out,
+                                                       int32_t k, int sp, float *wsh)
 {
-    extern __shared__ float wsh[]; /* k weights */
-    const int ridx = blockIdx.x, h = blockIdx.y, sp = blockIdx.z;
+    const int ridx = blockIdx.x, h = blockIdx.y;
     const int y = ridx / SW_CUDA_SWAP_RG, r = ridx % SW_CUDA_SWAP_RG;
     const int D = a.D, nt = blockDim.x, t = threadIdx.x;
     const int c0 = sp * k, c1 = c0 + k < a.nchunks ? c0 + k : a.nchunks;
@@ -111,6 +111,45 @@ __global__ void swap_merge_part_kernel(const sw_cuda_swap_tile_args a, float *ou
                 L += wsh[c] * a.part[(size_t)(c0 + c) * stride + row + 1];
         o[0] = M;
         o[1] = L;
+    }
+}
+
+__global__ void swap_merge_part_kernel(const sw_cuda_swap_tile_args a, float *out, int32_t k)
+{
+    extern __shared__ float wsh[]; /* k weights */
+    swap_merge_part(a, out, k, blockIdx.z, wsh);
+}
+
+/* n ranges of a.nchunks chunks each, one after another in a.part: CTA (row,
+ * kv head, r x S1 + s) is part s of range r, exactly as
+ * swap_merge_part_kernel computes it for that range alone; range r's parts
+ * go to out + r x S1 parts. */
+__global__ void swap_merge_part_ranges_kernel(const sw_cuda_swap_tile_args a, float *out, int32_t k,
+                                              int32_t S1)
+{
+    extern __shared__ float wsh[]; /* k weights */
+    const size_t stride = (size_t)a.H * a.nrg * SW_CUDA_SWAP_RG * (size_t)(a.D + 2);
+    const int r = blockIdx.z / S1;
+    sw_cuda_swap_tile_args b = a;
+    b.part = a.part + (size_t)r * a.nchunks * stride;
+    swap_merge_part(b, out + (size_t)r * S1 * stride, k, blockIdx.z % S1, wsh);
+}
+
+/* The n ranges' folds in range order, each as swap_merge_wide_kernel folds
+ * it alone (`src` holds range r's `per` partials at r x per; per: its parts
+ * after swap_merge_part_ranges_kernel, else its chunks), with a barrier
+ * between ranges: one CTA reads the state the previous range wrote. */
+__global__ void swap_merge_wide_ranges_kernel(const sw_cuda_swap_tile_args a, const float *src,
+                                              int32_t per, int32_t n)
+{
+    extern __shared__ float mw[];
+    const size_t stride = (size_t)a.H * a.nrg * SW_CUDA_SWAP_RG * (size_t)(a.D + 2);
+    sw_cuda_swap_tile_args b = a;
+    b.nchunks = per;
+    for (int r = 0; r < n; r++) {
+        b.part = const_cast<float *>(src) + (size_t)r * per * stride;
+        swap_merge_row_wide(b, blockIdx.y, blockIdx.x, mw, mw + per);
+        __syncthreads(); /* w / ls and the state's m, l reused by the next range */
     }
 }
 
@@ -172,11 +211,12 @@ extern "C" sw_status sw_cuda_swap_merge_wide(const sw_cuda_swap_tile_args *a, vo
     return SW_OK;
 }
 
-extern "C" sw_status sw_cuda_swap_merge_split(const sw_cuda_swap_tile_args *a, float *part2,
-                                             size_t part2_floats, int32_t sms, void *stream)
+/* How sw_cuda_swap_merge_split folds a's chunks: 1 = in S1 parts of k
+ * chunks, then those; 0 = one wide launch; -1 = the one-CTA-per-row merge
+ * (too many chunks for the wide kernel's shared memory). */
+static int merge_shape(const sw_cuda_swap_tile_args *a, const float *part2, size_t part2_floats,
+                       int32_t sms, int32_t *k_out, int32_t *S1_out)
 {
-    if (a->nblk <= 0 || a->ql <= 0)
-        return SW_OK;
     /* parts (sw_cuda_swap_merge_parts), as many as part2 holds, at least 16
      * chunks a part (fewer: one launch does) */
     int64_t S = sw_cuda_swap_merge_parts((int64_t)a->ql * a->G * a->H, sms);
@@ -185,13 +225,28 @@ extern "C" sw_status sw_cuda_swap_merge_split(const sw_cuda_swap_tile_args *a, f
     S = S < room ? S : room;
     if (S > a->nchunks / 16)
         S = a->nchunks / 16;
+    const int wide = sizeof(float) * 2 * (size_t)a->nchunks <= 48 * 1024 - 256 ? 0 : -1;
     if (S < 2 || !part2)
-        return sw_cuda_swap_merge_wide(a, stream);
+        return wide;
     const int32_t k = (int32_t)((a->nchunks + S - 1) / S);
-    const int32_t S1 = (a->nchunks + k - 1) / k;
     if ((size_t)k * sizeof(float) > 32 * 1024)
+        return wide;
+    *k_out = k;
+    *S1_out = (a->nchunks + k - 1) / k;
+    return 1;
+}
+
+extern "C" sw_status sw_cuda_swap_merge_split(const sw_cuda_swap_tile_args *a, float *part2,
+                                             size_t part2_floats, int32_t sms, void *stream)
+{
+    if (a->nblk <= 0 || a->ql <= 0)
+        return SW_OK;
+    int32_t k = 0, S1 = 0;
+    if (merge_shape(a, part2, part2_floats, sms, &k, &S1) != 1)
         return sw_cuda_swap_merge_wide(a, stream);
     dim3 g1((unsigned)(a->ql * a->G), (unsigned)a->H, (unsigned)S1);
+    static volatile int carved[64];
+    SW_TRY(sw_swap_carve_max(swap_merge_part_kernel, carved));
     swap_merge_part_kernel<<<g1, a->D < 128 ? a->D : 128, sizeof(float) * (size_t)k,
                              (cudaStream_t)stream>>>(*a, part2, k);
     SW_CUDA_CHECK(cudaGetLastError());
@@ -199,6 +254,50 @@ extern "C" sw_status sw_cuda_swap_merge_split(const sw_cuda_swap_tile_args *a, f
     b.part = part2;
     b.nchunks = S1;
     return sw_cuda_swap_merge_wide(&b, stream);
+}
+
+extern "C" sw_status sw_cuda_swap_merge_ranges(const sw_cuda_swap_tile_args *a, int32_t n,
+                                              float *part2, size_t part2_floats, int32_t sms,
+                                              void *stream)
+{
+    if (a->nblk <= 0 || a->ql <= 0 || n <= 0)
+        return SW_OK;
+    const size_t stride = (size_t)a->H * (size_t)a->nrg * SW_CUDA_SWAP_RG * (size_t)(a->D + 2);
+    int32_t k = 0, S1 = 0;
+    const int shape = merge_shape(a, part2, part2_floats, sms, &k, &S1);
+    /* ranges a launch pair takes: as many as part2 holds the parts of */
+    int32_t per_launch = n;
+    if (shape == 1 && (size_t)n * (size_t)S1 * stride > part2_floats)
+        per_launch = (int32_t)(part2_floats / ((size_t)S1 * stride));
+    if (shape < 0 || n == 1 || per_launch < 2) {
+        sw_cuda_swap_tile_args b = *a;
+        for (int32_t r = 0; r < n; r++, b.part += (size_t)a->nchunks * stride)
+            SW_TRY(sw_cuda_swap_merge_split(&b, part2, part2_floats, sms, stream));
+        return SW_OK;
+    }
+    const dim3 mg((unsigned)(a->ql * a->G), (unsigned)a->H);
+    const int nt = a->D < 128 ? a->D : 128;
+    static volatile int carved_p[64], carved_w[64];
+    SW_TRY(sw_swap_carve_max(swap_merge_part_ranges_kernel, carved_p));
+    SW_TRY(sw_swap_carve_max(swap_merge_wide_ranges_kernel, carved_w));
+    sw_cuda_swap_tile_args b = *a;
+    for (int32_t r = 0; r < n; r += per_launch, b.part += (size_t)per_launch * a->nchunks * stride) {
+        const int32_t m = n - r < per_launch ? n - r : per_launch;
+        const float *src = b.part;
+        int32_t per = a->nchunks;
+        if (shape == 1) {
+            dim3 g1(mg.x, mg.y, (unsigned)(m * S1));
+            swap_merge_part_ranges_kernel<<<g1, nt, sizeof(float) * (size_t)k,
+                                            (cudaStream_t)stream>>>(b, part2, k, S1);
+            SW_CUDA_CHECK(cudaGetLastError());
+            src = part2;
+            per = S1;
+        }
+        swap_merge_wide_ranges_kernel<<<mg, nt, sizeof(float) * 2 * (size_t)per,
+                                        (cudaStream_t)stream>>>(b, src, per, m);
+        SW_CUDA_CHECK(cudaGetLastError());
+    }
+    return SW_OK;
 }
 
 /* ------------------------------------------------- init / finalise -- */
@@ -261,6 +360,8 @@ extern "C" void sw_cuda_swap_preload(int32_t D)
     sw_swap_preload_fn(swap_merge_kernel);
     sw_swap_preload_fn(swap_merge_wide_kernel);
     sw_swap_preload_fn(swap_merge_part_kernel);
+    sw_swap_preload_fn(swap_merge_part_ranges_kernel);
+    sw_swap_preload_fn(swap_merge_wide_ranges_kernel);
     sw_swap_preload_fn(swap_state_init_kernel);
     sw_swap_preload_fn(swap_finalize_kernel);
     sw_cuda_swap_tile_stream_preload(D);
