@@ -90,9 +90,9 @@ __device__ __forceinline__ int page_of(const sw_cuda_paged_args &a, int pbase, i
     return __ldg(a.page_indices + pbase + i);
 }
 
-template <int D, class T>
+template <int D, class T, int W>
 __device__ __forceinline__ void merge_pair(const sw_cuda_paged_args &a, const sw_decode_merge mg,
-                                           float *s_w, float *s_fin);
+                                           float *s_w, float *s_fin, int slice, int nslices);
 
 template <int D, class T>
 __global__ void __launch_bounds__(NT) decode_kernel(const sw_cuda_paged_args a, int nsw)
@@ -361,7 +361,7 @@ __global__ void __launch_bounds__(NT) decode_kernel(const sw_cuda_paged_args a, 
         if (s_last) {
             __threadfence();
             float *w = (float *)smem;
-            merge_pair<D, T>(a, a.merges[it.merge], w, w + ROWS * SW_DECODE_MAX_SPLITS);
+            merge_pair<D, T, 8>(a, a.merges[it.merge], w, w + ROWS * SW_DECODE_MAX_SPLITS, 0, 1);
             if (tid == 0)
                 a.merge_count[it.merge] = 0; /* for the next launch */
         }
@@ -369,62 +369,119 @@ __global__ void __launch_bounds__(NT) decode_kernel(const sw_cuda_paged_args a, 
 }
 
 /* Folds the `parts` partial states of (req, kvh), in order, into O and LSE:
- * one CTA; s_w [ROWS][SW_DECODE_MAX_SPLITS] and s_fin [ROWS][2] shared
- * memory. The partials are read past L1 (__ldcg): in the fused merge they
- * were written by other multiprocessors during this launch. */
-template <int D, class T>
+ * one CTA, or `nslices` CTAs each taking every nslices-th group of W dims
+ * of a row (W = 4 or 8); s_w [ROWS][SW_DECODE_MAX_SPLITS] and s_fin
+ * [ROWS][2] shared memory. Every value is the same fold in part order
+ * whatever W and the slices (identical results); the partials' loads go
+ * out MB parts at a time (a long request's pair has ~130 parts: one at a
+ * time, an L2 round trip each, the merge of 1 x 512k at d256 took ~60 us
+ * on one CTA under ncu against ~280 us for the decode). The partials are
+ * read past L1 (__ldcg): in the fused merge they were written by other
+ * multiprocessors during this launch. */
+template <int D, class T, int W>
 __device__ __forceinline__ void merge_pair(const sw_cuda_paged_args &a, const sw_decode_merge mg,
-                                           float *s_w, float *s_fin)
+                                           float *s_w, float *s_fin, int slice, int nslices)
 {
+    constexpr int MB = 8;
+    constexpr int NV = W / 4; /* float4 a part */
     const int G = a.num_qo_heads / a.num_kv_heads;
     const int q_start = a.qo_indptr[mg.req];
     const int R = (a.qo_indptr[mg.req + 1] - q_start) * G;
     const int tid = threadIdx.x;
     if (tid < R) {
+        const float *pl = a.part_lse + (size_t)mg.part0 * ROWS + tid;
+        float *ws = s_w + tid * SW_DECODE_MAX_SPLITS;
         float mx = -INFINITY;
-        for (int p = 0; p < mg.parts; ++p)
-            mx = fmaxf(mx, __ldcg(a.part_lse + (size_t)(mg.part0 + p) * ROWS + tid));
+        int p = 0;
+        for (; p + MB <= mg.parts; p += MB) {
+            float e[MB];
+#pragma unroll
+            for (int u = 0; u < MB; ++u)
+                e[u] = __ldcg(pl + (size_t)(p + u) * ROWS);
+#pragma unroll
+            for (int u = 0; u < MB; ++u) {
+                ws[p + u] = e[u];
+                mx = fmaxf(mx, e[u]);
+            }
+        }
+        for (; p < mg.parts; ++p) {
+            const float e = __ldcg(pl + (size_t)p * ROWS);
+            ws[p] = e;
+            mx = fmaxf(mx, e);
+        }
         float sum = 0.f;
-        for (int p = 0; p < mg.parts; ++p) {
-            const float e = __ldcg(a.part_lse + (size_t)(mg.part0 + p) * ROWS + tid);
-            const float w = mx == -INFINITY ? 0.f : __expf(e - mx);
-            s_w[tid * SW_DECODE_MAX_SPLITS + p] = w;
+        for (p = 0; p < mg.parts; ++p) {
+            const float w = mx == -INFINITY ? 0.f : __expf(ws[p] - mx);
+            ws[p] = w;
             sum += w;
         }
         s_fin[tid * 2] = sum > 0.f ? 1.f / sum : 0.f;
         s_fin[tid * 2 + 1] = sum > 0.f ? mx + __logf(sum) : -INFINITY;
-        if (a.lse)
+        if (a.lse && slice == 0)
             a.lse[(int64_t)(q_start + tid / G) * a.num_qo_heads + mg.kvh * G + tid % G] =
                 s_fin[tid * 2 + 1];
     }
     __syncthreads();
-    for (int idx = tid; idx < R * (D / 8); idx += NT) {
-        const int r = idx / (D / 8), c8 = (idx % (D / 8)) * 8;
-        float v[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-        for (int p = 0; p < mg.parts; ++p) {
-            const float w = s_w[r * SW_DECODE_MAX_SPLITS + p];
-            const float *src = a.part_o + ((size_t)(mg.part0 + p) * ROWS + r) * D + c8;
-            const float4 x = __ldcg((const float4 *)src), y = __ldcg((const float4 *)(src + 4));
-            v[0] += w * x.x; v[1] += w * x.y; v[2] += w * x.z; v[3] += w * x.w;
-            v[4] += w * y.x; v[5] += w * y.y; v[6] += w * y.z; v[7] += w * y.w;
+    for (int idx = slice * NT + tid; idx < R * (D / W); idx += NT * nslices) {
+        const int r = idx / (D / W), cw = (idx % (D / W)) * W;
+        float v[W];
+#pragma unroll
+        for (int e = 0; e < W; ++e)
+            v[e] = 0.f;
+        const float *src0 = a.part_o + ((size_t)mg.part0 * ROWS + r) * D + cw;
+        const float *wr = s_w + r * SW_DECODE_MAX_SPLITS;
+        auto fold = [&](float w, const float4 *x) {
+#pragma unroll
+            for (int j = 0; j < NV; ++j) {
+                v[4 * j + 0] += w * x[j].x;
+                v[4 * j + 1] += w * x[j].y;
+                v[4 * j + 2] += w * x[j].z;
+                v[4 * j + 3] += w * x[j].w;
+            }
+        };
+        int p = 0;
+        for (; p + MB <= mg.parts; p += MB) {
+            float4 x[MB][NV];
+#pragma unroll
+            for (int u = 0; u < MB; ++u)
+#pragma unroll
+                for (int j = 0; j < NV; ++j)
+                    x[u][j] = __ldcg((const float4 *)(src0 + (size_t)(p + u) * ROWS * D) + j);
+#pragma unroll
+            for (int u = 0; u < MB; ++u)
+                fold(wr[p + u], x[u]);
+        }
+        for (; p < mg.parts; ++p) {
+            float4 x[NV];
+#pragma unroll
+            for (int j = 0; j < NV; ++j)
+                x[j] = __ldcg((const float4 *)(src0 + (size_t)p * ROWS * D) + j);
+            fold(wr[p], x);
         }
         const float inv = s_fin[r * 2];
-        uint4 pk;
-        pk.x = T::pack(v[0] * inv, v[1] * inv);
-        pk.y = T::pack(v[2] * inv, v[3] * inv);
-        pk.z = T::pack(v[4] * inv, v[5] * inv);
-        pk.w = T::pack(v[6] * inv, v[7] * inv);
-        *(uint4 *)((char *)a.o + ((int64_t)(q_start + r / G) * a.o_stride +
-                                  (int64_t)(mg.kvh * G + r % G) * D + c8) * 2) = pk;
+        uint32_t pk[W / 2];
+#pragma unroll
+        for (int e = 0; e < W / 2; ++e)
+            pk[e] = T::pack(v[2 * e] * inv, v[2 * e + 1] * inv);
+        char *dst = (char *)a.o + ((int64_t)(q_start + r / G) * a.o_stride +
+                                   (int64_t)(mg.kvh * G + r % G) * D + cw) * 2;
+        if constexpr (W == 8)
+            *(uint4 *)dst = make_uint4(pk[0], pk[1], pk[2], pk[3]);
+        else
+            *(uint2 *)dst = make_uint2(pk[0], pk[1]);
     }
 }
 
-/* One CTA per merge (when the decode kernel does not fold them itself). */
+/* The merges when the decode kernel does not fold them itself: merge
+ * blockIdx.x over gridDim.y CTAs (merge_slices: the rows' groups of 4 dims
+ * spread over them, so that a pair of many parts is not one CTA's loads). */
+template <int D> constexpr int merge_slices() { return (ROWS * (D / 4) + NT - 1) / NT; }
+
 template <int D, class T> __global__ void __launch_bounds__(NT) merge_kernel(const sw_cuda_paged_args a)
 {
     __shared__ float s_w[ROWS * SW_DECODE_MAX_SPLITS];
     __shared__ float s_fin[ROWS * 2];
-    merge_pair<D, T>(a, a.merges[blockIdx.x], s_w, s_fin);
+    merge_pair<D, T, 4>(a, a.merges[blockIdx.x], s_w, s_fin, blockIdx.y, gridDim.y);
 }
 
 /* Pages -> dense [total_kv][num_kv_heads][D], K and V. A warp copies one
@@ -464,7 +521,7 @@ __global__ void __launch_bounds__(256) gather_kernel(const sw_cuda_paged_args a)
 
 struct kernel_ref {
     const void *decode, *merge;
-    int max_nsw, smem_per_stage_all, q_bytes, combine;
+    int max_nsw, smem_per_stage_all, q_bytes, combine, merge_slices;
 };
 
 template <int D> kernel_ref ref_of(sw_dtype dt)
@@ -482,6 +539,7 @@ template <int D> kernel_ref ref_of(sw_dtype dt)
     k.smem_per_stage_all = NW * 2 * TR::TILE;
     k.q_bytes = TR::Q_BYTES;
     k.combine = TR::COMBINE;
+    k.merge_slices = merge_slices<D>();
     return k;
 }
 
@@ -585,8 +643,9 @@ extern "C" sw_status sw_cuda_paged_decode_launch(const sw_cuda_paged_args *a, vo
     }
     if (a->num_merges > 0 && !a->merge_count) {
         void *p[] = {&args};
-        SW_CUDA_CHECK(cudaLaunchKernel(k.merge, dim3((unsigned)a->num_merges), dim3(NT), p, 0,
-                                       (cudaStream_t)stream));
+        SW_CUDA_CHECK(cudaLaunchKernel(k.merge, dim3((unsigned)a->num_merges,
+                                                     (unsigned)k.merge_slices),
+                                       dim3(NT), p, 0, (cudaStream_t)stream));
     }
     SW_CUDA_CHECK(cudaGetLastError());
     return SW_OK;
