@@ -1,6 +1,6 @@
 #!/bin/bash
 # build.sh [BUILD] [OUT] - the device pool's host side on a machine without a GPU, for CPU profiles of it
-# (perf): libspillway from BUILD's C objects (default build-h200: a CUDA build, so the engine takes its
+# (perf): the library from BUILD's C objects (default build-h200: a CUDA build, so the engine takes its
 # device-pool path) with fakedev.c in place of the CUDA sources (kernels do nothing, copies under 64 KiB
 # are memcpy, the rest nothing), and spillway-bench-swap with fakecudart.c in place of cudart. Its attend results
 # are garbage (the checks fail, by design); its plan / submit / compute host times are the engine's.
@@ -12,13 +12,14 @@ cd "$(dirname "$0")/../../.."
 B=${1:-build-h200}; O=${2:-/tmp/fake_gpu}
 mkdir -p "$O"
 gcc -O2 -fPIC -g -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -c bench/dev/fake_gpu/fakedev.c -o "$O/fakedev.o"
-gcc -shared -g -o "$O/libspillway.so.0" -Wl,-soname,libspillway.so.0 \
-  $(find "$B/CMakeFiles/spillway_obj.dir/src" -name '*.c.o') "$O/fakedev.o" -luring -lhiredis -lm -lpthread
-ln -sf libspillway.so.0 "$O/libspillway.so"
+# (a static archive: the bench calls internal functions -- the opponent gate,
+# sw_fail -- that the shared library does not export)
+rm -f "$O/libspillway_fake.a"
+ar rcs "$O/libspillway_fake.a" $(find "$B/CMakeFiles/spillway_obj.dir/src" -name '*.c.o') "$O/fakedev.o"
 echo "#define SW_BENCH_COMMIT \"$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)\"" \
   >"$O/bench_commit.h"
-gcc -O2 -g -std=c11 -D_GNU_SOURCE -DSW_HAVE_CUDA=1 -I/usr/local/cuda/include -Iinclude -Ibench -I"$O" \
-  bench/swap.c bench/swap_report.c bench/swap_run.c bench/swap_iostat.c bench/common.c \
-  bench/dev/fake_gpu/fakecudart.c -L"$O" -lspillway -lm -lpthread -o "$O/spillway-bench-swap" \
-  -Wl,-rpath,"$O"
+gcc -O2 -g -std=c11 -D_GNU_SOURCE -DSW_HAVE_CUDA=1 -I/usr/local/cuda/include -Iinclude -Isrc -Ibench -I"$O" \
+  bench/swap.c bench/swap_report.c bench/swap_run.c bench/swap_iostat.c bench/common.c bench/opp_cudnn.c \
+  bench/dev/fake_gpu/fakecudart.c "$O/libspillway_fake.a" -luring -lhiredis -lm -lpthread -ldl \
+  -o "$O/spillway-bench-swap"
 echo "$O/spillway-bench-swap"

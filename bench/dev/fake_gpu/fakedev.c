@@ -38,6 +38,7 @@ sw_status sw_cuda_swap_stream_wait(void *s, void *e) { (void)e; (void)s; return 
 sw_status sw_cuda_swap_event_sync(void *e) { (void)e; return SW_OK; }
 sw_status sw_cuda_swap_event_ms(float *ms, void *a, void *b) { (void)a; (void)b; *ms = 0.001f; return SW_OK; }
 sw_status sw_cuda_swap_copy(void *d, const void *s, size_t b, void *st) { (void)st; if (b < 65536) memcpy(d, s, b); return SW_OK; }
+sw_status sw_cuda_swap_copy_batch(void *const *d, const void *const *s, const size_t *b, size_t n, void *st) { for (size_t i = 0; i < n; i++) sw_cuda_swap_copy(d[i], s[i], b[i], st); return SW_OK; }
 sw_status sw_cuda_swap_zero(void *d, size_t b, void *st) { (void)st; memset(d, 0, b); return SW_OK; }
 sw_status sw_cuda_swap_sm_count(int32_t d, int32_t *n) { (void)d; *n = 132; return SW_OK; }
 int sw_cuda_swap_head_dim_ok(int32_t d) { return d == 64 || d == 128 || d == 256; }
@@ -56,6 +57,7 @@ sw_status sw_cuda_swap_tile_direct(const sw_cuda_swap_direct_args *a, void *s) {
 sw_status sw_cuda_swap_merge_wide(const sw_cuda_swap_tile_args *a, void *s) { (void)a; (void)s; return SW_OK; }
 void sw_cuda_swap_preload(int32_t D) { (void)D; }
 sw_status sw_cuda_swap_merge_split(const sw_cuda_swap_tile_args *a, float *p2, size_t n2, int32_t sms, void *s) { (void)a; (void)p2; (void)n2; (void)sms; (void)s; return SW_OK; }
+sw_status sw_cuda_swap_merge_ranges(const sw_cuda_swap_tile_args *a, int32_t n, float *p2, size_t n2, int32_t sms, void *s) { (void)a; (void)n; (void)p2; (void)n2; (void)sms; (void)s; return SW_OK; }
 /* (the resident path, graphs, write-through: nothing runs; the decode kernel
  * reports no device so that calls take the tile loop) */
 sw_status sw_cuda_paged_decode_config(int32_t d, int32_t h, sw_dtype t, int32_t *s, int32_t *c) { (void)d;(void)h;(void)t;(void)s;(void)c; return SW_STATUS_NO_DEVICE; }
