@@ -8,7 +8,10 @@
  * and both match the fp64 reference on every call. Also: a tile's victims
  * from sw_swap_victims_first are sw_swap_pool_rank's first entries (random
  * pools: free, pinned, equal and NaN scores, both policies); the sparse
- * attend's block selection against references (test_sparse_select). */
+ * attend's block selection against references (test_sparse_select); run-
+ * aware eviction gathering the pool's blocks in few store runs, and with
+ * a window as large as the pool, exact passes keeping what they visited
+ * last (the same hits, far fewer resident blocks in mostly missing runs). */
 #include "test_swap_util.h"
 
 #include <math.h>
@@ -454,6 +457,18 @@ int main(void)
     CHECK(e4.lone < e0.lone);
     CHECK(h4 >= 0.9 * h0);
     CHECK(e0.worst < 1e-2 && e4.worst < 1e-2);
+    /* With the window as large as the pool (10 tiles of 16), an exact pass
+     * takes its own blocks least recent first: the pool keeps what the
+     * pass visited last, whole stretches of runs, where score order left
+     * the survivors scattered (104 such blocks before). An exact pass hits
+     * exactly the pool's blocks whatever the order. */
+    const run_out e10 = run_engine_ex(store, 16, 1, 640, 8, seed + 2, 160, 16, "10");
+    printf("the window the whole pool (10 tiles): resident blocks in runs <= 1/2 resident %d; "
+           "hits %llu vs %llu with run_evict 0; worst rel L2 %.1e\n", e10.lone,
+           (unsigned long long)e10.hits, (unsigned long long)e0.hits, e10.worst);
+    CHECK(e10.lone >= 0 && 2 * e10.lone <= e0.lone);
+    CHECK(e10.hits == e0.hits && e10.misses == e0.misses);
+    CHECK(e10.worst < 1e-2);
     sw_store_close(store);
     ts_rm_rf(d.base);
     printf("%d failures\n", sw_test_failures);
