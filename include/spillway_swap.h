@@ -12,7 +12,10 @@
  * a GPU pool can mirror it byte for byte.
  * A low-rank predictor (a fixed Gaussian projection of the keys) scores
  * blocks for the current queries; eviction drops the lowest-scored block
- * first (ties: oldest access). Attention streams over a sequence tile by
+ * first (ties: oldest access), the candidates reordered by store run
+ * (run-aware eviction, docs/swap.md: over a disk, a block of a mostly
+ * missing run first; in an exact pass, the pass's own blocks least recent
+ * first, as their scores cannot change its hits). Attention streams over a sequence tile by
  * tile (at most `tile_blocks` blocks each), merging online-softmax states,
  * so the result is exact attention over every offloaded token whatever the
  * pool size; the reads of tile i+1 are in flight while tile i computes.
@@ -66,7 +69,7 @@ typedef enum sw_swap_kv_dtype {
 /* Eviction policy of the resident pool (append-only). */
 typedef enum sw_swap_policy {
     /* Lowest predictor score first, ties (and unscored FP8 blocks) by
-     * oldest access. */
+     * oldest access; the candidates reordered by store run (see above). */
     SW_SWAP_POLICY_SCORE = 0,
     /* Plain least-recently-used, scores ignored (for comparison). */
     SW_SWAP_POLICY_LRU = 1
