@@ -157,35 +157,26 @@ static void runs_first(const sw_swap *s, int32_t *out, int32_t n, int32_t *tmp, 
         recency_sort(s, out + (n - cnt[8]), cnt[8], tmp, (uint64_t *)(tmp + 2 * (size_t)n));
 }
 
+static int key_before(const void *ctx, int32_t x, int32_t y)
+{
+    const uint64_t *key = (const uint64_t *)ctx;
+    return key[x] < key[y];
+}
+
 /* v[0..n) by slot recency, least recent first; stable (equal recencies
- * keep their order): each recency read once into key[0..n), then a
- * bottom-up merge sort of positions through tmp[0..2n). */
+ * keep their order): each recency read once into key[0..n), the positions
+ * sorted through tmp[0..2n). */
 static void recency_sort(const sw_swap *s, int32_t *v, int32_t n, int32_t *tmp, uint64_t *key)
 {
-    int32_t *a = tmp, *b = tmp + n;
+    int32_t *pos = tmp, *copy = tmp + n;
     for (int32_t i = 0; i < n; i++) {
         key[i] = sw_swap_slot_recency(&s->slots[v[i]]);
-        a[i] = i;
+        pos[i] = i;
     }
-    for (int32_t w = 1; w < n; w *= 2) {
-        for (int32_t lo = 0; lo < n; lo += 2 * w) {
-            const int32_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
-            int32_t i = lo, j = mid, k = lo;
-            while (i < mid && j < hi)
-                b[k++] = key[a[j]] < key[a[i]] ? a[j++] : a[i++];
-            while (i < mid)
-                b[k++] = a[i++];
-            while (j < hi)
-                b[k++] = a[j++];
-        }
-        int32_t *t = a;
-        a = b;
-        b = t;
-    }
-    /* a: the order (positions); b: free for v's copy */
-    memcpy(b, v, sizeof(int32_t) * (size_t)n);
+    sw_swap_stable_sort(pos, n, copy, key_before, key);
+    memcpy(copy, v, sizeof(int32_t) * (size_t)n);
     for (int32_t i = 0; i < n; i++)
-        v[i] = b[a[i]];
+        v[i] = copy[pos[i]];
 }
 
 /* Eviction keys of the ranked candidates when ranked: a candidate whose

@@ -10,11 +10,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The sparse ranking's order of two blocks: score ascending, a NaN score
- * below every number, then block index (a total order: the top k are the
- * same whatever the sort). */
-static int blk_before(const float *sc, int32_t x, int32_t y)
+/* The sparse ranking's order of two blocks (sw_swap_stable_sort, ctx: the
+ * scores): score ascending, a NaN score below every number, then block
+ * index (a total order: the top k are the same whatever the sort; a merge
+ * sort replaced an insertion sort, quadratic: ~10^9 comparisons a call at
+ * 32768 blocks, 512k tokens of 16). */
+static int blk_before(const void *ctx, int32_t x, int32_t y)
 {
+    const float *sc = (const float *)ctx;
     const float a = sc[x], b = sc[y];
     const int an = isnan(a), bn = isnan(b);
     if (an != bn)
@@ -22,31 +25,6 @@ static int blk_before(const float *sc, int32_t x, int32_t y)
     if (!an && a != b)
         return a < b;
     return x < y;
-}
-
-/* Blocks v[0..n) in blk_before order: a bottom-up merge sort (tmp: n
- * entries). It replaced an insertion sort, quadratic: ~10^9 comparisons a
- * call at 32768 blocks (512k tokens of 16). */
-static void sort_blocks(int32_t *v, int32_t n, const float *sc, int32_t *tmp)
-{
-    int32_t *a = v, *b = tmp;
-    for (int32_t w = 1; w < n; w *= 2) {
-        for (int32_t lo = 0; lo < n; lo += 2 * w) {
-            const int32_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
-            int32_t i = lo, j = mid, o = lo;
-            while (i < mid && j < hi)
-                b[o++] = blk_before(sc, a[j], a[i]) ? a[j++] : a[i++];
-            while (i < mid)
-                b[o++] = a[i++];
-            while (j < hi)
-                b[o++] = a[j++];
-        }
-        int32_t *t = a;
-        a = b;
-        b = t;
-    }
-    if (a != v)
-        memcpy(v, a, sizeof(int32_t) * (size_t)n);
 }
 
 int sw_swap_sparse_select(const float *sc, int32_t n, int32_t k, int32_t w, uint8_t *sel)
@@ -60,7 +38,7 @@ int sw_swap_sparse_select(const float *sc, int32_t n, int32_t k, int32_t w, uint
         return -1;
     for (int32_t b = 0; b < n; b++)
         all[b] = b;
-    sort_blocks(all, n, sc, all + n);
+    sw_swap_stable_sort(all, n, all + n, blk_before, sc);
     for (int32_t i = n - 1, taken = 0; i >= 0 && taken < k; i--, taken++)
         sel[all[i]] = 1;
     free(all);

@@ -14,6 +14,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -320,6 +321,33 @@ sw_status sw_swap_seq_layer(const sw_swap *s, uint64_t seq_id, int32_t layer,
 static inline int sw_swap_blk_resident(const sw_swap_blk *e)
 {
     return e->slot >= 0 && e->valid > 0 && e->dtype == SW_SWAP_KV_BF16;
+}
+/* v[0..n) ordered by `before` (ctx, x, y: 1 when x goes before y), stable:
+ * a bottom-up merge sort through tmp[0..n). Static inline so that each
+ * caller's comparison is inlined (the sparse ranking's 32768 blocks, the
+ * victim window's recencies). */
+static inline void sw_swap_stable_sort(int32_t *v, int32_t n, int32_t *tmp,
+                                       int (*before)(const void *, int32_t, int32_t),
+                                       const void *ctx)
+{
+    int32_t *a = v, *b = tmp;
+    for (int32_t w = 1; w < n; w *= 2) {
+        for (int32_t lo = 0; lo < n; lo += 2 * w) {
+            const int32_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
+            int32_t i = lo, j = mid, o = lo;
+            while (i < mid && j < hi)
+                b[o++] = before(ctx, a[j], a[i]) ? a[j++] : a[i++];
+            while (i < mid)
+                b[o++] = a[i++];
+            while (j < hi)
+                b[o++] = a[j++];
+        }
+        int32_t *t = a;
+        a = b;
+        b = t;
+    }
+    if (a != v)
+        memcpy(v, a, sizeof(int32_t) * (size_t)n);
 }
 /* Slot sl's recency: its own last access, or its layer's last resident
  * call (which touched every block of the layer at once), the later. */
