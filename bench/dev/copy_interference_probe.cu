@@ -20,7 +20,7 @@
 #include <sys/mman.h>
 #include <thread>
 #include <vector>
-#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); exit(1);} } while (0)
+#include "probe_check.cuh"
 __global__ void rd(const uint4 *p, size_t n, int reps, unsigned *sink) {
   uint32_t acc = 0;
   for (int r = 0; r < reps; r++)

@@ -32,14 +32,7 @@
 
 extern "C" uint32_t sw_crc32c(const void *data, size_t len);
 
-#define CK(x)                                                                                  \
-    do {                                                                                       \
-        cudaError_t e_ = (x);                                                                  \
-        if (e_ != cudaSuccess) {                                                               \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-            exit(1);                                                                           \
-        }                                                                                      \
-    } while (0)
+#include "probe_check.cuh"
 
 struct item {
     const uint4 *src;

@@ -18,14 +18,7 @@
 #include <algorithm>
 #include <vector>
 
-#define CK(x)                                                                                    \
-    do {                                                                                         \
-        cudaError_t e_ = (x);                                                                    \
-        if (e_ != cudaSuccess) {                                                                 \
-            fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));          \
-            exit(1);                                                                             \
-        }                                                                                        \
-    } while (0)
+#include "probe_check.cuh"
 
 /* XOR-folds p[i], p[i + s], ... below e, 4 loads in flight per thread, and
  * stores the fold only when it is a value that practically never occurs

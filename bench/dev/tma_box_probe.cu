@@ -17,14 +17,7 @@
 #include <cstdlib>
 #include <vector>
 
-#define CK(x)                                                                                  \
-    do {                                                                                       \
-        cudaError_t e_ = (x);                                                                  \
-        if (e_ != cudaSuccess) {                                                               \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-            exit(1);                                                                           \
-        }                                                                                      \
-    } while (0)
+#include "probe_check.cuh"
 
 constexpr int HEADS = 8, D = 128, PAGE = 16, BN = 128, ST = 4;
 constexpr int TILE = BN * D * 2; /* 32 KiB */

@@ -20,14 +20,7 @@
 #include <sys/mman.h>
 #include <vector>
 
-#define CK(x)                                                                                  \
-    do {                                                                                       \
-        cudaError_t e_ = (x);                                                                  \
-        if (e_ != cudaSuccess) {                                                               \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-            exit(1);                                                                           \
-        }                                                                                      \
-    } while (0)
+#include "probe_check.cuh"
 
 /* Stripe order[i] (stripe_bytes each) of src, warp by warp over the grid. */
 template <int U>
