@@ -1018,7 +1018,7 @@ static void test_merge_ranges(uint64_t seed)
         const mshape c = cases[ci];
         sw_rng rs = {seed ^ (0x9e3779b97f4a7c15ull * (ci + 1))};
         const int32_t Hq = c.H * c.G, nrg = (c.ql * c.G + SW_CUDA_SWAP_RG - 1) / SW_CUDA_SWAP_RG;
-        const size_t stride = (size_t)c.H * nrg * SW_CUDA_SWAP_RG * (size_t)(c.D + 2);
+        const size_t stride = sw_cuda_swap_chunk_floats(c.H, nrg, c.D);
         const size_t npart = (size_t)c.n * c.nchunks * stride, nst = (size_t)c.ql * Hq;
         float *hp = malloc(sizeof(float) * npart), *hs = malloc(sizeof(float) * nst * (c.D + 2));
         float *o1 = malloc(sizeof(float) * nst * (c.D + 2)),

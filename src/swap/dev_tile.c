@@ -66,8 +66,7 @@ sw_status sw_swap_dev_launch_direct(sw_swap_dev *d, const launch_job *j)
         if (whole == 0 && !j->last)
             break; /* a range the next launch completes */
         sw_cuda_swap_tile_args g = j->A.t;
-        g.part += (size_t)d->merged * (size_t)g.H * (size_t)g.nrg * SW_CUDA_SWAP_RG *
-                  (size_t)(g.D + 2);
+        g.part += (size_t)d->merged * sw_cuda_swap_chunk_floats(g.H, g.nrg, g.D);
         g.nchunks = n;
         SW_TRY(merge_behind(d, &g, nr, j->cs, j->kp));
         d->merged += nr * n;
@@ -150,17 +149,16 @@ sw_status sw_swap_dev_attend_begin(sw_swap *s, const sw_swap_attend_params *p,
             const int64_t ranges = (s->tile_blocks + d->merge_chunks - 1) / d->merge_chunks;
             nparts = ranges * per > nparts ? ranges * per : nparts;
         }
-        const size_t need2 = np >= 2 ? (size_t)nparts * (size_t)H * (size_t)nrg *
-                                           SW_CUDA_SWAP_RG * (size_t)(D + 2)
-                                     : 0;
+        const size_t need2 =
+            np >= 2 ? (size_t)nparts * sw_cuda_swap_chunk_floats(H, (int32_t)nrg, D) : 0;
         p2 = need2 > p2 ? need2 : p2;
         const size_t need = sw_swap_dev_part_floats(ql, s->tile_blocks, H, G, D, d->ctas);
         part = need > part ? need : part;
     }
     if (d->direct) {
         /* a direct tile's partials: one per block and kv head (a CTA a
-         * block: it is 4 warps, so occupancy comes from CTAs) */
-        const size_t dp = (size_t)s->tile_blocks * (size_t)H * SW_CUDA_SWAP_RG * (size_t)(D + 2);
+         * block, one row group: it is 4 warps, so occupancy comes from CTAs) */
+        const size_t dp = (size_t)s->tile_blocks * sw_cuda_swap_chunk_floats(H, 1, D);
         part = dp > part ? dp : part;
     }
     d->hrows = hrows;
@@ -555,8 +553,7 @@ static sw_status tile_args_of(const sw_swap *s, const sw_swap_attend_params *p,
     a->qscale = scale * 1.4426950408889634f;
     a->nrg = (int32_t)(((int64_t)ql * G + SW_CUDA_SWAP_RG - 1) / SW_CUDA_SWAP_RG);
     a->nchunks = direct ? t->n : sw_swap_dev_chunks(t->n, H, a->nrg, d->ctas);
-    if ((size_t)a->nchunks * (size_t)H * (size_t)a->nrg * SW_CUDA_SWAP_RG * (size_t)(D + 2) >
-        d->part_floats)
+    if ((size_t)a->nchunks * sw_cuda_swap_chunk_floats(H, a->nrg, D) > d->part_floats)
         return sw_fail(SW_STATUS_INTERNAL, "tile partials: %d chunks x %d row groups exceed "
                        "the %zu floats planned", a->nchunks, a->nrg, d->part_floats);
     a->part = part;

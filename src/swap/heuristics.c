@@ -87,7 +87,7 @@ size_t sw_swap_dev_part_floats(int32_t ql, int32_t nblk, int32_t H, int32_t G, i
         return 0;
     const int32_t nrg = (int32_t)(((int64_t)ql * G + SW_CUDA_SWAP_RG - 1) / SW_CUDA_SWAP_RG);
     const int32_t nch = sw_swap_dev_chunks(nblk, H, nrg, ctas);
-    return (size_t)nch * (size_t)H * (size_t)nrg * SW_CUDA_SWAP_RG * (size_t)(D + 2);
+    return (size_t)nch * sw_cuda_swap_chunk_floats(H, nrg, D);
 }
 
 int sw_swap_dev_layout(uint64_t host_bytes, uint64_t file_bytes, int prev)

@@ -126,6 +126,19 @@ typedef struct sw_cuda_swap_tile_args {
 /* Rows of one tile-kernel CTA (query rows x group heads), every kernel. */
 #define SW_CUDA_SWAP_RG 8
 
+#ifdef __CUDACC__
+#define SW_SWAP_HD static inline __host__ __device__
+#else
+#define SW_SWAP_HD static inline
+#endif
+
+/* Floats of one chunk's partial states in sw_cuda_swap_tile_args.part: H kv
+ * heads x nrg row groups x SW_CUDA_SWAP_RG rows of (max, sum, acc[D]). */
+SW_SWAP_HD size_t sw_cuda_swap_chunk_floats(int32_t H, int32_t nrg, int32_t D)
+{
+    return (size_t)H * (size_t)nrg * SW_CUDA_SWAP_RG * (size_t)(D + 2);
+}
+
 /* 1 when the tile kernel has an instance for head_dim d. */
 int sw_cuda_swap_head_dim_ok(int32_t d);
 sw_status sw_cuda_swap_scatter(const sw_cuda_swap_scatter_args *a, void *stream);

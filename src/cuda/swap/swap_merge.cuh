@@ -100,7 +100,7 @@ static __device__ __forceinline__ void swap_merge_row_wide(const sw_cuda_swap_ti
     for (int d = t; d < D; d += nt) {
         float o = a.acc[si * D + d] * cg;
         const float *pa = a.part + pidx(0) + 2 + d;
-        const size_t stride = (size_t)a.H * a.nrg * SW_CUDA_SWAP_RG * (size_t)(D + 2);
+        const size_t stride = sw_cuda_swap_chunk_floats(a.H, a.nrg, D);
 #pragma unroll 8
         for (int c = 0; c < a.nchunks; c++) {
             const float x = pa[(size_t)c * stride];

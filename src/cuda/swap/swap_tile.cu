@@ -76,7 +76,7 @@ static __device__ __forceinline__ void swap_merge_part(const sw_cuda_swap_tile_a
     const int y = ridx / SW_CUDA_SWAP_RG, r = ridx % SW_CUDA_SWAP_RG;
     const int D = a.D, nt = blockDim.x, t = threadIdx.x;
     const int c0 = sp * k, c1 = c0 + k < a.nchunks ? c0 + k : a.nchunks;
-    const size_t stride = (size_t)a.H * a.nrg * SW_CUDA_SWAP_RG * (size_t)(D + 2);
+    const size_t stride = sw_cuda_swap_chunk_floats(a.H, a.nrg, D);
     const size_t row = (((size_t)h * a.nrg + y) * SW_CUDA_SWAP_RG + r) * (size_t)(D + 2);
     float M = -INFINITY;
     for (int c = c0; c < c1; c++)
@@ -128,7 +128,7 @@ __global__ void swap_merge_part_ranges_kernel(const sw_cuda_swap_tile_args a, fl
                                               int32_t S1)
 {
     extern __shared__ float wsh[]; /* k weights */
-    const size_t stride = (size_t)a.H * a.nrg * SW_CUDA_SWAP_RG * (size_t)(a.D + 2);
+    const size_t stride = sw_cuda_swap_chunk_floats(a.H, a.nrg, a.D);
     const int r = blockIdx.z / S1;
     sw_cuda_swap_tile_args b = a;
     b.part = a.part + (size_t)r * a.nchunks * stride;
@@ -143,7 +143,7 @@ __global__ void swap_merge_wide_ranges_kernel(const sw_cuda_swap_tile_args a, co
                                               int32_t per, int32_t n)
 {
     extern __shared__ float mw[];
-    const size_t stride = (size_t)a.H * a.nrg * SW_CUDA_SWAP_RG * (size_t)(a.D + 2);
+    const size_t stride = sw_cuda_swap_chunk_floats(a.H, a.nrg, a.D);
     sw_cuda_swap_tile_args b = a;
     b.nchunks = per;
     for (int r = 0; r < n; r++) {
@@ -220,7 +220,7 @@ static int merge_shape(const sw_cuda_swap_tile_args *a, const float *part2, size
     /* parts (sw_cuda_swap_merge_parts), as many as part2 holds, at least 16
      * chunks a part (fewer: one launch does) */
     int64_t S = sw_cuda_swap_merge_parts((int64_t)a->ql * a->G * a->H, sms);
-    const size_t stride = (size_t)a->H * (size_t)a->nrg * SW_CUDA_SWAP_RG * (size_t)(a->D + 2);
+    const size_t stride = sw_cuda_swap_chunk_floats(a->H, a->nrg, a->D);
     const int64_t room = stride > 0 ? (int64_t)(part2_floats / stride) : 0;
     S = S < room ? S : room;
     if (S > a->nchunks / 16)
@@ -262,7 +262,7 @@ extern "C" sw_status sw_cuda_swap_merge_ranges(const sw_cuda_swap_tile_args *a, 
 {
     if (a->nblk <= 0 || a->ql <= 0 || n <= 0)
         return SW_OK;
-    const size_t stride = (size_t)a->H * (size_t)a->nrg * SW_CUDA_SWAP_RG * (size_t)(a->D + 2);
+    const size_t stride = sw_cuda_swap_chunk_floats(a->H, a->nrg, a->D);
     int32_t k = 0, S1 = 0;
     const int shape = merge_shape(a, part2, part2_floats, sms, &k, &S1);
     /* ranges a launch pair takes: as many as part2 holds the parts of */
