@@ -995,7 +995,6 @@ static void run_job(int n, int worker, void *ctx)
     atomic_fetch_add(&R->checks, sw_test_thread_failures - before);
 }
 
-/* [--variant NAME]...: those rows only (default: every row). */
 /* sw_cuda_swap_merge_ranges: n ranges folded in one launch pair give the
  * state (m, l, acc) of one sw_cuda_swap_merge_split a range, bit for bit:
  * decode and several-row shapes, d64/128/256, chunks without a visible key,
@@ -1106,6 +1105,7 @@ static void test_merge_ranges(uint64_t seed)
            sizeof cases / sizeof cases[0]);
 }
 
+/* [--variant NAME]...: those rows only (default: every row). */
 int main(int argc, char **argv)
 {
     if (sw_cuda_device_count() < 1) {
@@ -1136,9 +1136,9 @@ int main(int argc, char **argv)
         }
         i++;
     }
+    test_merge_ranges(seed);
     /* SW_TEST_SWAP_CASES=n: the first n random cases of each row only, and
      * the large ones only with all 48 (a quick run of the other tests) */
-    test_merge_ranges(seed);
     const char *nc_env = getenv("SW_TEST_SWAP_CASES");
     const double t0 = sw_now_seconds();
     static row rows[NV];
