@@ -19,7 +19,7 @@
 #include <cstring>
 #include <vector>
 
-#include "probe_check.cuh"
+#include "probe_util.cuh"
 
 __global__ void __launch_bounds__(256) gather(const uint4 *pool, uint4 *dense, const int *src,
                                               int n, int vec)

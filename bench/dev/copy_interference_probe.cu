@@ -17,10 +17,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <sys/mman.h>
 #include <thread>
 #include <vector>
-#include "probe_check.cuh"
+#include "probe_util.cuh"
 __global__ void rd(const uint4 *p, size_t n, int reps, unsigned *sink) {
   uint32_t acc = 0;
   for (int r = 0; r < reps; r++)
@@ -39,9 +38,7 @@ int main() {
   uint4 *big; CK(cudaMalloc(&big, hb)); CK(cudaMemset(big, 1, hb));
   unsigned *sink; CK(cudaMalloc(&sink, 4));
   const size_t bigh = 1ull << 30;
-  uint8_t *h = (uint8_t *)mmap(nullptr, bigh, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  madvise(h, bigh, MADV_HUGEPAGE); memset(h, 1, bigh);
-  CK(cudaHostRegister(h, bigh, cudaHostRegisterMapped));
+  uint8_t *h = probe_huge_pinned(bigh, cudaHostRegisterMapped, 1, nullptr);
   uint8_t *hm; CK(cudaHostAlloc(&hm, mh, cudaHostAllocMapped)); memset(hm, 1, mh);
   uint4 *hmd; CK(cudaHostGetDevicePointer((void **)&hmd, hm, 0));
   cudaStream_t cs, ks; CK(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking)); CK(cudaStreamCreateWithFlags(&ks, cudaStreamNonBlocking));

@@ -19,10 +19,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <sys/mman.h>
 #include <vector>
 
-#include "probe_check.cuh"
+#include "probe_util.cuh"
 
 int main(int argc, char **argv)
 {
@@ -34,17 +33,8 @@ int main(int argc, char **argv)
     uint8_t *dev = nullptr, *h1 = nullptr;
     CK(cudaMalloc(&dev, total));
     CK(cudaMallocHost(&h1, total));
-    const size_t big = (total + (2u << 20) - 1) & ~((size_t)(2u << 20) - 1);
-    uint8_t *h2 = (uint8_t *)mmap(nullptr, big, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                                  -1, 0);
-    if (h2 == MAP_FAILED) {
-        perror("mmap");
-        return 1;
-    }
-    madvise(h2, big, MADV_HUGEPAGE);
-    memset(h2, 1, big);
+    uint8_t *h2 = probe_huge_pinned(total, cudaHostRegisterDefault, 1, nullptr);
     memset(h1, 1, total);
-    CK(cudaHostRegister(h2, big, cudaHostRegisterDefault));
     const int NS = 4;
     cudaStream_t st[NS];
     for (int i = 0; i < NS; i++)

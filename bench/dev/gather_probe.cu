@@ -32,7 +32,7 @@
 
 extern "C" uint32_t sw_crc32c(const void *data, size_t len);
 
-#include "probe_check.cuh"
+#include "probe_util.cuh"
 
 struct item {
     const uint4 *src;

@@ -18,7 +18,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "probe_check.cuh"
+#include "probe_util.cuh"
 
 /* XOR-folds p[i], p[i + s], ... below e, 4 loads in flight per thread, and
  * stores the fold only when it is a value that practically never occurs

@@ -17,7 +17,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "probe_check.cuh"
+#include "probe_util.cuh"
 
 constexpr int HEADS = 8, D = 128, PAGE = 16, BN = 128, ST = 4;
 constexpr int TILE = BN * D * 2; /* 32 KiB */

@@ -17,10 +17,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <sys/mman.h>
 #include <vector>
 
-#include "probe_check.cuh"
+#include "probe_util.cuh"
 
 /* Stripe order[i] (stripe_bytes each) of src, warp by warp over the grid. */
 template <int U>
@@ -60,18 +59,11 @@ int main(int argc, char **argv)
     uint8_t *dev = nullptr, *h1 = nullptr;
     CK(cudaMalloc(&dev, total));
     CK(cudaMallocHost(&h1, total));
-    const size_t big = (total + (2u << 20) - 1) & ~((size_t)(2u << 20) - 1);
-    uint8_t *h2 = (uint8_t *)mmap(nullptr, big, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                                  -1, 0);
-    if (h2 == MAP_FAILED) {
-        perror("mmap");
-        return 1;
-    }
-    madvise(h2, big, MADV_HUGEPAGE);
+    size_t big = 0;
+    uint8_t *h2 = probe_huge_pinned(total, cudaHostRegisterDefault, 0, &big);
     for (size_t i = 0; i < big; i++)
         h2[i] = (uint8_t)(i * 131u);
     memcpy(h1, h2, total);
-    CK(cudaHostRegister(h2, big, cudaHostRegisterDefault));
     unsigned *sum = nullptr;
     CK(cudaMalloc(&sum, 4096 * sizeof(unsigned)));
     int *order = nullptr;
