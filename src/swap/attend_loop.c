@@ -96,10 +96,11 @@ static int32_t run_resident(const sw_swap *s, int32_t i, int32_t *present)
 }
 
 /* Run-aware order of the first n ranked victims (out[0..n), ascending
- * policy order; tmp has room for 2 n int32 and n uint64 after them): a resident block inside a
- * store run that is mostly missing saves little disk I/O (the run is read
- * anyway and the read goes through it: store gaps <= 64 KiB), one of a
- * mostly resident run saves its share of a read. Stable by the run's
+ * policy order; tmp has room for 2 n int32 and n uint64 after them): a
+ * resident block inside a store run that is mostly missing saves little
+ * disk I/O (the run is read anyway and the read goes through it: store
+ * gaps <= 64 KiB), one of a mostly resident run saves its share of a
+ * read. Stable by the run's
  * resident fraction in eighths, ascending, then policy order: over the
  * steps the pool's blocks gather in few runs, and the runs that are read
  * have fewer resident blocks to read through. The policy still chooses

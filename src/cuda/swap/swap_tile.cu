@@ -281,7 +281,8 @@ extern "C" sw_status sw_cuda_swap_merge_ranges(const sw_cuda_swap_tile_args *a, 
     SW_TRY(sw_swap_carve_max(swap_merge_part_ranges_kernel, carved_p));
     SW_TRY(sw_swap_carve_max(swap_merge_wide_ranges_kernel, carved_w));
     sw_cuda_swap_tile_args b = *a;
-    for (int32_t r = 0; r < n; r += per_launch, b.part += (size_t)per_launch * a->nchunks * stride) {
+    for (int32_t r = 0; r < n;
+         r += per_launch, b.part += (size_t)per_launch * a->nchunks * stride) {
         const int32_t m = n - r < per_launch ? n - r : per_launch;
         const float *src = b.part;
         int32_t per = a->nchunks;
