@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #endif
 #include "swap_run.h"
+#include "swap/swap_internal.h" /* --tune */
 
 #include <math.h>
 
@@ -62,6 +63,8 @@ static const char usage_head[] =
     "                   next step (default: the checked rows are kept and checked after\n"
     "                   the steps, which then run back to back as in a decode loop; the\n"
     "                   check of 16 heads over 32k tokens takes ~0.2 s, an idle GPU)\n"
+    "  --tune SPEC      engine tuning overrides for A/B runs, name=value[,...] (fields of\n"
+    "                   sw_swap_tuning, src/swap/swap_internal.h, e.g. land_start=16)\n"
     "  --json PATH      default: a new bench/results/swap-<host>-<UTC time>.json (never a\n"
     "                   committed record; ./ when there is no bench/results)\n";
 
@@ -106,6 +109,7 @@ int main(int argc, char **argv)
     int64_t res_batch = 16; /* --resident-batch */
     int check_during = 0;  /* --check-during: each step checked before the next */
     int64_t raw_every = 5; /* --raw-every: the disk case's interleaved raw passes */
+    const char *tune = NULL; /* --tune: engine tuning overrides (A/B runs) */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -123,6 +127,14 @@ int main(int argc, char **argv)
         } else if (!strcmp(a, "--raw-every") && i + 1 < argc) {
             if (bench_arg_i64(PROG, a, argv[++i], 0, 1000, "steps", &raw_every))
                 return BENCH_USAGE;
+        } else if (!strcmp(a, "--tune") && i + 1 < argc) {
+            tune = argv[++i];
+            sw_swap_tuning t;
+            sw_swap_tuning_default(&t);
+            if (sw_swap_tuning_parse(&t, tune) != SW_OK) {
+                fprintf(stderr, PROG ": --tune %s: %s\n", tune, sw_last_error());
+                return BENCH_USAGE;
+            }
         } else if (!strcmp(a, "--quick")) {
             o.quick = 1;
         } else if (!strcmp(a, "--check-during")) {
@@ -229,6 +241,7 @@ int main(int argc, char **argv)
         }
         cs[k] = swt_make_case(cases[k].name, &ok, cases[k].pool, cases[k].host, cases[k].dev_tile);
         cs[k].check_after = !check_during;
+        cs[k].tune = tune;
         if (k == 0 && raw_every > 0 && s.raw_bytes >= (16u << 20)) {
             /* the disk case's limit: raw passes between its timed steps */
             uint64_t slice = s.raw_bytes / 4 / (4u << 20) * (4u << 20);

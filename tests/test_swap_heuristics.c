@@ -80,6 +80,25 @@ static void test_overrides(void)
     CHECK(t.landing_mb == 0 && t.run_evict == 3 && t.timeline == 1);
     CHECK(t.gather_ctas == before.gather_ctas && t.spin_us == before.spin_us);
     CHECK(t.land_blocks == before.land_blocks && t.host_gather == before.host_gather);
+    /* the same overrides from text (bench --tune): fields by name, all or
+     * nothing on an error that names the bad part */
+    sw_swap_tuning_default(&o);
+    CHECK_STATUS(sw_swap_tuning_parse(&o, "keep_window=0,land_start=16,timeline=1"), SW_OK);
+    CHECK(o.keep_window == 0 && o.land_start == 16 && o.timeline == 1);
+    CHECK(o.land_blocks == SW_SWAP_TUNE_DEFAULT && o.merge_chunks == SW_SWAP_TUNE_DEFAULT);
+    CHECK_STATUS(sw_swap_tuning_parse(&o, ""), SW_OK);
+    const sw_swap_tuning kept = o;
+    CHECK_STATUS(sw_swap_tuning_parse(&o, "land_start=8,no_such=1"), SW_STATUS_INVALID);
+    CHECK(strstr(sw_last_error(), "no_such") != NULL && strstr(sw_last_error(), "keep_window"));
+    CHECK_STATUS(sw_swap_tuning_parse(&o, "land_start"), SW_STATUS_INVALID);
+    CHECK_STATUS(sw_swap_tuning_parse(&o, "land_start="), SW_STATUS_INVALID);
+    CHECK_STATUS(sw_swap_tuning_parse(&o, "land_start=1x"), SW_STATUS_INVALID);
+    CHECK_STATUS(sw_swap_tuning_parse(&o, "land_start=99999999999"), SW_STATUS_INVALID);
+    CHECK_STATUS(sw_swap_tuning_parse(&o, "land_st=1"), SW_STATUS_INVALID);
+    CHECK(memcmp(&o, &kept, sizeof o) == 0);
+    CHECK_STATUS(sw_swap_tuning_parse(&o, "land_start=-3"), SW_OK); /* the engine checks ranges */
+    CHECK(o.land_start == -3);
+    CHECK_STATUS(sw_swap_tuning_parse(NULL, "x=1"), SW_STATUS_INVALID);
 }
 
 static void test_engine(const char *dir)

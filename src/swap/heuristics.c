@@ -4,7 +4,12 @@
  * field comments of swap_internal.h and in docs/perf/swap.md. */
 #include "swap_internal.h"
 #include "swap_cuda.h"
+#include "core/sw_core.h"
 
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 void sw_swap_heuristics(const sw_swap_facts *f, sw_swap_tuning *t)
@@ -49,6 +54,56 @@ void sw_swap_tuning_default(sw_swap_tuning *t)
 #define SW_TUNING_UNSET(f) t->f = SW_SWAP_TUNE_DEFAULT;
     SW_TUNING_FIELDS(SW_TUNING_UNSET)
 #undef SW_TUNING_UNSET
+}
+
+sw_status sw_swap_tuning_parse(sw_swap_tuning *t, const char *spec)
+{
+    if (!t || !spec)
+        return sw_fail(SW_STATUS_INVALID, "swap tuning: null argument");
+    static const struct {
+        const char *name;
+        size_t off;
+    } fields[] = {
+#define SW_TUNING_NAME(f) {#f, offsetof(sw_swap_tuning, f)},
+        SW_TUNING_FIELDS(SW_TUNING_NAME)
+#undef SW_TUNING_NAME
+    };
+    enum { NF = sizeof fields / sizeof fields[0] };
+    sw_swap_tuning r = *t;
+    for (const char *p = spec; *p;) {
+        const char *end = strchr(p, ',');
+        const size_t len = end ? (size_t)(end - p) : strlen(p);
+        const char *eq = memchr(p, '=', len);
+        const size_t nlen = eq ? (size_t)(eq - p) : len;
+        size_t i = 0;
+        while (i < NF && !(strlen(fields[i].name) == nlen && !strncmp(fields[i].name, p, nlen)))
+            i++;
+        if (i == NF) {
+            char names[512];
+            size_t k = 0;
+            for (size_t j = 0; j < NF && k < sizeof names; j++)
+                k += (size_t)snprintf(names + k, sizeof names - k, "%s%s", j ? ", " : "",
+                                      fields[j].name);
+            return sw_fail(SW_STATUS_INVALID, "swap tuning: unknown field '%.*s' (%s)", (int)nlen,
+                           p, names);
+        }
+        char num[24];
+        const size_t vlen = eq ? len - nlen - 1 : 0;
+        if (!eq || vlen == 0 || vlen >= sizeof num)
+            return sw_fail(SW_STATUS_INVALID, "swap tuning: '%.*s' wants =INTEGER", (int)len, p);
+        memcpy(num, eq + 1, vlen);
+        num[vlen] = '\0';
+        char *e = NULL;
+        errno = 0;
+        const long long v = strtoll(num, &e, 10);
+        if (errno || *e || v < INT32_MIN + 1 || v > INT32_MAX)
+            return sw_fail(SW_STATUS_INVALID, "swap tuning: %s=%s is not a 32-bit integer",
+                           fields[i].name, num);
+        *(int32_t *)((char *)&r + fields[i].off) = (int32_t)v;
+        p = end ? end + 1 : p + len;
+    }
+    *t = r;
+    return SW_OK;
 }
 
 void sw_swap_tuning_apply(sw_swap_tuning *t, const sw_swap_tuning *o)

@@ -219,6 +219,10 @@ void sw_swap_land_offsets(const int32_t *blocks, int32_t n, int32_t gap_max, int
 
 /* Every field at SW_SWAP_TUNE_DEFAULT (an override that overrides nothing). */
 void sw_swap_tuning_default(sw_swap_tuning *t);
+/* Fields of t set from "name=value[,name=value...]" (the field names of
+ * sw_swap_tuning; A/B runs of `spillway-bench-swap --tune`): SW_OK, or
+ * SW_STATUS_INVALID naming the bad part (t unchanged). */
+sw_status sw_swap_tuning_parse(sw_swap_tuning *t, const char *spec);
 /* t's fields overridden by o's that are not SW_SWAP_TUNE_DEFAULT. */
 void sw_swap_tuning_apply(sw_swap_tuning *t, const sw_swap_tuning *o);
 
