@@ -545,6 +545,14 @@ typedef struct sw_store_stats {
                                      * padding) that are neither zero nor a
                                      * valid header */
     uint64_t header_pages_read;     /* run header pages read at open */
+    /* appended: host-tier leases (a GPU reading the tier in place: the
+     * swap engine's device pool, which keeps whole blocks' leases from one
+     * call to the next) */
+    uint64_t host_leased;           /* entries leased now (CLOCK passes them
+                                     * by), unmapped ones included */
+    uint64_t host_lease_unmaps;     /* leased entries unmapped so far (an
+                                     * overwrite, delete, eviction or
+                                     * invalidation of the key while leased) */
 } sw_store_stats;
 
 /* Fills a snapshot of the counters. st->struct_size must be set to the

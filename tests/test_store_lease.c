@@ -9,7 +9,8 @@
  * byte that the lease's CRC then no longer matches; a copy its reader found
  * corrupt leaves the tier (sw_store_host_invalidate: counted, freed after
  * the last release, the key then read from the file; a stale generation or
- * a reused entry is left alone). Seeded (SW_TEST_SEED). */
+ * a reused entry is left alone). Leases kept across calls: the count of
+ * leased entries unmapped, and their retouch. Seeded (SW_TEST_SEED). */
 #include "test_store_util.h"
 #include "store/host_lease.h"
 
@@ -202,6 +203,88 @@ static void test_invalidate(sw_store *s)
     CHECK(sw_store_host_invalidate(NULL, 0, 0) == 0);
 }
 
+/* Kept leases: the unmap count moves exactly when a leased entry loses
+ * its key (an overwrite, a delete, CLOCK never: a leased entry is no
+ * victim; an invalidation), not for unleased entries; a retouch at the
+ * current count counts hits and bytes as a lease of the keys would and
+ * keeps an entry from CLOCK's next sweep; at a stale count, or naming an
+ * entry not leased, it touches nothing. */
+static void test_kept(sw_store *s)
+{
+    const uint64_t ns = 55;
+    enum { N = 4 };
+    sw_store_key keys[N];
+    uint64_t gens[N];
+    for (uint32_t i = 0; i < N; i++) {
+        keys[i] = ts_key(ns, 0, i, 0, SW_STORE_KIND_K);
+        CHECK_STATUS(put(s, &keys[i], 7, &gens[i]), SW_OK);
+    }
+    const uint64_t u0 = sw_store_host_unmaps(s);
+    /* an unleased key overwritten, then deleted: no move */
+    sw_store_key other = ts_key(ns, 1, 0, 0, SW_STORE_KIND_K);
+    CHECK_STATUS(put(s, &other, 1, NULL), SW_OK);
+    CHECK_STATUS(put(s, &other, 2, NULL), SW_OK);
+    CHECK_STATUS(sw_store_delete(s, &other), SW_OK);
+    CHECK(sw_store_host_unmaps(s) == u0);
+    sw_store_lease l[N];
+    size_t got = 0;
+    CHECK_STATUS(sw_store_host_lease(s, N, keys, 16, l, &got), SW_OK);
+    CHECK(got == N);
+    if (got != N)
+        return;
+    uint32_t ent[N];
+    for (uint32_t i = 0; i < N; i++)
+        ent[i] = l[i].entry;
+    CHECK(ts_stats(s).host_leased == N && ts_stats(s).host_lease_unmaps == u0);
+    /* a retouch counts as a lease of the keys did */
+    const sw_store_stats a = ts_stats(s);
+    CHECK(sw_store_host_retouch(s, u0, N, ent) == 1);
+    const sw_store_stats b = ts_stats(s);
+    CHECK(b.host_hits == a.host_hits + N);
+    CHECK(b.host_bytes_read == a.host_bytes_read + (uint64_t)N * STRIPE);
+    /* many new writes: CLOCK passes the leased entries by, the count
+     * stays and the kept leases still read their keys' payloads */
+    for (uint32_t i = 0; i < 3 * HOST_N; i++) {
+        sw_store_key k = ts_key(ns, 2, i, 0, SW_STORE_KIND_V);
+        CHECK_STATUS(put(s, &k, 3, NULL), SW_OK);
+    }
+    CHECK(sw_store_host_unmaps(s) == u0);
+    CHECK(sw_store_host_retouch(s, u0, N, ent) == 1);
+    for (uint32_t i = 0; i < N; i++)
+        CHECK(ts_check(l[i].ptr, STRIPE, &keys[i], 7));
+    /* a stale count, an entry not leased, out of range: nothing touched */
+    const sw_store_stats c = ts_stats(s);
+    CHECK(sw_store_host_retouch(s, u0 + 1, N, ent) == 0);
+    uint32_t bad[2] = {ent[0], 1u << 30};
+    CHECK(sw_store_host_retouch(s, u0, 2, bad) == 0);
+    sw_store_host_release(s, 1, &l[1]);
+    CHECK(sw_store_host_retouch(s, u0, N, ent) == 0); /* entry 1 no longer leased */
+    CHECK(ts_stats(s).host_hits == c.host_hits);
+    CHECK(sw_store_host_retouch(s, u0, 0, NULL) == 1);
+    CHECK(sw_store_host_retouch(NULL, u0, 0, NULL) == 0);
+    /* an overwrite of a leased key moves the count; the kept bytes are the
+     * old payload until released */
+    CHECK_STATUS(put(s, &keys[0], 8, NULL), SW_OK);
+    const uint64_t u1 = sw_store_host_unmaps(s);
+    CHECK(u1 == u0 + 1);
+    CHECK(ts_check(l[0].ptr, STRIPE, &keys[0], 7));
+    CHECK(sw_store_host_retouch(s, u1, 1, &ent[0]) == 0); /* unmapped */
+    CHECK(sw_store_host_retouch(s, u1, 2, &ent[2]) == 1);
+    /* a delete of a leased key, and an invalidation */
+    CHECK_STATUS(sw_store_delete(s, &keys[2]), SW_OK);
+    CHECK(sw_store_host_unmaps(s) == u1 + 1);
+    CHECK(sw_store_host_invalidate(s, ent[3], gens[3]) == 1);
+    CHECK(sw_store_host_unmaps(s) == u1 + 2);
+    CHECK(ts_stats(s).host_lease_unmaps == u1 + 2);
+    CHECK(ts_stats(s).host_leased == 3); /* the three unmapped ones, until released */
+    sw_store_host_release(s, 1, &l[0]);
+    sw_store_host_release(s, 2, &l[2]);
+    CHECK(ts_stats(s).host_leased == 0);
+    CHECK(sw_store_host_unmaps(NULL) == 0);
+    for (uint32_t i = 0; i < N; i++)
+        (void)sw_store_delete(s, &keys[i]);
+}
+
 int main(void)
 {
     seed = ts_seed(20250612);
@@ -220,6 +303,7 @@ int main(void)
     test_lease_pressure(s, &r);
     test_all_leased(s);
     test_invalidate(s);
+    test_kept(s);
     CHECK_STATUS(sw_store_close(s), SW_OK);
     ts_rm_rf(d.base);
     printf("store leases: %d failed checks (seed %llu)\n", sw_test_failures,

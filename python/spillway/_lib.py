@@ -237,7 +237,8 @@ class sw_store_stats(ctypes.Structure):
                         "remote_reconnects", "remote_timeouts", "remote_connect_failures",
                         "remote_get_p99_us", "remote_put_p99_us", "read_only",
                         "journal_damaged", "keys_unprovable", "journal_recovered",
-                        "extents_discarded", "headers_bad", "header_pages_read"))
+                        "extents_discarded", "headers_bad", "header_pages_read",
+                        "host_leased", "host_lease_unmaps"))
 
 
 class sw_store_verify_result(ctypes.Structure):

@@ -119,6 +119,38 @@ sw_status sw_store_host_lease(sw_store *s, size_t n, const sw_store_key *keys,
     return SW_OK;
 }
 
+uint64_t sw_store_host_unmaps(sw_store *s)
+{
+    if (!s)
+        return 0;
+    pthread_mutex_lock(&s->lock);
+    const uint64_t u = s->host_lease_unmaps;
+    pthread_mutex_unlock(&s->lock);
+    return u;
+}
+
+int sw_store_host_retouch(sw_store *s, uint64_t unmaps, size_t n, const uint32_t *entries)
+{
+    if (!s || (n && !entries))
+        return 0;
+    pthread_mutex_lock(&s->lock);
+    int ok = !s->failed && s->host_lease_unmaps == unmaps;
+    for (size_t i = 0; ok && i < n; i++) {
+        const uint32_t h = entries[i];
+        ok = h < s->host_n && s->host[h].lease > 0 && !s->host[h].zombie &&
+             s->host[h].slot != SW_NIL && s->slots[s->host[h].slot].host == h;
+    }
+    for (size_t i = 0; ok && i < n; i++) {
+        const uint32_t h = entries[i], v = s->host[h].slot;
+        sw_store_lru_touch(s, v);
+        sw_store_host_touch(s, h);
+        s->st.host_hits++;
+        s->st.host_bytes_read += s->slots[v].length;
+    }
+    pthread_mutex_unlock(&s->lock);
+    return ok;
+}
+
 static void release_one(sw_store *s, uint32_t h)
 {
     if (h >= s->host_n || s->host[h].lease == 0)

@@ -64,6 +64,22 @@ sw_status sw_store_host_lease(sw_store *s, size_t n, const sw_store_key *keys,
 void sw_store_host_release(sw_store *s, size_t n, const sw_store_lease *leases);
 void sw_store_host_release_entries(sw_store *s, size_t n, const uint32_t *entries);
 
+/* Leases kept across calls: a holder may keep a lease after its use and
+ * read the entry again later without a new lease, as long as the entry
+ * still holds its key's payload. sw_store_host_unmaps counts every
+ * unmapping of a leased entry so far (an overwrite, a delete, a file-tier
+ * eviction or an invalidation of its key while leased): while it has not
+ * moved, every entry leased before still maps its key. */
+uint64_t sw_store_host_unmaps(sw_store *s);
+
+/* A reuse of kept leases: touches entries[0..n) (each leased by the
+ * caller) as sw_store_host_lease touches their keys -- LRU, CLOCK,
+ * host_hits, host_bytes_read -- when the store's unmap count still equals
+ * `unmaps`, and returns 1. Returns 0 and touches nothing when it moved, an
+ * entry is not leased or not mapped, or the handle failed: the caller then
+ * releases its kept leases and leases the keys anew. */
+int sw_store_host_retouch(sw_store *s, uint64_t unmaps, size_t n, const uint32_t *entries);
+
 /* A leased copy found corrupt by its reader (the GPU's CRC check): when
  * entry `entry` still holds generation `generation` of its key, the copy
  * leaves the host tier (freed after the last release) and the store's

@@ -417,6 +417,7 @@ void sw_store_host_drop(sw_store *s, uint32_t slot)
         s->host[h].slot = SW_NIL;
         s->host[h].ref = 0;
         s->host[h].zombie = 1;
+        s->host_lease_unmaps++;
         return;
     }
     if (s->host_defer) {

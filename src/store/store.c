@@ -647,6 +647,8 @@ sw_status sw_store_get_stats(sw_store *s, sw_store_stats *out)
     st.host_capacity_bytes = (uint64_t)s->host_n * s->g.slot_bytes;
     st.host_used_bytes = (uint64_t)s->host_used * s->g.slot_bytes;
     st.host_entries = s->host_used;
+    st.host_leased = s->host_leased;
+    st.host_lease_unmaps = s->host_lease_unmaps;
     st.generation = s->generation;
     st.runs_total = s->g.nruns;
     for (uint64_t r = 0; r < s->g.nruns; r++)

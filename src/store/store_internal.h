@@ -197,6 +197,7 @@ struct sw_store {
     uint32_t host_free_head;     /* free list through next_free */
     uint32_t host_hand;          /* CLOCK hand */
     uint32_t host_leased;        /* entries with lease > 0 (zombies included) */
+    uint64_t host_lease_unmaps;  /* leased entries unmapped so far (sw_store_host_unmaps) */
     /* While a batch group evicts (write_batch.c): dropped entries are
      * unmapped and listed here instead of freed; NULL otherwise. */
     uint32_t *host_defer;
