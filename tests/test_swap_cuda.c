@@ -16,8 +16,10 @@
  * ticket path's, every stripe served from the host tier (no file read); a
  * host tier smaller than a call's stripes (leases held while the call's
  * file reads fill the tier: mixed tiles, entries pinned under eviction
- * pressure); a byte flipped in a host-tier entry gives SW_STATUS_CORRUPT
- * naming its block, and its slot is not used again.
+ * pressure); whole blocks' leases kept from call to call (still host-tier
+ * hits, exact, none kept where a row releases them); a byte flipped in a
+ * host-tier entry (under a kept lease) gives SW_STATUS_CORRUPT naming its
+ * block, and its slot is not used again.
  * Every case of every row is a job of one pool of threads (one engine pair,
  * its own sequences and namespaces; the host-gather checks own their
  * stores), so engines run side by side on the GPU as in a server.
@@ -62,28 +64,31 @@ typedef struct variant {
     int32_t host_gather, landing_mb, land_groups, land_first, merge_chunks;
     int32_t resident_fast;
     int32_t landing_max_mb; /* (the landing's growth) */
+    int32_t kept_pct;       /* (leases kept from call to call) */
 } variant;
 
 #define TD SW_SWAP_TUNE_DEFAULT
 static const variant variants[] = {
     {"default", "prelease, copy-engine landing, direct tiles by landing launch, descriptors in "
-     "place, run-aware eviction, split merges, leases released by the thread", 48, -1,
-     TD, TD, TD, TD, TD, TD, TD},
+     "place, run-aware eviction, split merges, whole blocks' leases kept from call to call, "
+     "the rest released by the thread", 48, -1, TD, TD, TD, TD, TD, TD, TD, TD},
     {"tickets", "host-tier hits read through the store's tickets (a tier CUDA cannot map): "
-     "staged tiles, no prelease", 16, -1, 0, TD, TD, TD, TD, TD, TD},
+     "staged tiles, no prelease", 16, -1, 0, TD, TD, TD, TD, TD, TD, TD},
     {"landing_small", "a 1 MiB landing that never grows (blocks past it read from the host "
      "tier by the direct tiles), one launch a tile, no caller's first blocks", 16, -1, TD, 1, 1,
-     0, TD, TD, 1},
+     0, TD, TD, 1, TD},
     {"landing_grow", "a 1 MiB landing grown at a call's first job to what the calls ask for",
-     16, -1, TD, 1, TD, TD, TD, TD, TD},
+     16, -1, TD, 1, TD, TD, TD, TD, TD, TD},
     {"no_landing", "the prelease thread beside the direct tiles, no landing buffer", 16, -1,
-     TD, 0, TD, TD, TD, TD, TD},
+     TD, 0, TD, TD, TD, TD, TD, TD},
     {"sleep", "threads sleep between jobs; a direct tile merged once", 16, 0, TD, TD, TD, TD, 0,
-     TD, TD},
-    {"poll", "threads poll 2 ms between jobs whatever the CPU count", 16, 2000, TD, TD, TD, TD,
      TD, TD, TD},
+    {"poll", "threads poll 2 ms between jobs whatever the CPU count", 16, 2000, TD, TD, TD, TD,
+     TD, TD, TD, TD},
     {"tile_loop", "no resident path: all-resident decode calls through the tile loop too", 16,
-     -1, TD, TD, TD, TD, TD, 0, TD},
+     -1, TD, TD, TD, TD, TD, 0, TD, TD},
+    {"released", "every host-tier lease released at its call's end (none kept)", 16, -1, TD, TD,
+     TD, TD, TD, TD, TD, 0},
 };
 #undef TD
 
@@ -646,6 +651,34 @@ static void test_host_gather(const row *R, sw_store *tier, sw_store *small, uint
         CHECK(b.host_hits - a.host_hits == (uint64_t)nb * 2 * sh.H);
         CHECK(b.file_hits == a.file_hits);
         CHECK(ss.host_bytes_read > 0 && ss.bytes_read == ss.host_bytes_read);
+        /* 1b. kept leases: after the call the engine still holds its whole
+         * blocks' (39 of 40: the last is partial) where the row keeps them,
+         * none where it releases every lease or reads through tickets; the
+         * next calls reuse them (still host-tier hits, no file read) and
+         * stay exact */
+        {
+            const int keeps = R->tune.kept_pct != 0 && R->tune.host_gather != 0;
+            /* (a block its tile leased before the thread came to it is
+             * released as before) */
+            const uint64_t whole = (uint64_t)(nb - 1) * 2 * sh.H;
+            CHECK(keeps ? b.host_leased > 0 && b.host_leased <= whole : b.host_leased == 0);
+            for (int call = 0; call < 2; call++) {
+                const sw_store_stats k0 = store_stats(tier);
+                sw_status stk;
+                const double relk = gather_attend(s, &q, &sh, qb, ql, o1, &stk);
+                const sw_store_stats k1 = store_stats(tier);
+                CHECK_STATUS(stk, SW_OK);
+                CHECK(relk >= 0 && relk <= 1e-2);
+                CHECK(k1.host_hits > k0.host_hits && k1.file_hits == k0.file_hits);
+                CHECK(keeps ? k1.host_leased >= k0.host_leased && k1.host_leased <= whole
+                            : k1.host_leased == 0);
+                CHECK(k1.host_lease_unmaps == k0.host_lease_unmaps);
+                printf("host gather, call %d again: rel_l2 %.2e, host hits +%llu, %llu entries "
+                       "leased after it\n", call + 2, relk,
+                       (unsigned long long)(k1.host_hits - k0.host_hits),
+                       (unsigned long long)k1.host_leased);
+            }
+        }
         /* 2. a byte flipped in a host-tier entry: CORRUPT naming the block;
          * the copy leaves the host tier (the store counts a corruption) and
          * its slot is not used again: the next call reads the file and is
@@ -918,6 +951,7 @@ static int row_open(row *R, const variant *v, int nrand)
     R->tune.land_first = v->land_first;
     R->tune.merge_chunks = v->merge_chunks;
     R->tune.resident_fast = v->resident_fast;
+    R->tune.kept_pct = v->kept_pct;
     R->spin_us = v->spin_us;
     R->nrand = nrand;
     ts_dir_make(&R->d, "swap_cuda");

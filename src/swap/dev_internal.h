@@ -408,6 +408,24 @@ struct prelease {
     /* the job: its sequence and layer (a job posted again is kept) */
     const sw_swap_seq *q;
     int32_t layer;
+    /* Kept leases (tuning kept_pct): a whole block's leases, taken for a
+     * block of bsize tokens (never a sequence's last, partial block: each
+     * step rewrites it), stay with its layer (sw_swap_layer.kept) after
+     * the call instead of being released, kept_n stripes of kept_max at
+     * most over the engine. A later call's visit reuses them after one
+     * retouch (sw_store_host_retouch) while the store's count of leased
+     * entries unmapped is still kept_unmaps and each stripe's generation
+     * the block's. kept: the job layer's array, kept_blocks long (NULL:
+     * none); stale: the count moved, or a retouch or a generation failed,
+     * during the call: no kept lease is used or taken until every one is
+     * released, at the first job of a call (fresh: no copy of the call
+     * in flight yet). All under lmu while a job runs. */
+    sw_store_lease *kept;
+    int32_t kept_blocks, bsize;
+    int64_t kept_n, kept_max;
+    uint64_t kept_unmaps;
+    int kept_stale, fresh;
+    uint32_t *rt;                /* one store call's kept entries (PL_CH blocks) */
     /* Landing (tuning landing_mb MiB of device memory; 0: none): the
      * thread also moves each block it leased whole into a device buffer by
      * copy-engine copies, one per run of adjacent host-tier entries, in

@@ -136,6 +136,63 @@ static int32_t land_next(const struct prelease *P)
     return g < P->land_blocks ? g : P->land_blocks;
 }
 
+/* The claimed blocks mine[0..nm) whose leases are kept (kept_of[j] 1),
+ * retouched in one store call: their number. None when the call may not
+ * use kept leases, and none (the call's kept leases then unused: stale)
+ * when a generation differs from the block's or the retouch fails. */
+static int kept_reuse(struct prelease *P, const int32_t *mine, int32_t nm, uint8_t *kept_of)
+{
+    memset(kept_of, 0, (size_t)nm);
+    if (!P->kept || P->kept_stale)
+        return 0;
+    const size_t spb = 2 * (size_t)P->H;
+    const sw_swap_blk *blk = P->q->layers[P->layer].blk;
+    size_t nr = 0;
+    int n = 0;
+    for (int32_t j = 0; j < nm; j++) {
+        const int32_t b = P->blk[mine[j]];
+        const sw_store_lease *k = &P->kept[(size_t)b * spb];
+        if (b >= P->kept_blocks || !k->ptr)
+            continue;
+        for (size_t x = 0; x < spb; x++) {
+            if (k[x].generation != blk[b].gen[x]) {
+                P->kept_stale = 1; /* rewritten without its kept leases dropped: never expected */
+                memset(kept_of, 0, (size_t)nm);
+                return 0;
+            }
+            P->rt[nr++] = k[x].entry;
+        }
+        kept_of[j] = 1;
+        n++;
+    }
+    if (nr && !sw_store_host_retouch(P->store, P->kept_unmaps, nr, P->rt)) {
+        P->kept_stale = 1;
+        memset(kept_of, 0, (size_t)nm);
+        return 0;
+    }
+    return n;
+}
+
+/* Block i's new leases lb[0..2H) kept with its layer (1) when the call may
+ * take kept leases, the block is whole (bsize tokens) and wholly leased,
+ * and the engine's kept stripes stay within kept_max; else 0 (released at
+ * the call's end). */
+static int kept_take(struct prelease *P, int32_t i, const sw_store_lease *lb)
+{
+    const size_t spb = 2 * (size_t)P->H;
+    const int32_t b = P->blk[i];
+    if (!P->kept || P->kept_stale || b >= P->kept_blocks ||
+        P->kept_n + (int64_t)spb > P->kept_max ||
+        P->q->layers[P->layer].blk[b].valid != P->bsize)
+        return 0;
+    for (size_t x = 0; x < spb; x++)
+        if (!lb[x].ptr)
+            return 0;
+    memcpy(&P->kept[(size_t)b * spb], lb, sizeof *lb * spb);
+    P->kept_n += (int64_t)spb;
+    return 1;
+}
+
 /* Claims, leases and queues for landing the job's blocks [0, limit) not
  * claimed yet, a store call of PL_CH blocks at a time under lmu; at the end
  * launches what is queued (cancelled: hands it over unlaunched). The thread
@@ -161,8 +218,14 @@ static void prelease_run(struct prelease *P, int land_ok, int32_t limit, int cal
             pthread_mutex_unlock(&P->lmu);
             continue;
         }
+        /* blocks with kept leases reuse them after one retouch (else they
+         * are leased like the rest) */
+        uint8_t kept_of[PL_CH];
+        const int kept_nr = kept_reuse(P, mine, nm, kept_of);
         size_t nk = 0;
-        for (int32_t j = 0; j < nm; j++)
+        for (int32_t j = 0; j < nm; j++) {
+            if (kept_of[j])
+                continue;
             for (int32_t h = 0; h < P->H; h++)
                 for (int kind = 0; kind < 2; kind++) {
                     sw_store_key *k = &kb[nk++];
@@ -173,6 +236,7 @@ static void prelease_run(struct prelease *P, int land_ok, int32_t limit, int cal
                     k->kv_head = (uint16_t)h;
                     k->kind = (uint8_t)kind;
                 }
+        }
         size_t got = 0;
         if (P->nent + nk > P->ent_cap) {
             size_t nc = P->ent_cap ? 2 * P->ent_cap : 4096;
@@ -185,14 +249,32 @@ static void prelease_run(struct prelease *P, int land_ok, int32_t limit, int cal
             }
         }
         if (P->nent + nk > P->ent_cap ||
-            sw_store_host_lease(P->store, nk, kb, 16, lb, &got) != SW_OK)
+            (nk && sw_store_host_lease(P->store, nk, kb, 16, lb, &got) != SW_OK))
             got = 0; /* nothing leased: those blocks' tiles read them */
+        else
+            got += (size_t)kept_nr * spb;
+        if (got && kept_nr) {
+            /* each block's leases to its place in lb, the new ones moved up
+             * from their key order (from the last block: none is
+             * overwritten before it moves) */
+            size_t src = nk;
+            for (int32_t j = nm; j-- > 0;) {
+                sw_store_lease *dst = &lb[(size_t)j * spb];
+                if (kept_of[j]) {
+                    memcpy(dst, &P->kept[(size_t)P->blk[mine[j]] * spb], sizeof *dst * spb);
+                } else {
+                    src -= spb;
+                    memmove(dst, &lb[src], sizeof *dst * spb);
+                }
+            }
+        }
         for (int32_t j = 0; j < nm; j++) {
+            const int keep = got && !kept_of[j] && kept_take(P, mine[j], &lb[(size_t)j * spb]);
             for (size_t x = 0; x < spb; x++) {
                 sw_store_lease *l = &P->lease[(size_t)mine[j] * spb + x];
                 if (got) {
                     *l = lb[(size_t)j * spb + x];
-                    if (l->ptr)
+                    if (l->ptr && !kept_of[j] && !keep)
                         P->ent[P->nent++] = l->entry;
                 } else {
                     memset(l, 0, sizeof *l);
@@ -316,6 +398,18 @@ sw_status sw_swap_prelease_start(sw_swap *s)
     P->layer = -1;
     P->tline = d->tline;
     P->spin_s = d->spin_s;
+    P->bsize = s->m.block_size;
+    P->fresh = 1;
+    {
+        const int64_t pct = s->tune.kept_pct;
+        P->kept_max = pct > 0 && pct <= 100
+                          ? (int64_t)sw_store_host_entries(s->store) * pct / 100
+                          : 0;
+        P->rt = P->kept_max > 0 ? malloc(sizeof *P->rt * PL_CH * 2 * (size_t)P->H) : NULL;
+        if (!P->rt)
+            P->kept_max = 0;
+        P->kept_unmaps = sw_store_host_unmaps(s->store);
+    }
     atomic_init(&P->posted, 0u);
     d->pl = P; /* from here sw_swap_prelease_stop frees what is set up */
     {
@@ -432,6 +526,7 @@ void sw_swap_prelease_release(sw_swap *s)
     P->lev_used = 0;
     P->nitem = 0;
     P->item0 = 0;
+    P->fresh = 1; /* every copy of the call done: kept leases may be released */
 }
 
 /* Frees what sw_swap_prelease_start set up (the thread joined or never
@@ -450,6 +545,7 @@ static void prelease_free(struct prelease *P)
     free(P->pos);
     free(P->kb);
     free(P->lb);
+    free(P->rt);
     free(P->ent);
     free(P->lev_of);
     free(P->pend);
@@ -515,7 +611,107 @@ static void land_grow(struct prelease *P, int64_t need)
     P->land_cap = cap;
 }
 
-sw_status sw_swap_dev_prelease(sw_swap *s, const sw_swap_seq *q, int32_t layer,
+/* Kept leases at a job's post: the store's count of leased entries
+ * unmapped checked (moved: every kept lease released at the call's first
+ * job, before any copy of the call can read one; later in the call the
+ * call only stops using them), and the layer's array grown to its blocks
+ * (P->kept NULL, nothing kept for the job, when that fails). */
+static void kept_post(sw_swap *s, struct prelease *P, sw_swap_layer *L)
+{
+    P->kept = NULL;
+    P->kept_blocks = 0;
+    if (P->kept_max <= 0)
+        return;
+    if (P->fresh) {
+        P->fresh = 0;
+        if (P->kept_stale || sw_store_host_unmaps(P->store) != P->kept_unmaps)
+            sw_swap_kept_drop_all(s);
+    } else if (!P->kept_stale && sw_store_host_unmaps(P->store) != P->kept_unmaps) {
+        P->kept_stale = 1;
+    }
+    if (P->kept_stale)
+        return;
+    const size_t spb = 2 * (size_t)P->H;
+    if (L->kept_cap < L->nblocks) {
+        int32_t cap = L->kept_cap ? L->kept_cap : 64;
+        while (cap < L->nblocks)
+            cap = cap > INT32_MAX / 2 ? L->nblocks : cap * 2;
+        sw_store_lease *k = realloc(L->kept, sizeof *k * spb * (size_t)cap);
+        if (!k)
+            return;
+        memset(k + spb * (size_t)L->kept_cap, 0, sizeof *k * spb * (size_t)(cap - L->kept_cap));
+        L->kept = k;
+        L->kept_cap = cap;
+    }
+    P->kept = L->kept;
+    P->kept_blocks = L->kept_cap;
+}
+
+/* The kept leases of L's blocks [b0, b1) released (their ptr NULL again). */
+static void kept_drop_range(sw_swap *s, struct prelease *P, sw_swap_layer *L, int32_t b0,
+                            int32_t b1)
+{
+    if (!L->kept)
+        return;
+    const size_t spb = 2 * (size_t)P->H;
+    if (b1 > L->kept_cap)
+        b1 = L->kept_cap;
+    if (b0 >= b1)
+        return;
+    sw_store_lease *k = &L->kept[(size_t)b0 * spb];
+    const size_t n = (size_t)(b1 - b0) * spb;
+    for (size_t i = 0; i < n; i += spb)
+        if (k[i].ptr)
+            P->kept_n -= (int64_t)spb;
+    sw_store_host_release(s->store, n, k);
+    memset(k, 0, sizeof *k * n);
+}
+
+/* No copy of the call reads host-tier memory any more (a call that ended
+ * synced them; one cut short may not have): 0 when that cannot be known,
+ * and the leases then stay. */
+static int kept_quiet(struct prelease *P)
+{
+    sw_swap_prelease_wait(P, 0);
+    if (!P->lcopied)
+        return 1;
+    if (sw_cuda_set_device(P->device) != SW_OK || sw_cuda_stream_sync(P->lstream) != SW_OK)
+        return 0;
+    P->lcopied = 0;
+    return 1;
+}
+
+void sw_swap_kept_drop_block(sw_swap *s, sw_swap_layer *L, int32_t block)
+{
+    struct prelease *P = s->dev ? s->dev->pl : NULL;
+    if (P && L->kept && block >= 0 && block < L->kept_cap &&
+        L->kept[(size_t)block * 2 * (size_t)P->H].ptr && kept_quiet(P))
+        kept_drop_range(s, P, L, block, block + 1);
+}
+
+void sw_swap_kept_drop_seq(sw_swap *s, sw_swap_seq *q)
+{
+    struct prelease *P = s->dev ? s->dev->pl : NULL;
+    for (int32_t l = 0; P && l < s->m.num_layers; l++) {
+        sw_swap_layer *L = &q->layers[l];
+        if (L->kept && kept_quiet(P))
+            kept_drop_range(s, P, L, 0, L->kept_cap);
+    }
+}
+
+void sw_swap_kept_drop_all(sw_swap *s)
+{
+    struct prelease *P = s->dev ? s->dev->pl : NULL;
+    if (!P || P->kept_max <= 0 || !kept_quiet(P))
+        return;
+    for (size_t i = 0; i < s->nseqs; i++)
+        sw_swap_kept_drop_seq(s, s->seqs[i]);
+    P->kept_n = 0;
+    P->kept_stale = 0;
+    P->kept_unmaps = sw_store_host_unmaps(s->store);
+}
+
+sw_status sw_swap_dev_prelease(sw_swap *s, sw_swap_seq *q, int32_t layer,
                                const int32_t *blocks, int32_t n)
 {
     struct prelease *P = s->dev ? s->dev->pl : NULL;
@@ -537,6 +733,7 @@ sw_status sw_swap_dev_prelease(sw_swap *s, const sw_swap_seq *q, int32_t layer,
     P->layer = -1;
     P->n = 0;
     P->nblk = 0;
+    kept_post(s, P, &q->layers[layer]);
     P->job_nland = 0; /* (the call's zero-copy descriptors follow it) */
     if (n <= 0)
         return SW_OK;

@@ -361,6 +361,7 @@ static void offload_cut(sw_swap *s, item_view *v, int32_t layer, int32_t block)
     const int32_t end = L->nblocks > v->old_n ? L->nblocks : v->old_n;
     sw_swap_layer_unsettle(L);
     for (int32_t i = keep; i < end; i++) {
+        sw_swap_kept_drop_block(s, L, i);
         sw_swap_pool_drop(s, &L->blk[i]);
         L->blk[i].valid = 0;
     }
@@ -577,6 +578,8 @@ static sw_status offload_items(sw_swap *s, int32_t n, const int32_t *layers,
                           blocks[prepped], kv[prepped]);
         if (st != SW_OK)
             break;
+        /* a block written again: its kept leases go before its keys change */
+        sw_swap_kept_drop_block(s, &v[prepped].q->layers[layers[prepped]], blocks[prepped]);
         const size_t stripe_len = (size_t)kv[prepped]->valid_tokens * (size_t)D * v[prepped].es;
         for (int32_t h = 0; h < H; h++)
             for (int kind = 0; kind < 2; kind++) {

@@ -280,6 +280,7 @@ static void free_seq(sw_swap *s, sw_swap_seq *q)
             }
             free(L->blk);
             free(L->run_res);
+            free(L->kept); /* released before (sw_swap_kept_drop_*) */
         }
     }
     free(q->layers);
@@ -292,6 +293,7 @@ void sw_swap_destroy(sw_swap *s)
         return;
     sw_swap_tile_fini(s);
     sw_swap_loop_free(s);
+    sw_swap_kept_drop_all(s);
     for (size_t i = 0; i < s->nseqs; i++)
         free_seq(s, s->seqs[i]);
     sw_swap_dev_destroy(s);
@@ -495,6 +497,7 @@ sw_status sw_swap_seq_remove(sw_swap *s, uint64_t seq_id, int32_t delete_stripes
     sw_status first = SW_OK;
     if (s->dev)
         sw_swap_dev_quiesce(s); /* the last call's leases released first */
+    sw_swap_kept_drop_seq(s, q); /* and the ones kept, before the keys go */
     if (delete_stripes)
         first = delete_stripes_of(s, q);
     sw_swap_pool_drop_seq(s, q);

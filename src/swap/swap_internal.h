@@ -57,6 +57,12 @@ typedef struct sw_swap_layer {
      * run-aware eviction's count is then one read, not a scan of the run
      * per victim. NULL without runs. */
     uint16_t *run_res;
+    /* Device pool: host-tier leases kept from one call to the next
+     * (dev_landing.c, "kept leases"), 2 x num_kv_heads a block in the
+     * order of the block's keys (kv head, then K / V); a block's first
+     * ptr NULL: none kept. kept_cap blocks; NULL: none yet. */
+    struct sw_store_lease *kept;
+    int32_t kept_cap;
 } sw_swap_layer;
 
 typedef struct sw_swap_seq {
@@ -203,6 +209,13 @@ typedef struct sw_swap_tuning {
      * 128k tokens (GPU faked, host tier) 2.8 -> 1.3 ms a call, 8 layers x
      * 64k 46.6 -> ~8 ms a step; 0 = ranked per tile */
     int32_t keep_window;
+    /* device pool: host-tier leases of whole blocks kept from one call to
+     * the next, up to this percentage of the host tier's entries (75; 0 =
+     * every lease released at its call's end). A kept block's next visit
+     * costs one retouch of its entries (LRU, CLOCK, stats) instead of a
+     * key lookup a stripe and its release, and lands at once; the rest of
+     * the tier stays free for new stripes (CLOCK passes leased entries by) */
+    int32_t kept_pct;
 } sw_swap_tuning;
 
 #define SW_SWAP_TUNE_DEFAULT INT32_MIN /* a field left to the heuristics */
@@ -626,7 +639,7 @@ int sw_swap_dev_gathers(const sw_swap *s);
 /* Prelease (with the host-tier gather): blocks[0..n) of sequence q (missing
  * when its order was built, in visiting order) leased from the host tier by
  * a thread of the engine while the caller plans; no-op when it is off. */
-sw_status sw_swap_dev_prelease(sw_swap *s, const sw_swap_seq *q, int32_t layer,
+sw_status sw_swap_dev_prelease(sw_swap *s, sw_swap_seq *q, int32_t layer,
                                const int32_t *blocks, int32_t n);
 /* 1 when the prelease thread runs (sw_swap_dev_prelease does something):
  * attend posts the first sequence's job before its scores, so that its
@@ -640,6 +653,12 @@ void sw_swap_dev_tl_phase(sw_swap *s, char kind);
  * host-tier leases): before the engine writes the
  * store, so that its eviction sees the tier as it would without the thread. */
 void sw_swap_dev_quiesce(sw_swap *s);
+/* Kept host-tier leases (dev_landing.c) released: a block's (before the
+ * engine writes or cuts it), a sequence's (before it goes), every one
+ * (at the engine's end). No-ops without a device pool or kept leases. */
+void sw_swap_kept_drop_block(sw_swap *s, sw_swap_layer *L, int32_t block);
+void sw_swap_kept_drop_seq(sw_swap *s, sw_swap_seq *q);
+void sw_swap_kept_drop_all(sw_swap *s);
 /* Wakes the engine's threads ahead of their jobs (which: 1 the prelease
  * thread, at an attend call's start; 2 the launcher, once the call's first
  * job is posted), so that they poll (tuning spin_us) rather than
