@@ -119,12 +119,16 @@ sw_status sw_store_host_lease(sw_store *s, size_t n, const sw_store_key *keys,
     return SW_OK;
 }
 
-uint64_t sw_store_host_unmaps(sw_store *s)
+uint64_t sw_store_host_unmaps(sw_store *s, size_t *leased)
 {
+    if (leased)
+        *leased = 0;
     if (!s)
         return 0;
     pthread_mutex_lock(&s->lock);
     const uint64_t u = s->host_lease_unmaps;
+    if (leased)
+        *leased = s->host_leased;
     pthread_mutex_unlock(&s->lock);
     return u;
 }

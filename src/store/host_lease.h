@@ -69,8 +69,10 @@ void sw_store_host_release_entries(sw_store *s, size_t n, const uint32_t *entrie
  * still holds its key's payload. sw_store_host_unmaps counts every
  * unmapping of a leased entry so far (an overwrite, a delete, a file-tier
  * eviction or an invalidation of its key while leased): while it has not
- * moved, every entry leased before still maps its key. */
-uint64_t sw_store_host_unmaps(sw_store *s);
+ * moved, every entry leased before still maps its key. *leased (optional):
+ * the entries leased now, by every holder (so a holder can leave room for
+ * the others'). */
+uint64_t sw_store_host_unmaps(sw_store *s, size_t *leased);
 
 /* A reuse of kept leases: touches entries[0..n) (each leased by the
  * caller) as sw_store_host_lease touches their keys -- LRU, CLOCK,

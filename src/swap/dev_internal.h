@@ -411,9 +411,10 @@ struct prelease {
     /* Kept leases (tuning kept_pct): a whole block's leases, taken for a
      * block of bsize tokens (never a sequence's last, partial block: each
      * step rewrites it), stay with its layer (sw_swap_layer.kept) after
-     * the call instead of being released, kept_n stripes of kept_max at
-     * most over the engine. A later call's visit reuses them after one
-     * retouch (sw_store_host_retouch) while the store's count of leased
+     * the call instead of being released (kept_n stripes; none taken past
+     * kept_lim: kept_max, less the store's other leases at the job's
+     * post). A later call's visit reuses them after one retouch
+     * (sw_store_host_retouch) while the store's count of leased
      * entries unmapped is still kept_unmaps and each stripe's generation
      * the block's. kept: the job layer's array, kept_blocks long (NULL:
      * none); stale: the count moved, or a retouch or a generation failed,
@@ -422,7 +423,7 @@ struct prelease {
      * in flight yet). All under lmu while a job runs. */
     sw_store_lease *kept;
     int32_t kept_blocks, bsize;
-    int64_t kept_n, kept_max;
+    int64_t kept_n, kept_max, kept_lim;
     uint64_t kept_unmaps;
     int kept_stale, fresh;
     uint32_t *rt;                /* one store call's kept entries (PL_CH blocks) */

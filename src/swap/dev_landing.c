@@ -175,14 +175,14 @@ static int kept_reuse(struct prelease *P, const int32_t *mine, int32_t nm, uint8
 
 /* Block i's new leases lb[0..2H) kept with its layer (1) when the call may
  * take kept leases, the block is whole (bsize tokens) and wholly leased,
- * and the engine's kept stripes stay within kept_max; else 0 (released at
+ * and the engine's kept stripes stay within kept_lim; else 0 (released at
  * the call's end). */
 static int kept_take(struct prelease *P, int32_t i, const sw_store_lease *lb)
 {
     const size_t spb = 2 * (size_t)P->H;
     const int32_t b = P->blk[i];
     if (!P->kept || P->kept_stale || b >= P->kept_blocks ||
-        P->kept_n + (int64_t)spb > P->kept_max ||
+        P->kept_n + (int64_t)spb > P->kept_lim ||
         P->q->layers[P->layer].blk[b].valid != P->bsize)
         return 0;
     for (size_t x = 0; x < spb; x++)
@@ -408,7 +408,7 @@ sw_status sw_swap_prelease_start(sw_swap *s)
         P->rt = P->kept_max > 0 ? malloc(sizeof *P->rt * PL_CH * 2 * (size_t)P->H) : NULL;
         if (!P->rt)
             P->kept_max = 0;
-        P->kept_unmaps = sw_store_host_unmaps(s->store);
+        P->kept_unmaps = sw_store_host_unmaps(s->store, NULL);
     }
     atomic_init(&P->posted, 0u);
     d->pl = P; /* from here sw_swap_prelease_stop frees what is set up */
@@ -622,15 +622,23 @@ static void kept_post(sw_swap *s, struct prelease *P, sw_swap_layer *L)
     P->kept_blocks = 0;
     if (P->kept_max <= 0)
         return;
+    size_t leased = 0;
+    const uint64_t unmaps = sw_store_host_unmaps(P->store, &leased);
     if (P->fresh) {
         P->fresh = 0;
-        if (P->kept_stale || sw_store_host_unmaps(P->store) != P->kept_unmaps)
+        if (P->kept_stale || unmaps != P->kept_unmaps) {
             sw_swap_kept_drop_all(s);
-    } else if (!P->kept_stale && sw_store_host_unmaps(P->store) != P->kept_unmaps) {
+            (void)sw_store_host_unmaps(P->store, &leased);
+        }
+    } else if (unmaps != P->kept_unmaps) {
         P->kept_stale = 1;
     }
     if (P->kept_stale)
         return;
+    /* room left by the store's other leases (another engine's kept ones,
+     * this call's): kept_max bounds what is leased over the store */
+    const int64_t others = (int64_t)leased - P->kept_n;
+    P->kept_lim = P->kept_max - (others > 0 ? others : 0);
     const size_t spb = 2 * (size_t)P->H;
     if (L->kept_cap < L->nblocks) {
         int32_t cap = L->kept_cap ? L->kept_cap : 64;
@@ -708,7 +716,7 @@ void sw_swap_kept_drop_all(sw_swap *s)
         sw_swap_kept_drop_seq(s, s->seqs[i]);
     P->kept_n = 0;
     P->kept_stale = 0;
-    P->kept_unmaps = sw_store_host_unmaps(s->store);
+    P->kept_unmaps = sw_store_host_unmaps(s->store, NULL);
 }
 
 sw_status sw_swap_dev_prelease(sw_swap *s, sw_swap_seq *q, int32_t layer,
