@@ -1183,6 +1183,7 @@ int swt_run_case(const swt_case *c, const char *store_dir, swt_result *res)
     res->prefetched_tiles = s1.prefetched_tiles - s0.prefetched_tiles;
     res->tiles = s1.tiles - s0.tiles;
     res->evictions = s1.evictions - s0.evictions;
+    res->kept_visits = s1.kept_visits - s0.kept_visits;
     res->read_calls = s1.read_calls - s0.read_calls;
     res->store_ranges = t1s.read_requests - t0s.read_requests;
     res->store_ios = t1s.read_ios - t0s.read_ios;

@@ -98,6 +98,7 @@ typedef struct swt_result {
     uint64_t bytes_read, host_bytes_read, file_bytes_read;
     uint64_t host_stripes, file_stripes;
     uint64_t tiles, prefetched_tiles, evictions;
+    uint64_t kept_visits; /* block visits through host-tier leases kept from a call before */
     uint64_t read_calls;        /* timed steps: store read tickets */
     uint64_t store_ranges, store_ios; /* timed steps: merged ranges, device requests */
     swt_iostat io;              /* timed steps: disk-side counters */

@@ -556,6 +556,10 @@ typedef struct sw_swap_stats {
                                           * the pool, no scoring, no wait */
     uint64_t offload_resident;           /* blocks offload wrote from GPU
                                           * memory into the pool as well */
+    /* ---- appended: the device pool's host tier ---- */
+    uint64_t kept_visits;                /* block visits served by host-tier
+                                          * leases kept from an earlier call
+                                          * (no store lookup) */
 } sw_swap_stats;
 
 /* Snapshot of the counters; st->struct_size must be set (a smaller, older

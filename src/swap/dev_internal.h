@@ -424,6 +424,7 @@ struct prelease {
     sw_store_lease *kept;
     int32_t kept_blocks, bsize;
     int64_t kept_n, kept_max, kept_lim;
+    uint64_t kept_visits;        /* the call's (sw_swap_stats.kept_visits at its end) */
     uint64_t kept_unmaps;
     int kept_stale, fresh;
     uint32_t *rt;                /* one store call's kept entries (PL_CH blocks) */

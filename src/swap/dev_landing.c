@@ -170,12 +170,13 @@ static int kept_reuse(struct prelease *P, const int32_t *mine, int32_t nm, uint8
         memset(kept_of, 0, (size_t)nm);
         return 0;
     }
+    P->kept_visits += (uint64_t)n;
     return n;
 }
 
 /* Block i's new leases lb[0..2H) kept with its layer (1) when the call may
- * take kept leases, the block is whole (bsize tokens) and wholly leased,
- * and the engine's kept stripes stay within kept_lim; else 0 (released at
+ * take kept leases, the block is whole (bsize tokens) and wholly leased at
+ * the generations the engine wrote, and the engine's kept stripes stay within kept_lim; else 0 (released at
  * the call's end). */
 static int kept_take(struct prelease *P, int32_t i, const sw_store_lease *lb)
 {
@@ -185,9 +186,10 @@ static int kept_take(struct prelease *P, int32_t i, const sw_store_lease *lb)
         P->kept_n + (int64_t)spb > P->kept_lim ||
         P->q->layers[P->layer].blk[b].valid != P->bsize)
         return 0;
+    const uint64_t *gen = P->q->layers[P->layer].blk[b].gen;
     for (size_t x = 0; x < spb; x++)
-        if (!lb[x].ptr)
-            return 0;
+        if (!lb[x].ptr || lb[x].generation != gen[x])
+            return 0; /* (a stripe rewritten behind the engine: its tile says so) */
     memcpy(&P->kept[(size_t)b * spb], lb, sizeof *lb * spb);
     P->kept_n += (int64_t)spb;
     return 1;
@@ -527,6 +529,10 @@ void sw_swap_prelease_release(sw_swap *s)
     P->nitem = 0;
     P->item0 = 0;
     P->fresh = 1; /* every copy of the call done: kept leases may be released */
+    P->kept = NULL;
+    P->kept_blocks = 0;
+    s->st.kept_visits += P->kept_visits;
+    P->kept_visits = 0;
 }
 
 /* Frees what sw_swap_prelease_start set up (the thread joined or never
@@ -692,8 +698,8 @@ static int kept_quiet(struct prelease *P)
 void sw_swap_kept_drop_block(sw_swap *s, sw_swap_layer *L, int32_t block)
 {
     struct prelease *P = s->dev ? s->dev->pl : NULL;
-    if (P && L->kept && block >= 0 && block < L->kept_cap &&
-        L->kept[(size_t)block * 2 * (size_t)P->H].ptr && kept_quiet(P))
+    if (P && L->kept && block >= 0 && block < L->kept_cap && kept_quiet(P) &&
+        L->kept[(size_t)block * 2 * (size_t)P->H].ptr)
         kept_drop_range(s, P, L, block, block + 1);
 }
 
@@ -702,8 +708,13 @@ void sw_swap_kept_drop_seq(sw_swap *s, sw_swap_seq *q)
     struct prelease *P = s->dev ? s->dev->pl : NULL;
     for (int32_t l = 0; P && l < s->m.num_layers; l++) {
         sw_swap_layer *L = &q->layers[l];
-        if (L->kept && kept_quiet(P))
+        if (L->kept && kept_quiet(P)) {
             kept_drop_range(s, P, L, 0, L->kept_cap);
+            if (P->kept == L->kept) {
+                P->kept = NULL;
+                P->kept_blocks = 0;
+            }
+        }
     }
 }
 

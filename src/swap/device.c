@@ -13,13 +13,19 @@ sw_status sw_swap_dev_enter(sw_swap *s)
     return sw_cuda_set_device(s->dev->device);
 }
 
-void sw_swap_dev_destroy(sw_swap *s)
+/* The launcher stopped (it runs what it holds first) and every stream of
+ * the pool waited for: no GPU work of the engine reads host memory after
+ * it (a call cut short may have left some). At destroy, before the kept
+ * leases are released. */
+void sw_swap_dev_drain(sw_swap *s)
 {
     sw_swap_dev *d = s->dev;
     if (!d)
         return;
-    sw_swap_launcher_stop(d); /* runs what it holds first */
+    sw_swap_launcher_stop(d);
     sw_swap_prelease_wait(d->pl, 1);
+    if (d->pl && d->pl->lstream && sw_cuda_set_device(d->device) == SW_OK)
+        (void)sw_cuda_stream_sync(d->pl->lstream);
     if (sw_cuda_set_device(d->device) == SW_OK) {
         if (d->ev_done)
             (void)sw_cuda_swap_event_sync(d->ev_done);
@@ -36,6 +42,14 @@ void sw_swap_dev_destroy(sw_swap *s)
     }
     if (d->mstream && sw_cuda_set_device(d->device) == SW_OK)
         (void)sw_cuda_stream_sync(d->mstream);
+}
+
+void sw_swap_dev_destroy(sw_swap *s)
+{
+    sw_swap_dev *d = s->dev;
+    if (!d)
+        return;
+    sw_swap_dev_drain(s);
     for (int32_t i = 0; i < d->ntev; i++)
         sw_cuda_swap_event_destroy(d->tev[i]);
     free(d->tev);

@@ -293,6 +293,7 @@ void sw_swap_destroy(sw_swap *s)
         return;
     sw_swap_tile_fini(s);
     sw_swap_loop_free(s);
+    sw_swap_dev_drain(s); /* no GPU work reads a kept lease any more */
     sw_swap_kept_drop_all(s);
     for (size_t i = 0; i < s->nseqs; i++)
         free_seq(s, s->seqs[i]);
