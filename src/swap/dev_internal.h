@@ -427,6 +427,7 @@ struct prelease {
     uint64_t kept_visits;        /* the call's (sw_swap_stats.kept_visits at its end) */
     uint64_t kept_unmaps;
     int kept_stale, fresh;
+    double kept_idle_s, kept_scan_at; /* tuning kept_idle_ms; the last idle scan */
     uint32_t *rt;                /* one store call's kept entries (PL_CH blocks) */
     /* Landing (tuning landing_mb MiB of device memory; 0: none): the
      * thread also moves each block it leased whole into a device buffer by

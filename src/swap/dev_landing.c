@@ -411,6 +411,8 @@ sw_status sw_swap_prelease_start(sw_swap *s)
         if (!P->rt)
             P->kept_max = 0;
         P->kept_unmaps = sw_store_host_unmaps(s->store, NULL);
+        const int64_t idle = s->tune.kept_idle_ms;
+        P->kept_idle_s = idle > 0 ? 1e-3 * (double)idle : 0.0;
     }
     atomic_init(&P->posted, 0u);
     d->pl = P; /* from here sw_swap_prelease_stop frees what is set up */
@@ -617,11 +619,15 @@ static void land_grow(struct prelease *P, int64_t need)
     P->land_cap = cap;
 }
 
+static int kept_drop_idle(sw_swap *s, struct prelease *P, double before,
+                          const sw_swap_layer *keep);
+
 /* Kept leases at a job's post: the store's count of leased entries
  * unmapped checked (moved: every kept lease released at the call's first
  * job, before any copy of the call can read one; later in the call the
- * call only stops using them), and the layer's array grown to its blocks
- * (P->kept NULL, nothing kept for the job, when that fails). */
+ * call only stops using them), at a call's first job the layers idle for
+ * kept_idle_s released, and the layer's array grown to its blocks (P->kept
+ * NULL, nothing kept for the job, when that fails). */
 static void kept_post(sw_swap *s, struct prelease *P, sw_swap_layer *L)
 {
     P->kept = NULL;
@@ -629,12 +635,18 @@ static void kept_post(sw_swap *s, struct prelease *P, sw_swap_layer *L)
     if (P->kept_max <= 0)
         return;
     size_t leased = 0;
-    const uint64_t unmaps = sw_store_host_unmaps(P->store, &leased);
+    uint64_t unmaps = sw_store_host_unmaps(P->store, &leased);
+    const double now = sw_swap_tl_now();
     if (P->fresh) {
         P->fresh = 0;
         if (P->kept_stale || unmaps != P->kept_unmaps) {
             sw_swap_kept_drop_all(s);
-            (void)sw_store_host_unmaps(P->store, &leased);
+            unmaps = sw_store_host_unmaps(P->store, &leased);
+        } else if (P->kept_idle_s > 0 && P->kept_n > 0 &&
+                   now - P->kept_scan_at >= 0.25 * P->kept_idle_s) {
+            if (kept_drop_idle(s, P, now - P->kept_idle_s, L))
+                unmaps = sw_store_host_unmaps(P->store, &leased);
+            P->kept_scan_at = now;
         }
     } else if (unmaps != P->kept_unmaps) {
         P->kept_stale = 1;
@@ -659,6 +671,7 @@ static void kept_post(sw_swap *s, struct prelease *P, sw_swap_layer *L)
     }
     P->kept = L->kept;
     P->kept_blocks = L->kept_cap;
+    L->kept_at = now;
 }
 
 /* The kept leases of L's blocks [b0, b1) released (their ptr NULL again). */
@@ -679,6 +692,29 @@ static void kept_drop_range(sw_swap *s, struct prelease *P, sw_swap_layer *L, in
             P->kept_n -= (int64_t)spb;
     sw_store_host_release(s->store, n, k);
     memset(k, 0, sizeof *k * n);
+}
+
+/* The kept leases of every layer last posted before `before` (monotonic
+ * seconds; never `keep`, the layer being posted) released and their
+ * arrays freed: a sequence at rest hands the host tier back. Called at a
+ * call's first job (no copy of the engine in flight). 1 when it released
+ * any. */
+static int kept_drop_idle(sw_swap *s, struct prelease *P, double before,
+                          const sw_swap_layer *keep)
+{
+    int any = 0;
+    for (size_t i = 0; i < s->nseqs; i++)
+        for (int32_t l = 0; l < s->m.num_layers; l++) {
+            sw_swap_layer *L = &s->seqs[i]->layers[l];
+            if (!L->kept || L == keep || L->kept_at >= before)
+                continue;
+            kept_drop_range(s, P, L, 0, L->kept_cap);
+            free(L->kept);
+            L->kept = NULL;
+            L->kept_cap = 0;
+            any = 1;
+        }
+    return any;
 }
 
 /* No copy of the call reads host-tier memory any more (a call that ended

@@ -63,6 +63,7 @@ typedef struct sw_swap_layer {
      * ptr NULL: none kept. kept_cap blocks; NULL: none yet. */
     struct sw_store_lease *kept;
     int32_t kept_cap;
+    double kept_at;       /* monotonic seconds of its last job with kept leases */
 } sw_swap_layer;
 
 typedef struct sw_swap_seq {
@@ -216,6 +217,11 @@ typedef struct sw_swap_tuning {
      * key lookup a stripe and its release, and lands at once; the rest of
      * the tier stays free for new stripes (CLOCK passes leased entries by) */
     int32_t kept_pct;
+    /* a layer's kept leases are released once it has not been attended
+     * for this many ms (1000; 0 = never for idleness), so that a sequence
+     * at rest does not hold the host tier that active ones need; checked at
+     * most every quarter of it, at a call's first job */
+    int32_t kept_idle_ms;
 } sw_swap_tuning;
 
 #define SW_SWAP_TUNE_DEFAULT INT32_MIN /* a field left to the heuristics */
