@@ -17,7 +17,8 @@
  * host tier smaller than a call's stripes (leases held while the call's
  * file reads fill the tier: mixed tiles, entries pinned under eviction
  * pressure); whole blocks' leases kept from call to call (still host-tier
- * hits, exact, none kept where a row releases them); a byte flipped in a
+ * hits, exact, none kept where a row releases them; a sequence at rest
+ * gives its kept leases back); a byte flipped in a
  * host-tier entry (under a kept lease) gives SW_STATUS_CORRUPT naming its
  * block, and its slot is not used again.
  * Every case of every row is a job of one pool of threads (one engine pair,
@@ -31,6 +32,7 @@
 #include "swap/swap_cuda.h"
 
 #include <stdatomic.h>
+#include <time.h>
 
 #if defined(SW_HAVE_CUDA)
 #include <cuda_runtime.h>
@@ -549,10 +551,9 @@ static void gather_seq(sw_swap *s, tsw_seq *q, const shape *sh, uint64_t ns, int
 
 /* Attend of ql rows over sequence 5 of s; rel L2 against the reference
  * (-1 when the call failed); o (host, ql x Hq x D) filled. */
-static double gather_attend(sw_swap *s, const tsw_seq *q, const shape *sh, const uint16_t *qb,
-                            int32_t ql, uint16_t *o, sw_status *st_out)
+static double gather_attend_id(sw_swap *s, uint64_t id, const tsw_seq *q, const shape *sh,
+                               const uint16_t *qb, int32_t ql, uint16_t *o, sw_status *st_out)
 {
-    uint64_t id = 5;
     int32_t qi[2] = {0, ql};
     sw_swap_attend_params p;
     sw_swap_attend_params_init(&p);
@@ -583,6 +584,12 @@ static double gather_attend(sw_swap *s, const tsw_seq *q, const shape *sh, const
     return rel;
 }
 
+static double gather_attend(sw_swap *s, const tsw_seq *q, const shape *sh, const uint16_t *qb,
+                            int32_t ql, uint16_t *o, sw_status *st_out)
+{
+    return gather_attend_id(s, 5, q, sh, qb, ql, o, st_out);
+}
+
 static sw_store_stats store_stats(sw_store *st)
 {
     sw_store_stats x;
@@ -590,6 +597,12 @@ static sw_store_stats store_stats(sw_store *st)
     x.struct_size = sizeof x;
     CHECK_STATUS(sw_store_get_stats(st, &x), SW_OK);
     return x;
+}
+
+/* 1 when a row's engines keep host-tier leases from call to call. */
+static int keeps_of(const row *R)
+{
+    return R->tune.kept_pct != 0 && R->tune.host_gather != 0;
 }
 
 static void test_host_gather(const row *R, sw_store *tier, sw_store *small, uint64_t seed)
@@ -657,7 +670,7 @@ static void test_host_gather(const row *R, sw_store *tier, sw_store *small, uint
          * next calls reuse them (still host-tier hits, no file read) and
          * stay exact */
         {
-            const int keeps = R->tune.kept_pct != 0 && R->tune.host_gather != 0;
+            const int keeps = keeps_of(R);
             /* (a block its tile leased before the thread came to it is
              * released as before; the release runs on the engine's thread
              * after the call: waited for before the counts are read) */
@@ -692,6 +705,51 @@ static void test_host_gather(const row *R, sw_store *tier, sw_store *small, uint
                        "visits through kept leases, %llu entries leased after it\n", call + 2,
                        relk, (unsigned long long)(k1.host_hits - k0.host_hits),
                        (unsigned long long)visits, (unsigned long long)k1.host_leased);
+            }
+        }
+        /* 1c. a sequence at rest gives its kept leases back: two more
+         * sequences attended once each on an engine whose kept leases go
+         * after 50 ms idle, then only the first, 120 ms later */
+        if (keeps_of(R)) {
+            sw_swap_tuning idle = R->tune;
+            idle.kept_idle_ms = 50;
+            sw_swap *u = make_engine_t(R, &idle, tier, &sh, 1, 8, 3, 2, SW_SWAP_POLICY_SCORE,
+                                       SW_SWAP_POOL_DEVICE);
+            if (u) {
+                tsw_seq qa, qz;
+                float *ka, *va, *kz, *vz;
+                sw_rng r4 = r;
+                gather_seq_id(u, &qa, 11, &sh, 81011, 12, 12 * sh.B, 0, &r4, &ka, &va);
+                gather_seq_id(u, &qz, 12, &sh, 81012, 12, 12 * sh.B, 0, &r4, &kz, &vz);
+                const uint64_t l0 = store_stats(tier).host_leased;
+                sw_status sa, sz;
+                const double ra = gather_attend_id(u, 11, &qa, &sh, qb, ql, o1, &sa);
+                const double rz = gather_attend_id(u, 12, &qz, &sh, qb, ql, o1, &sz);
+                sw_swap_dev_quiesce(u);
+                const uint64_t l1 = store_stats(tier).host_leased;
+                struct timespec nap = {0, 120 * 1000 * 1000};
+                nanosleep(&nap, NULL);
+                const double ra2 = gather_attend_id(u, 11, &qa, &sh, qb, ql, o1, &sa);
+                sw_swap_dev_quiesce(u);
+                const uint64_t l2 = store_stats(tier).host_leased;
+                CHECK_STATUS(sa, SW_OK);
+                CHECK_STATUS(sz, SW_OK);
+                CHECK(ra >= 0 && ra <= 1e-2 && rz >= 0 && rz <= 1e-2 && ra2 >= 0 && ra2 <= 1e-2);
+                /* both keep their 12 whole blocks (4 stripes each) at most;
+                 * after the rest, only the first's are left */
+                CHECK(l1 > l0 && l1 - l0 <= 2 * 12 * 2 * (uint64_t)sh.H);
+                CHECK(l2 >= l0 && l2 - l0 <= 12 * 2 * (uint64_t)sh.H && l2 < l1);
+                printf("host gather, idle release: %llu entries kept by two sequences, %llu "
+                       "after one rested 120 ms\n", (unsigned long long)(l1 - l0),
+                       (unsigned long long)(l2 - l0));
+                sw_swap_destroy(u);
+                CHECK(store_stats(tier).host_leased == l0); /* destroy released the rest */
+                tsw_seq_free(&qa);
+                tsw_seq_free(&qz);
+                free(ka);
+                free(va);
+                free(kz);
+                free(vz);
             }
         }
         /* 2. a byte flipped in a host-tier entry: CORRUPT naming the block;

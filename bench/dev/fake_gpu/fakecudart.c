@@ -1,7 +1,8 @@
-/* fakecudart.c - the few CUDA runtime calls the CLI itself makes, answered
- * without a GPU (device memory is host memory), so that the CLI links
- * against the faked library of bench/dev/fake_gpu/build.sh, which builds it.
- * For host-side profiles only; results are garbage. */
+/* fakecudart.c - the few CUDA runtime calls the CLI, the swap bench and
+ * tests/test_swap_cuda.c themselves make, answered without a GPU (device
+ * memory is host memory), so that they link against the faked library of
+ * bench/dev/fake_gpu/build.sh, which builds them. For host-side profiles
+ * and host-side checks only; results are garbage. */
 #include <cuda_runtime_api.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,9 @@ cudaError_t cudaMallocHost(void **p, size_t b) { *p = calloc(1, b); return *p ? 
 cudaError_t cudaMemcpy(void *d, const void *s, size_t b, enum cudaMemcpyKind k) { (void)k; memcpy(d, s, b); return cudaSuccess; }
 cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t b, enum cudaMemcpyKind k, cudaStream_t st) { (void)k; (void)st; memcpy(d, s, b); return cudaSuccess; }
 cudaError_t cudaMemset(void *d, int v, size_t b) { memset(d, v, b); return cudaSuccess; }
+cudaError_t cudaMemsetAsync(void *d, int v, size_t b, cudaStream_t s) { (void)s; memset(d, v, b); return cudaSuccess; }
+cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int dev) { (void)dev; memset(p, 0, sizeof *p); strcpy(p->name, "fake"); p->multiProcessorCount = 132; p->major = 9; return cudaSuccess; }
+cudaError_t cudaGetDeviceProperties_v2(struct cudaDeviceProp *p, int dev) { return cudaGetDeviceProperties(p, dev); }
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned f) { (void)f; *s = (cudaStream_t)&dm; return cudaSuccess; }
 cudaError_t cudaStreamDestroy(cudaStream_t s) { (void)s; return cudaSuccess; }
 cudaError_t cudaStreamSynchronize(cudaStream_t s) { (void)s; return cudaSuccess; }
