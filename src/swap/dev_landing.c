@@ -151,9 +151,9 @@ static int kept_reuse(struct prelease *P, const int32_t *mine, int32_t nm, uint8
     int n = 0;
     for (int32_t j = 0; j < nm; j++) {
         const int32_t b = P->blk[mine[j]];
-        const sw_store_lease *k = &P->kept[(size_t)b * spb];
-        if (b >= P->kept_blocks || !k->ptr)
+        if (b >= P->kept_blocks || !P->kept[(size_t)b * spb].ptr)
             continue;
+        const sw_store_lease *k = &P->kept[(size_t)b * spb];
         for (size_t x = 0; x < spb; x++) {
             if (k[x].generation != blk[b].gen[x]) {
                 P->kept_stale = 1; /* rewritten without its kept leases dropped: never expected */
@@ -176,8 +176,8 @@ static int kept_reuse(struct prelease *P, const int32_t *mine, int32_t nm, uint8
 
 /* Block i's new leases lb[0..2H) kept with its layer (1) when the call may
  * take kept leases, the block is whole (bsize tokens) and wholly leased at
- * the generations the engine wrote, and the engine's kept stripes stay within kept_lim; else 0 (released at
- * the call's end). */
+ * the generations the engine wrote, and the engine's kept stripes stay
+ * within kept_lim; else 0 (released at the call's end). */
 static int kept_take(struct prelease *P, int32_t i, const sw_store_lease *lb)
 {
     const size_t spb = 2 * (size_t)P->H;
