@@ -709,10 +709,10 @@ static void test_host_gather(const row *R, sw_store *tier, sw_store *small, uint
         }
         /* 1c. a sequence at rest gives its kept leases back: two more
          * sequences attended once each on an engine whose kept leases go
-         * after 50 ms idle, then only the first, 120 ms later */
+         * after 200 ms idle, then only the first, 500 ms later */
         if (keeps_of(R)) {
             sw_swap_tuning idle = R->tune;
-            idle.kept_idle_ms = 50;
+            idle.kept_idle_ms = 200;
             sw_swap *u = make_engine_t(R, &idle, tier, &sh, 1, 8, 3, 2, SW_SWAP_POLICY_SCORE,
                                        SW_SWAP_POOL_DEVICE);
             if (u) {
@@ -727,7 +727,7 @@ static void test_host_gather(const row *R, sw_store *tier, sw_store *small, uint
                 const double rz = gather_attend_id(u, 12, &qz, &sh, qb, ql, o1, &sz);
                 sw_swap_dev_quiesce(u);
                 const uint64_t l1 = store_stats(tier).host_leased;
-                struct timespec nap = {0, 120 * 1000 * 1000};
+                struct timespec nap = {0, 500 * 1000 * 1000};
                 nanosleep(&nap, NULL);
                 const double ra2 = gather_attend_id(u, 11, &qa, &sh, qb, ql, o1, &sa);
                 sw_swap_dev_quiesce(u);
@@ -740,7 +740,7 @@ static void test_host_gather(const row *R, sw_store *tier, sw_store *small, uint
                 CHECK(l1 > l0 && l1 - l0 <= 2 * 12 * 2 * (uint64_t)sh.H);
                 CHECK(l2 >= l0 && l2 - l0 <= 12 * 2 * (uint64_t)sh.H && l2 < l1);
                 printf("host gather, idle release: %llu entries kept by two sequences, %llu "
-                       "after one rested 120 ms\n", (unsigned long long)(l1 - l0),
+                       "after one rested 500 ms\n", (unsigned long long)(l1 - l0),
                        (unsigned long long)(l2 - l0));
                 sw_swap_destroy(u);
                 CHECK(store_stats(tier).host_leased == l0); /* destroy released the rest */
