@@ -100,16 +100,16 @@ static int32_t run_resident(const sw_swap *s, int32_t i, int32_t *present)
  * resident block inside a store run that is mostly missing saves little
  * disk I/O (the run is read anyway and the read goes through it: store
  * gaps <= 64 KiB), one of a mostly resident run saves its share of a
- * read. Stable by the run's
- * resident fraction in eighths, ascending, then policy order: over the
- * steps the pool's blocks gather in few runs, and the runs that are read
- * have fewer resident blocks to read through. The policy still chooses
- * which n slots are candidates (the caller's window). A block of the
- * layer this call attends, of a sequence it lists, counts as in a
- * resident run: the pass is reading that layer's runs now (they end up
- * resident unless evicted again), and the next step reads the same layer
- * -- a window ranked while the runs were still mostly missing, kept for
- * later tiles (keep_window), otherwise gave the pass's own blocks first.
+ * read. Stable by the run's resident fraction in eighths, ascending, then
+ * policy order: over the steps the pool's blocks gather in few runs, and
+ * the runs that are read have fewer resident blocks to read through. The
+ * policy still chooses which n slots are candidates (the caller's window).
+ * A block of the layer this call attends, of a sequence it lists, counts
+ * as in a resident run: the pass is reading that layer's runs now (they
+ * end up resident unless evicted again), and the next step reads the same
+ * layer -- a window ranked while the runs were still mostly missing, kept
+ * for later tiles (keep_window), otherwise gave the pass's own blocks
+ * first.
  *
  * In an exact pass (`exact`: every block of the listed sequences is
  * attended) those blocks of the pass's own go least recent first, their

@@ -183,12 +183,13 @@ static int kept_take(struct prelease *P, int32_t i, const sw_store_lease *lb)
     const size_t spb = 2 * (size_t)P->H;
     const int32_t b = P->blk[i];
     if (!P->kept || P->kept_stale || b >= P->kept_blocks ||
-        P->kept_n + (int64_t)spb > P->kept_lim ||
-        P->q->layers[P->layer].blk[b].valid != P->bsize)
+        P->kept_n + (int64_t)spb > P->kept_lim)
         return 0;
-    const uint64_t *gen = P->q->layers[P->layer].blk[b].gen;
+    const sw_swap_blk *e = &P->q->layers[P->layer].blk[b];
+    if (e->valid != P->bsize)
+        return 0;
     for (size_t x = 0; x < spb; x++)
-        if (!lb[x].ptr || lb[x].generation != gen[x])
+        if (!lb[x].ptr || lb[x].generation != e->gen[x])
             return 0; /* (a stripe rewritten behind the engine: its tile says so) */
     memcpy(&P->kept[(size_t)b * spb], lb, sizeof *lb * spb);
     P->kept_n += (int64_t)spb;

@@ -24,9 +24,9 @@ void sw_swap_dev_drain(sw_swap *s)
         return;
     sw_swap_launcher_stop(d);
     sw_swap_prelease_wait(d->pl, 1);
-    if (d->pl && d->pl->lstream && sw_cuda_set_device(d->device) == SW_OK)
-        (void)sw_cuda_stream_sync(d->pl->lstream);
     if (sw_cuda_set_device(d->device) == SW_OK) {
+        if (d->pl && d->pl->lstream)
+            (void)sw_cuda_stream_sync(d->pl->lstream);
         if (d->ev_done)
             (void)sw_cuda_swap_event_sync(d->ev_done);
         if (d->own_stream)

@@ -663,11 +663,11 @@ void sw_swap_dev_quiesce(sw_swap *s);
  * engine writes or cuts it), a sequence's (before it goes), every one
  * (at the engine's end). No-ops without a device pool or kept leases. */
 void sw_swap_kept_drop_block(sw_swap *s, sw_swap_layer *L, int32_t block);
+void sw_swap_kept_drop_seq(sw_swap *s, sw_swap_seq *q);
+void sw_swap_kept_drop_all(sw_swap *s);
 /* The device pool's GPU work all done and its launcher stopped (device.c;
  * no-op without a device pool). */
 void sw_swap_dev_drain(sw_swap *s);
-void sw_swap_kept_drop_seq(sw_swap *s, sw_swap_seq *q);
-void sw_swap_kept_drop_all(sw_swap *s);
 /* Wakes the engine's threads ahead of their jobs (which: 1 the prelease
  * thread, at an attend call's start; 2 the launcher, once the call's first
  * job is posted), so that they poll (tuning spin_us) rather than
