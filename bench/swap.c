@@ -109,7 +109,9 @@ int main(int argc, char **argv)
     int64_t res_batch = 16; /* --resident-batch */
     int check_during = 0;  /* --check-during: each step checked before the next */
     int64_t raw_every = 5; /* --raw-every: the disk case's interleaved raw passes */
-    const char *tune = NULL; /* --tune: engine tuning overrides (A/B runs) */
+    sw_swap_tuning tune; /* --tune: engine tuning overrides (A/B runs) */
+    sw_swap_tuning_default(&tune);
+    int tuned = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -128,13 +130,12 @@ int main(int argc, char **argv)
             if (bench_arg_i64(PROG, a, argv[++i], 0, 1000, "steps", &raw_every))
                 return BENCH_USAGE;
         } else if (!strcmp(a, "--tune") && i + 1 < argc) {
-            tune = argv[++i];
-            sw_swap_tuning t;
-            sw_swap_tuning_default(&t);
-            if (sw_swap_tuning_parse(&t, tune) != SW_OK) {
-                fprintf(stderr, PROG ": --tune %s: %s\n", tune, sw_last_error());
+            const char *spec = argv[++i];
+            if (sw_swap_tuning_parse(&tune, spec) != SW_OK) {
+                fprintf(stderr, PROG ": --tune %s: %s\n", spec, sw_last_error());
                 return BENCH_USAGE;
             }
+            tuned = 1;
         } else if (!strcmp(a, "--quick")) {
             o.quick = 1;
         } else if (!strcmp(a, "--check-during")) {
@@ -241,7 +242,7 @@ int main(int argc, char **argv)
         }
         cs[k] = swt_make_case(cases[k].name, &ok, cases[k].pool, cases[k].host, cases[k].dev_tile);
         cs[k].check_after = !check_during;
-        cs[k].tune = tune;
+        cs[k].tune = tuned ? &tune : NULL;
         if (k == 0 && raw_every > 0 && s.raw_bytes >= (16u << 20)) {
             /* the disk case's limit: raw passes between its timed steps */
             uint64_t slice = s.raw_bytes / 4 / (4u << 20) * (4u << 20);

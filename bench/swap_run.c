@@ -835,13 +835,7 @@ int swt_run_case(const swt_case *c, const char *store_dir, swt_result *res)
         cfg.pool = SW_SWAP_POOL_DEVICE;
         cfg.device = 0;
     }
-    {
-        sw_swap_tuning tune;
-        sw_swap_tuning_default(&tune);
-        st = c->tune ? sw_swap_tuning_parse(&tune, c->tune) : SW_OK;
-        if (st == SW_OK)
-            st = sw_swap_create_tuned(&m, &cfg, x.store, &tune, &x.swap);
-    }
+    st = sw_swap_create_tuned(&m, &cfg, x.store, c->tune, &x.swap);
     if (st != SW_OK) {
         fail_status("swap create", st);
         goto out;

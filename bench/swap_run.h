@@ -36,9 +36,9 @@ typedef struct swt_case {
                                  * the steps, so that they run back to back
                                  * (bench swap); 0: each step checked before
                                  * the next (demo) */
-    const char *tune;           /* engine tuning overrides, "name=value,..."
-                                 * (sw_swap_tuning_parse; NULL = none): A/B
-                                 * runs, never a recorded one */
+    const struct sw_swap_tuning *tune; /* engine tuning overrides (bench swap
+                                 * --tune, parsed by sw_swap_tuning_parse;
+                                 * NULL = none): A/B runs, never a recorded one */
     int32_t kernel_reps;        /* device pool: attends of the last queries
                                  * repeated back to back after the steps (the
                                  * steady state), then rounds of calls timed
