@@ -251,6 +251,10 @@ int main(int argc, char **argv)
         }
         fflush(NULL);
         pid_t pid = fork();
+        if (pid < 0) { /* (never kill(-1)) */
+            perror("fork");
+            return 1;
+        }
         if (pid == 0) {
             close(p[0]);
             child(p[1], d.store, round, seed ^ (uint64_t)(round + 1) * 0x9e3779b97f4a7c15ull);

@@ -359,8 +359,10 @@ static void test_kills(const char *dir, int rounds, uint64_t seed)
         kill_ctx cx = {dir, round, seed ^ (uint64_t)(round + 1) * 0x9e3779b97f4a7c15ull};
         pid_t pid = 0;
         const int rfd = ts_fork_and_kill(child, &cx, M_OPENED, M_FAIL, &r, &pid);
-        if (rfd < 0)
+        if (rfd < 0) {
+            CHECK(!"a pipe and a writer process for the kill");
             return;
+        }
         ts_msg m;
         ssize_t got;
         size_t nfl = 0;

@@ -278,7 +278,7 @@ static inline sw_store *ts_child_open(int fd, const sw_store_config *c, uint32_t
  * pipe, waits for its `opened` (or `fail`) message, lets it run 2-27 ms
  * (drawn from r) and kills it with SIGKILL. Returns the read end, which
  * holds what the writer sent after opening (the caller reads it, closes
- * it and waits for *pid), or -1 when no pipe could be made. */
+ * it and waits for *pid), or -1 when no pipe or no process could be made. */
 static inline int ts_fork_and_kill(void (*child)(int fd, void *ctx), void *ctx, uint32_t opened,
                                    uint32_t fail, sw_rng *r, pid_t *pid)
 {
@@ -287,6 +287,12 @@ static inline int ts_fork_and_kill(void (*child)(int fd, void *ctx), void *ctx, 
         return -1;
     fflush(NULL);
     *pid = fork();
+    if (*pid < 0) { /* (no kill(-1) below) */
+        perror("fork");
+        close(p[0]);
+        close(p[1]);
+        return -1;
+    }
     if (*pid == 0) {
         close(p[0]);
         child(p[1], ctx);

@@ -192,7 +192,7 @@ int main(void)
     sw_store *store = tsw_store_open(d.store, 8192, 512, 0);
     if (!store) {
         ts_rm_rf(d.base);
-        return SW_TEST_SKIP;
+        return 1; /* (a fresh directory: a failure is the store's, not the machine's) */
     }
     sw_swap_model m;
     sw_swap_model_init(&m);

@@ -157,6 +157,8 @@ static int run_case(sw_store *store, uint64_t seed, int idx, uint64_t ns)
                 double g = lse[(size_t)qind[i] * sh.Hq + e];
                 if (isinf(rl[e]))
                     bad += !(isinf(g) && g < 0);
+                else if (!isfinite(g))
+                    bad++; /* (unwritten: the poison is NaN) */
                 else if (fabs(g - rl[e]) > lse_err)
                     lse_err = fabs(g - rl[e]);
             }
@@ -328,7 +330,7 @@ int main(void)
     sw_store *store = tsw_store_open(d.store, 32 * 64 * 2, 6000, 0);
     if (!store) {
         ts_rm_rf(d.base);
-        return SW_TEST_SKIP;
+        return 1; /* (a fresh directory: a failure is the store's, not the machine's) */
     }
     double t0 = sw_now_seconds();
     int ncases = 30;

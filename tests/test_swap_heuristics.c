@@ -21,6 +21,10 @@ static sw_swap_tuning decide(int dev, int tier, int aligned, int32_t sms, int32_
     sw_swap_tuning t;
     memset(&t, 0x5a, sizeof t); /* every field must be written */
     sw_swap_heuristics(&f, &t);
+    int32_t w[sizeof t / sizeof(int32_t)]; /* (every field an int32_t) */
+    memcpy(w, &t, sizeof w);
+    for (size_t i = 0; i < sizeof w / sizeof w[0]; i++)
+        CHECK(w[i] != 0x5a5a5a5a);
     return t;
 }
 
@@ -59,6 +63,8 @@ static void test_decisions(void)
     CHECK(t.land_first == 320 && t.land_first % 16 == 0);
     CHECK(t.land_groups == 4);
     CHECK(t.merge_chunks == 64);
+    CHECK(t.landing_max_mb == 512 && t.land_gap_kb == 128);
+    CHECK(t.keep_window == 1 && t.kept_pct == 75 && t.kept_idle_ms == 1000);
     /* production paths on, the diagnostic off */
     CHECK(t.timeline == 0 && t.host_gather == 1 && t.align_tiles == 1 && t.resident_fast == 1);
     /* pure: the same facts, the same decisions */

@@ -278,7 +278,7 @@ int main(void)
     sw_store *store = tsw_store_open(d.store, 32 * 64 * 2, 4000, 64u << 20);
     if (!store) {
         ts_rm_rf(d.base);
-        return SW_TEST_SKIP;
+        return 1; /* (a fresh directory: a failure is the store's, not the machine's) */
     }
     test_projection();
     test_scores(store, seed);

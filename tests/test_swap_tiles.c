@@ -409,7 +409,7 @@ int main(void)
     sw_store *store = tsw_store_open(d.store, 2048, 4 * 2 * 400 + 4 * 700, 0);
     if (!store) {
         ts_rm_rf(d.base);
-        return SW_TEST_SKIP;
+        return 1; /* (a fresh directory: a failure is the store's, not the machine's) */
     }
     const sw_store_stats g = ts_stats(store);
     CHECK(g.run_blocks == 64);

@@ -190,7 +190,7 @@ int main(void)
     sw_store *store = tsw_store_open(d.store, B * D * 2, 8000, 64u << 20);
     if (!store) {
         ts_rm_rf(d.base);
-        return SW_TEST_SKIP;
+        return 1; /* (a fresh directory: a failure is the store's, not the machine's) */
     }
     trace t;
     trace_make(&t, seed);
