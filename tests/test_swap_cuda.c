@@ -505,7 +505,14 @@ static void test_needle(const row *R, sw_store *store, uint64_t seed)
         res.struct_size = sizeof res;
         CHECK_STATUS(dev_attend(s, &p, &sh, 1, o, lse, &res, NULL), SW_OK);
         CHECK(res.blocks_attended == 2 || (nblk == nb - 1 && res.blocks_attended == 1));
-        CHECK(res.sparse_rel_l2 >= 0 && res.sparse_rel_l2 < 2);
+        CHECK(res.sparse_rel_l2 >= 0); /* (the check ran) */
+        /* the sparse output: attention over the kept blocks' keys alone */
+        const int32_t kb[2] = {nblk, nb - 1};
+        const double kept_rel = tsw_rel_l2_over_blocks(&q, 0, sh.Hq, qb, kb, 2, o);
+        if (!(kept_rel <= 1e-2))
+            printf("needle trial %d (device): sparse output %.3g rel L2 from the kept blocks' "
+                   "attention\n", tr, kept_rel);
+        CHECK(kept_rel <= 1e-2);
         if (tr < 2)
             printf("needle trial %d (device): sparse top-1 + recent-1 = %lld of %lld blocks, rel "
                    "L2 vs exact %.3f\n", tr, (long long)res.blocks_attended,

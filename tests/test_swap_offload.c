@@ -341,8 +341,10 @@ int main(void)
             CHECK_STATUS(tsw_offload_block(a, &ref, l, b, kf[l], vf[l], LEN, SW_SWAP_KV_BF16),
                          SW_OK);
     static uint8_t want[1 << 16], got[1 << 16];
+    memset(want, 0xff, sizeof want); /* NaN: every O and LSE must be written */
+    memset(got, 0xff, sizeof got);
     const size_t n = attend_both(a, 1, q, want, 0);
-    double worst = 0;
+    double worst = 0, worst_lse = 0;
     {
         static double o[QL * HQ * D];
         double lse[QL * HQ];
@@ -350,8 +352,8 @@ int main(void)
         for (int32_t l = 0; l < L; l++) {
             tsw_reference(&ref, l, HQ, q + (size_t)l * QL * HQ * D, QL, 1, 1.0 / sqrt((double)D),
                           o, lse);
-            const uint16_t *x =
-                (const uint16_t *)(want + (size_t)l * (ob + lb + sizeof(float) * NB));
+            const uint8_t *at = want + (size_t)l * (ob + lb + sizeof(float) * NB);
+            const uint16_t *x = (const uint16_t *)at;
             double e2 = 0, r2 = 0;
             for (int j = 0; j < QL * HQ * D; j++) {
                 const double y = sw_bf16_to_f32(x[j]);
@@ -359,9 +361,13 @@ int main(void)
                 r2 += o[j] * o[j];
             }
             worst = fmax(worst, sqrt(e2 / r2));
+            /* (fmax would drop a NaN: an unwritten LSE counts as infinite) */
+            const float *xl = (const float *)(at + ob);
+            for (int j = 0; j < QL * HQ; j++)
+                worst_lse = fmax(worst_lse, isfinite(xl[j]) ? fabs(xl[j] - lse[j]) : INFINITY);
         }
     }
-    CHECK(worst < 1e-2);
+    CHECK(worst < 1e-2 && worst_lse < 1e-2);
 
     /* layer 0 block by block from the token-major K/V (NHD, dense), layer 1
      * in one batch out of padded page pools: NHD pages, HND pages (odd

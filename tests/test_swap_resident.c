@@ -100,6 +100,7 @@ static sw_status attend(sw_swap *s, int32_t n, const uint64_t *ids, const int32_
           cudaMalloc(&d_l, sizeof(float) * rows * HQ) == cudaSuccess);
     cudaMemcpy(d_q, q, qb, cudaMemcpyHostToDevice);
     cudaMemset(d_o, 0xff, qb); /* NaN: every element must be written */
+    cudaMemset(d_l, 0xff, sizeof(float) * rows * HQ); /* and every LSE */
     sw_swap_attend_params p;
     sw_swap_attend_params_init(&p);
     p.layer = l;
@@ -132,11 +133,19 @@ static double rel_l2(const float *o, const double *ref, size_t n)
     return sqrt(e / (r > 0 ? r : 1));
 }
 
+/* The largest LSE error; infinite for a value not written (NaN) or an
+ * infinity of the wrong sign or where the reference is finite. */
 static double lse_err(const float *a, const double *ref, size_t n)
 {
     double w = 0;
     for (size_t i = 0; i < n; i++) {
-        const double d = isinf(ref[i]) && isinf(a[i]) ? 0 : fabs(a[i] - ref[i]);
+        double d;
+        if (isnan(a[i]))
+            d = INFINITY;
+        else if (isinf(ref[i]) || isinf(a[i]))
+            d = isinf(ref[i]) && isinf(a[i]) && (ref[i] < 0) == (a[i] < 0) ? 0 : INFINITY;
+        else
+            d = fabs(a[i] - ref[i]);
         w = d > w ? d : w;
     }
     return w;

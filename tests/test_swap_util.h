@@ -198,6 +198,44 @@ static inline void tsw_reference(const tsw_seq *q, int32_t layer, int32_t Hq,
     sw_test_pool_run(workers, ql * Hq, tsw_reference_row, &R);
 }
 
+/* fp64 reference of one query row (bf16 [Hq][D]) over the keys of blocks
+ * kb[0..n) of layer `layer` of q alone, in that order, not causal -- what
+ * sparse attention keeping those blocks computes; out [Hq][D], lse [Hq].
+ * Returns the relative L2 distance of got (bf16 [Hq][D]) from it. */
+static inline double tsw_rel_l2_over_blocks(const tsw_seq *q, int32_t layer, int32_t Hq,
+                                            const uint16_t *qrow, const int32_t *kb, int n,
+                                            const uint16_t *got)
+{
+    const tsw_layer *y = &q->layers[layer];
+    const int32_t H = q->H, D = q->D, B = q->B;
+    tsw_seq kept;
+    tsw_seq_init(&kept, q->id, 1, H, D, B);
+    int64_t nk = 0;
+    for (int i = 0; i < n; i++) {
+        const int64_t t0 = (int64_t)kb[i] * B, t1 = t0 + B < y->len ? t0 + B : y->len;
+        tsw_reserve(&kept, &kept.layers[0], nk + (t1 > t0 ? t1 - t0 : 0));
+        for (int64_t t = t0; t < t1; t++, nk++) {
+            memcpy(kept.layers[0].k + (size_t)nk * H * D, y->k + (size_t)t * H * D,
+                   sizeof(double) * H * D);
+            memcpy(kept.layers[0].v + (size_t)nk * H * D, y->v + (size_t)t * H * D,
+                   sizeof(double) * H * D);
+        }
+    }
+    kept.layers[0].len = nk;
+    double *ro = malloc(sizeof(double) * (size_t)Hq * D), *rl = malloc(sizeof(double) * Hq);
+    tsw_reference(&kept, 0, Hq, qrow, 1, 0, 1.0 / sqrt((double)D), ro, rl);
+    double e2 = 0, r2 = 0;
+    for (size_t i = 0; i < (size_t)Hq * D; i++) {
+        const double g = sw_bf16_to_f32(got[i]);
+        e2 += (g - ro[i]) * (g - ro[i]);
+        r2 += ro[i] * ro[i];
+    }
+    free(ro);
+    free(rl);
+    tsw_seq_free(&kept);
+    return sqrt(e2 / (r2 > 0 ? r2 : 1));
+}
+
 /* An engine of `slots` slots, tiles of 2 blocks, rank 16; persist:
  * sw_swap_config.persist_manifests; tuning: NULL or overrides. */
 static inline sw_swap *tsw_engine(sw_store *st, int32_t layers, int32_t kv_heads,
