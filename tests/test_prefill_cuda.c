@@ -302,6 +302,9 @@ static void check_refusals(cudaStream_t st)
     upload(&c, &d, st);
     sw_prefill_plan *pl = NULL;
     CHECK_STATUS(sw_prefill_plan_create(&c.params, c.batch, c.qo_indptr, c.kv_indptr, &pl), SW_OK);
+    /* (a CUDA plan's tables go up into its workspace: never empty, so the
+     * refusals below always run) */
+    CHECK(pl && sw_prefill_plan_workspace_size(pl) > 0);
     if (pl && sw_prefill_plan_workspace_size(pl) > 0) {
         sw_prefill_tensors t = tensors_of(&c, &d);
         CHECK_STATUS(sw_prefill_run(pl, &t, st), SW_STATUS_WORKSPACE_TOO_SMALL);

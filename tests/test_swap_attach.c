@@ -78,6 +78,24 @@ static void make_queries(uint16_t *q)
         q[e] = sw_f32_to_bf16((float)(2.0 * sw_rng_normal(&r)));
 }
 
+/* A failed attach: status `want`, nothing registered and the store
+ * unchanged (no write, delete or eviction, the same stripes, journal and
+ * generation). Returns the attach's error message. */
+static const char *attach_fails(sw_swap *s, sw_store *st, uint64_t id, uint32_t base,
+                                sw_status want)
+{
+    static char why[512];
+    const sw_store_stats a = ts_stats(st);
+    CHECK_STATUS(sw_swap_seq_attach(s, id, NS, base, 100), want);
+    snprintf(why, sizeof why, "%s", sw_last_error());
+    const sw_store_stats b = ts_stats(st);
+    CHECK(a.writes == b.writes && a.deletes == b.deletes && a.evictions == b.evictions &&
+          a.extents_used == b.extents_used && a.payload_bytes == b.payload_bytes &&
+          a.journal_records == b.journal_records && a.generation == b.generation);
+    CHECK_STATUS(sw_swap_seq_length(s, id, 0, NULL, NULL), SW_STATUS_NOT_FOUND);
+    return why;
+}
+
 /* The child: offload, attend, check, write the outputs; exit status 0 when
  * all went well. */
 static int child(const char *store_dir, const char *out_path)
@@ -326,9 +344,7 @@ int main(void)
 
     /* another model shape */
     s = engine(st, 32);
-    CHECK_STATUS(sw_swap_seq_attach(s, 1, NS, 0, 100), SW_STATUS_INVALID);
-    CHECK(strstr(sw_last_error(), "head_dim 64") != NULL);
-    CHECK_STATUS(sw_swap_seq_length(s, 1, 0, NULL, NULL), SW_STATUS_NOT_FOUND);
+    CHECK(strstr(attach_fails(s, st, 1, 0, SW_STATUS_INVALID), "head_dim 64") != NULL);
     sw_swap_destroy(s);
 
     /* a K stripe rewritten after its manifest (block 3 of seq 1, layer 1:
@@ -338,9 +354,8 @@ int main(void)
     sw_store_key k = key(0, 1, 3, 1, SW_STORE_KIND_K);
     CHECK_STATUS(sw_store_write(st, &k, junk, sizeof junk, NULL), SW_OK);
     s = engine(st, D);
-    CHECK_STATUS(sw_swap_seq_attach(s, 1, NS, 0, 100), SW_STATUS_CORRUPT);
-    CHECK(strstr(sw_last_error(), "layer 1 block 3: K stripe of kv head 1") != NULL);
-    CHECK_STATUS(sw_swap_seq_length(s, 1, 0, NULL, NULL), SW_STATUS_NOT_FOUND);
+    CHECK(strstr(attach_fails(s, st, 1, 0, SW_STATUS_CORRUPT),
+                 "layer 1 block 3: K stripe of kv head 1") != NULL);
     /* the other sequence is untouched by that */
     CHECK_STATUS(sw_swap_seq_attach(s, 2, NS, 100, 100), SW_OK);
     sw_swap_destroy(s);
@@ -371,8 +386,8 @@ int main(void)
     k = key(1, 1, 0, 0, SW_STORE_KIND_K);
     CHECK_STATUS(sw_store_delete(st, &k), SW_OK);
     s = engine(st, D);
-    CHECK_STATUS(sw_swap_seq_attach(s, 2, NS, 100, 100), SW_STATUS_NOT_FOUND);
-    CHECK(strstr(sw_last_error(), "layer 1 block 0: K stripe of kv head 0") != NULL);
+    CHECK(strstr(attach_fails(s, st, 2, 100, SW_STATUS_NOT_FOUND),
+                 "layer 1 block 0: K stripe of kv head 0") != NULL);
     sw_swap_destroy(s);
 
     /* a hole in the manifests (seq 1, layer 0, block 4 of 8) -> NOT_FOUND */
@@ -382,13 +397,12 @@ int main(void)
     CHECK_STATUS(ts_read1(st, &k, man, sizeof man, &mlen, NULL), SW_OK);
     CHECK_STATUS(sw_store_delete(st, &k), SW_OK);
     s = engine(st, D);
-    CHECK_STATUS(sw_swap_seq_attach(s, 1, NS, 0, 100), SW_STATUS_NOT_FOUND);
-    CHECK(strstr(sw_last_error(), "layer 0 block 4: its manifest is missing") != NULL);
+    CHECK(strstr(attach_fails(s, st, 1, 0, SW_STATUS_NOT_FOUND),
+                 "layer 0 block 4: its manifest is missing") != NULL);
     /* a damaged manifest -> CORRUPT */
     man[8] = 0xff; /* valid tokens */
     CHECK_STATUS(sw_store_write(st, &k, man, mlen, NULL), SW_OK);
-    CHECK_STATUS(sw_swap_seq_attach(s, 1, NS, 0, 100), SW_STATUS_CORRUPT);
-    CHECK(strstr(sw_last_error(), "layer 0 block 4") != NULL);
+    CHECK(strstr(attach_fails(s, st, 1, 0, SW_STATUS_CORRUPT), "layer 0 block 4") != NULL);
     sw_swap_destroy(s);
 
     CHECK_STATUS(sw_store_close(st), SW_OK);

@@ -115,6 +115,10 @@ static inline sw_status tsw_offload_block(sw_swap *s, tsw_seq *q, int32_t layer,
         for (size_t i = 0; i < bytes / 2; i++)
             if ((int32_t)((i / (size_t)D) % (size_t)B) >= valid)
                 ((uint16_t *)kb)[i] = ((uint16_t *)vb)[i] = 0x7fc0; /* NaN */
+    if (dt == SW_SWAP_KV_FP8_E4M3)
+        for (size_t i = 0; i < bytes; i++)
+            if ((int32_t)((i / (size_t)D) % (size_t)B) >= valid)
+                kb[i] = vb[i] = 0x7f; /* E4M3 NaN */
     sw_swap_block b;
     sw_swap_block_init(&b);
     b.dtype = dt;
