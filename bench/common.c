@@ -182,6 +182,13 @@ void bench_json_begin(FILE *f, const char *component, int argc, char **argv)
     fprintf(f, "{\"component\": \"");
     json_chars(f, component);
     fprintf(f, "\", \"command\": \"");
+    /* the opponents a run measures depend on it: part of the command */
+    const char *opp = getenv("SPILLWAY_OPPONENT");
+    if (opp && *opp) {
+        fputs("SPILLWAY_OPPONENT=", f);
+        json_shell_word(f, opp);
+        fputc(' ', f);
+    }
     for (int i = 0; i < argc; i++) {
         const char *w = argv[i];
         if (i == 0 && strrchr(w, '/'))

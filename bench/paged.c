@@ -8,8 +8,12 @@
  *    bench's lengths) against Spillway's own ragged prefill on the same
  *    keys laid out densely, runs interleaved.
  * Shapes h32-8/d128 and h16-2/d256. A call is timed from its enqueue to the
- * end of its work on the stream (CUDA events; the median of --reps after
- * --warmup), the plan made once before. Sampled rows of every case are
+ * end of its work on the stream (CUDA events), the plan made once before:
+ * alone, the median of --reps calls after --warmup; beside another
+ * implementation (its ragged prefill, FlashInfer), 8 rounds that alternate
+ * the two, --reps / 4 + 1 calls of each a round (--warmup before the
+ * first round, one before each later one), the mean of the two middle
+ * rounds' medians (time_pair). Sampled rows of every case are
  * checked against an fp64 reference. In a library built with the FlashInfer
  * opponent (docs/opponents.md) and SPILLWAY_OPPONENT=flashinfer set, each
  * case also runs FlashInfer on the same pages, interleaved with ours: its
@@ -35,10 +39,12 @@ static const char usage[] =
     "                            [--reps N] [--warmup N] [--json PATH]\n"
     "(also run as 'spillway bench paged')\n"
     "Decode (one query token per request) and causal prefill (p*) over a paged KV cache on\n"
-    "the GPU: time per call (median of --reps, default 20, after --warmup, default 3), the\n"
-    "decode cases against the device copy rate over their KV bytes, the prefill cases\n"
-    "against the ragged prefill over the same keys stored densely. Sampled rows are\n"
-    "checked against an fp64 reference. An unknown case or shape is a usage error (exit 2).\n"
+    "the GPU: time per call (alone: the median of --reps, default 20, after --warmup,\n"
+    "default 3; beside another implementation: 8 alternating rounds of --reps / 4 + 1 calls\n"
+    "of each, the mean of the two middle round medians), the decode cases against the\n"
+    "device copy rate over their KV bytes, the prefill cases against the ragged prefill\n"
+    "over the same keys stored densely. Sampled rows are checked against an fp64\n"
+    "reference. An unknown case or shape is a usage error (exit 2).\n"
     "  --page N     tokens per page, 1..256 (default 16)\n"
     "  --json PATH  results (default: a new bench/results/paged-<host>-<UTC time>.json,\n"
     "               never a committed record; ./ when there is no bench/results)\n"
@@ -93,7 +99,8 @@ static int cmp_d(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Median ms of `reps` runs of plan on t, after `warmup`. */
+/* Median ms of `reps` runs of plan on t, after `warmup` (the upper of the
+ * two middle runs when reps is even). */
 static double time_runs(sw_prefill_plan *pl, const sw_prefill_tensors *t, void *st, int warmup,
                         int reps, bench_gpu_timer *tm)
 {
@@ -396,12 +403,12 @@ static int run_case(const pcase *pc, int si, int32_t ps, int warmup, int reps, F
                "  rel_l2 %.1e %s", pc->name, shape_names[si], ps, ms, kv_bytes / (ms * 1e6),
                ref_rate, 100.0 * kv_bytes / (ms * 1e6) / ref_rate, worst, ok ? "ok" : "FAIL");
     if (ms_fi > 0)
-        printf("  | flashinfer %8.3f ms (rel_l2 %.1e)  spillway/flashinfer %.2fx", ms_fi,
+        printf("  | flashinfer %8.3f ms (rel_l2 %.1e)  its time / ours %.2fx", ms_fi,
                fi_err, ms_fi / ms_beside_fi);
     else
         printf("  | flashinfer: not measured");
     if (ms_fa3 > 0)
-        printf("  | fa3 %8.3f ms (rel_l2 %.1e)  spillway/fa3 %.2fx", ms_fa3, fa3_err,
+        printf("  | fa3 %8.3f ms (rel_l2 %.1e)  its time / ours %.2fx", ms_fa3, fa3_err,
                ms_fa3 / ms_beside_fa3);
     else
         printf("  | fa3: not measured");

@@ -190,7 +190,7 @@ def main():
             if "spillway" in med:
                 for i in med:
                     if i != "spillway":
-                        line += f" | spillway/{i} {med[i] / med['spillway']:.2f}x"
+                        line += f" | {i} time / ours {med[i] / med['spillway']:.2f}x"
             print(line, flush=True)
             records.append({"case": cname, "shape": sname, "page_size": ps, "kv_bytes": kv_bytes,
                             "copy_GBps": copy_gbps, "calls_per_timing": a.batch, "ms": med,

@@ -89,9 +89,11 @@ is aten::_scaled_dot_product_flash_attention_for_cpu). Records carry
 chosen by the library, threads, pinned CPUs, torch's CPU capability).
 
 Results: a JSON list of {"case", "impl", "tflops", "ms", "max_rel_err", ...}
-written to bench/results/prefill-<gpu>.json (prefill-cpu-<cpu>.json in CPU
-mode), and with --md FILE a table between markers for that device in FILE
-(bench/results/prefill-<gpu>.md for a recorded run; docs/perf/prefill.md quotes it).
+written to --out, or else to a fresh file bench/results/prefill-<gpu>-<UTC
+time>.json (prefill-cpu-<cpu>-... in CPU mode; created, never over another),
+and with --md FILE a table between markers for that device in FILE
+(bench/results/prefill-<gpu>.md for a recorded run; docs/perf/prefill.md quotes
+it). A committed record changes only when --out / --md name it.
 An implementation that fails is recorded with its error string ("error") and
 the run goes on.
 """
@@ -754,7 +756,10 @@ def env_info(args, device, argv):
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "torch": torch.__version__,
         "spillway": spillway.version(),
-        "cmd": "python " + shlex.join(["bench/prefill.py"] + list(argv)),
+        # (the opponents a run measures depend on SPILLWAY_OPPONENT: part of the command)
+        "cmd": "".join(f"{v}={shlex.quote(os.environ[v])} " for v in ("SPILLWAY_OPPONENT",)
+                       if os.environ.get(v))
+               + "python " + shlex.join(["bench/prefill.py"] + list(argv)),
         "dtype": args.dtype,
         "cpu": cpu_model(),
     }
@@ -825,7 +830,11 @@ def render_md(records, impls, info, cases, device_label, json_path, peak, unit):
     head = ["case"] + [f"{i}" for i in impls] + [f"{main} / {o}" for o in opps]
     if peak:
         head.append(f"{main} / peak ({peak:g})")
-    lines.append(f"{unit} (higher is better); ratios are {main}'s rate over the opponent's.")
+    paired = any((r.get("ratios") or {}) for r in records if r.get("impl") == main)
+    lines.append(f"{unit} (higher is better); " +
+                 (f"ratios are the median over reps of the opponent's time over {main}'s in "
+                  "the same rep (CPU mode: paired), not the ratio of the rates shown."
+                  if paired else f"ratios are {main}'s rate over the opponent's."))
     lines.append("")
     lines.append("| " + " | ".join(head) + " |")
     lines.append("|" + "---|" * len(head))
@@ -992,9 +1001,11 @@ def main(argv=None):
     ap.add_argument("--impls", default="",
                     help="comma list of implementations (GPU: " + ",".join(GPU_IMPLS)
                          + "; CPU: " + ",".join(CPU_IMPLS) + "). Default: all of the mode")
-    ap.add_argument("--out", default=None, help="JSON path (default bench/results/prefill-<gpu>.json)")
+    ap.add_argument("--out", default=None,
+                    help="JSON path (default: a fresh bench/results/prefill-<gpu>-<UTC time>.json, "
+                         "never an existing file)")
     ap.add_argument("--md", default=None,
-                    help="markdown table to write/update (default: the --out path with .md; '' to skip)")
+                    help="markdown table to write/update (default: none)")
     ap.add_argument("--merge", action="store_true",
                     help="merge into an existing JSON (replacing equal case+impl records) "
                          "instead of overwriting it; for a run split over several commands")
@@ -1089,7 +1100,10 @@ def main(argv=None):
         dev_slug = "cpu-" + slug(info["cpu"])
         peak = None
         unit = "GFLOP/s"
-    out_path = args.out or os.path.join(_ROOT, "bench", "results", f"prefill-{dev_slug}.json")
+    out_path = args.out
+    if not out_path:
+        stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        out_path = os.path.join(_ROOT, "bench", "results", f"prefill-{dev_slug}-{stamp}.json")
 
     print(f"device: {label}")
     for k, v in info.items():
@@ -1112,13 +1126,12 @@ def main(argv=None):
         new_keys = {(r["case"], r["impl"]) for r in records}
         records = [r for r in old if (r["case"], r["impl"]) not in new_keys] + records
     os.makedirs(os.path.dirname(os.path.abspath(out_path)), exist_ok=True)
-    with open(out_path, "w") as f:
+    # (the default name is fresh: "x" never replaces a file, a record included)
+    with open(out_path, "w" if args.out else "x") as f:
         json.dump(records, f, indent=1)
         f.write("\n")
     print(f"\nwrote {out_path} ({len(records)} records)")
 
-    if args.md is None:
-        args.md = os.path.splitext(out_path)[0] + ".md"
     if args.md:
         all_impls = [i for i in avail if any(r["impl"] == i for r in records)]
         body = render_md(records, all_impls, info, cases, label, out_path, peak, unit)

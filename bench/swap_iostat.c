@@ -153,7 +153,9 @@ swt_diskpath swt_disk_path(const swt_result *r)
         p.ranges = r->store_ranges / n;
     }
     const swt_iostat *io = &r->io;
-    p.has_dev = io->ok_dev && !io->bad_dev && io->reads > 0 && st > 0;
+    /* the device's own counters (all its traffic, in ms): only for a case
+     * that read from the file tier over a window long against their ms */
+    p.has_dev = io->ok_dev && !io->bad_dev && io->reads > 0 && file > 0 && st >= 0.05;
     if (p.has_dev) {
         p.dev_reads = io->reads / n;
         p.dev_kib = io->read_sectors * 512.0 / io->reads / 1024;
