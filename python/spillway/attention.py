@@ -593,8 +593,10 @@ def _varlen_fast(q, k, v, cq, ck, mq, mk, causal, softmax_scale, return_lse):
         st, plan._last_stream = _run_cuda(torch, plan._handle, _new_tensors(), dev,
                                           plan.workspace_size, fill)
     else:
-        # the plan's own struct: its row counts and (dense) strides set once,
-        # the pointers under the workspace lock
+        # the plan's own struct: its (dense) strides set once; the pointers
+        # and this call's row counts under the workspace lock (the library
+        # checks the rows against the plan's cu_seqlens: a shorter q or k
+        # with the same cu_seqlens is refused, never read past)
         raw = _raw_stream(torch, index)
         ws = _workspaces.get(index) or _device_workspace(index)
         with ws.lock:
@@ -606,6 +608,7 @@ def _varlen_fast(q, k, v, cq, ck, mq, mk, causal, softmax_scale, return_lse):
                 plan._t = t
             t.q, t.k, t.v, t.o = ptrs[0] or None, ptrs[1] or None, ptrs[2] or None, \
                 ptrs[3] or None
+            t.q_rows, t.kv_rows = n, nk
             t.lse = ctypes.cast(ptrs[4], ctypes.POINTER(ctypes.c_float)) if ptrs[4] else None
             if raw == ws.last_raw and plan.workspace_size <= ws.nbytes and raw in ws.recorded:
                 # _acquire_workspace's case with nothing to do (same stream, big enough)
@@ -854,9 +857,15 @@ def prefill_flops(cu_seqlens_q, cu_seqlens_k, num_qo_heads, head_dim, causal):
 # ------------------------------------------------------------- paged K/V --
 
 def _strides_of(x):
-    """Element strides of a torch tensor or numpy array."""
+    """Element strides of a torch tensor or numpy array (a numpy stride that
+    is not a whole number of elements, as in a field of a record array, is
+    refused: the library counts strides in elements)."""
     if _is_torch(x):
         return tuple(int(s) for s in x.stride())
+    if any(int(s) % x.itemsize for s in x.strides):
+        _lib.fail(_lib.SW_STATUS_INVALID,
+                  f"an array with byte strides {tuple(x.strides)} that are not whole "
+                  f"{x.itemsize}-byte elements; pass a copy (np.ascontiguousarray)")
     return tuple(int(s) // x.itemsize for s in x.strides)
 
 
@@ -922,6 +931,10 @@ class _PagedRun:
                 _lib.fail(_lib.SW_STATUS_INVALID,
                           "q, k_cache, v_cache must all be torch tensors or all numpy arrays")
             devs = {x.device for x in (q, k_cache, v_cache)}
+            other = sorted({str(d) for d in devs if d.type not in ("cuda", "cpu")})
+            if other:
+                _lib.fail(_lib.SW_STATUS_INVALID,
+                          f"tensors on {', '.join(other)}: CUDA or CPU tensors only")
             cuda = any(d.type == "cuda" for d in devs)
             if cuda and len(devs) != 1:
                 _lib.fail(_lib.SW_STATUS_INVALID,

@@ -19,7 +19,8 @@ import math
 from . import _lib
 import numpy as np
 
-from .attention import _PagedRun, _is_torch, _torch_mod, paged_attention, varlen_attention
+from .attention import (_PagedRun, _host_indptr, _is_torch, _torch_mod, paged_attention,
+                        varlen_attention)
 
 
 def _as_float(x):
@@ -34,30 +35,40 @@ def _unsupported(detail):
     _lib.fail(_lib.SW_STATUS_UNSUPPORTED, detail)
 
 
-def _check_options(q, k, v, dropout_p, window_size, softcap, alibi_slopes, return_attn_probs):
+def _check_options(q, k, v, dropout_p, softcap, alibi_slopes):
     if _as_float(dropout_p) != 0.0:
         _unsupported(f"dropout_p={dropout_p!r}: Spillway has no dropout (inference only); "
                      "pass dropout_p=0.0")
-    try:
-        left, right = (int(w) for w in window_size)
-    except (TypeError, ValueError):
-        _lib.fail(_lib.SW_STATUS_INVALID,
-                  f"window_size={window_size!r} must be a pair (left, right)")
-    if (left, right) != (-1, -1):
-        _unsupported(f"window_size={tuple(window_size)!r}: sliding-window attention is not "
-                     "supported; pass (-1, -1)")
     if _as_float(softcap) != 0.0:
         _unsupported(f"softcap={softcap!r}: soft-capping is not supported; pass softcap=0.0")
     if alibi_slopes is not None:
         _unsupported("alibi_slopes: ALiBi biases are not supported; pass None")
-    if return_attn_probs:
-        _unsupported("return_attn_probs=True: attention probabilities are not returned "
-                     "(use spillway.varlen_attention(..., return_lse=True) for the LSE)")
     torch = _torch_mod()
     if torch is not None and torch.is_grad_enabled() and any(
             isinstance(x, torch.Tensor) and x.requires_grad for x in (q, k, v)):
         _unsupported("q, k or v requires grad: Spillway computes the forward pass only "
                      "(no backward); call it under torch.no_grad() or torch.inference_mode()")
+
+
+def _causal_of(window_size, causal, max_k):
+    """The causal flag a window_size means, as FlashAttention reads it:
+    causal sets the right side to 0; a side of at least max_k keys (the
+    longest key length) is no limit; then (-1, -1) is full attention and
+    (-1, 0) causal (bottom-right). Any other window is refused."""
+    try:
+        left, right = (int(w) for w in window_size)
+    except (TypeError, ValueError):
+        _lib.fail(_lib.SW_STATUS_INVALID,
+                  f"window_size={window_size!r} must be a pair (left, right)")
+    if causal:
+        right = 0
+    left = -1 if left < 0 or left >= max_k else left
+    right = -1 if right < 0 or right >= max_k else right
+    if left != -1 or right not in (-1, 0):
+        _unsupported(f"window_size={tuple(window_size)!r}: sliding-window attention is not "
+                     f"supported (only windows of at least the longest key length, "
+                     f"{max_k}, or (-1, 0) for causal); pass (-1, -1)")
+    return right == 0
 
 
 def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
@@ -80,33 +91,63 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
         causal: bottom-right aligned, as FlashAttention's: query i of a
             request sees keys j <= i + (k_len - q_len); a row that sees no
             key is zero.
-        window_size: must be (-1, -1).
+        window_size: (-1, -1), or as FlashAttention reads it: a side of at
+            least max_seqlen_k keys is no limit, and (-1, 0) is causal;
+            other sliding windows are refused.
         softcap: must be 0.0.
         alibi_slopes: must be None.
         deterministic: accepted; it selects FlashAttention's backward pass,
             and Spillway's forward pass gives the same result on every run.
-        return_attn_probs: must be False.
+        return_attn_probs: True returns (out, softmax_lse, None):
+            softmax_lse float32 [Hq, total_q] (natural log), as
+            FlashAttention's; no attention probabilities (its third output
+            is a dropout mask, and there is no dropout here).
         block_table: None, or int32 [batch, max_pages]: then k, v are page
             pools [num_pages, page_size, Hkv, d] (page_size <= 256) and
             cu_seqlens_k gives each request's key count
             (spillway.paged_attention).
 
     Returns:
-        out: [total_q, Hq, d], q's dtype and device.
+        out: [total_q, Hq, d], q's dtype and device; with return_attn_probs
+        (out, softmax_lse, None).
 
     Raises:
         SpillwayError: SW_STATUS_UNSUPPORTED for an option above that is not
         at its default, or for inputs that require grad while autograd is
         on (forward only); otherwise as spillway.varlen_attention.
     """
-    _check_options(q, k, v, dropout_p, window_size, softcap, alibi_slopes, return_attn_probs)
+    _check_options(q, k, v, dropout_p, softcap, alibi_slopes)
+    causal = _causal_of(window_size, causal, int(max_seqlen_k))
+    lse = bool(return_attn_probs)
     if block_table is not None:
-        cu = cu_seqlens_k.detach().to("cpu").numpy() if _is_torch(cu_seqlens_k) \
-            else np.asarray(cu_seqlens_k)
-        return paged_attention(q, k, v, cu_seqlens_q, np.diff(cu.astype(np.int64)), block_table,
-                               causal=bool(causal), softmax_scale=softmax_scale)
-    return varlen_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                            causal=bool(causal), softmax_scale=softmax_scale)
+        # the checks varlen_attention makes of the offsets, before the pages
+        cq = _host_indptr(cu_seqlens_q, "cu_seqlens_q").astype(np.int64)
+        cu = _host_indptr(cu_seqlens_k, "cu_seqlens_k").astype(np.int64)
+        if cq.shape != cu.shape:
+            _lib.fail(_lib.SW_STATUS_INVALID,
+                      f"cu_seqlens_q has {cq.shape[0]} entries and cu_seqlens_k {cu.shape[0]} "
+                      "(both must be batch+1)")
+        for name, c in (("cu_seqlens_q", cq), ("cu_seqlens_k", cu)):
+            if c[0] != 0 or (c.size > 1 and int(np.diff(c).min()) < 0):
+                _lib.fail(_lib.SW_STATUS_INVALID,
+                          f"{name} must start at 0 and never decrease; got {c.tolist()[:8]}")
+        mq = int(np.diff(cq).max()) if cq.size > 1 else 0
+        mk = int(np.diff(cu).max()) if cu.size > 1 else 0
+        if max_seqlen_q is not None and int(max_seqlen_q) < mq:
+            _lib.fail(_lib.SW_STATUS_INVALID,
+                      f"max_seqlen_q={int(max_seqlen_q)} < longest query length {mq}")
+        if max_seqlen_k is not None and int(max_seqlen_k) < mk:
+            _lib.fail(_lib.SW_STATUS_INVALID,
+                      f"max_seqlen_k={int(max_seqlen_k)} < longest key length {mk}")
+        res = paged_attention(q, k, v, cu_seqlens_q, np.diff(cu), block_table,
+                              causal=causal, softmax_scale=softmax_scale, return_lse=lse)
+    else:
+        res = varlen_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                               causal=causal, softmax_scale=softmax_scale, return_lse=lse)
+    if not lse:
+        return res
+    out, l = res  # l [total_q, Hq]: FlashAttention's is [Hq, total_q]
+    return out, (l.t().contiguous() if _is_torch(l) else np.ascontiguousarray(l.T)), None
 
 
 def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_sin=None,
@@ -137,7 +178,10 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         softmax_scale: default 1/sqrt(d).
         causal: bottom-right aligned: query i sees keys j <= i + (kv_len -
             seqlen_q), kv_len = cache_seqlens + seqlen_new.
-        window_size, softcap, alibi_slopes: must be their defaults.
+        window_size: (-1, -1), or as FlashAttention reads it: a side of at
+            least the cache's positions is no limit, and (-1, 0) is causal;
+            other sliding windows are refused.
+        softcap, alibi_slopes: must be their defaults.
         rotary_interleaved, num_splits: accepted (no rotary; the library
             chooses its own split).
         return_softmax_lse: also return the LSE, [batch, Hq, seqlen_q] float32
@@ -154,7 +198,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         kv_len past the cache (a block_table row too short); the library's
         page-table checks name the bad entry.
     """
-    _check_options(q, k_cache, v_cache, 0.0, window_size, softcap, alibi_slopes, False)
+    _check_options(q, k_cache, v_cache, 0.0, softcap, alibi_slopes)
     if rotary_cos is not None or rotary_sin is not None:
         _unsupported("rotary_cos / rotary_sin: rotary embedding is not applied here; apply it "
                      "to q and k first and pass None")
@@ -182,6 +226,27 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
                       f"k, v must be [batch={batch}, seqlen_new, Hkv={hkv}, d={d}]; got "
                       f"{tuple(k.shape)}, {tuple(v.shape)}")
         new = int(k.shape[1])
+        # checked before anything is written: FlashAttention's own refusals
+        # (one dtype, one device), and a cache that can take the write
+        if torch is not None:
+            if not (_is_torch(k) and _is_torch(v)):
+                _lib.fail(_lib.SW_STATUS_INVALID, "k and v must be torch tensors, as q is")
+            if k.dtype != k_cache.dtype or v.dtype != v_cache.dtype or q.dtype != k_cache.dtype:
+                _lib.fail(_lib.SW_STATUS_INVALID,
+                          f"q, k, v and the caches must share one dtype; got q {q.dtype}, k "
+                          f"{k.dtype}, v {v.dtype}, caches {k_cache.dtype} / {v_cache.dtype}")
+            if k.device != k_cache.device or v.device != v_cache.device:
+                _lib.fail(_lib.SW_STATUS_INVALID,
+                          f"k and v must be on the caches' device {k_cache.device}; got "
+                          f"{k.device}, {v.device}")
+        else:
+            if k.dtype != k_cache.dtype or v.dtype != v_cache.dtype or q.dtype != k_cache.dtype:
+                _lib.fail(_lib.SW_STATUS_INVALID,
+                          f"q, k, v and the caches must share one dtype; got q {q.dtype}, k "
+                          f"{k.dtype}, v {v.dtype}, caches {k_cache.dtype} / {v_cache.dtype}")
+            if not (k_cache.flags.writeable and v_cache.flags.writeable):
+                _lib.fail(_lib.SW_STATUS_INVALID, "k_cache and v_cache must be writable to "
+                          "append k, v")
     if cache_seqlens is None:
         if paged:
             _lib.fail(_lib.SW_STATUS_INVALID, "cache_seqlens is required with block_table")
@@ -193,7 +258,11 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         base = np.full(batch, int(cache_seqlens), dtype=np.int64)
     else:
         base = (cache_seqlens.detach().to("cpu").numpy() if _is_torch(cache_seqlens)
-                else np.asarray(cache_seqlens)).astype(np.int64).reshape(-1)
+                else np.asarray(cache_seqlens))
+        if base.dtype.kind not in "iu":
+            _lib.fail(_lib.SW_STATUS_INVALID,
+                      f"cache_seqlens must hold integers; got {base.dtype}")
+        base = base.astype(np.int64).reshape(-1)
         if base.shape[0] != batch:
             _lib.fail(_lib.SW_STATUS_INVALID,
                       f"cache_seqlens has {base.shape[0]} entries for batch {batch}")
@@ -239,12 +308,26 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         k_pool = k_cache.reshape(shape)  # a view when the rows are contiguous
         v_pool = v_cache.reshape(shape)
 
+    # FlashAttention's reading of the window: over the cache's positions
+    causal = _causal_of(window_size, causal,
+                        int(table.shape[1]) * page if paged else int(k_cache.shape[1]))
+
     # Everything is checked (shapes, dtypes, heads, the table over every
     # position the call will hold) and planned before a byte of the cache
     # is written: a refused call leaves the cache as it was.
     cu_q = np.arange(batch + 1, dtype=np.int32) * sq
     plan = _PagedRun(q.reshape(batch * sq, hq, d), k_pool, v_pool, cu_q, seq_lens, table,
                      bool(causal), softmax_scale, "NHD", None, 0)
+    saved = None  # the appended positions' old contents, until the run succeeds
+
+    def write_back():
+        # where reshape had to copy a cache, the pool's writes go back to it
+        if not paged:
+            if not _shares(k_pool, k_cache):
+                k_cache[...] = k_pool.reshape(k_cache.shape)
+            if not _shares(v_pool, v_cache):
+                v_cache[...] = v_pool.reshape(v_cache.shape)
+
     try:
         if k is not None and new:
             # the new tokens into their pages, in place
@@ -252,20 +335,24 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
             pages = np.take_along_axis(table, pos // page, axis=1).reshape(-1)
             offs = (pos % page).reshape(-1)
             if torch is not None:
-                pi = torch.from_numpy(pages).to(k_pool.device)
-                oi = torch.from_numpy(offs).to(k_pool.device)
-                k_pool[pi, oi] = k.reshape(-1, hkv, d).to(k_pool.dtype)
-                v_pool[pi, oi] = v.reshape(-1, hkv, d).to(v_pool.dtype)
+                at = (torch.from_numpy(pages).to(k_pool.device),
+                      torch.from_numpy(offs).to(k_pool.device))
+                saved = (k_pool[at].clone(), v_pool[at].clone())
             else:
-                k_pool[pages, offs] = k.reshape(-1, hkv, d)
-                v_pool[pages, offs] = v.reshape(-1, hkv, d)
-            if not paged:
-                # where reshape had to copy a cache, the writes go back to it
-                if not _shares(k_pool, k_cache):
-                    k_cache[...] = k_pool.reshape(k_cache.shape)
-                if not _shares(v_pool, v_cache):
-                    v_cache[...] = v_pool.reshape(v_cache.shape)
+                at = (pages, offs)
+                saved = (k_pool[at].copy(), v_pool[at].copy())
+            k_pool[at] = k.reshape(-1, hkv, d)
+            v_pool[at] = v.reshape(-1, hkv, d)
+            write_back()
         res = plan.run(return_softmax_lse)
+    except BaseException:
+        # a refused run (an alignment, a stride, no workspace) leaves the
+        # cache as it was
+        if saved is not None:
+            k_pool[at] = saved[0]
+            v_pool[at] = saved[1]
+            write_back()
+        raise
     finally:
         plan.close()
     if not return_softmax_lse:

@@ -27,7 +27,7 @@ its output back in the query's dtype:
     shorter than the keys).
 Not supported, refused with SpillwayError (SW_STATUS_UNSUPPORTED) rather than
 ignored: padding and custom attention masks (the mask function returns None
-for a plain causal mask and a mask otherwise, which the attention refuses),
+for a plain causal mask and refuses any other, before the first layer runs),
 dropout, sliding windows, logit softcapping, attention sinks, and, on a
 SpillwayCache, beam search reordering, cropping and batch reshaping.
 
@@ -51,7 +51,7 @@ from .swap import SwapEngine
 
 try:
     from transformers import AttentionInterface
-    from transformers.masking_utils import AttentionMaskInterface, causal_mask_function, sdpa_mask
+    from transformers.masking_utils import AttentionMaskInterface, causal_mask_function
 except ImportError as e:  # pragma: no cover - depends on the installed transformers
     raise ImportError(f"spillway.hf needs transformers >= 4.56 (AttentionInterface, "
                       f"AttentionMaskInterface); found {transformers.__version__}: {e}") from e
@@ -79,17 +79,17 @@ def spillway_mask(batch_size, q_length, kv_length, q_offset=0, kv_offset=0,
                   mask_function=causal_mask_function, attention_mask=None, local_size=None,
                   **kwargs):
     """Mask function registered for "spillway": None for a plain causal mask
-    (the attention applies it itself, bottom-right aligned), else the mask
-    that sdpa would get, which spillway_attention then refuses. Reading a
+    (the attention applies it itself, bottom-right aligned); any other mask
+    (padding, a custom mask function, a local window) is refused here, in
+    the model's forward before its first layer, so that no layer has
+    written its K/V into a cache for a pass that cannot run. Reading a
     padding mask on a GPU synchronises with its stream."""
     plain = (mask_function is causal_mask_function and local_size is None and
              (attention_mask is None or bool(attention_mask.all())))
     if plain:
         return None
-    kwargs["allow_is_causal_skip"] = False
-    return sdpa_mask(batch_size=batch_size, q_length=q_length, kv_length=kv_length,
-                     q_offset=q_offset, kv_offset=kv_offset, mask_function=mask_function,
-                     attention_mask=attention_mask, local_size=local_size, **kwargs)
+    _unsupported("spillway attention: padding or a custom attention mask is not supported "
+                 "(plain causal attention over unpadded sequences of equal length only)")
 
 
 # ------------------------------------------------------------- attention --
@@ -398,18 +398,21 @@ class SpillwayCache(cache_utils.Cache):
             layer.pending += 1
             layer.length += 1
             return
-        layer._tail_k, layer._tail_v = k, v
-        layer.length += n
-        self._write_tail(layer)
+        self._write_tail(layer, k, v, layer.length + n)
 
-    def _write_tail(self, layer):
-        """Offloads the layer's tail (the partial block's tokens, the pending
-        ones included, and any full blocks after it) and keeps what is left
-        of a partial block as the new tail."""
+    def _write_tail(self, layer, k=None, v=None, length=None):
+        """Offloads the tail k, v (default: the layer's own; the partial
+        block's tokens, the pending ones included, and any full blocks after
+        it) of a layer that then holds `length` tokens (default: as now),
+        and keeps what is left of a partial block as the new tail. The
+        layer's state changes only once the offload has succeeded."""
         bs = self.block_size
-        k, v = layer._tail_k, layer._tail_v
+        if k is None:
+            k, v = layer._tail_k, layer._tail_v
+        if length is None:
+            length = layer.length
         total = k.shape[2]
-        first = (layer.length - total) // bs
+        first = (length - total) // bs
         nblocks = (total + bs - 1) // bs
         self.engine.offload_batch(
             [(self.first_seq_id + b, layer.layer_idx, first + i, k[b, :, i * bs:(i + 1) * bs],
@@ -421,6 +424,7 @@ class SpillwayCache(cache_utils.Cache):
         else:
             layer._tail_k = layer._tail_v = None
         layer.pending = 0
+        layer.length = length
 
     def _attend(self, layer, q, q_len, causal, scale):
         """Engine attention of layer `layer` for packed BF16 queries

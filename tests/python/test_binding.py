@@ -483,10 +483,7 @@ def test_cuda_runs_on_current_stream(cuda_torch):
                 x = x / x.norm()
         tq.copy_(tq_real)
         out = spillway.varlen_attention(tq, tk, tv, cu_q, cu_k, causal=True)
-        ev = torch.cuda.Event()
-        ev.record(s)
     s.synchronize()
-    assert ev.query()
     qr, kr, vr = (x.float().cpu().numpy() for x in (tq_real, tk, tv))
     check_against_ref(out.float().cpu().numpy(), None, qr, kr, vr, cu_q, cu_k, True, GPU_TOL, 0,
                       what="on a side stream")
@@ -528,3 +525,40 @@ def test_cuda_errors(cuda_torch):
     assert "host" in e.detail
     e = _err(lambda: spillway.varlen_attention(tq.float(), tk.float(), tv.float(), cu_q, cu_k))
     assert e.status == "SW_STATUS_UNSUPPORTED" and "F32" in e.detail
+
+
+def test_cuda_fast_path_checks_each_calls_rows(cuda_torch):
+    """The short path's plan struct is kept between calls: a later call with
+    the same cu_seqlens and fewer rows of q or k than they say is refused
+    (the rows are this call's, not the first call's), never read past."""
+    torch = cuda_torch
+    q, k, v, cu_q, cu_k = make_case([5, 9], [7, 12], 4, 2, 64, np.float32, 83)
+    tq, tk, tv = _to_cuda(torch, (q, k, v), torch.bfloat16)
+    cq, ck = torch.from_numpy(cu_q), torch.from_numpy(cu_k)
+    first = spillway.varlen_attention(tq, tk, tv, cq, ck, causal=True)
+    again = spillway.varlen_attention(tq, tk, tv, cq, ck, causal=True)  # the short path
+    assert torch.equal(first, again)
+    e = _err(lambda: spillway.varlen_attention(tq[:-1].contiguous(), tk, tv, cq, ck,
+                                               causal=True))
+    assert "q_rows" in e.detail
+    e = _err(lambda: spillway.varlen_attention(tq, tk[:-1].contiguous(), tv[:-1].contiguous(),
+                                               cq, ck, causal=True))
+    assert "kv_rows" in e.detail
+    assert torch.equal(spillway.varlen_attention(tq, tk, tv, cq, ck, causal=True), first)
+
+
+def test_torch_fast_path_checks_each_calls_rows():
+    """The same on the host: fewer rows than the cached plan's cu_seqlens say
+    are refused on the short path too."""
+    torch = _torch_or_skip()
+    q, k, v, cu_q, cu_k = make_case([5, 9], [7, 12], 4, 2, 64, np.float32, 84)
+    tq, tk, tv = (torch.from_numpy(x).to(torch.bfloat16) for x in (q, k, v))
+    cq, ck = torch.from_numpy(cu_q), torch.from_numpy(cu_k)
+    first = spillway.varlen_attention(tq, tk, tv, cq, ck, causal=True)
+    e = _err(lambda: spillway.varlen_attention(tq[:-1].contiguous(), tk, tv, cq, ck,
+                                               causal=True))
+    assert "q_rows" in e.detail or "rows" in e.detail
+    e = _err(lambda: spillway.varlen_attention(tq, tk[:-1].contiguous(), tv[:-1].contiguous(),
+                                               cq, ck, causal=True))
+    assert "rows" in e.detail
+    assert torch.equal(spillway.varlen_attention(tq, tk, tv, cq, ck, causal=True), first)

@@ -94,9 +94,24 @@ def test_dropout_refused(p):
     _unsupported("dropout_p", dropout_p=p)
 
 
-@pytest.mark.parametrize("w", [(128, 0), (-1, 0), (0, -1), (64, 64)])
+@pytest.mark.parametrize("w", [(0, -1), (8, 0), (-1, 8), (16, 16), (39, 0)])
 def test_window_refused(w):
+    # (the case's longest key length is 40: these windows are real)
     _unsupported("window_size", window_size=w)
+
+
+@pytest.mark.parametrize("w, causal, means", [((-1, 0), False, True), ((128, 0), False, True),
+                                              ((40, -1), False, False), ((64, 64), False, False),
+                                              ((64, 64), True, True), ((-1, -1), True, True)])
+def test_window_as_flash_attention_reads_it(w, causal, means):
+    # a side of at least max_seqlen_k keys is no limit; causal sets the right
+    # side to 0; (-1, 0) is causal
+    q, k, v, cu_q, cu_k = _case(44, causal_lens=True)
+    mq, mk = _maxes(cu_q, cu_k)
+    out = spillway.flash_attn_varlen_func(q, k, v, cu_q, cu_k, mq, mk, causal=causal,
+                                          window_size=w)
+    ref, _ = ref_attention(q, k, v, cu_q, cu_k, means)
+    assert rel_l2(out, ref) <= 1e-5
 
 
 def test_window_not_a_pair():
@@ -115,8 +130,19 @@ def test_alibi_refused():
     _unsupported("alibi_slopes", alibi_slopes=np.ones(8, dtype=np.float32))
 
 
-def test_attn_probs_refused():
-    _unsupported("return_attn_probs", return_attn_probs=True)
+def test_return_attn_probs_gives_the_lse():
+    # FlashAttention's (out, softmax_lse [Hq, total_q], S_dmask): the LSE in
+    # its layout; no probabilities (its third output is a dropout mask)
+    q, k, v, cu_q, cu_k = _case(45, causal_lens=True)
+    mq, mk = _maxes(cu_q, cu_k)
+    out, lse, mask = spillway.flash_attn_varlen_func(q, k, v, cu_q, cu_k, mq, mk, causal=True,
+                                                     return_attn_probs=True)
+    ref, ref_lse = ref_attention(q, k, v, cu_q, cu_k, True)
+    assert mask is None and lse.shape == (q.shape[1], q.shape[0]) and lse.flags.c_contiguous
+    assert rel_l2(out, ref) <= 1e-5
+    fin = np.isfinite(ref_lse.T)
+    assert np.array_equal(np.isfinite(lse), fin)
+    assert np.max(np.abs(lse[fin] - ref_lse.T[fin])) <= 1e-4
 
 
 def test_block_table_wants_page_pools():

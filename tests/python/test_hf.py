@@ -20,6 +20,7 @@ transformers = pytest.importorskip("transformers")
 import spillway  # noqa: E402
 import spillway.hf  # noqa: E402
 from spillway import SpillwayError  # noqa: E402
+from spillway import _lib  # noqa: E402
 from sw_ref import ref_attention, register_bf16_sdpa_reference, rel_l2  # noqa: E402
 
 ATTN_TOL = 1e-2    # BF16 output against the float64 reference (DESIGN.md)
@@ -105,8 +106,11 @@ def test_mask_function_plain_causal_is_none():
              attention_mask=torch.ones(2, 9, dtype=torch.bool)) is None
     pad = torch.ones(2, 9, dtype=torch.bool)
     pad[1, 0] = False
-    m = f(batch_size=2, q_length=4, kv_length=9, q_offset=5, attention_mask=pad)
-    assert m is not None and m.shape == (2, 1, 4, 9) and not bool(m[1, 0, :, 0].any())
+    # any other mask is refused by the mask function itself (before a layer)
+    e = _err(lambda: f(batch_size=2, q_length=4, kv_length=9, q_offset=5, attention_mask=pad),
+             "SW_STATUS_UNSUPPORTED")
+    assert "padding" in e.detail
+    _err(lambda: f(batch_size=2, q_length=4, kv_length=9, local_size=4), "SW_STATUS_UNSUPPORTED")
 
 
 def _reference_logits(model, ids):
@@ -225,8 +229,13 @@ def test_cache_refusals(tmp_path):
             e = _err(lambda: model(ids, attention_mask=pad, use_cache=True,
                                    **_cache_kw(model, cache)), "SW_STATUS_UNSUPPORTED")
             assert "padding" in e.detail
-            cache.reset()
-            model(ids, use_cache=True, **_cache_kw(model, cache))
+            # refused before any layer ran: nothing went into the cache, and
+            # the next pass needs no reset() to be right
+            assert cache.batch == 0 and all(l.length == 0 for l in cache.layers)
+            got = model(ids, use_cache=True, **_cache_kw(model, cache)).logits
+            with spillway.hf.SpillwayCache(model.config, st, first_seq_id=50) as fresh:
+                want = model(ids, use_cache=True, **_cache_kw(model, fresh)).logits
+            assert torch.equal(got, want)
             e = _err(lambda: model(ids[:1, :1], use_cache=True, **_cache_kw(model, cache)),
                      "SW_STATUS_INVALID")
             assert "batch" in e.detail
@@ -259,3 +268,25 @@ def test_padding_free_batch_rows_are_independent(tmp_path):
                 one = model(ids[b:b + 1, 20:], use_cache=True, **_cache_kw(model, cache)).logits
             assert np.array_equal(one[0].numpy(), both[b].numpy()) or \
                 rel_l2(one[0].numpy(), both[b].numpy()) <= 1e-3
+
+
+def test_failed_offload_leaves_the_layer_as_it_was(tmp_path, monkeypatch):
+    # the engine refusing a write: the layer's length, tail and pending
+    # tokens stay as they were, so the pass can be retried or the cache reset
+    with spillway.Store(tmp_path / "kv", capacity_bytes=16 << 20) as st:
+        model = _tiny_llama()
+        with spillway.hf.SpillwayCache(model.config, st) as cache:
+            lay = cache.layers[0]
+            k = torch.randn(1, 2, 20, 64)
+            lay.update(k, k.clone())
+            assert lay.length == 20 and lay._tail_k.shape[2] == 4
+            before = (lay.length, lay.pending, lay._tail_k.clone())
+
+            def refuse(items):
+                _lib.fail(_lib.SW_STATUS_FULL, "the store is full (test)")
+
+            monkeypatch.setattr(cache.engine, "offload_batch", refuse)
+            _err(lambda: lay.update(torch.randn(1, 2, 13, 64), torch.randn(1, 2, 13, 64)),
+                 "SW_STATUS_FULL")
+            assert (lay.length, lay.pending) == before[:2]
+            assert torch.equal(lay._tail_k, before[2])

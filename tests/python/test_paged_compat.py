@@ -106,6 +106,17 @@ def test_varlen_func_with_block_table():
                                           block_table=table)
     ref, _ = ref_attention(q, dk, dv, cu_q, cu_k, True)
     assert rel_l2(out, ref) <= 1e-5
+    # its offsets and maxima checked as without pages
+    for cq, ck, mq, mk, what in ((cu_q, cu_k, 100, 255, "max_seqlen_k"),
+                                 (cu_q, cu_k, 99, 256, "max_seqlen_q"),
+                                 (cu_q, cu_k + 5, 100, 300, "cu_seqlens_k"),
+                                 (cu_q, cu_k[::-1].copy(), 100, 300, "cu_seqlens_k"),
+                                 (cu_q, cu_k[None, :], 100, 256, "cu_seqlens_k"),
+                                 (cu_q, cu_k[:-1], 100, 256, "entries")):
+        with pytest.raises(SpillwayError) as e:
+            spillway.flash_attn_varlen_func(q, kp, vp, cq, ck, mq, mk, 0.0, None, True,
+                                            block_table=table)
+        assert what in str(e.value), (what, str(e.value))
 
 
 def _with_kvcache_ref(q, dk_list, dv_list, causal):
@@ -241,6 +252,43 @@ def test_every_refusal_comes_before_the_append():
         spillway.flash_attn_with_kvcache(q, kp[:2], vp[:2], kn, kn)
     assert e.value.status == "SW_STATUS_INVALID" and "cache_seqlens" in str(e.value)
     assert np.array_equal(kp, k0)
+    # k or v of another dtype than the cache, fractional cache_seqlens, a
+    # read-only cache: refused (FlashAttention refuses the first two too)
+    for kw in (dict(k=kn.astype(np.float16)), dict(v=kn.astype(np.float64)),
+               dict(cache_seqlens=np.array([18.7, 3.2]))):
+        args = dict(k=kn, v=kn, cache_seqlens=[18, 3])
+        args.update(kw)
+        with pytest.raises(SpillwayError):
+            spillway.flash_attn_with_kvcache(q, kp, vp, block_table=table, **args)
+        assert np.array_equal(kp, k0) and np.array_equal(vp, v0), kw
+    vro = vp.copy()
+    vro.setflags(write=False)
+    with pytest.raises(SpillwayError) as e:
+        spillway.flash_attn_with_kvcache(q, kp, vro, kn, kn, cache_seqlens=[18, 3],
+                                         block_table=table)
+    assert "writable" in str(e.value)
+    assert np.array_equal(kp, k0)
+
+
+def test_a_run_refused_after_the_append_restores_the_cache():
+    # a cache whose rows are not 16-byte aligned passes every check made
+    # before the append and is refused by the run (SW_STATUS_MISALIGNED):
+    # the positions written go back to what they held
+    rng = np.random.default_rng(41)
+    n = 16 * 1 * 64  # elements of each cache
+    raw_k = np.zeros(2 * n + 2, np.uint8)
+    raw_v = np.zeros(2 * n + 2, np.uint8)
+    kc = raw_k[1:1 + 2 * n].view(np.float16).reshape(1, 16, 1, 64)
+    vc = raw_v[1:1 + 2 * n].view(np.float16).reshape(1, 16, 1, 64)
+    kc[...] = rng.standard_normal(kc.shape)
+    vc[...] = rng.standard_normal(vc.shape)
+    k0, v0 = kc.copy(), vc.copy()
+    q = rng.standard_normal((1, 1, 1, 64)).astype(np.float16)
+    kn = rng.standard_normal((1, 1, 1, 64)).astype(np.float16)
+    with pytest.raises(SpillwayError) as e:
+        spillway.flash_attn_with_kvcache(q, kc, vc, kn, kn, cache_seqlens=[3])
+    assert e.value.status == "SW_STATUS_MISALIGNED", e.value
+    assert np.array_equal(kc, k0) and np.array_equal(vc, v0)
 
 
 def test_strided_contiguous_cache_gets_both_appends():
@@ -345,3 +393,28 @@ def test_paged_cuda_refusals(cuda_torch):
     bad[0, 0] = 10_000
     with pytest.raises(SpillwayError, match="out of range"):
         spillway.paged_attention(q, k.cuda(), v.cuda(), [0, 1], [40], bad)
+
+
+def test_pools_the_library_cannot_address_are_refused():
+    # a numpy pool whose strides are not whole elements (a field of a packed
+    # record array: 129-byte tokens) is refused, not read at floored strides;
+    # its contiguous copy is right
+    rng = np.random.default_rng(43)
+    kp, vp, table, dk, dv = _pool(rng, [20, 5], 16, 1, 64)
+    rec = np.zeros(kp.shape[:3], dtype=[("k", np.float32, 64), ("pad", np.uint8)])
+    rec["k"] = kp
+    kf = rec["k"]
+    assert kf.strides[2] % 4 != 0 or kf.strides[1] % 4 != 0
+    q = rng.standard_normal((2, 2, 64)).astype(np.float32)
+    cu_q = np.array([0, 1, 2], dtype=np.int32)
+    with pytest.raises(SpillwayError) as e:
+        spillway.paged_attention(q, kf, vp, cu_q, [20, 5], table)
+    assert e.value.status == "SW_STATUS_INVALID" and "strides" in str(e.value)
+    out = spillway.paged_attention(q, np.ascontiguousarray(kf), vp, cu_q, [20, 5], table)
+    want = spillway.paged_attention(q, kp, vp, cu_q, [20, 5], table)
+    assert np.array_equal(out, want)
+    torch = pytest.importorskip("torch")
+    meta = [torch.empty(x.shape, device="meta") for x in (q, kp, vp)]
+    with pytest.raises(SpillwayError) as e:
+        spillway.paged_attention(*meta, cu_q, [20, 5], table)
+    assert "CUDA or CPU" in str(e.value)

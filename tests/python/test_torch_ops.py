@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import spillway
+from sw_ref import ref_attention, rel_l2
 
 torch = pytest.importorskip("torch")
 import spillway.torch_ops  # noqa: E402  registers torch.ops.spillway.*
@@ -38,6 +39,12 @@ def test_op_equals_the_function(device):
     ref, rlse = spillway.varlen_attention(q, k, v, cu_q, cu_k, causal=True, return_lse=True)
     assert torch.equal(out, ref) and torch.equal(lse, rlse)
     assert out.device == q.device and out.dtype == q.dtype and lse.dtype == torch.float32
+    # and both are attention: against the fp64 reference
+    f = [x.float().cpu().numpy() for x in (q, k, v)]
+    want, want_lse = ref_attention(*f, cu_q.numpy(), cu_k.numpy(), True)
+    assert rel_l2(out.float().cpu().numpy(), want) <= 1e-2
+    fin = np.isfinite(want_lse)
+    assert np.max(np.abs(lse.cpu().numpy()[fin] - want_lse[fin])) <= 1e-2
 
 
 def test_opcheck():
@@ -58,6 +65,9 @@ def test_compile_fullgraph(device):
     eager = f(q, k, v)
     compiled = torch.compile(f, fullgraph=True, backend="aot_eager")(q, k, v)
     assert torch.equal(eager, compiled)
+    fl = [x.float().cpu().numpy() for x in (q, k, v)]
+    want, _ = ref_attention(*fl, cu_q.numpy(), cu_k.numpy(), False)
+    assert rel_l2(compiled.float().cpu().numpy() / 2, want) <= 1e-2
 
 
 def _swap_case(tmp_path, pool="host"):
