@@ -14,6 +14,7 @@ engines when it is closed, is refused with SW_STATUS_INVALID.
 
 import collections
 import ctypes
+import operator
 import os
 import weakref
 
@@ -38,6 +39,34 @@ def _choice(table, value, name):
         _lib.fail(_lib.SW_STATUS_INVALID,
                   f"{name}={value!r}; one of {sorted(k for k in table if isinstance(k, str))}")
     return table[value]
+
+
+_C_RANGES = {"u16": (0, (1 << 16) - 1), "u32": (0, (1 << 32) - 1), "u64": (0, (1 << 64) - 1),
+             "i32": (-(1 << 31), (1 << 31) - 1), "i64": (-(1 << 63), (1 << 63) - 1)}
+
+
+def _c_int(val, name, ctype):
+    """val as a Python int that fits the C type `ctype` ("u32", "i32", ...):
+    an integer (int, numpy or torch integer; not a float) in its range, as
+    ctypes would otherwise wrap it silently."""
+    lo, hi = _C_RANGES[ctype]
+    try:
+        v = operator.index(val)
+    except TypeError:
+        v = None
+    if v is None or not lo <= v <= hi:
+        _lib.fail(_lib.SW_STATUS_INVALID,
+                  f"{name}={val!r} is not an integer in {lo}..{hi} ({ctype})")
+    return v
+
+
+def _c_str(val, name):
+    """A str or path as the bytes of a C string: refused with an embedded NUL
+    (ctypes would cut the string there)."""
+    b = os.fsencode(val)
+    if b"\0" in b:
+        _lib.fail(_lib.SW_STATUS_INVALID, f"{name}={val!r} contains a NUL character")
+    return b
 
 
 def _c_key(key, out=None):
@@ -101,16 +130,16 @@ class Store:
         L = _lib.lib()
         c = _lib.new_struct(_lib.sw_store_config, "sw_store_config_init")
         self.path = os.fspath(path)
-        c.dir = os.fsencode(self.path)
-        c.capacity_bytes = int(capacity_bytes)
+        c.dir = _c_str(self.path, "path")
+        c.capacity_bytes = _c_int(capacity_bytes, "capacity_bytes", "u64")
         if stripe_bytes:
-            c.stripe_bytes = int(stripe_bytes)
+            c.stripe_bytes = _c_int(stripe_bytes, "stripe_bytes", "u32")
         if run_blocks:
-            c.run_blocks = int(run_blocks)
+            c.run_blocks = _c_int(run_blocks, "run_blocks", "u32")
         if queue_depth:
-            c.queue_depth = int(queue_depth)
-        c.host_tier_bytes = int(host_tier_bytes)
-        c.io_buffer_bytes = int(io_buffer_bytes)
+            c.queue_depth = _c_int(queue_depth, "queue_depth", "u32")
+        c.host_tier_bytes = _c_int(host_tier_bytes, "host_tier_bytes", "u64")
+        c.io_buffer_bytes = _c_int(io_buffer_bytes, "io_buffer_bytes", "u64")
         c.durability = _choice(_DURABILITY, durability, "durability")
         c.full_policy = _choice(_FULL, full_policy, "full_policy")
         c.create = 1 if create else 0
@@ -118,8 +147,8 @@ class Store:
         c.zero_fill = 1 if zero_fill else 0
         c.io_backend = _choice(_IO, io_backend, "io_backend")
         c.buffered_io = 1 if buffered_io else 0
-        c.lock_wait_ms = int(lock_wait_ms)
-        c.read_inflight_bytes = int(read_inflight_bytes)
+        c.lock_wait_ms = _c_int(lock_wait_ms, "lock_wait_ms", "i32")
+        c.read_inflight_bytes = _c_int(read_inflight_bytes, "read_inflight_bytes", "u64")
         h = _lib._HANDLE_P()
         _lib.check(L.sw_store_open(ctypes.byref(c), ctypes.byref(h)), f"store {self.path}")
         self._handle = h

@@ -40,7 +40,7 @@ import numpy as np
 from . import _lib
 from .attention import _current_device, _is_torch, _raw_stream
 from .attention import _torch_mod as _torch
-from .store import Store, _choice
+from .store import Store, _c_int, _choice
 
 _POLICY = {"score": _lib.SW_SWAP_POLICY_SCORE, "lru": _lib.SW_SWAP_POLICY_LRU}
 _POOL = {"host": _lib.SW_SWAP_POOL_HOST, "device": _lib.SW_SWAP_POOL_DEVICE}
@@ -52,6 +52,18 @@ def _invalid(detail):
 
 def _shape(x):
     return tuple(int(s) for s in x.shape)
+
+
+def _seq_ids(seq_ids):
+    """One sequence id or a sequence of them as a list of u64 ints."""
+    if isinstance(seq_ids, (int, np.integer)) or np.ndim(seq_ids) == 0:
+        return [_c_int(seq_ids, "seq_id", "u64")]
+    return [_c_int(s, f"seq_ids[{i}]", "u64") for i, s in enumerate(seq_ids)]
+
+
+def _on_device(t, device):
+    """Whether tensor t is in the memory of CUDA device `device` (an ordinal)."""
+    return bool(t.is_cuda) and t.device.index == device
 
 
 # -------------------------------------------------------- BF16 on numpy --
@@ -118,14 +130,17 @@ class SwapGraph:
 
     def __init__(self, engine, layer, seq_ids, max_blocks, q_len):
         self._handle = None
-        ids = [int(seq_ids)] if isinstance(seq_ids, int) else [int(x) for x in seq_ids]
+        ids = _seq_ids(seq_ids)
+        _c_int(len(ids), "len(seq_ids)", "i32")
         self._eng = engine
-        self.layer, self.seq_ids, self.q_len = int(layer), tuple(ids), int(q_len)
+        self.layer, self.seq_ids = _c_int(layer, "layer", "i32"), tuple(ids)
+        self.q_len = _c_int(q_len, "q_len", "i32")
+        max_blocks = _c_int(max_blocks, "max_blocks", "i32")
         self.rows = len(ids) * self.q_len
         arr = (_lib._u64 * max(len(ids), 1))(*ids)
         h = _lib._HANDLE_P()
         _lib.check(engine._call(engine._lib.sw_swap_graph_create, self.layer, len(ids), arr,
-                                self.q_len, int(max_blocks), ctypes.byref(h)),
+                                self.q_len, max_blocks, ctypes.byref(h)),
                    f"graph of layer {layer}")
         self._handle = h
         if not hasattr(engine, "_graphs"):
@@ -150,14 +165,19 @@ class SwapGraph:
         torch = _torch()
         eng = self._eng
         want = (self.rows, eng.num_qo_heads, eng.head_dim)
+        dev = f"cuda:{eng.device}"
         for name, t in (("q", q), ("out", out)):
-            if type(t) is not torch.Tensor or t.dtype is not torch.bfloat16 or not t.is_cuda or \
-                    tuple(t.shape) != want or not t.is_contiguous():
-                _invalid(f"{name} must be a contiguous BF16 CUDA tensor of shape {want}")
+            if type(t) is not torch.Tensor or t.dtype is not torch.bfloat16 or \
+                    not _on_device(t, eng.device) or tuple(t.shape) != want or \
+                    not t.is_contiguous():
+                _invalid(f"{name} must be a contiguous BF16 tensor on the engine's device "
+                         f"{dev} of shape {want}, got "
+                         f"{getattr(t, 'dtype', type(t).__name__)} on {getattr(t, 'device', '?')}")
         if lse is not None and (type(lse) is not torch.Tensor or lse.dtype is not torch.float32
-                                or not lse.is_cuda or tuple(lse.shape) != want[:2]
-                                or not lse.is_contiguous()):
-            _invalid(f"lse must be None or a contiguous float32 CUDA tensor of shape {want[:2]}")
+                                or not _on_device(lse, eng.device)
+                                or tuple(lse.shape) != want[:2] or not lse.is_contiguous()):
+            _invalid(f"lse must be None or a contiguous float32 tensor on the engine's device "
+                     f"{dev} of shape {want[:2]}")
         scale = 0.0 if softmax_scale is None else float(softmax_scale)
         with eng._lock:
             st = eng._lib.sw_swap_graph_attend(
@@ -209,20 +229,27 @@ class SwapEngine:
         self._handle = None
         if not isinstance(store, Store):
             _invalid(f"store must be a spillway.Store, got {type(store).__name__}")
+        num_layers = _c_int(num_layers, "num_layers", "i32")
+        num_kv_heads = _c_int(num_kv_heads, "num_kv_heads", "i32")
+        num_qo_heads = _c_int(num_qo_heads, "num_qo_heads", "i32")
+        head_dim = _c_int(head_dim, "head_dim", "i32")
+        block_size = _c_int(block_size, "block_size", "i32")
+        device = _c_int(device, "device", "i32")
         L = _lib.lib()
         m = _lib.new_struct(_lib.sw_swap_model, "sw_swap_model_init")
         m.num_layers, m.num_kv_heads, m.num_qo_heads = num_layers, num_kv_heads, num_qo_heads
         m.head_dim, m.block_size = head_dim, block_size
         c = _lib.new_struct(_lib.sw_swap_config, "sw_swap_config_init")
-        for name, val in (("resident_blocks", resident_blocks), ("tile_blocks", tile_blocks),
-                          ("predictor_rank", predictor_rank),
-                          ("projection_seed", projection_seed),
-                          ("prefetch_depth", prefetch_depth)):
+        for name, val, ctype in (("resident_blocks", resident_blocks, "i32"),
+                                 ("tile_blocks", tile_blocks, "i32"),
+                                 ("predictor_rank", predictor_rank, "i32"),
+                                 ("projection_seed", projection_seed, "u64"),
+                                 ("prefetch_depth", prefetch_depth, "i32")):
             if val is not None:
-                setattr(c, name, int(val))
+                setattr(c, name, _c_int(val, name, ctype))
         c.policy = _choice(_POLICY, policy, "policy")
         c.pool = _choice(_POOL, pool, "pool")
-        c.device = int(device)
+        c.device = device
         c.persist_manifests = 1 if persist_manifests else 0
         h = _lib._HANDLE_P()
         _lib.check(L.sw_swap_create(ctypes.byref(m), ctypes.byref(c), store._h(),
@@ -237,7 +264,7 @@ class SwapEngine:
             num_qo_heads
         self.head_dim, self.block_size = head_dim, block_size
         self.pool = pool
-        self.device = int(device)
+        self.device = device
         self._last_res = None
         # attend's short path: reused structs, arrays per (ids, rows)
         self._sp = _lib.new_struct(_lib.sw_swap_attend_params, "sw_swap_attend_params_init")
@@ -302,8 +329,14 @@ class SwapEngine:
     def seq_add(self, seq_id, ns, block_base=0, max_blocks=1 << 20):
         """sw_swap_seq_add: registers a sequence whose blocks are stored under
         namespace `ns` as store blocks block_base .. block_base+max_blocks-1."""
-        _lib.check(self._call(self._lib.sw_swap_seq_add, int(seq_id), int(ns), int(block_base),
-                              int(max_blocks)), f"seq {seq_id}")
+        _lib.check(self._call(self._lib.sw_swap_seq_add, *self._seq_args(seq_id, ns, block_base,
+                                                                          max_blocks)),
+                   f"seq {seq_id}")
+
+    @staticmethod
+    def _seq_args(seq_id, ns, block_base, max_blocks):
+        return (_c_int(seq_id, "seq_id", "u64"), _c_int(ns, "ns", "u64"),
+                _c_int(block_base, "block_base", "u32"), _c_int(max_blocks, "max_blocks", "u32"))
 
     def seq_attach(self, seq_id, ns, block_base=0, max_blocks=1 << 20):
         """sw_swap_seq_attach: registers a sequence and adopts the blocks an
@@ -315,20 +348,22 @@ class SwapEngine:
         after its manifest or a damaged manifest, SW_STATUS_NOT_FOUND for a
         missing K stripe or a hole in the blocks, SW_STATUS_INVALID for
         another model shape; the sequence is then not registered."""
-        _lib.check(self._call(self._lib.sw_swap_seq_attach, int(seq_id), int(ns),
-                              int(block_base), int(max_blocks)), f"seq {seq_id}")
+        _lib.check(self._call(self._lib.sw_swap_seq_attach,
+                              *self._seq_args(seq_id, ns, block_base, max_blocks)),
+                   f"seq {seq_id}")
 
     def seq_remove(self, seq_id, delete_stripes=False):
         """sw_swap_seq_remove: forgets a sequence (and deletes its stripes
         from the store with delete_stripes)."""
-        _lib.check(self._call(self._lib.sw_swap_seq_remove, int(seq_id),
+        _lib.check(self._call(self._lib.sw_swap_seq_remove, _c_int(seq_id, "seq_id", "u64"),
                               1 if delete_stripes else 0), f"seq {seq_id}")
 
     def seq_length(self, seq_id, layer):
         """sw_swap_seq_length: (tokens, blocks) of a sequence in one layer."""
         tokens, blocks = _lib._i64(), _lib._i32()
-        _lib.check(self._call(self._lib.sw_swap_seq_length, int(seq_id), int(layer),
-                              ctypes.byref(tokens), ctypes.byref(blocks)), f"seq {seq_id}")
+        _lib.check(self._call(self._lib.sw_swap_seq_length, _c_int(seq_id, "seq_id", "u64"),
+                              _c_int(layer, "layer", "i32"), ctypes.byref(tokens),
+                              ctypes.byref(blocks)), f"seq {seq_id}")
         return int(tokens.value), int(blocks.value)
 
     # --------------------------------------------------------- offload --
@@ -423,6 +458,9 @@ class SwapEngine:
         n = len(items)
         if n == 0:
             return 0
+        _c_int(n, "len(items)", "i32")
+        if valid_tokens is not None:
+            valid_tokens = _c_int(valid_tokens, "valid_tokens", "i32")
         blocks = (_lib.sw_swap_block * n)()
         ptrs = (ctypes.POINTER(_lib.sw_swap_block) * n)()
         ids = (_lib._u64 * n)()
@@ -432,6 +470,9 @@ class SwapEngine:
             if len(it) not in (5, 7):
                 _invalid(f"item {i}: (seq_id, layer, block, k, v[, k_scale, v_scale]), got "
                          f"{len(it)} fields")
+            at = "" if n == 1 else f"item {i}: "
+            sid = _c_int(it[0], at + "seq_id", "u64")
+            lay, blk = _c_int(it[1], at + "layer", "i32"), _c_int(it[2], at + "block", "i32")
             fp8 = len(it) == 7
             kx, kp, nk, kts, khs, kbytes, kd = self._block_view(it[3], "k", fp8, nhd)
             vx, vp, nv, vts, vhs, vbytes, vd = self._block_view(it[4], "v", fp8, nhd)
@@ -455,7 +496,7 @@ class SwapEngine:
             b = blocks[i]
             self._lib.sw_swap_block_init(ctypes.byref(b))
             b.dtype = _lib.SW_SWAP_KV_FP8_E4M3 if fp8 else _lib.SW_SWAP_KV_BF16
-            b.valid_tokens = nk if valid_tokens is None else int(valid_tokens)
+            b.valid_tokens = nk if valid_tokens is None else valid_tokens
             b.k, b.v, b.k_bytes, b.v_bytes = kp, vp, kbytes, vbytes
             b.layout = _lib.SW_KV_NHD if nhd else _lib.SW_KV_HND
             b.token_stride, b.head_stride = kts, khs
@@ -463,7 +504,7 @@ class SwapEngine:
             if fp8:
                 b.k_scale, b.v_scale = float(it[5]), float(it[6])
             ptrs[i] = ctypes.pointer(b)
-            ids[i], layers[i], idx[i] = int(it[0]), int(it[1]), int(it[2])
+            ids[i], layers[i], idx[i] = sid, lay, blk
         done = _lib._i32(0)
         stream = None
         if tdev is not None:
@@ -486,6 +527,8 @@ class SwapEngine:
         first_block, first_block+1, ... of a sequence's layer (BF16), read
         in place, in one offload_batch. Returns the number of blocks
         written."""
+        seq_id, layer = _c_int(seq_id, "seq_id", "u64"), _c_int(layer, "layer", "i32")
+        first_block = _c_int(first_block, "first_block", "i32")
         for name, x in (("k", k), ("v", v)):
             if len(x.shape) != 3 or _shape(x)[1:] != (self.num_kv_heads, self.head_dim):
                 _invalid(f"{name} has shape {_shape(x)}; want [tokens, num_kv_heads="
@@ -507,6 +550,7 @@ class SwapEngine:
 
     # ---------------------------------------------------------- attend --
     def _q_indptr(self, batch, rows, q_indptr):
+        _c_int(rows, "rows of q", "i32")
         if q_indptr is None and batch == 1:
             return np.array((0, rows), dtype=np.int32)
         if q_indptr is None:
@@ -519,8 +563,15 @@ class SwapEngine:
         if _is_torch(q_indptr):
             q_indptr = q_indptr.detach().to("cpu").numpy()
         ind = np.asarray(q_indptr)
-        if ind.ndim != 1 or ind.shape[0] != batch + 1 or ind.dtype.kind not in "iu":
+        if ind.ndim != 1 or ind.shape[0] != batch + 1 or ind.dtype.kind not in "iuO":
             _invalid(f"q_indptr must be {batch + 1} integers, got {ind.dtype} {ind.shape}")
+        if ind.dtype.kind == "O":  # Python ints past int64, or mixed objects
+            ind = np.array([_c_int(x, f"q_indptr[{i}]", "i32") for i, x in enumerate(ind)],
+                           dtype=np.int32)
+        lo, hi = int(ind.min()), int(ind.max())
+        if lo < -(1 << 31) or hi >= 1 << 31:
+            _invalid(f"q_indptr runs {lo}..{hi}: its values must fit an int32 "
+                     f"({-(1 << 31)}..{(1 << 31) - 1})")
         ind = np.ascontiguousarray(ind, dtype=np.int32)
         if int(ind[-1]) != rows or int(ind[0]) != 0:
             _invalid(f"q_indptr runs {int(ind[0])}..{int(ind[-1])} but q has {rows} rows")
@@ -544,9 +595,9 @@ class SwapEngine:
         r = self._attend_short(layer, seq_ids, q, q_indptr, causal, softmax_scale, return_lse)
         if r is not None:
             return r
-        ids = [seq_ids] if type(seq_ids) is int else \
-            [int(seq_ids)] if np.ndim(seq_ids) == 0 else [int(s) for s in seq_ids]
-        batch = len(ids)
+        layer = _c_int(layer, "layer", "i32")
+        ids = _seq_ids(seq_ids)
+        batch = _c_int(len(ids), "len(seq_ids)", "i32")
         if batch < 1:
             _invalid("seq_ids is empty")
         if len(q.shape) != 3 or _shape(q)[1:] != (self.num_qo_heads, self.head_dim):
@@ -563,7 +614,7 @@ class SwapEngine:
 
         p = _lib.new_struct(_lib.sw_swap_attend_params, "sw_swap_attend_params_init")
         ids_arr = (_lib._u64 * batch)(*ids)
-        p.layer, p.batch, p.seq_ids = int(layer), batch, ids_arr
+        p.layer, p.batch, p.seq_ids = layer, batch, ids_arr
         p.q_indptr = ind.ctypes.data_as(ctypes.POINTER(_lib._i32))
         p.sm_scale, p.causal = scale, 1 if causal else 0
         res = _lib.sw_swap_attend_result()
@@ -603,8 +654,9 @@ class SwapEngine:
             return None
         qs = q.shape
         if len(qs) != 3 or qs[1] != self.num_qo_heads or qs[2] != self.head_dim or \
-                q.device.index != self.device or _current_device(torch) != self.device:
-            return None
+                q.device.index != self.device or _current_device(torch) != self.device or \
+                not -0x80000000 <= layer <= 0x7FFFFFFF or qs[0] > 0x7FFFFFFF:
+            return None  # (out of a C field's range: the general path explains)
         scale = 0.0
         if softmax_scale is not None:
             scale = float(softmax_scale)
@@ -624,7 +676,8 @@ class SwapEngine:
                 return None
             if arrs is None:
                 n = len(ids)
-                if n < 1 or (n > 1 and rows != n) or len(set(ids)) != n:
+                if n < 1 or (n > 1 and rows != n) or len(set(ids)) != n or \
+                        not all(0 <= i < 1 << 64 for i in ids):
                     return None
                 arrs = ((_lib._u64 * n)(*ids),
                         (_lib._i32 * (n + 1))(*(range(n + 1) if n > 1 else (0, rows))), n)
@@ -714,10 +767,11 @@ class SwapEngine:
         """sw_swap_resident_slots: int32 [blocks], the pool slot holding each
         block of a sequence's layer as BF16, -1 where it is not resident.
         Valid until the next call that can change the pool."""
+        seq_id, layer = _c_int(seq_id, "seq_id", "u64"), _c_int(layer, "layer", "i32")
         _, blocks = self.seq_length(seq_id, layer)
         slots = np.empty(max(blocks, 1), dtype=np.int32)
         nb = _lib._i32()
-        _lib.check(self._call(self._lib.sw_swap_resident_slots, int(seq_id), int(layer),
+        _lib.check(self._call(self._lib.sw_swap_resident_slots, seq_id, layer,
                               slots.ctypes.data_as(ctypes.POINTER(_lib._i32)), slots.shape[0],
                               ctypes.byref(nb)), f"seq {seq_id}")
         return slots[:nb.value].copy()
@@ -764,6 +818,8 @@ class SwapEngine:
                 _shape(q)[0] < 1:
             _invalid(f"q has shape {_shape(q)}; want [rows >= 1, num_qo_heads="
                      f"{self.num_qo_heads}, head_dim={self.head_dim}]")
+        seq_id, layer = _c_int(seq_id, "seq_id", "u64"), _c_int(layer, "layer", "i32")
+        _c_int(_shape(q)[0], "rows of q", "i32")
         if _is_torch(q):
             torch = _torch()
             qa = q.detach().to("cpu").to(torch.bfloat16).contiguous().view(torch.int16)
@@ -773,7 +829,7 @@ class SwapEngine:
         _, blocks = self.seq_length(seq_id, layer)
         scores = np.empty(max(blocks, 1), dtype=np.float32)
         nb = _lib._i32()
-        _lib.check(self._call(self._lib.sw_swap_score_blocks, int(seq_id), int(layer),
+        _lib.check(self._call(self._lib.sw_swap_score_blocks, seq_id, layer,
                               qa.ctypes.data, _shape(q)[0],
                               scores.ctypes.data_as(ctypes.POINTER(ctypes.c_float)),
                               scores.shape[0], ctypes.byref(nb)), f"seq {seq_id}")

@@ -111,6 +111,23 @@ def test_store_bad_arguments(tmp_path):
     _err(lambda: spillway.Store(tmp_path / "u"), "SW_STATUS_INVALID")
 
 
+def test_store_refuses_nul_in_path_and_wrapping_config(tmp_path):
+    """A path with an embedded NUL would open the directory before it (a C
+    string ends there); config integers past their C type would wrap."""
+    bad = str(tmp_path / "a") + "\0evil"
+    e = _err(lambda: spillway.Store(bad, capacity_bytes=4 << 20), "SW_STATUS_INVALID")
+    assert "NUL" in e.detail and "path" in e.detail
+    _err(lambda: spillway.Store(os.fsencode(bad), capacity_bytes=4 << 20), "SW_STATUS_INVALID")
+    assert not (tmp_path / "a").exists()
+    for name, val in (("capacity_bytes", -1), ("capacity_bytes", 1 << 64),
+                      ("capacity_bytes", float(4 << 20)), ("stripe_bytes", (1 << 32) + 4096),
+                      ("lock_wait_ms", 1 << 31)):
+        kw = dict({"capacity_bytes": 4 << 20}, **{name: val})
+        e = _err(lambda: spillway.Store(tmp_path / "b", **kw), "SW_STATUS_INVALID")
+        assert e.detail.startswith(name + "="), e.detail
+    assert not (tmp_path / "b").exists()
+
+
 # ------------------------------------------------------------------- swap --
 
 SHAPE = dict(num_layers=2, num_kv_heads=2, num_qo_heads=8, head_dim=64, block_size=16)
@@ -414,6 +431,118 @@ def test_swap_torch_cpu_outputs_are_bf16(tmp_path):
         assert out.dtype == torch.bfloat16 and lse.dtype == torch.float32
         ro, _ = _ref(q, k, v)
         assert rel_l2(out.float().numpy(), ro) <= TOL
+
+
+def test_swap_integers_past_their_c_type_are_refused(tmp_path):
+    """Ids, layers, blocks, counts and shape fields are range-checked against
+    the C prototype's type (ctypes would wrap them: layer 2**32 was layer 0,
+    block 2**32 overwrote block 0) before any call that changes state."""
+    rng = np.random.default_rng(311)
+    with spillway.Store(tmp_path / "kv", capacity_bytes=16 << 20) as st:
+        e = _err(lambda: spillway.SwapEngine(st, **dict(SHAPE, num_kv_heads=2**32 + 2)),
+                 "SW_STATUS_INVALID")
+        assert "num_kv_heads=4294967298" in e.detail and "2147483647" in e.detail
+        _err(lambda: spillway.SwapEngine(st, projection_seed=-1, **SHAPE), "SW_STATUS_INVALID")
+        _err(lambda: spillway.SwapEngine(st, resident_blocks=2**32 + 4, **SHAPE),
+             "SW_STATUS_INVALID")
+        _err(lambda: spillway.SwapEngine(st, device=2**32, **SHAPE), "SW_STATUS_INVALID")
+        eng = spillway.SwapEngine(st, resident_blocks=4, **SHAPE)
+        e = _err(lambda: eng.seq_add(5, ns=2, max_blocks=2**32 + 1), "SW_STATUS_INVALID")
+        assert "max_blocks" in e.detail and "4294967295" in e.detail
+        _err(lambda: eng.seq_add(2**64, ns=2), "SW_STATUS_INVALID")
+        _err(lambda: eng.seq_add(-1, ns=2), "SW_STATUS_INVALID")
+        _err(lambda: eng.seq_add(5, ns=2, block_base=-1), "SW_STATUS_INVALID")
+        _err(lambda: eng.seq_add(5.0, ns=2), "SW_STATUS_INVALID")  # not an integer
+        _err(lambda: eng.seq_attach(5, ns=2**64), "SW_STATUS_INVALID")
+        eng.seq_add(5, ns=2, max_blocks=8)  # nothing was registered above
+        k, v = _kv(rng, 20)
+        eng.offload_tokens(5, 0, k, v)
+        q = _q(rng, 1)
+        want = eng.attend(0, 5, q)
+        e = _err(lambda: eng.offload_tokens(5, 2**32, k, v), "SW_STATUS_INVALID")
+        assert "layer=4294967296" in e.detail
+        k2, v2 = _kv(rng, 16)
+        hnd = (k2.transpose(1, 0, 2), v2.transpose(1, 0, 2))
+        e = _err(lambda: eng.offload(5, 0, 2**32, *hnd), "SW_STATUS_INVALID")
+        assert "block=4294967296" in e.detail
+        e = _err(lambda: eng.offload_batch([(5, 0, 0) + hnd, (5, 0, 2**32) + hnd]),
+                 "SW_STATUS_INVALID")
+        assert "item 1" in e.detail  # and item 0 was not written
+        _err(lambda: eng.offload_tokens(5, 0, k, v, first_block=2**31), "SW_STATUS_INVALID")
+        _err(lambda: eng.offload(5, 0, 1, *hnd, valid_tokens=2**32 + 16), "SW_STATUS_INVALID")
+        assert eng.seq_length(5, 0) == (20, 2) and eng.seq_length(5, 1) == (0, 0)
+        assert eng.get_stats()["offloads"] == 2
+        assert np.array_equal(eng.attend(0, 5, q), want)  # block 0 untouched
+        e = _err(lambda: eng.attend(2**32, 5, q), "SW_STATUS_INVALID")
+        assert "layer=4294967296" in e.detail
+        _err(lambda: eng.attend(0, 2**64 + 5, q), "SW_STATUS_INVALID")
+        _err(lambda: eng.attend(0, [5, 2**64], _q(rng, 2)), "SW_STATUS_INVALID")
+        _err(lambda: eng.seq_length(5, 2**32), "SW_STATUS_INVALID")
+        _err(lambda: eng.resident_slots(5, -2**31 - 1), "SW_STATUS_INVALID")
+        _err(lambda: eng.score_blocks(2**64 + 5, 0, q), "SW_STATUS_INVALID")
+        _err(lambda: eng.seq_remove(2**64 + 5), "SW_STATUS_INVALID")
+        assert eng.seq_length(5, 0) == (20, 2)  # still registered
+        # numpy integers are integers
+        assert np.array_equal(eng.attend(np.int64(0), np.uint64(5), q), want)
+        eng.close()
+
+
+def test_swap_q_indptr_must_fit_int32(tmp_path):
+    """int64 q_indptr values past int32 were wrapped (0, 2**32+1 became 0, 1)."""
+    rng = np.random.default_rng(313)
+    with spillway.Store(tmp_path / "kv", capacity_bytes=16 << 20) as st, \
+            spillway.SwapEngine(st, resident_blocks=4, **SHAPE) as eng:
+        eng.seq_add(5, ns=2, max_blocks=8)
+        k, v = _kv(rng, 20)
+        eng.offload_tokens(5, 0, k, v)
+        q = _q(rng, 1)
+        for ind in (np.array([0, 2**32 + 1], dtype=np.int64),
+                    np.array([0, 2**63 + 1], dtype=np.uint64), [0, 2**70], [0, 2**32 + 1]):
+            e = _err(lambda: eng.attend(0, 5, q, q_indptr=ind), "SW_STATUS_INVALID")
+            assert "q_indptr" in e.detail and "2147483647" in e.detail, e.detail
+        _err(lambda: eng.attend(0, 5, q, q_indptr=[0.0, 1.0]), "SW_STATUS_INVALID")
+        _err(lambda: eng.attend(0, 5, q, q_indptr=np.array([0, 1.5], dtype=object)),
+             "SW_STATUS_INVALID")
+        out = eng.attend(0, 5, q, q_indptr=np.array([0, 1], dtype=np.int64))
+        assert np.array_equal(out, eng.attend(0, 5, q))
+
+
+def test_swap_graph_tensors_must_be_on_the_engine_device():
+    """SwapGraph.attend takes q/out/lse only in the engine's device memory
+    (is_cuda and the same ordinal): the helper it uses, without a GPU."""
+    from types import SimpleNamespace
+
+    from spillway.swap import _on_device
+
+    def t(is_cuda, index):
+        return SimpleNamespace(is_cuda=is_cuda,
+                               device=SimpleNamespace(type="cuda" if is_cuda else "cpu",
+                                                      index=index))
+
+    assert _on_device(t(True, 0), 0) and _on_device(t(True, 1), 1)
+    assert not _on_device(t(True, 1), 0) and not _on_device(t(True, 0), 1)
+    assert not _on_device(t(False, None), 0)
+
+
+@pytest.mark.gpu
+def test_swap_graph_refuses_tensors_on_another_gpu(tmp_path):
+    torch = _torch_or_skip()
+    if not torch.cuda.is_available() or spillway.cuda_device_count() < 2 or \
+            torch.cuda.device_count() < 2:
+        pytest.skip("needs two CUDA devices and a CUDA build of libspillway")
+    rng = np.random.default_rng(911)
+    k, v = _kv(rng, 20)
+    with spillway.Store(tmp_path / "kv", capacity_bytes=32 << 20) as st, \
+            spillway.SwapEngine(st, resident_blocks=8, pool="device", device=0, **SHAPE) as eng:
+        eng.seq_add(1, ns=1, max_blocks=4)
+        eng.offload_tokens(1, 0, torch.from_numpy(k).cuda(0), torch.from_numpy(v).cuda(0))
+        g = eng.graph(0, [1], max_blocks=4)
+        q0 = torch.from_numpy(_q(rng, 1)).to("cuda:0", torch.bfloat16)
+        q1, o0 = q0.to("cuda:1"), torch.empty_like(q0)
+        for args in ((q1, o0), (q0, o0.to("cuda:1")),
+                     (q0, o0, torch.empty((1, SHAPE["num_qo_heads"]), device="cuda:1"))):
+            e = _err(lambda: g.attend(*args), "SW_STATUS_INVALID")
+            assert "cuda:0" in e.detail
 
 
 # -------------------------------------------------------------- GPU pool --
