@@ -915,6 +915,38 @@ def paged_attention(q, k_cache, v_cache, cu_seqlens_q, seq_lens, block_table, *,
         pl.close()
 
 
+def _refuse_capture(torch):
+    """Paged calls plan every call: under CUDA graph capture the graph would
+    upload the call's tables from pinned memory freed after it (and reading
+    a CUDA page table or lengths to the host is no capturable work).
+    Refused before anything is read or written."""
+    if torch is not None and torch.cuda.is_available() and \
+            torch.cuda.is_current_stream_capturing():
+        _lib.fail(_lib.SW_STATUS_UNSUPPORTED,
+                  "paged_attention / flash_attn_with_kvcache plan every call and cannot be "
+                  "captured in a CUDA graph; capture sw_prefill_run of a plan kept for the "
+                  "graph's life (the C API), or use SwapEngine.graph")
+
+
+# Paged plans of CUDA runs, destroyed once an event recorded after their last
+# run has completed instead of at close(): a plan's destroy frees its pinned
+# tables with cudaFreeHost, which waits for the whole device, so a decode
+# loop of flash_attn_with_kvcache calls would wait for the GPU every call.
+_retired = []
+_retired_lock = threading.Lock()
+
+
+def _reap_retired(wait=False):
+    with _retired_lock:
+        keep = []
+        for h, lib, ev in _retired:
+            if wait or ev.query():
+                lib.sw_prefill_plan_destroy(h)
+            else:
+                keep.append((h, lib, ev))
+        _retired[:] = keep
+
+
 class _PagedRun:
     """A checked paged problem: every argument and the page table validated
     and planned (sw_prefill_plan_create_paged) at construction, so that a
@@ -936,6 +968,8 @@ class _PagedRun:
                 _lib.fail(_lib.SW_STATUS_INVALID,
                           f"tensors on {', '.join(other)}: CUDA or CPU tensors only")
             cuda = any(d.type == "cuda" for d in devs)
+            if cuda:
+                _refuse_capture(torch)
             if cuda and len(devs) != 1:
                 _lib.fail(_lib.SW_STATUS_INVALID,
                           "q, k_cache, v_cache must be on one device; got "
@@ -1044,14 +1078,22 @@ class _PagedRun:
         if not self._cuda:
             _lib.check(self._lib.sw_prefill_run(self._h, ctypes.byref(t), None), _HINT)
             return (out, lse) if return_lse else out
-        st, _ = _run_cuda(torch, self._h, t, q.device, self._ws_bytes)
+        st, stream = _run_cuda(torch, self._h, t, q.device, self._ws_bytes)
         _lib.check(st, _HINT)
+        self._ran = torch.cuda.Event()
+        self._ran.record(stream)
         return (out, lse) if return_lse else out
 
     def close(self):
         h, self._h = getattr(self, "_h", None), None
+        ran, self._ran = getattr(self, "_ran", None), None
         if h is not None and h.value:
-            self._lib.sw_prefill_plan_destroy(h)
+            if ran is not None:  # its run may still read the tables: destroyed once it is done
+                with _retired_lock:
+                    _retired.append((h, self._lib, ran))
+            else:
+                self._lib.sw_prefill_plan_destroy(h)
+        _reap_retired()
 
     def __del__(self):
         try:

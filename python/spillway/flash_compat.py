@@ -19,8 +19,8 @@ import math
 from . import _lib
 import numpy as np
 
-from .attention import (_PagedRun, _host_indptr, _is_torch, _torch_mod, paged_attention,
-                        varlen_attention)
+from .attention import (_PagedRun, _host_indptr, _is_torch, _refuse_capture, _torch_mod,
+                        paged_attention, varlen_attention)
 
 
 def _as_float(x):
@@ -205,6 +205,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     if cache_leftpad is not None:
         _unsupported("cache_leftpad: left-padded caches are not supported; pass None")
     torch = _torch_mod() if _is_torch(q) else None
+    _refuse_capture(torch)  # (before any tensor is read to the host)
     if torch is None:
         q, k_cache, v_cache = np.asarray(q), np.asarray(k_cache), np.asarray(v_cache)
         k = None if k is None else np.asarray(k)

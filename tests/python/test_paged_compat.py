@@ -395,6 +395,53 @@ def test_paged_cuda_refusals(cuda_torch):
         spillway.paged_attention(q, k.cuda(), v.cuda(), [0, 1], [40], bad)
 
 
+@pytest.mark.gpu
+def test_with_kvcache_cuda_decode_loop_and_capture(cuda_torch):
+    """A decode loop of flash_attn_with_kvcache calls on CUDA: each call's
+    plan is destroyed once its run is done (not at the call's end, which
+    waited for the device), the retired plans do not pile up, every step
+    is right; a call under CUDA graph capture is refused before it appends."""
+    from spillway import attention as A
+    torch = cuda_torch
+    rng = np.random.default_rng(47)
+    page, hkv, hq, d, steps = 16, 2, 8, 64, 24
+    cached = [40, 3]
+    kp, vp, table, _, _ = _pool(rng, [n + steps for n in cached], page, hkv, d)
+    kc = torch.from_numpy(kp).to("cuda").to(torch.bfloat16)
+    vc = torch.from_numpy(vp).to("cuda").to(torch.bfloat16)
+    tab = torch.from_numpy(table).to("cuda")
+    kc_cpu, vc_cpu = kc.cpu(), vc.cpu()
+    lens = list(cached)
+    for step in range(steps):
+        q = torch.randn(2, 1, hq, d, dtype=torch.bfloat16, device="cuda")
+        kn = torch.randn(2, 1, hkv, d, dtype=torch.bfloat16, device="cuda")
+        vn = torch.randn(2, 1, hkv, d, dtype=torch.bfloat16, device="cuda")
+        out = spillway.flash_attn_with_kvcache(q, kc, vc, kn, vn, cache_seqlens=lens,
+                                               block_table=tab, causal=True)
+        want = spillway.flash_attn_with_kvcache(q.cpu(), kc_cpu, vc_cpu, kn.cpu(), vn.cpu(),
+                                                cache_seqlens=lens, block_table=table,
+                                                causal=True)
+        assert rel_l2(out.float().cpu().numpy(), want.float().numpy()) <= 1e-2, step
+        lens = [n + 1 for n in lens]
+    torch.cuda.synchronize()
+    A._reap_retired()
+    assert len(A._retired) == 0
+    # under capture: refused, nothing appended
+    before = kc.clone()
+    s = torch.cuda.Stream()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.stream(s):
+        q = torch.randn(2, 1, hq, d, dtype=torch.bfloat16, device="cuda")
+        kn = torch.randn(2, 1, hkv, d, dtype=torch.bfloat16, device="cuda")
+    s.synchronize()
+    with pytest.raises(SpillwayError) as e:
+        with torch.cuda.graph(g, stream=s):
+            spillway.flash_attn_with_kvcache(q, kc, vc, kn, kn, cache_seqlens=lens,
+                                             block_table=tab, causal=True)
+    assert "captured" in str(e.value)
+    assert torch.equal(kc, before)
+
+
 def test_pools_the_library_cannot_address_are_refused():
     # a numpy pool whose strides are not whole elements (a field of a packed
     # record array: 129-byte tokens) is refused, not read at floored strides;
