@@ -33,6 +33,8 @@
 #              `spillway bench swap` (its three cases)
 #   cli        the command-line tests (`ctest -j4 -R ^cli_`: the demo and the
 #              benches, on the GPU here)
+#   pytest     the Python binding's tests over this build's library (their
+#              `gpu` ones run here; the machine's torch)
 #   abhostN    the host-tier case of `spillway bench swap` N times (default
 #              3), alternating the build staged in .carry/old/ and this one
 #   decode     the decode figures of the swap engine: bench/swap_decode.py
@@ -169,6 +171,10 @@ run)
   cli)
     (cd /work/main/$B && ctest -j4 -R '^cli_' --output-on-failure) >"$OUT/ctest-cli.log" 2>&1
     echo "ctest cli: rc=$?"; grep -E "tests passed|Failed|\*\*\*" "$OUT/ctest-cli.log" | head -20 ;;
+  pytest)
+    SPILLWAY_LIB=$PWD/$B/libspillway.so PYTHONPATH=$PWD/python timeout 540 \
+      python3 -m pytest -q -rs tests/python >"$OUT/pytest.log" 2>&1
+    echo "pytest: rc=$?"; grep -E "passed|failed|FAILED|Error" "$OUT/pytest.log" | tail -12 ;;
   figures)
     # The recorded figures to hold: prefill 1x16k and both mixes at d128 and
     # d256 against cuDNN and the FlashAttention-2 varlen op (PyTorch of the
