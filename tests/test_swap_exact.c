@@ -15,6 +15,10 @@ typedef struct shape {
     int32_t H, Hq, D, B;
 } shape;
 
+/* Cases whose round 2 rewrote a last block that was resident as BF16 (its
+ * pool copy must not be used after): counted, required of the run. */
+static int g_overwrote_resident;
+
 static int run_case(sw_store *store, uint64_t seed, int idx, uint64_t ns)
 {
     static const shape shapes[] = {{1, 1, 64, 16}, {2, 8, 64, 16}, {2, 4, 128, 8},
@@ -88,8 +92,17 @@ static int run_case(sw_store *store, uint64_t seed, int idx, uint64_t ns)
             maxlen = lens[i];
     }
     /* rounds: cold decode, warm prefill chunk, grow seq 0 then decode */
+    int32_t layer = 0;
     for (int round = 0; round < 3; round++) {
-        const int32_t layer = sw_rng_int(&r, 0, L - 1);
+        /* round 2 grows the layer round 1 attended (its blocks warm) */
+        if (round < 2)
+            layer = sw_rng_int(&r, 0, L - 1);
+        if (round == 2 && lens[0] % sh.B) {
+            int32_t slots[1024], nb = 0;
+            if (sw_swap_resident_slots(s, seqs[0].id, layer, slots, 1024, &nb) == SW_OK &&
+                nb > 0 && slots[nb - 1] >= 0)
+                g_overwrote_resident++;
+        }
         if (round == 2) {
             /* grow sequence 0 by a few tokens in this layer (overwrite of the
              * partial last block, maybe appends) */
@@ -350,6 +363,9 @@ int main(void)
     }
     unsetenv("SPILLWAY_NUM_THREADS");
     ncases += nextra;
+    /* the rewrite of a resident partial block (the header's claim) ran */
+    printf("%d cases rewrote a resident last block\n", g_overwrote_resident);
+    CHECK(g_overwrote_resident > 0);
     test_shared_store_stats(seed);
     sw_store_close(store);
     ts_rm_rf(d.base);
