@@ -372,6 +372,17 @@ def workspace_bytes(device=None):
 
 # ------------------------------------------------------------ input prep --
 
+def _check_max_lens(max_seqlen_q, max_seqlen_k, mq, mk):
+    """FlashAttention's max_seqlen_q / max_seqlen_k (None: not given) must
+    be at least the longest query and key lengths, mq and mk."""
+    if max_seqlen_q is not None and int(max_seqlen_q) < mq:
+        _lib.fail(_lib.SW_STATUS_INVALID,
+                  f"max_seqlen_q={int(max_seqlen_q)} < longest query length {mq}")
+    if max_seqlen_k is not None and int(max_seqlen_k) < mk:
+        _lib.fail(_lib.SW_STATUS_INVALID,
+                  f"max_seqlen_k={int(max_seqlen_k)} < longest key length {mk}")
+
+
 def _host_indptr(x, name):
     """cu_seqlens -> contiguous int32 numpy (1-D, batch+1). A CUDA tensor is
     copied to the host here, which synchronises with its stream."""
@@ -730,13 +741,7 @@ def varlen_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=None,
                      int(num_threads) if not cuda else 0)
 
     if max_seqlen_q is not None or max_seqlen_k is not None:
-        mq, mk = plan._max_lens()
-        if max_seqlen_q is not None and int(max_seqlen_q) < mq:
-            _lib.fail(_lib.SW_STATUS_INVALID,
-                      f"max_seqlen_q={int(max_seqlen_q)} < longest query length {mq}")
-        if max_seqlen_k is not None and int(max_seqlen_k) < mk:
-            _lib.fail(_lib.SW_STATUS_INVALID,
-                      f"max_seqlen_k={int(max_seqlen_k)} < longest key length {mk}")
+        _check_max_lens(max_seqlen_q, max_seqlen_k, *plan._max_lens())
 
     if torch is not None:
         return _run_torch(torch, plan, q, k, v, cuda, return_lse)

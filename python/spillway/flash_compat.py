@@ -19,8 +19,8 @@ import math
 from . import _lib
 import numpy as np
 
-from .attention import (_PagedRun, _host_indptr, _is_torch, _refuse_capture, _torch_mod,
-                        paged_attention, varlen_attention)
+from .attention import (_PagedRun, _check_max_lens, _host_indptr, _is_torch, _refuse_capture,
+                        _torch_mod, paged_attention, varlen_attention)
 
 
 def _as_float(x):
@@ -131,14 +131,9 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
             if c[0] != 0 or (c.size > 1 and int(np.diff(c).min()) < 0):
                 _lib.fail(_lib.SW_STATUS_INVALID,
                           f"{name} must start at 0 and never decrease; got {c.tolist()[:8]}")
-        mq = int(np.diff(cq).max()) if cq.size > 1 else 0
-        mk = int(np.diff(cu).max()) if cu.size > 1 else 0
-        if max_seqlen_q is not None and int(max_seqlen_q) < mq:
-            _lib.fail(_lib.SW_STATUS_INVALID,
-                      f"max_seqlen_q={int(max_seqlen_q)} < longest query length {mq}")
-        if max_seqlen_k is not None and int(max_seqlen_k) < mk:
-            _lib.fail(_lib.SW_STATUS_INVALID,
-                      f"max_seqlen_k={int(max_seqlen_k)} < longest key length {mk}")
+        _check_max_lens(max_seqlen_q, max_seqlen_k,
+                        int(np.diff(cq).max()) if cq.size > 1 else 0,
+                        int(np.diff(cu).max()) if cu.size > 1 else 0)
         res = paged_attention(q, k, v, cu_seqlens_q, np.diff(cu), block_table,
                               causal=causal, softmax_scale=softmax_scale, return_lse=lse)
     else:
