@@ -100,6 +100,7 @@ the run goes on.
 
 import argparse
 import datetime
+import itertools
 import json
 import math
 import os
@@ -1100,8 +1101,12 @@ def main(argv=None):
         dev_slug = "cpu-" + slug(info["cpu"])
         peak = None
         unit = "GFLOP/s"
+    if args.merge and not args.out:
+        print("--merge needs --out FILE (the results to merge into)", file=sys.stderr)
+        return 2
     out_path = args.out
     if not out_path:
+        # named now, created when the results are in (a suffix if taken)
         stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
         out_path = os.path.join(_ROOT, "bench", "results", f"prefill-{dev_slug}-{stamp}.json")
 
@@ -1126,8 +1131,19 @@ def main(argv=None):
         new_keys = {(r["case"], r["impl"]) for r in records}
         records = [r for r in old if (r["case"], r["impl"]) not in new_keys] + records
     os.makedirs(os.path.dirname(os.path.abspath(out_path)), exist_ok=True)
-    # (the default name is fresh: "x" never replaces a file, a record included)
-    with open(out_path, "w" if args.out else "x") as f:
+    if args.out:
+        f = open(out_path, "w")
+    else:
+        # a fresh file: "x" never replaces one (a committed record included)
+        base = out_path[:-len(".json")]
+        for k in itertools.count(1):
+            out_path = base + ("" if k == 1 else f"-{k}") + ".json"
+            try:
+                f = open(out_path, "x")
+                break
+            except FileExistsError:
+                continue
+    with f:
         json.dump(records, f, indent=1)
         f.write("\n")
     print(f"\nwrote {out_path} ({len(records)} records)")

@@ -933,25 +933,6 @@ def _refuse_capture(torch):
                   "graph's life (the C API), or use SwapEngine.graph")
 
 
-# Paged plans of CUDA runs, destroyed once an event recorded after their last
-# run has completed instead of at close(): a plan's destroy frees its pinned
-# tables with cudaFreeHost, which waits for the whole device, so a decode
-# loop of flash_attn_with_kvcache calls would wait for the GPU every call.
-_retired = []
-_retired_lock = threading.Lock()
-
-
-def _reap_retired(wait=False):
-    with _retired_lock:
-        keep = []
-        for h, lib, ev in _retired:
-            if wait or ev.query():
-                lib.sw_prefill_plan_destroy(h)
-            else:
-                keep.append((h, lib, ev))
-        _retired[:] = keep
-
-
 class _PagedRun:
     """A checked paged problem: every argument and the page table validated
     and planned (sw_prefill_plan_create_paged) at construction, so that a
@@ -1083,22 +1064,16 @@ class _PagedRun:
         if not self._cuda:
             _lib.check(self._lib.sw_prefill_run(self._h, ctypes.byref(t), None), _HINT)
             return (out, lse) if return_lse else out
-        st, stream = _run_cuda(torch, self._h, t, q.device, self._ws_bytes)
+        st, _ = _run_cuda(torch, self._h, t, q.device, self._ws_bytes)
         _lib.check(st, _HINT)
-        self._ran = torch.cuda.Event()
-        self._ran.record(stream)
         return (out, lse) if return_lse else out
 
     def close(self):
+        # (a CUDA plan's destroy frees its pinned tables with cudaFreeHost,
+        # which waits for the device: docs/perf/paged.md, known gaps)
         h, self._h = getattr(self, "_h", None), None
-        ran, self._ran = getattr(self, "_ran", None), None
         if h is not None and h.value:
-            if ran is not None:  # its run may still read the tables: destroyed once it is done
-                with _retired_lock:
-                    _retired.append((h, self._lib, ran))
-            else:
-                self._lib.sw_prefill_plan_destroy(h)
-        _reap_retired()
+            self._lib.sw_prefill_plan_destroy(h)
 
     def __del__(self):
         try:

@@ -117,7 +117,11 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
         on (forward only); otherwise as spillway.varlen_attention.
     """
     _check_options(q, k, v, dropout_p, softcap, alibi_slopes)
-    causal = _causal_of(window_size, causal, int(max_seqlen_k))
+    max_k = max_seqlen_k
+    if max_k is None:  # (accepted, as varlen_attention does: the offsets give it)
+        ck = _host_indptr(cu_seqlens_k, "cu_seqlens_k").astype(np.int64)
+        max_k = int(np.diff(ck).max()) if ck.size > 1 else 0
+    causal = _causal_of(window_size, causal, int(max_k))
     lse = bool(return_attn_probs)
     if block_table is not None:
         # the checks varlen_attention makes of the offsets, before the pages

@@ -220,3 +220,13 @@ def test_torch_requires_grad_refused():
         out = spillway.flash_attn_varlen_func(tq, tk, tv, cu_q, cu_k, mq, mk)
     ref, _ = ref_attention(q, k, v, cu_q, cu_k, False)
     assert rel_l2(out.numpy(), ref) <= 1e-5
+
+
+def test_max_seqlen_none_accepted():
+    # as varlen_attention accepts it (the offsets give the lengths), with a
+    # window read against the longest key length they give
+    q, k, v, cu_q, cu_k = _case(46, causal_lens=True)
+    a = spillway.flash_attn_varlen_func(q, k, v, cu_q, cu_k, None, None, causal=True)
+    b = spillway.flash_attn_varlen_func(q, k, v, cu_q, cu_k, None, None, window_size=(64, 0))
+    ref, _ = ref_attention(q, k, v, cu_q, cu_k, True)
+    assert rel_l2(a, ref) <= 1e-5 and np.array_equal(a, b)

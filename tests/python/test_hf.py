@@ -233,7 +233,7 @@ def test_cache_refusals(tmp_path):
             # the next pass needs no reset() to be right
             assert cache.batch == 0 and all(l.length == 0 for l in cache.layers)
             got = model(ids, use_cache=True, **_cache_kw(model, cache)).logits
-            with spillway.hf.SpillwayCache(model.config, st, first_seq_id=50) as fresh:
+            with spillway.hf.SpillwayCache(model.config, st, ns=2) as fresh:
                 want = model(ids, use_cache=True, **_cache_kw(model, fresh)).logits
             assert torch.equal(got, want)
             e = _err(lambda: model(ids[:1, :1], use_cache=True, **_cache_kw(model, cache)),

@@ -397,11 +397,9 @@ def test_paged_cuda_refusals(cuda_torch):
 
 @pytest.mark.gpu
 def test_with_kvcache_cuda_decode_loop_and_capture(cuda_torch):
-    """A decode loop of flash_attn_with_kvcache calls on CUDA: each call's
-    plan is destroyed once its run is done (not at the call's end, which
-    waited for the device), the retired plans do not pile up, every step
-    is right; a call under CUDA graph capture is refused before it appends."""
-    from spillway import attention as A
+    """A decode loop of flash_attn_with_kvcache calls on CUDA, every step
+    against the CPU path; a call under CUDA graph capture is refused before
+    it reads or appends anything."""
     torch = cuda_torch
     rng = np.random.default_rng(47)
     page, hkv, hq, d, steps = 16, 2, 8, 64, 24
@@ -424,8 +422,6 @@ def test_with_kvcache_cuda_decode_loop_and_capture(cuda_torch):
         assert rel_l2(out.float().cpu().numpy(), want.float().numpy()) <= 1e-2, step
         lens = [n + 1 for n in lens]
     torch.cuda.synchronize()
-    A._reap_retired()
-    assert len(A._retired) == 0
     # under capture: refused, nothing appended
     before = kc.clone()
     s = torch.cuda.Stream()
