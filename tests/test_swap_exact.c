@@ -18,6 +18,8 @@ typedef struct shape {
 /* Cases whose round 2 rewrote a last block that was resident as BF16 (its
  * pool copy must not be used after): counted, required of the run. */
 static int g_overwrote_resident;
+/* Cases whose read-ahead was required to have read a tile ahead. */
+static int g_read_ahead;
 
 static int run_case(sw_store *store, uint64_t seed, int idx, uint64_t ns)
 {
@@ -93,6 +95,7 @@ static int run_case(sw_store *store, uint64_t seed, int idx, uint64_t ns)
     }
     /* rounds: cold decode, warm prefill chunk, grow seq 0 then decode */
     int32_t layer = 0;
+    int ahead = 0; /* a call whose misses span two tiles or more: one read ahead */
     for (int round = 0; round < 3; round++) {
         /* round 2 grows the layer round 1 attended (its blocks warm) */
         if (round < 2)
@@ -149,6 +152,7 @@ static int run_case(sw_store *store, uint64_t seed, int idx, uint64_t ns)
         memset(&res, 0, sizeof res);
         res.struct_size = sizeof res;
         CHECK_STATUS(sw_swap_attend(s, &p, &res, NULL), SW_OK);
+        ahead |= res.tiles >= 2 && res.misses > tile;
         CHECK(res.blocks_attended == res.blocks_total);
         CHECK(res.hits + res.misses == res.blocks_total);
         double num = 0, den = 0, lse_err = 0;
@@ -195,8 +199,12 @@ static int run_case(sw_store *store, uint64_t seed, int idx, uint64_t ns)
     CHECK(st.resident_used <= (uint64_t)pool);
     CHECK(st.bytes_read == st.host_bytes_read + st.file_bytes_read);
     CHECK(st.prefetch == (pool >= 2 * tile ? c.prefetch_depth : 0));
-    if (c.prefetch_depth && pool >= 2 * tile && st.read_calls > 1)
+    /* (read calls of one-tile passes, however many, have nothing to read
+     * ahead of) */
+    if (c.prefetch_depth && pool >= 2 * tile && ahead) {
         CHECK(st.prefetched_tiles > 0);
+        g_read_ahead++;
+    }
     for (int32_t i = 0; i < nseq; i++) {
         CHECK_STATUS(sw_swap_seq_remove(s, seqs[i].id, 1), SW_OK);
         for (int32_t l = 0; l < L; l++) {
@@ -364,8 +372,9 @@ int main(void)
     unsetenv("SPILLWAY_NUM_THREADS");
     ncases += nextra;
     /* the rewrite of a resident partial block (the header's claim) ran */
-    printf("%d cases rewrote a resident last block\n", g_overwrote_resident);
-    CHECK(g_overwrote_resident > 0);
+    printf("%d cases rewrote a resident last block, %d read tiles ahead\n",
+           g_overwrote_resident, g_read_ahead);
+    CHECK(g_overwrote_resident > 0 && g_read_ahead > 0);
     test_shared_store_stats(seed);
     sw_store_close(store);
     ts_rm_rf(d.base);
