@@ -38,7 +38,7 @@ const char swt_opts_help[] =
     "  --tile N         blocks per tile, 0..65536 (default 0: the engine's; the bench's\n"
     "                   cases set their own with a GPU; at most the pool)\n"
     "  --io-buffer-mb N the store's pinned bounce buffer for reads, MiB, 0..4096 (default\n"
-    "                   0: the store's, 8 MiB; read tickets in flight or not yet waited\n"
+    "                   0: the store's, 32 MiB; read tickets in flight or not yet waited\n"
     "                   for hold regions of it)\n";
 
 int swt_opt_parse(int argc, char **argv, int *i, swt_opts *o)

@@ -65,7 +65,8 @@ SW_API const char *sw_status_str(sw_status s);
 /* Detail of the last failure on this thread; "" when none. Thread-local,
  * overwritten by the next failing call on the same thread. */
 SW_API const char *sw_last_error(void);
-/* "0.1.0 (cuda: sm_80 sm_90a ...)" - static string. */
+/* "0.1.0 (cuda archs: sm_80 sm_90a ...)", "0.1.0 (cuda archs: none)" without CUDA;
+ * with an opponent compiled in, its name and version after - static string. */
 SW_API const char *sw_version_string(void);
 
 /* ------------------------------------------------------------------------ */

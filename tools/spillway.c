@@ -34,6 +34,8 @@ static void usage(FILE *f)
             "    store                   block store tile reads vs the disk's own O_DIRECT\n"
             "                            reads, host-tier hits vs memcpy\n"
             "    remote                  remote-tier pipelined GETs vs redis-benchmark\n"
+            "    paged                   decode and prefill over a paged KV cache vs the copy\n"
+            "                            rate and the ragged prefill (FlashInfer with its build)\n"
             "run 'spillway <command> --help' (or 'spillway bench NAME --help') for options\n");
 }
 

@@ -62,7 +62,7 @@ __all__ = [
 
 
 def version():
-    """The library's version string, e.g. "0.1.0 (cuda: sm_80 sm_90a)"."""
+    """The library's version string, e.g. "0.1.0 (cuda archs: sm_80 sm_90a)"."""
     from . import _lib
     s = _lib.lib().sw_version_string()
     return s.decode() if s else ""

@@ -16,7 +16,7 @@ extern char **environ;
 /* The names after the prefix that Spillway reads: the library's three, then
  * the Python binding's and the scripts' (README, "Environment"). */
 static const char *const sw_env_known[] = {
-    "CPU_ISA", "NUM_THREADS", "OPPONENT", "LIB", "BUILD_DIR", "SKIP_PY"};
+    "CPU_ISA", "NUM_THREADS", "OPPONENT", "LIB", "BUILD_DIR", "SKIP_PY", "CUDA", "CMAKE_ARGS"};
 
 int sw_env_name_known(const char *name, size_t len)
 {
