@@ -99,7 +99,8 @@ typedef struct sw_store_config {
     uint64_t host_tier_bytes;   /* pinned host-RAM tier in front of the file;
                                  * 0 = none; rounded down to whole extents */
     uint64_t io_buffer_bytes;   /* pinned bounce buffer for I/O; 0 = default
-                                 * (32 MiB, at least two runs) */
+                                 * (32 MiB, at least two runs); at most 16 TiB
+                                 * (SW_STATUS_INVALID above) */
     sw_store_durability durability;   /* default SW_STORE_DURABILITY_PROCESS */
     sw_store_full_policy full_policy; /* default SW_STORE_FULL_EVICT_LRU */
     int32_t create;             /* 1 = create the store when it does not exist

@@ -399,9 +399,10 @@ SW_API sw_status sw_swap_attend(sw_swap *s, const sw_swap_attend_params *p,
  * block's valid tokens t, query rows and query heads h of
  * (q_h P) . (k_{t,kvh(h)} P), the same value attend uses. FP8 blocks score
  * -INFINITY. `scores` has room for `capacity` floats; *nblocks (required)
- * receives the block count (scores are written only when it fits).
- * Returns SW_OK; SW_STATUS_INVALID (null argument, q_len < 1, layer out of
- * range); SW_STATUS_NOT_FOUND; SW_STATUS_WORKSPACE_TOO_SMALL (capacity <
+ * receives the block count (scores are written only when it fits; NULL
+ * with capacity 0 asks for the count).
+ * Returns SW_OK; SW_STATUS_INVALID (null argument, scores NULL with
+ * capacity > 0, q_len < 1, layer out of range); SW_STATUS_NOT_FOUND; SW_STATUS_WORKSPACE_TOO_SMALL (capacity <
  * blocks); SW_STATUS_NO_MEMORY; SW_STATUS_FAILED (failed handle); with a
  * device pool, SW_STATUS_CUDA.
  */
@@ -442,10 +443,11 @@ SW_API sw_status sw_swap_get_pool_view(sw_swap *s, void *stream, sw_swap_pool_vi
  * The pool slots of a sequence's layer, block by block: slots[b] is the
  * slot holding block b as BF16, or -1 when the block is not resident (or
  * is FP8). `slots` has room for `capacity` entries; *nblocks (required)
- * receives the block count (slots are written only when they fit). Valid
- * until the next call that can change the pool. Any pool kind.
- * Returns SW_OK; SW_STATUS_INVALID (null handle or nblocks, layer out of
- * range); SW_STATUS_NOT_FOUND; SW_STATUS_WORKSPACE_TOO_SMALL (capacity <
+ * receives the block count (slots are written only when they fit; NULL with
+ * capacity 0 asks for the count). Valid until the next call that can
+ * change the pool. Any pool kind.
+ * Returns SW_OK; SW_STATUS_INVALID (null handle or nblocks, slots NULL with
+ * capacity > 0, layer out of range); SW_STATUS_NOT_FOUND; SW_STATUS_WORKSPACE_TOO_SMALL (capacity <
  * blocks, *nblocks set).
  */
 SW_API sw_status sw_swap_resident_slots(const sw_swap *s, uint64_t seq_id, int32_t layer,

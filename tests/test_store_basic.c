@@ -241,6 +241,15 @@ static void test_errors(const char *dir)
     c = ts_config(dir, STRIPE, RUN, 2);
     c.queue_depth = 0;
     CHECK_STATUS(sw_store_open(&c, &s), SW_STATUS_INVALID);
+    /* a bounce buffer whose aligned size would wrap (it wrote past a 4 KiB
+     * buffer) */
+    static const uint64_t huge[] = {UINT64_MAX, UINT64_MAX - 4095, ((uint64_t)1 << 44) + 1};
+    for (int i = 0; i < 3; i++) {
+        c = ts_config(dir, STRIPE, RUN, 2);
+        c.io_buffer_bytes = huge[i];
+        CHECK_STATUS(sw_store_open(&c, &s), SW_STATUS_INVALID);
+        CHECK(s == NULL && strstr(sw_last_error(), "io_buffer_bytes") != NULL);
+    }
     c = ts_config(dir, STRIPE, RUN, 2);
     CHECK_STATUS(sw_store_open(&c, &s), SW_OK);
     if (!s)

@@ -215,6 +215,12 @@ int main(void)
     c.predictor_rank = 129;
     CHECK_STATUS(sw_swap_create(&m, &c, store, &s), SW_STATUS_INVALID);
     c.predictor_rank = 128;
+    c.prefetch_depth = SW_SWAP_MAX_PREFETCH + 1; /* (was clamped silently) */
+    CHECK_STATUS(sw_swap_create(&m, &c, store, &s), SW_STATUS_INVALID);
+    CHECK(strstr(sw_last_error(), "prefetch_depth") != NULL);
+    c.prefetch_depth = -1;
+    CHECK_STATUS(sw_swap_create(&m, &c, store, &s), SW_STATUS_INVALID);
+    c.prefetch_depth = 4;
     c.resident_blocks = 0;
     CHECK_STATUS(sw_swap_create(&m, &c, store, &s), SW_STATUS_INVALID);
     c.resident_blocks = 4;
@@ -393,6 +399,18 @@ int main(void)
         CHECK_STATUS(sw_swap_resident_slots(s, 99, 0, sl, 3, &nbk), SW_STATUS_NOT_FOUND);
         CHECK_STATUS(sw_swap_resident_slots(s, 1, 5, sl, 3, &nbk), SW_STATUS_INVALID);
         CHECK_STATUS(sw_swap_resident_slots(s, 1, 0, sl, 3, NULL), SW_STATUS_INVALID);
+        /* NULL with room claimed: refused as such; NULL with none: the count */
+        CHECK_STATUS(sw_swap_resident_slots(s, 1, 0, NULL, 4, &nbk), SW_STATUS_INVALID);
+        CHECK(strstr(sw_last_error(), "slots is NULL") != NULL);
+        nbk = 0;
+        CHECK_STATUS(sw_swap_resident_slots(s, 1, 0, NULL, 0, &nbk),
+                     SW_STATUS_WORKSPACE_TOO_SMALL);
+        CHECK(nbk == 3);
+        {
+            static uint16_t qz[4 * 64];
+            CHECK_STATUS(sw_swap_score_blocks(s, 1, 0, qz, 1, NULL, 4, &nbk), SW_STATUS_INVALID);
+            CHECK(strstr(sw_last_error(), "scores is NULL") != NULL);
+        }
         /* graphs are a device pool's */
         sw_swap_graph *g = (sw_swap_graph *)&nbk;
         const uint64_t one = 1;

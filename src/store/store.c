@@ -406,6 +406,11 @@ static sw_status validate_config(const sw_store_config *c)
 geometry_ok:
     if (c->queue_depth == 0 || c->queue_depth > 4096)
         return sw_fail(SW_STATUS_INVALID, "queue_depth %u not in [1, 4096]", c->queue_depth);
+    /* (a size near 2^64 would wrap in the buffer's alignment: refused, as no
+     * machine pins that much) */
+    if (c->io_buffer_bytes > ((uint64_t)1 << 44))
+        return sw_fail(SW_STATUS_INVALID, "io_buffer_bytes=%llu: at most 16 TiB",
+                       (unsigned long long)c->io_buffer_bytes);
     if ((unsigned)c->durability > SW_STORE_DURABILITY_SYNC)
         return sw_fail(SW_STATUS_INVALID, "unknown durability mode %d", (int)c->durability);
     if (c->struct_size >= offsetof(sw_store_config, io_backend) + sizeof c->io_backend &&

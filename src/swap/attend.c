@@ -80,6 +80,9 @@ sw_status sw_swap_score_blocks(sw_swap *s, uint64_t seq_id, int32_t layer, const
 {
     if (!s || !q || !nblocks || q_len < 1)
         return sw_fail(SW_STATUS_INVALID, "sw_swap_score_blocks: null argument or q_len < 1");
+    if (!scores && capacity > 0)
+        return sw_fail(SW_STATUS_INVALID, "sw_swap_score_blocks: scores is NULL with capacity "
+                       "%d (NULL asks for the count only, with capacity 0)", capacity);
     const sw_swap_layer *L = NULL;
     SW_TRY(sw_swap_seq_layer(s, seq_id, layer, &L));
     *nblocks = L->nblocks;

@@ -114,8 +114,9 @@ static sw_status check_config(const sw_swap_config *c)
     if (c->predictor_rank < 1 || c->predictor_rank > 128)
         return sw_fail(SW_STATUS_INVALID, "predictor_rank %d not in [1, 128]",
                        c->predictor_rank);
-    if (c->prefetch_depth < 0)
-        return sw_fail(SW_STATUS_INVALID, "prefetch_depth %d < 0", c->prefetch_depth);
+    if (c->prefetch_depth < 0 || c->prefetch_depth > SW_SWAP_MAX_PREFETCH)
+        return sw_fail(SW_STATUS_INVALID, "prefetch_depth %d not in [0, %d]", c->prefetch_depth,
+                       SW_SWAP_MAX_PREFETCH);
     if (c->policy != SW_SWAP_POLICY_SCORE && c->policy != SW_SWAP_POLICY_LRU)
         return sw_fail(SW_STATUS_INVALID, "unknown policy %d", (int)c->policy);
     if (c->pool != SW_SWAP_POOL_HOST && c->pool != SW_SWAP_POOL_DEVICE)
@@ -759,6 +760,9 @@ sw_status sw_swap_resident_slots(const sw_swap *s, uint64_t seq_id, int32_t laye
 {
     if (!s || !nblocks)
         return sw_fail(SW_STATUS_INVALID, "sw_swap_resident_slots: null argument");
+    if (!slots && capacity > 0)
+        return sw_fail(SW_STATUS_INVALID, "sw_swap_resident_slots: slots is NULL with capacity "
+                       "%d (NULL asks for the count only, with capacity 0)", capacity);
     const sw_swap_layer *L = NULL;
     SW_TRY(sw_swap_seq_layer(s, seq_id, layer, &L));
     *nblocks = L->nblocks;
