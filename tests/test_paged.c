@@ -258,6 +258,15 @@ static void test_refusals(void)
     CHECK(strstr(sw_last_error(), "v_page_stride=100 is smaller than a page's 1024") != NULL);
     t.v_page_stride = -2;
     CHECK_STATUS(sw_prefill_run(pl, &t, NULL), SW_STATUS_INVALID);
+    /* page strides whose offsets wrap int64: page 1 at page 0, or before
+     * the pool (a run read there and returned SW_OK) */
+    t.v_page_stride = INT64_MAX;
+    CHECK_STATUS(sw_prefill_run(pl, &t, NULL), SW_STATUS_INVALID);
+    CHECK(strstr(sw_last_error(), "2^60") != NULL);
+    t.v_page_stride = 0;
+    t.k_page_stride = (int64_t)1 << 62;
+    CHECK_STATUS(sw_prefill_run(pl, &t, NULL), SW_STATUS_INVALID);
+    t.k_page_stride = 0;
     t.v_page_stride = 0;
     t.kv_rows = 79;
     CHECK_STATUS(sw_prefill_run(pl, &t, NULL), SW_STATUS_INVALID);

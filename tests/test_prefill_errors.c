@@ -123,6 +123,11 @@ int main(void)
     EXPECT_FAIL(sw_prefill_run(pl, &bad, NULL), SW_STATUS_INVALID, "kv_indptr[2]=20");
     bad = t; bad.k_row_stride = 64; /* < heads*head_dim: rows would overlap */
     EXPECT_FAIL(sw_prefill_run(pl, &bad, NULL), SW_STATUS_INVALID, "k_row_stride=64");
+    /* strides whose last row's offset wraps int64 (o's wrote before o) */
+    bad = t; bad.o_row_stride = ((int64_t)1 << 62) - 32;
+    EXPECT_FAIL(sw_prefill_run(pl, &bad, NULL), SW_STATUS_INVALID, "o_row_stride=");
+    bad = t; bad.k_row_stride = INT64_MAX;
+    EXPECT_FAIL(sw_prefill_run(pl, &bad, NULL), SW_STATUS_INVALID, "2^60");
     bad = t; bad.q = (const char *)q + 1;
     EXPECT_FAIL(sw_prefill_run(pl, &bad, NULL), SW_STATUS_MISALIGNED, "q=");
     bad = t; bad.lse = (float *)((char *)o + 2);

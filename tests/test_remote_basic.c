@@ -86,6 +86,7 @@ int main(void)
     CHECK_STATUS(sw_remote_get_batch(a, 1, &k, d, sizeof got, &gl, &gg, &st),
                  SW_STATUS_NOT_FOUND);
     CHECK(st == SW_STATUS_NOT_FOUND && gl == 0 && gg == 0 && got[0] == 0x5a);
+    CHECK(strstr(sw_last_error(), "not in the remote tier") != NULL); /* (was empty) */
     CHECK_STATUS(sw_remote_put_batch(a, 1, &k, s1, &l1, NULL, &st), SW_OK);
     CHECK_STATUS(sw_remote_put_batch(b, 1, &k, s2, &l2, NULL, &st), SW_OK);
     CHECK_STATUS(sw_remote_get_batch(a, 1, &k, d, sizeof got, &gl, &gg, &st), SW_OK);
@@ -108,6 +109,7 @@ int main(void)
     sw_remote_close(p);
     CHECK_STATUS(sw_remote_delete(b, &k), SW_OK);
     CHECK_STATUS(sw_remote_delete(b, &k), SW_STATUS_NOT_FOUND);
+    CHECK(strstr(sw_last_error(), "not in the remote tier") != NULL);
     CHECK_STATUS(sw_remote_get_batch(a, 1, &k, d, sizeof got, &gl, NULL, &st),
                  SW_STATUS_NOT_FOUND);
 

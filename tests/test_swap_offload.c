@@ -204,6 +204,16 @@ static void failures(sw_swap *s)
     CHECK(strstr(sw_last_error(), "kv heads would overlap") != NULL);
     bad.head_stride = -1;
     CHECK_STATUS(sw_swap_offload(s, 9, 0, 0, &bad), SW_STATUS_INVALID);
+    /* strides whose span wraps size_t (it passed the size check and the
+     * copy read wild memory): refused with the span they address */
+    bad.head_stride = 0;
+    bad.token_stride = 1229782938247303442LL; /* x (valid - 1) wraps to a few bytes */
+    CHECK_STATUS(sw_swap_offload(s, 9, 0, 0, &bad), SW_STATUS_INVALID);
+    CHECK(strstr(sw_last_error(), "addresses") != NULL);
+    bad.token_stride = 0;
+    bad.head_stride = INT64_MAX;
+    CHECK_STATUS(sw_swap_offload(s, 9, 0, 0, &bad), SW_STATUS_INVALID);
+    CHECK(strstr(sw_last_error(), "addresses") != NULL);
     bad.head_stride = 0;
     bad.struct_size = 12;
     CHECK_STATUS(sw_swap_offload(s, 9, 0, 0, &bad), SW_STATUS_INVALID);

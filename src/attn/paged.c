@@ -223,6 +223,16 @@ static sw_status pool_strides(const sw_paged_table *pt, int32_t heads, int32_t d
     SW_TRY(stride_or(n1, row, nhd ? (int64_t)heads * d : d, &s->token));
     SW_TRY(stride_or(n2, head, nhd ? d : ps * d, &s->head));
     SW_TRY(stride_or(n3, page, ps * heads * d, &s->page));
+    /* (strides so large that an element offset wraps int64 would pass the
+     * checks below and address memory before the pool: bounded first, in
+     * doubles, to 2^60 elements) */
+    const double last = (double)(pt->num_pages > 0 ? pt->num_pages - 1 : 0) * (double)s->page +
+                        (double)(ps - 1) * (double)s->token + (double)(heads - 1) * (double)s->head +
+                        (double)d;
+    if (last > 0x1p60)
+        return sw_fail(SW_STATUS_INVALID, "%s=%lld, %s=%lld and %s=%lld address %.3g elements "
+                       "past the pool's start (at most 2^60)", n1, (long long)s->token, n2,
+                       (long long)s->head, n3, (long long)s->page, last);
     /* The rows of a page (d elements at token*t + head*h) do not overlap
      * when the smaller stride spaces its rows at least d apart and the
      * larger one clears a whole run of them; pages then follow one another. */
@@ -381,6 +391,9 @@ sw_status sw_paged_kv_append_host(const sw_prefill_params *params, int32_t batch
     if (st == SW_OK && rs < (int64_t)H * d)
         st = sw_fail(SW_STATUS_INVALID, "new_row_stride=%lld is smaller than heads*head_dim=%d",
                      (long long)new_row_stride, H * d);
+    if (st == SW_OK && rows > 1 && (double)(rows - 1) * (double)rs + (double)H * d > 0x1p60)
+        st = sw_fail(SW_STATUS_INVALID, "new_row_stride=%lld over %lld rows addresses more "
+                     "than 2^60 elements", (long long)rs, (long long)rows);
     if (st == SW_OK && rows > 0 && (!k_new || !v_new || !t->k || !t->v))
         st = sw_fail(SW_STATUS_INVALID, "%s is NULL", !k_new ? "k_new" : !v_new ? "v_new"
                                                       : !t->k ? "tensors->k" : "tensors->v");

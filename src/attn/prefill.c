@@ -497,7 +497,8 @@ int64_t sw_prefill_plan_total_kv(const sw_prefill_plan *plan)
 
 double sw_prefill_plan_flops(const sw_prefill_plan *plan) { return plan ? plan->flops : 0.0; }
 
-static sw_status check_stride(const char *name, int64_t *stride, int64_t given, int64_t min_elems)
+static sw_status check_stride(const char *name, int64_t *stride, int64_t given, int64_t min_elems,
+                              int64_t rows)
 {
     if (given == 0) {
         *stride = min_elems;
@@ -506,6 +507,11 @@ static sw_status check_stride(const char *name, int64_t *stride, int64_t given, 
     if (given < min_elems)
         return sw_fail(SW_STATUS_INVALID, "%s=%lld is smaller than heads*head_dim=%lld",
                        name, (long long)given, (long long)min_elems);
+    /* (a stride whose last row's offset wraps int64 would address memory
+     * before the tensor: bounded, in doubles, to 2^60 elements) */
+    if (rows > 1 && (double)(rows - 1) * (double)given + (double)min_elems > 0x1p60)
+        return sw_fail(SW_STATUS_INVALID, "%s=%lld over %lld rows addresses more than 2^60 "
+                       "elements", name, (long long)given, (long long)rows);
     *stride = given;
     return SW_OK;
 }
@@ -548,12 +554,12 @@ static sw_status build_problem(const sw_prefill_plan *pl, const sw_prefill_tenso
 
     const int64_t dq = (int64_t)p->num_qo_heads * p->head_dim;
     const int64_t dk = (int64_t)p->num_kv_heads * p->head_dim;
-    SW_TRY(check_stride("q_row_stride", &pb->q_stride, t->q_row_stride, dq));
+    SW_TRY(check_stride("q_row_stride", &pb->q_stride, t->q_row_stride, dq, total_q));
     if (!pl->paged) { /* paged strides: sw_paged_resolve_strides */
-        SW_TRY(check_stride("k_row_stride", &pb->k_stride, t->k_row_stride, dk));
-        SW_TRY(check_stride("v_row_stride", &pb->v_stride, t->v_row_stride, dk));
+        SW_TRY(check_stride("k_row_stride", &pb->k_stride, t->k_row_stride, dk, total_kv));
+        SW_TRY(check_stride("v_row_stride", &pb->v_stride, t->v_row_stride, dk, total_kv));
     }
-    SW_TRY(check_stride("o_row_stride", &pb->o_stride, t->o_row_stride, dq));
+    SW_TRY(check_stride("o_row_stride", &pb->o_stride, t->o_row_stride, dq, total_q));
 
     const size_t es = sw_dtype_size(p->dtype);
     const int gpu = pl->backend == SW_BACKEND_CUDA_PORTABLE || pl->backend == SW_BACKEND_CUDA_HOPPER;

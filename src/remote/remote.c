@@ -581,6 +581,8 @@ static int read_get_reply(sw_remote *r, batch *b, sw_rnode *n, rop *o, uint64_t 
         if (len < 0) {
             o->pending = 0;
             b->st[o->i] = SW_STATUS_NOT_FOUND;
+            sw_fail(SW_STATUS_NOT_FOUND, "key %zu of the batch (%.*s): not in the remote tier",
+                    o->i, (int)o->klen, o->key);
             r->not_found++;
         } else {
             handle_get_value(r, b, o, (const uint8_t *)p, (size_t)len);
@@ -622,6 +624,9 @@ static void handle_reply(sw_remote *r, batch *b, rop *o, const redisReply *rep)
             b->st[i] = rep->integer > 0 ? SW_OK : SW_STATUS_NOT_FOUND;
             if (rep->integer > 0)
                 r->deletes++;
+            else
+                sw_fail(SW_STATUS_NOT_FOUND, "delete: the key (%.*s) is not in the remote tier",
+                        (int)o->klen, o->key);
         } else {
             sw_fail(SW_STATUS_IO, "redis: DEL: unexpected reply type %d", rep->type);
             op_fail(r, b, o, SW_STATUS_IO);
@@ -631,6 +636,8 @@ static void handle_reply(sw_remote *r, batch *b, rop *o, const redisReply *rep)
     /* GET */
     if (rep->type == REDIS_REPLY_NIL) {
         b->st[i] = SW_STATUS_NOT_FOUND;
+        sw_fail(SW_STATUS_NOT_FOUND, "key %zu of the batch (%.*s): not in the remote tier", i,
+                (int)o->klen, o->key);
         r->not_found++;
         return;
     }

@@ -16,6 +16,7 @@
 
 #include <math.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,6 +108,14 @@ static sw_status check_item(sw_swap *s, int32_t i, int32_t n, uint64_t seq_id, i
                        "would overlap", w, (long long)v->hs, D);
     v->dense = v->layout == SW_KV_HND && v->ts == D && v->hs == (int64_t)B * D;
     const size_t block = (size_t)H * s->stripe_elems * es;
+    /* (strides so large that the span wraps size_t would pass the size
+     * check below and read wild memory: bounded first, in doubles) */
+    const double span_d = ((double)(H - 1) * (double)v->hs +
+                           (double)(b->valid_tokens - 1) * (double)v->ts + (double)D) * (double)es;
+    if (span_d > (double)(SIZE_MAX / 4))
+        return sw_fail(SW_STATUS_INVALID, "%sthe %s layout with token stride %lld and head stride "
+                       "%lld addresses %.3g bytes", w, nhd ? "NHD" : "HND", (long long)v->ts,
+                       (long long)v->hs, span_d);
     const size_t span = ((size_t)(H - 1) * (size_t)v->hs +
                          (size_t)(b->valid_tokens - 1) * (size_t)v->ts + (size_t)D) * es;
     if (!v2 && (b->k_bytes != block || b->v_bytes != block))
