@@ -241,6 +241,10 @@ static void test_errors(const char *dir)
     c = ts_config(dir, STRIPE, RUN, 2);
     c.queue_depth = 0;
     CHECK_STATUS(sw_store_open(&c, &s), SW_STATUS_INVALID);
+    c = ts_config(dir, STRIPE, RUN, 2);
+    c.create = 5; /* a flag */
+    CHECK_STATUS(sw_store_open(&c, &s), SW_STATUS_INVALID);
+    CHECK(strstr(sw_last_error(), "create=5") != NULL);
     /* a bounce buffer whose aligned size would wrap (it wrote past a 4 KiB
      * buffer) */
     static const uint64_t huge[] = {UINT64_MAX, UINT64_MAX - 4095, ((uint64_t)1 << 44) + 1};

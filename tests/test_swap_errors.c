@@ -371,6 +371,18 @@ int main(void)
     p.sparse_top_k = -1;
     CHECK_STATUS(sw_swap_attend(s, &p, NULL, NULL), SW_STATUS_INVALID);
     p.sparse_top_k = 0;
+    /* flags 0 or 1 and a finite scale, as sw_prefill_params' */
+    p.causal = 2;
+    CHECK_STATUS(sw_swap_attend(s, &p, NULL, NULL), SW_STATUS_INVALID);
+    CHECK(strstr(sw_last_error(), "causal=2") != NULL);
+    p.causal = 1;
+    p.sparse_check = 5;
+    CHECK_STATUS(sw_swap_attend(s, &p, NULL, NULL), SW_STATUS_INVALID);
+    p.sparse_check = 0;
+    p.sm_scale = NAN;
+    CHECK_STATUS(sw_swap_attend(s, &p, NULL, NULL), SW_STATUS_INVALID);
+    CHECK(strstr(sw_last_error(), "sm_scale") != NULL);
+    p.sm_scale = 0.0f;
     p.struct_size = 8;
     CHECK_STATUS(sw_swap_attend(s, &p, NULL, NULL), SW_STATUS_INVALID);
     p.struct_size = sizeof p;

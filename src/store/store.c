@@ -418,6 +418,8 @@ geometry_ok:
         return sw_fail(SW_STATUS_INVALID, "unknown io_backend %d", (int)c->io_backend);
     if ((unsigned)c->full_policy > SW_STORE_FULL_REFUSE)
         return sw_fail(SW_STATUS_INVALID, "unknown full policy %d", (int)c->full_policy);
+    if (c->create != 0 && c->create != 1)
+        return sw_fail(SW_STATUS_INVALID, "create=%d must be 0 or 1", (int)c->create);
     return SW_OK;
 }
 

@@ -5,6 +5,8 @@
 #include "attend_internal.h"
 #include "core/sw_core.h"
 
+#include <math.h>
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,6 +31,12 @@ static sw_status validate(sw_swap *s, const sw_swap_attend_params *p, sw_swap_se
     if (p->sparse_top_k < 0 || p->sparse_recent_blocks < 0)
         return sw_fail(SW_STATUS_INVALID, "sparse_top_k %d / sparse_recent_blocks %d < 0",
                        p->sparse_top_k, p->sparse_recent_blocks);
+    /* (as sw_prefill_params' are) */
+    if ((p->causal != 0 && p->causal != 1) || (p->sparse_check != 0 && p->sparse_check != 1))
+        return sw_fail(SW_STATUS_INVALID, "causal=%d and sparse_check=%d must be 0 or 1",
+                       p->causal, p->sparse_check);
+    if (!isfinite(p->sm_scale))
+        return sw_fail(SW_STATUS_INVALID, "sm_scale=%g is not finite", (double)p->sm_scale);
     /* each sequence marked with this call's number: a second listing finds
      * it marked (constant work per entry) */
     const uint64_t mark = ++s->marks;

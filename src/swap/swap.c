@@ -689,6 +689,8 @@ static sw_status attach_layer(sw_swap *s, sw_swap_seq *q, int32_t layer, uint8_t
 sw_status sw_swap_seq_attach(sw_swap *s, uint64_t seq_id, uint64_t ns, uint32_t block_base,
                              uint32_t max_blocks)
 {
+    if (!s)
+        return sw_fail(SW_STATUS_INVALID, "sw_swap_seq_attach: null handle");
     SW_TRY(sw_swap_seq_add(s, seq_id, ns, block_base, max_blocks));
     sw_swap_seq *q = sw_swap_find_seq(s, seq_id);
     const int32_t H = s->m.num_kv_heads;
