@@ -228,25 +228,19 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         new = int(k.shape[1])
         # checked before anything is written: FlashAttention's own refusals
         # (one dtype, one device), and a cache that can take the write
-        if torch is not None:
-            if not (_is_torch(k) and _is_torch(v)):
-                _lib.fail(_lib.SW_STATUS_INVALID, "k and v must be torch tensors, as q is")
-            if k.dtype != k_cache.dtype or v.dtype != v_cache.dtype or q.dtype != k_cache.dtype:
-                _lib.fail(_lib.SW_STATUS_INVALID,
-                          f"q, k, v and the caches must share one dtype; got q {q.dtype}, k "
-                          f"{k.dtype}, v {v.dtype}, caches {k_cache.dtype} / {v_cache.dtype}")
-            if k.device != k_cache.device or v.device != v_cache.device:
-                _lib.fail(_lib.SW_STATUS_INVALID,
-                          f"k and v must be on the caches' device {k_cache.device}; got "
-                          f"{k.device}, {v.device}")
-        else:
-            if k.dtype != k_cache.dtype or v.dtype != v_cache.dtype or q.dtype != k_cache.dtype:
-                _lib.fail(_lib.SW_STATUS_INVALID,
-                          f"q, k, v and the caches must share one dtype; got q {q.dtype}, k "
-                          f"{k.dtype}, v {v.dtype}, caches {k_cache.dtype} / {v_cache.dtype}")
-            if not (k_cache.flags.writeable and v_cache.flags.writeable):
-                _lib.fail(_lib.SW_STATUS_INVALID, "k_cache and v_cache must be writable to "
-                          "append k, v")
+        if torch is not None and not (_is_torch(k) and _is_torch(v)):
+            _lib.fail(_lib.SW_STATUS_INVALID, "k and v must be torch tensors, as q is")
+        if k.dtype != k_cache.dtype or v.dtype != v_cache.dtype or q.dtype != k_cache.dtype:
+            _lib.fail(_lib.SW_STATUS_INVALID,
+                      f"q, k, v and the caches must share one dtype; got q {q.dtype}, k "
+                      f"{k.dtype}, v {v.dtype}, caches {k_cache.dtype} / {v_cache.dtype}")
+        if torch is not None and (k.device != k_cache.device or v.device != v_cache.device):
+            _lib.fail(_lib.SW_STATUS_INVALID,
+                      f"k and v must be on the caches' device {k_cache.device}; got "
+                      f"{k.device}, {v.device}")
+        if torch is None and not (k_cache.flags.writeable and v_cache.flags.writeable):
+            _lib.fail(_lib.SW_STATUS_INVALID, "k_cache and v_cache must be writable to "
+                      "append k, v")
     if cache_seqlens is None:
         if paged:
             _lib.fail(_lib.SW_STATUS_INVALID, "cache_seqlens is required with block_table")

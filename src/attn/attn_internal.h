@@ -105,6 +105,14 @@ sw_status sw_prefill_plan_create_tuned(const sw_prefill_params *params, int32_t 
                                        const int32_t *kv_indptr_host,
                                        const sw_prefill_tuning *tuning, sw_prefill_plan **out);
 
+/* Whether `rows` rows `stride` elements apart, `width` elements each, reach
+ * past 2^60 elements from the first (an offset that wraps int64 would
+ * address memory before the tensor): in doubles, which do not wrap. */
+static inline int sw_rows_too_far(int64_t rows, int64_t stride, int64_t width)
+{
+    return rows > 1 && (double)(rows - 1) * (double)stride + (double)width > 0x1p60;
+}
+
 /* Visible keys of query token t (0-based) of a request: causal bottom-right
  * alignment; clamped to [0, kv_len]. */
 static inline int32_t sw_visible_keys(int32_t t, int32_t q_len, int32_t kv_len, int32_t causal)

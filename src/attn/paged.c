@@ -391,7 +391,7 @@ sw_status sw_paged_kv_append_host(const sw_prefill_params *params, int32_t batch
     if (st == SW_OK && rs < (int64_t)H * d)
         st = sw_fail(SW_STATUS_INVALID, "new_row_stride=%lld is smaller than heads*head_dim=%d",
                      (long long)new_row_stride, H * d);
-    if (st == SW_OK && rows > 1 && (double)(rows - 1) * (double)rs + (double)H * d > 0x1p60)
+    if (st == SW_OK && sw_rows_too_far(rows, rs, (int64_t)H * d))
         st = sw_fail(SW_STATUS_INVALID, "new_row_stride=%lld over %lld rows addresses more "
                      "than 2^60 elements", (long long)rs, (long long)rows);
     if (st == SW_OK && rows > 0 && (!k_new || !v_new || !t->k || !t->v))

@@ -507,9 +507,7 @@ static sw_status check_stride(const char *name, int64_t *stride, int64_t given, 
     if (given < min_elems)
         return sw_fail(SW_STATUS_INVALID, "%s=%lld is smaller than heads*head_dim=%lld",
                        name, (long long)given, (long long)min_elems);
-    /* (a stride whose last row's offset wraps int64 would address memory
-     * before the tensor: bounded, in doubles, to 2^60 elements) */
-    if (rows > 1 && (double)(rows - 1) * (double)given + (double)min_elems > 0x1p60)
+    if (sw_rows_too_far(rows, given, min_elems))
         return sw_fail(SW_STATUS_INVALID, "%s=%lld over %lld rows addresses more than 2^60 "
                        "elements", name, (long long)given, (long long)rows);
     *stride = given;

@@ -527,6 +527,16 @@ static int read_asking_reply(sw_rnode *n, const rop *o, uint64_t deadline, int *
     return 0;
 }
 
+/* A GET's key absent from the remote: its status, the message naming it
+ * (the call's last error), the count. */
+static void get_miss(sw_remote *r, batch *b, const rop *o)
+{
+    b->st[o->i] = SW_STATUS_NOT_FOUND;
+    sw_fail(SW_STATUS_NOT_FOUND, "key %zu of the batch (%.*s): not in the remote tier", o->i,
+            (int)o->klen, o->key);
+    r->not_found++;
+}
+
 /* Reads and handles the reply (and the ASKING reply before it) of GET op o
  * from node n; 0, the resp_next error, or -3: the value is longer than the
  * caller can take and longer than SW_RESP_SKIP_MAX (the key is failed
@@ -580,10 +590,7 @@ static int read_get_reply(sw_remote *r, batch *b, sw_rnode *n, rop *o, uint64_t 
     if (type == '$') {
         if (len < 0) {
             o->pending = 0;
-            b->st[o->i] = SW_STATUS_NOT_FOUND;
-            sw_fail(SW_STATUS_NOT_FOUND, "key %zu of the batch (%.*s): not in the remote tier",
-                    o->i, (int)o->klen, o->key);
-            r->not_found++;
+            get_miss(r, b, o);
         } else {
             handle_get_value(r, b, o, (const uint8_t *)p, (size_t)len);
         }
@@ -635,10 +642,7 @@ static void handle_reply(sw_remote *r, batch *b, rop *o, const redisReply *rep)
     }
     /* GET */
     if (rep->type == REDIS_REPLY_NIL) {
-        b->st[i] = SW_STATUS_NOT_FOUND;
-        sw_fail(SW_STATUS_NOT_FOUND, "key %zu of the batch (%.*s): not in the remote tier", i,
-                (int)o->klen, o->key);
-        r->not_found++;
+        get_miss(r, b, o);
         return;
     }
     if (rep->type != REDIS_REPLY_STRING) {

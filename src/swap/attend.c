@@ -6,7 +6,6 @@
 #include "core/sw_core.h"
 
 #include <math.h>
-
 #include <stdlib.h>
 #include <string.h>
 
