@@ -7,9 +7,11 @@
  * causal continuation, LSE, scores that rise and fall along the keys (the
  * online softmax's rescales); the CUDA and the portable backend. A run
  * captured in a CUDA graph and replayed gives the uncaptured run's bytes.
+ * Plans made and destroyed back to back reuse their pinned tables.
  * Skipped (77) without a GPU. */
 #include "attn/attn_internal.h"
 #include "core/sw_core.h"
+#include "core/sw_cuda.h"
 #include "sw_test.h"
 #include "test_paged_util.h"
 
@@ -213,6 +215,62 @@ static int graph_case(int index, int32_t keep, cudaStream_t st)
     return bad;
 }
 
+/* Plans made, run and destroyed back to back, as a caller that plans every
+ * decode step does: their pinned tables come from the staging pool, so the
+ * loop allocates no more pinned buffers than a size class keeps (8) and
+ * every run is still right. */
+static int staging_case(cudaStream_t st)
+{
+    sw_case c;
+    sw_case_make(&c, 20261206, 3, SW_DTYPE_BF16, 3000);
+    shorten_queries(&c, 1);
+    sw_rng r = {91};
+    pool p;
+    pool_make(&p, &c, &r, 16, SW_KV_NHD, 0, 0, 1);
+    c.params.backend = SW_BACKEND_CUDA;
+    CHECK(sw_paged_decode_fits(c.qo_indptr, c.batch,
+                               c.params.num_qo_heads / c.params.num_kv_heads)); /* one buffer a plan */
+    dev_paged d;
+    dev_upload(&c, &p, &d, st);
+    sw_cuda_staging_stats s0, s1;
+    sw_cuda_staging_get_stats(&s0);
+    int bad = 0;
+    const int loops = 40;
+    for (int i = 0; i < loops && !bad; i++) {
+        sw_prefill_plan *pl = NULL;
+        sw_status s = sw_prefill_plan_create_paged(&c.params, c.batch, c.qo_indptr, &p.kv, &pl);
+        if (s == SW_OK && !d.ws) {
+            d.ws_bytes = sw_prefill_plan_workspace_size(pl);
+            CUDA_OK(cudaMalloc(&d.ws, d.ws_bytes));
+        }
+        if (s == SW_OK) {
+            dev_poison(&d, st);
+            sw_prefill_tensors t = dev_tensors(&c, &p, &d);
+            s = sw_prefill_run(pl, &t, st);
+        }
+        sw_prefill_plan_destroy(pl); /* no wait: the run may still be queued */
+        bad |= s != SW_OK;
+    }
+    CUDA_OK(cudaStreamSynchronize(st));
+    sw_cuda_staging_get_stats(&s1);
+    const uint64_t fresh = s1.allocated - s0.allocated;
+    const uint64_t again = (s1.reused - s0.reused) + (s1.waited - s0.waited);
+    bad |= fresh > 8 || fresh + again != (uint64_t)loops;
+    CUDA_OK(cudaMemcpy(c.o, d.o, d.o_bytes - 64, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(c.lse, d.lse, (size_t)c.total_q * c.params.num_qo_heads * 4,
+                       cudaMemcpyDeviceToHost));
+    const sw_check ck = sw_case_check(&c, 1);
+    bad |= ck.rel_l2 > 1e-2 || ck.unwritten || ck.lse_bad;
+    fprintf(stderr, "%s staging: %d plans made and destroyed back to back: %llu pinned buffers "
+            "allocated, %llu taken again (%llu after waiting), rel_l2=%.3g\n", bad ? "FAIL" : "ok",
+            loops, (unsigned long long)fresh, (unsigned long long)again,
+            (unsigned long long)(s1.waited - s0.waited), ck.rel_l2);
+    dev_free(&d);
+    pool_free(&p);
+    sw_case_free(&c);
+    return bad;
+}
+
 int main(void)
 {
     if (sw_cuda_device_count() == 0) {
@@ -241,6 +299,8 @@ int main(void)
         }
     for (int i = 0; i < 4; i++, n++)
         failed += graph_case(i, i < 2 ? 1 : 64, st);
+    failed += staging_case(st);
+    n++;
     CHECK(n_decode > 0 && n_gather > 0);
     cudaStreamDestroy(st);
     printf("test_paged_cuda: %d cases (%d decode, %d gather), %d failed, %d failed checks, "

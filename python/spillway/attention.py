@@ -922,7 +922,7 @@ def paged_attention(q, k_cache, v_cache, cu_seqlens_q, seq_lens, block_table, *,
 
 def _refuse_capture(torch):
     """Paged calls plan every call: under CUDA graph capture the graph would
-    upload the call's tables from pinned memory freed after it (and reading
+    upload the call's tables from pinned memory given back after it (and reading
     a CUDA page table or lengths to the host is no capturable work).
     Refused before anything is read or written."""
     if torch is not None and torch.cuda.is_available() and \
@@ -1069,8 +1069,8 @@ class _PagedRun:
         return (out, lse) if return_lse else out
 
     def close(self):
-        # (a CUDA plan's destroy frees its pinned tables with cudaFreeHost,
-        # which waits for the device: docs/perf/paged.md, known gaps)
+        # (a CUDA plan's pinned tables go back to the library's staging
+        # pool, reused once their upload ran: no wait for the device)
         h, self._h = getattr(self, "_h", None), None
         if h is not None and h.value:
             self._lib.sw_prefill_plan_destroy(h)

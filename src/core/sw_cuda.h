@@ -38,6 +38,21 @@ int sw_cuda_is_device_ptr(const void *p);
 /* Pinned host memory (cudaMallocHost) and its release. */
 sw_status sw_cuda_host_alloc(void **p, size_t bytes);
 void sw_cuda_host_free(void *p);
+/* Staging buffers for the tables a plan copies to the device at each run:
+ * pinned, from a pool (core/sw_cuda.cu), so that destroying a plan does not
+ * wait for the device. sw_cuda_staging_copied is called after each copy
+ * out of p is enqueued on `stream`; a buffer given back is taken again only
+ * once that copy is done. Allocation is on the current device. */
+sw_status sw_cuda_staging_alloc(void **p, size_t bytes);
+void sw_cuda_staging_copied(void *p, void *stream);
+void sw_cuda_staging_free(void *p);
+typedef struct {
+    uint64_t allocated; /* fresh pinned buffers */
+    uint64_t reused;    /* taken from the pool, their copies done */
+    uint64_t waited;    /* taken from the pool after waiting for the oldest copy */
+    uint64_t freed;     /* given back to the driver (cudaFreeHost) */
+} sw_cuda_staging_stats;
+void sw_cuda_staging_get_stats(sw_cuda_staging_stats *st);
 /* Pins existing host memory (cudaHostRegister) / releases that. */
 sw_status sw_cuda_host_register(void *p, size_t bytes);
 void sw_cuda_host_unregister(void *p);

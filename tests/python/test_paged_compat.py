@@ -396,6 +396,47 @@ def test_paged_cuda_refusals(cuda_torch):
 
 
 @pytest.mark.gpu
+def test_paged_cuda_calls_run_ahead_of_the_device(cuda_torch):
+    """Paged calls plan every call and destroy the plan at its end. Behind a
+    busy stream, a loop of them returns before the device reaches them: the
+    plans' pinned tables go back to the library's staging pool instead of
+    cudaFreeHost, which waits for the device. Each call reads its own
+    tables, also when its buffer was an earlier call's (taken again only
+    once that call's upload ran): the tables change every call."""
+    torch = cuda_torch
+    if not hasattr(torch.cuda, "_sleep"):
+        pytest.skip("torch.cuda._sleep is needed to hold the stream busy")
+    rng = np.random.default_rng(53)
+    page, hkv, hq, d = 16, 2, 8, 128
+    lens = [700, 40, 1500, 90]
+    kp, vp, table, _, _ = _pool(rng, lens, page, hkv, d)
+    kc = torch.from_numpy(kp).to("cuda", torch.bfloat16)
+    vc = torch.from_numpy(vp).to("cuda", torch.bfloat16)
+    kf, vf = kc.float().cpu().numpy(), vc.float().cpu().numpy()
+    cu_q = np.arange(len(lens) + 1, dtype=np.int32)  # decode: one query a request
+    calls = 20  # more than a size class keeps (8): later calls wait for the oldest upload
+    qs = [torch.randn(len(lens), hq, d, dtype=torch.bfloat16, device="cuda")
+          for _ in range(calls)]
+
+    def tables(i):  # requests in another order and a few keys shorter every call
+        order = np.roll(np.arange(len(lens)), i)
+        return np.array([lens[b] - 5 * i for b in order], np.int32), table[order]
+
+    torch.cuda.synchronize()
+    torch.cuda._sleep(400_000_000)
+    outs = [spillway.paged_attention(qs[i], kc, vc, cu_q, *tables(i)) for i in range(6)]
+    returned_ahead = not torch.cuda.current_stream().query()
+    torch.cuda._sleep(400_000_000)
+    outs += [spillway.paged_attention(qs[i], kc, vc, cu_q, *tables(i))
+             for i in range(6, calls)]
+    torch.cuda.synchronize()
+    assert returned_ahead, "the paged calls waited for the device"
+    for i, out in enumerate(outs):
+        want = spillway.paged_attention(qs[i].float().cpu().numpy(), kf, vf, cu_q, *tables(i))
+        assert rel_l2(out.float().cpu().numpy(), want) <= 1e-2, f"call {i}"
+
+
+@pytest.mark.gpu
 def test_with_kvcache_cuda_decode_loop_and_capture(cuda_torch):
     """A decode loop of flash_attn_with_kvcache calls on CUDA, every step
     against the CPU path; a call under CUDA graph capture is refused before
