@@ -414,7 +414,7 @@ def test_paged_cuda_calls_run_ahead_of_the_device(cuda_torch):
     vc = torch.from_numpy(vp).to("cuda", torch.bfloat16)
     kf, vf = kc.float().cpu().numpy(), vc.float().cpu().numpy()
     cu_q = np.arange(len(lens) + 1, dtype=np.int32)  # decode: one query a request
-    calls = 20  # more than a size class keeps (8): later calls wait for the oldest upload
+    calls = 28
     qs = [torch.randn(len(lens), hq, d, dtype=torch.bfloat16, device="cuda")
           for _ in range(calls)]
 
@@ -422,13 +422,18 @@ def test_paged_cuda_calls_run_ahead_of_the_device(cuda_torch):
         order = np.roll(np.arange(len(lens)), i)
         return np.array([lens[b] - 5 * i for b in order], np.int32), table[order]
 
+    def run(calls):
+        return [spillway.paged_attention(qs[i], kc, vc, cu_q, *tables(i)) for i in calls]
+
     torch.cuda.synchronize()
     torch.cuda._sleep(400_000_000)
-    outs = [spillway.paged_attention(qs[i], kc, vc, cu_q, *tables(i)) for i in range(6)]
+    outs = run(range(8))  # the pool's buffers of this size, as a decode loop's first steps
+    torch.cuda.synchronize()
+    torch.cuda._sleep(400_000_000)
+    outs += run(range(8, 14))
     returned_ahead = not torch.cuda.current_stream().query()
     torch.cuda._sleep(400_000_000)
-    outs += [spillway.paged_attention(qs[i], kc, vc, cu_q, *tables(i))
-             for i in range(6, calls)]
+    outs += run(range(14, calls))  # past the class's 8: calls wait for the oldest upload
     torch.cuda.synchronize()
     assert returned_ahead, "the paged calls waited for the device"
     for i, out in enumerate(outs):
