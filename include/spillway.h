@@ -142,7 +142,11 @@ typedef struct sw_prefill_plan sw_prefill_plan;
 /*
  * Validates the parameters and the host indptr arrays, chooses a backend,
  * builds the work list (longest first) and sizes the workspace. Host-only:
- * it may query the device's properties but launches nothing.
+ * it may query the device's properties but launches nothing. A CUDA plan's
+ * tables are pinned host memory from a pool the library keeps (at most 8
+ * buffers of a size class, up to 4 MiB each); when 8 plans of the class were
+ * destroyed with their uploads still queued, creating one waits for the
+ * oldest of those uploads.
  * qo_indptr_host / kv_indptr_host: batch+1 int32 prefix sums starting at 0,
  * non-decreasing; they are copied, the caller keeps ownership.
  * A plan can be reused for every layer with the same lengths and shapes.
@@ -155,6 +159,11 @@ SW_API sw_status sw_prefill_plan_create(const sw_prefill_params *params, int32_t
                                         const int32_t *qo_indptr_host,
                                         const int32_t *kv_indptr_host,
                                         sw_prefill_plan **out);
+/* Frees the plan; it may be destroyed right after an enqueued run. Its
+ * pinned tables go back to the library's pool without waiting for the
+ * device, except tables over 4 MiB, tables uploaded inside a stream
+ * capture and a size class past its 8 buffers: those are freed with
+ * cudaFreeHost, which waits for the device. */
 SW_API void sw_prefill_plan_destroy(sw_prefill_plan *plan);
 
 /* Bytes of workspace run() needs (0 for the CPU backends). Device memory for

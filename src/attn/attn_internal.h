@@ -316,6 +316,7 @@ int sw_paged_decode_fits(const int32_t *qo_indptr, int32_t batch, int32_t group)
 typedef struct sw_paged_cuda {
     int decode;              /* 1: the decode kernel; 0: gather + prefill kernel */
     void *blob;
+    struct sw_staging *stage; /* the blob's record (core/sw_cuda.h) */
     size_t blob_bytes, ws_off, ws_end;
     size_t qo_off, kv_off, pi_off, px_off, items_off, merges_off; /* in the blob */
     size_t tiles_off, tbase_off, tdone_off;                       /* in the blob */

@@ -20,8 +20,8 @@ int sw_paged_decode_fits(const int32_t *qo_indptr, int32_t batch, int32_t group)
 
 void sw_paged_cuda_free(sw_paged_cuda *pc)
 {
-    if (pc && pc->blob)
-        sw_cuda_staging_free(pc->blob); /* reused once its last upload is done */
+    if (pc)
+        sw_cuda_staging_free(pc->stage); /* reused once its last upload is done */
     if (pc)
         memset(pc, 0, sizeof *pc);
 }
@@ -135,9 +135,10 @@ sw_status sw_paged_cuda_plan(sw_paged_cuda *pc, const sw_prefill_params *p, int3
     }
     pc->ws_end = w;
     SW_TRY(sw_cuda_set_device(p->device));
-    sw_status s = sw_cuda_staging_alloc(&pc->blob, pc->blob_bytes);
+    sw_status s = sw_cuda_staging_alloc(&pc->stage, &pc->blob, pc->blob_bytes);
     if (s != SW_OK) {
         pc->blob = NULL;
+        pc->stage = NULL;
         free(seen);
         return s;
     }
@@ -187,7 +188,7 @@ sw_status sw_paged_cuda_run(const sw_paged_cuda *pc, const sw_attn_problem *pb,
 {
     char *ws = workspace, *dev_blob = ws + pc->ws_off;
     SW_TRY(sw_cuda_memcpy_h2d_async(dev_blob, pc->blob, pc->blob_bytes, stream));
-    sw_cuda_staging_copied(pc->blob, stream);
+    sw_cuda_staging_copied(pc->stage, stream);
     sw_cuda_paged_args a;
     memset(&a, 0, sizeof a);
     a.dtype = pb->dtype;

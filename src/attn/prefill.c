@@ -26,6 +26,7 @@ struct sw_prefill_plan {
 
     /* CUDA only: one pinned blob [counter | reqs | work] uploaded by run(). */
     void *blob;
+    sw_staging *stage;          /* the blob's record (core/sw_cuda.h) */
     size_t blob_bytes;
     size_t reqs_off, work_off;
     int32_t num_work;
@@ -260,7 +261,7 @@ static sw_status plan_cuda(sw_prefill_plan *pl, const sw_prefill_tuning *tu)
     pl->work_off = sw_align_up(pl->reqs_off + sizeof(sw_req_info) * (size_t)pl->batch, SW_WS_ALIGN);
     pl->blob_bytes = sw_align_up(pl->work_off + sizeof(sw_work_item) * (size_t)n, SW_WS_ALIGN);
     SW_TRY(sw_cuda_set_device(p->device));
-    SW_TRY(sw_cuda_staging_alloc(&pl->blob, pl->blob_bytes));
+    SW_TRY(sw_cuda_staging_alloc(&pl->stage, &pl->blob, pl->blob_bytes));
     memset(pl->blob, 0, pl->blob_bytes); /* the counter at offset 0 starts at zero */
     sw_req_info *reqs = (sw_req_info *)((char *)pl->blob + pl->reqs_off);
     for (int32_t b = 0; b < pl->batch; b++) {
@@ -459,8 +460,7 @@ void sw_prefill_plan_destroy(sw_prefill_plan *plan)
     /* The blob goes back to the staging pool, which hands it out again only
      * once its last upload is done: a plan may be destroyed right after an
      * enqueued run, without waiting for the device. */
-    if (plan->blob)
-        sw_cuda_staging_free(plan->blob);
+    sw_cuda_staging_free(plan->stage);
 #ifdef SW_HAVE_OPPONENT_FLASHINFER
     sw_opp_fi_plan_destroy(plan->opp);
     sw_opp_fid_plan_destroy(plan->opp_paged);
@@ -624,7 +624,7 @@ static sw_status run_cuda(sw_prefill_plan *pl, const sw_attn_problem *pb,
         (capturing || !ws_holds(t->workspace, t->workspace_bytes, tag, pl->serial))) {
         s = sw_cuda_memcpy_h2d_async(t->workspace, pl->blob, pl->blob_bytes, stream);
         if (s == SW_OK)
-            sw_cuda_staging_copied(pl->blob, stream);
+            sw_cuda_staging_copied(pl->stage, stream);
     }
     if (s != SW_OK) {
         ws_note(t->workspace, t->workspace_bytes, tag, 0, capturing);

@@ -120,65 +120,100 @@ extern "C" void sw_cuda_host_free(void *p)
  * STAGE_PER_CLASS buffers; when all of them are still being copied out, the
  * next taker waits for the oldest copy alone. Buffers over STAGE_MAX_LOG2,
  * or copied inside a stream capture (the graph copies from them at times
- * the pool does not see), or from two streams at once, are freed as
- * before. */
-enum { STAGE_HDR = 256, STAGE_MIN_LOG2 = 12, STAGE_MAX_LOG2 = 22, STAGE_PER_CLASS = 8,
-       STAGE_DEVICES = 64 };
+ * the pool does not see), or from a second stream while a copy on the first
+ * is pending, are freed as before. The bookkeeping lives in malloc memory:
+ * a pooled buffer is checked to be pinned memory still (cudaDeviceReset
+ * frees it) before it is handed out. */
+enum { STAGE_MIN_LOG2 = 12, STAGE_MAX_LOG2 = 22, STAGE_PER_CLASS = 8, STAGE_DEVICES = 64 };
 enum { STAGE_CLASSES = STAGE_MAX_LOG2 - STAGE_MIN_LOG2 + 1 };
 
-typedef struct stage_hdr {
-    struct stage_hdr *next; /* the pool's list of its class, oldest first */
-    size_t cap;             /* usable bytes after the header */
-    int device, cls;        /* cls -1: not pooled */
-    int unsafe;             /* freed at release, never pooled */
-    cudaEvent_t ev;         /* recorded after each copy out; NULL: none made */
-    cudaStream_t last;      /* that copy's stream */
-    int recorded;
-} stage_hdr;
+struct sw_staging {
+    struct sw_staging *next; /* the pool's list of its class, oldest first */
+    void *mem;               /* cudaMallocHost memory, cap bytes */
+    size_t cap;
+    int device, cls;         /* cls -1: not pooled */
+    int unsafe;              /* freed at release, never pooled */
+    int recorded;            /* ev holds the last copy out */
+    cudaEvent_t ev;          /* NULL: none could be made (unsafe) */
+    unsigned long long last; /* that copy's stream (cudaStreamGetId) */
+};
 
 static pthread_mutex_t stage_lock = PTHREAD_MUTEX_INITIALIZER;
-static stage_hdr *stage_pool[STAGE_DEVICES][STAGE_CLASSES];
+static sw_staging *stage_pool[STAGE_DEVICES][STAGE_CLASSES];
 static sw_cuda_staging_stats stage_stats;
 
-static stage_hdr *stage_of(void *p) { return (stage_hdr *)((char *)p - STAGE_HDR); }
-
-/* 1 when no copy out of h is pending (an error counts as pending). */
-static int stage_idle(stage_hdr *h)
+/* The calls below are legal while another thread captures a stream in
+ * global mode only with this thread's capture mode relaxed. */
+static cudaStreamCaptureMode stage_relax(void)
 {
-    if (!h->recorded)
+    cudaStreamCaptureMode m = cudaStreamCaptureModeRelaxed;
+    if (cudaThreadExchangeStreamCaptureMode(&m) != cudaSuccess) {
+        (void)cudaGetLastError();
+        m = cudaStreamCaptureModeRelaxed;
+    }
+    return m;
+}
+
+static void stage_restore(cudaStreamCaptureMode m)
+{
+    if (cudaThreadExchangeStreamCaptureMode(&m) != cudaSuccess)
+        (void)cudaGetLastError();
+}
+
+/* 1 when no copy out of s is pending; 0 while one is, or on an error (the
+ * error is cleared: cudaErrorNotReady leaves none). */
+static int stage_idle(sw_staging *s)
+{
+    if (!s->recorded)
         return 1;
-    const cudaError_t e = cudaEventQuery(h->ev);
+    const cudaError_t e = cudaEventQuery(s->ev);
     if (e == cudaSuccess)
         return 1;
-    (void)cudaGetLastError(); /* NotReady is not sticky; a sticky error stays */
+    if (e != cudaErrorNotReady)
+        (void)cudaGetLastError();
     return 0;
 }
 
-static void stage_destroy(stage_hdr *h)
+/* 1 when s->mem is still this process's pinned memory. */
+static int stage_alive(const sw_staging *s)
 {
-    if (h->ev)
-        (void)cudaEventDestroy(h->ev);
-    (void)cudaFreeHost(h);
+    cudaPointerAttributes at;
+    if (cudaPointerGetAttributes(&at, s->mem) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return at.type == cudaMemoryTypeHost;
 }
 
-extern "C" sw_status sw_cuda_staging_alloc(void **p, size_t bytes)
+static void stage_destroy(sw_staging *s, int alive)
 {
+    if (alive) {
+        if (s->ev && cudaEventDestroy(s->ev) != cudaSuccess)
+            (void)cudaGetLastError();
+        if (cudaFreeHost(s->mem) != cudaSuccess) /* waits for the device */
+            (void)cudaGetLastError();
+    }
+    free(s);
+}
+
+extern "C" sw_status sw_cuda_staging_alloc(sw_staging **out, void **p, size_t bytes)
+{
+    *out = NULL;
     *p = NULL;
     int dev = 0;
     SW_CUDA_CHECK(cudaGetDevice(&dev));
     int cls = -1;
-    for (int c = 0; c < STAGE_CLASSES; c++)
+    for (int c = 0; c < STAGE_CLASSES && dev < STAGE_DEVICES; c++)
         if (bytes <= ((size_t)1 << (c + STAGE_MIN_LOG2))) {
             cls = c;
             break;
         }
-    if (dev >= STAGE_DEVICES)
-        cls = -1;
     if (cls >= 0) {
-        stage_hdr *got = NULL, *wait = NULL;
+        const cudaStreamCaptureMode m = stage_relax();
+        sw_staging *got = NULL, *wait = NULL, *dead = NULL;
         int n = 0;
         pthread_mutex_lock(&stage_lock);
-        for (stage_hdr **pp = &stage_pool[dev][cls]; *pp; n++) {
+        for (sw_staging **pp = &stage_pool[dev][cls]; *pp; n++) {
             if (stage_idle(*pp)) {
                 got = *pp;
                 *pp = got->next;
@@ -190,85 +225,121 @@ extern "C" sw_status sw_cuda_staging_alloc(void **p, size_t bytes)
             wait = stage_pool[dev][cls];
             stage_pool[dev][cls] = wait->next;
         }
-        if (got)
-            stage_stats.reused++;
-        else if (wait)
-            stage_stats.waited++;
         pthread_mutex_unlock(&stage_lock);
         if (wait) {
-            if (cudaEventSynchronize(wait->ev) != cudaSuccess) {
-                (void)cudaGetLastError();
-                stage_destroy(wait); /* broken: a fresh buffer instead */
-            } else {
+            if (cudaEventSynchronize(wait->ev) == cudaSuccess) {
                 got = wait;
+            } else {
+                (void)cudaGetLastError();
+                dead = wait;
             }
         }
+        if (got && !stage_alive(got)) { /* freed under the pool (a device reset) */
+            dead = got;
+            got = NULL;
+        }
+        if (dead) {
+            const int alive = stage_alive(dead);
+            stage_destroy(dead, alive);
+        }
+        stage_restore(m);
+        pthread_mutex_lock(&stage_lock);
+        if (got && got == wait)
+            stage_stats.waited++;
+        else if (got)
+            stage_stats.reused++;
+        if (dead)
+            stage_stats.freed++;
+        pthread_mutex_unlock(&stage_lock);
         if (got) {
             got->next = NULL;
-            *p = (char *)got + STAGE_HDR;
+            got->recorded = 0;
+            *out = got;
+            *p = got->mem;
             return SW_OK;
         }
     }
-    const size_t cap = cls >= 0 ? (size_t)1 << (cls + STAGE_MIN_LOG2) : bytes;
-    void *base = NULL;
-    SW_TRY(sw_cuda_host_alloc(&base, STAGE_HDR + cap));
-    stage_hdr *h = (stage_hdr *)base;
-    memset(h, 0, sizeof *h);
-    h->cap = cap;
-    h->device = dev;
-    h->cls = cls;
-    if (cudaEventCreateWithFlags(&h->ev, cudaEventDisableTiming) != cudaSuccess) {
+    sw_staging *s = (sw_staging *)calloc(1, sizeof *s);
+    if (!s)
+        return sw_fail(SW_STATUS_NO_MEMORY, "cannot allocate a staging buffer's record");
+    s->cap = cls >= 0 ? (size_t)1 << (cls + STAGE_MIN_LOG2) : bytes;
+    s->device = dev;
+    s->cls = cls;
+    const sw_status st = sw_cuda_host_alloc(&s->mem, s->cap);
+    if (st != SW_OK) {
+        free(s);
+        return st;
+    }
+    if (cudaEventCreateWithFlags(&s->ev, cudaEventDisableTiming) != cudaSuccess) {
         (void)cudaGetLastError();
-        h->ev = NULL;
-        h->unsafe = 1;
+        s->ev = NULL;
+        s->unsafe = 1;
     }
     pthread_mutex_lock(&stage_lock);
     stage_stats.allocated++;
     pthread_mutex_unlock(&stage_lock);
-    *p = (char *)base + STAGE_HDR;
+    *out = s;
+    *p = s->mem;
     return SW_OK;
 }
 
-extern "C" void sw_cuda_staging_copied(void *p, void *stream)
+extern "C" void sw_cuda_staging_copied(sw_staging *s, void *stream)
 {
-    if (!p)
+    if (!s || s->unsafe)
         return;
-    stage_hdr *h = stage_of(p);
-    const int capturing = sw_cuda_stream_capturing(stream);
-    pthread_mutex_lock(&stage_lock);
-    if (!h->unsafe) {
-        if (capturing || (h->recorded && h->last != (cudaStream_t)stream && !stage_idle(h))) {
-            h->unsafe = 1;
-        } else if (cudaEventRecord(h->ev, (cudaStream_t)stream) != cudaSuccess) {
-            (void)cudaGetLastError();
-            h->unsafe = 1;
-        } else {
-            h->recorded = 1;
-            h->last = (cudaStream_t)stream;
-        }
+    /* A plan's buffer is its own until it is given back: no pool lock. Two
+     * threads running one plan at once race here only over whether it is
+     * pooled later; the stream ids keep a pending copy on another stream
+     * (another thread's per-thread stream has the same handle) from being
+     * forgotten. */
+    unsigned long long id = 0;
+    if (sw_cuda_stream_capturing(stream)) {
+        s->unsafe = 1;
+        return;
     }
-    pthread_mutex_unlock(&stage_lock);
+    if (cudaStreamGetId((cudaStream_t)stream, &id) != cudaSuccess) {
+        (void)cudaGetLastError();
+        s->unsafe = 1;
+        return;
+    }
+    if (s->recorded && s->last != id && !stage_idle(s)) {
+        s->unsafe = 1;
+        return;
+    }
+    if (cudaEventRecord(s->ev, (cudaStream_t)stream) != cudaSuccess) {
+        (void)cudaGetLastError();
+        s->unsafe = 1;
+        return;
+    }
+    s->recorded = 1;
+    s->last = id;
 }
 
-extern "C" void sw_cuda_staging_free(void *p)
+extern "C" void sw_cuda_staging_free(sw_staging *s)
 {
-    if (!p)
+    if (!s)
         return;
-    stage_hdr *h = stage_of(p), *drop = NULL;
+    sw_staging *drop = NULL;
+    const cudaStreamCaptureMode m = stage_relax();
     pthread_mutex_lock(&stage_lock);
-    if (h->cls < 0 || h->unsafe) {
-        drop = h;
+    if (s->cls < 0 || s->unsafe) {
+        drop = s;
     } else {
-        /* to the tail; a class over its count loses an idle buffer, else its oldest */
-        stage_hdr **pp = &stage_pool[h->device][h->cls], **idle = NULL;
+        /* to the tail; a class over its count loses an idle buffer, else
+         * its oldest (cudaFreeHost then waits for the device) */
+        sw_staging **pp = &stage_pool[s->device][s->cls];
         int n = 0;
-        for (; *pp; pp = &(*pp)->next, n++)
-            if (!idle && stage_idle(*pp))
-                idle = pp;
-        h->next = NULL;
-        *pp = h;
+        for (; *pp; pp = &(*pp)->next)
+            n++;
+        s->next = NULL;
+        *pp = s;
         if (n + 1 > STAGE_PER_CLASS) {
-            stage_hdr **victim = idle ? idle : &stage_pool[h->device][h->cls];
+            sw_staging **victim = &stage_pool[s->device][s->cls];
+            for (sw_staging **q = victim; *q; q = &(*q)->next)
+                if (stage_idle(*q)) {
+                    victim = q;
+                    break;
+                }
             drop = *victim;
             *victim = drop->next;
         }
@@ -277,7 +348,8 @@ extern "C" void sw_cuda_staging_free(void *p)
         stage_stats.freed++;
     pthread_mutex_unlock(&stage_lock);
     if (drop)
-        stage_destroy(drop); /* cudaFreeHost: waits for the device */
+        stage_destroy(drop, 1);
+    stage_restore(m);
 }
 
 extern "C" void sw_cuda_staging_get_stats(sw_cuda_staging_stats *st)

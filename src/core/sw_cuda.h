@@ -40,12 +40,15 @@ sw_status sw_cuda_host_alloc(void **p, size_t bytes);
 void sw_cuda_host_free(void *p);
 /* Staging buffers for the tables a plan copies to the device at each run:
  * pinned, from a pool (core/sw_cuda.cu), so that destroying a plan does not
- * wait for the device. sw_cuda_staging_copied is called after each copy
- * out of p is enqueued on `stream`; a buffer given back is taken again only
- * once that copy is done. Allocation is on the current device. */
-sw_status sw_cuda_staging_alloc(void **p, size_t bytes);
-void sw_cuda_staging_copied(void *p, void *stream);
-void sw_cuda_staging_free(void *p);
+ * wait for the device. sw_cuda_staging_alloc gives the buffer's record and
+ * its memory (on the current device); sw_cuda_staging_copied is called
+ * after each copy out of it is enqueued on `stream`; a buffer given back is
+ * taken again only once that copy is done. Taking one may wait for the
+ * oldest copy out of its size class when 8 given back are all pending. */
+typedef struct sw_staging sw_staging;
+sw_status sw_cuda_staging_alloc(sw_staging **s, void **p, size_t bytes);
+void sw_cuda_staging_copied(sw_staging *s, void *stream);
+void sw_cuda_staging_free(sw_staging *s);
 typedef struct {
     uint64_t allocated; /* fresh pinned buffers */
     uint64_t reused;    /* taken from the pool, their copies done */

@@ -30,9 +30,15 @@ int sw_cuda_stream_capturing(void *stream) { (void)stream; return 1; }
 int sw_cuda_is_device_ptr(const void *p) { (void)p; return 0; }
 sw_status sw_cuda_host_alloc(void **p, size_t bytes) { (void)bytes; *p = NULL; return no_cuda(); }
 void sw_cuda_host_free(void *p) { (void)p; }
-sw_status sw_cuda_staging_alloc(void **p, size_t bytes) { (void)bytes; *p = NULL; return no_cuda(); }
-void sw_cuda_staging_copied(void *p, void *stream) { (void)p; (void)stream; }
-void sw_cuda_staging_free(void *p) { (void)p; }
+sw_status sw_cuda_staging_alloc(sw_staging **s, void **p, size_t bytes)
+{
+    (void)bytes;
+    *s = NULL;
+    *p = NULL;
+    return no_cuda();
+}
+void sw_cuda_staging_copied(sw_staging *s, void *stream) { (void)s; (void)stream; }
+void sw_cuda_staging_free(sw_staging *s) { (void)s; }
 void sw_cuda_staging_get_stats(sw_cuda_staging_stats *st) { memset(st, 0, sizeof *st); }
 sw_status sw_cuda_host_register(void *p, size_t bytes) { (void)p; (void)bytes; return no_cuda(); }
 void sw_cuda_host_unregister(void *p) { (void)p; }
