@@ -302,9 +302,12 @@ extern "C" void sw_cuda_staging_copied(sw_staging *s, void *stream)
         s->unsafe = 1;
         return;
     }
-    if (s->recorded && s->last != id && !stage_idle(s)) {
-        s->unsafe = 1;
-        return;
+    if (s->recorded && s->last != id) {
+        const cudaStreamCaptureMode m = stage_relax();
+        s->unsafe = !stage_idle(s);
+        stage_restore(m);
+        if (s->unsafe)
+            return;
     }
     if (cudaEventRecord(s->ev, (cudaStream_t)stream) != cudaSuccess) {
         (void)cudaGetLastError();
