@@ -109,8 +109,6 @@ class PrefillPlan:
         self.total_q = int(L.sw_prefill_plan_total_q(h))
         self.total_kv = int(L.sw_prefill_plan_total_kv(h))
         self.flops = float(L.sw_prefill_plan_flops(h))
-        # The torch stream of the last CUDA run; destruction waits for it.
-        self._last_stream = None
         self._maxlens = None
         self._t = None  # the run's sw_prefill_tensors, reused under the workspace lock
         self._tref = None  # ... and ctypes.byref of it
@@ -152,44 +150,19 @@ class PrefillPlan:
 
 _plan_lock = threading.Lock()
 _plans = collections.OrderedDict()
-_graveyard = []  # (event, plan): evicted CUDA plans whose last run may be in flight
 _plan_stats = {"hits": 0, "misses": 0}
 # The fast path's index into _plans: (cu_seqlens as tuples of ints, the rest
 # of the plan key) -> plan, for short cu_seqlens (a tuple of a few ints costs
 # a third of numpy's bytes). Filled on the fast path's first hit through the
-# bytes key; an entry whose plan was evicted or retired is dropped on sight.
+# bytes key; an entry whose plan was evicted is dropped on sight.
 _fast_plans = {}
 _FAST_MAX_ENTRIES = 33  # cu_seqlens entries (batch 32) up to which the index is used
-
-
-def _sweep_graveyard():
-    keep = []
-    for ev, plan in _graveyard:
-        if ev is None or ev.query():
-            plan._destroy()
-        else:
-            keep.append((ev, plan))
-    _graveyard[:] = keep
-
-
-def _retire(plan):
-    """An evicted plan: destroy now, or once its last CUDA run has finished (a
-    plan's host-side tables may still feed an in-flight upload)."""
-    torch = _torch_mod()
-    if plan.is_cuda and plan._last_stream is not None and torch is not None:
-        ev = torch.cuda.Event()
-        ev.record(plan._last_stream)
-        _graveyard.append((ev, plan))
-    else:
-        plan._destroy()
 
 
 def _get_plan(qo, kv, hq, hkv, d, dtype, causal, scale, backend, device, num_threads):
     key = (qo.tobytes(), kv.tobytes(), hq, hkv, d, dtype, bool(causal), float(scale),
            backend, device, num_threads)
     with _plan_lock:
-        if _graveyard:
-            _sweep_graveyard()
         plan = _plans.get(key)
         if plan is not None:
             _plans.move_to_end(key)
@@ -206,9 +179,11 @@ def _get_plan(qo, kv, hq, hkv, d, dtype, causal, scale, backend, device, num_thr
             plan._destroy()
             return other
         _plans[key] = plan
+        # an evicted plan is destroyed when its last user lets it go (__del__;
+        # a CUDA plan's tables then go back to the library's staging pool
+        # without waiting for its runs)
         while len(_plans) > _PLAN_CACHE_SIZE:
-            _, old = _plans.popitem(last=False)
-            _retire(old)
+            _plans.popitem(last=False)
     return plan
 
 
@@ -219,7 +194,6 @@ def _evict(plan):
         key = getattr(plan, "_key", None)
         if key is not None and _plans.get(key) is plan:
             del _plans[key]
-            _retire(plan)
 
 
 def plan_cache_info():
@@ -233,8 +207,6 @@ def clear_caches():
     workspaces are dropped (so nothing in flight still uses them)."""
     torch = _torch_mod()
     with _plan_lock:
-        for plan in _plans.values():
-            _retire(plan)
         _plans.clear()
         _fast_plans.clear()
         _plan_stats["hits"] = _plan_stats["misses"] = 0
@@ -244,8 +216,6 @@ def clear_caches():
             for dev in devs:
                 torch.cuda.synchronize(dev)
         _workspaces.clear()
-    with _plan_lock:
-        _sweep_graveyard()
 
 
 # -------------------------------------------------------------- workspace --
@@ -601,8 +571,7 @@ def _varlen_fast(q, k, v, cq, ck, mq, mk, causal, softmax_scale, return_lse):
     if _current_device(torch) != index:
         def fill(t):  # every field a run reads
             _fill_tensors(t, *ptrs, (0, 0, 0, 0), n, nk)
-        st, plan._last_stream = _run_cuda(torch, plan._handle, _new_tensors(), dev,
-                                          plan.workspace_size, fill)
+        st, _ = _run_cuda(torch, plan._handle, _new_tensors(), dev, plan.workspace_size, fill)
     else:
         # the plan's own struct: its (dense) strides set once; the pointers
         # and this call's row counts under the workspace lock (the library
@@ -623,11 +592,10 @@ def _varlen_fast(q, k, v, cq, ck, mq, mk, causal, softmax_scale, return_lse):
             t.lse = ctypes.cast(ptrs[4], ctypes.POINTER(ctypes.c_float)) if ptrs[4] else None
             if raw == ws.last_raw and plan.workspace_size <= ws.nbytes and raw in ws.recorded:
                 # _acquire_workspace's case with nothing to do (same stream, big enough)
-                plan._last_stream = ws.last_stream
                 if t.workspace_tag != ws.tag:  # another allocation since this plan's last run
                     t.workspace, t.workspace_bytes, t.workspace_tag = ws.ptr, ws.nbytes, ws.tag
             else:
-                t.workspace, t.workspace_bytes, plan._last_stream = _acquire_workspace(
+                t.workspace, t.workspace_bytes, _ = _acquire_workspace(
                     torch, ws, plan.workspace_size, dev, raw)
                 t.workspace_tag = ws.tag
             st = plan._lib.sw_prefill_run(plan._handle, plan._tref, raw)
@@ -797,7 +765,7 @@ def _run_torch(torch, plan, q, k, v, cuda, return_lse):
         _lib.check(L.sw_prefill_run(plan._handle, ctypes.byref(t), None), _HINT)
         return (out, lse) if return_lse else out
 
-    st, plan._last_stream = _run_cuda(torch, plan._handle, t, q.device, plan.workspace_size)
+    st, _ = _run_cuda(torch, plan._handle, t, q.device, plan.workspace_size)
     if st in (_lib.SW_STATUS_CUDA, _lib.SW_STATUS_FAILED):
         _evict(plan)
     _lib.check(st, _HINT)
