@@ -20,10 +20,10 @@ int sw_paged_decode_fits(const int32_t *qo_indptr, int32_t batch, int32_t group)
 
 void sw_paged_cuda_free(sw_paged_cuda *pc)
 {
-    if (pc)
-        sw_cuda_staging_free(pc->stage); /* reused once its last upload is done */
-    if (pc)
-        memset(pc, 0, sizeof *pc);
+    if (!pc)
+        return;
+    sw_cuda_staging_free(pc->stage); /* reused once its last upload is done */
+    memset(pc, 0, sizeof *pc);
 }
 
 /* The kernel's own gather (sw_cuda_gather_args): each request's tiles of
@@ -136,9 +136,7 @@ sw_status sw_paged_cuda_plan(sw_paged_cuda *pc, const sw_prefill_params *p, int3
     pc->ws_end = w;
     SW_TRY(sw_cuda_set_device(p->device));
     sw_status s = sw_cuda_staging_alloc(&pc->stage, &pc->blob, pc->blob_bytes);
-    if (s != SW_OK) {
-        pc->blob = NULL;
-        pc->stage = NULL;
+    if (s != SW_OK) { /* (blob and stage left NULL) */
         free(seen);
         return s;
     }
