@@ -120,7 +120,10 @@ SW_API const char *sw_prefill_cpu_isa(void);
 /* h / (num_qo_heads / num_kv_heads). Causal with q_len < kv_len is bottom- */
 /* right aligned: query i sees keys j <= i + (kv_len - q_len). A query row  */
 /* that sees no key gets zeros and LSE = -inf.                              */
+/* Rows in all, of each side: at most SW_MAX_ROWS (else UNSUPPORTED).      */
 /* ------------------------------------------------------------------------ */
+#define SW_MAX_ROWS (INT32_MAX - 65535) /* the kernels step int32 rows in tiles */
+
 typedef struct sw_prefill_params {
     uint32_t struct_size;   /* sizeof(sw_prefill_params) */
     sw_dtype dtype;         /* of Q, K, V and O */
@@ -292,9 +295,10 @@ SW_API void sw_paged_kv_init(sw_paged_kv *kv);
 
 /*
  * sw_prefill_plan_create over paged K/V: validates the page table on the
- * host (every entry it will read: the status's detail names the first bad
- * one: an index out of [0, num_pages), a page repeated within a request, a
- * decreasing page_indptr, a last_page_len of 0 or above page_size, a
+ * host (every entry it will read; the status's detail names a bad entry,
+ * the length fields checked before each request's indices: an index out
+ * of [0, num_pages), a page repeated within a request, a decreasing
+ * page_indptr, a last_page_len of 0 or above page_size, a
  * block_table row shorter than its seq_len needs, a negative seq_len), and
  * copies it, so a run never reads outside the pool or another request's
  * pages. q_len 1 per request is batch decode; any q_len works. run() takes
@@ -321,7 +325,11 @@ SW_API sw_status sw_prefill_plan_create_paged(const sw_prefill_params *params, i
  * dense) to its last (new_indptr[b+1] - new_indptr[b]) positions of the
  * table `kv` describes (which already counts them: kv_len after the step).
  * The pools use tensors' paged strides (only k, v and the k_/v_ row, head
- * and page strides of `t` are read). Same table checks as the plan.
+ * and page strides of `t` are read). Same table checks as the plan, and
+ * one more: a token written must not be one that another request's table
+ * holds (a shared page takes no append at or below the other's tokens:
+ * copy it first), nor one another request writes. A refused call writes
+ * nothing.
  */
 SW_API sw_status sw_paged_kv_append_host(const sw_prefill_params *params, int32_t batch,
                                          const sw_paged_kv *kv, const int32_t *new_indptr,

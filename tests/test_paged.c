@@ -126,6 +126,85 @@ static void test_append(int index)
     sw_case_free(&c);
 }
 
+/* Appends around a page shared by two requests (page size 4, one kv head,
+ * FlashInfer's table): a request may write past the tokens the other holds
+ * there; a write at or below them, or two requests writing one token, is
+ * refused naming both, and nothing is written. */
+static void test_append_shared(void)
+{
+    enum { PS = 4, NP = 4, D = 64 };
+    sw_prefill_params p;
+    sw_prefill_params_init(&p);
+    p.dtype = SW_DTYPE_BF16;
+    p.num_qo_heads = p.num_kv_heads = 1;
+    p.head_dim = D;
+    static uint16_t kpool[NP * PS * D], vpool[NP * PS * D], before[NP * PS * D];
+    uint16_t knew[2 * D], vnew[2 * D];
+    for (int i = 0; i < 2 * D; i++) {
+        knew[i] = (uint16_t)(0x3f80 + i);
+        vnew[i] = (uint16_t)(0x4000 + i);
+    }
+    sw_prefill_tensors t;
+    sw_prefill_tensors_init(&t);
+    t.k = kpool;
+    t.v = vpool;
+    struct {
+        int32_t indptr[3], idx[4], last[2], nw[3];
+        const char *refusal; /* NULL: accepted */
+    } cases[] = {
+        /* page 0 a full shared prefix; each writes its own next page */
+        {{0, 2, 4}, {0, 1, 0, 2}, {1, 2}, {0, 1, 2}, NULL},
+        /* page 0 shared, request 1 holds 2 tokens: request 0 writes token 2 */
+        {{0, 1, 2}, {0, 0}, {3, 2}, {0, 1, 1}, NULL},
+        /* both write token 2 of the shared page */
+        {{0, 1, 2}, {0, 0}, {3, 3}, {0, 1, 2},
+         "request 1 appends to page 0 at token 2, which request 0 holds (its page 0)"},
+        /* request 0 writes token 2, which request 1 holds */
+        {{0, 1, 2}, {0, 0}, {3, 4}, {0, 1, 1},
+         "request 0 appends to page 0 at token 2, which request 1 holds (its page 0)"},
+        /* the shared page is request 1's second: request 0 writes token 1 */
+        {{0, 1, 3}, {3, 2, 3}, {2, 4}, {0, 1, 1},
+         "request 0 appends to page 3 at token 1, which request 1 holds (its page 1)"},
+    };
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        sw_paged_kv kv;
+        sw_paged_kv_init(&kv);
+        kv.page_size = PS;
+        kv.num_pages = NP;
+        kv.page_indptr = cases[ci].indptr;
+        kv.page_indices = cases[ci].idx;
+        kv.last_page_len = cases[ci].last;
+        memset(kpool, 0, sizeof kpool);
+        memset(vpool, 0, sizeof vpool);
+        memcpy(before, kpool, sizeof kpool);
+        const sw_status s =
+            sw_paged_kv_append_host(&p, 2, &kv, cases[ci].nw, knew, vnew, 0, &t);
+        if (!cases[ci].refusal) {
+            CHECK_STATUS(s, SW_OK);
+            /* each new row at its request's last position */
+            for (int32_t b = 0, row = 0; b < 2; b++)
+                for (int32_t i = 0; i < cases[ci].nw[b + 1] - cases[ci].nw[b]; i++, row++) {
+                    const int32_t np = cases[ci].indptr[b + 1] - cases[ci].indptr[b];
+                    const int32_t len = (np - 1) * PS + cases[ci].last[b];
+                    const int32_t j = len - (cases[ci].nw[b + 1] - cases[ci].nw[b]) + i;
+                    const int32_t page = cases[ci].idx[cases[ci].indptr[b] + j / PS];
+                    const size_t at = ((size_t)page * PS + (size_t)(j % PS)) * D;
+                    CHECK(memcmp(kpool + at, knew + (size_t)row * D, D * 2) == 0);
+                    CHECK(memcmp(vpool + at, vnew + (size_t)row * D, D * 2) == 0);
+                }
+        } else {
+            CHECK_STATUS(s, SW_STATUS_INVALID);
+            if (!strstr(sw_last_error(), cases[ci].refusal)) {
+                fprintf(stderr, "append case %zu: detail \"%s\" lacks \"%s\"\n", ci,
+                        sw_last_error(), cases[ci].refusal);
+                sw_test_failures++;
+            }
+            CHECK(memcmp(kpool, before, sizeof kpool) == 0);
+            CHECK(memcmp(vpool, before, sizeof vpool) == 0);
+        }
+    }
+}
+
 /* Each bad table is refused at plan time with INVALID (or UNSUPPORTED for a
  * page size out of range) and a detail naming the entry. */
 static void expect_refusal(const sw_prefill_params *pp, int32_t batch, const int32_t *qo,
@@ -289,6 +368,7 @@ int main(void)
         failed += run_case(i, SW_BACKEND_CPU_REF);
     for (int i = 0; i < 24; i++)
         test_append(i);
+    test_append_shared();
     printf("test_paged: %d cases, %d failed, %d failed checks, %.1f s\n", n, failed,
            sw_test_failures, sw_now_seconds() - t0);
     return failed || sw_test_failures ? 1 : 0;

@@ -147,6 +147,60 @@ int main(void)
     p = good_params();
     p.backend = SW_BACKEND_CUDA;
     EXPECT_FAIL(sw_prefill_host(&p, 2, qo, kv, &t), SW_STATUS_INVALID, "CPU");
+    {
+        /* A caller's struct shorter than this library's is refused before any
+         * field past struct_size is read (an exact-size allocation: a
+         * sanitizer build sees any read beyond it). */
+        void *shortp = calloc(1, 8);
+        const uint32_t eight = 8;
+        CHECK(shortp != NULL);
+        if (shortp) {
+            memcpy(shortp, &eight, sizeof eight); /* struct_size, the first field */
+            EXPECT_FAIL(sw_prefill_host((const sw_prefill_params *)shortp, 2, qo, kv, &t),
+                        SW_STATUS_INVALID, "struct_size=8");
+            free(shortp);
+        }
+    }
+    /* More rows in all than SW_MAX_ROWS: refused at plan time, on either side
+     * (the kernels step int32 row indices a tile at a time). */
+    p = good_params();
+    {
+        int32_t big[2] = {0, SW_MAX_ROWS + 1}, small[2] = {0, 4};
+        EXPECT_FAIL(sw_prefill_plan_create(&p, 1, big, small, &pl), SW_STATUS_UNSUPPORTED,
+                    "qo_indptr[1]=2147418113: more than SW_MAX_ROWS");
+        EXPECT_FAIL(sw_prefill_plan_create(&p, 1, small, big, &pl), SW_STATUS_UNSUPPORTED,
+                    "kv_indptr[1]");
+    }
+    /* No keys at all: K and V may be NULL on every CPU backend (each row gets
+     * zeros and LSE = -inf, as for a row that sees no key). */
+    for (int be = SW_BACKEND_CPU_REF; be <= SW_BACKEND_CPU; be++) {
+        int32_t q3[2] = {0, 3}, k0[2] = {0, 0};
+        p = good_params();
+        p.backend = (sw_backend)be;
+        sw_prefill_plan *pe = NULL;
+        CHECK_STATUS(sw_prefill_plan_create(&p, 1, q3, k0, &pe), SW_OK);
+        sw_prefill_tensors te;
+        sw_prefill_tensors_init(&te);
+        float lse[3 * 4];
+        for (int i = 0; i < 3 * 4; i++)
+            lse[i] = 1.0f;
+        for (int64_t i = 0; i < 3 * 4 * 64; i++)
+            o[i] = 0xabab;
+        te.q = q;
+        te.o = o;
+        te.lse = lse;
+        te.q_rows = 3;
+        te.kv_rows = 0;
+        CHECK_STATUS(sw_prefill_run(pe, &te, NULL), SW_OK);
+        int zeros = 1, neginf = 1;
+        for (int64_t i = 0; i < 3 * 4 * 64; i++)
+            zeros &= o[i] == 0;
+        for (int i = 0; i < 3 * 4; i++)
+            neginf &= isinf(lse[i]) && lse[i] < 0;
+        CHECK(zeros);
+        CHECK(neginf);
+        sw_prefill_plan_destroy(pe);
+    }
     free(q); free(k); free(v); free(o);
 
     if (sw_test_failures) {

@@ -386,6 +386,21 @@ int main(void)
     p.struct_size = 8;
     CHECK_STATUS(sw_swap_attend(s, &p, NULL, NULL), SW_STATUS_INVALID);
     p.struct_size = sizeof p;
+    {
+        /* a caller's shorter struct is read no further than its struct_size
+         * (an exact-size allocation: a sanitizer build sees any read past
+         * it) */
+        void *shortp = calloc(1, 8);
+        const uint32_t eight = 8;
+        CHECK(shortp != NULL);
+        if (shortp) {
+            memcpy(shortp, &eight, sizeof eight);
+            CHECK_STATUS(sw_swap_attend(s, (const sw_swap_attend_params *)shortp, NULL, NULL),
+                         SW_STATUS_INVALID);
+            CHECK(strstr(sw_last_error(), "struct_size 8") != NULL);
+            free(shortp);
+        }
+    }
     float sc[2];
     int32_t n = 0;
     CHECK_STATUS(sw_swap_score_blocks(s, 1, 0, q, 1, sc, 2, &n), SW_STATUS_WORKSPACE_TOO_SMALL);

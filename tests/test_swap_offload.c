@@ -202,6 +202,20 @@ static void failures(sw_swap *s)
     bad.head_stride = 8;
     CHECK_STATUS(sw_swap_offload(s, 9, 0, 0, &bad), SW_STATUS_INVALID);
     CHECK(strstr(sw_last_error(), "kv heads would overlap") != NULL);
+    /* each stride a row apart, but head 1's row 0 is head 0's row 1 (and
+     * in HND token 1's row 0 head 1's): refused as overlapping */
+    for (int hnd = 0; hnd < 2; hnd++) {
+        bad.layout = hnd ? SW_KV_HND : SW_KV_NHD;
+        bad.token_stride = D;
+        bad.head_stride = D;
+        CHECK_STATUS(sw_swap_offload(s, 9, 0, 0, &bad), SW_STATUS_INVALID);
+        CHECK(strstr(sw_last_error(), "token_stride 64 and head_stride 64 make rows overlap") !=
+              NULL);
+        bad.head_stride = (int64_t)(valid_of(2) - 1) * D; /* one row short of clearing them */
+        CHECK_STATUS(sw_swap_offload(s, 9, 0, 0, &bad), SW_STATUS_INVALID);
+    }
+    bad.layout = SW_KV_NHD;
+    bad.token_stride = 0;
     bad.head_stride = -1;
     CHECK_STATUS(sw_swap_offload(s, 9, 0, 0, &bad), SW_STATUS_INVALID);
     /* strides whose span wraps size_t (it passed the size check and the

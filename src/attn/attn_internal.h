@@ -149,7 +149,7 @@ typedef struct sw_paged_table {
 } sw_paged_table;
 
 /* Checks `kv` for `batch` requests (every entry that a run reads; the
- * detail names the first bad one) and builds its normal form. Pure host
+ * detail names a bad one: lengths first, then each request's indices) and builds its normal form. Pure host
  * work; on failure *out is empty. */
 sw_status sw_paged_table_build(const sw_paged_kv *kv, int32_t batch, sw_paged_table *out);
 void sw_paged_table_free(sw_paged_table *t);

@@ -513,7 +513,9 @@ sw_status sw_cpu_prefill_fast_kernel(const sw_attn_problem *pb, int num_threads,
 
     if (sw_units_build(pb, NULL) == 0)
         return SW_OK;
-    if (!pb->q || !pb->k || !pb->v || !pb->o)
+    /* (empty sides may pass NULL, as the plan allows: no keys, no k / v) */
+    const int has_keys = pb->kv_indptr[pb->batch] > pb->kv_indptr[0];
+    if (!pb->q || !pb->o || (has_keys && (!pb->k || !pb->v)))
         return sw_fail(SW_STATUS_INVALID, "cpu fast path: null tensor");
 
     int64_t nt = sw_env_int("SPILLWAY_NUM_THREADS", 0);

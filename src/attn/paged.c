@@ -151,9 +151,9 @@ sw_status sw_paged_table_build(const sw_paged_kv *kv, int32_t batch, sw_paged_ta
             }
         }
         const int64_t pages = out->page_indptr[b] + np, kvs = out->kv_indptr[b] + len;
-        if (pages > INT32_MAX || kvs > INT32_MAX) {
-            st = sw_fail(SW_STATUS_UNSUPPORTED, "request %d: more than INT32_MAX %s in the "
-                         "batch", b, pages > INT32_MAX ? "pages" : "key tokens");
+        if (pages > INT32_MAX || kvs > SW_MAX_ROWS) {
+            st = sw_fail(SW_STATUS_UNSUPPORTED, "request %d: more than %s in the batch", b,
+                         pages > INT32_MAX ? "INT32_MAX pages" : "SW_MAX_ROWS key tokens");
             break;
         }
         out->page_indptr[b + 1] = (int32_t)pages;
@@ -356,6 +356,93 @@ sw_status sw_cpu_prefill_paged(const sw_attn_problem *pb, const sw_paged_table *
     return st;
 }
 
+/* A write the append makes: the lowest token it writes on a page. */
+typedef struct append_write {
+    int32_t page, tok, req;
+} append_write;
+
+static int append_write_cmp(const void *a, const void *b)
+{
+    const append_write *x = a, *y = b;
+    return x->page != y->page ? (x->page > y->page) - (x->page < y->page)
+                              : (x->req > y->req) - (x->req < y->req);
+}
+
+/* Whether an append's writes (request b's last n[b] keys) touch a token
+ * another request's table holds: a page shared by requests (a common
+ * prefix) takes no append at or below a token the others hold, and two
+ * requests never write one token. O(pages) with a page bitmap in front of
+ * a sorted list of the written pages. */
+static sw_status append_conflicts(const sw_paged_table *pt, int32_t batch,
+                                  const int32_t *new_indptr)
+{
+    const int32_t ps = pt->page_size;
+    int64_t nw = 0;
+    for (int32_t b = 0; b < batch; b++) {
+        const int32_t n = new_indptr[b + 1] - new_indptr[b];
+        if (n > 0) {
+            const int32_t len = pt->kv_indptr[b + 1] - pt->kv_indptr[b];
+            nw += (len - 1) / ps - (len - n) / ps + 1;
+        }
+    }
+    if (nw == 0 || batch < 2)
+        return SW_OK;
+    append_write *w = malloc(sizeof *w * (size_t)nw);
+    uint8_t *bits = calloc((size_t)pt->num_pages / 8 + 1, 1);
+    if (!w || !bits) {
+        free(w);
+        free(bits);
+        return sw_fail(SW_STATUS_NO_MEMORY, "append: %lld page writes to check",
+                       (long long)nw);
+    }
+    int64_t k = 0;
+    for (int32_t b = 0; b < batch; b++) {
+        const int32_t n = new_indptr[b + 1] - new_indptr[b];
+        if (n <= 0)
+            continue;
+        const int32_t len = pt->kv_indptr[b + 1] - pt->kv_indptr[b];
+        for (int32_t pi = (len - n) / ps; pi <= (len - 1) / ps; pi++) {
+            const int32_t page = pt->page_indices[pt->page_indptr[b] + pi];
+            w[k].page = page;
+            w[k].tok = pi == (len - n) / ps ? (len - n) % ps : 0;
+            w[k].req = b;
+            k++;
+            bits[page >> 3] |= (uint8_t)(1u << (page & 7));
+        }
+    }
+    qsort(w, (size_t)nw, sizeof *w, append_write_cmp);
+    sw_status st = SW_OK;
+    for (int32_t c = 0; c < batch && st == SW_OK; c++) {
+        const int32_t len = pt->kv_indptr[c + 1] - pt->kv_indptr[c];
+        const int32_t np = pt->page_indptr[c + 1] - pt->page_indptr[c];
+        for (int32_t pi = 0; pi < np && st == SW_OK; pi++) {
+            const int32_t page = pt->page_indices[pt->page_indptr[c] + pi];
+            if (!(bits[page >> 3] & (1u << (page & 7))))
+                continue;
+            const int32_t held = pi < np - 1 ? ps : len - pi * ps; /* tokens c holds there */
+            int64_t lo = 0, hi = nw; /* the first write to the page */
+            while (lo < hi) {
+                const int64_t mid = lo + (hi - lo) / 2;
+                if (w[mid].page < page)
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+            for (int64_t x = lo; x < nw && w[x].page == page; x++)
+                if (w[x].req != c && w[x].tok < held) {
+                    st = sw_fail(SW_STATUS_INVALID, "request %d appends to page %d at token %d, "
+                                 "which request %d holds (its page %d): a shared page takes no "
+                                 "append (copy it first); nothing written", w[x].req, page,
+                                 w[x].tok, c, pi);
+                    break;
+                }
+        }
+    }
+    free(w);
+    free(bits);
+    return st;
+}
+
 sw_status sw_paged_kv_append_host(const sw_prefill_params *params, int32_t batch,
                                   const sw_paged_kv *kv, const int32_t *new_indptr,
                                   const void *k_new, const void *v_new, int64_t new_row_stride,
@@ -400,6 +487,8 @@ sw_status sw_paged_kv_append_host(const sw_prefill_params *params, int32_t batch
     sw_paged_strides ks, vs;
     if (st == SW_OK)
         st = sw_paged_resolve_strides(&pt, H, d, t, &ks, &vs);
+    if (st == SW_OK)
+        st = append_conflicts(&pt, batch, new_indptr);
     if (st == SW_OK) {
         const size_t es = sw_dtype_size(params->dtype), rowb = (size_t)d * es;
         for (int32_t b = 0; b < batch; b++) {

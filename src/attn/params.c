@@ -52,6 +52,9 @@ static sw_status check_one_indptr(const char *name, int32_t batch, const int32_t
         if (ip[b + 1] < ip[b])
             return sw_fail(SW_STATUS_INVALID, "%s[%d]=%d < %s[%d]=%d: offsets must not decrease",
                            name, b + 1, ip[b + 1], name, b, ip[b]);
+    if (ip[batch] > SW_MAX_ROWS)
+        return sw_fail(SW_STATUS_UNSUPPORTED, "%s[%d]=%d: more than SW_MAX_ROWS (%d) rows in all",
+                       name, batch, ip[batch], SW_MAX_ROWS);
     return SW_OK;
 }
 

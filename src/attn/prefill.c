@@ -766,8 +766,10 @@ sw_status sw_prefill_host(const sw_prefill_params *params, int32_t batch,
 {
     if (!params)
         return sw_fail(SW_STATUS_INVALID, "params is NULL");
+    if (params->struct_size < sizeof *params) /* refused, and read no further */
+        return sw_prefill_validate_params(params);
     sw_prefill_params p = *params;
-    if (p.struct_size >= sizeof p && p.backend == SW_BACKEND_AUTO)
+    if (p.backend == SW_BACKEND_AUTO)
         p.backend = SW_BACKEND_CPU;
     if (p.backend != SW_BACKEND_CPU && p.backend != SW_BACKEND_CPU_REF)
         return sw_fail(SW_STATUS_INVALID, "sw_prefill_host runs on the CPU; backend %s was asked",

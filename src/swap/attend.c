@@ -11,9 +11,6 @@
 
 static sw_status validate(sw_swap *s, const sw_swap_attend_params *p, sw_swap_seq **seqs)
 {
-    if (p->struct_size != sizeof *p)
-        return sw_fail(SW_STATUS_INVALID, "sw_swap_attend_params.struct_size %u, want %zu",
-                       p->struct_size, sizeof *p);
     if (p->layer < 0 || p->layer >= s->m.num_layers)
         return sw_fail(SW_STATUS_INVALID, "layer %d not in [0, %d)", p->layer,
                        s->m.num_layers);
@@ -66,6 +63,10 @@ sw_status sw_swap_attend(sw_swap *s, const sw_swap_attend_params *p, sw_swap_att
     if (res && res->struct_size < sizeof *res)
         return sw_fail(SW_STATUS_INVALID, "sw_swap_attend_result.struct_size %u, want %zu",
                        res->struct_size, sizeof *res);
+    /* before any other field: a shorter struct is read no further */
+    if (p->struct_size != sizeof *p)
+        return sw_fail(SW_STATUS_INVALID, "sw_swap_attend_params.struct_size %u, want %zu",
+                       p->struct_size, sizeof *p);
     sw_swap_dev_tl_phase(s, 'A'); /* (nothing without a device pool) */
     run R;
     memset(&R, 0, sizeof R);

@@ -116,6 +116,19 @@ static sw_status check_item(sw_swap *s, int32_t i, int32_t n, uint64_t seq_id, i
         return sw_fail(SW_STATUS_INVALID, "%sthe %s layout with token stride %lld and head stride "
                        "%lld addresses %.3g bytes", w, nhd ? "NHD" : "HND", (long long)v->ts,
                        (long long)v->hs, span_d);
+    {
+        /* tokens and heads apart: the smaller stride spaces its rows at
+         * least D apart and the larger clears a whole run of them (bounded
+         * by the span above: no overflow) */
+        const int64_t T = b->valid_tokens;
+        const int inner_heads = v->ts >= v->hs;
+        const int64_t inner = inner_heads ? v->hs : v->ts, outer = inner_heads ? v->ts : v->hs;
+        const int64_t inner_n = inner_heads ? H : T, outer_n = inner_heads ? T : H;
+        if (outer_n > 1 && inner_n > 1 && outer < inner * (inner_n - 1) + D)
+            return sw_fail(SW_STATUS_INVALID, "%stoken_stride %lld and head_stride %lld make "
+                           "rows overlap (%d kv heads, %d tokens, head_dim %d)", w,
+                           (long long)v->ts, (long long)v->hs, H, b->valid_tokens, D);
+    }
     const size_t span = ((size_t)(H - 1) * (size_t)v->hs +
                          (size_t)(b->valid_tokens - 1) * (size_t)v->ts + (size_t)D) * es;
     if (!v2 && (b->k_bytes != block || b->v_bytes != block))
