@@ -966,9 +966,12 @@ class _PagedRun:
 
         qo = _host_indptr(cu_seqlens_q, "cu_seqlens_q")
         batch = qo.shape[0] - 1
-        sl = np.ascontiguousarray(
-            (seq_lens.detach().to("cpu").numpy() if _is_torch(seq_lens) else np.asarray(seq_lens)),
-            dtype=np.int64).reshape(-1)
+        sl = seq_lens.detach().to("cpu").numpy() if _is_torch(seq_lens) \
+            else np.asarray(seq_lens)
+        if sl.dtype.kind not in "iu":
+            # (a float length would be truncated: another number of keys)
+            _lib.fail(_lib.SW_STATUS_INVALID, f"seq_lens must hold integers; got {sl.dtype}")
+        sl = np.ascontiguousarray(sl, dtype=np.int64).reshape(-1)
         bt = block_table.detach().to("cpu").numpy() if _is_torch(block_table) \
             else np.asarray(block_table)
         if sl.shape[0] != batch or bt.ndim != 2 or bt.shape[0] != batch:
@@ -981,7 +984,17 @@ class _PagedRun:
         if sl.size and (int(sl.min()) < -2**31 or int(sl.max()) > 2**31 - 1):
             _lib.fail(_lib.SW_STATUS_INVALID, "seq_lens has values outside int32")
         bt = np.ascontiguousarray(bt, dtype=np.int32)
-        if bt.shape[1] == 0:  # no row to point at: a one-column table of nothing to read
+        if bt.shape[1] == 0:
+            # no row to point at: a one-column table of nothing to read,
+            # when nothing is read (else the refusal the library gives a row
+            # too short)
+            long = np.nonzero(sl > 0)[0]
+            if long.size:
+                r = int(long[0])
+                _lib.fail(_lib.SW_STATUS_INVALID,
+                          f"block_table row {r}: seq_lens[{r}]={int(sl[r])} needs "
+                          f"{(int(sl[r]) + page_size - 1) // page_size} pages of {page_size} "
+                          f"tokens, the row holds 0")
             bt = np.zeros((batch, 1), dtype=np.int32)
         sl = sl.astype(np.int32)
 

@@ -35,7 +35,7 @@ def _unsupported(detail):
     _lib.fail(_lib.SW_STATUS_UNSUPPORTED, detail)
 
 
-def _check_options(q, k, v, dropout_p, softcap, alibi_slopes):
+def _check_options(q, k, v, dropout_p, softcap, alibi_slopes, *more):
     if _as_float(dropout_p) != 0.0:
         _unsupported(f"dropout_p={dropout_p!r}: Spillway has no dropout (inference only); "
                      "pass dropout_p=0.0")
@@ -45,8 +45,8 @@ def _check_options(q, k, v, dropout_p, softcap, alibi_slopes):
         _unsupported("alibi_slopes: ALiBi biases are not supported; pass None")
     torch = _torch_mod()
     if torch is not None and torch.is_grad_enabled() and any(
-            isinstance(x, torch.Tensor) and x.requires_grad for x in (q, k, v)):
-        _unsupported("q, k or v requires grad: Spillway computes the forward pass only "
+            isinstance(x, torch.Tensor) and x.requires_grad for x in (q, k, v) + more):
+        _unsupported("an input requires grad: Spillway computes the forward pass only "
                      "(no backward); call it under torch.no_grad() or torch.inference_mode()")
 
 
@@ -193,11 +193,17 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
 
     Raises:
         SpillwayError: SW_STATUS_UNSUPPORTED for an option not at its default;
-        SW_STATUS_INVALID for inconsistent shapes, or a
-        kv_len past the cache (a block_table row too short); the library's
-        page-table checks name the bad entry.
+        SW_STATUS_INVALID for inconsistent shapes, a
+        kv_len past the cache (a block_table row too short), or k, v that
+        would be written over a token another request holds (a page shared
+        by a common prefix: copy it first; a cache row listed twice in
+        cache_batch_idx); the library's page-table checks name the bad
+        entry. A refused call leaves the caches as they were.
     """
-    _check_options(q, k_cache, v_cache, 0.0, softcap, alibi_slopes)
+    # (the new k, v too: written into the caches by an autograd-tracked
+    # assignment, they would put the caches on the graph and every later
+    # call on them would be refused)
+    _check_options(q, k_cache, v_cache, 0.0, softcap, alibi_slopes, k, v)
     if rotary_cos is not None or rotary_sin is not None:
         _unsupported("rotary_cos / rotary_sin: rotary embedding is not applied here; apply it "
                      "to q and k first and pass None")
@@ -285,7 +291,11 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         page = max(p for p in range(1, min(S, 256) + 1) if S % p == 0) if S else 1
         rows = np.arange(batch, dtype=np.int64) if cache_batch_idx is None else (
             cache_batch_idx.detach().to("cpu").numpy() if _is_torch(cache_batch_idx)
-            else np.asarray(cache_batch_idx)).astype(np.int64).reshape(-1)
+            else np.asarray(cache_batch_idx))
+        if rows.dtype.kind not in "iu":
+            _lib.fail(_lib.SW_STATUS_INVALID,
+                      f"cache_batch_idx must hold integers; got {rows.dtype}")
+        rows = rows.astype(np.int64).reshape(-1)
         if rows.shape[0] != batch or (rows.size and (int(rows.min()) < 0
                                                      or int(rows.max()) >= k_cache.shape[0])):
             _lib.fail(_lib.SW_STATUS_INVALID,
@@ -328,6 +338,8 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
             pos = base[:, None] + np.arange(new, dtype=np.int64)[None, :]  # [batch, new]
             pages = np.take_along_axis(table, pos // page, axis=1).reshape(-1)
             offs = (pos % page).reshape(-1)
+            if batch > 1:
+                _append_conflicts(table, seq_lens, pages, offs, new, page, paged)
             if torch is not None:
                 at = (torch.from_numpy(pages).to(k_pool.device),
                       torch.from_numpy(offs).to(k_pool.device))
@@ -356,6 +368,39 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     lse = lse.permute(0, 2, 1).contiguous() if torch is not None \
         else np.ascontiguousarray(lse.transpose(0, 2, 1))
     return out.reshape(batch, sq, hq, d), lse
+
+
+def _append_conflicts(table, seq_lens, pages, offs, new, page, paged):
+    """Refuses an append that writes a token another request's table holds
+    (a page shared by a common prefix takes no append at or below the
+    other's tokens; two requests never write one token), as the library's
+    sw_paged_kv_append_host does: O(table) in numpy, before any write."""
+    batch = table.shape[0]
+    writer = np.repeat(np.arange(batch), new)
+    cols = np.arange(table.shape[1])
+    held = np.minimum(seq_lens[:, None] - cols[None, :] * page, page)  # tokens held per entry
+    cand = (held > 0) & np.isin(table, pages)
+    cc, ccol = np.nonzero(cand)
+    if cc.size == 0:
+        return
+    cp, ch = table[cc, ccol], held[cc, ccol]
+    order = np.argsort(pages, kind="stable")
+    lo = np.searchsorted(pages[order], cp, "left")
+    cnt = np.searchsorted(pages[order], cp, "right") - lo
+    rep = np.repeat(np.arange(cc.size), cnt)
+    w = order[np.repeat(lo, cnt) + np.arange(int(cnt.sum())) - np.repeat(np.cumsum(cnt) - cnt, cnt)]
+    bad = np.nonzero((writer[w] != cc[rep]) & (offs[w] < ch[rep]))[0]
+    if bad.size:
+        i = int(bad[0])
+        b, c = int(writer[w[i]]), int(cc[rep[i]])
+        if paged:
+            where = (f"page {int(pages[w[i]])} at token {int(offs[w[i]])}, which request {c} "
+                     f"holds (block_table[{c}][{int(ccol[rep[i]])}]): a shared page takes no "
+                     f"append (copy it first)")
+        else:
+            where = (f"cache position {int(ccol[rep[i]]) * page + int(offs[w[i]])} of a cache "
+                     f"row request {c} uses too (cache_batch_idx)")
+        _lib.fail(_lib.SW_STATUS_INVALID, f"request {b} appends to {where}; nothing written")
 
 
 def _shares(a, b):

@@ -223,6 +223,101 @@ def test_refusals_leave_the_cache_untouched():
     assert np.array_equal(kp, k0)
 
 
+def test_tables_and_lengths_read_as_given_or_refused():
+    # a table with no column reads nothing: refused as a row too short when a
+    # request has keys (it read page 0 before), accepted when none has; float
+    # lengths and cache rows are refused, not truncated
+    rng = np.random.default_rng(5)
+    kp, vp, table, _, _ = _pool(rng, [20, 5], 16, 2, 64)
+    k0 = kp.copy()
+    q = rng.standard_normal((2, 4, 64)).astype(np.float32)
+    empty = np.zeros((2, 0), np.int32)
+    with pytest.raises(SpillwayError) as e:
+        spillway.paged_attention(q, kp, vp, [0, 1, 2], [0, 7], empty)
+    assert e.value.status == "SW_STATUS_INVALID" and "block_table row 1" in e.value.detail
+    kn = rng.standard_normal((2, 1, 2, 64)).astype(np.float32)
+    with pytest.raises(SpillwayError) as e:
+        spillway.flash_attn_with_kvcache(q[:, None], kp, vp, kn, kn, cache_seqlens=[0, 0],
+                                         block_table=empty)
+    assert "block_table row 0" in e.value.detail
+    assert np.array_equal(kp, k0)
+    out = spillway.paged_attention(q, kp, vp, [0, 1, 2], [0, 0], empty)
+    assert np.all(out == 0)  # no key: zeros
+    with pytest.raises(SpillwayError) as e:
+        spillway.paged_attention(q, kp, vp, [0, 1, 2], np.array([5.9, 4.2]), table)
+    assert "seq_lens must hold integers" in e.value.detail
+    cache = rng.standard_normal((3, 32, 2, 64)).astype(np.float32)
+    with pytest.raises(SpillwayError) as e:
+        spillway.flash_attn_with_kvcache(q[:, None], cache, cache.copy(), cache_seqlens=[4, 4],
+                                         cache_batch_idx=np.array([0.9, 2.5]))
+    assert "cache_batch_idx must hold integers" in e.value.detail
+
+
+def test_append_into_a_shared_page():
+    # page 0 shared by both requests: request 0 may write past the tokens
+    # request 1 holds there, not at or below them; two requests never write
+    # one token; a cache row two requests use takes no append; a refused call
+    # writes nothing
+    rng = np.random.default_rng(8)
+    kp = rng.standard_normal((4, 4, 1, 64)).astype(np.float32)
+    vp = rng.standard_normal((4, 4, 1, 64)).astype(np.float32)
+    q = rng.standard_normal((2, 1, 1, 64)).astype(np.float32)
+    kn = rng.standard_normal((2, 1, 1, 64)).astype(np.float32)
+    table = np.array([[0, 1], [0, 2]], np.int32)
+    k0, v0 = kp.copy(), vp.copy()
+    for lens, refusal in (([2, 1], None),  # writes token 2 and 1: 1 holds 0..1 after
+                          ([2, 2], "request 1 appends to page 0 at token 2, which request 0 "
+                                   "holds (block_table[0][0])"),
+                          ([2, 3], "request 0 appends to page 0 at token 2, which request 1 "
+                                   "holds")):
+        kp[...], vp[...] = k0, v0
+        if refusal is None:
+            # (request 1 writes token 1 of page 0, request 0 holds 0..2: refused
+            # too; only request 0 appends here)
+            spillway.flash_attn_with_kvcache(q[:1], kp, vp, kn[:1], kn[:1],
+                                             cache_seqlens=[2], block_table=table[:1])
+            assert np.array_equal(kp[0, 2], kn[0, 0]) and np.array_equal(kp[0, :2], k0[0, :2])
+            continue
+        with pytest.raises(SpillwayError) as e:
+            spillway.flash_attn_with_kvcache(q, kp, vp, kn, kn, cache_seqlens=lens,
+                                             block_table=table)
+        assert refusal in e.value.detail and "nothing written" in e.value.detail
+        assert np.array_equal(kp, k0) and np.array_equal(vp, v0)
+    # page 0 a full prefix both hold, each writing its own next page: accepted
+    kp[...] = k0
+    spillway.flash_attn_with_kvcache(q, kp, vp, kn, kn, cache_seqlens=[4, 5], block_table=table)
+    assert np.array_equal(kp[1, 0], kn[0, 0]) and np.array_equal(kp[2, 1], kn[1, 0])
+    assert np.array_equal(kp[0], k0[0])
+    cache = rng.standard_normal((2, 8, 1, 64)).astype(np.float32)
+    c0 = cache.copy()
+    with pytest.raises(SpillwayError) as e:
+        spillway.flash_attn_with_kvcache(q, cache, cache.copy(), kn, kn, cache_seqlens=[3, 3],
+                                         cache_batch_idx=np.array([1, 1]))
+    assert "cache_batch_idx" in e.value.detail and np.array_equal(cache, c0)
+
+
+def test_appended_k_v_requiring_grad_refused():
+    # the new k, v would be written by a tracked assignment and put the
+    # caches on the autograd graph (every later call on them refused)
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(6)
+    kp, vp, table, _, _ = _pool(rng, [20, 5], 16, 2, 64)
+    k0 = kp.copy()
+    tk, tv = torch.from_numpy(kp), torch.from_numpy(vp)  # (share kp's, vp's memory)
+    q = torch.from_numpy(rng.standard_normal((2, 1, 4, 64)).astype(np.float32))
+    kn = torch.from_numpy(rng.standard_normal((2, 1, 2, 64)).astype(np.float32))
+    kn.requires_grad_(True)
+    with pytest.raises(SpillwayError) as e:
+        spillway.flash_attn_with_kvcache(q, tk, tv, kn, kn.detach(),
+                                         cache_seqlens=[19, 4], block_table=table)
+    assert e.value.status == "SW_STATUS_UNSUPPORTED" and "grad" in e.value.detail
+    assert not tk.requires_grad and np.array_equal(kp, k0)
+    with torch.no_grad():
+        spillway.flash_attn_with_kvcache(q, tk, tv, kn, kn, cache_seqlens=[19, 4],
+                                         block_table=table)
+    assert not tk.requires_grad
+
+
 def test_every_refusal_comes_before_the_append():
     rng = np.random.default_rng(31)
     kp, vp, table, _, _ = _pool(rng, [20, 5], 16, 2, 64, spare=2)
