@@ -207,7 +207,7 @@ sw_attn_problem sw_case_problem(const sw_case *c)
     return pb;
 }
 
-static double load(sw_dtype t, const void *base, int64_t idx)
+double sw_test_elem(sw_dtype t, const void *base, int64_t idx)
 {
     if (t == SW_DTYPE_F32)
         return ((const float *)base)[idx];
@@ -238,14 +238,14 @@ sw_check sw_case_check(const sw_case *c, int row_sample)
                 if (!take) {
                     /* Unsampled rows are still checked for having been written. */
                     for (int32_t x = 0; x < d; x++)
-                        if (!isfinite(load(pb.dtype, c->o, ob + x)))
+                        if (!isfinite(sw_test_elem(pb.dtype, c->o, ob + x)))
                             res.unwritten++;
                     continue;
                 }
                 double lse;
                 sw_ref_row(&pb, b, t, h, ref, &lse, scratch);
                 for (int32_t x = 0; x < d; x++) {
-                    double got = load(pb.dtype, c->o, ob + x);
+                    double got = sw_test_elem(pb.dtype, c->o, ob + x);
                     if (!isfinite(got)) {
                         res.unwritten++;
                         continue;

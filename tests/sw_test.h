@@ -76,6 +76,8 @@ void sw_case_free(sw_case *c);
  * while. With random data the rescale paths of an online softmax almost
  * never run; with this they run on most tiles. */
 void sw_case_ramp(sw_case *c, int32_t period, double slope, int mix);
+/* Element idx of an F32 / F16 / BF16 array, as a double. */
+double sw_test_elem(sw_dtype t, const void *base, int64_t idx);
 /* Fills O with NaN and LSE with NaN so that unwritten elements are caught. */
 void sw_case_poison(sw_case *c);
 sw_attn_problem sw_case_problem(const sw_case *c);

@@ -62,6 +62,57 @@ static int run_case_isa(sw_case *c, sw_cpu_isa isa, double tol, int row_sample)
     return bad;
 }
 
+/* A NaN in one key makes NaN exactly the output rows that see it (query
+ * heads of its kv head, rows whose causal window reaches it), as in the
+ * fp64 reference and PyTorch; every other row stays finite. A clamp inside
+ * a vector 2^x once took the NaN score to a weight of 0 (a masked key). */
+static int nan_key_case(sw_cpu_isa isa, sw_dtype dt, int index)
+{
+    sw_case c;
+    sw_case_make(&c, 4242 + (uint64_t)dt, index, dt, 150);
+    int32_t b = -1;
+    for (int32_t r = 0; r < c.batch && b < 0; r++)
+        if (c.kv_indptr[r + 1] - c.kv_indptr[r] >= 2 && c.qo_indptr[r + 1] > c.qo_indptr[r])
+            b = r;
+    int bad = 0;
+    if (b >= 0) {
+        const int32_t ql = c.qo_indptr[b + 1] - c.qo_indptr[b];
+        const int32_t kl = c.kv_indptr[b + 1] - c.kv_indptr[b];
+        const int32_t j = kl / 2, hkv = c.params.num_kv_heads - 1;
+        const int32_t d = c.params.head_dim, hq = c.params.num_qo_heads, G = hq / (hkv + 1);
+        const int64_t at = (c.kv_indptr[b] + j) * c.k_stride + (int64_t)hkv * d + 1;
+        if (dt == SW_DTYPE_F32)
+            ((float *)c.k)[at] = NAN;
+        else
+            ((uint16_t *)c.k)[at] = dt == SW_DTYPE_F16 ? 0x7e00 : 0x7fc0;
+        sw_case_poison(&c);
+        sw_attn_problem pb = sw_case_problem(&c);
+        if (sw_cpu_prefill_fast_isa(&pb, 0, isa) != SW_OK) {
+            fprintf(stderr, "FAIL nan isa=%d %s: %s\n", (int)isa, c.name, sw_last_error());
+            bad = 1;
+        }
+        for (int32_t r = 0; r < c.batch && !bad; r++)
+            for (int32_t t = 0; t < c.qo_indptr[r + 1] - c.qo_indptr[r]; t++)
+                for (int32_t h = 0; h < hq; h++) {
+                    const int sees = r == b && h / G == hkv &&
+                                     sw_visible_keys(t, ql, kl, c.params.causal) > j;
+                    int64_t nans = 0;
+                    for (int32_t x = 0; x < d; x++)
+                        nans += isnan(sw_test_elem(dt, c.o, (c.qo_indptr[r] + t) * c.o_stride +
+                                                        (int64_t)h * d + x));
+                    if (nans != (sees ? d : 0)) {
+                        fprintf(stderr, "FAIL nan isa=%d %s: request %d row %d head %d: %lld "
+                                "of %d NaN, want %s\n", (int)isa, c.name, r, t, h,
+                                (long long)nans, d, sees ? "all" : "none");
+                        bad = 1;
+                        break;
+                    }
+                }
+    }
+    sw_case_free(&c);
+    return bad;
+}
+
 #if defined(__x86_64__)
 /* The AVX-512 epilogue against the scalar one, bit for bit (NaN payloads of
  * fp16 aside): random fp32 bit patterns (NaN, inf, denormals included) and
@@ -171,6 +222,13 @@ int main(void)
         total++;
         sw_case_free(&c);
     }
+    /* a NaN key, every ISA and dtype */
+    for (int isa = 0; isa <= (int)best; isa++)
+        for (int di = 0; di < 3; di++)
+            for (int i = 0; i < 6; i++) {
+                failed += nan_key_case((sw_cpu_isa)isa, dts[di], i);
+                total++;
+            }
     /* rising / saw-tooth scores (sw_case_ramp): the online softmax's rescale
      * on most key tiles, on every ISA */
     for (int isa = 0; isa <= (int)best; isa++)

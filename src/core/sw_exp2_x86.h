@@ -5,8 +5,10 @@
  * x = n + f, |f| <= 1/2; 2^f by its degree-6 Taylor polynomial in f*ln2
  * (relative error ~1.2e-7); 2^n built in the exponent field. x is clamped to
  * [-127, 127] first, so x <= -127 (and -inf) gives exactly 0: a row with no
- * visible key sums to 0, never NaN. Not _mm512_scalef_ps, which would turn
- * -inf into a denormal. */
+ * visible key sums to 0, never NaN. A NaN stays NaN (the clamps take x as
+ * their second operand, which max/min return when either is NaN): a NaN
+ * score makes its row NaN, as in the reference, not a masked key. Not
+ * _mm512_scalef_ps, which would turn -inf into a denormal. */
 #ifndef SW_EXP2_X86_H
 #define SW_EXP2_X86_H
 
@@ -23,8 +25,8 @@
 #if defined(__AVX2__) && defined(__FMA__)
 static inline __m256 sw_exp2_avx2(__m256 x)
 {
-    x = _mm256_max_ps(x, _mm256_set1_ps(-127.0f));
-    x = _mm256_min_ps(x, _mm256_set1_ps(127.0f));
+    x = _mm256_max_ps(_mm256_set1_ps(-127.0f), x);
+    x = _mm256_min_ps(_mm256_set1_ps(127.0f), x);
     __m256 n = _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m256 f = _mm256_sub_ps(x, n);
     __m256 p = _mm256_set1_ps(SW_EXP2_C6);
@@ -43,8 +45,8 @@ static inline __m256 sw_exp2_avx2(__m256 x)
 #if defined(__AVX512F__)
 static inline __m512 sw_exp2_avx512(__m512 x)
 {
-    x = _mm512_max_ps(x, _mm512_set1_ps(-127.0f));
-    x = _mm512_min_ps(x, _mm512_set1_ps(127.0f));
+    x = _mm512_max_ps(_mm512_set1_ps(-127.0f), x);
+    x = _mm512_min_ps(_mm512_set1_ps(127.0f), x);
     __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m512 f = _mm512_sub_ps(x, n);
     __m512 p = _mm512_set1_ps(SW_EXP2_C6);
@@ -86,7 +88,7 @@ static inline __m512 sw_exp2_avx512_nonpos(__m512 x)
 }
 
 /* 2^x for x <= 0 on the lanes of `keep`, exactly 0 on the others and where
- * x < -125 (-inf and NaN included), with no operation on any lane that
+ * x < -125 (-inf included; a NaN on a kept lane stays NaN), with no operation on any lane that
  * produces a denormal or underflows. sw_exp2_avx512_nonpos takes -inf to
  * 2^-160 through vscalefps, an underflow; on Intel cores an FP result that
  * underflows while MXCSR.FTZ is off costs a microcode assist (~150 cycles
@@ -97,7 +99,7 @@ static inline __m512 sw_exp2_avx512_nonpos(__m512 x)
  * (>= 2^-125.5). Same polynomial as sw_exp2_avx512_nonpos. */
 static inline __m512 sw_exp2_avx512_nonpos_z(__m512 x, __mmask16 keep)
 {
-    keep &= _mm512_cmp_ps_mask(x, _mm512_set1_ps(-125.0f), _CMP_GE_OQ);
+    keep &= _mm512_cmp_ps_mask(x, _mm512_set1_ps(-125.0f), _CMP_NLT_UQ); /* (NaN kept) */
     x = _mm512_maskz_mov_ps(keep, x);
     __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     return _mm512_maskz_scalef_ps(keep, sw_exp2_poly5_avx512(_mm512_sub_ps(x, n)), n);
