@@ -14,7 +14,7 @@ set -e
 CC=${1:-${CC:-cc}}
 OUT=build/dev
 mkdir -p $OUT
-CFLAGS="-std=c11 -O2 -g -Wall -Wextra -Iinclude"
+CFLAGS="-std=c11 -O2 -g -Wall -Wextra -Iinclude -Isrc"
 X86=$($CC -dumpmachine | grep -c x86_64 || true)
 AVX512="-mavx512f -mavx512bw -mavx512vl -mavx512dq -mfma -mf16c"
 BF16="$AVX512 -mavx512bf16"
@@ -31,9 +31,9 @@ build() { # build <src> <obj> <flags...>
 }
 OBJS=""
 SOBJS=""
-for f in cpu_fast cpu_fast_scalar cpu_fast_avx2 cpu_fast_avx512 cpu_fast_avx512bf16 cpu_fast_amx; do
+for f in cpu_fast cpu_fast_unit cpu_fast_scalar cpu_fast_avx2 cpu_fast_avx512 cpu_fast_avx512bf16 cpu_fast_amx; do
   case $f in
-    cpu_fast|cpu_fast_scalar) FL="" ;;
+    cpu_fast|cpu_fast_unit|cpu_fast_scalar) FL="" ;;
     cpu_fast_avx2) FL="-mavx2 -mfma -mf16c" ;;
     cpu_fast_avx512) FL="$AVX512" ;;
     cpu_fast_avx512bf16) FL="$BF16" ;;
