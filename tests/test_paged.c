@@ -247,6 +247,28 @@ static void test_refusals(void)
     expect_refusal(&pp, 2, qo, &kv, SW_STATUS_INVALID, "page_indices[1] = -1");
     idx[1] = 4;
     expect_refusal(&pp, 2, qo, &kv, SW_STATUS_INVALID, "request 0 holds page 4 twice");
+    {
+        /* the earliest second occurrence is named, by the pool's bitmap
+         * and by the sort a pool too large for one takes */
+        int32_t ip1[2] = {0, 5}, ix1[5] = {7, 3, 9, 3, 7}, la1[1] = {1};
+        sw_paged_kv k1 = kv;
+        k1.page_indptr = ip1;
+        k1.page_indices = ix1;
+        k1.last_page_len = la1;
+        const int32_t pools[2] = {10, 1 << 30};
+        for (int i = 0; i < 2; i++) {
+            k1.num_pages = pools[i];
+            expect_refusal(&pp, 1, qo, &k1, SW_STATUS_INVALID,
+                           "page_indices[3] = 3: request 0 holds page 3 twice (its pages 1 and 3)");
+            ix1[3] = 4; /* and without the repeat, both accept */
+            ix1[4] = 8;
+            CHECK_STATUS(sw_prefill_plan_create_paged(&pp, 1, qo, &k1, &pl), SW_OK);
+            sw_prefill_plan_destroy(pl);
+            pl = NULL;
+            ix1[3] = 3;
+            ix1[4] = 7;
+        }
+    }
     idx[1] = 1;
     idx[2] = 4; /* shared across requests: allowed (a common prefix) */
     CHECK_STATUS(sw_prefill_plan_create_paged(&pp, 2, qo, &kv, &pl), SW_OK);
