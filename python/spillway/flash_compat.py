@@ -339,7 +339,8 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
             pages = np.take_along_axis(table, pos // page, axis=1).reshape(-1)
             offs = (pos % page).reshape(-1)
             if batch > 1:
-                _append_conflicts(table, seq_lens, pages, offs, new, page, paged)
+                _append_conflicts(table, seq_lens, pages, offs, new, page, paged,
+                                  int(k_pool.shape[0]))
             if torch is not None:
                 at = (torch.from_numpy(pages).to(k_pool.device),
                       torch.from_numpy(offs).to(k_pool.device))
@@ -370,20 +371,23 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     return out.reshape(batch, sq, hq, d), lse
 
 
-def _append_conflicts(table, seq_lens, pages, offs, new, page, paged):
+def _append_conflicts(table, seq_lens, pages, offs, new, page, paged, num_pages):
     """Refuses an append that writes a token another request's table holds
     (a page shared by a common prefix takes no append at or below the
     other's tokens; two requests never write one token), as the library's
-    sw_paged_kv_append_host does: O(table) in numpy, before any write."""
+    sw_paged_kv_append_host does: O(table) in numpy (a mark per pool page
+    in front of the written pages, sorted), before any write. The table's
+    entries a request reads are in range (the plan checked them)."""
     batch = table.shape[0]
     writer = np.repeat(np.arange(batch), new)
-    cols = np.arange(table.shape[1])
-    held = np.minimum(seq_lens[:, None] - cols[None, :] * page, page)  # tokens held per entry
-    cand = (held > 0) & np.isin(table, pages)
-    cc, ccol = np.nonzero(cand)
+    read = np.arange(table.shape[1])[None, :] < ((seq_lens + page - 1) // page)[:, None]
+    mark = np.zeros(num_pages, dtype=bool)
+    mark[pages] = True
+    cc, ccol = np.nonzero(mark[np.where(read, table, pages[0])] & read)
     if cc.size == 0:
         return
-    cp, ch = table[cc, ccol], held[cc, ccol]
+    cp = table[cc, ccol]
+    ch = np.minimum(seq_lens[cc] - ccol * page, page)  # tokens the entry's request holds
     order = np.argsort(pages, kind="stable")
     lo = np.searchsorted(pages[order], cp, "left")
     cnt = np.searchsorted(pages[order], cp, "right") - lo
