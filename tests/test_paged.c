@@ -177,8 +177,17 @@ static void test_append_shared(void)
         memset(kpool, 0, sizeof kpool);
         memset(vpool, 0, sizeof vpool);
         memcpy(before, kpool, sizeof kpool);
-        const sw_status s =
-            sw_paged_kv_append_host(&p, 2, &kv, cases[ci].nw, knew, vnew, 0, &t);
+        sw_status s = sw_paged_kv_append_host(&p, 2, &kv, cases[ci].nw, knew, vnew, 0, &t);
+        if (cases[ci].refusal) {
+            /* the same refusal from a pool too large for the page bitmap
+             * (every page searched); nothing is written */
+            sw_paged_kv big = kv;
+            big.num_pages = 1 << 30;
+            CHECK_STATUS(sw_paged_kv_append_host(&p, 2, &big, cases[ci].nw, knew, vnew, 0, &t),
+                         SW_STATUS_INVALID);
+            CHECK(strstr(sw_last_error(), cases[ci].refusal) != NULL);
+            s = sw_paged_kv_append_host(&p, 2, &kv, cases[ci].nw, knew, vnew, 0, &t);
+        }
         if (!cases[ci].refusal) {
             CHECK_STATUS(s, SW_OK);
             /* each new row at its request's last position */

@@ -426,8 +426,13 @@ static sw_status append_conflicts(const sw_paged_table *pt, int32_t batch,
     if (nw == 0 || batch < 2)
         return SW_OK;
     append_write *w = malloc(sizeof *w * (size_t)nw);
-    uint8_t *bits = calloc((size_t)pt->num_pages / 8 + 1, 1);
-    if (!w || !bits) {
+    /* the bitmap only where it is small beside the table (as the repeat
+     * check's); without it every page takes the search */
+    const size_t nbytes = (size_t)pt->num_pages / 8 + 1;
+    const int64_t total = pt->page_indptr[batch];
+    const int use_bits = nbytes <= ((size_t)1 << 20) + 16 * (size_t)total;
+    uint8_t *bits = use_bits ? calloc(nbytes, 1) : NULL;
+    if (!w || (use_bits && !bits)) {
         free(w);
         free(bits);
         return sw_fail(SW_STATUS_NO_MEMORY, "append: %lld page writes to check",
@@ -445,7 +450,8 @@ static sw_status append_conflicts(const sw_paged_table *pt, int32_t batch,
             w[k].tok = pi == (len - n) / ps ? (len - n) % ps : 0;
             w[k].req = b;
             k++;
-            bits[page >> 3] |= (uint8_t)(1u << (page & 7));
+            if (bits)
+                bits[page >> 3] |= (uint8_t)(1u << (page & 7));
         }
     }
     qsort(w, (size_t)nw, sizeof *w, append_write_cmp);
@@ -455,7 +461,7 @@ static sw_status append_conflicts(const sw_paged_table *pt, int32_t batch,
         const int32_t np = pt->page_indptr[c + 1] - pt->page_indptr[c];
         for (int32_t pi = 0; pi < np && st == SW_OK; pi++) {
             const int32_t page = pt->page_indices[pt->page_indptr[c] + pi];
-            if (!(bits[page >> 3] & (1u << (page & 7))))
+            if (bits && !(bits[page >> 3] & (1u << (page & 7))))
                 continue;
             const int32_t held = pi < np - 1 ? ps : len - pi * ps; /* tokens c holds there */
             int64_t lo = 0, hi = nw; /* the first write to the page */
