@@ -35,7 +35,9 @@ static void tensors_of(sw_prefill_tensors *t, const sw_case *c, const pool *p)
 static int run_case(int index, sw_backend backend)
 {
     sw_case c;
-    sw_case_make(&c, 20261202, index, index % 3 == 2 ? SW_DTYPE_F16 : SW_DTYPE_BF16, 200);
+    sw_case_make(&c, 20261202, index,
+                 index % 3 == 2 ? SW_DTYPE_F16 : index % 6 == 0 ? SW_DTYPE_F32 : SW_DTYPE_BF16,
+                 200);
     sw_rng r = {9000 + (uint64_t)index};
     const int mode = index % 4; /* 0, 1 prefill; 2 decode q_len 1; 3 q_len <= 3 */
     if (mode >= 2)
@@ -400,7 +402,7 @@ int main(void)
     for (int i = 0; i < 24; i++)
         test_append(i);
     test_append_shared();
-    printf("test_paged: %d cases, %d failed, %d failed checks, %.1f s\n", n, failed,
-           sw_test_failures, sw_now_seconds() - t0);
+    printf("test_paged: %d cases (CPU isa %s), %d failed, %d failed checks, %.1f s\n", n,
+           sw_prefill_cpu_isa(), failed, sw_test_failures, sw_now_seconds() - t0);
     return failed || sw_test_failures ? 1 : 0;
 }

@@ -13,6 +13,17 @@ extern "C" {
 #endif
 
 /* A fully validated problem, strides resolved (elements per row). */
+/* K/V in pages, read in place by the CPU fast path: key row r (request b's
+ * key j is row kv_row0[b] + j) lies on page page_indices[r / page_size] at
+ * token r % page_size; the pools' strides in elements. */
+typedef struct sw_cpu_pages {
+    const int32_t *page_indices;
+    int32_t page_size;
+    int32_t shift;            /* log2(page_size) when a power of two, else -1 */
+    int64_t k_page, k_token, k_head;
+    int64_t v_page, v_token, v_head;
+} sw_cpu_pages;
+
 typedef struct sw_attn_problem {
     sw_dtype dtype;
     int32_t batch;
@@ -27,6 +38,10 @@ typedef struct sw_attn_problem {
     void *o;
     float *lse;                /* may be NULL */
     int64_t q_stride, k_stride, v_stride, o_stride;
+    /* CPU fast path only: K/V in pages (k, v the pools; k_stride, v_stride
+     * unused) with request b's keys from row kv_row0[b]; NULL: contiguous */
+    const sw_cpu_pages *pages;
+    const int64_t *kv_row0;
 } sw_attn_problem;
 
 /* Per-request table uploaded with the work list (device side reads it). */

@@ -189,13 +189,14 @@ size_t sw_cpu_scratch_bytes(int32_t head_dim)
     size_t d = (size_t)head_dim;
     size_t floats = d * SW_CPU_MROWS              /* qt */
                     + 2 * (size_t)SW_CPU_NKEYS * sw_kf_cols(d) /* kf, vf */
+                    + (size_t)SW_CPU_NKEYS * d / 2 /* kc (16-bit) */
                     + (size_t)SW_CPU_NKEYS * SW_CPU_MROWS /* st */
                     + (size_t)SW_CPU_MROWS * d    /* o */
                     + 5 * (size_t)SW_CPU_MROWS    /* m, l, alpha, visr, vis */
                     + (size_t)SW_CPU_MROWS * (SW_CPU_AMX_NKEYS_MAX + 16) /* sx */
                     + (size_t)SW_CPU_MROWS * (SW_CPU_AMX_NKEYS_MAX + 32) / 2; /* px */
     /* each array starts on its own 64-byte line */
-    return sw_align_up(floats * sizeof(float) + 12 * 64, 64);
+    return sw_align_up(floats * sizeof(float) + 13 * 64, 64);
 }
 
 void sw_cpu_scratch_bind(sw_cpu_scratch *s, void *mem, int32_t head_dim)
@@ -210,6 +211,7 @@ void sw_cpu_scratch_bind(sw_cpu_scratch *s, void *mem, int32_t head_dim)
     SW_TAKE(qt, float, d * SW_CPU_MROWS);
     SW_TAKE(kf, float, (size_t)SW_CPU_NKEYS * sw_kf_cols(d));
     SW_TAKE(vf, float, (size_t)SW_CPU_NKEYS * sw_kf_cols(d));
+    SW_TAKE(kc, uint16_t, (size_t)SW_CPU_NKEYS * d);
     SW_TAKE(st, float, (size_t)SW_CPU_NKEYS * SW_CPU_MROWS);
     SW_TAKE(o, float, (size_t)SW_CPU_MROWS * d);
     SW_TAKE(m, float, (size_t)SW_CPU_MROWS);
@@ -538,6 +540,8 @@ sw_status sw_cpu_prefill_fast_kernel(const sw_attn_problem *pb, int num_threads,
         g.batch = b1 - b0;
         g.qo_indptr = pb->qo_indptr + b0;
         g.kv_indptr = pb->kv_indptr + b0;
+        if (g.kv_row0)
+            g.kv_row0 = pb->kv_row0 + b0;
         sw_status st = sw_cpu_run(&g, nt, kn);
         if (st != SW_OK)
             return st;

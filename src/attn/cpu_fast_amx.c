@@ -168,7 +168,7 @@ void SW_AMX_PACK(const sw_attn_problem *pb, int32_t req, int32_t kvh, uint16_t *
     const int d = pb->head_dim;
     const int32_t kv_len = pb->kv_indptr[req + 1] - pb->kv_indptr[req];
     const int64_t kvp = sw_cpu_pack_keys(kv_len);
-    const int64_t kv0 = pb->kv_indptr[req];
+    const int64_t kv0 = sw_cpu_kv0(pb, req);
     /* K^T: 16 keys x 16 words (32 dims) transposed per step */
     for (int64_t n0 = 0; n0 < kvp; n0 += 16) {
         const uint32_t *rows[16];

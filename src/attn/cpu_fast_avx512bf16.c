@@ -221,7 +221,7 @@ void sw_cpu_unit_avx512bf16(const sw_attn_problem *pb, const sw_cpu_unit *u,
     const int rows = u->ntok * u->nh;
     const int mv = (rows + 15) / 16 * 16;
     const int mr = (rows + SW_BF_PR - 1) / SW_BF_PR * SW_BF_PR; /* P.V skips padding rows */
-    const int64_t kv0 = pb->kv_indptr[u->req];
+    const int64_t kv0 = sw_cpu_kv0(pb, u->req);
     const int64_t q0 = pb->qo_indptr[u->req] + u->tok0;
     const float c = pb->sm_scale * 1.44269504088896341f;
     uint32_t *qp = (uint32_t *)s->qt; /* [d/2][mv] */
@@ -250,6 +250,15 @@ void sw_cpu_unit_avx512bf16(const sw_attn_problem *pb, const sw_cpu_unit *u,
         const int nn = vis_max - j0 < SW_CPU_NKEYS ? vis_max - j0 : SW_CPU_NKEYS;
         const uint16_t *kr =
             (const uint16_t *)sw_cpu_kv_row(pb, pb->k, pb->k_stride, kv0 + j0, u->kvh);
+        int64_t kst = sw_cpu_kv_stride(pb, pb->k, pb->k_stride, kv0 + j0, nn);
+        if (!kst) { /* rows of several pages: copied out (L1) */
+            for (int i = 0; i < nn; i++)
+                memcpy(s->kc + (size_t)i * d,
+                       sw_cpu_kv_row(pb, pb->k, pb->k_stride, kv0 + j0 + i, u->kvh),
+                       (size_t)d * 2);
+            kr = s->kc;
+            kst = d;
+        }
         const int masked = j0 + nn > vis_min;
         if (masked)
             for (int r = 0; r < mv; r++) {
@@ -262,7 +271,7 @@ void sw_cpu_unit_avx512bf16(const sw_attn_problem *pb, const sw_cpu_unit *u,
             sw_cpu_prefetch_rows(pb, pb->v, pb->v_stride, kv0 + j0 + nn, u->kvh, nx);
         }
         sw_bf_pack_v(vp, pb, kv0 + j0, u->kvh, nn);
-        sw_bf_s_tile(qp, mv, kr, pb->k_stride, d, s->st, nn);
+        sw_bf_s_tile(qp, mv, kr, kst, d, s->st, nn);
         sw_bf_softmax_tile(s->st, pp, mv, nn, masked, s->visr, c, s->m, s->l, s->alpha);
         sw_bf_pv_tile(s->o, d, pp, mv, mr, vp, s->alpha, (nn + 1) / 2);
     }

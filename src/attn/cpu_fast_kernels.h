@@ -79,6 +79,7 @@ typedef struct sw_cpu_scratch {
     float *qt;     /* [head_dim][mv]   Q^T (fp32, scaled) or bf16 pairs */
     float *kf;     /* [NKEYS][head_dim] K tile as fp32 */
     float *vf;     /* [NKEYS][head_dim] V tile as fp32, or bf16 key pairs */
+    uint16_t *kc;  /* [NKEYS][head_dim] K rows copied out of pages (avx512bf16) */
     float *st;     /* [NKEYS][mv]      S^T, then P^T */
     float *o;      /* [MROWS][head_dim] fp32 accumulator */
     float *m;      /* running max, log2 domain */
@@ -143,12 +144,43 @@ void sw_cpu_load_qt(const sw_attn_problem *pb, const sw_cpu_unit *u, int mv, flo
  * domain (scores pre-multiplied by sm_scale * log2 e). */
 void sw_cpu_store_o(const sw_attn_problem *pb, const sw_cpu_unit *u, const float *o,
                     const float *m, const float *l);
-/* First element of K (or V) row `row` (absolute) of kv head kvh. */
+/* Request req's first key row (kv_indptr, or kv_row0 over pages). */
+static inline int64_t sw_cpu_kv0(const sw_attn_problem *pb, int32_t req)
+{
+    return pb->kv_row0 ? pb->kv_row0[req] : pb->kv_indptr[req];
+}
+
+/* First element of K (or V: base is pb->k or pb->v) row `row` (absolute)
+ * of kv head kvh; over pages, through the page table. */
 static inline const void *sw_cpu_kv_row(const sw_attn_problem *pb, const void *base,
                                         int64_t stride, int64_t row, int32_t kvh)
 {
     size_t es = pb->dtype == SW_DTYPE_F32 ? 4 : 2;
+    if (pb->pages) {
+        const sw_cpu_pages *pg = pb->pages;
+        const int64_t pi = pg->shift >= 0 ? row >> pg->shift : row / pg->page_size;
+        const int64_t t = row - pi * pg->page_size;
+        const int v = base == pb->v && base != pb->k;
+        const int64_t off = (int64_t)pg->page_indices[pi] * (v ? pg->v_page : pg->k_page) +
+                            t * (v ? pg->v_token : pg->k_token) +
+                            kvh * (v ? pg->v_head : pg->k_head);
+        return (const char *)base + (size_t)off * es;
+    }
     return (const char *)base + ((size_t)(row * stride) + (size_t)kvh * pb->head_dim) * es;
+}
+
+/* The stride (elements) between rows row0 .. row0 + n - 1 of K (or V), when
+ * one stride spans them all (contiguous K/V; over pages, rows of one page),
+ * else 0 (read them a row at a time). */
+static inline int64_t sw_cpu_kv_stride(const sw_attn_problem *pb, const void *base,
+                                       int64_t stride, int64_t row0, int n)
+{
+    if (!pb->pages)
+        return stride;
+    const sw_cpu_pages *pg = pb->pages;
+    if (row0 / pg->page_size != (row0 + n - 1) / pg->page_size)
+        return 0;
+    return base == pb->v && base != pb->k ? pg->v_token : pg->k_token;
 }
 
 /* Prefetches n rows of K or V into the cache while the current tile

@@ -1,6 +1,7 @@
 /* Paged K/V: the page table's checks and normal form (pure, host), the
- * paged strides, the CPU run (pages gathered into contiguous K/V a group of
- * requests at a time, then the contiguous CPU kernels) and the host append. */
+ * paged strides, the CPU run (the fast kernels read the pages in place; the
+ * reference gets them gathered into contiguous K/V a group of requests at a
+ * time) and the host append. */
 #include "attn_internal.h"
 #include "../core/sw_core.h"
 
@@ -331,10 +332,43 @@ static void gather(const sw_attn_problem *pb, const sw_paged_table *pt,
     }
 }
 
+/* The fast kernels read the pages in place: key rows numbered page by page
+ * (request b's from page_indptr[b] x page_size), each located through the
+ * table (sw_cpu_kv_row). */
+static sw_status prefill_paged_in_place(const sw_attn_problem *pb, const sw_paged_table *pt,
+                                        const sw_paged_strides *ks, const sw_paged_strides *vs,
+                                        int num_threads)
+{
+    int64_t *row0 = malloc(sizeof(int64_t) * ((size_t)pb->batch + 1));
+    if (!row0)
+        return sw_fail(SW_STATUS_NO_MEMORY, "paged K/V on the CPU: %d requests", pb->batch);
+    for (int32_t b = 0; b <= pb->batch; b++)
+        row0[b] = (int64_t)pt->page_indptr[b] * pt->page_size;
+    int32_t shift = -1;
+    for (int32_t x = 0; x < 9; x++)
+        if (pt->page_size == 1 << x)
+            shift = x;
+    const sw_cpu_pages pg = {pt->page_indices, pt->page_size, shift, ks->page, ks->token,
+                             ks->head,         vs->page,        vs->token, vs->head};
+    sw_attn_problem g = *pb;
+    g.kv_indptr = pt->kv_indptr;
+    g.pages = &pg;
+    g.kv_row0 = row0;
+    const sw_status st = sw_cpu_prefill_fast(&g, num_threads);
+    free(row0);
+    return st;
+}
+
 sw_status sw_cpu_prefill_paged(const sw_attn_problem *pb, const sw_paged_table *pt,
                                const sw_paged_strides *ks, const sw_paged_strides *vs,
                                int reference, int num_threads)
 {
+    /* (one pool for K and V read with two strides: the kernels tell K from V
+     * by pointer, so those go through the gather below) */
+    const int same = pb->k == pb->v && (ks->page != vs->page || ks->token != vs->token ||
+                                        ks->head != vs->head);
+    if (!reference && !same)
+        return prefill_paged_in_place(pb, pt, ks, vs, num_threads);
     const size_t es = sw_dtype_size(pb->dtype);
     const size_t tok_bytes = 2 * (size_t)pb->num_kv_heads * pb->head_dim * es;
     size_t cap = 0;
