@@ -9,9 +9,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -384,3 +386,85 @@ double bench_gpu_copy_gbps(void *dst, const void *src, uint64_t bytes, double fa
     return -1;
 }
 #endif
+
+/* ------------------------------------------------------------ scratch -- */
+
+#define GUARD_MAX 4
+static char guard_dirs[GUARD_MAX][4096];
+static volatile sig_atomic_t guard_used[GUARD_MAX];
+
+/* Empties and removes directory fd `at`/`name` (depth-first, a buffer per
+ * level); system calls only. */
+static void guard_rmtree_at(int at, const char *name, int depth)
+{
+    static char bufs[8][4096];
+    if (depth >= 8)
+        return;
+    const int fd = openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    for (;;) {
+        const long n = syscall(SYS_getdents64, fd, bufs[depth], sizeof bufs[depth]);
+        if (n <= 0)
+            break;
+        for (long off = 0; off < n;) {
+            /* struct linux_dirent64: ino (8), off (8), reclen (2), type (1), name */
+            const char *e = bufs[depth] + off;
+            unsigned short reclen;
+            memcpy(&reclen, e + 16, sizeof reclen);
+            const unsigned char type = (unsigned char)e[18];
+            const char *nm = e + 19;
+            off += reclen;
+            if (!strcmp(nm, ".") || !strcmp(nm, ".."))
+                continue;
+            if (type == 4 /* DT_DIR */)
+                guard_rmtree_at(fd, nm, depth + 1);
+            else
+                (void)unlinkat(fd, nm, 0);
+        }
+    }
+    close(fd);
+    (void)unlinkat(at, name, AT_REMOVEDIR);
+}
+
+static void guard_handler(int sig)
+{
+    for (int i = 0; i < GUARD_MAX; i++)
+        if (guard_used[i])
+            guard_rmtree_at(AT_FDCWD, guard_dirs[i], 0);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+void bench_scratch_guard(const char *dir)
+{
+    static int installed;
+    for (int i = 0; i < GUARD_MAX; i++)
+        if (!guard_used[i]) {
+            snprintf(guard_dirs[i], sizeof guard_dirs[i], "%s", dir);
+            guard_used[i] = 1;
+            break;
+        }
+    if (!installed) {
+        installed = 1;
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = guard_handler;
+        sigemptyset(&sa.sa_mask);
+        const int sigs[3] = {SIGINT, SIGTERM, SIGHUP};
+        for (int k = 0; k < 3; k++) {
+            /* (a signal the program was started with ignored, as a shell's
+             * background job ignores SIGINT, stays ignored) */
+            struct sigaction old;
+            if (sigaction(sigs[k], NULL, &old) == 0 && old.sa_handler != SIG_IGN)
+                sigaction(sigs[k], &sa, NULL);
+        }
+    }
+}
+
+void bench_scratch_unguard(const char *dir)
+{
+    for (int i = 0; i < GUARD_MAX; i++)
+        if (guard_used[i] && !strcmp(guard_dirs[i], dir))
+            guard_used[i] = 0;
+}

@@ -17,6 +17,15 @@
 /* CLOCK_MONOTONIC, seconds. */
 double bench_now(void);
 
+/* ------------------------------------------------------------ scratch -- */
+/* While guarded, a scratch directory (a store, a raw-read file: up to GBs)
+ * is removed if the program gets SIGINT, SIGTERM or SIGHUP (one it was not
+ * started with ignored), which then ends it as the signal would have. The removal in the handler uses system
+ * calls only (getdents64, unlinkat), nothing that may hold a lock. At most
+ * 4 directories at once; unguard before removing one the normal way. */
+void bench_scratch_guard(const char *dir);
+void bench_scratch_unguard(const char *dir);
+
 /* ------------------------------------------------------------ options -- */
 /* The exit status of a usage error: a bad option, value, case or shape. */
 #define BENCH_USAGE 2

@@ -310,10 +310,26 @@ int prefill_parse(int argc, char **argv, prefill_opts *o, const char *prog, cons
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--cpu")) o->cpu = 1;
         else if (!strcmp(a, "--full")) o->causal = 0;
-        else if (!strcmp(a, "--reps") && val) { o->reps = atoi(val); i++; }
-        else if (!strcmp(a, "--warmup") && val) { o->warmup = atoi(val); i++; }
-        else if (!strcmp(a, "--samples") && val) { o->samples = atoi(val); i++; }
-        else if (!strcmp(a, "--scale") && val) { o->scale = atof(val); i++; }
+        else if ((!strcmp(a, "--reps") || !strcmp(a, "--warmup") || !strcmp(a, "--samples")) &&
+                 val) {
+            int64_t n = 0;
+            if (bench_arg_i64(prog, a, val, !strcmp(a, "--warmup") ? 0 : 1, 1000000, "", &n))
+                return BENCH_USAGE;
+            *(!strcmp(a, "--reps") ? &o->reps : !strcmp(a, "--warmup") ? &o->warmup
+                                                                       : &o->samples) = (int)n;
+            i++;
+        }
+        else if (!strcmp(a, "--scale") && val) {
+            /* (lengths x scale stay well inside int32: at most 256) */
+            char *end = NULL;
+            o->scale = strtod(val, &end);
+            if (end == val || *end || !(o->scale >= 0 && o->scale <= 256)) {
+                fprintf(stderr, "%s: --scale wants a number in [0, 256] (0 = default), not "
+                                "'%s'\n", prog, val);
+                return BENCH_USAGE;
+            }
+            i++;
+        }
         else if (!strcmp(a, "--cases") && val) { o->cases = val; i++; }
         else if (!strcmp(a, "--shapes") && val) { o->shapes = val; i++; }
         else if (!strcmp(a, "--json") && val) { o->json = val; i++; }

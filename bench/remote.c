@@ -405,6 +405,17 @@ static int rb_parse(int argc, char **argv, rb_opts *o)
             }
             continue;
         }
+        static const char *const valued[] = {
+            "--json", "--redis-server", "--redis-benchmark", "--redis-cli", "--value-bytes",
+            "--pipeline", "--keys", "--seconds", "--passes", "--context-clients"};
+        int known = 0;
+        for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++)
+            known |= !strcmp(a, valued[k]);
+        if (!known) {
+            fprintf(stderr, PROG ": unknown option '%s'\n", a);
+            rb_usage(stderr);
+            return 2;
+        }
         if (!v) {
             fprintf(stderr, PROG ": option '%s' needs a value\n", a);
             return 2;
@@ -424,8 +435,14 @@ static int rb_parse(int argc, char **argv, rb_opts *o)
             BENCH_NUM(o->pipeline, 1, 65536);
         else if (!strcmp(a, "--keys"))
             BENCH_NUM(o->keys, 1, 1 << 30);
-        else if (!strcmp(a, "--seconds"))
-            o->seconds = strtod(v, NULL);
+        else if (!strcmp(a, "--seconds")) {
+            char *end = NULL;
+            o->seconds = strtod(v, &end);
+            if (end == v || *end) {
+                fprintf(stderr, PROG ": --seconds wants a number, not '%s'\n", v);
+                return 2;
+            }
+        }
         else if (!strcmp(a, "--passes"))
             BENCH_NUM(o->passes, 1, RB_MAX_PASSES);
         else if (!strcmp(a, "--context-clients"))

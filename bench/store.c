@@ -348,6 +348,19 @@ static int parse_bench(int argc, char **argv, bench_opts *o)
             o->keep = 1;
             continue;
         }
+        static const char *const valued[] = {
+            "--dir", "--json", "--engine-ab", "--size-mb", "--host-mb", "--tile-blocks",
+            "--tiles-per-call", "--inflight", "--engine-tiles-per-req", "--engine-inflight",
+            "--io-buffer-mb", "--zero-fill", "--stream-blocks", "--qd", "--passes",
+            "--host-passes"};
+        int known = 0;
+        for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++)
+            known |= !strcmp(a, valued[k]);
+        if (!known) {
+            fprintf(stderr, PROG ": unknown option '%s'\n", a);
+            bench_usage(stderr);
+            return 2;
+        }
         if (!v) {
             fprintf(stderr, PROG ": option '%s' needs a value\n", a);
             return 2;
@@ -775,6 +788,8 @@ int main(int argc, char **argv)
         fprintf(stderr, PROG ": mkdtemp in '%s': %s\n", o.dir, strerror(errno));
         return 1;
     }
+    if (!o.keep)
+        bench_scratch_guard(work); /* (removed on SIGINT / SIGTERM too) */
     struct statfs sfs;
     const char *fs = "unknown";
     if (statfs(work, &sfs) == 0)
@@ -1288,8 +1303,10 @@ out:
     free(groups);
     free(pos);
     free(horder);
-    if (!o.keep)
+    if (!o.keep) {
+        bench_scratch_unguard(work);
         nftw(work, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+    }
     else
         printf("  kept %s\n", work);
     return rc;

@@ -27,7 +27,7 @@ const char swt_opts_help[] =
     "  --pool-pct P     engine pool, % of the KV blocks, (0, 200] (>= 100: all resident)\n"
     "  --host-pct P     store host tier, % of the KV bytes, [0, 200] (0 = none)\n"
     "  --check-heads N  query heads checked per sequence, layer and step (0 = all)\n"
-    "  --raw-mb N       size of the raw-read file, MiB, >= 16\n"
+    "  --raw-mb N       size of the raw-read file, MiB, 16..65536\n"
     "  --dir D          parent of the scratch directory (default /var/tmp; a disk, not\n"
     "                   tmpfs: the file system type is printed)\n"
     "  --keep           keep the scratch directory\n"
@@ -67,18 +67,36 @@ int swt_opt_parse(int argc, char **argv, int *i, swt_opts *o)
         return -1;
     }
     const char *v = argv[++*i];
+    int64_t num = 0;
+    int bad = 0;
+#define SWT_INT(opt, lo, hi, field)                                                    \
+    else if (!strcmp(a, opt)) {                                                       \
+        bad = bench_arg_i64("spillway", a, v, (lo), (hi), "", &num) != 0;             \
+        field = num;                                                                  \
+    }
     if (!strcmp(a, "--dir")) o->dir = v;
-    else if (!strcmp(a, "--context")) o->context = strtoll(v, NULL, 10);
-    else if (!strcmp(a, "--batch")) o->batch = atoi(v);
-    else if (!strcmp(a, "--layers")) o->layers = atoi(v);
-    else if (!strcmp(a, "--steps")) o->steps = atoi(v);
-    else if (!strcmp(a, "--warmup-steps")) o->warmup = atoi(v);
-    else if (!strcmp(a, "--check-heads")) o->check_heads = atoi(v);
-    else if (!strcmp(a, "--pool-pct")) o->pool_pct = atof(v);
-    else if (!strcmp(a, "--host-pct")) o->host_pct = atof(v);
-    else if (!strcmp(a, "--raw-mb")) o->raw_mb = strtoull(v, NULL, 10);
-    else if (!strcmp(a, "--prefetch-depth")) o->prefetch_depth = atoi(v);
-    else if (!strcmp(a, "--tile")) o->tile = atoi(v);
+    SWT_INT("--context", 16, (int64_t)1 << 24, o->context)
+    SWT_INT("--batch", 1, 64, o->batch)
+    SWT_INT("--layers", 1, 64, o->layers)
+    SWT_INT("--steps", 1, 1000000, o->steps)
+    SWT_INT("--warmup-steps", 0, 1000000, o->warmup)
+    SWT_INT("--check-heads", 0, 256, o->check_heads)
+    SWT_INT("--raw-mb", 16, 65536, o->raw_mb)
+    SWT_INT("--prefetch-depth", 0, 32, o->prefetch_depth)
+    SWT_INT("--tile", 0, 65536, o->tile)
+#undef SWT_INT
+    else if (!strcmp(a, "--pool-pct") || !strcmp(a, "--host-pct")) {
+        /* a whole number, or one with a fraction; nothing after it */
+        char *end = NULL;
+        const double x = strtod(v, &end);
+        bad = end == v || *end;
+        if (bad)
+            fprintf(stderr, "spillway: %s wants a number, not '%s'\n", a, v);
+        else if (!strcmp(a, "--pool-pct"))
+            o->pool_pct = x;
+        else
+            o->host_pct = x;
+    }
     else if (!strcmp(a, "--shape")) {
         int q = 0, k = 0, d = 0, n = 0;
         if (sscanf(v, "h%d-%d/d%d%n", &q, &k, &d, &n) != 3 || v[n] != '\0' || q < 1 || k < 1 ||
@@ -96,7 +114,7 @@ int swt_opt_parse(int argc, char **argv, int *i, swt_opts *o)
         const long mb = strtol(v, &end, 10);
         o->io_buffer_mb = end != v && !*end && mb >= 0 && mb <= 4096 ? (int32_t)mb : -1;
     }
-    return 1;
+    return bad ? -1 : 1;
 }
 
 int swt_opts_check(const swt_opts *o)
@@ -104,12 +122,12 @@ int swt_opts_check(const swt_opts *o)
     if (o->context < 16 || o->context > (1 << 24) || o->batch < 1 || o->batch > 64 ||
         o->layers < 1 || o->layers > 64 || o->steps < 1 || o->warmup < 0 ||
         o->check_heads < 0 || !(o->pool_pct > 0 && o->pool_pct <= 200) ||
-        !(o->host_pct >= 0 && o->host_pct <= 200) || o->raw_mb < 16 ||
+        !(o->host_pct >= 0 && o->host_pct <= 200) || o->raw_mb < 16 || o->raw_mb > 65536 ||
         o->prefetch_depth < -1 || o->prefetch_depth > 32 || o->tile < 0 || o->tile > 65536 ||
         o->io_buffer_mb < 0 || o->io_buffer_mb > 4096) {
         fprintf(stderr, "spillway: need --context 16..16M, --batch 1..64, --layers 1..64, "
                         "--steps >= 1, --warmup-steps >= 0, --check-heads >= 0, "
-                        "--pool-pct in (0, 200], --host-pct in [0, 200], --raw-mb >= 16, "
+                        "--pool-pct in (0, 200], --host-pct in [0, 200], --raw-mb 16..65536, "
                         "--prefetch-depth 0..32, --tile 0..65536, --io-buffer-mb 0..4096\n");
         return 2;
     }
@@ -177,6 +195,8 @@ int swt_scratch_open(swt_scratch *s, const char *dir, int keep, const char *tag)
     }
     s->fs = swt_fs_name(s->work, &s->tmpfs);
     snprintf(s->raw, sizeof s->raw, "%s/raw", s->work);
+    if (!keep)
+        bench_scratch_guard(s->work); /* (removed on SIGINT / SIGTERM too) */
     return 0;
 }
 
@@ -186,8 +206,10 @@ void swt_scratch_close(swt_scratch *s)
         return;
     if (s->keep)
         printf("  kept %s\n", s->work);
-    else
+    else {
+        bench_scratch_unguard(s->work);
         swt_rmtree(s->work);
+    }
 }
 
 /* The raw O_DIRECT read of the same file system, measured by its own loop
@@ -224,7 +246,9 @@ double swt_scratch_raw_best(const swt_scratch *s)
 void swt_print_raw(const swt_scratch *s)
 {
     if (!s->raw_n) {
-        printf("  raw O_DIRECT sequential read: not measured (O_DIRECT refused on %s)\n", s->fs);
+        /* (no file, when its write failed: said when it did) */
+        printf("  raw O_DIRECT sequential read: not measured (%s %s)\n",
+               s->raw_bytes ? "O_DIRECT refused on" : "no raw file written on", s->fs);
         return;
     }
     printf("  raw O_DIRECT sequential read of %.0f MiB on %s: %.3f GB/s", s->raw_bytes / MIB,

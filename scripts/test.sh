@@ -6,8 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 BUILD_DIR=${SPILLWAY_BUILD_DIR:-build}
+case "$BUILD_DIR" in /*) ;; *) BUILD_DIR="$PWD/$BUILD_DIR" ;; esac  # (absolute or repo-relative)
 status=0
 (cd "$BUILD_DIR" && ctest --output-on-failure -j"$(nproc)") || status=1
-SPILLWAY_LIB="$PWD/$BUILD_DIR/libspillway.so" PYTHONPATH="$PWD/python" \
+SPILLWAY_LIB="$BUILD_DIR/libspillway.so" PYTHONPATH="$PWD/python" \
   python3 -m pytest -q -rs tests/python || status=1
 exit $status

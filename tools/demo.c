@@ -73,8 +73,8 @@ static const char demo_usage_head[] =
     "tokens/s, bytes read per step and per second against a raw O_DIRECT read of the same\n"
     "file system measured in the same run, and the share of pool, host tier and disk.\n"
     "Part 2 options (defaults: --context 32768 --batch 2 --layers 2 --steps 8\n"
-    "--warmup-steps 1 --pool-pct 25 --host-pct 25 --check-heads 0 --raw-mb 256, at most\n"
-    "the KV's size):\n";
+    "--warmup-steps 1 --pool-pct 25 --host-pct 25 --check-heads 0 --raw-mb 256; a raw file\n"
+    "larger than the KV shrinks to the KV's size in 4 MiB steps, 64 MiB at least):\n";
 static const char demo_usage_tail[] =
     "A progress bar goes to stderr when it is a terminal, plain lines otherwise.\n";
 

@@ -63,8 +63,10 @@ static int cmd_bench(int argc, char **argv)
     for (int i = 0; i < NUM_BENCH; i++)
         known |= !strcmp(argv[1], bench_names[i]);
     if (!known) {
-        fprintf(stderr, "spillway bench: unknown bench '%s' (known: prefill, swap, store, "
-                        "remote)\n", argv[1]);
+        fprintf(stderr, "spillway bench: unknown bench '%s' (known:", argv[1]);
+        for (int i = 0; i < NUM_BENCH; i++)
+            fprintf(stderr, "%s %s", i ? "," : "", bench_names[i]);
+        fprintf(stderr, ")\n");
         return 2;
     }
     char self[PATH_MAX], path[PATH_MAX + 64];

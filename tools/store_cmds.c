@@ -147,6 +147,9 @@ static int need_dir(int argc, char **argv, const char *cmd, const char *help, co
         } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             fputs(help, stdout);
             return 0;
+        } else if (!strcmp(argv[i], "--dir") || !strcmp(argv[i], "--io")) {
+            fprintf(stderr, "spillway store %s: option '%s' needs a value\n", cmd, argv[i]);
+            return 2;
         } else {
             fprintf(stderr, "spillway store %s: unknown option '%s'\n%s", cmd, argv[i], help);
             return 2;

@@ -344,6 +344,9 @@ class SwapEngine:
         process or an earlier one) under namespace `ns` and store blocks block_base ..
         block_base+max_blocks-1; seq_length then gives what was offloaded.
         The engine's shape must be the one the blocks were written with.
+        No manifest at all under `ns` (nothing offloaded there, or offloaded
+        without persist_manifests) is no error: the sequence attaches with
+        length 0 in every layer (check seq_length before attending).
         Raises SpillwayError: SW_STATUS_CORRUPT for a K stripe rewritten
         after its manifest or a damaged manifest, SW_STATUS_NOT_FOUND for a
         missing K stripe or a hole in the blocks, SW_STATUS_INVALID for

@@ -46,6 +46,7 @@
 #endif
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 #if defined(__x86_64__) && defined(__linux__)
 #include <sys/syscall.h>
@@ -133,10 +134,20 @@ static void sw_isa_init(void)
     sw_isa_best_v = sw_isa_detect();
     sw_isa_chosen_v = sw_isa_best_v;
     const char *e = getenv("SPILLWAY_CPU_ISA");
-    if (e && *e)
-        for (int i = 0; i < SW_CPU_ISA_COUNT; i++)
-            if (strcmp(e, sw_isa_names[i]) == 0 && (sw_cpu_isa)i <= sw_isa_best_v)
-                sw_isa_chosen_v = (sw_cpu_isa)i;
+    if (!e || !*e)
+        return;
+    int found = -1;
+    for (int i = 0; i < SW_CPU_ISA_COUNT; i++)
+        if (strcmp(e, sw_isa_names[i]) == 0)
+            found = i;
+    if (found >= 0 && (sw_cpu_isa)found <= sw_isa_best_v)
+        sw_isa_chosen_v = (sw_cpu_isa)found;
+    else if (found >= 0)
+        fprintf(stderr, "spillway: warning: SPILLWAY_CPU_ISA=%s: this CPU (or OS) runs up to %s; "
+                        "using %s\n", e, sw_isa_names[sw_isa_best_v], sw_isa_names[sw_isa_best_v]);
+    else
+        fprintf(stderr, "spillway: warning: SPILLWAY_CPU_ISA=%s is not one of scalar, avx2, "
+                        "avx512, avx512bf16, amx; using %s\n", e, sw_isa_names[sw_isa_best_v]);
 }
 
 sw_cpu_isa sw_cpu_isa_best(void)

@@ -44,6 +44,12 @@ __attribute__((constructor)) static void sw_env_check(void)
                     "(the README lists the variables Spillway reads)\n",
                     (int)len, *e);
     }
+    /* a value the library would ignore (SPILLWAY_CPU_ISA's: at its first
+     * use, cpu_fast.c) */
+    const char *nt = getenv("SPILLWAY_NUM_THREADS");
+    if (nt && *nt && sw_env_int("SPILLWAY_NUM_THREADS", -1) < 0)
+        fprintf(stderr, "spillway: warning: SPILLWAY_NUM_THREADS=%s is not a whole number >= 0; "
+                        "ignored\n", nt);
 }
 
 int64_t sw_env_int(const char *name, int64_t def)
