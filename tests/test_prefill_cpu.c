@@ -222,6 +222,14 @@ int main(void)
         total++;
         sw_case_free(&c);
     }
+    /* the threads heuristic: one per 2^20 of work, within the units and the
+     * threads available */
+    CHECK(sw_cpu_threads_for(0, 10, 8) == 1);
+    CHECK(sw_cpu_threads_for((1 << 20) - 1, 10, 8) == 1);
+    CHECK(sw_cpu_threads_for(1 << 20, 10, 8) == 2);
+    CHECK(sw_cpu_threads_for((int64_t)1 << 40, 10, 8) == 8);
+    CHECK(sw_cpu_threads_for((int64_t)1 << 40, 3, 8) == 3);
+    CHECK(sw_cpu_threads_for((int64_t)1 << 40, 3, 0) == 1);
     /* a NaN key, every ISA and dtype */
     for (int isa = 0; isa <= (int)best; isa++)
         for (int di = 0; di < 3; di++)

@@ -428,14 +428,27 @@ sw_status sw_cpu_prefill_fast_fn(const sw_attn_problem *pb, int num_threads, sw_
     return sw_cpu_prefill_fast_kernel(pb, num_threads, &k);
 }
 
+int64_t sw_cpu_threads_for(int64_t work, int64_t units, int64_t avail)
+{
+    int64_t n = 1 + (work >> 20);
+    if (n > units)
+        n = units;
+    if (n > avail)
+        n = avail;
+    return n < 1 ? 1 : n;
+}
+
 /* One validated problem (or group of requests) with one pack buffer. */
 static sw_status sw_cpu_run(const sw_attn_problem *pb, int64_t nt, const sw_cpu_kernel *kn)
 {
     int64_t num_units = sw_units_build(pb, NULL);
     if (num_units == 0)
         return SW_OK;
-    if (nt > num_units)
-        nt = num_units;
+    int64_t work = 0;
+    for (int32_t b = 0; b < pb->batch; b++)
+        work += (int64_t)(pb->qo_indptr[b + 1] - pb->qo_indptr[b]) *
+                ((int64_t)(pb->kv_indptr[b + 1] - pb->kv_indptr[b]) + 16);
+    nt = sw_cpu_threads_for(work * pb->num_qo_heads * pb->head_dim, num_units, nt);
 
     sw_cpu_unit *units = (sw_cpu_unit *)malloc((size_t)num_units * sizeof *units);
     sw_cpu_worker *workers = (sw_cpu_worker *)calloc((size_t)nt, sizeof *workers);

@@ -96,6 +96,14 @@ typedef struct sw_cpu_scratch {
     const sw_cpu_unit *next;
 } sw_cpu_scratch;
 
+/* Threads for a call (a pure heuristic, test_prefill_cpu): at most `avail`
+ * and `units`, and one more for each 2^20 of `work` (query rows x (keys +
+ * 16) x head_dim, over all query heads): a thread's start and join cost
+ * 15-40 us on the 2-core VM, more than a small call's whole compute (a
+ * decode row over 512 keys, 9/3 heads d64: 57 us on one thread, 105 us on
+ * two). */
+int64_t sw_cpu_threads_for(int64_t work, int64_t units, int64_t avail);
+
 /* Calls whose requests all have fewer keys than this count as short: the
  * driver claims each thread's next unit ahead (sw_cpu_scratch.next). */
 #define SW_CPU_SHORT_KV 512
