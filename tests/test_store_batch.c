@@ -929,6 +929,11 @@ int main(int argc, char **argv)
         {"capacity, LRU eviction", 4096, 16, 4, 16, 16, SW_STORE_FULL_EVICT_LRU, 150, 8, 60, 20},
         {"capacity, LRU eviction, one batch > capacity", 4096, 16, 4, 64, 0,
          SW_STORE_FULL_EVICT_LRU, 200, 2, 150, 0},
+        /* every extent with its host-tier copy: a group's evictions drop
+         * host entries, freed as the group publishes (it read a NULL
+         * array there once: SIGSEGV) */
+        {"capacity, LRU eviction, host tier of every extent", 4096, 16, 4, 16, 64,
+         SW_STORE_FULL_EVICT_LRU, 150, 8, 60, 20},
         /* (5) refusal: the batch stops where the single writes would */
         {"capacity, refuse", 4096, 16, 4, 16, 8, SW_STORE_FULL_REFUSE, 150, 4, 60, 10},
     };

@@ -131,12 +131,13 @@ static char *payload_buf(const sw_store *s, const sw_write_batch *b, size_t rank
 }
 
 /* ------------------------------------------------------------- planning -- */
-/* Frees the deferred host entries up to `end` (in the order they were
- * dropped). */
-static void host_undefer(sw_store *s, uint32_t *next, uint32_t end)
+/* Frees the batch's deferred host entries up to `end` (in the order they
+ * were dropped: b->host_defer; the store's pointer to it is set only
+ * around an eviction call). */
+static void host_undefer(sw_store *s, const sw_write_batch *b, uint32_t *next, uint32_t end)
 {
     for (; *next < end; (*next)++)
-        sw_store_host_free(s, s->host_defer[*next]);
+        sw_store_host_free(s, b->host_defer[*next]);
 }
 
 /* Gives back the slots of a group that will not be published (newest
@@ -147,7 +148,7 @@ static void group_abort(sw_store *s, sw_write_batch *b)
     for (size_t j = b->n; j-- > 0;)
         sw_store_slot_unreserve(s, b->put[j].slot, b->put[j].adopted);
     uint32_t next = 0;
-    host_undefer(s, &next, s->host_ndefer);
+    host_undefer(s, b, &next, s->host_ndefer);
     s->host_ndefer = 0;
     b->n = 0;
 }
@@ -444,7 +445,7 @@ static void group_publish(sw_store *s, sw_write_batch *b, const void *const *src
     uint32_t next = 0;
     for (size_t j = 0; j < b->n; j++) {
         wb_put *p = &b->put[j];
-        host_undefer(s, &next, p->defer_end);
+        host_undefer(s, b, &next, p->defer_end);
         sw_slot *e = &s->slots[p->slot];
         e->key = p->key;
         e->generation = gen0 + j;
@@ -464,7 +465,7 @@ static void group_publish(sw_store *s, sw_write_batch *b, const void *const *src
         if (gens)
             gens[p->idx] = gen0 + j;
     }
-    host_undefer(s, &next, s->host_ndefer);
+    host_undefer(s, b, &next, s->host_ndefer);
     s->host_ndefer = 0;
 }
 
