@@ -329,6 +329,8 @@ static sw_status offload_prep(sw_swap *s, const char *w, item_view *v, int32_t l
         return sw_fail(SW_STATUS_INVALID, "%sblock %d with %d of %d tokens would not be the last "
                        "(the sequence has %d blocks)", w, block, b->valid_tokens, B, L->nblocks);
     SW_TRY(sw_swap_layer_grow(s, L, block + 1));
+    if (block + 1 > L->hw)
+        L->hw = block + 1;
     sw_swap_blk *e = &L->blk[block];
     if (!e->gen) {
         e->gen = calloc((size_t)H * 2, sizeof *e->gen);
@@ -341,9 +343,9 @@ static sw_status offload_prep(sw_swap *s, const char *w, item_view *v, int32_t l
         if (b->dtype == SW_SWAP_KV_BF16)
             SW_TRY(sw_swap_dev_entry(s, e));
     } else if (b->dtype == SW_SWAP_KV_BF16) {
-        v->proj = e->proj ? e->proj
-                          : malloc(sizeof(float) * (size_t)H * (size_t)B *
-                                   (size_t)s->c.predictor_rank);
+        /* a buffer of the item's own, never the block's: an earlier item of
+         * the batch on the same block (FP8) may free that one first */
+        v->proj = malloc(sizeof(float) * (size_t)H * (size_t)B * (size_t)s->c.predictor_rank);
         if (!v->proj)
             return sw_fail(SW_STATUS_NO_MEMORY, "projected keys");
     }
@@ -376,8 +378,7 @@ static sw_status offload_prep(sw_swap *s, const char *w, item_view *v, int32_t l
 static void offload_cut(sw_swap *s, item_view *v, int32_t layer, int32_t block)
 {
     sw_swap_layer *L = &v->q->layers[layer];
-    if (v->proj && v->proj != L->blk[block].proj)
-        free(v->proj);
+    free(v->proj); /* (the item's own buffer, never the block's) */
     v->proj = NULL;
     const int32_t keep = block < v->old_n ? block : v->old_n;
     const int32_t end = L->nblocks > v->old_n ? L->nblocks : v->old_n;
@@ -387,7 +388,10 @@ static void offload_cut(sw_swap *s, item_view *v, int32_t layer, int32_t block)
         sw_swap_pool_drop(s, &L->blk[i]);
         L->blk[i].valid = 0;
     }
-    L->nblocks = keep;
+    /* (an older item cut later -- a lower block -- may not lengthen the
+     * layer a newer item's cut shortened) */
+    if (keep < L->nblocks)
+        L->nblocks = keep;
 }
 
 /* A prepared item whose stripes are in the store: its predictor entry and
@@ -399,7 +403,11 @@ static sw_status offload_finish(sw_swap *s, item_view *v, int32_t layer, int32_t
     sw_swap_blk *e = &v->q->layers[layer].blk[block];
     if (s->dev) {
         if (b->dtype == SW_SWAP_KV_BF16) {
-            sw_status st = sw_swap_dev_project_block(s, e, (const uint16_t *)v->kd);
+            /* (its entry again: an earlier FP8 item of the batch on the same
+             * block frees it) */
+            sw_status st = sw_swap_dev_entry(s, e);
+            if (st == SW_OK)
+                st = sw_swap_dev_project_block(s, e, (const uint16_t *)v->kd);
             if (st != SW_OK) {
                 if (st == SW_STATUS_CUDA)
                     s->failed = 1;
@@ -412,6 +420,7 @@ static sw_status offload_finish(sw_swap *s, item_view *v, int32_t layer, int32_t
         for (int32_t h = 0; h < H; h++)
             sw_swap_project(s, (const uint16_t *)v->kd + (size_t)h * s->stripe_elems,
                             b->valid_tokens, v->proj + (size_t)h * B * (size_t)s->c.predictor_rank);
+        free(e->proj);
         e->proj = v->proj;
         v->proj = NULL;
     } else {

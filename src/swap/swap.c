@@ -461,7 +461,7 @@ static sw_status delete_stripes_of(sw_swap *s, const sw_swap_seq *q)
     sw_status first = SW_OK;
     size_t n = 0;
     for (int32_t l = 0; l < s->m.num_layers; l++)
-        for (int32_t b = 0; b < q->layers[l].nblocks; b++)
+        for (int32_t b = 0; b < q->layers[l].hw || b < q->layers[l].nblocks; b++)
             for (int32_t h = 0; h <= s->m.num_kv_heads; h++)
                 for (int kind = 0; kind < 2; kind++) {
                     if (h == s->m.num_kv_heads && kind == SW_STORE_KIND_V)

@@ -35,6 +35,8 @@ typedef struct sw_swap_blk {
 
 typedef struct sw_swap_layer {
     int32_t nblocks;      /* blocks 0..nblocks-1 present */
+    int32_t hw;           /* blocks ever offloaded or attached (a failed batch's cut
+                           * blocks may hold stripes: deleted with the sequence's) */
     int32_t cap;
     sw_swap_blk *blk;
     /* Device pool, the resident path (dev_fast.c): the layer's page table

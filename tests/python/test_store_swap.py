@@ -786,3 +786,77 @@ def test_swap_device_pool_resident_path(tmp_path):
             want_v = vd[b * bs:b * bs + n].to(torch.bfloat16)
             assert torch.equal(kp[sl, :, :n].transpose(0, 1), want_k)
             assert torch.equal(vp[sl, :, :n].transpose(0, 1), want_v)
+
+
+def _tiny_store(tmp_path, name, extents, **kw):
+    # one run of `extents` 4 KiB extents (a block of one kv head, d64, 4
+    # tokens: K and V, one extent each)
+    return spillway.Store(str(tmp_path / name), capacity_bytes=4096 + extents * 4096,
+                          stripe_bytes=4096, run_blocks=extents, **kw)
+
+
+def test_failed_batch_cuts_each_layer_before_its_first_failed_item(tmp_path):
+    # a full store refuses a batch that appends block 4, then overwrites
+    # block 1: both items absent, the layer cut before block 1 (an older
+    # item's cut once put back the blocks a newer one had cut: length 4
+    # with empty blocks, every later call refused)
+    rng = np.random.default_rng(1)
+    blk = lambda: rng.standard_normal((4, 1, 64)).astype(np.float32)
+    with _tiny_store(tmp_path, "cut", 8, full_policy="refuse") as st, \
+            spillway.SwapEngine(st, num_layers=1, num_kv_heads=1, num_qo_heads=1, head_dim=64,
+                                block_size=4, resident_blocks=8) as eng:
+        eng.seq_add(1, ns=1, max_blocks=16)
+        kv = [(blk(), blk()) for _ in range(4)]
+        eng.offload_batch([(1, 0, b, k, v) for b, (k, v) in enumerate(kv)], layout="NHD")
+        _err(lambda: eng.offload_batch([(1, 0, 4, blk(), blk()), (1, 0, 1, blk(), blk())],
+                                       layout="NHD"), "SW_STATUS_FULL")
+        assert eng.seq_length(1, 0) == (4, 1)
+        q = _bf16(rng.standard_normal((1, 1, 64)).astype(np.float32))
+        out = eng.attend(0, 1, q)
+        ref, _ = _ref(q, _bf16(kv[0][0]), _bf16(kv[0][1]))
+        assert rel_l2(out, ref) <= 1e-2
+
+
+def test_batch_gives_a_block_as_fp8_then_bf16(tmp_path):
+    # the BF16 item used the block's projected-key buffer, which the FP8
+    # item before it frees (use after free: heap corruption, a crash); the
+    # block ends as the last item wrote it, scored as BF16
+    rng = np.random.default_rng(2)
+    with spillway.Store(str(tmp_path / "fp8"), capacity_bytes=64 << 20) as st, \
+            spillway.SwapEngine(st, num_layers=1, num_kv_heads=2, num_qo_heads=2, head_dim=64,
+                                block_size=4, predictor_rank=128) as eng:
+        eng.seq_add(1, ns=1, max_blocks=4)
+        k = rng.standard_normal((4, 2, 64)).astype(np.float32)
+        eng.offload(1, 0, 0, k, k, layout="NHD")
+        for _ in range(50):
+            codes = rng.integers(0, 0x70, size=(4, 2, 64)).astype(np.uint8)
+            eng.offload_batch([(1, 0, 0, codes, codes, 0.1, 0.1), (1, 0, 0, k, k)],
+                              layout="NHD")
+            junk = [np.ones(4096) for _ in range(20)]  # (reuses freed memory)
+            del junk
+        q = _bf16(rng.standard_normal((1, 2, 64)).astype(np.float32))
+        assert np.isfinite(eng.score_blocks(1, 0, q)).all()
+        out = eng.attend(0, 1, q)
+        ref, _ = _ref(q, _bf16(k), _bf16(k))
+        assert rel_l2(out, ref) <= 1e-2
+
+
+def test_remove_deletes_a_cut_blocks_stripes(tmp_path):
+    # an overwrite refused by a full store cuts the block; removing the
+    # sequence with its stripes deletes that block's stripes and manifest
+    # too (they were left: capacity lost, an attach over the range refused)
+    rng = np.random.default_rng(3)
+    blk = lambda n=4: rng.standard_normal((n, 1, 64)).astype(np.float32)
+    with _tiny_store(tmp_path, "rm", 6, full_policy="refuse") as st, \
+            spillway.SwapEngine(st, num_layers=1, num_kv_heads=1, num_qo_heads=1, head_dim=64,
+                                block_size=4, persist_manifests=True) as eng:
+        eng.seq_add(1, ns=1, max_blocks=8)
+        eng.offload(1, 0, 0, blk(), blk(), layout="NHD")
+        eng.offload(1, 0, 1, blk(2), blk(2), layout="NHD")
+        assert st.get_stats()["extents_used"] == 6
+        _err(lambda: eng.offload(1, 0, 1, blk(3), blk(3), layout="NHD"), "SW_STATUS_FULL")
+        assert eng.seq_length(1, 0) == (4, 1)
+        eng.seq_remove(1, delete_stripes=True)
+        assert st.get_stats()["extents_used"] == 0
+        eng.seq_attach(2, ns=1, max_blocks=8)
+        assert eng.seq_length(2, 0) == (0, 0)
