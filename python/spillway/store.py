@@ -113,8 +113,10 @@ class Store:
         create: create the store when it does not exist (else a missing
             store is SW_STATUS_NOT_FOUND).
         stripe_bytes, run_blocks, queue_depth, host_tier_bytes,
-        io_buffer_bytes, lock_wait_ms, read_inflight_bytes: as in
-            sw_store_config.
+            io_buffer_bytes, lock_wait_ms, read_inflight_bytes: as in
+            sw_store_config. With create=False and neither stripe_bytes nor
+            run_blocks given, the store's own geometry is used ("as
+            created"); given, they must match it.
         durability: "process" (default) or "sync".
         full_policy: "evict_lru" (default) or "refuse".
         read_only, zero_fill, buffered_io: booleans.
@@ -132,6 +134,8 @@ class Store:
         self.path = os.fspath(path)
         c.dir = _c_str(self.path, "path")
         c.capacity_bytes = _c_int(capacity_bytes, "capacity_bytes", "u64")
+        if not create and not stripe_bytes and not run_blocks:
+            c.stripe_bytes = c.run_blocks = 0  # the library's "as created"
         if stripe_bytes:
             c.stripe_bytes = _c_int(stripe_bytes, "stripe_bytes", "u32")
         if run_blocks:

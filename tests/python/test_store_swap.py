@@ -74,6 +74,18 @@ def test_store_write_read_delete_reopen(tmp_path):
         assert st.read(keys[3]) == blobs[keys[3]]
 
 
+def test_store_reopens_with_its_own_geometry(tmp_path):
+    # a store made with other than the default stripe and run sizes reopens
+    # without repeating them (the binding sent the defaults: refused), and
+    # a geometry given that is not the store's is refused
+    path = tmp_path / "geo"
+    with spillway.Store(path, capacity_bytes=4 << 20, stripe_bytes=4096, run_blocks=8) as st:
+        st.write((1, 0, 0, 0, "K"), b"x" * 100)
+    with spillway.Store(path, create=False) as st:
+        assert st.stripe_bytes == 4096 and st.read((1, 0, 0, 0, "K")) == b"x" * 100
+    _err(lambda: spillway.Store(path, create=False, stripe_bytes=8192), "SW_STATUS_INVALID")
+
+
 def test_store_missing_directory(tmp_path):
     e = _err(lambda: spillway.Store(tmp_path / "absent", create=False), "SW_STATUS_NOT_FOUND")
     assert "absent" in str(e)
