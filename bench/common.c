@@ -102,6 +102,36 @@ void bench_host_slug(char *out, size_t n)
         snprintf(out, n, "host");
 }
 
+int bench_result_probe(const char *prog, const char *explicit_path)
+{
+    char dir[4096];
+    if (explicit_path) {
+        if (access(explicit_path, F_OK) == 0) {
+            if (access(explicit_path, W_OK) == 0)
+                return 0;
+            fprintf(stderr, "%s: %s: %s\n", prog, explicit_path, strerror(errno));
+            return 1;
+        }
+        snprintf(dir, sizeof dir, "%s", explicit_path);
+        char *slash = strrchr(dir, '/');
+        if (!slash)
+            snprintf(dir, sizeof dir, ".");
+        else if (slash == dir)
+            dir[1] = '\0';
+        else
+            *slash = '\0';
+    } else {
+        struct stat sb;
+        snprintf(dir, sizeof dir, "%s",
+                 stat("bench/results", &sb) == 0 && S_ISDIR(sb.st_mode) ? "bench/results" : ".");
+    }
+    if (access(dir, W_OK | X_OK) == 0)
+        return 0;
+    fprintf(stderr, "%s: %s: cannot write the results file there: %s\n", prog,
+            explicit_path ? explicit_path : dir, strerror(errno));
+    return 1;
+}
+
 FILE *bench_result_open(const char *explicit_path, const char *component, char *path, size_t n)
 {
     if (explicit_path) {
@@ -417,10 +447,10 @@ static void guard_rmtree_at(int at, const char *name, int depth)
             off += reclen;
             if (!strcmp(nm, ".") || !strcmp(nm, ".."))
                 continue;
-            if (type == 4 /* DT_DIR */)
+            /* (a file system without d_type says DT_UNKNOWN: a directory
+             * then fails unlinkat with EISDIR) */
+            if (type == 4 /* DT_DIR */ || (unlinkat(fd, nm, 0) != 0 && errno == EISDIR))
                 guard_rmtree_at(fd, nm, depth + 1);
-            else
-                (void)unlinkat(fd, nm, 0);
         }
     }
     close(fd);
@@ -429,6 +459,7 @@ static void guard_rmtree_at(int at, const char *name, int depth)
 
 static void guard_handler(int sig)
 {
+    errno = 0;
     for (int i = 0; i < GUARD_MAX; i++)
         if (guard_used[i])
             guard_rmtree_at(AT_FDCWD, guard_dirs[i], 0);

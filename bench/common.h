@@ -63,6 +63,12 @@ int bench_check_list(const char *prog, const char *opt, const char *list,
 /* Host name as a lower-case slug of [a-z0-9-], "host" when empty. */
 void bench_host_slug(char *out, size_t n);
 
+/* Whether the results file of a run (an explicit --json path, or a new
+ * file in bench/results/ or ./) can be written: 0, else a message on
+ * stderr and 1. Checked before a run, so that a long run does not end
+ * unable to write its figures; nothing is created. */
+int bench_result_probe(const char *prog, const char *explicit_path);
+
 /* Opens a benchmark's results file for writing: `explicit_path` when the
  * user gave one (--json), else a fresh name that exists nowhere yet,
  * bench/results/<component>-<host>-<UTC time>[-N].json when bench/results

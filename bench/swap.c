@@ -181,20 +181,12 @@ int main(int argc, char **argv)
     static const char *const keys[] = {"disk", "host", "resident", "resident-batch"};
     if (bench_check_list(PROG, "case", o.cases, keys, 4))
         return BENCH_USAGE;
-    /* the results file first: a path that cannot be written fails now, not
-     * after the cases */
-    char path[4096];
-    FILE *js = bench_result_open(o.json, "swap", path, sizeof path);
-    if (!js) {
-        fprintf(stderr, PROG ": %s: %s\n", path, strerror(errno));
+    /* a results file that cannot be written fails now, not after the cases */
+    if (bench_result_probe(PROG, o.json))
         return 1;
-    }
     swt_scratch s;
-    if (swt_scratch_open(&s, o.dir, o.keep, "bench-swap")) {
-        fclose(js);
-        remove(path);
+    if (swt_scratch_open(&s, o.dir, o.keep, "bench-swap"))
         return 1;
-    }
     printf("spillway %s bench swap: %s (file system: %s%s)\n", sw_version_string(), s.work, s.fs,
            s.tmpfs ? " -- RAM, not a disk: the disk figures say nothing about I/O" : "");
     swt_print_engine(&o);
@@ -305,6 +297,12 @@ int main(int argc, char **argv)
         }
 
     /* Table + JSON. */
+    char path[4096];
+    FILE *js = bench_result_open(o.json, "swap", path, sizeof path);
+    if (!js) {
+        fprintf(stderr, PROG ": %s: %s\n", path, strerror(errno));
+        err = 1;
+    }
     int first = 1;
     if (js) {
         bench_json_begin(js, "swap", argc, argv);

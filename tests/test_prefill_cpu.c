@@ -62,10 +62,13 @@ static int run_case_isa(sw_case *c, sw_cpu_isa isa, double tol, int row_sample)
     return bad;
 }
 
-/* A NaN in one key makes NaN exactly the output rows that see it (query
- * heads of its kv head, rows whose causal window reaches it), as in the
- * fp64 reference and PyTorch; every other row stays finite. A clamp inside
- * a vector 2^x once took the NaN score to a weight of 0 (a masked key). */
+/* A NaN in one key's K makes NaN exactly the output rows (and their LSE)
+ * that see it (query heads of its kv head, rows whose causal window
+ * reaches it), as in the fp64 reference and PyTorch; every other row stays
+ * finite. A clamp inside a vector 2^x once took the NaN score to a weight
+ * of 0 (a masked key), and the LSE of a NaN row read -inf ("no key"). (A
+ * NaN in V also reaches rows whose mask hides its key within a 64-key
+ * tile: 0 x NaN in P.V, as in a dense P.V.) */
 static int nan_key_case(sw_cpu_isa isa, sw_dtype dt, int index)
 {
     sw_case c;
@@ -86,6 +89,8 @@ static int nan_key_case(sw_cpu_isa isa, sw_dtype dt, int index)
         else
             ((uint16_t *)c.k)[at] = dt == SW_DTYPE_F16 ? 0x7e00 : 0x7fc0;
         sw_case_poison(&c);
+        for (int64_t i = 0; i < c.total_q * c.params.num_qo_heads; i++)
+            c.lse[i] = 12345.0f; /* (written, NaN or finite, below) */
         sw_attn_problem pb = sw_case_problem(&c);
         if (sw_cpu_prefill_fast_isa(&pb, 0, isa) != SW_OK) {
             fprintf(stderr, "FAIL nan isa=%d %s: %s\n", (int)isa, c.name, sw_last_error());
@@ -100,6 +105,13 @@ static int nan_key_case(sw_cpu_isa isa, sw_dtype dt, int index)
                     for (int32_t x = 0; x < d; x++)
                         nans += isnan(sw_test_elem(dt, c.o, (c.qo_indptr[r] + t) * c.o_stride +
                                                         (int64_t)h * d + x));
+                    const float lse = c.lse[(c.qo_indptr[r] + t) * hq + h];
+                    if (sees ? !isnan(lse) : (isnan(lse) || lse == 12345.0f)) {
+                        fprintf(stderr, "FAIL nan isa=%d %s: request %d row %d head %d: LSE %g\n",
+                                (int)isa, c.name, r, t, h, (double)lse);
+                        bad = 1;
+                        break;
+                    }
                     if (nans != (sees ? d : 0)) {
                         fprintf(stderr, "FAIL nan isa=%d %s: request %d row %d head %d: %lld "
                                 "of %d NaN, want %s\n", (int)isa, c.name, r, t, h,

@@ -88,10 +88,11 @@ void sw_cpu_store_o(const sw_attn_problem *pb, const sw_cpu_unit *u, const float
                 ((uint16_t *)dst)[k] = sw_f32_to_bf16(src[k] * inv);
             break;
         }
-        if (pb->lse)
+        if (pb->lse) /* (a NaN row: NaN, not a row that sees no key) */
             pb->lse[tok * pb->num_qo_heads + head] =
                 l[r] > 0.0f ? (float)(0.69314718055994531 * ((double)m[r] + log2((double)l[r])))
-                            : -INFINITY;
+                : isnan(l[r]) ? NAN
+                              : -INFINITY;
     }
 }
 

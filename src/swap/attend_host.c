@@ -256,6 +256,10 @@ static sw_status host_pass_end(run *R)
             for (int32_t c = 0; c < D; c++)
                 o[c] *= inv;
             R->m[i] = (R->m[i] + log2f(R->l[i])) * 0.69314718055994531f;
+        } else if (isnan(R->l[i])) { /* a NaN score or value: NaN, not "no key" */
+            for (int32_t c = 0; c < D; c++)
+                o[c] = NAN;
+            R->m[i] = NAN;
         } else {
             for (int32_t c = 0; c < D; c++)
                 o[c] = 0.0f;
