@@ -67,7 +67,10 @@ typedef enum sw_store_durability {
 
 typedef enum sw_store_full_policy {
     /* When every extent is used, a write evicts the least recently used
-     * stripe (written or read) of the store. */
+     * stripe (written or read) of the store, other than the key's own: an
+     * overwrite whose only candidate is the stripe it replaces fails with
+     * SW_STATUS_FULL (that stripe stays; an overwrite needs one free
+     * extent). */
     SW_STORE_FULL_EVICT_LRU = 0,
     /* When every extent is used, a write fails with SW_STATUS_FULL. */
     SW_STORE_FULL_REFUSE = 1

@@ -229,6 +229,84 @@ static void test_geometry(const char *dir)
     CHECK_STATUS(sw_store_open(&b, &s), SW_STATUS_INVALID);
 }
 
+/* A store of one extent under LRU eviction: overwriting its only stripe
+ * would have to evict that stripe first; it is refused with FULL and the
+ * stripe stays (it was evicted before the new version was written, and
+ * lost when that failed). A second key still evicts the first. Single
+ * writes and a write batch. */
+static void test_self_evict(const char *dir)
+{
+    sw_store_config c = ts_config(dir, STRIPE, 1, 1);
+    sw_store *s = NULL;
+    CHECK_STATUS(ts_open(&c, &s), SW_OK);
+    if (!s)
+        return;
+    uint8_t buf[STRIPE];
+    sw_store_key k = ts_key(1, 0, 0, 0, 0), k2 = ts_key(2, 0, 0, 0, 0);
+    ts_fill(buf, 100, &k, 100);
+    CHECK_STATUS(sw_store_write(s, &k, buf, 100, NULL), SW_OK);
+    ts_fill(buf, 200, &k, 200);
+    CHECK_STATUS(sw_store_write(s, &k, buf, 200, NULL), SW_STATUS_FULL);
+    CHECK(strstr(sw_last_error(), "the one being overwritten") != NULL);
+    const void *src[1] = {buf};
+    const size_t len[1] = {200};
+    size_t done = 9;
+    CHECK_STATUS(sw_store_write_batch(s, 1, &k, src, len, NULL, &done), SW_STATUS_FULL);
+    CHECK(done == 0);
+    size_t got = 0;
+    CHECK_STATUS(ts_read1(s, &k, buf, STRIPE, &got, NULL), SW_OK);
+    CHECK(got == 100 && ts_check(buf, got, &k, 100));
+    CHECK(ts_stats(s).evictions == 0);
+    ts_fill(buf, 300, &k2, 300);
+    CHECK_STATUS(sw_store_write(s, &k2, buf, 300, NULL), SW_OK); /* evicts k */
+    CHECK_STATUS(ts_read1(s, &k, buf, STRIPE, &got, NULL), SW_STATUS_NOT_FOUND);
+    CHECK(ts_stats(s).evictions == 1);
+    CHECK_STATUS(sw_store_close(s), SW_OK);
+}
+
+/* One read of every stripe of a long run at queue depth 1: the run's
+ * pieces (io_uring cuts a range into 128 KiB pieces: 16 of a 512-extent
+ * run of 4 KiB) are more than 2 x 1 + 8 requests, and the plan of the
+ * read was empty (INTERNAL, every key reported NOT_FOUND); also through a
+ * read ticket. */
+static void test_long_run_read(const char *dir)
+{
+    enum { N = 400 };
+    sw_store_config c = ts_config(dir, STRIPE, 512, 1);
+    c.queue_depth = 1;
+    sw_store *s = NULL;
+    CHECK_STATUS(ts_open(&c, &s), SW_OK);
+    if (!s)
+        return;
+    static sw_store_key keys[N];
+    static uint8_t data[N][STRIPE];
+    void *dst[N];
+    size_t lens[N];
+    sw_status sts[N];
+    for (uint32_t i = 0; i < N; i++) {
+        keys[i] = ts_key(3, 0, i, 0, 0);
+        ts_fill(data[i], STRIPE, &keys[i], i);
+        CHECK_STATUS(sw_store_write(s, &keys[i], data[i], STRIPE, NULL), SW_OK);
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        memset(data, 0, sizeof data);
+        for (uint32_t i = 0; i < N; i++)
+            dst[i] = data[i];
+        if (pass == 0) {
+            CHECK_STATUS(sw_store_read(s, N, keys, dst, STRIPE, lens, NULL, sts), SW_OK);
+        } else {
+            uint64_t t = 0;
+            CHECK_STATUS(sw_store_read_submit(s, N, keys, dst, STRIPE, &t), SW_OK);
+            CHECK_STATUS(sw_store_read_wait(s, t, N, lens, NULL, sts), SW_OK);
+        }
+        int ok = 1;
+        for (uint32_t i = 0; i < N; i++)
+            ok &= sts[i] == SW_OK && lens[i] == STRIPE && ts_check(data[i], STRIPE, &keys[i], i);
+        CHECK(ok);
+    }
+    CHECK_STATUS(sw_store_close(s), SW_OK);
+}
+
 int main(void)
 {
     ts_dir d;
@@ -240,6 +318,10 @@ int main(void)
     test_refuse(sub);
     snprintf(sub, sizeof sub, "%s/geometry", d.base);
     test_geometry(sub);
+    snprintf(sub, sizeof sub, "%s/self", d.base);
+    test_self_evict(sub);
+    snprintf(sub, sizeof sub, "%s/longrun", d.base);
+    test_long_run_read(sub);
     ts_rm_rf(d.base);
     if (sw_test_failures)
         fprintf(stderr, "test_store_capacity: %d failures\n", sw_test_failures);

@@ -47,8 +47,13 @@ sw_status sw_store_remove_slot(sw_store *s, uint32_t v)
 sw_status sw_store_evict_lru(sw_store *s, uint32_t avoid)
 {
     uint32_t v = sw_store_lru_victim(s, avoid);
-    if (v == SW_NIL)
-        v = avoid; /* the only stripe is the one being overwritten */
+    if (v == SW_NIL && avoid != SW_NIL)
+        /* The only stripe is the one being overwritten: evicting it first
+         * would lose it if the new version then failed (the contract keeps
+         * the previous stripe on any failure). */
+        return sw_fail(SW_STATUS_FULL, "store is full: %u of %u extents used, and the only "
+                       "stripe to evict is the one being overwritten (an overwrite needs one "
+                       "free extent)", s->used_slots, s->nslots);
     if (v == SW_NIL)
         return sw_fail(SW_STATUS_INTERNAL, "store full but nothing to evict");
     SW_TRY(sw_store_remove_slot(s, v));

@@ -554,7 +554,19 @@ static sw_status store_open(const sw_store_config *c, const sw_store_tuning *tun
                            (unsigned long long)s->host_n * s->g.slot_bytes);
     }
     s->bounce = (char *)alloc_io_mem(s->bounce_bytes, reg, &s->bounce_pinned);
-    s->ops_cap = (size_t)c->queue_depth * 2 + 8;
+    {
+        /* A read batch plans whole groups (a run's slots cut into the
+         * tuning's pieces, and its header): room for two of the largest
+         * whatever the queue depth (a run of 4096 extents at the 128 KiB
+         * pieces of io_uring took more than 2 x 64 + 8, and the plan of a
+         * read over one run was empty: INTERNAL). */
+        const uint64_t chunk = s->tune.read_chunk_bytes > 0 ? (uint64_t)s->tune.read_chunk_bytes : 0;
+        const uint64_t cs = chunk / s->g.slot_bytes;
+        const size_t gmax = cs ? (size_t)((s->g.run_blocks + cs - 1) / cs) + 1 : 2;
+        s->ops_cap = (size_t)c->queue_depth * 2 + 8;
+        if (s->ops_cap < 2 * gmax + 2)
+            s->ops_cap = 2 * gmax + 2;
+    }
     s->ops = (sw_io_op *)calloc(s->ops_cap, sizeof *s->ops);
     s->hpage = (char *)aligned_alloc(SW_STORE_ALIGN, SW_STORE_ALIGN);
     s->hpage_off = UINT64_MAX;
