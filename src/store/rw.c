@@ -77,8 +77,6 @@ static sw_status store_write(sw_store *s, const sw_store_key *key, const void *s
                            s->used_slots, s->nslots,
                            old != SW_NIL ? "; an overwrite needs one free extent" : "");
         SW_TRY(sw_store_evict_lru(s, old));
-        if (old != SW_NIL && !s->slots[old].used)
-            old = SW_NIL; /* the key itself was the victim */
         slot = sw_store_place(s, key, old);
         SW_ASSERT_RET(slot != SW_NIL);
     }

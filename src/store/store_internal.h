@@ -423,8 +423,9 @@ void sw_store_reads_close(sw_store *s);
  * its extent header), s->lock held. */
 sw_status sw_store_remove_slot(sw_store *s, uint32_t v);
 
-/* rw.c: evicts the least recently used stripe other than `avoid` (avoid
- * itself when it is the only one), s->lock held. */
+/* rw.c: evicts the least recently used stripe other than `avoid`;
+ * SW_STATUS_FULL when `avoid` is the only one (an overwrite keeps its
+ * previous stripe until the new one is safe), s->lock held. */
 sw_status sw_store_evict_lru(sw_store *s, uint32_t avoid);
 
 /* write_batch.c: frees the batch scratch (store close). */

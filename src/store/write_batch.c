@@ -233,8 +233,6 @@ static sw_status plan_put(sw_store *s, sw_write_batch *b, size_t i, const sw_sto
         sw_status st = sw_store_evict_lru(s, old);
         s->host_defer = NULL;
         SW_TRY(st);
-        if (old != SW_NIL && !s->slots[old].used)
-            old = SW_NIL; /* the key itself was the victim */
         slot = sw_store_place(s, key, old); /* no pending olds: the store was full */
         SW_ASSERT_RET(slot != SW_NIL);
     }
