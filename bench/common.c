@@ -102,6 +102,14 @@ void bench_host_slug(char *out, size_t n)
         snprintf(out, n, "host");
 }
 
+int bench_opt_is(const char *a, const char *const *names, size_t n)
+{
+    for (size_t k = 0; k < n; k++)
+        if (!strcmp(a, names[k]))
+            return 1;
+    return 0;
+}
+
 int bench_result_probe(const char *prog, const char *explicit_path)
 {
     char dir[4096];

@@ -48,6 +48,10 @@ int bench_arg_i64(const char *prog, const char *opt, const char *v, int64_t lo, 
         (field) = bench_num_;                                                    \
     } while (0)
 
+/* 1 when option `a` is one of names[0..n) (the options that take a value:
+ * an unknown one is said to be unknown, not to want a value). */
+int bench_opt_is(const char *a, const char *const *names, size_t n);
+
 /* 1 when `name` is one item of the comma-separated `list`; a NULL list
  * holds every name. */
 int bench_in_list(const char *list, const char *name);

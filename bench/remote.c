@@ -408,10 +408,7 @@ static int rb_parse(int argc, char **argv, rb_opts *o)
         static const char *const valued[] = {
             "--json", "--redis-server", "--redis-benchmark", "--redis-cli", "--value-bytes",
             "--pipeline", "--keys", "--seconds", "--passes", "--context-clients"};
-        int known = 0;
-        for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++)
-            known |= !strcmp(a, valued[k]);
-        if (!known) {
+        if (!bench_opt_is(a, valued, sizeof valued / sizeof valued[0])) {
             fprintf(stderr, PROG ": unknown option '%s'\n", a);
             rb_usage(stderr);
             return 2;

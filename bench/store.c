@@ -353,10 +353,7 @@ static int parse_bench(int argc, char **argv, bench_opts *o)
             "--tiles-per-call", "--inflight", "--engine-tiles-per-req", "--engine-inflight",
             "--io-buffer-mb", "--zero-fill", "--stream-blocks", "--qd", "--passes",
             "--host-passes"};
-        int known = 0;
-        for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++)
-            known |= !strcmp(a, valued[k]);
-        if (!known) {
+        if (!bench_opt_is(a, valued, sizeof valued / sizeof valued[0])) {
             fprintf(stderr, PROG ": unknown option '%s'\n", a);
             bench_usage(stderr);
             return 2;

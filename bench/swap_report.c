@@ -57,10 +57,7 @@ int swt_opt_parse(int argc, char **argv, int *i, swt_opts *o)
                                              "--raw-mb", "--dir", "--warmup-steps",
                                              "--prefetch-depth", "--tile", "--io-buffer-mb",
                                              "--shape"};
-    int known = 0;
-    for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++)
-        known |= !strcmp(a, with_value[k]);
-    if (!known)
+    if (!bench_opt_is(a, with_value, sizeof with_value / sizeof with_value[0]))
         return 0;
     if (*i + 1 >= argc) {
         fprintf(stderr, "spillway: option '%s' needs a value\n", a);

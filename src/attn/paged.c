@@ -39,6 +39,15 @@ static int cmp_u64(const void *x, const void *y)
     return a < b ? -1 : a > b;
 }
 
+/* Whether a bitmap of a pool of num_pages pages is small beside a table of
+ * `entries` entries (at most 1 MiB plus 16 bytes an entry): the page
+ * checks (repeats, append conflicts) use one then, else a sort / search
+ * that grows with the table, not the pool. */
+static int page_bitmap_fits(int64_t num_pages, int64_t entries)
+{
+    return (uint64_t)(num_pages + 63) / 64 * 8 <= ((uint64_t)1 << 20) + 16 * (uint64_t)entries;
+}
+
 static sw_status repeat_fail(const int32_t *pages, int32_t first, int32_t second, int32_t b,
                              const char *where, int64_t entry0)
 {
@@ -201,11 +210,11 @@ sw_status sw_paged_table_build(const sw_paged_kv *kv, int32_t batch, sw_paged_ta
         if (out->page_indptr[b + 1] - out->page_indptr[b] > maxp)
             maxp = out->page_indptr[b + 1] - out->page_indptr[b];
     out->page_indices = malloc(sizeof(int32_t) * ((size_t)total + 1));
-    /* the repeat check: a bitmap of the pool while it is at most 1 MiB plus
-     * 16 bytes an entry of the table (a sort of each request's pages took
-     * 13 ms for 64 requests x 2048 pages), else the sort */
+    /* the repeat check: a bitmap of the pool where it fits (a sort of each
+     * request's pages took 13 ms for 64 requests x 2048 pages), else the
+     * sort */
     const size_t words = ((size_t)kv->num_pages + 63) / 64;
-    const int use_bits = words * 8 <= ((size_t)1 << 20) + 16 * (size_t)total;
+    const int use_bits = page_bitmap_fits(kv->num_pages, total);
     uint64_t *scratch = use_bits ? calloc(words + 1, sizeof(uint64_t))
                                  : malloc(sizeof(uint64_t) * ((size_t)maxp + 1));
     if (!out->page_indices || !scratch) {
@@ -460,11 +469,10 @@ static sw_status append_conflicts(const sw_paged_table *pt, int32_t batch,
     if (nw == 0 || batch < 2)
         return SW_OK;
     append_write *w = malloc(sizeof *w * (size_t)nw);
-    /* the bitmap only where it is small beside the table (as the repeat
-     * check's); without it every page takes the search */
+    /* the bitmap only where it is small beside the table; without it
+     * every page takes the search */
     const size_t nbytes = (size_t)pt->num_pages / 8 + 1;
-    const int64_t total = pt->page_indptr[batch];
-    const int use_bits = nbytes <= ((size_t)1 << 20) + 16 * (size_t)total;
+    const int use_bits = page_bitmap_fits(pt->num_pages, pt->page_indptr[batch]);
     uint8_t *bits = use_bits ? calloc(nbytes, 1) : NULL;
     if (!w || (use_bits && !bits)) {
         free(w);
