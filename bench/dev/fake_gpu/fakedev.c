@@ -69,3 +69,9 @@ sw_status sw_cuda_swap_copy_tables(int32_t *d, int32_t p, const int32_t *s, cons
 int sw_cuda_swap_event_done(void *e) { (void)e; return 1; }
 sw_status sw_cuda_swap_event_record_node(void *e, void *s) { (void)e;(void)s; return SW_OK; }
 sw_status sw_cuda_swap_pack(const sw_cuda_swap_pack_item *i, int32_t n, uint8_t *d, int32_t *t, void *s) { (void)i;(void)n;(void)d;(void)t;(void)s; return SW_OK; }
+/* the plans' staging pool (core/sw_cuda.cu): plain host memory */
+struct sw_staging { void *p; };
+sw_status sw_cuda_staging_alloc(sw_staging **s, void **p, size_t b) { *s = calloc(1, sizeof **s); if (!*s) return SW_STATUS_NO_MEMORY; (*s)->p = calloc(1, b ? b : 1); if (!(*s)->p) { free(*s); *s = NULL; return SW_STATUS_NO_MEMORY; } *p = (*s)->p; return SW_OK; }
+void sw_cuda_staging_copied(sw_staging *s, void *st) { (void)s; (void)st; }
+void sw_cuda_staging_free(sw_staging *s) { if (s) { free(s->p); free(s); } }
+void sw_cuda_staging_get_stats(sw_cuda_staging_stats *st) { memset(st, 0, sizeof *st); }
