@@ -411,11 +411,12 @@ void swt_print_case(const swt_case *c, const swt_result *r, double raw)
            r->checked_after ? "each step's rows kept, checked after the steps"
                             : "each step checked before the next");
     printf("  engine: pool %d slots, tile %d blocks, rank %d, read-ahead %d tiles, policy %s; "
-           "%llu evictions, %llu block visits through kept host-tier leases in the timed "
-           "steps\n",
+           "%llu evictions, %llu block visits through kept host-tier leases, %llu of %llu "
+           "blocks landed ahead read by their call in the timed steps\n",
            r->swap.resident_blocks, r->swap.tile_blocks, r->swap.predictor_rank,
            r->swap.prefetch, sw_swap_policy_name(r->swap.policy),
-           (unsigned long long)r->evictions, (unsigned long long)r->kept_visits);
+           (unsigned long long)r->evictions, (unsigned long long)r->kept_visits,
+           (unsigned long long)r->ahead_used, (unsigned long long)r->ahead_blocks);
     printf("  store: %s, %s; %llu stripes, %llu B extents, %llu of %llu extents used; host tier "
            "%.1f of %.1f MiB; %llu writes, %llu host hits, %llu file hits, %llu read ranges "
            "(%llu I/Os), %llu corruptions, %llu I/O errors\n",

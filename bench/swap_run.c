@@ -1178,6 +1178,8 @@ int swt_run_case(const swt_case *c, const char *store_dir, swt_result *res)
     res->tiles = s1.tiles - s0.tiles;
     res->evictions = s1.evictions - s0.evictions;
     res->kept_visits = s1.kept_visits - s0.kept_visits;
+    res->ahead_blocks = s1.ahead_blocks - s0.ahead_blocks;
+    res->ahead_used = s1.ahead_used - s0.ahead_used;
     res->read_calls = s1.read_calls - s0.read_calls;
     res->store_ranges = t1s.read_requests - t0s.read_requests;
     res->store_ios = t1s.read_ios - t0s.read_ios;

@@ -99,6 +99,7 @@ typedef struct swt_result {
     uint64_t host_stripes, file_stripes;
     uint64_t tiles, prefetched_tiles, evictions;
     uint64_t kept_visits; /* block visits through host-tier leases kept from a call before */
+    uint64_t ahead_blocks, ahead_used; /* host-tier blocks landed ahead of their call; read by it */
     uint64_t read_calls;        /* timed steps: store read tickets */
     uint64_t store_ranges, store_ios; /* timed steps: merged ranges, device requests */
     swt_iostat io;              /* timed steps: disk-side counters */

@@ -562,6 +562,14 @@ typedef struct sw_swap_stats {
     uint64_t kept_visits;                /* block visits served by host-tier
                                           * leases kept from an earlier call
                                           * (no store lookup) */
+    uint64_t ahead_blocks;               /* host-tier blocks whose copies
+                                          * were queued at the end of the
+                                          * call before theirs (landing
+                                          * ahead) */
+    uint64_t ahead_used;                 /* of those, blocks their call read
+                                          * from the copies (the rest were
+                                          * resident by then, rewritten, or
+                                          * another call came) */
 } sw_swap_stats;
 
 /* Snapshot of the counters; st->struct_size must be set (a smaller, older

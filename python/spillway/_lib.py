@@ -355,7 +355,8 @@ class sw_swap_stats(ctypes.Structure):
                    ("kernel_kv_bytes", _u64), ("kernel_seconds", ctypes.c_double),
                    ("plan_seconds", ctypes.c_double), ("submit_seconds", ctypes.c_double),
                    ("score_seconds", ctypes.c_double), ("finish_seconds", ctypes.c_double)]
-                + _u64s("resident_attends", "offload_resident", "kept_visits"))
+                + _u64s("resident_attends", "offload_resident", "kept_visits", "ahead_blocks",
+                       "ahead_used"))
 
 
 def struct_dict(st, skip=("struct_size", "reserved")):

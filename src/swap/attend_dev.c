@@ -190,6 +190,7 @@ static sw_status dev_attend(run *R, sw_swap_attend_result *res, void *stream)
     sw_swap *s = R->s;
     const sw_swap_attend_params *p = R->p;
     int64_t nres = 0;
+    sw_swap_dev_note_layer(s, p->layer);
     if (sw_swap_dev_fast_eligible(s, p, R->seqs, &nres)) {
         const double t0 = sw_swap_now();
         sw_status fst = sw_swap_dev_enter(s);
@@ -264,6 +265,10 @@ static sw_status dev_attend(run *R, sw_swap_attend_result *res, void *stream)
         R->attended = 0;
         st = sw_swap_run_pass(R, sparse);
     }
+    /* every tile planned: the next call's first blocks land behind this
+     * call's copies */
+    if (st == SW_OK && !sparse)
+        sw_swap_dev_land_ahead(s, p, R->seqs);
     const double tf0 = sw_swap_now();
     sw_swap_dev_tl_phase(s, 'R');
     if (st == SW_OK)

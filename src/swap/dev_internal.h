@@ -457,6 +457,9 @@ struct prelease {
      * gaps the copies run through (land_gap blocks at most: tuning
      * land_gap_kb) */
     int32_t *loff;
+    /* per job block taken over from the landing ahead: its first stripe's
+     * place there (NULL: the job's room, at loff) */
+    uint8_t **ladr;
     int32_t land_gap;
     void *lstream;
     void **lev;
@@ -483,6 +486,38 @@ struct prelease {
     double lt_mb[256]; /* MiB each launch copied (gaps read through included) */
     double lt_host[256];
     double lt_wake; /* the thread's clock when it took the call's first job (0: none) */
+    /* Landing ahead (tuning land_ahead_mb; 0: none; dev_landing.c,
+     * sw_swap_dev_land_ahead): once a call has planned its last tile, the
+     * caller leases the first missing blocks of the call it expects next
+     * (the same batch's first sequence, the layer that followed this one
+     * last time: succ) and queues their copies on lstream behind the
+     * call's own, into one half of its own buffer (the halves alternate:
+     * the other may be read by this call's tiles). The copy engine then
+     * runs on from one call into the next instead of idling through the
+     * call's last kernels, its return and the next call's start. The next
+     * call's job takes a block over (sw_swap_dev_prelease) while the
+     * store's unmap count is a_unmaps and its stripes' generations are the
+     * block's; the rest are released at that call's end. */
+    uint8_t *a_land;            /* two halves of a_cap block places */
+    int32_t a_cap, a_half;
+    int32_t a_n;                /* blocks held ahead (0: none) */
+    uint64_t a_ns;
+    uint32_t a_bbase;
+    int32_t a_layer;
+    int32_t *a_blk, *a_loff, *a_ev_of;
+    sw_store_lease *a_lease;    /* a_n x 2H (ptr NULL: the block is not held) */
+    uint8_t *a_kept;            /* per block: its leases are its layer's kept ones
+                                 * (retouched, not released with the rest) */
+    sw_store_key *a_keys;       /* the blocks' keys without kept leases */
+    sw_store_lease *a_tmp;      /* their leases, in key order */
+    uint32_t *a_rt;             /* the kept entries retouched */
+    int32_t a_nev;              /* launches made (events a_ev[0..a_nev)) */
+    void *a_ev[16];
+    uint64_t a_unmaps;
+    void *a_mark;               /* recorded on lstream before the ahead copies:
+                                 * the end of the call's own (the verdict's sync) */
+    int a_marked;
+    int32_t *succ, nlayers, prev_layer; /* per layer the layer attended next */
 };
 
 #define PL_CH 16   /* blocks a store call */

@@ -196,6 +196,40 @@ static int kept_take(struct prelease *P, int32_t i, const sw_store_lease *lb)
     return 1;
 }
 
+/* Room in the entry list for `more` entries (grown by doubling): 1 when
+ * there is. */
+static int ent_room(struct prelease *P, size_t more)
+{
+    if (P->nent + more > P->ent_cap) {
+        size_t nc = P->ent_cap ? 2 * P->ent_cap : 4096;
+        while (nc < P->nent + more)
+            nc *= 2;
+        uint32_t *e = realloc(P->ent, sizeof(uint32_t) * nc);
+        if (e) {
+            P->ent = e;
+            P->ent_cap = nc;
+        }
+    }
+    return P->nent + more <= P->ent_cap;
+}
+
+/* Room in lev for `more` events past lev_used (created as needed, 16
+ * spare): 1 when there is. */
+static int lev_room(struct prelease *P, int32_t more)
+{
+    if (P->lev_used + more > P->lev_cap) {
+        const int32_t cap = P->lev_used + more + 16;
+        void **ev = realloc(P->lev, sizeof *ev * (size_t)cap);
+        if (ev) {
+            P->lev = ev;
+            while (P->lev_cap < cap &&
+                   sw_cuda_swap_event_create(&P->lev[P->lev_cap], P->tline) == SW_OK)
+                P->lev_cap++;
+        }
+    }
+    return P->lev_used + more <= P->lev_cap;
+}
+
 /* Claims, leases and queues for landing the job's blocks [0, limit) not
  * claimed yet, a store call of PL_CH blocks at a time under lmu; at the end
  * launches what is queued (cancelled: hands it over unlaunched). The thread
@@ -241,17 +275,7 @@ static void prelease_run(struct prelease *P, int land_ok, int32_t limit, int cal
                 }
         }
         size_t got = 0;
-        if (P->nent + nk > P->ent_cap) {
-            size_t nc = P->ent_cap ? 2 * P->ent_cap : 4096;
-            while (nc < P->nent + nk)
-                nc *= 2;
-            uint32_t *ne = realloc(P->ent, sizeof(uint32_t) * nc);
-            if (ne) {
-                P->ent = ne;
-                P->ent_cap = nc;
-            }
-        }
-        if (P->nent + nk > P->ent_cap ||
+        if (!ent_room(P, nk) ||
             (nk && sw_store_host_lease(P->store, nk, kb, 16, lb, &got) != SW_OK))
             got = 0; /* nothing leased: those blocks' tiles read them */
         else
@@ -403,6 +427,8 @@ sw_status sw_swap_prelease_start(sw_swap *s)
     P->spin_s = d->spin_s;
     P->bsize = s->m.block_size;
     P->fresh = 1;
+    P->prev_layer = -1;
+    P->a_layer = -1;
     {
         const int64_t pct = s->tune.kept_pct;
         P->kept_max = pct > 0 && pct <= 100
@@ -500,10 +526,14 @@ void sw_swap_prelease_release(sw_swap *s)
     /* copies still reading leased memory (a cancelled job's, whose blocks no
      * tile read) end before the leases do; the tiles that read the landing
      * were waited by the verdict, so the next call may refill it */
+    /* (the copies queued ahead for the next call after the mark are not
+     * waited for: they read leases of their own) */
     if (P->lcopied && (sw_cuda_set_device(P->device) != SW_OK ||
-                       sw_cuda_stream_sync(P->lstream) != SW_OK))
+                       (P->a_marked ? sw_cuda_swap_event_sync(P->a_mark)
+                                    : sw_cuda_stream_sync(P->lstream)) != SW_OK))
         return; /* a broken context: the entries stay leased rather than reused under a copy */
     P->lcopied = 0;
+    P->a_marked = 0;
     if (P->nent > 0) {
         /* the thread releases them (the entry list swapped for its spare) */
         uint32_t *e = P->ent;
@@ -564,6 +594,23 @@ static void prelease_free(struct prelease *P)
         sw_cuda_swap_event_destroy(P->lev[i]);
     free(P->lev);
     sw_cuda_swap_free(P->land);
+    free(P->ladr);
+    /* (the blocks held ahead were released by sw_swap_dev_ahead_drop) */
+    for (int i = 0; i < (int)(sizeof P->a_ev / sizeof P->a_ev[0]); i++)
+        if (P->a_ev[i])
+            sw_cuda_swap_event_destroy(P->a_ev[i]);
+    if (P->a_mark)
+        sw_cuda_swap_event_destroy(P->a_mark);
+    sw_cuda_swap_free(P->a_land);
+    free(P->a_blk);
+    free(P->a_loff);
+    free(P->a_ev_of);
+    free(P->a_lease);
+    free(P->a_kept);
+    free(P->a_keys);
+    free(P->a_tmp);
+    free(P->a_rt);
+    free(P->succ);
     free(P);
 }
 
@@ -767,6 +814,318 @@ void sw_swap_kept_drop_all(sw_swap *s)
     P->kept_unmaps = sw_store_host_unmaps(s->store, NULL);
 }
 
+/* ---- landing ahead (tuning land_ahead_mb; dev_internal.h) ---- */
+
+/* The blocks held ahead released: their copies waited for first (they read
+ * the leased host memory). */
+static void ahead_release(sw_swap *s, struct prelease *P)
+{
+    if (P->a_n == 0)
+        return;
+    const size_t spb = 2 * (size_t)P->H;
+    if (P->a_nev > 0 && (sw_cuda_set_device(P->device) != SW_OK ||
+                         sw_cuda_swap_event_sync(P->a_ev[P->a_nev - 1]) != SW_OK)) {
+        P->a_n = 0; /* a broken context: the entries stay leased rather than reused under a copy */
+        P->a_nev = 0;
+        return;
+    }
+    for (int32_t j = 0; j < P->a_n; j++)
+        if (!P->a_kept[j]) /* (kept ones stay with their layer) */
+            sw_store_host_release(s->store, spb, &P->a_lease[(size_t)j * spb]);
+    P->a_n = 0;
+    P->a_nev = 0;
+}
+
+void sw_swap_dev_ahead_drop(sw_swap *s)
+{
+    struct prelease *P = s->dev ? s->dev->pl : NULL;
+    if (P)
+        ahead_release(s, P);
+}
+
+void sw_swap_dev_note_layer(sw_swap *s, int32_t layer)
+{
+    struct prelease *P = s->dev ? s->dev->pl : NULL;
+    if (!P || s->tune.land_ahead_mb <= 0)
+        return;
+    if (!P->succ) {
+        P->succ = malloc(sizeof *P->succ * (size_t)s->m.num_layers);
+        if (!P->succ)
+            return;
+        P->nlayers = s->m.num_layers;
+        for (int32_t l = 0; l < P->nlayers; l++)
+            P->succ[l] = -1;
+    }
+    if (P->prev_layer >= 0 && P->prev_layer < P->nlayers)
+        P->succ[P->prev_layer] = layer;
+    P->prev_layer = layer;
+}
+
+/* Block b's leases l[0..2H) whole (every stripe leased, no longer than a
+ * landing stripe) and at the generations the engine wrote. */
+static int ahead_current(const struct prelease *P, const sw_swap_blk *e, const sw_store_lease *l)
+{
+    if (e->valid != P->bsize || e->slot >= 0)
+        return 0;
+    for (size_t x = 0; x < 2 * (size_t)P->H; x++)
+        if (!l[x].ptr || l[x].length > P->land_stride || l[x].generation != e->gen[x])
+            return 0;
+    return 1;
+}
+
+void sw_swap_dev_land_ahead(sw_swap *s, const sw_swap_attend_params *p, sw_swap_seq *const *seqs)
+{
+    struct prelease *P = s->dev ? s->dev->pl : NULL;
+    if (!P || !P->land || !P->succ || s->tune.land_ahead_mb <= 0 || p->sparse_top_k > 0 ||
+        p->layer < 0 || p->layer >= P->nlayers)
+        return;
+    const int32_t layer = P->succ[p->layer];
+    int32_t bi = 0;
+    while (bi < p->batch && p->q_indptr[bi + 1] == p->q_indptr[bi])
+        bi++;
+    if (layer < 0 || bi == p->batch)
+        return;
+    const sw_swap_seq *q = seqs[bi];
+    const sw_swap_layer *L = &q->layers[layer];
+    const size_t spb = 2 * (size_t)P->H, st = P->land_stride;
+    /* the call's own copies all queued (every block of its jobs is planned:
+     * the thread has at most its last launch to make) */
+    sw_swap_prelease_wait(P, 0);
+    ahead_release(s, P); /* (not taken over by this call) */
+    if (!P->a_land) {
+        const int64_t cap = ((int64_t)s->tune.land_ahead_mb << 20) / (int64_t)(spb * st);
+        if (cap <= 0 || cap > (1 << 20))
+            return;
+        P->a_blk = malloc(sizeof *P->a_blk * (size_t)cap);
+        P->a_loff = malloc(sizeof *P->a_loff * (size_t)cap);
+        P->a_ev_of = malloc(sizeof *P->a_ev_of * (size_t)cap);
+        P->a_lease = malloc(sizeof *P->a_lease * spb * (size_t)cap);
+        P->a_kept = malloc((size_t)cap);
+        P->a_keys = malloc(sizeof *P->a_keys * spb * (size_t)cap);
+        P->a_tmp = malloc(sizeof *P->a_tmp * spb * (size_t)cap);
+        P->a_rt = malloc(sizeof *P->a_rt * spb * (size_t)cap);
+        if (!P->a_blk || !P->a_loff || !P->a_ev_of || !P->a_lease || !P->a_kept || !P->a_keys ||
+            !P->a_tmp || !P->a_rt ||
+            sw_cuda_swap_event_create(&P->a_mark, 0) != SW_OK ||
+            sw_cuda_swap_alloc((void **)&P->a_land, 2 * (size_t)cap * spb * st) != SW_OK) {
+            s->tune.land_ahead_mb = 0; /* no room: not again */
+            return;
+        }
+        P->a_cap = (int32_t)cap;
+    }
+    /* the next call's first missing blocks (its job's order: missing ones
+     * in block order), whole blocks only (the last, partial one is written
+     * again by the next step), as many as fit with the gaps the copies run
+     * through */
+    int32_t n = 0, place = 0;
+    for (int32_t b = 0; b < L->nblocks; b++) {
+        const sw_swap_blk *e = &L->blk[b];
+        if (e->slot >= 0)
+            continue;
+        if (e->valid != P->bsize)
+            break;
+        const int32_t gap = n > 0 ? b - P->a_blk[n - 1] - 1 : 0;
+        const int32_t at = n == 0 ? 0 : place + 1 + (gap > 0 && gap <= P->land_gap ? gap : 0);
+        if (at >= P->a_cap)
+            break;
+        P->a_blk[n] = b;
+        P->a_loff[n] = at;
+        place = at;
+        n++;
+    }
+    if (n == 0)
+        return;
+    /* a block with kept leases (whole, at the block's generations, while
+     * the store's unmap count says they all still map their keys) uses
+     * them, retouched as a visit would (kept_reuse); the others are
+     * leased */
+    const int kept_ok = P->kept_max > 0 && !P->kept_stale && L->kept &&
+                        sw_store_host_unmaps(P->store, NULL) == P->kept_unmaps;
+    size_t nk = 0, nr = 0;
+    for (int32_t j = 0; j < n; j++) {
+        const int32_t b = P->a_blk[j];
+        const sw_store_lease *k = kept_ok && b < L->kept_cap ? &L->kept[(size_t)b * spb] : NULL;
+        int kept = k && k->ptr;
+        for (size_t x = 0; kept && x < spb; x++)
+            kept = k[x].ptr && k[x].generation == L->blk[b].gen[x];
+        P->a_kept[j] = (uint8_t)kept;
+        if (kept) {
+            memcpy(&P->a_lease[(size_t)j * spb], k, sizeof *k * spb);
+            for (size_t x = 0; x < spb; x++)
+                P->a_rt[nr++] = k[x].entry;
+            continue;
+        }
+        for (size_t x = 0; x < spb; x++) {
+            sw_store_key *key = &P->a_keys[nk++];
+            memset(key, 0, sizeof *key);
+            key->ns = q->ns;
+            key->layer = (uint32_t)layer;
+            key->block = q->block_base + (uint32_t)b;
+            key->kv_head = (uint16_t)(x / 2);
+            key->kind = (uint8_t)(x % 2);
+        }
+    }
+    if (nr && !sw_store_host_retouch(P->store, P->kept_unmaps, nr, P->a_rt)) {
+        /* (not current after all: those blocks are left to their call) */
+        for (int32_t j = 0; j < n; j++)
+            if (P->a_kept[j]) {
+                memset(&P->a_lease[(size_t)j * spb], 0, sizeof *P->a_lease * spb);
+                P->a_kept[j] = 0; /* (nothing to release) */
+            }
+        nr = 0;
+    }
+    size_t got = 0;
+    if (nk && sw_store_host_lease(P->store, nk, P->a_keys, 16, P->a_tmp, &got) != SW_OK)
+        nk = 0;
+    for (int32_t j = 0, t = 0; j < n; j++) {
+        if (P->a_kept[j])
+            continue;
+        if (nk)
+            memcpy(&P->a_lease[(size_t)j * spb], &P->a_tmp[(size_t)t * spb], sizeof *P->a_tmp * spb);
+        else
+            memset(&P->a_lease[(size_t)j * spb], 0, sizeof *P->a_lease * spb);
+        t++;
+    }
+    if (got == 0 && nr == 0)
+        return;
+    P->a_n = n; /* from here ahead_release gives the leases back */
+    P->a_nev = 0;
+    P->a_layer = layer;
+    P->a_ns = q->ns;
+    P->a_bbase = q->block_base;
+    for (int32_t k = 0; k < n; k++)
+        P->a_ev_of[k] = -1; /* (none landed yet) */
+    P->a_unmaps = sw_store_host_unmaps(P->store, NULL);
+    P->a_half ^= 1;
+    uint8_t *base = P->a_land + (size_t)P->a_half * (size_t)P->a_cap * spb * st;
+    /* the end of the call's own copies: the verdict waits for it, not for these */
+    if (sw_cuda_swap_event_record(P->a_mark, P->lstream) != SW_OK)
+        return;
+    P->a_marked = 1;
+    /* launches of land_start blocks, then twice as many up to land_blocks,
+     * an event each; a copy per run of stripes as far apart in the host
+     * tier as in the landing (land_flush) */
+    enum { BATCH = 64 };
+    void *bd[BATCH];
+    const void *bs[BATCH];
+    size_t bb[BATCH];
+    const uint64_t most = ((uint64_t)P->land_gap * spb + 1) * st;
+    int32_t j = 0, landed = 0;
+    while (j < n && P->a_nev < (int32_t)(sizeof P->a_ev / sizeof P->a_ev[0])) {
+        int32_t want = P->land_start << P->a_nev;
+        if (want > P->land_blocks || want <= 0)
+            want = P->land_blocks;
+        const int32_t j1 = n - j < want ? n : j + want;
+        if (!P->a_ev[P->a_nev] && sw_cuda_swap_event_create(&P->a_ev[P->a_nev], P->tline) != SW_OK)
+            break;
+        sw_status rc = SW_OK;
+        size_t nb = 0;
+        const uint8_t *run_src = NULL;
+        uint64_t run_dst = 0, run_end = 0;
+        for (int32_t k = j; k < j1 && rc == SW_OK; k++) {
+            const sw_store_lease *l = &P->a_lease[(size_t)k * spb];
+            if (!ahead_current(P, &L->blk[P->a_blk[k]], l)) {
+                P->a_ev_of[k] = -1;
+                continue;
+            }
+            P->a_ev_of[k] = P->a_nev;
+            landed++;
+            for (size_t x = 0; x < spb && rc == SW_OK; x++) {
+                const uint64_t dst = ((uint64_t)P->a_loff[k] * spb + x) * st;
+                const uint8_t *src = l[x].ptr;
+                if (run_src && dst > run_end - st && dst - (run_end - st) <= most &&
+                    src == run_src + (dst - run_dst)) {
+                    run_end = dst + st;
+                    continue;
+                }
+                if (run_src) {
+                    bd[nb] = base + run_dst;
+                    bs[nb] = run_src;
+                    bb[nb++] = (size_t)(run_end - run_dst);
+                    if (nb == BATCH) {
+                        rc = sw_cuda_swap_copy_batch(bd, bs, bb, nb, P->lstream);
+                        nb = 0;
+                    }
+                }
+                run_src = src;
+                run_dst = dst;
+                run_end = dst + st;
+            }
+        }
+        if (rc == SW_OK && run_src) {
+            bd[nb] = base + run_dst;
+            bs[nb] = run_src;
+            bb[nb++] = (size_t)(run_end - run_dst);
+        }
+        if (rc == SW_OK && nb)
+            rc = sw_cuda_swap_copy_batch(bd, bs, bb, nb, P->lstream);
+        if (rc != SW_OK || sw_cuda_swap_event_record(P->a_ev[P->a_nev], P->lstream) != SW_OK) {
+            /* nothing of this launch is taken over; its copies issued end
+             * here, before their leases can */
+            for (int32_t k = j; k < j1; k++)
+                landed -= P->a_ev_of[k] >= 0;
+            for (int32_t k = j; k < j1; k++)
+                P->a_ev_of[k] = -1;
+            (void)sw_cuda_stream_sync(P->lstream);
+            break;
+        }
+        P->a_nev++;
+        j = j1;
+    }
+    s->st.ahead_blocks += (uint64_t)landed; /* (past the events: not landed, -1) */
+}
+
+/* The job being posted (q, layer: its blocks' positions in pos) takes
+ * over the blocks held ahead for it that are still current: landed
+ * (DONE, their leases the ahead ones, their places in the ahead half,
+ * their launches' events moved into lev ahead of the job's own). Every
+ * ahead lease then goes to the call's entries (released at its end). */
+static void ahead_take(sw_swap *s, struct prelease *P, const sw_swap_seq *q, int32_t layer)
+{
+    if (P->a_n == 0 || P->a_ns != q->ns || P->a_layer != layer || P->a_bbase != q->block_base)
+        return;
+    const size_t spb = 2 * (size_t)P->H, st = P->land_stride;
+    const sw_swap_layer *L = &q->layers[layer];
+    if (sw_store_host_unmaps(P->store, NULL) != P->a_unmaps) {
+        ahead_release(s, P); /* an entry leased then may map another key now */
+        return;
+    }
+    /* room: the events in lev, the entries in ent */
+    if (!lev_room(P, P->a_nev) || !ent_room(P, (size_t)P->a_n * spb)) {
+        ahead_release(s, P);
+        return;
+    }
+    const int32_t ev0 = P->lev_used;
+    for (int32_t k = 0; k < P->a_nev; k++) {
+        void *e = P->lev[ev0 + k];
+        P->lev[ev0 + k] = P->a_ev[k];
+        P->a_ev[k] = e;
+    }
+    P->lev_used += P->a_nev;
+    const uint8_t *base = P->a_land + (size_t)P->a_half * (size_t)P->a_cap * spb * st;
+    uint64_t used = 0;
+    for (int32_t j = 0; j < P->a_n; j++) {
+        const sw_store_lease *l = &P->a_lease[(size_t)j * spb];
+        for (size_t x = 0; x < spb && !P->a_kept[j]; x++)
+            if (l[x].ptr)
+                P->ent[P->nent++] = l[x].entry;
+        const int32_t b = P->a_blk[j];
+        const int32_t i = b < L->nblocks ? P->pos[b] : -1;
+        if (P->a_ev_of[j] < 0 || i < 0 || !ahead_current(P, &L->blk[b], l))
+            continue;
+        P->kept_visits += P->a_kept[j];
+        memcpy(&P->lease[(size_t)i * spb], l, sizeof *l * spb);
+        P->ladr[i] = (uint8_t *)base + (size_t)P->a_loff[j] * spb * st;
+        P->lev_of[i] = ev0 + P->a_ev_of[j];
+        atomic_store_explicit(&P->state[i], PL_DONE, memory_order_release);
+        used++;
+    }
+    P->lcopied = 1;
+    s->st.ahead_used += used;
+    P->a_n = 0;
+    P->a_nev = 0;
+}
+
 sw_status sw_swap_dev_prelease(sw_swap *s, sw_swap_seq *q, int32_t layer,
                                const int32_t *blocks, int32_t n)
 {
@@ -821,9 +1180,12 @@ sw_status sw_swap_dev_prelease(sw_swap *s, sw_swap_seq *q, int32_t layer,
         if (pd)
             P->pend = pd;
         int32_t *lf = pd ? realloc(P->loff, sizeof *lf * (size_t)n) : NULL;
-        if (!lf)
+        if (lf)
+            P->loff = lf;
+        uint8_t **la = lf ? realloc(P->ladr, sizeof *la * (size_t)n) : NULL;
+        if (!la)
             return SW_OK; /* nothing preleased: the tiles lease their keys */
-        P->loff = lf;
+        P->ladr = la;
         P->ncap = n;
     }
     if (L->nblocks > P->nblk_cap) {
@@ -839,11 +1201,13 @@ sw_status sw_swap_dev_prelease(sw_swap *s, sw_swap_seq *q, int32_t layer,
         const int32_t b = blocks[i];
         P->pos[b] = i;
         P->blk[i] = b;
+        P->ladr[i] = NULL;
         atomic_init(&P->state[i], PL_FREE);
     }
     sw_swap_land_offsets(blocks, n, P->land_gap, P->loff);
     P->ns = q->ns;
     P->bbase = q->block_base;
+    ahead_take(s, P, q, layer); /* (its events reserved before the job's) */
     /* landing room for the job's first blocks (what is left of the call's),
      * and an event per landing launch (at most nl / PL_CH + 2); job_nland
      * was zeroed above */
@@ -861,18 +1225,8 @@ sw_status sw_swap_dev_prelease(sw_swap *s, sw_swap_seq *q, int32_t layer,
         /* launches: about one a store call's PL_CH blocks at most, one spare
          * (past them a block is handed over unlanded: read from the host tier) */
         const int32_t nev = nl / PL_CH + 2;
-        if (nl > 0 && P->lev_used + nev > P->lev_cap) {
-            const int32_t cap = P->lev_used + nev + 16;
-            void **ev = realloc(P->lev, sizeof *ev * (size_t)cap);
-            if (ev) {
-                P->lev = ev;
-                while (P->lev_cap < cap &&
-                       sw_cuda_swap_event_create(&P->lev[P->lev_cap], P->tline) == SW_OK)
-                    P->lev_cap++;
-            }
-            if (P->lev_used + nev > P->lev_cap)
-                nl = 0; /* no events: this job lands nothing */
-        }
+        if (nl > 0 && !lev_room(P, nev))
+            nl = 0; /* no events: this job lands nothing */
         if (nl > 0) {
             P->job_nland = nl;
             P->job_land0 = P->land_used;
@@ -959,9 +1313,11 @@ sw_status sw_swap_dev_lease_tile(sw_swap *s, const int32_t *miss_blocks, int32_t
             if (from_pl) {
                 lease[k] = P->lease[(size_t)i * spb + x];
                 if (landed)
-                    lease[k].ptr = P->land +
-                                   ((uint64_t)P->job_land0 + (uint64_t)P->loff[i] * spb + x) *
-                                       P->land_stride;
+                    lease[k].ptr =
+                        P->ladr[i]
+                            ? P->ladr[i] + x * P->land_stride
+                            : P->land + ((uint64_t)P->job_land0 + (uint64_t)P->loff[i] * spb + x) *
+                                            P->land_stride;
                 got += lease[k].ptr != NULL;
             } else {
                 memset(&lease[k], 0, sizeof lease[k]);

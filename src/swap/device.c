@@ -77,6 +77,7 @@ void sw_swap_dev_destroy(sw_swap *s)
      * (after the streams' syncs above: no kernel reads them any more) */
     if (d->nlease)
         sw_store_host_release_entries(s->store, d->nlease, d->lease_ent);
+    sw_swap_dev_ahead_drop(s);
     sw_swap_prelease_release(s);
     sw_swap_prelease_stop(d);
     free(d->lease_ent);

@@ -497,8 +497,10 @@ sw_status sw_swap_seq_remove(sw_swap *s, uint64_t seq_id, int32_t delete_stripes
     const size_t idx = s->seq_tab[pos] - 1;
     sw_swap_seq *q = s->seqs[idx];
     sw_status first = SW_OK;
-    if (s->dev)
-        sw_swap_dev_quiesce(s); /* the last call's leases released first */
+    if (s->dev) {
+        sw_swap_dev_quiesce(s);   /* the last call's leases released first */
+        sw_swap_dev_ahead_drop(s); /* and those taken for the next call */
+    }
     sw_swap_kept_drop_seq(s, q); /* and the ones kept, before the keys go */
     if (delete_stripes)
         first = delete_stripes_of(s, q);
@@ -707,6 +709,7 @@ sw_status sw_swap_seq_attach(sw_swap *s, uint64_t seq_id, uint64_t ns, uint32_t 
                        : sw_fail(SW_STATUS_NO_MEMORY, "attach buffers");
     if (st == SW_OK && s->dev) {
         sw_swap_dev_quiesce(s);
+        sw_swap_dev_ahead_drop(s);
         st = sw_swap_dev_enter(s);
     }
     for (int32_t l = 0; st == SW_OK && l < s->m.num_layers; l++)

@@ -224,6 +224,14 @@ typedef struct sw_swap_tuning {
      * at rest does not hold the host tier that active ones need; checked at
      * most every quarter of it, at a call's first job */
     int32_t kept_idle_ms;
+    /* device pool, host tier: once a call has planned its last tile, up to
+     * this many MiB of the missing blocks of the call expected next (the
+     * batch's first sequence, the layer that followed this one last time)
+     * are leased and their copies queued behind the call's own, so that
+     * the copy engine runs on through the call's end and the next call's
+     * start; taken over by that call's job where still current (0 = none,
+     * the default until measured on a GPU; 16 in the tests' `ahead` row) */
+    int32_t land_ahead_mb;
 } sw_swap_tuning;
 
 #define SW_SWAP_TUNE_DEFAULT INT32_MIN /* a field left to the heuristics */
@@ -661,6 +669,15 @@ void sw_swap_dev_tl_phase(sw_swap *s, char kind);
  * host-tier leases): before the engine writes the
  * store, so that its eviction sees the tier as it would without the thread. */
 void sw_swap_dev_quiesce(sw_swap *s);
+/* Landing ahead (tuning land_ahead_mb; dev_landing.c): the layer of an
+ * attend call noted (the next call is expected to attend the layer that
+ * followed it last time); once the call's tiles are planned, the first
+ * missing blocks of that next call leased and their copies queued; the
+ * blocks held ahead released (before a sequence goes or is attached, at
+ * the engine's end). No-ops without a device pool or the tuning. */
+void sw_swap_dev_note_layer(sw_swap *s, int32_t layer);
+void sw_swap_dev_land_ahead(sw_swap *s, const sw_swap_attend_params *p, sw_swap_seq *const *seqs);
+void sw_swap_dev_ahead_drop(sw_swap *s);
 /* Kept host-tier leases (dev_landing.c) released: a block's (before the
  * engine writes or cuts it), a sequence's (before it goes), every one
  * (at the engine's end). No-ops without a device pool or kept leases. */
