@@ -119,7 +119,9 @@ SW_API const char *sw_prefill_cpu_isa(void);
 /* [kv_indptr[b], kv_indptr[b+1]). GQA: query head h reads kv head          */
 /* h / (num_qo_heads / num_kv_heads). Causal with q_len < kv_len is bottom- */
 /* right aligned: query i sees keys j <= i + (kv_len - q_len). A query row  */
-/* that sees no key gets zeros and LSE = -inf.                              */
+/* that sees no key gets zeros and LSE = -inf; one that sees a NaN score  */
+/* (a NaN in its Q or a visible key's K) gets NaN output and LSE, as the    */
+/* fp64 reference and PyTorch do.                                           */
 /* Rows in all, of each side: at most SW_MAX_ROWS (else UNSUPPORTED).      */
 /* ------------------------------------------------------------------------ */
 #define SW_MAX_ROWS (INT32_MAX - 65535) /* the kernels step int32 rows in tiles */

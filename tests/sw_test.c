@@ -1,10 +1,12 @@
 #include "sw_test.h"
 
+#include "attn/attn_internal.h"
 #include "attn/cpu_ref.h"
 #include "core/sw_core.h"
 #include "core/sw_half.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -179,6 +181,58 @@ void sw_case_poison(sw_case *c)
     /* 0xff bytes are NaN in every float format we use. */
     memset(c->o, 0xff, (size_t)(c->total_q * c->o_stride) * es);
     memset(c->lse, 0xff, (size_t)c->total_q * (size_t)c->params.num_qo_heads * sizeof(float));
+}
+
+int sw_case_nan_key(sw_case *c, int32_t *b, int32_t *j, int32_t *hkv)
+{
+    *b = -1;
+    for (int32_t r = 0; r < c->batch && *b < 0; r++)
+        if (c->kv_indptr[r + 1] - c->kv_indptr[r] >= 2 && c->qo_indptr[r + 1] > c->qo_indptr[r])
+            *b = r;
+    if (*b < 0)
+        return 0;
+    *j = (c->kv_indptr[*b + 1] - c->kv_indptr[*b]) / 2;
+    *hkv = c->params.num_kv_heads - 1;
+    const int64_t at =
+        (c->kv_indptr[*b] + *j) * c->k_stride + (int64_t)*hkv * c->params.head_dim + 1;
+    if (c->params.dtype == SW_DTYPE_F32)
+        ((float *)c->k)[at] = NAN;
+    else
+        ((uint16_t *)c->k)[at] = c->params.dtype == SW_DTYPE_F16 ? 0x7e00 : 0x7fc0;
+    return 1;
+}
+
+int sw_case_nan_check(const sw_case *c, int32_t b, int32_t j, int32_t hkv, float lse_poison,
+                      const char *what)
+{
+    const sw_dtype dt = c->params.dtype;
+    const int32_t ql = c->qo_indptr[b + 1] - c->qo_indptr[b];
+    const int32_t kl = c->kv_indptr[b + 1] - c->kv_indptr[b];
+    const int32_t d = c->params.head_dim, hq = c->params.num_qo_heads;
+    const int32_t G = hq / c->params.num_kv_heads;
+    for (int32_t r = 0; r < c->batch; r++)
+        for (int32_t t = 0; t < c->qo_indptr[r + 1] - c->qo_indptr[r]; t++)
+            for (int32_t h = 0; h < hq; h++) {
+                const int sees =
+                    r == b && h / G == hkv && sw_visible_keys(t, ql, kl, c->params.causal) > j;
+                int64_t nans = 0;
+                for (int32_t x = 0; x < d; x++)
+                    nans += isnan(sw_test_elem(dt, c->o, (c->qo_indptr[r] + t) * c->o_stride +
+                                                             (int64_t)h * d + x));
+                const float lse = c->lse[(c->qo_indptr[r] + t) * hq + h];
+                if (sees ? !isnan(lse) : (isnan(lse) || lse == lse_poison)) {
+                    fprintf(stderr, "FAIL nan %s %s: request %d row %d head %d: LSE %g\n", what,
+                            c->name, r, t, h, (double)lse);
+                    return 1;
+                }
+                if (nans != (sees ? d : 0)) {
+                    fprintf(stderr, "FAIL nan %s %s: request %d row %d head %d: %lld of %d NaN, "
+                            "want %s\n", what, c->name, r, t, h, (long long)nans, d,
+                            sees ? "all" : "none");
+                    return 1;
+                }
+            }
+    return 0;
 }
 
 sw_attn_problem sw_case_problem(const sw_case *c)

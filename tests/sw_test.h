@@ -89,6 +89,18 @@ typedef struct sw_check {
     int64_t lse_bad;     /* LSE not -inf for an empty row, or NaN */
 } sw_check;
 
+/* A NaN key: component 1 of request b's key j = kv_len / 2 at the last kv
+ * head (the first request with >= 2 keys and a query row) set to NaN in
+ * c->k. 0 when no request qualifies (nothing changed). */
+int sw_case_nan_key(sw_case *c, int32_t *b, int32_t *j, int32_t *hkv);
+/* After a run over that K: the rows that see the key (query heads of kv
+ * head hkv, rows whose window reaches key j of request b) all NaN with a
+ * NaN LSE, as in the fp64 reference and PyTorch; every other row without a
+ * NaN, its LSE written (not NaN, not `lse_poison`). 0 when so, else 1 with
+ * the first wrong row on stderr (tagged `what`). */
+int sw_case_nan_check(const sw_case *c, int32_t b, int32_t j, int32_t hkv, float lse_poison,
+                      const char *what);
+
 /* Compares c->o / c->lse against the fp64 reference (every row when
  * row_stride_sample <= 1, else every n-th (row, head) plus the first and last
  * row of each request). */

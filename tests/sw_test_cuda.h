@@ -7,6 +7,7 @@
 #include "sw_test.h"
 
 #include <cuda_runtime_api.h>
+#include <math.h>
 #include <string.h>
 
 /* A failed CUDA call leaves the test nothing to check: report and stop. */
@@ -85,13 +86,13 @@ static inline sw_prefill_tensors tensors_of(const sw_case *c, const dev_case *d)
 }
 
 /* Runs the case on `backend` on stream `st`, `layers` times with one plan
- * (its own buffers and workspace, fresh poison each time), copies the last
- * result back and checks it against the fp64 reference (every row_sample-th
- * row): 0 when right, 1 (reported on stderr) when not. tuning: NULL = the
+ * (its own buffers and workspace, fresh poison each time: NaN in O, the
+ * bytes of lse_poison in LSE) and copies the last result back into c->o /
+ * c->lse: 0 when it ran, 1 (reported on stderr) when not. tuning: NULL = the
  * plan's defaults. A CUDA error ends the program (a sticky error poisons the
  * context). */
-static inline int sw_cuda_case_run(sw_case *c, int row_sample, cudaStream_t st, int layers,
-                                   sw_backend backend, const sw_prefill_tuning *tuning)
+static inline int sw_cuda_case_exec(sw_case *c, cudaStream_t st, int layers, sw_backend backend,
+                                    const sw_prefill_tuning *tuning, float lse_poison)
 {
     dev_case d;
     upload(c, &d, st);
@@ -109,9 +110,12 @@ static inline int sw_cuda_case_run(sw_case *c, int row_sample, cudaStream_t st, 
     if (d.ws_bytes)
         CUDA_OK(cudaMalloc(&d.ws, d.ws_bytes));
     sw_prefill_tensors t = tensors_of(c, &d);
+    const size_t nl = (size_t)c->total_q * c->params.num_qo_heads;
+    for (size_t i = 0; i < nl; i++)
+        c->lse[i] = lse_poison; /* (the host copy, uploaded below) */
     for (int l = 0; l < layers && s == SW_OK; l++) {
         CUDA_OK(cudaMemsetAsync(d.o, 0xff, bytes_of(c, c->total_q, c->o_stride) - 64, st));
-        CUDA_OK(cudaMemsetAsync(d.lse, 0xff, (size_t)c->total_q * c->params.num_qo_heads * 4, st));
+        CUDA_OK(cudaMemcpyAsync(d.lse, c->lse, nl * 4, cudaMemcpyHostToDevice, st));
         s = sw_prefill_run(pl, &t, st);
     }
     cudaError_t e = cudaStreamSynchronize(st);
@@ -126,10 +130,20 @@ static inline int sw_cuda_case_run(sw_case *c, int row_sample, cudaStream_t st, 
     }
     CUDA_OK(cudaMemcpyAsync(c->o, d.o, bytes_of(c, c->total_q, c->o_stride) - 64,
                             cudaMemcpyDeviceToHost, st));
-    CUDA_OK(cudaMemcpyAsync(c->lse, d.lse, (size_t)c->total_q * c->params.num_qo_heads * 4,
-                            cudaMemcpyDeviceToHost, st));
+    CUDA_OK(cudaMemcpyAsync(c->lse, d.lse, nl * 4, cudaMemcpyDeviceToHost, st));
     CUDA_OK(cudaStreamSynchronize(st));
     release(&d);
+    return 0;
+}
+
+/* sw_cuda_case_exec (LSE poisoned with NaN) and the result checked against
+ * the fp64 reference (every row_sample-th row): 0 when right, 1 (reported
+ * on stderr) when not. */
+static inline int sw_cuda_case_run(sw_case *c, int row_sample, cudaStream_t st, int layers,
+                                   sw_backend backend, const sw_prefill_tuning *tuning)
+{
+    if (sw_cuda_case_exec(c, st, layers, backend, tuning, NAN))
+        return 1;
     sw_check ck = sw_case_check(c, row_sample);
     int bad = ck.rel_l2 > 1e-2 || ck.unwritten || ck.lse_bad || ck.lse_max_abs > 2e-2;
     if (bad || getenv("SW_TEST_VERBOSE"))

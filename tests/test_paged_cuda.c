@@ -6,8 +6,9 @@
  * merged) and longer queries (pages gathered for the prefill kernel),
  * causal continuation, LSE, scores that rise and fall along the keys (the
  * online softmax's rescales); the CUDA and the portable backend. A run
- * captured in a CUDA graph and replayed gives the uncaptured run's bytes.
- * Plans made, run and destroyed behind a held stream neither wait for the
+ * captured in a CUDA graph and replayed gives the uncaptured run's bytes. A
+ * NaN key makes NaN exactly the rows that see it (the split decode's merge
+ * included). Plans made, run and destroyed behind a held stream neither wait for the
  * device nor read each other's tables.
  * Skipped (77) without a GPU. */
 #include "attn/attn_internal.h"
@@ -144,6 +145,61 @@ static int run_case(int index, sw_backend backend, int32_t max_len, int ramp, cu
                     (long long)ck.lse_bad, ck.lse_max_abs);
         n_decode += decode;
         n_gather += !decode;
+    }
+    dev_free(&d);
+    pool_free(&p);
+    sw_case_free(&c);
+    return bad;
+}
+
+/* A NaN in one key's K over pages: NaN exactly in the rows that see it
+ * (output and LSE), every other row finite, as in test_prefill_cuda. keep:
+ * the queries' length at most (1: the decode kernel; long contexts split
+ * across CTAs and merged: a NaN part must reach the merged row). */
+static int nan_case(int index, int32_t max_len, int32_t keep, cudaStream_t st)
+{
+    sw_case c;
+    sw_case_make(&c, 20261206, index, index % 2 ? SW_DTYPE_F16 : SW_DTYPE_BF16, max_len);
+    shorten_queries(&c, keep);
+    int32_t b, j, hkv;
+    if (!sw_case_nan_key(&c, &b, &j, &hkv)) {
+        sw_case_free(&c);
+        return 0;
+    }
+    sw_rng r = {91 + (uint64_t)index};
+    pool p;
+    pool_make(&p, &c, &r, 16, index % 3 ? SW_KV_HND : SW_KV_NHD, 0, 0, 1);
+    c.params.backend = SW_BACKEND_CUDA;
+    dev_paged d;
+    dev_upload(&c, &p, &d, st);
+    sw_prefill_plan *pl = NULL;
+    sw_status s = sw_prefill_plan_create_paged(&c.params, c.batch, c.qo_indptr, &p.kv, &pl);
+    const size_t lb = (size_t)c.total_q * c.params.num_qo_heads * 4;
+    if (s == SW_OK) {
+        d.ws_bytes = sw_prefill_plan_workspace_size(pl);
+        if (d.ws_bytes)
+            CUDA_OK(cudaMalloc(&d.ws, d.ws_bytes));
+        dev_poison(&d, st);
+        for (int64_t i = 0; i < c.total_q * c.params.num_qo_heads; i++)
+            c.lse[i] = 12345.0f; /* (an unwritten row reads this) */
+        CUDA_OK(cudaMemcpyAsync(d.lse, c.lse, lb, cudaMemcpyHostToDevice, st));
+        sw_prefill_tensors t = dev_tensors(&c, &p, &d);
+        s = sw_prefill_run(pl, &t, st);
+    }
+    CUDA_OK(cudaStreamSynchronize(st));
+    sw_prefill_plan_destroy(pl);
+    int bad = s != SW_OK;
+    if (bad) {
+        fprintf(stderr, "FAIL nan %s: %s %s\n", c.name, sw_status_str(s), sw_last_error());
+    } else {
+        CUDA_OK(cudaMemcpy(c.o, d.o, d.o_bytes - 64, cudaMemcpyDeviceToHost));
+        CUDA_OK(cudaMemcpy(c.lse, d.lse, lb, cudaMemcpyDeviceToHost));
+        bad = sw_case_nan_check(&c, b, j, hkv, 12345.0f,
+                                sw_paged_decode_fits(c.qo_indptr, c.batch,
+                                                     c.params.num_qo_heads /
+                                                         c.params.num_kv_heads)
+                                    ? "paged decode"
+                                    : "paged gather");
     }
     dev_free(&d);
     pool_free(&p);
@@ -355,6 +411,9 @@ int main(void)
         }
     for (int i = 0; i < 4; i++, n++)
         failed += graph_case(i, i < 2 ? 1 : 64, st);
+    /* a NaN key: decode (short, and split and merged), q_len <= 3, gather */
+    for (int i = 0; i < 16; i++, n++)
+        failed += nan_case(300 + i, i < 8 ? 400 : 20000, i % 4 == 3 ? 64 : i % 4 == 2 ? 3 : 1, st);
     failed += staging_case(st);
     n++;
     CHECK(n_decode > 0 && n_gather > 0);

@@ -73,53 +73,21 @@ static int nan_key_case(sw_cpu_isa isa, sw_dtype dt, int index)
 {
     sw_case c;
     sw_case_make(&c, 4242 + (uint64_t)dt, index, dt, 150);
-    int32_t b = -1;
-    for (int32_t r = 0; r < c.batch && b < 0; r++)
-        if (c.kv_indptr[r + 1] - c.kv_indptr[r] >= 2 && c.qo_indptr[r + 1] > c.qo_indptr[r])
-            b = r;
+    int32_t b, j, hkv;
     int bad = 0;
-    if (b >= 0) {
-        const int32_t ql = c.qo_indptr[b + 1] - c.qo_indptr[b];
-        const int32_t kl = c.kv_indptr[b + 1] - c.kv_indptr[b];
-        const int32_t j = kl / 2, hkv = c.params.num_kv_heads - 1;
-        const int32_t d = c.params.head_dim, hq = c.params.num_qo_heads, G = hq / (hkv + 1);
-        const int64_t at = (c.kv_indptr[b] + j) * c.k_stride + (int64_t)hkv * d + 1;
-        if (dt == SW_DTYPE_F32)
-            ((float *)c.k)[at] = NAN;
-        else
-            ((uint16_t *)c.k)[at] = dt == SW_DTYPE_F16 ? 0x7e00 : 0x7fc0;
+    if (sw_case_nan_key(&c, &b, &j, &hkv)) {
         sw_case_poison(&c);
         for (int64_t i = 0; i < c.total_q * c.params.num_qo_heads; i++)
             c.lse[i] = 12345.0f; /* (written, NaN or finite, below) */
         sw_attn_problem pb = sw_case_problem(&c);
+        char what[32];
+        snprintf(what, sizeof what, "isa=%d", (int)isa);
         if (sw_cpu_prefill_fast_isa(&pb, 0, isa) != SW_OK) {
-            fprintf(stderr, "FAIL nan isa=%d %s: %s\n", (int)isa, c.name, sw_last_error());
+            fprintf(stderr, "FAIL nan %s %s: %s\n", what, c.name, sw_last_error());
             bad = 1;
+        } else {
+            bad = sw_case_nan_check(&c, b, j, hkv, 12345.0f, what);
         }
-        for (int32_t r = 0; r < c.batch && !bad; r++)
-            for (int32_t t = 0; t < c.qo_indptr[r + 1] - c.qo_indptr[r]; t++)
-                for (int32_t h = 0; h < hq; h++) {
-                    const int sees = r == b && h / G == hkv &&
-                                     sw_visible_keys(t, ql, kl, c.params.causal) > j;
-                    int64_t nans = 0;
-                    for (int32_t x = 0; x < d; x++)
-                        nans += isnan(sw_test_elem(dt, c.o, (c.qo_indptr[r] + t) * c.o_stride +
-                                                        (int64_t)h * d + x));
-                    const float lse = c.lse[(c.qo_indptr[r] + t) * hq + h];
-                    if (sees ? !isnan(lse) : (isnan(lse) || lse == 12345.0f)) {
-                        fprintf(stderr, "FAIL nan isa=%d %s: request %d row %d head %d: LSE %g\n",
-                                (int)isa, c.name, r, t, h, (double)lse);
-                        bad = 1;
-                        break;
-                    }
-                    if (nans != (sees ? d : 0)) {
-                        fprintf(stderr, "FAIL nan isa=%d %s: request %d row %d head %d: %lld "
-                                "of %d NaN, want %s\n", (int)isa, c.name, r, t, h,
-                                (long long)nans, d, sees ? "all" : "none");
-                        bad = 1;
-                        break;
-                    }
-                }
     }
     sw_case_free(&c);
     return bad;

@@ -25,6 +25,30 @@ static int run_case(sw_case *c, int row_sample, cudaStream_t st, int layers, sw_
     return sw_cuda_case_run(c, row_sample, st, layers, backend, NULL);
 }
 
+/* A NaN in one key's K makes NaN exactly the rows that see it (output and
+ * LSE; the kv head's query heads, rows whose causal window reaches it), as
+ * in the fp64 reference, PyTorch and the CPU kernels; every other row stays
+ * finite. An epilogue's "no key" test (sum > 0) once took a NaN row to
+ * zeros and an LSE of -inf. 24 random cases a backend (head_dim 64/128/256,
+ * GQA, causal or not, BF16 and FP16): their count. */
+static int check_nan_key(cudaStream_t st, sw_backend backend, int *bad)
+{
+    int n = 0;
+    for (int i = 0; i < 24; i++) {
+        sw_case c;
+        sw_case_make(&c, 777001, i, i % 2 ? SW_DTYPE_F16 : SW_DTYPE_BF16, 300);
+        int32_t b, j, hkv;
+        if (sw_case_nan_key(&c, &b, &j, &hkv)) {
+            n++;
+            if (sw_cuda_case_exec(&c, st, 1, backend, NULL, 12345.0f) ||
+                sw_case_nan_check(&c, b, j, hkv, 12345.0f, sw_backend_name(backend)))
+                (*bad)++;
+        }
+        sw_case_free(&c);
+    }
+    return n;
+}
+
 /* A request's result depends on its own rows only: request 1's K rows are NaN
  * and its V rows +inf, request 0's kv_len is not a multiple of any tile, so
  * every kernel loads some of request 1's rows into request 0's last tile
@@ -496,6 +520,7 @@ int main(int argc, char **argv)
         total += atomic_load(&P.ran);
         failed += check_isolation(st, backends[bi]);
         total += 6;
+        total += check_nan_key(st, backends[bi], &failed);
         failed += check_workspace_tag(st, backends[bi]);
         total += 1;
         if (backends[bi] == SW_BACKEND_CUDA_HOPPER) {

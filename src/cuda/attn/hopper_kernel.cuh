@@ -658,7 +658,8 @@ __device__ __forceinline__ void store_o(const sw_cuda_prefill_args &a, const ite
     char *out = (char *)a.o;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-        const float inv = lt[h] > 0.f ? 1.f / lt[h] : 0.f;
+        /* (NaN sum: a row that saw a NaN score, NaN out; 0: no key) */
+        const float inv = lt[h] != 0.f ? 1.f / lt[h] : 0.f;
         const int r = r0 + 8 * h;
         const bool valid = g.row_valid(r); /* the same for the 4 threads of a quad */
         const int64_t row = (int64_t)(g.q_start + g.tok_of(r));
@@ -677,7 +678,7 @@ __device__ __forceinline__ void store_o(const sw_cuda_prefill_args &a, const ite
         }
         if (valid && a.lse != nullptr && t4 == 0)
             a.lse[row * a.num_qo_heads + g.head_of(r)] =
-                lt[h] > 0.f ? (sm.m[h] + __log2f(lt[h])) * 0.6931471805599453f : -INFINITY;
+                lt[h] != 0.f ? (sm.m[h] + __log2f(lt[h])) * 0.6931471805599453f : -INFINITY;
     }
 }
 

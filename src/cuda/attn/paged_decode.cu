@@ -38,6 +38,13 @@ using sw_portable::cp_async16;
 using sw_portable::cp_async_commit;
 using sw_portable::f16_t;
 using sw_portable::fast_exp2;
+
+/* max(m, e) that keeps a NaN (fmaxf drops it): a part that saw a NaN key
+ * makes the merged row NaN, as over the whole context. */
+__device__ __forceinline__ float nan_max(float m, float e)
+{
+    return e > m || e != e ? e : m;
+}
 using sw_portable::ldsm_x4;
 using sw_portable::ldsm_x4_trans;
 using sw_portable::smem_u32;
@@ -302,10 +309,11 @@ __global__ void __launch_bounds__(NT) decode_kernel(const sw_cuda_paged_args a, 
             float L = 0.f;
 #pragma unroll
             for (int w = 0; w < NW; ++w)
-                if (s_ml[w][r][0] != -INFINITY)
+                if (s_ml[w][r][0] != -INFINITY || s_ml[w][r][1] != 0.f) /* (l NaN: it saw a NaN) */
                     L += s_ml[w][r][1] * fast_exp2(s_ml[w][r][0] - M);
-            s_fin[r][0] = L > 0.f ? 1.f / L : 0.f;
-            s_fin[r][1] = L > 0.f ? (M + __log2f(L)) * 0.6931471805599453f : -INFINITY;
+            /* (L NaN: NaN out and NaN LSE; 0: no key) */
+            s_fin[r][0] = L != 0.f ? 1.f / L : 0.f;
+            s_fin[r][1] = L != 0.f ? (M + __log2f(L)) * 0.6931471805599453f : -INFINITY;
         }
     }
     __syncthreads();
@@ -401,13 +409,13 @@ __device__ __forceinline__ void merge_pair(const sw_cuda_paged_args &a, const sw
 #pragma unroll
             for (int u = 0; u < MB; ++u) {
                 ws[p + u] = e[u];
-                mx = fmaxf(mx, e[u]);
+                mx = nan_max(mx, e[u]);
             }
         }
         for (; p < mg.parts; ++p) {
             const float e = __ldcg(pl + (size_t)p * ROWS);
             ws[p] = e;
-            mx = fmaxf(mx, e);
+            mx = nan_max(mx, e);
         }
         float sum = 0.f;
         for (p = 0; p < mg.parts; ++p) {
@@ -415,8 +423,8 @@ __device__ __forceinline__ void merge_pair(const sw_cuda_paged_args &a, const sw
             ws[p] = w;
             sum += w;
         }
-        s_fin[tid * 2] = sum > 0.f ? 1.f / sum : 0.f;
-        s_fin[tid * 2 + 1] = sum > 0.f ? mx + __logf(sum) : -INFINITY;
+        s_fin[tid * 2] = sum != 0.f ? 1.f / sum : 0.f; /* (NaN: a part saw a NaN) */
+        s_fin[tid * 2 + 1] = sum != 0.f ? mx + __logf(sum) : -INFINITY;
         if (a.lse && slice == 0)
             a.lse[(int64_t)(q_start + tid / G) * a.num_qo_heads + mg.kvh * G + tid % G] =
                 s_fin[tid * 2 + 1];

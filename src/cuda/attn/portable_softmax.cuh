@@ -111,7 +111,9 @@ template <int MT> struct softmax_state {
                 float sum = l[mt][h];
                 sum += __shfl_xor_sync(0xffffffffu, sum, 1);
                 sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-                const bool any = sum > 0.f;
+                /* (a NaN sum is a row that saw a NaN score: NaN out and
+                 * NaN LSE, not the empty row's zeros and -inf) */
+                const bool any = sum != 0.f;
                 inv[mt][h] = any ? 1.f / sum : 0.f;
                 lse[mt][h] = any ? (m[mt][h] * scale_log2 + __log2f(sum)) * 0.69314718055994531f
                                  : -INFINITY;

@@ -333,13 +333,16 @@ __global__ void swap_finalize_kernel(const float *m, const float *l, const float
         return;
     const int64_t row = i / D;
     const float li = l[row];
-    const float v = li > 0.0f ? acc[i] / li : 0.0f;
+    /* (li NaN: the row saw a NaN score -- NaN out and NaN LSE, not the
+     * empty row's zeros; a chunk whose only visible keys are NaN is still
+     * dropped by the merges' empty-chunk tests) */
+    const float v = li != 0.0f ? acc[i] / li : 0.0f;
     if (o)
         o[i] = __bfloat16_as_ushort(__float2bfloat16_rn(v));
     if (of32)
         of32[i] = v;
     if (lse && i % D == 0)
-        lse[row] = li > 0.0f ? (m[row] + log2f(li)) * 0.69314718055994531f : -INFINITY;
+        lse[row] = li != 0.0f ? (m[row] + log2f(li)) * 0.69314718055994531f : -INFINITY;
 }
 
 extern "C" sw_status sw_cuda_swap_finalize(const float *m, const float *l, const float *acc,
