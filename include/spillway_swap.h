@@ -548,8 +548,10 @@ typedef struct sw_swap_stats {
     double finish_seconds;               /* a device pool: after the last
                                           * tile, merging the partials, the
                                           * host-tier gathers' CRC verdict
-                                          * and lease release, and the
-                                          * call's wait for the GPU */
+                                          * and lease release, the call's
+                                          * wait for the GPU, and landing
+                                          * the next call's first blocks
+                                          * (tuning land_ahead_mb) */
     /* ---- appended: the device pool's resident path ---- */
     uint64_t resident_attends;           /* attends whose blocks were all
                                           * resident (BF16, exact, at most 16

@@ -831,8 +831,10 @@ static void test_host_gather(const row *R, sw_store *tier, sw_store *small, uint
                     /* the first call has no layer history (nothing landed
                      * at its end); from the third on each reads what the
                      * call before landed */
-                    CHECK(ahead && call >= 2 ? e1.ahead_used > e0.ahead_used
-                                             : e1.ahead_used == e0.ahead_used);
+                    if (call != 4) /* (after the rewrite: the ahead may be dropped whole,
+                                    * when block 6's entries were leased by it) */
+                        CHECK(ahead && call >= 2 ? e1.ahead_used > e0.ahead_used
+                                                 : e1.ahead_used == e0.ahead_used);
                     CHECK(e1.ahead_used <= e0.ahead_blocks); /* landed before the call */
                     CHECK(ahead && call >= 1 ? e1.ahead_blocks > e0.ahead_blocks
                                              : e1.ahead_blocks == e0.ahead_blocks);
@@ -846,30 +848,36 @@ static void test_host_gather(const row *R, sw_store *tier, sw_store *small, uint
                 CHECK(used <= landed);
                 /* alternating sequences: the next call is the other one */
                 gather_seq_id(ea, &qb6, 6, &sh, 81023, 12, 12 * sh.B, 0, &r6, &k6, &v6);
-                sw_swap_stats e0;
-                memset(&e0, 0, sizeof e0);
-                e0.struct_size = sizeof e0;
-                CHECK_STATUS(sw_swap_get_stats(ea, &e0), SW_OK);
-                for (int call = 0; call < 4; call++) {
+                for (int call = 0; call < 5; call++) {
+                    sw_swap_stats e0;
+                    memset(&e0, 0, sizeof e0);
+                    e0.struct_size = sizeof e0;
+                    CHECK_STATUS(sw_swap_get_stats(ea, &e0), SW_OK);
                     sw_status st5;
                     const double rel5 = call % 2
                                             ? gather_attend_id(ea, 6, &qb6, &sh, qb, ql, o1, &st5)
                                             : gather_attend(ea, &qa, &sh, qb, ql, o1, &st5);
                     CHECK_STATUS(st5, SW_OK);
                     CHECK(rel5 >= 0 && rel5 <= 1e-2);
+                    sw_swap_stats e1 = e0;
+                    CHECK_STATUS(sw_swap_get_stats(ea, &e1), SW_OK);
+                    /* the first may take over what the loop's last call
+                     * landed for sequence 5; each later one finds what its
+                     * predecessor landed for the other sequence */
+                    if (call > 0)
+                        CHECK(e1.ahead_used == e0.ahead_used);
                 }
-                sw_swap_stats e1 = e0;
-                CHECK_STATUS(sw_swap_get_stats(ea, &e1), SW_OK);
-                /* (the first of them may take over what the loop's last call
-                 * landed for it; nothing landed since is read) */
-                CHECK(e1.ahead_used <= e0.ahead_blocks);
-                /* blocks held ahead for sequence 5: removing it releases
-                 * them (and its kept leases); the engines' ends the rest */
-                CHECK_STATUS(sw_swap_seq_remove(ea, 5, 0), SW_OK);
-                sw_swap_destroy(ea);
+                /* the last call (sequence 5) landed ahead for sequence 5:
+                 * removing both sequences leaves the engine no lease at all
+                 * (those landed ahead, the kept ones, the calls' own) */
                 sw_swap_destroy(z);
-                ea = z = NULL;
+                z = NULL;
+                CHECK_STATUS(sw_swap_seq_remove(ea, 5, 0), SW_OK);
+                CHECK_STATUS(sw_swap_seq_remove(ea, 6, 0), SW_OK);
+                sw_swap_dev_quiesce(ea);
                 CHECK(store_stats(tier).host_leased == l0);
+                sw_swap_destroy(ea);
+                ea = NULL;
                 tsw_seq_free(&qa);
                 tsw_seq_free(&qz);
                 tsw_seq_free(&qb6);

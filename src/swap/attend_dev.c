@@ -266,11 +266,13 @@ static sw_status dev_attend(run *R, sw_swap_attend_result *res, void *stream)
         st = sw_swap_run_pass(R, sparse);
     }
     /* every tile planned: the next call's first blocks land behind this
-     * call's copies */
-    if (st == SW_OK && !sparse)
-        sw_swap_dev_land_ahead(s, p, R->seqs);
+     * call's copies (counted in finish_seconds) */
     const double tf0 = sw_swap_now();
     sw_swap_dev_tl_phase(s, 'R');
+    if (st == SW_OK && !sparse && s->tune.land_ahead_mb > 0) {
+        sw_swap_dev_land_ahead(s, p, R->seqs);
+        sw_swap_dev_tl_phase(s, 'h');
+    }
     if (st == SW_OK)
         st = sw_swap_dev_pass_end(s, p, p->o, p->lse, exact ? got : NULL, stream);
     sw_swap_dev_tl_phase(s, 'F');

@@ -512,6 +512,7 @@ struct prelease {
     sw_store_lease *a_tmp;      /* their leases, in key order */
     uint32_t *a_rt;             /* the kept entries retouched */
     int32_t a_nev;              /* launches made (events a_ev[0..a_nev)) */
+    int a_quiet;                /* their copies known done (ahead_quiet) */
     void *a_ev[16];
     uint64_t a_unmaps;
     void *a_mark;               /* recorded on lstream before the ahead copies:

@@ -670,6 +670,21 @@ static void land_grow(struct prelease *P, int64_t need)
 static int kept_drop_idle(sw_swap *s, struct prelease *P, double before,
                           const sw_swap_layer *keep);
 
+/* The copies landing ahead done: they read kept leases (a_kept blocks)
+ * that the ahead does not hold itself, so before any kept lease is
+ * released (a verdict waits for the call's own copies only). 0 when that
+ * cannot be known (the leases then stay). */
+static int ahead_quiet(struct prelease *P)
+{
+    if (P->a_n == 0 || P->a_nev == 0 || P->a_quiet)
+        return 1;
+    if (sw_cuda_set_device(P->device) != SW_OK ||
+        sw_cuda_swap_event_sync(P->a_ev[P->a_nev - 1]) != SW_OK)
+        return 0;
+    P->a_quiet = 1;
+    return 1;
+}
+
 /* Kept leases at a job's post: the store's count of leased entries
  * unmapped checked (moved: every kept lease released at the call's first
  * job, before any copy of the call can read one; later in the call the
@@ -692,7 +707,7 @@ static void kept_post(sw_swap *s, struct prelease *P, sw_swap_layer *L)
             unmaps = sw_store_host_unmaps(P->store, &leased);
         } else if (P->kept_idle_s > 0 && P->kept_n > 0 &&
                    now - P->kept_scan_at >= 0.25 * P->kept_idle_s) {
-            if (kept_drop_idle(s, P, now - P->kept_idle_s, L))
+            if (ahead_quiet(P) && kept_drop_idle(s, P, now - P->kept_idle_s, L))
                 unmaps = sw_store_host_unmaps(P->store, &leased);
             P->kept_scan_at = now;
         }
@@ -771,6 +786,8 @@ static int kept_drop_idle(sw_swap *s, struct prelease *P, double before,
 static int kept_quiet(struct prelease *P)
 {
     sw_swap_prelease_wait(P, 0);
+    if (!ahead_quiet(P))
+        return 0;
     if (!P->lcopied)
         return 1;
     if (sw_cuda_set_device(P->device) != SW_OK || sw_cuda_stream_sync(P->lstream) != SW_OK)
@@ -965,15 +982,8 @@ void sw_swap_dev_land_ahead(sw_swap *s, const sw_swap_attend_params *p, sw_swap_
             key->kind = (uint8_t)(x % 2);
         }
     }
-    if (nr && !sw_store_host_retouch(P->store, P->kept_unmaps, nr, P->a_rt)) {
-        /* (not current after all: those blocks are left to their call) */
-        for (int32_t j = 0; j < n; j++)
-            if (P->a_kept[j]) {
-                memset(&P->a_lease[(size_t)j * spb], 0, sizeof *P->a_lease * spb);
-                P->a_kept[j] = 0; /* (nothing to release) */
-            }
-        nr = 0;
-    }
+    if (nr && !sw_store_host_retouch(P->store, P->kept_unmaps, nr, P->a_rt))
+        return; /* the unmap count moved since: nothing leased yet, none ahead */
     size_t got = 0;
     if (nk && sw_store_host_lease(P->store, nk, P->a_keys, 16, P->a_tmp, &got) != SW_OK)
         nk = 0;
@@ -996,6 +1006,7 @@ void sw_swap_dev_land_ahead(sw_swap *s, const sw_swap_attend_params *p, sw_swap_
     for (int32_t k = 0; k < n; k++)
         P->a_ev_of[k] = -1; /* (none landed yet) */
     P->a_unmaps = sw_store_host_unmaps(P->store, NULL);
+    P->a_quiet = 0;
     P->a_half ^= 1;
     uint8_t *base = P->a_land + (size_t)P->a_half * (size_t)P->a_cap * spb * st;
     /* the end of the call's own copies: the verdict waits for it, not for these */
@@ -1066,7 +1077,12 @@ void sw_swap_dev_land_ahead(sw_swap *s, const sw_swap_attend_params *p, sw_swap_
                 landed -= P->a_ev_of[k] >= 0;
             for (int32_t k = j; k < j1; k++)
                 P->a_ev_of[k] = -1;
-            (void)sw_cuda_stream_sync(P->lstream);
+            if (sw_cuda_stream_sync(P->lstream) != SW_OK) {
+                P->a_n = 0; /* a broken context: the entries stay leased rather than
+                             * reused under a copy */
+                P->a_nev = 0;
+                return;
+            }
             break;
         }
         P->a_nev++;
