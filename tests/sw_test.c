@@ -183,55 +183,91 @@ void sw_case_poison(sw_case *c)
     memset(c->lse, 0xff, (size_t)c->total_q * (size_t)c->params.num_qo_heads * sizeof(float));
 }
 
-int sw_case_nan_key(sw_case *c, int32_t *b, int32_t *j, int32_t *hkv)
+static void nan_at(sw_case *c, void *base, int64_t at)
 {
-    *b = -1;
-    for (int32_t r = 0; r < c->batch && *b < 0; r++)
-        if (c->kv_indptr[r + 1] - c->kv_indptr[r] >= 2 && c->qo_indptr[r + 1] > c->qo_indptr[r])
-            *b = r;
-    if (*b < 0)
-        return 0;
-    *j = (c->kv_indptr[*b + 1] - c->kv_indptr[*b]) / 2;
-    *hkv = c->params.num_kv_heads - 1;
-    const int64_t at =
-        (c->kv_indptr[*b] + *j) * c->k_stride + (int64_t)*hkv * c->params.head_dim + 1;
     if (c->params.dtype == SW_DTYPE_F32)
-        ((float *)c->k)[at] = NAN;
+        ((float *)base)[at] = NAN;
     else
-        ((uint16_t *)c->k)[at] = c->params.dtype == SW_DTYPE_F16 ? 0x7e00 : 0x7fc0;
+        ((uint16_t *)base)[at] = c->params.dtype == SW_DTYPE_F16 ? 0x7e00 : 0x7fc0;
+}
+
+int sw_case_nan_put(sw_case *c, int mode, sw_nan_at *at)
+{
+    memset(at, 0, sizeof *at);
+    at->mode = mode;
+    at->b = -1;
+    for (int32_t r = 0; r < c->batch && at->b < 0; r++)
+        if (c->kv_indptr[r + 1] - c->kv_indptr[r] >= 2 && c->qo_indptr[r + 1] > c->qo_indptr[r])
+            at->b = r;
+    if (at->b < 0)
+        return 0;
+    const int32_t kl = c->kv_indptr[at->b + 1] - c->kv_indptr[at->b];
+    const int32_t ql = c->qo_indptr[at->b + 1] - c->qo_indptr[at->b];
+    const int32_t d = c->params.head_dim;
+    at->hkv = c->params.num_kv_heads - 1;
+    at->h = c->params.num_qo_heads - 1;
+    if (mode == 3) {
+        at->t = ql - 1; /* (it sees every key: bottom-right causal) */
+        nan_at(c, c->q, (c->qo_indptr[at->b] + at->t) * c->q_stride + (int64_t)at->h * d + 1);
+        return 1;
+    }
+    at->j = mode == 1 ? 0 : mode == 2 ? kl - 1 : kl / 2;
+    nan_at(c, c->k, (c->kv_indptr[at->b] + at->j) * c->k_stride + (int64_t)at->hkv * d + 1);
     return 1;
 }
 
-int sw_case_nan_check(const sw_case *c, int32_t b, int32_t j, int32_t hkv, float lse_poison,
-                      const char *what)
+void sw_case_poison_finite(sw_case *c, float lse_poison)
+{
+    memset(c->o, 0x3c, (size_t)(c->total_q * c->o_stride) * sw_dtype_size(c->params.dtype));
+    for (int64_t i = 0; i < c->total_q * c->params.num_qo_heads; i++)
+        c->lse[i] = lse_poison;
+}
+
+int sw_case_nan_check(const sw_case *c, const sw_nan_at *at, float lse_poison, const char *what)
 {
     const sw_dtype dt = c->params.dtype;
-    const int32_t ql = c->qo_indptr[b + 1] - c->qo_indptr[b];
-    const int32_t kl = c->kv_indptr[b + 1] - c->kv_indptr[b];
     const int32_t d = c->params.head_dim, hq = c->params.num_qo_heads;
     const int32_t G = hq / c->params.num_kv_heads;
-    for (int32_t r = 0; r < c->batch; r++)
-        for (int32_t t = 0; t < c->qo_indptr[r + 1] - c->qo_indptr[r]; t++)
+    int64_t nsees = 0;
+    for (int32_t r = 0; r < c->batch; r++) {
+        const int32_t ql = c->qo_indptr[r + 1] - c->qo_indptr[r];
+        const int32_t kl = c->kv_indptr[r + 1] - c->kv_indptr[r];
+        for (int32_t t = 0; t < ql; t++)
             for (int32_t h = 0; h < hq; h++) {
-                const int sees =
-                    r == b && h / G == hkv && sw_visible_keys(t, ql, kl, c->params.causal) > j;
-                int64_t nans = 0;
-                for (int32_t x = 0; x < d; x++)
-                    nans += isnan(sw_test_elem(dt, c->o, (c->qo_indptr[r] + t) * c->o_stride +
-                                                             (int64_t)h * d + x));
-                const float lse = c->lse[(c->qo_indptr[r] + t) * hq + h];
-                if (sees ? !isnan(lse) : (isnan(lse) || lse == lse_poison)) {
-                    fprintf(stderr, "FAIL nan %s %s: request %d row %d head %d: LSE %g\n", what,
-                            c->name, r, t, h, (double)lse);
-                    return 1;
+                const int32_t vis = sw_visible_keys(t, ql, kl, c->params.causal);
+                const int sees = r == at->b && (at->mode == 3 ? t == at->t && h == at->h && vis > 0
+                                                              : h / G == at->hkv && vis > at->j);
+                int64_t nans = 0, nonzero = 0, inf = 0;
+                for (int32_t x = 0; x < d; x++) {
+                    const double v = sw_test_elem(dt, c->o, (c->qo_indptr[r] + t) * c->o_stride +
+                                                                (int64_t)h * d + x);
+                    nans += isnan(v);
+                    inf += isinf(v);
+                    nonzero += v != 0.0;
                 }
-                if (nans != (sees ? d : 0)) {
-                    fprintf(stderr, "FAIL nan %s %s: request %d row %d head %d: %lld of %d NaN, "
-                            "want %s\n", what, c->name, r, t, h, (long long)nans, d,
-                            sees ? "all" : "none");
+                const float lse = c->lse[(c->qo_indptr[r] + t) * hq + h];
+                const char *why = NULL;
+                nsees += sees;
+                if (sees)
+                    why = !isnan(lse) ? "LSE not NaN" : nans != d ? "output not all NaN" : NULL;
+                else if (vis == 0)
+                    why = !(isinf(lse) && lse < 0) ? "LSE not -inf (no key)"
+                          : nonzero ? "output not zeros (no key)" : NULL;
+                else
+                    why = !isfinite(lse) || lse == lse_poison ? "LSE not finite or unwritten"
+                          : nans || inf ? "output not finite" : NULL;
+                if (why) {
+                    fprintf(stderr, "FAIL nan mode %d %s %s: request %d row %d head %d (sees the "
+                            "NaN: %d, %d keys visible): %s (LSE %g, %lld NaN of %d)\n", at->mode,
+                            what, c->name, r, t, h, sees, vis, why, (double)lse, (long long)nans, d);
                     return 1;
                 }
             }
+    }
+    if (nsees == 0) { /* (request b's last row sees every key: never expected) */
+        fprintf(stderr, "FAIL nan mode %d %s %s: no row sees the NaN\n", at->mode, what, c->name);
+        return 1;
+    }
     return 0;
 }
 

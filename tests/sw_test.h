@@ -89,17 +89,28 @@ typedef struct sw_check {
     int64_t lse_bad;     /* LSE not -inf for an empty row, or NaN */
 } sw_check;
 
-/* A NaN key: component 1 of request b's key j = kv_len / 2 at the last kv
- * head (the first request with >= 2 keys and a query row) set to NaN in
- * c->k. 0 when no request qualifies (nothing changed). */
-int sw_case_nan_key(sw_case *c, int32_t *b, int32_t *j, int32_t *hkv);
-/* After a run over that K: the rows that see the key (query heads of kv
- * head hkv, rows whose window reaches key j of request b) all NaN with a
- * NaN LSE, as in the fp64 reference and PyTorch; every other row without a
- * NaN, its LSE written (not NaN, not `lse_poison`). 0 when so, else 1 with
- * the first wrong row on stderr (tagged `what`). */
-int sw_case_nan_check(const sw_case *c, int32_t b, int32_t j, int32_t hkv, float lse_poison,
-                      const char *what);
+/* A NaN put into a case (sw_case_nan_put): mode 0 in component 1 of key
+ * kv_len / 2 of request b at the last kv head (hkv), 1 of its key 0 (rows
+ * that see that key alone: every score NaN), 2 of its last key; 3 in
+ * component 1 of its query row t at the last query head h (every score of
+ * that row NaN). b: the first request with >= 2 keys and a query row. */
+typedef struct sw_nan_at {
+    int mode;
+    int32_t b, j, hkv, t, h;
+} sw_nan_at;
+/* 0 when no request qualifies (nothing changed). */
+int sw_case_nan_put(sw_case *c, int mode, sw_nan_at *at);
+/* After a run over that input: the rows that see the NaN (mode 0-2: query
+ * heads of kv head hkv whose window reaches key j; 3: row t, head h if it
+ * sees any key) all NaN with a NaN LSE, as in the fp64 reference and
+ * PyTorch; a row that sees no key zeros with LSE -inf; every other row
+ * finite with a finite LSE (not `lse_poison`, the LSE's poison: O's must be
+ * finite). 0 when so, else 1 with the first wrong row on stderr (tagged
+ * `what`). */
+int sw_case_nan_check(const sw_case *c, const sw_nan_at *at, float lse_poison, const char *what);
+/* O filled with a finite pattern (bytes 0x3c) and LSE with lse_poison, for
+ * the NaN checks (NaN poison would pass for a NaN row never written). */
+void sw_case_poison_finite(sw_case *c, float lse_poison);
 
 /* Compares c->o / c->lse against the fp64 reference (every row when
  * row_stride_sample <= 1, else every n-th (row, head) plus the first and last

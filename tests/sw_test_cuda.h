@@ -86,13 +86,14 @@ static inline sw_prefill_tensors tensors_of(const sw_case *c, const dev_case *d)
 }
 
 /* Runs the case on `backend` on stream `st`, `layers` times with one plan
- * (its own buffers and workspace, fresh poison each time: NaN in O, the
- * bytes of lse_poison in LSE) and copies the last result back into c->o /
+ * (its own buffers and workspace, fresh poison each time: bytes o_poison in
+ * O -- 0xff: NaN --, lse_poison in LSE) and copies the last result back into c->o /
  * c->lse: 0 when it ran, 1 (reported on stderr) when not. tuning: NULL = the
  * plan's defaults. A CUDA error ends the program (a sticky error poisons the
  * context). */
 static inline int sw_cuda_case_exec(sw_case *c, cudaStream_t st, int layers, sw_backend backend,
-                                    const sw_prefill_tuning *tuning, float lse_poison)
+                                    const sw_prefill_tuning *tuning, int o_poison,
+                                    float lse_poison)
 {
     dev_case d;
     upload(c, &d, st);
@@ -114,7 +115,7 @@ static inline int sw_cuda_case_exec(sw_case *c, cudaStream_t st, int layers, sw_
     for (size_t i = 0; i < nl; i++)
         c->lse[i] = lse_poison; /* (the host copy, uploaded below) */
     for (int l = 0; l < layers && s == SW_OK; l++) {
-        CUDA_OK(cudaMemsetAsync(d.o, 0xff, bytes_of(c, c->total_q, c->o_stride) - 64, st));
+        CUDA_OK(cudaMemsetAsync(d.o, o_poison, bytes_of(c, c->total_q, c->o_stride) - 64, st));
         CUDA_OK(cudaMemcpyAsync(d.lse, c->lse, nl * 4, cudaMemcpyHostToDevice, st));
         s = sw_prefill_run(pl, &t, st);
     }
@@ -142,7 +143,7 @@ static inline int sw_cuda_case_exec(sw_case *c, cudaStream_t st, int layers, sw_
 static inline int sw_cuda_case_run(sw_case *c, int row_sample, cudaStream_t st, int layers,
                                    sw_backend backend, const sw_prefill_tuning *tuning)
 {
-    if (sw_cuda_case_exec(c, st, layers, backend, tuning, NAN))
+    if (sw_cuda_case_exec(c, st, layers, backend, tuning, 0xff, NAN))
         return 1;
     sw_check ck = sw_case_check(c, row_sample);
     int bad = ck.rel_l2 > 1e-2 || ck.unwritten || ck.lse_bad || ck.lse_max_abs > 2e-2;

@@ -152,17 +152,20 @@ static int run_case(int index, sw_backend backend, int32_t max_len, int ramp, cu
     return bad;
 }
 
-/* A NaN in one key's K over pages: NaN exactly in the rows that see it
- * (output and LSE), every other row finite, as in test_prefill_cuda. keep:
- * the queries' length at most (1: the decode kernel; long contexts split
- * across CTAs and merged: a NaN part must reach the merged row). */
+/* A NaN over pages (sw_case_nan_put: a key in the middle, the first, the
+ * last -- the newest, in decode -- or a query row): NaN exactly in the rows
+ * that see it (output and LSE), every other row finite, as in
+ * test_prefill_cuda; O and LSE poisoned with finite values. keep: the
+ * queries' length at most (1: the decode kernel; long contexts split across
+ * CTAs and merged: a NaN part must reach the merged row). 0 when right or
+ * no request qualifies. */
 static int nan_case(int index, int32_t max_len, int32_t keep, cudaStream_t st)
 {
     sw_case c;
     sw_case_make(&c, 20261206, index, index % 2 ? SW_DTYPE_F16 : SW_DTYPE_BF16, max_len);
     shorten_queries(&c, keep);
-    int32_t b, j, hkv;
-    if (!sw_case_nan_key(&c, &b, &j, &hkv)) {
+    sw_nan_at at;
+    if (!sw_case_nan_put(&c, (index / 2) % 4, &at)) {
         sw_case_free(&c);
         return 0;
     }
@@ -171,7 +174,7 @@ static int nan_case(int index, int32_t max_len, int32_t keep, cudaStream_t st)
     pool_make(&p, &c, &r, 16, index % 3 ? SW_KV_HND : SW_KV_NHD, 0, 0, 1);
     c.params.backend = SW_BACKEND_CUDA;
     dev_paged d;
-    dev_upload(&c, &p, &d, st);
+    dev_upload(&c, &p, &d, st); /* (q with its NaN row, if any) */
     sw_prefill_plan *pl = NULL;
     sw_status s = sw_prefill_plan_create_paged(&c.params, c.batch, c.qo_indptr, &p.kv, &pl);
     const size_t lb = (size_t)c.total_q * c.params.num_qo_heads * 4;
@@ -179,9 +182,8 @@ static int nan_case(int index, int32_t max_len, int32_t keep, cudaStream_t st)
         d.ws_bytes = sw_prefill_plan_workspace_size(pl);
         if (d.ws_bytes)
             CUDA_OK(cudaMalloc(&d.ws, d.ws_bytes));
-        dev_poison(&d, st);
-        for (int64_t i = 0; i < c.total_q * c.params.num_qo_heads; i++)
-            c.lse[i] = 12345.0f; /* (an unwritten row reads this) */
+        sw_case_poison_finite(&c, 12345.0f);
+        CUDA_OK(cudaMemcpyAsync(d.o, c.o, d.o_bytes - 64, cudaMemcpyHostToDevice, st));
         CUDA_OK(cudaMemcpyAsync(d.lse, c.lse, lb, cudaMemcpyHostToDevice, st));
         sw_prefill_tensors t = dev_tensors(&c, &p, &d);
         s = sw_prefill_run(pl, &t, st);
@@ -194,7 +196,7 @@ static int nan_case(int index, int32_t max_len, int32_t keep, cudaStream_t st)
     } else {
         CUDA_OK(cudaMemcpy(c.o, d.o, d.o_bytes - 64, cudaMemcpyDeviceToHost));
         CUDA_OK(cudaMemcpy(c.lse, d.lse, lb, cudaMemcpyDeviceToHost));
-        bad = sw_case_nan_check(&c, b, j, hkv, 12345.0f,
+        bad = sw_case_nan_check(&c, &at, 12345.0f,
                                 sw_paged_decode_fits(c.qo_indptr, c.batch,
                                                      c.params.num_qo_heads /
                                                          c.params.num_kv_heads)
@@ -411,9 +413,11 @@ int main(void)
         }
     for (int i = 0; i < 4; i++, n++)
         failed += graph_case(i, i < 2 ? 1 : 64, st);
-    /* a NaN key: decode (short, and split and merged), q_len <= 3, gather */
-    for (int i = 0; i < 16; i++, n++)
-        failed += nan_case(300 + i, i < 8 ? 400 : 20000, i % 4 == 3 ? 64 : i % 4 == 2 ? 3 : 1, st);
+    /* a NaN key or query row: decode (short, and split and merged), q_len
+     * <= 3, gather */
+    for (int i = 0; i < 32; i++, n++)
+        failed += nan_case(300 + i, i < 16 ? 400 : 20000,
+                           i % 8 == 7 ? 64 : i % 8 == 6 ? 3 : 1, st);
     failed += staging_case(st);
     n++;
     CHECK(n_decode > 0 && n_gather > 0);

@@ -65,20 +65,20 @@ static int run_case_isa(sw_case *c, sw_cpu_isa isa, double tol, int row_sample)
 /* A NaN in one key's K makes NaN exactly the output rows (and their LSE)
  * that see it (query heads of its kv head, rows whose causal window
  * reaches it), as in the fp64 reference and PyTorch; every other row stays
- * finite. A clamp inside a vector 2^x once took the NaN score to a weight
- * of 0 (a masked key), and the LSE of a NaN row read -inf ("no key"). (A
- * NaN in V also reaches rows whose mask hides its key within a 64-key
- * tile: 0 x NaN in P.V, as in a dense P.V.) */
+ * finite (zeros and -inf where it sees no key). The key in the middle, the
+ * first (rows that see it alone: every score NaN) or the last; or a NaN in
+ * one query row (every score of that row). A clamp inside a vector 2^x once
+ * took the NaN score to a weight of 0 (a masked key), and the LSE of a NaN
+ * row read -inf ("no key"). (A NaN in V also reaches rows whose mask hides
+ * its key within a 64-key tile: 0 x NaN in P.V, as in a dense P.V.) */
 static int nan_key_case(sw_cpu_isa isa, sw_dtype dt, int index)
 {
     sw_case c;
     sw_case_make(&c, 4242 + (uint64_t)dt, index, dt, 150);
-    int32_t b, j, hkv;
+    sw_nan_at at;
     int bad = 0;
-    if (sw_case_nan_key(&c, &b, &j, &hkv)) {
-        sw_case_poison(&c);
-        for (int64_t i = 0; i < c.total_q * c.params.num_qo_heads; i++)
-            c.lse[i] = 12345.0f; /* (written, NaN or finite, below) */
+    if (sw_case_nan_put(&c, index % 4, &at)) {
+        sw_case_poison_finite(&c, 12345.0f);
         sw_attn_problem pb = sw_case_problem(&c);
         char what[32];
         snprintf(what, sizeof what, "isa=%d", (int)isa);
@@ -86,7 +86,7 @@ static int nan_key_case(sw_cpu_isa isa, sw_dtype dt, int index)
             fprintf(stderr, "FAIL nan %s %s: %s\n", what, c.name, sw_last_error());
             bad = 1;
         } else {
-            bad = sw_case_nan_check(&c, b, j, hkv, 12345.0f, what);
+            bad = sw_case_nan_check(&c, &at, 12345.0f, what);
         }
     }
     sw_case_free(&c);
@@ -210,10 +210,10 @@ int main(void)
     CHECK(sw_cpu_threads_for((int64_t)1 << 40, 10, 8) == 8);
     CHECK(sw_cpu_threads_for((int64_t)1 << 40, 3, 8) == 3);
     CHECK(sw_cpu_threads_for((int64_t)1 << 40, 3, 0) == 1);
-    /* a NaN key, every ISA and dtype */
+    /* a NaN key (middle, first, last) or query row, every ISA and dtype */
     for (int isa = 0; isa <= (int)best; isa++)
         for (int di = 0; di < 3; di++)
-            for (int i = 0; i < 6; i++) {
+            for (int i = 0; i < 12; i++) {
                 failed += nan_key_case((sw_cpu_isa)isa, dts[di], i);
                 total++;
             }

@@ -891,6 +891,72 @@ static void test_host_gather(const row *R, sw_store *tier, sw_store *small, uint
             sw_swap_destroy(ea);
             sw_swap_destroy(z);
         }
+        /* 1e. NaN on the tile path (8-slot pool, 41 blocks: direct tiles
+         * over the host tier, the pool's tiles over the rest): a NaN in
+         * the newest key, alone in its block, makes NaN exactly the last
+         * query row of that kv head's query heads (the only row that sees
+         * it); a NaN in one query row's head makes exactly that row NaN;
+         * every other row finite with a finite LSE. A part whose visible
+         * keys all scored NaN once had max -inf and the merges dropped it:
+         * the NaN was lost. */
+        {
+            sw_swap *e = make_engine(R, tier, &sh, 1, 8, 3, 2, SW_SWAP_POLICY_SCORE,
+                                     SW_SWAP_POOL_DEVICE);
+            if (e) {
+                tsw_seq qn;
+                float *kn, *vn;
+                sw_rng rn = r;
+                const int64_t lenn = (int64_t)nb * sh.B + 1;
+                gather_seq_id(e, &qn, 5, &sh, 81031, nb + 1, lenn, 0, &rn, &kn, &vn);
+                /* the newest token's K, kv head 1, component 3 */
+                kn[((lenn - 1) * sh.H + 1) * sh.D + 3] = NAN;
+                CHECK_STATUS(tsw_offload_block(e, &qn, 0, nb, kn, vn, lenn,
+                                               nb % 3 == 2 ? SW_SWAP_KV_FP8_E4M3
+                                                           : SW_SWAP_KV_BF16), SW_OK);
+                uint16_t qq[3 * 8 * 128];
+                memcpy(qq, qb, sizeof qq);
+                const int G = sh.Hq / sh.H;
+                for (int which = 0; which < 2; which++) {
+                    if (which == 1) /* query row 1, head 2 (kv head 0) */
+                        qq[(1 * sh.Hq + 2) * sh.D + 7] = 0x7fc0;
+                    int32_t qi[2] = {0, ql};
+                    uint64_t id = 5;
+                    sw_swap_attend_params p;
+                    sw_swap_attend_params_init(&p);
+                    p.batch = 1;
+                    p.seq_ids = &id;
+                    p.q_indptr = qi;
+                    p.q = qq;
+                    p.causal = 1;
+                    float lse[3 * 8];
+                    CHECK_STATUS(dev_attend(e, &p, &sh, ql, o1, lse, NULL, NULL), SW_OK);
+                    int wrong = 0;
+                    for (int tr = 0; tr < ql; tr++)
+                        for (int h = 0; h < sh.Hq; h++) {
+                            /* row ql - 1 alone sees the newest key */
+                            const int sees = (tr == ql - 1 && h / G == 1) ||
+                                             (which == 1 && tr == 1 && h == 2);
+                            int nan = 0;
+                            for (int x = 0; x < sh.D; x++)
+                                nan += isnan(sw_bf16_to_f32(o1[(tr * sh.Hq + h) * sh.D + x]));
+                            const float l = lse[tr * sh.Hq + h];
+                            if (sees ? nan != sh.D || !isnan(l) : nan != 0 || !isfinite(l)) {
+                                if (!wrong++)
+                                    fprintf(stderr, "FAIL nan (%s): row %d head %d: %d of %d NaN, "
+                                            "LSE %g\n", which ? "query" : "newest key", tr, h,
+                                            nan, sh.D, (double)l);
+                            }
+                        }
+                    CHECK(wrong == 0);
+                    printf("host gather, NaN in the %s: %d rows wrong\n",
+                           which ? "newest key and a query row" : "newest key", wrong);
+                }
+                tsw_seq_free(&qn);
+                free(kn);
+                free(vn);
+                sw_swap_destroy(e);
+            }
+        }
         /* 2. a byte flipped in a host-tier entry: CORRUPT naming the block;
          * the copy leaves the host tier (the store counts a corruption) and
          * its slot is not used again: the next call reads the file and is

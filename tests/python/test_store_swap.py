@@ -874,23 +874,32 @@ def test_remove_deletes_a_cut_blocks_stripes(tmp_path):
         assert eng.seq_length(2, 0) == (0, 0)
 
 
-@pytest.mark.parametrize("where", ["k", "v"])
+@pytest.mark.parametrize("where", ["k", "v", "newest", "q"])
 def test_swap_nan_in_the_cache_makes_its_rows_nan(tmp_path, where):
     # a decode row that sees a NaN in a key gets NaN output and a NaN LSE
     # (as PyTorch and the fp64 reference), not the zeros and -inf of a row
-    # that sees no key; a NaN in a value makes that column NaN
+    # that sees no key -- also a NaN in the newest key, alone in its block,
+    # and a NaN query row (every score NaN; the other head stays finite); a
+    # NaN in a value makes that column NaN
     rng = np.random.default_rng(9)
+    n = 65 if where == "newest" else 64
     with spillway.Store(str(tmp_path / "nan"), capacity_bytes=1 << 26) as st, \
             spillway.SwapEngine(st, num_layers=1, num_kv_heads=1, num_qo_heads=2, head_dim=64,
                                 block_size=16, resident_blocks=8) as eng:
         eng.seq_add(7, ns=1, max_blocks=64)
-        k = rng.standard_normal((64, 1, 64)).astype(np.float32)
-        v = rng.standard_normal((64, 1, 64)).astype(np.float32)
-        (k if where == "k" else v)[10, 0, 3] = np.nan
+        k = rng.standard_normal((n, 1, 64)).astype(np.float32)
+        v = rng.standard_normal((n, 1, 64)).astype(np.float32)
+        q = rng.standard_normal((1, 2, 64)).astype(np.float32)
+        if where == "q":
+            q[0, 1, 5] = np.nan
+        else:
+            (v if where == "v" else k)[n - 1 if where == "newest" else 10, 0, 3] = np.nan
         eng.offload_tokens(7, 0, k, v)
-        out, lse = eng.attend(0, 7, rng.standard_normal((1, 2, 64)).astype(np.float32),
-                              return_lse=True)
-        if where == "k":
+        out, lse = eng.attend(0, 7, q, return_lse=True)
+        if where == "q":
+            assert np.isnan(out[0, 1]).all() and np.isnan(lse[..., 1]).all()
+            assert np.isfinite(out[0, 0]).all() and np.isfinite(lse[..., 0]).all()
+        elif where != "v":
             assert np.isnan(out).all() and np.isnan(lse).all()
         else:
             assert np.isnan(out[..., 3]).all() and np.isfinite(np.delete(out, 3, -1)).all()

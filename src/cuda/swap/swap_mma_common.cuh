@@ -363,10 +363,13 @@ static __device__ __forceinline__ void tile_partial_out(const float (&o)[D / 64]
             M = fmaxf(M, wm[w * 8 + tid]);
         for (int w = 0; w < NW; w++) {
             const float mw = wm[w * 8 + tid];
-            if (mw != -INFINITY)
+            /* (a warp whose visible keys all scored NaN: max -inf, sum NaN) */
+            if (mw != -INFINITY || wl[w * 8 + tid] != 0.0f)
                 L += exp2f(mw - M) * wl[w * 8 + tid];
         }
-        a.part[(base + tid) * (D + 2)] = M;
+        /* a NaN sum under a max of -inf gets 0, so that the merges, which
+         * skip a part whose max is -inf (no visible key), carry the NaN */
+        a.part[(base + tid) * (D + 2)] = M == -INFINITY && L != 0.0f ? 0.0f : M;
         a.part[(base + tid) * (D + 2) + 1] = L;
     }
 }

@@ -334,8 +334,8 @@ __global__ void swap_finalize_kernel(const float *m, const float *l, const float
     const int64_t row = i / D;
     const float li = l[row];
     /* (li NaN: the row saw a NaN score -- NaN out and NaN LSE, not the
-     * empty row's zeros; a chunk whose only visible keys are NaN is still
-     * dropped by the merges' empty-chunk tests) */
+     * empty row's zeros; the tile kernels give a part whose visible keys
+     * all scored NaN a max of 0, so the merges carry it) */
     const float v = li != 0.0f ? acc[i] / li : 0.0f;
     if (o)
         o[i] = __bfloat16_as_ushort(__float2bfloat16_rn(v));

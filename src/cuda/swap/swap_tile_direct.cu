@@ -277,7 +277,9 @@ __global__ void __launch_bounds__(NT) swap_direct_kernel(const sw_cuda_swap_dire
         o[1] = acc[r][1];
     }
     if (t < RG) {
-        a.part[(base + t) * (D + 2)] = m_s[t];
+        /* (max -inf with a NaN sum: every visible key scored NaN; 0, so
+         * that the merges, which skip a part whose max is -inf, carry it) */
+        a.part[(base + t) * (D + 2)] = m_s[t] == -INFINITY && l_s[t] != 0.0f ? 0.0f : m_s[t];
         a.part[(base + t) * (D + 2) + 1] = l_s[t];
     }
 }
