@@ -1122,12 +1122,22 @@ static void ahead_take(sw_swap *s, struct prelease *P, const sw_swap_seq *q, int
     uint64_t used = 0;
     for (int32_t j = 0; j < P->a_n; j++) {
         const sw_store_lease *l = &P->a_lease[(size_t)j * spb];
-        for (size_t x = 0; x < spb && !P->a_kept[j]; x++)
-            if (l[x].ptr)
-                P->ent[P->nent++] = l[x].entry;
         const int32_t b = P->a_blk[j];
         const int32_t i = b < L->nblocks ? P->pos[b] : -1;
-        if (P->a_ev_of[j] < 0 || i < 0 || !ahead_current(P, &L->blk[b], l))
+        const int take = P->a_ev_of[j] >= 0 && i >= 0 && ahead_current(P, &L->blk[b], l);
+        /* a block taken over on leases of the ahead's own stays with its
+         * layer as a kept block would (kept_take's rules) */
+        const int keep = take && !P->a_kept[j] && P->kept && !P->kept_stale &&
+                         b < P->kept_blocks && !P->kept[(size_t)b * spb].ptr &&
+                         P->kept_n + (int64_t)spb <= P->kept_lim;
+        if (keep) {
+            memcpy(&P->kept[(size_t)b * spb], l, sizeof *l * spb);
+            P->kept_n += (int64_t)spb;
+        }
+        for (size_t x = 0; x < spb && !P->a_kept[j] && !keep; x++)
+            if (l[x].ptr)
+                P->ent[P->nent++] = l[x].entry;
+        if (!take)
             continue;
         P->kept_visits += P->a_kept[j];
         memcpy(&P->lease[(size_t)i * spb], l, sizeof *l * spb);
