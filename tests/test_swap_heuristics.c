@@ -67,7 +67,8 @@ static void test_decisions(void)
     CHECK(t.keep_window == 1 && t.kept_pct == 75 && t.kept_idle_ms == 1000);
     CHECK(t.land_ahead_mb == 0); /* (off until measured on a GPU) */
     /* production paths on, the diagnostic off */
-    CHECK(t.timeline == 0 && t.host_gather == 1 && t.align_tiles == 1 && t.resident_fast == 1);
+    CHECK(t.timeline == 0 && t.host_gather == 1 && t.align_tiles == 1 && t.resident_fast == 1 &&
+          t.resident_inline == 1);
     /* pure: the same facts, the same decisions */
     const sw_swap_tuning u = decide(1, 1, 1, 132, 16);
     CHECK(memcmp(&t, &u, sizeof t) == 0);

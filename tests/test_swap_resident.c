@@ -4,7 +4,9 @@
  * decode kernel over the pool's slots. Checked against the fp64 reference
  * (relative L2 <= 1e-2, LSE within 1e-2) and against an engine with the
  * path turned off (tuning resident_fast 0, every call through the tile
- * loop): decode rows, two- and three-row chunks (GQA 4: 8 and 12 rows a
+ * loop); an engine whose plans are uploaded (tuning resident_inline 0)
+ * gives the bits of the default one, whose plans go in the launch's
+ * parameters: decode rows, two- and three-row chunks (GQA 4: 8 and 12 rows a
  * kv head), causal and not, a five-row chunk (20 rows: the tile loop takes
  * it), two sequences of different lengths in one call, a sequence
  * that grows by one token between calls (its last block rewritten: still
@@ -31,11 +33,15 @@ enum { L = 2, H = 2, HQ = 8, D = 128, B = 16, LEN0 = 16 * 7 + 5, SHORT = 40, LON
 static uint16_t kt[L][MAXLEN * H * D], vt[L][MAXLEN * H * D];
 static void *dk[L], *dv[L];
 
+/* fast: 0 every call through the tile loop, 1 the resident path, 2 the
+ * resident path with its plans uploaded from the pinned ring */
 static sw_swap *engine(sw_store *st, int32_t slots, int fast)
 {
     sw_swap_tuning tu;
     sw_swap_tuning_default(&tu);
-    tu.resident_fast = fast;
+    tu.resident_fast = fast != 0;
+    if (fast == 2)
+        tu.resident_inline = 0;
     return tsw_engine(st, L, H, HQ, D, B, SW_SWAP_POOL_DEVICE, 0, slots, &tu);
 }
 
@@ -162,10 +168,12 @@ static uint64_t resident_attends(const sw_swap *s)
 
 static double worst_rel, worst_lse;
 
-/* Sequence id of each engine (fast, slow, small pool), one call of ql rows
- * over `len` tokens of layer l: each against the reference; fast and small
- * pool also against the slow engine's output. want_fast: whether engine 0
- * must take the resident path. */
+enum { NE = 4 }; /* engines: fast, slow, small pool, fast with plans uploaded */
+
+/* Sequence id of each engine, one call of ql rows over `len` tokens of
+ * layer l: each against the reference; fast against the slow engine's
+ * output, the uploaded plans' engine bit for bit against fast. want_fast:
+ * whether engines 0 and 3 must take the resident path. */
 static void one_call(sw_swap *const *e, const uint64_t *ids, int32_t l, int64_t len, int32_t ql,
                      int causal, sw_rng *r, int want_fast)
 {
@@ -174,10 +182,10 @@ static void one_call(sw_swap *const *e, const uint64_t *ids, int32_t l, int64_t 
         q[i] = sw_f32_to_bf16((float)(2.0 * sw_rng_normal(r)));
     static double ro[16 * HQ * D], rl[16 * HQ];
     reference(l, len, q, ql, causal, ro, rl);
-    static float o[3][16 * HQ * D], lse[3][16 * HQ];
+    static float o[NE][16 * HQ * D], lse[NE][16 * HQ];
     const size_t no = (size_t)ql * HQ * D, nl = (size_t)ql * HQ;
-    const uint64_t before = resident_attends(e[0]);
-    for (int k = 0; k < 3; k++) {
+    const uint64_t before = resident_attends(e[0]), before3 = resident_attends(e[3]);
+    for (int k = 0; k < NE; k++) {
         CHECK_STATUS(attend(e[k], 1, &ids[k], &ql, l, causal, q, o[k], lse[k]), SW_OK);
         const double rel = rel_l2(o[k], ro, no), le = lse_err(lse[k], rl, nl);
         worst_rel = rel > worst_rel ? rel : worst_rel;
@@ -194,7 +202,9 @@ static void one_call(sw_swap *const *e, const uint64_t *ids, int32_t l, int64_t 
     }
     CHECK(sqrt(e2 / (r2 > 0 ? r2 : 1)) <= 1e-2);
     CHECK(resident_attends(e[0]) == before + (uint64_t)want_fast);
+    CHECK(resident_attends(e[3]) == before3 + (uint64_t)want_fast);
     CHECK(resident_attends(e[1]) == 0 && resident_attends(e[2]) == 0);
+    CHECK(!memcmp(o[3], o[0], sizeof(float) * no) && !memcmp(lse[3], lse[0], sizeof(float) * nl));
 }
 
 /* Whether layer l of sequence id is settled (its device page table kept
@@ -345,9 +355,10 @@ int main(void)
     if (!st)
         return 1;
     /* fast, slow (tile loop only), a pool of 4 slots (fast on, never taken) */
-    sw_swap *e[3] = {engine(st, 256, 1), engine(st, 256, 0), engine(st, 4, 1)};
-    const uint64_t ids[3] = {1, 2, 3};
-    for (int k = 0; k < 3; k++) {
+    sw_swap *e[NE] = {engine(st, 256, 1), engine(st, 256, 0), engine(st, 4, 1),
+                      engine(st, 256, 2)};
+    const uint64_t ids[NE] = {1, 2, 3, 21};
+    for (int k = 0; k < NE; k++) {
         CHECK_STATUS(sw_swap_seq_add(e[k], ids[k], ids[k], 0, 16), SW_OK);
         offload(e[k], ids[k], 0, LEN0);
     }
@@ -367,15 +378,15 @@ int main(void)
     }
     /* decode growth: one token, the last block rewritten -- still resident */
     for (int64_t len = LEN0 + 1; len <= LEN0 + 12; len++) {
-        for (int k = 0; k < 3; k++)
+        for (int k = 0; k < NE; k++)
             offload(e[k], ids[k], (int32_t)((len - 1) / B), len);
         for (int32_t l = 0; l < L; l++)
             one_call(e, ids, l, len, 1, 1, &r, 1);
     }
     const int64_t len1 = LEN0 + 12;
     /* a long sequence: the decode split cuts it, the fused merge folds it */
-    const uint64_t longs[3] = {5, 6, 7};
-    for (int k = 0; k < 3; k++) {
+    const uint64_t longs[NE] = {5, 6, 7, 22};
+    for (int k = 0; k < NE; k++) {
         CHECK_STATUS(sw_swap_seq_add(e[k], longs[k], longs[k], 0, 128), SW_OK);
         for (int32_t first = 0; first * B < LONG; first += 16)
             offload(e[k], longs[k], first, (first + 16) * B < LONG ? (first + 16) * B : LONG);
@@ -386,7 +397,7 @@ int main(void)
         one_call(e, longs, l, LONG, 2, 0, &r, 1);
     }
     for (int64_t len = LONG + 1; len <= LONG + 3; len++) {
-        for (int k = 0; k < 3; k++)
+        for (int k = 0; k < NE; k++)
             offload(e[k], longs[k], (int32_t)((len - 1) / B), len);
         for (int32_t l = 0; l < L; l++)
             one_call(e, longs, l, len, 1, 1, &r, 1);
@@ -641,7 +652,7 @@ int main(void)
     /* every block written through: the tile loop read nothing but the two
      * blocks the graph section offloaded from host memory */
     CHECK(s0.misses == 2);
-    for (int k = 0; k < 3; k++)
+    for (int k = 0; k < NE; k++)
         sw_swap_destroy(e[k]);
     CHECK_STATUS(sw_store_close(st), SW_OK);
     ts_rm_rf(d.base);

@@ -290,6 +290,25 @@ int64_t sw_plan_decode(const int32_t *qo_indptr, const int32_t *kv_indptr, int32
                        int32_t num_kv_heads, int64_t slots, sw_decode_item *items,
                        sw_decode_merge *merges, int64_t *num_merges, int64_t *num_parts);
 
+/* A decode plan's small arrays carried in the decode launch's own
+ * parameters instead of uploaded before it (the swap engine's resident
+ * path): a copy-engine upload between two calls' kernels holds the second
+ * until the first is done and the copy has crossed. Word offsets into w of
+ * qo_indptr, kv_indptr and page_indptr (batch + 1 words each), the items
+ * (6 words each) and the merges (4 words each); at most
+ * SW_DECODE_INLINE_WORDS words in all (sw_decode_inline_words). */
+#define SW_DECODE_INLINE_WORDS 4096
+typedef struct sw_decode_inline {
+    int32_t qo, kv, pi, items, merges, unused;
+    int32_t w[SW_DECODE_INLINE_WORDS];
+} sw_decode_inline;
+
+static inline int64_t sw_decode_inline_words(int32_t batch, int64_t items, int64_t merges)
+{
+    return 3 * ((int64_t)batch + 1) + (int64_t)(sizeof(sw_decode_item) / sizeof(int32_t)) * items +
+           (int64_t)(sizeof(sw_decode_merge) / sizeof(int32_t)) * merges;
+}
+
 typedef struct sw_cuda_paged_args {
     sw_dtype dtype;
     int32_t num_qo_heads, num_kv_heads, head_dim, causal;
@@ -319,6 +338,11 @@ typedef struct sw_cuda_paged_args {
      * on return at once */
     const int32_t *num_items_dev;
     void *k_dense, *v_dense;         /* gather: [total_kv][num_kv_heads][head_dim] */
+    /* host memory, NULL: the plan's offsets, items and merges are the
+     * device pointers above; else they are these words, passed by value
+     * in the decode launch (page_indices stays a device pointer); needs
+     * merge_count when there are merges */
+    const sw_decode_inline *inl;
 } sw_cuda_paged_args;
 
 /* 1 when every request's rows (q_len x group) fit one decode item. */

@@ -10,9 +10,10 @@
  * evicted or dropped, an offload not written through), then kept by the
  * offloads' write-through (the pack kernel writes the new slot's entry).
  * A call over settled layers reads no block on the host: its work is the
- * batch's lengths, the decode split (sw_plan_decode) and one copy of those
- * from a pinned ring -- constant in the number of blocks -- and it does not
- * wait for the GPU.
+ * batch's lengths, the decode split (sw_plan_decode) and those passed to
+ * the launch in its parameters (a larger plan: one copy from a pinned
+ * ring) -- constant in the number of blocks -- and it does not wait for
+ * the GPU.
  *
  * What it leaves out, on purpose: slot scores (the SCORE policy's first
  * key) stay those of the last call that went through the tile loop; the
@@ -33,6 +34,11 @@
 #include <string.h>
 
 #define FAST_ALIGN 256
+
+/* (the plan's words in a launch: its structs are int32_t fields) */
+_Static_assert(sizeof(sw_decode_item) % sizeof(int32_t) == 0 &&
+                   sizeof(sw_decode_merge) % sizeof(int32_t) == 0,
+               "decode items and merges are whole words");
 
 static size_t up(size_t x) { return (x + 15) & ~(size_t)15; }
 
@@ -410,21 +416,58 @@ sw_status sw_swap_dev_fast_attend(sw_swap *s, const sw_swap_attend_params *p,
         }
     }
     SW_ASSERT_RET(ni >= 0 && ni <= bound && nm <= pairs);
-    const sw_swap_dev_blob o = sw_swap_dev_blob_layout(batch, nre, ni, nm);
-    const size_t bytes = o.count; /* (no item count: the grid is the items) */
-    const int r = f->next;
-    SW_TRY(blob_get(d, r, o.bytes)); /* (px: the rebuilt layers' staging) */
     size_t lse_off = 0;
     const size_t part_bytes = sw_swap_dev_parts_bytes(s, np, &lse_off);
     SW_TRY(grow(d, &f->part, &f->part_cap, part_bytes > 0 ? part_bytes : 1, 1 << 20, 0, stream));
     SW_TRY(grow(d, &f->cnt, &f->cnt_cap, sizeof(int32_t) * (size_t)nm,
                 sizeof(int32_t) * 1024, 1, stream));
-    char *h = f->host[r];
-    memcpy(h + o.qo, p->q_indptr, b1);
-    memcpy(h + o.kv, kvp, b1);
+    sw_cuda_paged_args a;
+    sw_swap_dev_decode_args(s, p->q, p->o, p->lse, p->causal, p->sm_scale, &a);
+    a.batch = batch;
+    a.total_kv = kvp[batch];
+    a.page_indices = f->tab;
+    a.num_items = (int32_t)ni;
+    a.num_merges = (int32_t)nm;
+    a.part_o = (float *)f->part;
+    a.part_lse = (float *)((char *)f->part + lse_off);
+    a.merge_count = (int32_t *)f->cnt; /* the merges fold in the decode launch */
+    /* the plan in the launch's parameters: no layer to settle (their
+     * slots go up from the ring), few enough words, and their room; else
+     * in ring entry r, uploaded */
+    const int inl = nre == 0 && s->tune.resident_inline &&
+                    sw_decode_inline_words(batch, ni, nm) <= SW_DECODE_INLINE_WORDS &&
+                    (f->inl || (f->inl = malloc(sizeof *f->inl)) != NULL);
+    const int r = f->next;
+    sw_swap_dev_blob o;
+    int32_t *qo, *kv, *pi;
+    void *items, *merges;
+    if (inl) {
+        sw_decode_inline *w = f->inl;
+        w->qo = 0;
+        w->kv = batch + 1;
+        w->pi = 2 * (batch + 1);
+        w->items = 3 * (batch + 1);
+        w->merges = w->items + (int32_t)(sizeof *f->plan_items / sizeof(int32_t)) * (int32_t)ni;
+        qo = w->w + w->qo;
+        kv = w->w + w->kv;
+        pi = w->w + w->pi;
+        items = w->w + w->items;
+        merges = w->w + w->merges;
+        a.inl = w; /* (copied by the launch) */
+    } else {
+        o = sw_swap_dev_blob_layout(batch, nre, ni, nm);
+        SW_TRY(blob_get(d, r, o.bytes)); /* (px: the rebuilt layers' staging) */
+        char *h = f->host[r];
+        qo = (int32_t *)(h + o.qo);
+        kv = (int32_t *)(h + o.kv);
+        pi = (int32_t *)(h + o.pi);
+        items = h + o.items;
+        merges = h + o.merges;
+    }
+    memcpy(qo, p->q_indptr, b1);
+    memcpy(kv, kvp, b1);
     /* page_indptr: each layer's region; an unsettled layer's slots go up
      * into it from the ring (below) */
-    int32_t *pi = (int32_t *)(h + o.pi);
     const uint64_t tick = ++s->tick;
     for (int32_t b = 0; b < batch; b++) {
         sw_swap_layer *L = &seqs[b]->layers[p->layer];
@@ -432,35 +475,28 @@ sw_status sw_swap_dev_fast_attend(sw_swap *s, const sw_swap_attend_params *p,
         L->touch = tick;
     }
     pi[batch] = 0; /* (the kernel reads a sequence's pages from pi[b]) */
-    memcpy(h + o.items, f->plan_items, sizeof *f->plan_items * (size_t)ni);
-    memcpy(h + o.merges, f->plan_merges, sizeof *f->plan_merges * (size_t)nm);
+    memcpy(items, f->plan_items, sizeof *f->plan_items * (size_t)ni);
+    memcpy(merges, f->plan_merges, sizeof *f->plan_merges * (size_t)nm);
     /* after the last call (its partials, the slots it read) and the last
      * offload's projections and pool writes */
     if (d->done_pending)
         SW_TRY(sw_cuda_swap_stream_wait(stream, d->ev_done));
     if (d->offload_pending)
         SW_TRY(sw_cuda_swap_stream_wait(stream, d->ev_offload));
-    char *dv = f->dev[r];
-    SW_TRY(sw_cuda_memcpy_h2d_async(dv, h, bytes, stream));
-    SW_TRY(sw_swap_dev_settle(s, p->layer, batch, seqs, (int32_t *)(h + o.px), stream));
-    SW_TRY(sw_cuda_swap_event_record(f->ev[r], stream));
-    f->call[r] = ++f->calls;
-    f->next = (r + 1) % SW_SWAP_FAST_RING;
-    sw_cuda_paged_args a;
-    sw_swap_dev_decode_args(s, p->q, p->o, p->lse, p->causal, p->sm_scale, &a);
-    a.batch = batch;
-    a.total_kv = kvp[batch];
-    a.qo_indptr = (const int32_t *)(dv + o.qo);
-    a.kv_indptr = (const int32_t *)(dv + o.kv);
-    a.page_indptr = (const int32_t *)(dv + o.pi);
-    a.page_indices = f->tab;
-    a.items = (const sw_decode_item *)(dv + o.items);
-    a.num_items = (int32_t)ni;
-    a.merges = (const sw_decode_merge *)(dv + o.merges);
-    a.num_merges = (int32_t)nm;
-    a.part_o = (float *)f->part;
-    a.part_lse = (float *)((char *)f->part + lse_off);
-    a.merge_count = (int32_t *)f->cnt; /* the merges fold in the decode launch */
+    if (!inl) {
+        char *h = f->host[r], *dv = f->dev[r];
+        /* (no item count: the grid is the items) */
+        SW_TRY(sw_cuda_memcpy_h2d_async(dv, h, o.count, stream));
+        SW_TRY(sw_swap_dev_settle(s, p->layer, batch, seqs, (int32_t *)(h + o.px), stream));
+        SW_TRY(sw_cuda_swap_event_record(f->ev[r], stream));
+        f->call[r] = ++f->calls;
+        f->next = (r + 1) % SW_SWAP_FAST_RING;
+        a.qo_indptr = (const int32_t *)(dv + o.qo);
+        a.kv_indptr = (const int32_t *)(dv + o.kv);
+        a.page_indptr = (const int32_t *)(dv + o.pi);
+        a.items = (const sw_decode_item *)(dv + o.items);
+        a.merges = (const sw_decode_merge *)(dv + o.merges);
+    }
     /* kernel_timing: the kernel's GPU time, the call then waits for it */
     if (d->timing && !f->tev[0]) {
         SW_TRY(sw_cuda_swap_event_create(&f->tev[0], 1));
@@ -517,6 +553,7 @@ void sw_swap_dev_fast_free(sw_swap_dev *d)
     free(f->plan_items);
     free(f->plan_merges);
     free(f->plan_in);
+    free(f->inl);
     memset(f, 0, sizeof *f);
     f->plan_n = -1;
 }

@@ -166,6 +166,9 @@ struct dev_fast {
     size_t plan_in_cap;
     int32_t plan_batch;
     int64_t plan_n, plan_nm, plan_np;
+    /* the words of a plan passed in the launch (tuning resident_inline;
+     * allocated at its first use) */
+    struct sw_decode_inline *inl;
 };
 
 typedef struct sw_swap_dev {

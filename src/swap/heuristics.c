@@ -46,13 +46,14 @@ void sw_swap_heuristics(const sw_swap_facts *f, sw_swap_tuning *t)
     /* off until measured on a GPU (the test row `ahead` and the bench's
      * --tune land_ahead_mb=16 run it) */
     t->land_ahead_mb = 0;
+    t->resident_inline = 1;
 }
 
 /* (every field an int32_t, in this order) */
 #define SW_TUNING_FIELDS(X)                                                                  \
     X(run_evict) X(tile_ctas) X(gather_ctas) X(spin_us) X(landing_mb) X(landing_max_mb) X(land_start) X(land_blocks)      \
     X(land_first) X(land_groups) X(land_gap_kb) X(merge_chunks) X(timeline) X(host_gather) X(align_tiles) \
-    X(resident_fast) X(keep_window) X(kept_pct) X(kept_idle_ms) X(land_ahead_mb)
+    X(resident_fast) X(keep_window) X(kept_pct) X(kept_idle_ms) X(land_ahead_mb) X(resident_inline)
 
 void sw_swap_tuning_default(sw_swap_tuning *t)
 {

@@ -232,6 +232,13 @@ typedef struct sw_swap_tuning {
      * start; taken over by that call's job where still current (0 = none,
      * the default until measured on a GPU; 16 in the tests' `ahead` row) */
     int32_t land_ahead_mb;
+    /* device pool, resident path: 1 = a plan of at most
+     * SW_DECODE_INLINE_WORDS words (offsets, items, merges: batch 16 x 32k
+     * at 8 kv heads is ~2,900) goes in the decode launch's parameters,
+     * where a copy-engine upload before the kernel held it until the
+     * kernel before it was done and the copy had crossed; 0 = uploaded
+     * from the pinned ring (larger plans always are) */
+    int32_t resident_inline;
 } sw_swap_tuning;
 
 #define SW_SWAP_TUNE_DEFAULT INT32_MIN /* a field left to the heuristics */

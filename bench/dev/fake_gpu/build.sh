@@ -11,7 +11,8 @@ set -euo pipefail
 cd "$(dirname "$0")/../../.."
 B=${1:-build-h200}; O=${2:-/tmp/fake_gpu}
 mkdir -p "$O"
-gcc -O2 -fPIC -g -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -c bench/dev/fake_gpu/fakedev.c -o "$O/fakedev.o"
+# (FAKE=-DFAKE_RESIDENT: the resident path taken, its launches doing nothing)
+gcc -O2 -fPIC -g -std=c11 -D_GNU_SOURCE ${FAKE:-} -Iinclude -Isrc -c bench/dev/fake_gpu/fakedev.c -o "$O/fakedev.o"
 # (a static archive: the bench calls internal functions -- the opponent gate,
 # sw_fail -- that the shared library does not export)
 rm -f "$O/libspillway_fake.a"

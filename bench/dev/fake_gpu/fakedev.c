@@ -59,9 +59,22 @@ void sw_cuda_swap_preload(int32_t D) { (void)D; }
 sw_status sw_cuda_swap_merge_split(const sw_cuda_swap_tile_args *a, float *p2, size_t n2, int32_t sms, void *s) { (void)a; (void)p2; (void)n2; (void)sms; (void)s; return SW_OK; }
 sw_status sw_cuda_swap_merge_ranges(const sw_cuda_swap_tile_args *a, int32_t n, float *p2, size_t n2, int32_t sms, void *s) { (void)a; (void)n; (void)p2; (void)n2; (void)sms; (void)s; return SW_OK; }
 /* (the resident path, graphs, write-through: nothing runs; the decode kernel
- * reports no device so that calls take the tile loop) */
+ * reports no device so that calls take the tile loop -- with -DFAKE_RESIDENT
+ * it reports an H200's 132 SMs x 3 CTAs and its launches do nothing, for
+ * the resident path's host time) */
+#ifdef FAKE_RESIDENT
+sw_status sw_cuda_paged_decode_config(int32_t d, int32_t h, sw_dtype t, int32_t *s, int32_t *c) { (void)d;(void)h;(void)t; *s = 132; *c = 3; return SW_OK; }
+sw_status sw_cuda_paged_decode_launch(const sw_cuda_paged_args *a, void *s)
+{
+    (void)s;
+    if (a->inl && sw_decode_inline_words(a->batch, a->num_items, a->num_merges) > SW_DECODE_INLINE_WORDS)
+        return sw_fail(SW_STATUS_INVALID, "fake decode: the plan's words do not fit");
+    return SW_OK;
+}
+#else
 sw_status sw_cuda_paged_decode_config(int32_t d, int32_t h, sw_dtype t, int32_t *s, int32_t *c) { (void)d;(void)h;(void)t;(void)s;(void)c; return SW_STATUS_NO_DEVICE; }
 sw_status sw_cuda_paged_decode_launch(const sw_cuda_paged_args *a, void *s) { (void)a;(void)s; return SW_STATUS_NO_DEVICE; }
+#endif
 sw_status sw_cuda_paged_gather_launch(const sw_cuda_paged_args *a, void *s) { (void)a;(void)s; return SW_STATUS_NO_DEVICE; }
 int sw_cuda_stream_capturing(void *s) { (void)s; return 0; }
 int sw_cuda_swap_capturing(void *s) { (void)s; return 0; }

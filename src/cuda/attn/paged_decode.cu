@@ -20,7 +20,12 @@
  * lse = log sum exp lse_i, o = sum exp(lse_i - lse) o_i -- a merge kernel
  * launched after this one, or (args.merge_count set: the swap engine's
  * resident path) the last of the pair's items to finish, counted by an
- * atomic per merge, so that a call is one launch. */
+ * atomic per merge, so that a call is one launch.
+ *
+ * The plan (offsets, items, merges) is read from device memory, or
+ * (args.inl: the swap engine's resident path) from the launch's own
+ * parameters, a __grid_constant__ copy read through the constant cache:
+ * then no upload runs on the stream between two calls' kernels. */
 #include "attn/attn_internal.h"
 #include "core/sw_core.h"
 #include "core/sw_cuda_check.h"
@@ -98,11 +103,26 @@ __device__ __forceinline__ int page_of(const sw_cuda_paged_args &a, int pbase, i
 }
 
 template <int D, class T, int W>
-__device__ __forceinline__ void merge_pair(const sw_cuda_paged_args &a, const sw_decode_merge mg,
-                                           float *s_w, float *s_fin, int slice, int nslices);
+__device__ __forceinline__ void merge_pair(const sw_cuda_paged_args &a, const int32_t *qo_indptr,
+                                           const sw_decode_merge mg, float *s_w, float *s_fin,
+                                           int slice, int nslices);
 
-template <int D, class T>
-__global__ void __launch_bounds__(NT) decode_kernel(const sw_cuda_paged_args a, int nsw)
+/* The decode kernel's third parameter: the plan's words by value
+ * (sw_decode_inline, read through the constant cache) or nothing. */
+struct no_inline {
+    int32_t unused;
+};
+template <bool INL> struct inline_of {
+    using type = no_inline;
+};
+template <> struct inline_of<true> {
+    using type = sw_decode_inline;
+};
+
+template <int D, class T, bool INL>
+__global__ void __launch_bounds__(NT)
+    decode_kernel(const sw_cuda_paged_args a, int nsw,
+                  const __grid_constant__ typename inline_of<INL>::type inl)
 {
     using TR = traits<D>;
     extern __shared__ __align__(128) unsigned char smem[];
@@ -112,12 +132,23 @@ __global__ void __launch_bounds__(NT) decode_kernel(const sw_cuda_paged_args a, 
     if (a.num_items_dev && (int)blockIdx.x >= __ldg(a.num_items_dev))
         return; /* a fixed grid's spare CTA */
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const sw_decode_item it = a.items[blockIdx.x];
+    const int32_t *qo_indptr = a.qo_indptr, *kv_indptr = a.kv_indptr,
+                  *page_indptr = a.page_indptr;
+    const sw_decode_item *items = a.items;
+    const sw_decode_merge *merges = a.merges;
+    if constexpr (INL) {
+        qo_indptr = inl.w + inl.qo;
+        kv_indptr = inl.w + inl.kv;
+        page_indptr = inl.w + inl.pi;
+        items = reinterpret_cast<const sw_decode_item *>(inl.w + inl.items);
+        merges = reinterpret_cast<const sw_decode_merge *>(inl.w + inl.merges);
+    }
+    const sw_decode_item it = items[blockIdx.x];
     const int G = a.num_qo_heads / a.num_kv_heads;
-    const int q_start = a.qo_indptr[it.req];
-    const int q_len = a.qo_indptr[it.req + 1] - q_start;
-    const int kv_len = a.kv_indptr[it.req + 1] - a.kv_indptr[it.req];
-    const int pbase = a.page_indptr[it.req];
+    const int q_start = qo_indptr[it.req];
+    const int q_len = qo_indptr[it.req + 1] - q_start;
+    const int kv_len = kv_indptr[it.req + 1] - kv_indptr[it.req];
+    const int pbase = page_indptr[it.req];
     const int R = q_len * G;
     const uint32_t sQ = smem_u32(smem);
     const uint32_t sRing = sQ + TR::Q_BYTES;
@@ -363,13 +394,14 @@ __global__ void __launch_bounds__(NT) decode_kernel(const sw_cuda_paged_args a, 
         __syncthreads();
         if (tid == 0) {
             const int prev = atomicAdd(a.merge_count + it.merge, 1);
-            s_last = prev == a.merges[it.merge].parts - 1;
+            s_last = prev == merges[it.merge].parts - 1;
         }
         __syncthreads();
         if (s_last) {
             __threadfence();
             float *w = (float *)smem;
-            merge_pair<D, T, 8>(a, a.merges[it.merge], w, w + ROWS * SW_DECODE_MAX_SPLITS, 0, 1);
+            merge_pair<D, T, 8>(a, qo_indptr, merges[it.merge], w,
+                                w + ROWS * SW_DECODE_MAX_SPLITS, 0, 1);
             if (tid == 0)
                 a.merge_count[it.merge] = 0; /* for the next launch */
         }
@@ -387,14 +419,15 @@ __global__ void __launch_bounds__(NT) decode_kernel(const sw_cuda_paged_args a, 
  * read past L1 (__ldcg): in the fused merge they were written by other
  * multiprocessors during this launch. */
 template <int D, class T, int W>
-__device__ __forceinline__ void merge_pair(const sw_cuda_paged_args &a, const sw_decode_merge mg,
-                                           float *s_w, float *s_fin, int slice, int nslices)
+__device__ __forceinline__ void merge_pair(const sw_cuda_paged_args &a, const int32_t *qo_indptr,
+                                           const sw_decode_merge mg, float *s_w, float *s_fin,
+                                           int slice, int nslices)
 {
     constexpr int MB = 8;
     constexpr int NV = W / 4; /* float4 a part */
     const int G = a.num_qo_heads / a.num_kv_heads;
-    const int q_start = a.qo_indptr[mg.req];
-    const int R = (a.qo_indptr[mg.req + 1] - q_start) * G;
+    const int q_start = qo_indptr[mg.req];
+    const int R = (qo_indptr[mg.req + 1] - q_start) * G;
     const int tid = threadIdx.x;
     if (tid < R) {
         const float *pl = a.part_lse + (size_t)mg.part0 * ROWS + tid;
@@ -489,7 +522,7 @@ template <int D, class T> __global__ void __launch_bounds__(NT) merge_kernel(con
 {
     __shared__ float s_w[ROWS * SW_DECODE_MAX_SPLITS];
     __shared__ float s_fin[ROWS * 2];
-    merge_pair<D, T, 4>(a, a.merges[blockIdx.x], s_w, s_fin, blockIdx.y, gridDim.y);
+    merge_pair<D, T, 4>(a, a.qo_indptr, a.merges[blockIdx.x], s_w, s_fin, blockIdx.y, gridDim.y);
 }
 
 /* Pages -> dense [total_kv][num_kv_heads][D], K and V. A warp copies one
@@ -528,7 +561,7 @@ __global__ void __launch_bounds__(256) gather_kernel(const sw_cuda_paged_args a)
 }
 
 struct kernel_ref {
-    const void *decode, *merge;
+    const void *decode, *decode_inl, *merge;
     int max_nsw, smem_per_stage_all, q_bytes, combine, merge_slices;
 };
 
@@ -537,10 +570,12 @@ template <int D> kernel_ref ref_of(sw_dtype dt)
     using TR = traits<D>;
     kernel_ref k;
     if (dt == SW_DTYPE_BF16) {
-        k.decode = (const void *)decode_kernel<D, bf16_t>;
+        k.decode = (const void *)decode_kernel<D, bf16_t, false>;
+        k.decode_inl = (const void *)decode_kernel<D, bf16_t, true>;
         k.merge = (const void *)merge_kernel<D, bf16_t>;
     } else {
-        k.decode = (const void *)decode_kernel<D, f16_t>;
+        k.decode = (const void *)decode_kernel<D, f16_t, false>;
+        k.decode_inl = (const void *)decode_kernel<D, f16_t, true>;
         k.merge = (const void *)merge_kernel<D, f16_t>;
     }
     k.max_nsw = TR::NSW_MAX;
@@ -586,10 +621,10 @@ sw_status choose_stages(const kernel_ref &k, int dev, int *nsw, int *smem)
                    "memory per block, too few", dev, optin);
 }
 
-/* The dynamic shared memory size last set on each decode kernel, per
- * device (0: never). */
+/* The dynamic shared memory size last set on each decode kernel (head
+ * dim x dtype x inline plan), per device (0: never). */
 constexpr int SMEM_SET_DEVICES = 64;
-std::atomic<int> smem_set[SMEM_SET_DEVICES][6];
+std::atomic<int> smem_set[SMEM_SET_DEVICES][12];
 
 } // namespace sw_paged
 
@@ -607,8 +642,12 @@ extern "C" sw_status sw_cuda_paged_decode_config(int32_t device, int32_t head_di
     SW_CUDA_CHECK(cudaGetDevice(&old));
     SW_CUDA_CHECK(cudaSetDevice(device));
     sw_status st = choose_stages(k, device, &nsw, &smem);
-    if (st == SW_OK && cudaFuncSetAttribute(k.decode, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            smem) != cudaSuccess)
+    /* (both forms: this loads them, where CUDA loads kernels lazily) */
+    if (st == SW_OK && (cudaFuncSetAttribute(k.decode, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             smem) != cudaSuccess ||
+                        cudaFuncSetAttribute(k.decode_inl,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             smem) != cudaSuccess))
         st = sw_fail(SW_STATUS_CUDA, "cudaFuncSetAttribute: %s", cudaGetErrorString(cudaGetLastError()));
     if (st == SW_OK && cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, k.decode, NT,
                                                                      (size_t)smem) != cudaSuccess)
@@ -634,19 +673,31 @@ extern "C" sw_status sw_cuda_paged_decode_launch(const sw_cuda_paged_args *a, vo
     int dev = 0, nsw = 0, smem = 0;
     SW_CUDA_CHECK(cudaGetDevice(&dev));
     SW_TRY(choose_stages(k, dev, &nsw, &smem));
+    const int inl = a->inl != NULL;
+    if (inl && a->num_merges > 0 && !a->merge_count)
+        return sw_fail(SW_STATUS_INVALID, "paged CUDA decode: a plan in the launch's parameters "
+                       "needs the fused merge (merge_count)");
+    if (inl && sw_decode_inline_words(a->batch, a->num_items, a->num_merges) >
+                   SW_DECODE_INLINE_WORDS)
+        return sw_fail(SW_STATUS_INVALID, "paged CUDA decode: a plan of %d items and %d merges "
+                       "over %d requests is too large for the launch's parameters",
+                       (int)a->num_items, (int)a->num_merges, (int)a->batch);
+    const void *kern = inl ? k.decode_inl : k.decode;
     /* once per kernel, device and size (a host cost per call otherwise) */
-    const int slot = (a->head_dim == 64 ? 0 : a->head_dim == 128 ? 1 : 2) * 2 +
-                     (a->dtype == SW_DTYPE_BF16);
+    const int slot = ((a->head_dim == 64 ? 0 : a->head_dim == 128 ? 1 : 2) * 2 +
+                      (a->dtype == SW_DTYPE_BF16)) * 2 + inl;
     if (dev >= SMEM_SET_DEVICES || smem_set[dev][slot].load(std::memory_order_relaxed) != smem) {
-        SW_CUDA_CHECK(cudaFuncSetAttribute(k.decode, cudaFuncAttributeMaxDynamicSharedMemorySize,
+        SW_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            smem));
         if (dev < SMEM_SET_DEVICES)
             smem_set[dev][slot].store(smem, std::memory_order_relaxed);
     }
     sw_cuda_paged_args args = *a;
+    args.inl = NULL;
     if (a->num_items > 0) {
-        void *p[] = {&args, &nsw};
-        SW_CUDA_CHECK(cudaLaunchKernel(k.decode, dim3((unsigned)a->num_items), dim3(NT), p,
+        no_inline none = {0};
+        void *p[] = {&args, &nsw, inl ? (void *)a->inl : (void *)&none};
+        SW_CUDA_CHECK(cudaLaunchKernel(kern, dim3((unsigned)a->num_items), dim3(NT), p,
                                        (size_t)smem, (cudaStream_t)stream));
     }
     if (a->num_merges > 0 && !a->merge_count) {
