@@ -15,7 +15,9 @@
  * its counters reused call after call; then read through the pool view,
  * sw_swap_get_pool_view + sw_swap_resident_slots, bit for bit), a pool
  * too small for the blocks (the tile loop
- * takes the call, same result), and the stats that say which path ran.
+ * takes the call, same result), and the stats that say which path ran
+ * (and, for the default engine, that a settled layer's plan went in the
+ * launch).
  * Error path: host memory for q with a device pool. Exit 77 (skipped)
  * without CUDA or a GPU. */
 #include "test_swap_util.h"
@@ -23,6 +25,8 @@
 #include "core/sw_core.h"
 
 #ifdef SW_HAVE_CUDA
+#include "swap/dev_internal.h"
+
 #include <cuda_runtime.h>
 
 enum { L = 2, H = 2, HQ = 8, D = 128, B = 16, LEN0 = 16 * 7 + 5, SHORT = 40, LONG = 16 * 75 + 9,
@@ -166,6 +170,20 @@ static uint64_t resident_attends(const sw_swap *s)
     return st.resident_attends;
 }
 
+/* Resident calls whose plan went in the decode launch's parameters. */
+static uint64_t inline_calls(const sw_swap *s)
+{
+    return s->dev ? s->dev->fast.inline_calls : 0;
+}
+
+/* Whether layer l of sequence id is settled (its device page table kept
+ * by write-through: the resident call reads none of its blocks). */
+static int settled(sw_swap *s, uint64_t id, int32_t l)
+{
+    const sw_swap_seq *q = sw_swap_find_seq(s, id);
+    return q && q->layers[l].res_ok;
+}
+
 static double worst_rel, worst_lse;
 
 enum { NE = 4 }; /* engines: fast, slow, small pool, fast with plans uploaded */
@@ -185,6 +203,10 @@ static void one_call(sw_swap *const *e, const uint64_t *ids, int32_t l, int64_t 
     static float o[NE][16 * HQ * D], lse[NE][16 * HQ];
     const size_t no = (size_t)ql * HQ * D, nl = (size_t)ql * HQ;
     const uint64_t before = resident_attends(e[0]), before3 = resident_attends(e[3]);
+    /* a settled layer's plan goes in the launch (an unsettled one's slots
+     * go up from the ring with it); never with resident_inline 0 */
+    const uint64_t inl0 = inline_calls(e[0]);
+    const int want_inline = want_fast && settled(e[0], ids[0], l);
     for (int k = 0; k < NE; k++) {
         CHECK_STATUS(attend(e[k], 1, &ids[k], &ql, l, causal, q, o[k], lse[k]), SW_OK);
         const double rel = rel_l2(o[k], ro, no), le = lse_err(lse[k], rl, nl);
@@ -203,16 +225,9 @@ static void one_call(sw_swap *const *e, const uint64_t *ids, int32_t l, int64_t 
     CHECK(sqrt(e2 / (r2 > 0 ? r2 : 1)) <= 1e-2);
     CHECK(resident_attends(e[0]) == before + (uint64_t)want_fast);
     CHECK(resident_attends(e[3]) == before3 + (uint64_t)want_fast);
+    CHECK(inline_calls(e[0]) == inl0 + (uint64_t)want_inline && inline_calls(e[3]) == 0);
     CHECK(resident_attends(e[1]) == 0 && resident_attends(e[2]) == 0);
     CHECK(!memcmp(o[3], o[0], sizeof(float) * no) && !memcmp(lse[3], lse[0], sizeof(float) * nl));
-}
-
-/* Whether layer l of sequence id is settled (its device page table kept
- * by write-through: the resident call reads none of its blocks). */
-static int settled(sw_swap *s, uint64_t id, int32_t l)
-{
-    const sw_swap_seq *q = sw_swap_find_seq(s, id);
-    return q && q->layers[l].res_ok;
 }
 
 /* One decode row of sequence id over `len` tokens of layer l against the

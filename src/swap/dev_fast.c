@@ -438,7 +438,7 @@ sw_status sw_swap_dev_fast_attend(sw_swap *s, const sw_swap_attend_params *p,
                     sw_decode_inline_words(batch, ni, nm) <= SW_DECODE_INLINE_WORDS &&
                     (f->inl || (f->inl = malloc(sizeof *f->inl)) != NULL);
     const int r = f->next;
-    sw_swap_dev_blob o;
+    sw_swap_dev_blob o = {0};
     int32_t *qo, *kv, *pi;
     void *items, *merges;
     if (inl) {
@@ -454,6 +454,7 @@ sw_status sw_swap_dev_fast_attend(sw_swap *s, const sw_swap_attend_params *p,
         items = w->w + w->items;
         merges = w->w + w->merges;
         a.inl = w; /* (copied by the launch) */
+        f->inline_calls++;
     } else {
         o = sw_swap_dev_blob_layout(batch, nre, ni, nm);
         SW_TRY(blob_get(d, r, o.bytes)); /* (px: the rebuilt layers' staging) */
@@ -483,7 +484,10 @@ sw_status sw_swap_dev_fast_attend(sw_swap *s, const sw_swap_attend_params *p,
         SW_TRY(sw_cuda_swap_stream_wait(stream, d->ev_done));
     if (d->offload_pending)
         SW_TRY(sw_cuda_swap_stream_wait(stream, d->ev_offload));
-    if (!inl) {
+    if (inl) {
+        /* (settles the batch's layers without blocks: nothing to copy) */
+        SW_TRY(sw_swap_dev_settle(s, p->layer, batch, seqs, NULL, stream));
+    } else {
         char *h = f->host[r], *dv = f->dev[r];
         /* (no item count: the grid is the items) */
         SW_TRY(sw_cuda_memcpy_h2d_async(dv, h, o.count, stream));

@@ -167,8 +167,9 @@ struct dev_fast {
     int32_t plan_batch;
     int64_t plan_n, plan_nm, plan_np;
     /* the words of a plan passed in the launch (tuning resident_inline;
-     * allocated at its first use) */
+     * allocated at its first use), and the calls that passed one */
     struct sw_decode_inline *inl;
+    uint64_t inline_calls;
 };
 
 typedef struct sw_swap_dev {
@@ -614,7 +615,7 @@ sw_status sw_swap_dev_tab_regions(sw_swap *s, int32_t layer, int32_t batch,
 int64_t sw_swap_dev_unsettled(int32_t layer, int32_t batch, sw_swap_seq *const *seqs);
 /* The batch's unsettled layers settled: their slots staged in px (pinned,
  * room for sw_swap_dev_unsettled entries, unchanged until the copies are
- * done) and copied into their arena regions (sw_swap_dev_tab_regions
+ * done; NULL when that is 0) and copied into their arena regions (sw_swap_dev_tab_regions
  * first) on `stream`. Every block of those layers must be resident. */
 sw_status sw_swap_dev_settle(sw_swap *s, int32_t layer, int32_t batch, sw_swap_seq *const *seqs,
                              int32_t *px, void *stream);

@@ -649,10 +649,17 @@ extern "C" sw_status sw_cuda_paged_decode_config(int32_t device, int32_t head_di
                                              cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              smem) != cudaSuccess))
         st = sw_fail(SW_STATUS_CUDA, "cudaFuncSetAttribute: %s", cudaGetErrorString(cudaGetLastError()));
-    if (st == SW_OK && cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, k.decode, NT,
-                                                                     (size_t)smem) != cudaSuccess)
+    /* the fewer CTAs an SM of the two forms (their registers differ) */
+    int blocks_inl = 0;
+    if (st == SW_OK &&
+        (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, k.decode, NT, (size_t)smem) !=
+             cudaSuccess ||
+         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_inl, k.decode_inl, NT,
+                                                       (size_t)smem) != cudaSuccess))
         st = sw_fail(SW_STATUS_CUDA, "cudaOccupancyMaxActiveBlocksPerMultiprocessor: %s",
                      cudaGetErrorString(cudaGetLastError()));
+    if (blocks_inl < blocks)
+        blocks = blocks_inl;
     if (st == SW_OK &&
         cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
         st = sw_fail(SW_STATUS_CUDA, "cudaDeviceGetAttribute: %s",
@@ -712,6 +719,8 @@ extern "C" sw_status sw_cuda_paged_decode_launch(const sw_cuda_paged_args *a, vo
 
 extern "C" sw_status sw_cuda_paged_gather_launch(const sw_cuda_paged_args *a, void *stream)
 {
+    if (a->inl)
+        return sw_fail(SW_STATUS_INVALID, "paged CUDA gather: the plan must be in device memory");
     if (a->total_kv <= 0)
         return SW_OK;
     int dev = 0, sms = 0;
