@@ -615,6 +615,17 @@ static int keeps_of(const row *R)
     return R->tune.kept_pct != 0 && R->tune.host_gather != 0;
 }
 
+/* 1 when a row's engines surely hold kept leases after a host-tier call:
+ * the caller leases a job's first blocks itself when it posts (land_first,
+ * with a landing), so its whole blocks are kept whatever the thread's
+ * timing. Elsewhere a tile may lease every block before the thread reaches
+ * it (those leases are released as before): the landing_small row did on
+ * the H200. */
+static int keeps_sure(const row *R)
+{
+    return keeps_of(R) && R->tune.landing_mb != 0 && R->tune.land_first != 0;
+}
+
 /* 1 when a row's engines land the next call's first blocks at a call's end
  * (the host-tier gather with a landing buffer). */
 static int aheads_of(const row *R)
@@ -693,14 +704,14 @@ static void test_host_gather(const row *R, sw_store *tier, sw_store *small, uint
          * next calls reuse them (still host-tier hits, no file read) and
          * stay exact */
         {
-            const int keeps = keeps_of(R);
+            const int keeps = keeps_of(R), sure = keeps_sure(R);
             /* (a block its tile leased before the thread came to it is
              * released as before; the release runs on the engine's thread
              * after the call: waited for before the counts are read) */
             const uint64_t whole = (uint64_t)(nb - 1) * 2 * sh.H;
             sw_swap_dev_quiesce(s);
             const uint64_t held = store_stats(tier).host_leased;
-            CHECK(keeps ? held > 0 && held <= whole : held == 0);
+            CHECK(keeps ? (held > 0 || !sure) && held <= whole : held == 0);
             for (int call = 0; call < 2; call++) {
                 const sw_store_stats k0 = store_stats(tier);
                 sw_swap_stats e0;
@@ -723,7 +734,8 @@ static void test_host_gather(const row *R, sw_store *tier, sw_store *small, uint
                  * their kept leases (every kept block misses the 8-slot
                  * pool but those it holds) */
                 const uint64_t visits = e1.kept_visits - e0.kept_visits;
-                CHECK(keeps ? visits > 0 && visits * 2 * sh.H <= k0.host_leased : visits == 0);
+                CHECK(keeps ? (visits > 0 || !sure) && visits * 2 * sh.H <= k0.host_leased
+                            : visits == 0);
                 printf("host gather, call %d again: rel_l2 %.2e, host hits +%llu, %llu block "
                        "visits through kept leases, %llu entries leased after it\n", call + 2,
                        relk, (unsigned long long)(k1.host_hits - k0.host_hits),
@@ -760,8 +772,10 @@ static void test_host_gather(const row *R, sw_store *tier, sw_store *small, uint
                 CHECK(ra >= 0 && ra <= 1e-2 && rz >= 0 && rz <= 1e-2 && ra2 >= 0 && ra2 <= 1e-2);
                 /* both keep their 12 whole blocks (4 stripes each) at most;
                  * after the rest, only the first's are left */
-                CHECK(l1 > l0 && l1 - l0 <= 2 * 12 * 2 * (uint64_t)sh.H);
-                CHECK(l2 >= l0 && l2 - l0 <= 12 * 2 * (uint64_t)sh.H && l2 < l1);
+                CHECK((l1 > l0 || !keeps_sure(R)) && l1 >= l0 &&
+                      l1 - l0 <= 2 * 12 * 2 * (uint64_t)sh.H);
+                CHECK(l2 >= l0 && l2 - l0 <= 12 * 2 * (uint64_t)sh.H &&
+                      (keeps_sure(R) ? l2 < l1 : l2 <= l1));
                 printf("host gather, idle release: %llu entries kept by two sequences, %llu "
                        "after one rested 500 ms\n", (unsigned long long)(l1 - l0),
                        (unsigned long long)(l2 - l0));
