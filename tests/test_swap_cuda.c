@@ -74,7 +74,8 @@ typedef struct variant {
 static const variant variants[] = {
     {"default", "prelease, copy-engine landing, direct tiles by landing launch, descriptors in "
      "place, run-aware eviction, split merges, whole blocks' leases kept from call to call, "
-     "the rest released by the thread", 48, -1, TD, TD, TD, TD, TD, TD, TD, TD, TD},
+     "the rest released by the thread, the next call's first blocks landed at a call's end", 48,
+     -1, TD, TD, TD, TD, TD, TD, TD, TD, TD},
     {"tickets", "host-tier hits read through the store's tickets (a tier CUDA cannot map): "
      "staged tiles, no prelease", 16, -1, 0, TD, TD, TD, TD, TD, TD, TD, TD},
     {"landing_small", "a 1 MiB landing that never grows (blocks past it read from the host "
@@ -92,8 +93,8 @@ static const variant variants[] = {
      -1, TD, TD, TD, TD, TD, 0, TD, TD, TD},
     {"released", "every host-tier lease released at its call's end (none kept, none taken for "
      "the next call)", 16, -1, TD, TD, TD, TD, TD, TD, TD, 0, 0},
-    {"ahead", "the next call's first blocks (16 MiB) leased and landed once a call has planned "
-     "its tiles, taken over by that call", 16, -1, TD, TD, TD, TD, TD, TD, TD, TD, 16},
+    {"no_ahead", "no landing ahead: the next call's blocks only from its own job", 16, -1, TD,
+     TD, TD, TD, TD, TD, TD, TD, 0},
 };
 #undef TD
 

@@ -65,7 +65,7 @@ static void test_decisions(void)
     CHECK(t.merge_chunks == 64);
     CHECK(t.landing_max_mb == 512 && t.land_gap_kb == 128);
     CHECK(t.keep_window == 1 && t.kept_pct == 75 && t.kept_idle_ms == 1000);
-    CHECK(t.land_ahead_mb == 0); /* (off until measured on a GPU) */
+    CHECK(t.land_ahead_mb == 16);
     /* production paths on, the diagnostic off */
     CHECK(t.timeline == 0 && t.host_gather == 1 && t.align_tiles == 1 && t.resident_fast == 1 &&
           t.resident_inline == 1);

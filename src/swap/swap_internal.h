@@ -229,8 +229,8 @@ typedef struct sw_swap_tuning {
      * batch's first sequence, the layer that followed this one last time)
      * are leased and their copies queued behind the call's own, so that
      * the copy engine runs on through the call's end and the next call's
-     * start; taken over by that call's job where still current (0 = none,
-     * the default until measured on a GPU; 16 in the tests' `ahead` row) */
+     * start; taken over by that call's job where still current (16; 0 =
+     * none, the tests' `no_ahead` row) */
     int32_t land_ahead_mb;
     /* device pool, resident path: 1 = a plan of at most
      * SW_DECODE_INLINE_WORDS words (offsets, items, merges: batch 16 x 32k
