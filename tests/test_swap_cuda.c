@@ -562,8 +562,10 @@ static void gather_seq(sw_swap *s, tsw_seq *q, const shape *sh, uint64_t ns, int
 
 /* Attend of ql rows over sequence 5 of s; rel L2 against the reference
  * (-1 when the call failed); o (host, ql x Hq x D) filled. */
-static double gather_attend_id(sw_swap *s, uint64_t id, const tsw_seq *q, const shape *sh,
-                               const uint16_t *qb, int32_t ql, uint16_t *o, sw_status *st_out)
+/* Causal attend of ql rows over sequence `id` of s: o (host, ql x Hq x D)
+ * and lse (ql x Hq) filled. */
+static sw_status gather_run_id(sw_swap *s, uint64_t id, const shape *sh, const uint16_t *qb,
+                               int32_t ql, uint16_t *o, float *lse)
 {
     int32_t qi[2] = {0, ql};
     sw_swap_attend_params p;
@@ -573,8 +575,14 @@ static double gather_attend_id(sw_swap *s, uint64_t id, const tsw_seq *q, const 
     p.q_indptr = qi;
     p.q = qb;
     p.causal = 1;
+    return dev_attend(s, &p, sh, ql, o, lse, NULL, NULL);
+}
+
+static double gather_attend_id(sw_swap *s, uint64_t id, const tsw_seq *q, const shape *sh,
+                               const uint16_t *qb, int32_t ql, uint16_t *o, sw_status *st_out)
+{
     float *lse = malloc(sizeof(float) * (size_t)ql * sh->Hq);
-    const sw_status st = dev_attend(s, &p, sh, ql, o, lse, NULL, NULL);
+    const sw_status st = gather_run_id(s, id, sh, qb, ql, o, lse);
     *st_out = st;
     double rel = -1;
     if (st == SW_OK) {
@@ -934,17 +942,8 @@ static void test_host_gather(const row *R, sw_store *tier, sw_store *small, uint
                 for (int which = 0; which < 2; which++) {
                     if (which == 1) /* query row 1, head 2 (kv head 0) */
                         qq[(1 * sh.Hq + 2) * sh.D + 7] = 0x7fc0;
-                    int32_t qi[2] = {0, ql};
-                    uint64_t id = 5;
-                    sw_swap_attend_params p;
-                    sw_swap_attend_params_init(&p);
-                    p.batch = 1;
-                    p.seq_ids = &id;
-                    p.q_indptr = qi;
-                    p.q = qq;
-                    p.causal = 1;
                     float lse[3 * 8];
-                    CHECK_STATUS(dev_attend(e, &p, &sh, ql, o1, lse, NULL, NULL), SW_OK);
+                    CHECK_STATUS(gather_run_id(e, 5, &sh, qq, ql, o1, lse), SW_OK);
                     int wrong = 0;
                     for (int tr = 0; tr < ql; tr++)
                         for (int h = 0; h < sh.Hq; h++) {

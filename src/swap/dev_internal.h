@@ -522,7 +522,7 @@ struct prelease {
     void *a_mark;               /* recorded on lstream before the ahead copies:
                                  * the end of the call's own (the verdict's sync) */
     int a_marked;
-    int32_t *succ, nlayers, prev_layer; /* per layer the layer attended next */
+    int32_t *succ, prev_layer; /* per layer (of the model's) the layer attended next */
 };
 
 #define PL_CH 16   /* blocks a store call */

@@ -182,9 +182,9 @@ static int kept_take(struct prelease *P, int32_t i, const sw_store_lease *lb)
 {
     const size_t spb = 2 * (size_t)P->H;
     const int32_t b = P->blk[i];
-    if (!P->kept || P->kept_stale || b >= P->kept_blocks ||
+    if (!P->kept || P->kept_stale || b >= P->kept_blocks || P->kept[(size_t)b * spb].ptr ||
         P->kept_n + (int64_t)spb > P->kept_lim)
-        return 0;
+        return 0; /* (a block kept already keeps its leases) */
     const sw_swap_blk *e = &P->q->layers[P->layer].blk[b];
     if (e->valid != P->bsize)
         return 0;
@@ -869,11 +869,10 @@ void sw_swap_dev_note_layer(sw_swap *s, int32_t layer)
         P->succ = malloc(sizeof *P->succ * (size_t)s->m.num_layers);
         if (!P->succ)
             return;
-        P->nlayers = s->m.num_layers;
-        for (int32_t l = 0; l < P->nlayers; l++)
+        for (int32_t l = 0; l < s->m.num_layers; l++)
             P->succ[l] = -1;
     }
-    if (P->prev_layer >= 0 && P->prev_layer < P->nlayers)
+    if (P->prev_layer >= 0 && P->prev_layer < s->m.num_layers)
         P->succ[P->prev_layer] = layer;
     P->prev_layer = layer;
 }
@@ -894,7 +893,7 @@ void sw_swap_dev_land_ahead(sw_swap *s, const sw_swap_attend_params *p, sw_swap_
 {
     struct prelease *P = s->dev ? s->dev->pl : NULL;
     if (!P || !P->land || !P->succ || s->tune.land_ahead_mb <= 0 || p->sparse_top_k > 0 ||
-        p->layer < 0 || p->layer >= P->nlayers)
+        p->layer < 0 || p->layer >= s->m.num_layers)
         return;
     const int32_t layer = P->succ[p->layer];
     int32_t bi = 0;
@@ -1126,14 +1125,8 @@ static void ahead_take(sw_swap *s, struct prelease *P, const sw_swap_seq *q, int
         const int32_t i = b < L->nblocks ? P->pos[b] : -1;
         const int take = P->a_ev_of[j] >= 0 && i >= 0 && ahead_current(P, &L->blk[b], l);
         /* a block taken over on leases of the ahead's own stays with its
-         * layer as a kept block would (kept_take's rules) */
-        const int keep = take && !P->a_kept[j] && P->kept && !P->kept_stale &&
-                         b < P->kept_blocks && !P->kept[(size_t)b * spb].ptr &&
-                         P->kept_n + (int64_t)spb <= P->kept_lim;
-        if (keep) {
-            memcpy(&P->kept[(size_t)b * spb], l, sizeof *l * spb);
-            P->kept_n += (int64_t)spb;
-        }
+         * layer as a kept block would */
+        const int keep = take && !P->a_kept[j] && kept_take(P, i, l);
         for (size_t x = 0; x < spb && !P->a_kept[j] && !keep; x++)
             if (l[x].ptr)
                 P->ent[P->nent++] = l[x].entry;
@@ -1233,6 +1226,8 @@ sw_status sw_swap_dev_prelease(sw_swap *s, sw_swap_seq *q, int32_t layer,
     sw_swap_land_offsets(blocks, n, P->land_gap, P->loff);
     P->ns = q->ns;
     P->bbase = q->block_base;
+    P->q = q; /* (for kept_take; the job is posted below) */
+    P->layer = layer;
     ahead_take(s, P, q, layer); /* (its events reserved before the job's) */
     /* landing room for the job's first blocks (what is left of the call's),
      * and an event per landing launch (at most nl / PL_CH + 2); job_nland
@@ -1262,8 +1257,6 @@ sw_status sw_swap_dev_prelease(sw_swap *s, sw_swap_seq *q, int32_t layer,
             P->ljob_nev = nev;
         }
     }
-    P->q = q;
-    P->layer = layer;
     P->n = n;
     P->nblk = L->nblocks;
     atomic_store(&P->cancel, 0);
