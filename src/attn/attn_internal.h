@@ -228,6 +228,10 @@ typedef struct sw_cuda_gather_args {
                                          * last tile; its tile j has tile_base + (n - 1 - j) */
     int32_t *tile_done;                 /* device [num_tiles + 2], 0 on entry: pieces copied
                                          * a tile, then the gatherers done and their claims */
+    int32_t bulk;                       /* 1: a piece's K rows (and its V rows) lie in one
+                                         * page, contiguous, at most SW_GATHER_BULK_BYTES,
+                                         * 16-byte aligned: the Hopper kernel's gatherers copy
+                                         * them by bulk copies through shared memory */
 } sw_cuda_gather_args;
 
 /* Launch-time arguments of the portable kernel. All pointers are device
@@ -374,6 +378,7 @@ static inline int32_t sw_hopper_tile_n(int32_t head_dim, int32_t wide)
 /* Keys of one piece of the Hopper kernel's own gather: the first tile the
  * items read is copied by tile_n / 4 warps at once. */
 #define SW_GATHER_PIECE_KEYS 4
+#define SW_GATHER_BULK_BYTES 8192 /* a bulk gatherer's K or V staging slot */
 
 /* Plans the CUDA run of a checked table (p->device is made current):
  * decode = sw_paged_decode_fits(...) picks the path. Not decode: with

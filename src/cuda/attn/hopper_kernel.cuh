@@ -72,9 +72,14 @@ template <> struct wg_type<f16_t> { using type = wg_f16; };
 #define SW_HOPPER_WIDE_KST 3
 #endif
 
-template <int D, bool WIDE = false> struct traits {
+/* PAGED: the kernel of paged K/V whose pieces the gatherers copy by bulk
+ * copies (sw_cuda_gather_args.bulk): STAGE bytes of shared memory for them,
+ * taken at d128 and d256 from one K stage. */
+template <int D, bool WIDE = false, bool PAGED = false> struct traits {
     static_assert(!WIDE || D == 128, "wide K/V tiles exist for d128 only");
+    static_assert(!(WIDE && PAGED), "no wide kernel over paged K/V");
     static constexpr int HEAD_DIM = D;
+    static constexpr bool BULK_GATHER = PAGED;
     /* Consumer warpgroups, 64 query rows each. d64 (v9): three, as
      * FlashAttention-3 does there: a d64 step has half the products of d128
      * for the same softmax, and a third warpgroup gives the tensor cores
@@ -89,7 +94,7 @@ template <int D, bool WIDE = false> struct traits {
     /* the wide kernel: 3 K stages and one Q buffer (its batches are long
      * requests: one Q load per ~100 tiles), 1.5% ahead of 2 K + 2 Q on
      * 1x16k (SW_HOPPER_WIDE_KST=2, docs/perf/prefill.md v10) */
-    static constexpr int K_ST = WIDE ? SW_HOPPER_WIDE_KST : 3;
+    static constexpr int K_ST = WIDE ? SW_HOPPER_WIDE_KST : PAGED && D != 64 ? 2 : 3;
     static constexpr int V_ST = D == 64 ? 3 : 2;
     static constexpr int CH = D / 64;              /* 128-byte chunks per row */
     static constexpr int Q_BYTES = BM * D * 2;
@@ -99,7 +104,10 @@ template <int D, bool WIDE = false> struct traits {
     static constexpr int NT = 128 * (NCW + 1);
     static constexpr int CONSUMERS = 128 * NCW;
     /* barriers and the two item slots after the tiles; 1024 of alignment slack */
-    static constexpr int BAR_BYTES = 384;
+    static constexpr int BAR_BYTES = PAGED ? 512 : 384;
+    /* the bulk gatherers' staging: two warps x (K, V) x SW_GATHER_BULK_BYTES,
+     * 128-byte aligned after the barrier block */
+    static constexpr int STAGE = PAGED ? 2 * 2 * SW_GATHER_BULK_BYTES : 0;
     /* Q double buffered where it fits (d64, d128): the next item's Q loads
      * while this one computes. */
     static constexpr int Q_BUFS = D == 256 || (WIDE && K_ST > 2) ? 1 : 2;
@@ -109,7 +117,8 @@ template <int D, bool WIDE = false> struct traits {
     static constexpr int PRODUCER_REGS = D == 128 && !WIDE ? 40 : D == 64 ? 32 : 24;
     static constexpr int CONSUMER_REGS = D == 256 || WIDE ? 240 : D == 128 ? 232 : 160;
     static_assert(128 * PRODUCER_REGS + CONSUMERS * CONSUMER_REGS <= 65536, "register file");
-    static constexpr int SMEM = 1024 + Q_BUFS * Q_BYTES + (K_ST + V_ST) * KV_BYTES + BAR_BYTES;
+    static constexpr int SMEM =
+        1024 + Q_BUFS * Q_BYTES + (K_ST + V_ST) * KV_BYTES + BAR_BYTES + (PAGED ? 128 + STAGE : 0);
     static_assert(SMEM <= 227 * 1024, "over sm_90's 227 KB of shared memory per block");
     static_assert(K_ST <= 4 && V_ST <= 4, "the barrier block holds 4 stages per ring");
 };
@@ -125,7 +134,8 @@ enum {
     B_V_FULL = 128,
     B_V_EMPTY = 160,
     B_V_READY = 192,
-    B_SLOTS = 256       /* item_slot[2] */
+    B_SLOTS = 256,      /* item_slot[2] */
+    B_GATHER = 384      /* PAGED: the bulk gatherers' K and V barriers, 2 a warp */
 };
 
 /* A claimed item as the producer publishes it (slot n & 1 for the n-th item):
@@ -300,6 +310,76 @@ __device__ __forceinline__ void gatherer(const sw_cuda_prefill_args &a, int lane
     __syncwarp();
     if (lane == 0)
         release_add(g.tile_done + g.num_tiles, 1);
+}
+
+/* The gatherers of a run whose pieces are bulk-copyable (gather.bulk: a
+ * piece's K rows, and its V rows, contiguous in one page, at most
+ * SW_GATHER_BULK_BYTES): lane 0 of each copies a piece's K and V through
+ * its two staging slots of shared memory by bulk copies (global -> shared
+ * on an mbarrier, then shared -> global in a bulk group), no registers
+ * holding the rows. Claims as gatherer(). Its pieces overlap: the next
+ * piece's loads go out before the previous piece's stores are waited for
+ * and counted (a release after the async proxy's writes are complete and
+ * fenced); the slots are reloaded only once those stores have read them.
+ * `w` is the gatherer's index (0, 1), `stage` the staging base. */
+template <class TR>
+__device__ __forceinline__ void gatherer_bulk(const sw_cuda_prefill_args &a, int lane, int w,
+                                              uint32_t stage, uint32_t bars)
+{
+    if (lane != 0)
+        return;
+    const sw_cuda_gather_args &g = a.gather;
+    const int64_t row = (int64_t)a.num_kv_heads * TR::HEAD_DIM * 2;
+    const int ppt = g.tile_keys / g.piece_keys, total = g.num_tiles * ppt;
+    int *claims = g.tile_done + g.num_tiles + 1;
+    const uint32_t sk = stage + (uint32_t)(w * 2 * SW_GATHER_BULK_BYTES);
+    const uint32_t sv = sk + SW_GATHER_BULK_BYTES;
+    const uint32_t bk = bars + B_GATHER + 16 * w, bv = bk + 8;
+    uint32_t ph = 0;
+    int prev = -1; /* the tile of the piece whose stores are in flight */
+    auto count_prev = [&]() {
+        if (prev < 0)
+            return;
+        bulk_wait<0>();
+        fence_proxy_async_global();
+        release_add(g.tile_done + prev, 1);
+        prev = -1;
+    };
+    int p = atomicAdd(claims, 1);
+    while (p < total) {
+        const int next = atomicAdd(claims, 1);
+        const int t = p / ppt, k0 = (p - t * ppt) * g.piece_keys;
+        const sw_gather_tile tl = g.tiles[t];
+        const int nk = min(g.piece_keys, tl.keys - k0);
+        if (nk <= 0) {
+            release_add(g.tile_done + t, 1); /* past the tile's keys: nothing to copy */
+        } else {
+            const int tok = tl.tok0 + k0;
+            const int pg = __ldg(g.page_indices + tl.pbase +
+                                 (g.ps_log2 >= 0 ? tok >> g.ps_log2 : tok / g.page_size));
+            const int in = g.ps_log2 >= 0 ? tok & (g.page_size - 1) : tok % g.page_size;
+            const char *ks = (const char *)g.k_pool + ((int64_t)pg * g.k_page + (int64_t)in * g.k_tok) * 2;
+            const char *vs = (const char *)g.v_pool + ((int64_t)pg * g.v_page + (int64_t)in * g.v_tok) * 2;
+            const int64_t drow = (int64_t)(tl.row0 + k0) * row;
+            const uint32_t bytes = (uint32_t)(nk * row);
+            bulk_wait_read<0>(); /* the previous piece's stores are done with the slots */
+            mbar_arrive_tx(bk, bytes);
+            bulk_g2s(sk, ks, bytes, bk);
+            mbar_arrive_tx(bv, bytes);
+            bulk_g2s(sv, vs, bytes, bv);
+            count_prev();
+            mbar_wait(bk, ph);
+            bulk_s2g((char *)g.k_dense + drow, sk, bytes);
+            mbar_wait(bv, ph);
+            bulk_s2g((char *)g.v_dense + drow, sv, bytes);
+            bulk_commit();
+            ph ^= 1;
+            prev = t;
+        }
+        p = next;
+    }
+    count_prev();
+    release_add(g.tile_done + g.num_tiles, 1);
 }
 
 /* The V fixer (one warp): follows the same tiles as the producer; once a V
@@ -859,15 +939,15 @@ __device__ __forceinline__ void consumer(const sw_cuda_prefill_args &a, uint32_t
         turn_wait<TR::NCW>(cw); /* the hand-off the last warpgroup made after its last turn */
 }
 
-template <int D, class T, bool CAUSAL, bool WIDE>
-__global__ void __launch_bounds__(traits<D, WIDE>::NT, 1)
+template <int D, class T, bool CAUSAL, bool WIDE, bool PAGED = false>
+__global__ void __launch_bounds__(traits<D, WIDE, PAGED>::NT, 1)
     prefill_kernel(const __grid_constant__ CUtensorMap tm_q1,
                    const __grid_constant__ CUtensorMap tm_qg,
                    const __grid_constant__ CUtensorMap tm_k,
                    const __grid_constant__ CUtensorMap tm_v, const sw_cuda_prefill_args a)
 {
 #ifdef SW_HOPPER_ARCH
-    using TR = traits<D, WIDE>;
+    using TR = traits<D, WIDE, PAGED>;
     extern __shared__ unsigned char smem_raw[];
     const uint32_t raw = smem_addr(smem_raw);
     const uint32_t sQ = (raw + 1023u) & ~1023u;
@@ -894,6 +974,9 @@ __global__ void __launch_bounds__(traits<D, WIDE>::NT, 1)
             mbar_init(bars + B_V_EMPTY + 8 * i, TR::CONSUMERS);
             mbar_init(bars + B_V_READY + 8 * i, 1);
         }
+        if constexpr (TR::BULK_GATHER)
+            for (int i = 0; i < 4; ++i)
+                mbar_init(bars + B_GATHER + 8 * i, 1); /* each phase: one arrival + the bytes */
         mbar_init_fence();
     }
     __syncthreads();
@@ -904,8 +987,13 @@ __global__ void __launch_bounds__(traits<D, WIDE>::NT, 1)
             producer<TR, CAUSAL>(&tm_q1, &tm_qg, &tm_k, &tm_v, a, sQ, sK, sV, bars, slots);
         else if (threadIdx.x >= 32 && threadIdx.x < 64)
             v_fixer<TR, CAUSAL>(a, bars, slots, smem_raw + (sV - raw), threadIdx.x & 31);
-        else if (threadIdx.x >= 64 && a.gather.num_tiles > 0)
-            gatherer<TR>(a, threadIdx.x & 31);
+        else if (threadIdx.x >= 64 && a.gather.num_tiles > 0) {
+            if constexpr (TR::BULK_GATHER)
+                gatherer_bulk<TR>(a, threadIdx.x & 31, (threadIdx.x >> 5) - 2,
+                                  (bars + TR::BAR_BYTES + 127u) & ~127u, bars);
+            else
+                gatherer<TR>(a, threadIdx.x & 31);
+        }
     } else {
         regs_alloc<TR::CONSUMER_REGS>();
         consumer<TR, T, CAUSAL>(a, sQ, sK, sV, bars, slots);

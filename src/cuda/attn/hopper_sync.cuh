@@ -90,6 +90,53 @@ __device__ __forceinline__ void tma_load_4d(uint32_t dst, const CUtensorMap *map
 #endif
 }
 
+/* Bulk (non-tensor) copies: `bytes` (a multiple of 16, both ends 16-byte
+ * aligned) global -> shared completing on `bar`, and shared -> global in
+ * this thread's bulk group; commit closes the group, wait_read<N> waits
+ * until at most N groups still read shared memory, wait<N> until at most N
+ * are incomplete (their writes done). */
+__device__ __forceinline__ void bulk_g2s(uint32_t dst, const void *src, uint32_t bytes,
+                                         uint32_t bar)
+{
+#ifdef SW_HOPPER_ARCH
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
+                 " [%0], [%1], %2, [%3];" ::"r"(dst),
+                 "l"((uint64_t)__cvta_generic_to_global(src)), "r"(bytes), "r"(bar)
+                 : "memory");
+#endif
+}
+
+__device__ __forceinline__ void bulk_s2g(void *dst, uint32_t src, uint32_t bytes)
+{
+#ifdef SW_HOPPER_ARCH
+    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(
+                     (uint64_t)__cvta_generic_to_global(dst)),
+                 "r"(src), "r"(bytes)
+                 : "memory");
+#endif
+}
+
+__device__ __forceinline__ void bulk_commit()
+{
+#ifdef SW_HOPPER_ARCH
+    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+#endif
+}
+
+template <int N> __device__ __forceinline__ void bulk_wait_read()
+{
+#ifdef SW_HOPPER_ARCH
+    asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
+#endif
+}
+
+template <int N> __device__ __forceinline__ void bulk_wait()
+{
+#ifdef SW_HOPPER_ARCH
+    asm volatile("cp.async.bulk.wait_group %0;" ::"n"(N) : "memory");
+#endif
+}
+
 __device__ __forceinline__ void tma_prefetch_desc(const CUtensorMap *map)
 {
 #ifdef SW_HOPPER_ARCH

@@ -46,18 +46,21 @@ sw_status get_encode(PFN_cuTensorMapEncodeTiled_v12000 *out)
     return SW_OK;
 }
 
-sw_status get_kernel(int32_t head_dim, sw_dtype dtype, int causal, int wide,
+sw_status get_kernel(int32_t head_dim, sw_dtype dtype, int causal, int wide, int paged,
                      sw_hopper_kernel *k, int *index)
 {
     int ok = 0, slot = 0;
     switch (head_dim) {
-    case 64: ok = sw_hopper_kernel_d64(dtype, causal, 0, k); slot = 0; break;
+    case 64: ok = sw_hopper_kernel_d64(dtype, causal, 0, paged, k); slot = paged ? 4 : 0; break;
     case 128:
-        wide = wide && !causal; /* the only wide kernel */
-        ok = sw_hopper_kernel_d128(dtype, causal, wide, k);
-        slot = wide ? 3 : 1;
+        wide = wide && !causal && !paged; /* the only wide kernel */
+        ok = sw_hopper_kernel_d128(dtype, causal, wide, paged, k);
+        slot = paged ? 5 : wide ? 3 : 1;
         break;
-    case 256: ok = sw_hopper_kernel_d256(dtype, causal, 0, k); slot = 2; break;
+    case 256:
+        ok = sw_hopper_kernel_d256(dtype, causal, 0, paged, k);
+        slot = paged ? 6 : 2;
+        break;
     default: break;
     }
     if (!ok)
@@ -87,11 +90,11 @@ sw_status device_state(int dev, dev_state **out)
 }
 
 /* The kernel for this problem on `dev` (current), its smem limit raised. */
-sw_status select(int dev, int32_t head_dim, sw_dtype dtype, int causal, int wide,
+sw_status select(int dev, int32_t head_dim, sw_dtype dtype, int causal, int wide, int paged,
                  sw_hopper_kernel *k)
 {
 #ifndef SW_HAVE_SM90A
-    (void)dev; (void)head_dim; (void)dtype; (void)causal; (void)wide; (void)k;
+    (void)dev; (void)head_dim; (void)dtype; (void)causal; (void)wide; (void)paged; (void)k;
     return sw_fail(SW_STATUS_UNSUPPORTED,
                    "Hopper CUDA prefill: this build does not target sm_90a (SPILLWAY_CUDA_ARCHS)");
 #else
@@ -101,7 +104,7 @@ sw_status select(int dev, int32_t head_dim, sw_dtype dtype, int causal, int wide
     if (__atomic_load_n(&s->checked, __ATOMIC_ACQUIRE) != 1)
         return sw_fail(SW_STATUS_UNSUPPORTED,
                        "Hopper CUDA prefill: device %d is not compute capability 9.0", dev);
-    SW_TRY(get_kernel(head_dim, dtype, causal, wide, k, &index));
+    SW_TRY(get_kernel(head_dim, dtype, causal, wide, paged, k, &index));
     const unsigned bit = 1u << index;
     if (!(__atomic_load_n(&s->prepared, __ATOMIC_RELAXED) & bit)) {
         int optin = 0;
@@ -165,13 +168,17 @@ extern "C" sw_status sw_cuda_prefill_hopper_config(int32_t device, int32_t head_
     SW_CUDA_CHECK(cudaSetDevice(device));
     sw_status st = SW_OK;
     int tm = 0;
-    /* every kernel a plan may choose: causal, non-causal, and at d128 the
-     * wide non-causal one (its shared memory is checked here, not at the
-     * first run) */
+    /* every kernel a plan may choose: causal, non-causal, at d128 the wide
+     * non-causal one, and both over bulk-gathered paged K/V (their shared
+     * memory is checked here, not at the first run) */
     for (int v = 0; v < (head_dim == 128 ? 3 : 2) && st == SW_OK; ++v) {
         sw_hopper_kernel k;
-        st = select(device, head_dim, dtype, v == 1, v == 2, &k);
+        st = select(device, head_dim, dtype, v == 1, v == 2, 0, &k);
         tm = k.tile_m;
+    }
+    for (int c = 0; c < 2 && st == SW_OK; ++c) {
+        sw_hopper_kernel k;
+        st = select(device, head_dim, dtype, c, 0, 1, &k);
     }
     (void)cudaSetDevice(old);
     if (st != SW_OK)
@@ -188,7 +195,10 @@ extern "C" sw_status sw_cuda_prefill_hopper_launch(const sw_cuda_prefill_args *a
     int dev = 0;
     SW_CUDA_CHECK(cudaGetDevice(&dev));
     sw_hopper_kernel k;
-    SW_TRY(select(dev, a->head_dim, a->dtype, a->causal, a->wide_kv, &k));
+    /* paged K/V whose pieces bulk copies can move: the kernel with staging
+     * for them (a gather is never planned for the wide kernel's tiles) */
+    const int paged = a->gather.num_tiles > 0 && a->gather.bulk;
+    SW_TRY(select(dev, a->head_dim, a->dtype, a->causal, a->wide_kv, paged, &k));
     if (a->gather.num_tiles > 0 &&
         (a->gather.tile_keys != k.tile_n || a->gather.piece_keys <= 0 ||
          a->gather.tile_keys % a->gather.piece_keys != 0))
