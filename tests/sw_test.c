@@ -76,6 +76,40 @@ static int32_t pick_len(sw_rng *r, int32_t max_len)
     return sw_rng_int(r, 1, max_len);
 }
 
+/* The rest of a case once its parameters and lengths are set: buffers,
+ * strides (padded rows when `strided`), random Q/K/V from r, its name. */
+static void case_fill(sw_case *c, sw_rng *r, uint64_t seed, int index, sw_dtype dtype, int strided)
+{
+    const sw_prefill_params *p = &c->params;
+    c->total_q = c->qo_indptr[c->batch];
+    c->total_kv = c->kv_indptr[c->batch];
+    const int64_t dq = (int64_t)p->num_qo_heads * p->head_dim;
+    const int64_t dk = (int64_t)p->num_kv_heads * p->head_dim;
+    c->q_stride = dq + (strided ? 8 * sw_rng_int(r, 1, 4) : 0);
+    c->o_stride = dq + (strided ? 8 * sw_rng_int(r, 0, 4) : 0);
+    c->k_stride = dk + (strided ? 8 * sw_rng_int(r, 1, 4) : 0);
+    c->v_stride = c->k_stride;
+    const size_t es = sw_dtype_size(dtype);
+    c->q = sw_aligned_alloc(64, (size_t)(c->total_q * c->q_stride) * es + 64);
+    c->o = sw_aligned_alloc(64, (size_t)(c->total_q * c->o_stride) * es + 64);
+    c->k = sw_aligned_alloc(64, (size_t)(c->total_kv * c->k_stride) * es + 64);
+    c->v = sw_aligned_alloc(64, (size_t)(c->total_kv * c->v_stride) * es + 64);
+    c->lse = sw_aligned_alloc(64, (size_t)c->total_q * (size_t)p->num_qo_heads * sizeof(float) + 64);
+    fill(r, dtype, c->q, c->total_q, c->q_stride, dq);
+    fill(r, dtype, c->k, c->total_kv, c->k_stride, dk);
+    fill(r, dtype, c->v, c->total_kv, c->v_stride, dk);
+    int n = snprintf(c->name, sizeof c->name, "seed=%llu#%d %s d%d h%d/%d %s b%d",
+                     (unsigned long long)seed, index,
+                     dtype == SW_DTYPE_BF16 ? "bf16" : dtype == SW_DTYPE_F16 ? "f16" : "f32",
+                     p->head_dim, p->num_qo_heads, p->num_kv_heads,
+                     p->causal ? "causal" : "full", c->batch);
+    for (int32_t b = 0; b < c->batch && n < (int)sizeof c->name - 24; b++)
+        n += snprintf(c->name + n, sizeof c->name - (size_t)n, " %d/%d",
+                      c->qo_indptr[b + 1] - c->qo_indptr[b], c->kv_indptr[b + 1] - c->kv_indptr[b]);
+    if (strided && n < (int)sizeof c->name - 10)
+        snprintf(c->name + n, sizeof c->name - (size_t)n, " strided");
+}
+
 void sw_case_make(sw_case *c, uint64_t seed, int index, sw_dtype dtype, int32_t max_len)
 {
     memset(c, 0, sizeof *c);
@@ -109,34 +143,31 @@ void sw_case_make(sw_case *c, uint64_t seed, int index, sw_dtype dtype, int32_t 
         c->qo_indptr[b + 1] = c->qo_indptr[b] + ql;
         c->kv_indptr[b + 1] = c->kv_indptr[b] + kl;
     }
-    c->total_q = c->qo_indptr[c->batch];
-    c->total_kv = c->kv_indptr[c->batch];
-    const int64_t dq = (int64_t)p->num_qo_heads * p->head_dim;
-    const int64_t dk = (int64_t)p->num_kv_heads * p->head_dim;
-    int strided = sw_rng_uniform(&r) < 0.25;
-    c->q_stride = dq + (strided ? 8 * sw_rng_int(&r, 1, 4) : 0);
-    c->o_stride = dq + (strided ? 8 * sw_rng_int(&r, 0, 4) : 0);
-    c->k_stride = dk + (strided ? 8 * sw_rng_int(&r, 1, 4) : 0);
-    c->v_stride = c->k_stride;
-    const size_t es = sw_dtype_size(dtype);
-    c->q = sw_aligned_alloc(64, (size_t)(c->total_q * c->q_stride) * es + 64);
-    c->o = sw_aligned_alloc(64, (size_t)(c->total_q * c->o_stride) * es + 64);
-    c->k = sw_aligned_alloc(64, (size_t)(c->total_kv * c->k_stride) * es + 64);
-    c->v = sw_aligned_alloc(64, (size_t)(c->total_kv * c->v_stride) * es + 64);
-    c->lse = sw_aligned_alloc(64, (size_t)c->total_q * (size_t)p->num_qo_heads * sizeof(float) + 64);
-    fill(&r, dtype, c->q, c->total_q, c->q_stride, dq);
-    fill(&r, dtype, c->k, c->total_kv, c->k_stride, dk);
-    fill(&r, dtype, c->v, c->total_kv, c->v_stride, dk);
-    int n = snprintf(c->name, sizeof c->name, "seed=%llu#%d %s d%d h%d/%d %s b%d",
-                     (unsigned long long)seed, index,
-                     dtype == SW_DTYPE_BF16 ? "bf16" : dtype == SW_DTYPE_F16 ? "f16" : "f32",
-                     p->head_dim, p->num_qo_heads, p->num_kv_heads,
-                     p->causal ? "causal" : "full", c->batch);
-    for (int32_t b = 0; b < c->batch && n < (int)sizeof c->name - 24; b++)
-        n += snprintf(c->name + n, sizeof c->name - (size_t)n, " %d/%d",
-                      c->qo_indptr[b + 1] - c->qo_indptr[b], c->kv_indptr[b + 1] - c->kv_indptr[b]);
-    if (strided && n < (int)sizeof c->name - 10)
-        snprintf(c->name + n, sizeof c->name - (size_t)n, " strided");
+    case_fill(c, &r, seed, index, dtype, sw_rng_uniform(&r) < 0.25);
+}
+
+void sw_case_make_shape(sw_case *c, uint64_t seed, sw_dtype dtype, int32_t head_dim,
+                        int32_t num_kv_heads, int32_t group, int causal, int32_t batch,
+                        const int32_t *q_lens, const int32_t *kv_lens)
+{
+    memset(c, 0, sizeof *c);
+    sw_rng r = {seed};
+    c->seed = seed;
+    sw_prefill_params_init(&c->params);
+    sw_prefill_params *p = &c->params;
+    p->dtype = dtype;
+    p->head_dim = head_dim;
+    p->num_kv_heads = num_kv_heads;
+    p->num_qo_heads = num_kv_heads * group;
+    p->causal = causal;
+    c->batch = batch;
+    c->qo_indptr = calloc((size_t)batch + 1, sizeof(int32_t));
+    c->kv_indptr = calloc((size_t)batch + 1, sizeof(int32_t));
+    for (int32_t b = 0; b < batch; b++) {
+        c->qo_indptr[b + 1] = c->qo_indptr[b] + q_lens[b];
+        c->kv_indptr[b + 1] = c->kv_indptr[b] + kv_lens[b];
+    }
+    case_fill(c, &r, seed, -1, dtype, 0);
 }
 
 void sw_case_ramp(sw_case *c, int32_t period, double slope, int mix)

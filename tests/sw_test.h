@@ -64,6 +64,12 @@ typedef struct sw_case {
  * causal or not, q_len < kv_len (prefix) or not, strided rows sometimes.
  * max_len bounds each length (CPU reference cost). */
 void sw_case_make(sw_case *c, uint64_t seed, int index, sw_dtype dtype, int32_t max_len);
+/* A case of a fixed shape: batch requests of q_lens[b] query rows over
+ * kv_lens[b] keys (a causal request with more keys continues a cached
+ * prefix), dense rows, random Q/K/V from `seed`. */
+void sw_case_make_shape(sw_case *c, uint64_t seed, sw_dtype dtype, int32_t head_dim,
+                        int32_t num_kv_heads, int32_t group, int causal, int32_t batch,
+                        const int32_t *q_lens, const int32_t *kv_lens);
 void sw_case_free(sw_case *c);
 /* Adds slope x ((kv_len - 1 - j) mod period) to the scores of key j of each
  * request (natural-log units, after the softmax scale): key component 0

@@ -80,6 +80,37 @@ static int run_case(int index, sw_backend backend)
     return bad;
 }
 
+/* The serving benches' head shapes (32/8 and 16/16 heads, d128) over
+ * pages of 16, NHD, whole queries, one request continuing a cached prefix
+ * (sw_case_make draws at most 2 kv heads). */
+static int shape_case(int k)
+{
+    static const int32_t q_lens[3] = {300, 100, 17}, kv_lens[3] = {300, 260, 17};
+    sw_case c;
+    sw_case_make_shape(&c, 20261208 + (uint64_t)k, SW_DTYPE_BF16, 128, k ? 16 : 8, k ? 1 : 4, 1,
+                       3, q_lens, kv_lens);
+    sw_rng r = {9500 + (uint64_t)k};
+    pool p;
+    pool_make(&p, &c, &r, 16, SW_KV_NHD, k, 0, 1);
+    sw_case_poison(&c);
+    c.params.backend = SW_BACKEND_CPU;
+    sw_prefill_plan *pl = NULL;
+    sw_prefill_tensors t;
+    tensors_of(&t, &c, &p);
+    CHECK_STATUS(sw_prefill_plan_create_paged(&c.params, c.batch, c.qo_indptr, &p.kv, &pl), SW_OK);
+    int bad = 1;
+    if (pl && sw_prefill_run(pl, &t, NULL) == SW_OK) {
+        const sw_check ck = sw_case_check(&c, 3);
+        bad = ck.rel_l2 > 1.2e-2 || ck.unwritten || ck.lse_bad || ck.lse_max_abs > 1e-2;
+        fprintf(stderr, "%s shape %s: rel_l2=%.3g lse_err=%.3g\n", bad ? "FAIL" : "ok", c.name,
+                ck.rel_l2, ck.lse_max_abs);
+    }
+    sw_prefill_plan_destroy(pl);
+    pool_free(&p);
+    sw_case_free(&c);
+    return bad;
+}
+
 /* The append writes exactly the requests' rows: an empty pool filled by one
  * append from strided rows equals the pool the test scattered itself, byte
  * for byte (spare pages and padding untouched). */
@@ -399,6 +430,8 @@ int main(void)
         failed += run_case(i, SW_BACKEND_CPU);
     for (int i = 0; i < 16; i++, n++)
         failed += run_case(i, SW_BACKEND_CPU_REF);
+    for (int k = 0; k < 2; k++, n++)
+        failed += shape_case(k);
     for (int i = 0; i < 24; i++)
         test_append(i);
     test_append_shared();

@@ -90,6 +90,9 @@ static int32_t ps_override; /* a page size outside page_sizes[] when > 0 */
 
 /* Case `index` of the family (max_len bounds its lengths) on `backend`:
  * 0 when right. */
+static int run_on_pool(sw_case *cp, sw_rng *r, int32_t ps, sw_kv_layout layout, int fa,
+                       int padded, sw_backend backend, int ramp, int row_sample, cudaStream_t st);
+
 static int run_case(int index, sw_backend backend, int32_t max_len, int ramp, cudaStream_t st)
 {
     sw_case c;
@@ -103,8 +106,19 @@ static int run_case(int index, sw_backend backend, int32_t max_len, int ramp, cu
     const int32_t ps = ps_override > 0 ? ps_override : page_sizes[(index / 4) % 4];
     const sw_kv_layout layout = (index / 2) % 2 ? SW_KV_HND : SW_KV_NHD;
     const int fa = (index / 3) % 2, padded = (index / 5) % 2;
+    return run_on_pool(&c, &r, ps, layout, fa, padded, backend, ramp, 1, st);
+}
+
+/* Case c (freed here) over a pool of its keys (page size ps, shuffled
+ * pages), run on `backend` and checked against the fp64 reference (every
+ * row_sample-th row and head, the first and last of each request): 0 when
+ * right. */
+static int run_on_pool(sw_case *cp, sw_rng *r, int32_t ps, sw_kv_layout layout, int fa,
+                       int padded, sw_backend backend, int ramp, int row_sample, cudaStream_t st)
+{
+    sw_case c = *cp;
     pool p;
-    pool_make(&p, &c, &r, ps, layout, fa, padded, 1);
+    pool_make(&p, &c, r, ps, layout, fa, padded, 1);
     sw_case_poison(&c);
     c.params.backend = backend;
     const int decode = sw_paged_decode_fits(c.qo_indptr, c.batch,
@@ -134,7 +148,7 @@ static int run_case(int index, sw_backend backend, int32_t max_len, int ramp, cu
         CUDA_OK(cudaMemcpy(c.o, d.o, d.o_bytes - 64, cudaMemcpyDeviceToHost));
         CUDA_OK(cudaMemcpy(c.lse, d.lse, (size_t)c.total_q * c.params.num_qo_heads * 4,
                            cudaMemcpyDeviceToHost));
-        const sw_check ck = sw_case_check(&c, 1);
+        const sw_check ck = sw_case_check(&c, row_sample);
         bad = ck.rel_l2 > 1e-2 || ck.unwritten || ck.lse_bad || ck.lse_max_abs > 2e-2;
         if (bad || getenv("SW_TEST_VERBOSE"))
             fprintf(stderr, "%s %s page %d %s %s%s%s [%s, %s]: rel_l2=%.3g unwritten=%lld "
@@ -150,6 +164,23 @@ static int run_case(int index, sw_backend backend, int32_t max_len, int ramp, cu
     pool_free(&p);
     sw_case_free(&c);
     return bad;
+}
+
+/* Shapes of the serving benches, whose gather pieces reach the Hopper
+ * kernel's bulk-copy limit: 4 keys of 8 x 128 heads are 8 KiB (copied by
+ * bulk copies from an NHD pool of pages of 16 or 64), 16 x 128 are 16 KiB
+ * (the register gatherers); long requests with their whole queries, so that
+ * every gatherer copies many tiles, one continuing a cached prefix. */
+static int shape_case(int k, cudaStream_t st)
+{
+    static const int32_t q_lens[3] = {3000, 700, 129}, kv_lens[3] = {3000, 1800, 129};
+    const int32_t kvh = k % 2 ? 16 : 8, group = k % 2 ? 1 : 4;
+    const int32_t ps = k < 2 ? 16 : 64;
+    const sw_dtype dt = k == 1 ? SW_DTYPE_F16 : SW_DTYPE_BF16;
+    sw_case c;
+    sw_case_make_shape(&c, 20261207 + (uint64_t)k, dt, 128, kvh, group, 1, 3, q_lens, kv_lens);
+    sw_rng r = {5000 + (uint64_t)k};
+    return run_on_pool(&c, &r, ps, SW_KV_NHD, k == 3, 0, SW_BACKEND_CUDA, 0, 29, st);
 }
 
 /* A NaN over pages (sw_case_nan_put: a key in the middle, the first, the
@@ -413,6 +444,8 @@ int main(void)
         }
     for (int i = 0; i < 4; i++, n++)
         failed += graph_case(i, i < 2 ? 1 : 64, st);
+    for (int k = 0; k < 4; k++, n++)
+        failed += shape_case(k, st);
     /* a NaN key or query row: decode (short, and split and merged), q_len
      * <= 3, gather */
     for (int i = 0; i < 32; i++, n++)
