@@ -111,6 +111,63 @@ static int shape_case(int k)
     return bad;
 }
 
+/* The Hopper kernel's gatherers copy by bulk copies only where every
+ * piece (4 keys of a kv head row) is one contiguous run in one page, at
+ * most 8 KiB, 16-byte aligned, with the plain kernel's tiles. */
+static void test_bulk_choice(void)
+{
+    static _Alignas(64) char pool_mem[256];
+    sw_attn_problem pb;
+    memset(&pb, 0, sizeof pb);
+    pb.dtype = SW_DTYPE_BF16;
+    pb.k = pool_mem;
+    pb.v = pool_mem + 64;
+    sw_paged_table pt;
+    memset(&pt, 0, sizeof pt);
+    struct {
+        int32_t hkv, d, ps, padded, hnd, page_pad, wide, misaligned, want;
+    } cases[] = {
+        {8, 128, 16, 0, 0, 0, 0, 0, 1},  /* 4 x 8 x 128 x 2 = 8 KiB: the limit */
+        {16, 128, 16, 0, 0, 0, 0, 0, 0}, /* 16 KiB */
+        {2, 256, 64, 0, 0, 0, 0, 0, 1},
+        {1, 64, 48, 0, 0, 0, 0, 0, 1},   /* a page size that is no power of two */
+        {8, 128, 1, 0, 0, 0, 0, 0, 0},   /* pieces straddle pages */
+        {8, 128, 18, 0, 0, 0, 0, 0, 0},  /* not a multiple of 4 */
+        {8, 128, 16, 1, 0, 0, 0, 0, 0},  /* padded token rows */
+        {8, 128, 16, 0, 1, 0, 0, 0, 0},  /* HND: a piece is one run per head */
+        {4, 128, 16, 0, 0, 4, 0, 0, 0},  /* a page stride of 8 bytes past 16-byte alignment */
+        {8, 128, 16, 0, 0, 0, 1, 0, 0},  /* the wide kernel's tiles */
+        {8, 128, 16, 0, 0, 0, 0, 1, 0},  /* the pool itself misaligned */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const int64_t hd = cases[i].d, row = cases[i].hkv * hd;
+        pb.num_kv_heads = cases[i].hkv;
+        pb.head_dim = cases[i].d;
+        pb.k = pool_mem + (cases[i].misaligned ? 8 : 0);
+        pt.page_size = cases[i].ps;
+        sw_paged_strides st;
+        if (cases[i].hnd) {
+            st.head = (int64_t)cases[i].ps * hd;
+            st.token = hd;
+        } else {
+            st.head = hd;
+            st.token = row + (cases[i].padded ? 8 : 0);
+        }
+        st.page = st.token * cases[i].ps + cases[i].page_pad;
+        if (cases[i].hnd)
+            st.page = st.head * cases[i].hkv;
+        const int32_t tile = sw_hopper_tile_n(cases[i].d, cases[i].wide);
+        if (cases[i].wide && tile == sw_hopper_tile_n(cases[i].d, 0))
+            continue; /* no wide tiles at this head_dim */
+        const int32_t got = sw_paged_gather_bulk_ok(&pb, &pt, &st, &st, tile);
+        if (got != cases[i].want) {
+            fprintf(stderr, "bulk choice case %zu (h%d d%d page %d): %d, want %d\n", i,
+                    cases[i].hkv, cases[i].d, cases[i].ps, got, cases[i].want);
+            sw_test_failures++;
+        }
+    }
+}
+
 /* The append writes exactly the requests' rows: an empty pool filled by one
  * append from strided rows equals the pool the test scattered itself, byte
  * for byte (spare pages and padding untouched). */
@@ -424,6 +481,7 @@ static void test_refusals(void)
 int main(void)
 {
     test_refusals();
+    test_bulk_choice();
     int failed = 0, n = 0;
     const double t0 = sw_now_seconds();
     for (int i = 0; i < 64; i++, n++)

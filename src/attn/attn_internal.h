@@ -380,6 +380,15 @@ static inline int32_t sw_hopper_tile_n(int32_t head_dim, int32_t wide)
 #define SW_GATHER_PIECE_KEYS 4
 #define SW_GATHER_BULK_BYTES 8192 /* a bulk gatherer's K or V staging slot */
 
+/* 1 when every gather piece's K rows, and its V rows, are one contiguous
+ * run of at most SW_GATHER_BULK_BYTES in one page, 16-byte aligned (pools
+ * and page strides; the dense rows are checked by the run), and the tiles
+ * are the plain kernel's (not the wide one's): the Hopper kernel's bulk
+ * gatherers then copy them (sw_cuda_gather_args.bulk). Pure. */
+int32_t sw_paged_gather_bulk_ok(const sw_attn_problem *pb, const sw_paged_table *pt,
+                                const sw_paged_strides *ks, const sw_paged_strides *vs,
+                                int32_t tile_keys);
+
 /* Plans the CUDA run of a checked table (p->device is made current):
  * decode = sw_paged_decode_fits(...) picks the path. Not decode: with
  * tile_keys > 0 (the Hopper kernel's tile_n) the prefill kernel gathers the

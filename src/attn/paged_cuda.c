@@ -178,13 +178,9 @@ static int log2_exact(int32_t x)
     return -1;
 }
 
-/* 1 when every gather piece's K rows, and its V rows, are one contiguous
- * run of at most SW_GATHER_BULK_BYTES in one page, 16-byte aligned, and the
- * tiles are the plain kernel's (not the wide one's): the Hopper kernel's
- * bulk gatherers then copy them (sw_cuda_gather_args.bulk). */
-static int32_t gather_bulk_ok(const sw_attn_problem *pb, const sw_paged_table *pt,
-                              const sw_paged_strides *ks, const sw_paged_strides *vs,
-                              int32_t tile_keys)
+int32_t sw_paged_gather_bulk_ok(const sw_attn_problem *pb, const sw_paged_table *pt,
+                                const sw_paged_strides *ks, const sw_paged_strides *vs,
+                                int32_t tile_keys)
 {
     const int64_t hd = pb->head_dim, row = (int64_t)pb->num_kv_heads * hd;
     if (tile_keys != sw_hopper_tile_n(pb->head_dim, 0))
@@ -273,7 +269,7 @@ sw_status sw_paged_cuda_run(const sw_paged_cuda *pc, const sw_attn_problem *pb,
     gather->piece_keys = SW_GATHER_PIECE_KEYS;
     gather->tile_base = (const int32_t *)(dev_blob + pc->tbase_off);
     gather->tile_done = (int32_t *)(dev_blob + pc->tdone_off);
-    gather->bulk = gather_bulk_ok(pb, pt, ks, vs, pc->tile_keys) &&
+    gather->bulk = sw_paged_gather_bulk_ok(pb, pt, ks, vs, pc->tile_keys) &&
                    (uintptr_t)a.k_dense % 16 == 0 && (uintptr_t)a.v_dense % 16 == 0;
     return SW_OK;
 }
