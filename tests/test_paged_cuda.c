@@ -88,11 +88,11 @@ static void dev_poison(dev_paged *d, cudaStream_t st)
 static int n_decode, n_gather;
 static int32_t ps_override; /* a page size outside page_sizes[] when > 0 */
 
-/* Case `index` of the family (max_len bounds its lengths) on `backend`:
- * 0 when right. */
 static int run_on_pool(sw_case *cp, sw_rng *r, int32_t ps, sw_kv_layout layout, int fa,
                        int padded, sw_backend backend, int ramp, int row_sample, cudaStream_t st);
 
+/* Case `index` of the family (max_len bounds its lengths) on `backend`:
+ * 0 when right. */
 static int run_case(int index, sw_backend backend, int32_t max_len, int ramp, cudaStream_t st)
 {
     sw_case c;
