@@ -354,12 +354,9 @@ __device__ __forceinline__ void gatherer_bulk(const sw_cuda_prefill_args &a, int
         if (nk <= 0) {
             release_add(g.tile_done + t, 1); /* past the tile's keys: nothing to copy */
         } else {
-            const int tok = tl.tok0 + k0;
-            const int pg = __ldg(g.page_indices + tl.pbase +
-                                 (g.ps_log2 >= 0 ? tok >> g.ps_log2 : tok / g.page_size));
-            const int in = g.ps_log2 >= 0 ? tok & (g.page_size - 1) : tok % g.page_size;
-            const char *ks = (const char *)g.k_pool + ((int64_t)pg * g.k_page + (int64_t)in * g.k_tok) * 2;
-            const char *vs = (const char *)g.v_pool + ((int64_t)pg * g.v_page + (int64_t)in * g.v_tok) * 2;
+            int64_t ko, vo;
+            sw_gather::key_offsets(g, tl, tl.tok0 + k0, &ko, &vo);
+            const char *ks = (const char *)g.k_pool + ko, *vs = (const char *)g.v_pool + vo;
             const int64_t drow = (int64_t)(tl.row0 + k0) * row;
             const uint32_t bytes = (uint32_t)(nk * row);
             bulk_wait_read<0>(); /* the previous piece's stores are done with the slots */

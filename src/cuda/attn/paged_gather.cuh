@@ -49,6 +49,18 @@ __device__ __forceinline__ void prefetch_l2(const void *p, uint32_t bytes)
 #endif
 }
 
+/* Byte offsets in the K and V pools of token tok of tile tl's request
+ * (its pages from tl.pbase in the page list). */
+__device__ __forceinline__ void key_offsets(const sw_cuda_gather_args &g, const sw_gather_tile &tl,
+                                            int tok, int64_t *ko, int64_t *vo)
+{
+    const int pg = __ldg(g.page_indices + tl.pbase +
+                         (g.ps_log2 >= 0 ? tok >> g.ps_log2 : tok / g.page_size));
+    const int in_page = g.ps_log2 >= 0 ? tok & (g.page_size - 1) : tok % g.page_size;
+    *ko = ((int64_t)pg * g.k_page + (int64_t)in_page * g.k_tok) * 2;
+    *vo = ((int64_t)pg * g.v_page + (int64_t)in_page * g.v_tok) * 2;
+}
+
 /* Piece p of the list (tile p / ppt, its keys from (p mod ppt) x piece_keys)
  * by one warp: the keys' pages from one lookup a lane, every (key, head)
  * row of K and V asked of L2 at once (a bulk prefetch each: the copy
@@ -65,14 +77,8 @@ __device__ __forceinline__ int copy_piece(const sw_cuda_gather_args &g, int p, i
     const sw_gather_tile tl = g.tiles[t];
     const int nk = min(g.piece_keys, tl.keys - k0);
     int64_t ko = 0, vo = 0;
-    if (lane < nk) {
-        const int tok = tl.tok0 + k0 + lane;
-        const int pg = __ldg(g.page_indices + tl.pbase +
-                             (g.ps_log2 >= 0 ? tok >> g.ps_log2 : tok / g.page_size));
-        const int in_page = g.ps_log2 >= 0 ? tok & (g.page_size - 1) : tok % g.page_size;
-        ko = ((int64_t)pg * g.k_page + (int64_t)in_page * g.k_tok) * 2;
-        vo = ((int64_t)pg * g.v_page + (int64_t)in_page * g.v_tok) * 2;
-    }
+    if (lane < nk)
+        key_offsets(g, tl, tl.tok0 + k0 + lane, &ko, &vo);
     const int heads = per_key >> CPR_LOG2;
     for (int i0 = 0; i0 < g.piece_keys * heads * 2; i0 += 32) {
         const int i = i0 + lane, kk = min((i >> 1) / heads, max(nk - 1, 0));
