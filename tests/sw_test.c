@@ -78,9 +78,10 @@ static int32_t pick_len(sw_rng *r, int32_t max_len)
 
 /* The rest of a case once its parameters and lengths are set: buffers,
  * strides (padded rows when `strided`), random Q/K/V from r, its name. */
-static void case_fill(sw_case *c, sw_rng *r, uint64_t seed, int index, sw_dtype dtype, int strided)
+static void case_fill(sw_case *c, sw_rng *r, int index, int strided)
 {
     const sw_prefill_params *p = &c->params;
+    const sw_dtype dtype = p->dtype;
     c->total_q = c->qo_indptr[c->batch];
     c->total_kv = c->kv_indptr[c->batch];
     const int64_t dq = (int64_t)p->num_qo_heads * p->head_dim;
@@ -99,7 +100,7 @@ static void case_fill(sw_case *c, sw_rng *r, uint64_t seed, int index, sw_dtype 
     fill(r, dtype, c->k, c->total_kv, c->k_stride, dk);
     fill(r, dtype, c->v, c->total_kv, c->v_stride, dk);
     int n = snprintf(c->name, sizeof c->name, "seed=%llu#%d %s d%d h%d/%d %s b%d",
-                     (unsigned long long)seed, index,
+                     (unsigned long long)c->seed, index,
                      dtype == SW_DTYPE_BF16 ? "bf16" : dtype == SW_DTYPE_F16 ? "f16" : "f32",
                      p->head_dim, p->num_qo_heads, p->num_kv_heads,
                      p->causal ? "causal" : "full", c->batch);
@@ -143,7 +144,7 @@ void sw_case_make(sw_case *c, uint64_t seed, int index, sw_dtype dtype, int32_t 
         c->qo_indptr[b + 1] = c->qo_indptr[b] + ql;
         c->kv_indptr[b + 1] = c->kv_indptr[b] + kl;
     }
-    case_fill(c, &r, seed, index, dtype, sw_rng_uniform(&r) < 0.25);
+    case_fill(c, &r, index, sw_rng_uniform(&r) < 0.25);
 }
 
 void sw_case_make_shape(sw_case *c, uint64_t seed, sw_dtype dtype, int32_t head_dim,
@@ -167,7 +168,7 @@ void sw_case_make_shape(sw_case *c, uint64_t seed, sw_dtype dtype, int32_t head_
         c->qo_indptr[b + 1] = c->qo_indptr[b] + q_lens[b];
         c->kv_indptr[b + 1] = c->kv_indptr[b] + kv_lens[b];
     }
-    case_fill(c, &r, seed, -1, dtype, 0);
+    case_fill(c, &r, -1, 0);
 }
 
 void sw_case_ramp(sw_case *c, int32_t period, double slope, int mix)
