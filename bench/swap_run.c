@@ -443,6 +443,9 @@ static int kv_upload(ctx *x, int32_t seq, int32_t layer, int32_t first, int32_t 
            bench_gpu_copy(d->v + off, h->v + off, n, x->stream, "V to the GPU");
 }
 
+/* Blocks a call when the context is offloaded before the steps. */
+enum { OFFLOAD_CALL_BLOCKS = 128 };
+
 /* Block blk of every (sequence, layer) in one sw_swap_offload_batch on the
  * attend's stream: a decode step's new tokens, as an engine offloads them. */
 static sw_status offload_step(ctx *x, int32_t blk)
@@ -897,7 +900,10 @@ int swt_run_case(const swt_case *c, const char *store_dir, swt_result *res)
     }
     x.sc = (double *)swt_xalloc(sizeof(double) * (size_t)final_len, 0);
     {
-        const size_t n = (size_t)c->batch * c->layers;
+        /* a step's offload (an item a sequence and layer) or a call of the
+         * context's offload below */
+        size_t n = (size_t)c->batch * c->layers;
+        n = n > OFFLOAD_CALL_BLOCKS ? n : OFFLOAD_CALL_BLOCKS;
         x.items = (sw_swap_block *)swt_xalloc(sizeof(sw_swap_block) * n, 0);
         x.kvp = (const sw_swap_block **)swt_xalloc(sizeof(void *) * n, 0);
         x.item_ids = (uint64_t *)swt_xalloc(sizeof(uint64_t) * n, 0);
@@ -905,6 +911,9 @@ int swt_run_case(const swt_case *c, const char *store_dir, swt_result *res)
         x.item_blocks = (int32_t *)swt_xalloc(sizeof(int32_t) * n, 0);
     }
 
+    /* The context offloaded as an engine offloads a prefill: a (sequence,
+     * layer)'s blocks in calls of up to OFFLOAD_CALL_BLOCKS, each one
+     * sw_swap_offload_batch (one group of store writes, one staging copy). */
     swt_progress pg;
     const int32_t ctx_blocks = (int32_t)((c->context + x.B - 1) / x.B);
     swt_progress_start(&pg, "offload", (int64_t)c->batch * c->layers * ctx_blocks);
@@ -912,26 +921,33 @@ int swt_run_case(const swt_case *c, const char *store_dir, swt_result *res)
     int64_t done = 0;
     for (int32_t b = 0; b < c->batch; b++)
         for (int32_t l = 0; l < c->layers; l++)
-            for (int32_t blk = 0; blk < ctx_blocks; blk++) {
+            for (int32_t first = 0; first < ctx_blocks; first += OFFLOAD_CALL_BLOCKS) {
+                const int32_t n = ctx_blocks - first < OFFLOAD_CALL_BLOCKS ? ctx_blocks - first
+                                                                         : OFFLOAD_CALL_BLOCKS;
                 double g0 = bench_now();
-                int64_t end = (int64_t)(blk + 1) * x.B;
+                int64_t end = (int64_t)(first + n) * x.B;
                 end = end < c->context ? end : c->context;
-                for (int64_t t = (int64_t)blk * x.B; t < end; t++)
+                for (int64_t t = (int64_t)first * x.B; t < end; t++)
                     gen_token(&x, b, l, t);
                 x.len = end;
-                if (kv_upload(&x, b, l, blk, blk))
+                if (kv_upload(&x, b, l, first, first + n - 1))
                     goto out;
                 gen_s += bench_now() - g0;
-                sw_swap_block item;
-                block_item(&x, b, l, blk, &item);
-                const sw_swap_block *one = &item;
-                const int32_t lay = l;
-                st = sw_swap_offload_batch(x.swap, 1, &x.ids[b], &lay, &blk, &one, x.stream, NULL);
+                for (int32_t i = 0; i < n; i++) {
+                    block_item(&x, b, l, first + i, &x.items[i]);
+                    x.kvp[i] = &x.items[i];
+                    x.item_ids[i] = x.ids[b];
+                    x.item_layers[i] = l;
+                    x.item_blocks[i] = first + i;
+                }
+                st = sw_swap_offload_batch(x.swap, n, x.item_ids, x.item_layers, x.item_blocks,
+                                           x.kvp, x.stream, NULL);
                 if (st != SW_OK) {
                     fail_status("offload", st);
                     goto out;
                 }
-                swt_progress_update(&pg, ++done, NULL);
+                done += n;
+                swt_progress_update(&pg, done, NULL);
             }
     x.len = c->context;
     res->offload_seconds = bench_now() - t0 - gen_s;
