@@ -377,9 +377,14 @@ static kvbuf *kv_at(ctx *x, int32_t seq, int32_t layer)
  * pulled towards the layer's topic direction; values N(0, 1); queries lean
  * on the topic (see gen_queries). So attention is peaked on a few blocks
  * spread over the whole context, as with a needle, not uniform. */
-static void gen_token(ctx *x, int32_t seq, int32_t layer, int64_t t)
+static void gen_token(const ctx *x, int32_t seq, int32_t layer, int64_t t)
 {
     const int32_t H = x->H, D = x->D, B = x->B;
+    /* each token its own draws (tokens made on threads, gen_tokens) */
+    uint64_t z = (uint64_t)t + ((uint64_t)seq << 40) + ((uint64_t)layer << 52) + 0x5b177a11ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull; /* splitmix64's finaliser */
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    rng r = {(z ^ (z >> 31)) | 1};
     const int64_t blk = t / B;
     const int32_t row = (int32_t)(t % B);
     uint64_t hb = ((uint64_t)blk * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)seq << 40) ^
@@ -389,15 +394,55 @@ static void gen_token(ctx *x, int32_t seq, int32_t layer, int64_t t)
     hb ^= hb >> 32;
     const int heavy = (hb % 10) < 3 && row < 2;
     const float s = 4.0f + (float)((hb >> 8) % 1000) * 0.008f; /* 4..12 */
-    kvbuf *kb = kv_at(x, seq, layer);
+    const kvbuf *kb = &x->kv[(size_t)seq * x->c->layers + layer];
     for (int32_t h = 0; h < H; h++) {
         const size_t base = (((size_t)blk * H + h) * B + row) * D;
         const float *u = x->topic + ((size_t)layer * H + h) * D;
         for (int32_t c = 0; c < D; c++) {
-            float k = 0.5f * rng_normal(&x->r) + (heavy ? s * u[c] : 0.0f);
+            float k = 0.5f * rng_normal(&r) + (heavy ? s * u[c] : 0.0f);
             kb->k[base + c] = f2bf(k);
-            kb->v[base + c] = f2bf(rng_normal(&x->r));
+            kb->v[base + c] = f2bf(rng_normal(&r));
         }
+    }
+}
+
+/* Tokens [t0, t1) of (seq, layer), on threads of the host when many. */
+typedef struct gen_job {
+    const ctx *x;
+    int32_t seq, layer;
+    int64_t t0, t1;
+} gen_job;
+
+static void *gen_worker(void *arg)
+{
+    const gen_job *j = (const gen_job *)arg;
+    for (int64_t t = j->t0; t < j->t1; t++)
+        gen_token(j->x, j->seq, j->layer, t);
+    return NULL;
+}
+
+static void gen_tokens(const ctx *x, int32_t seq, int32_t layer, int64_t t0, int64_t t1)
+{
+    enum { MAX_THREADS = 16, MIN_TOKENS = 256 };
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int64_t nt = cpus > 1 ? cpus : 1;
+    nt = nt < MAX_THREADS ? nt : MAX_THREADS;
+    nt = nt < (t1 - t0) / MIN_TOKENS ? nt : (t1 - t0) / MIN_TOKENS;
+    gen_job jobs[MAX_THREADS];
+    pthread_t th[MAX_THREADS];
+    int started[MAX_THREADS] = {0};
+    const int64_t n = nt > 1 ? nt : 1;
+    for (int64_t i = 0; i < n; i++) {
+        jobs[i] = (gen_job){x, seq, layer, t0 + (t1 - t0) * i / n, t0 + (t1 - t0) * (i + 1) / n};
+        if (i > 0)
+            started[i] = pthread_create(&th[i], NULL, gen_worker, &jobs[i]) == 0;
+    }
+    gen_worker(&jobs[0]);
+    for (int64_t i = 1; i < n; i++) {
+        if (started[i])
+            pthread_join(th[i], NULL);
+        else
+            gen_worker(&jobs[i]); /* no thread: made here */
     }
 }
 
@@ -464,16 +509,15 @@ static sw_status offload_step(ctx *x, int32_t blk)
                                  x->stream, NULL);
 }
 
-/* fp64 attention of one query head over every token of the sequence's layer
- * (a decode row sees the whole cache); relative L2 of the engine's output. */
 /* Relative L2 of query head h's output row o (its query q) against the
- * fp64 attention over the first len tokens of (seq, layer). */
-static double check_row(ctx *x, int32_t seq, int32_t layer, int32_t h, const uint16_t *q,
-                        const uint16_t *o, int64_t len)
+ * fp64 attention over the first len tokens of (seq, layer) (a decode row
+ * sees the whole cache). sc: len doubles of scratch, acc: D. */
+static double check_row(const ctx *x, int32_t seq, int32_t layer, int32_t h, const uint16_t *q,
+                        const uint16_t *o, int64_t len, double *sc, double *acc)
 {
     const int32_t D = x->D, B = x->B, H = x->H, kh = h / x->G;
-    const kvbuf *kb = kv_at(x, seq, layer);
-    double qd[1024], *acc = x->ref;
+    const kvbuf *kb = &x->kv[(size_t)seq * x->c->layers + layer];
+    double qd[1024];
     for (int32_t d = 0; d < D; d++) {
         qd[d] = bf2d(q[d]);
         acc[d] = 0;
@@ -485,13 +529,13 @@ static double check_row(ctx *x, int32_t seq, int32_t layer, int32_t h, const uin
         double a = 0;
         for (int32_t d = 0; d < D; d++)
             a += qd[d] * bf2d(k[d]);
-        x->sc[t] = a * scale;
-        mx = x->sc[t] > mx ? x->sc[t] : mx;
+        sc[t] = a * scale;
+        mx = sc[t] > mx ? sc[t] : mx;
     }
     double sum = 0;
     for (int64_t t = 0; t < len; t++) {
         const uint16_t *v = kb->v + (((size_t)(t / B) * H + kh) * B + (size_t)(t % B)) * D;
-        const double p = exp(x->sc[t] - mx);
+        const double p = exp(sc[t] - mx);
         sum += p;
         for (int32_t d = 0; d < D; d++)
             acc[d] += p * bf2d(v[d]);
@@ -508,7 +552,7 @@ static double check_row(ctx *x, int32_t seq, int32_t layer, int32_t h, const uin
 static double check_head(ctx *x, int32_t seq, int32_t layer, int32_t h)
 {
     const size_t qi = (((size_t)layer * x->c->batch + seq) * x->Hq + h) * x->D;
-    return check_row(x, seq, layer, h, x->q + qi, x->o + qi, x->len);
+    return check_row(x, seq, layer, h, x->q + qi, x->o + qi, x->len, x->sc, x->ref);
 }
 
 /* The checked head of step `step`, sample i (the check's choice, spread over
@@ -516,6 +560,68 @@ static double check_head(ctx *x, int32_t seq, int32_t layer, int32_t h)
 static int32_t checked_head(const ctx *x, int32_t step, int32_t heads, int32_t i)
 {
     return (int32_t)(((int64_t)i * x->Hq + step) / heads) % x->Hq;
+}
+
+/* The checks the steps left (check_after), row r of step r / per_step in
+ * the steps' order (layer, sequence, checked head), on threads of the
+ * host: the fp64 reference over 512k tokens is ~0.2 s a row. */
+typedef struct check_job {
+    const ctx *x;
+    const uint16_t *q, *o;  /* the kept rows */
+    const int64_t *len;     /* each step's context */
+    int32_t heads;          /* checked heads a sequence and layer */
+    size_t per_step, rows;
+    double *err;            /* [rows] */
+    pthread_mutex_t mu;
+    size_t next;            /* the next row not taken */
+} check_job;
+
+static void *check_worker(void *arg)
+{
+    check_job *j = (check_job *)arg;
+    const ctx *x = j->x;
+    const int64_t max_len = x->c->context + x->c->warmup + x->c->steps;
+    double *sc = (double *)swt_xalloc(sizeof(double) * (size_t)max_len, 0);
+    double *acc = (double *)swt_xalloc(sizeof(double) * (size_t)x->D, 0);
+    for (;;) {
+        pthread_mutex_lock(&j->mu);
+        const size_t r = j->next < j->rows ? j->next++ : j->rows;
+        pthread_mutex_unlock(&j->mu);
+        if (r == j->rows)
+            break;
+        const int32_t step = (int32_t)(r / j->per_step);
+        const size_t in = r % j->per_step;
+        const int32_t i = (int32_t)(in % (size_t)j->heads);
+        const int32_t b = (int32_t)(in / (size_t)j->heads % (size_t)x->c->batch);
+        const int32_t l = (int32_t)(in / ((size_t)j->heads * (size_t)x->c->batch));
+        j->err[r] = check_row(x, b, l, checked_head(x, step, j->heads, i), j->q + r * x->D,
+                              j->o + r * x->D, j->len[step], sc, acc);
+    }
+    free(sc);
+    free(acc);
+    return NULL;
+}
+
+/* err[r] for every kept row, on up to 16 threads (the caller's alone when
+ * none can be started). */
+static void check_rows(check_job *j)
+{
+    enum { MAX_THREADS = 16 };
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    size_t nt = cpus > 1 ? (size_t)cpus : 1;
+    nt = nt < MAX_THREADS ? nt : MAX_THREADS;
+    nt = nt < j->rows ? nt : j->rows;
+    pthread_t th[MAX_THREADS];
+    size_t started = 0;
+    pthread_mutex_init(&j->mu, NULL);
+    j->next = 0;
+    for (; started + 1 < nt; started++)
+        if (pthread_create(&th[started], NULL, check_worker, j) != 0)
+            break;
+    check_worker(j);
+    for (size_t t = 0; t < started; t++)
+        pthread_join(th[t], NULL);
+    pthread_mutex_destroy(&j->mu);
 }
 
 static int fail_status(const char *what, sw_status st)
@@ -927,8 +1033,7 @@ int swt_run_case(const swt_case *c, const char *store_dir, swt_result *res)
                 double g0 = bench_now();
                 int64_t end = (int64_t)(first + n) * x.B;
                 end = end < c->context ? end : c->context;
-                for (int64_t t = (int64_t)first * x.B; t < end; t++)
-                    gen_token(&x, b, l, t);
+                gen_tokens(&x, b, l, (int64_t)first * x.B, end);
                 x.len = end;
                 if (kv_upload(&x, b, l, first, first + n - 1))
                     goto out;
@@ -1153,26 +1258,33 @@ int swt_run_case(const swt_case *c, const char *store_dir, swt_result *res)
     if (keep_q) {
         /* the checks the steps left (check_after), each against the context
          * of its step (tokens only ever appended: those are unchanged) */
+        check_job j;
+        memset(&j, 0, sizeof j);
+        j.x = &x;
+        j.q = keep_q;
+        j.o = keep_o;
+        j.len = keep_len;
+        j.heads = heads;
+        j.per_step = rows_per_step;
+        j.rows = rows_per_step * (size_t)nsteps;
+        j.err = (double *)swt_xalloc(sizeof(double) * j.rows, 0);
         swt_progress_start(&pg, "check", nsteps);
+        check_rows(&j);
         for (int32_t step = 0; step < nsteps; step++) {
-            size_t r = (size_t)step * rows_per_step;
             double worst = 0;
-            for (int32_t l = 0; l < c->layers; l++)
-                for (int32_t b = 0; b < c->batch; b++)
-                    for (int32_t i = 0; i < heads; i++, r++) {
-                        const int32_t h = checked_head(&x, step, heads, i);
-                        double e = check_row(&x, b, l, h, keep_q + r * x.D, keep_o + r * x.D,
-                                             keep_len[step]);
-                        if (!(e <= worst))
-                            worst = e; /* NaN stays the worst */
-                        res->heads_checked++;
-                    }
+            for (size_t r = (size_t)step * rows_per_step; r < (size_t)(step + 1) * rows_per_step;
+                 r++) {
+                if (!(j.err[r] <= worst))
+                    worst = j.err[r]; /* NaN stays the worst */
+                res->heads_checked++;
+            }
             if (!(worst <= res->max_rel_l2))
                 res->max_rel_l2 = worst;
             char extra[64];
             snprintf(extra, sizeof extra, "rel L2 %.1e", worst);
             swt_progress_update(&pg, step + 1, extra);
         }
+        free(j.err);
     }
 
     res->context_end = x.len;
