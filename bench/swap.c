@@ -28,9 +28,11 @@ static const char usage_head[] =
     "  resident  all-resident: the pool holds every block\n"
     "  resident-batch  all-resident, a batch of sequences (with a GPU: --resident-batch\n"
     "            sequences of --context tokens; else --batch x 4)\n"
-    "and writes a results file (bench/common.h) whose records are {case, metric, value,\n"
-    "limit}, limit being the raw figure measured in the same run that the value is held\n"
-    "against, or null. Host pool (CPU):\n"
+    "at each model shape --shapes lists (or --shape; up to 4, comma separated, as\n"
+    "h32-8/d128,h16-2/d256),\n"
+    "and writes one results file (bench/common.h) whose records are {shape, case, metric,\n"
+    "value, limit}, limit being the raw figure measured in the same run that the value is\n"
+    "held against, or null (the machine's own figures have no shape). Host pool (CPU):\n"
     "disk vs raw O_DIRECT sequential read of the same file system; host tier and resident\n"
     "vs memcpy of pieces of a stripe (8 KiB at d256). Device pool (a GPU, unless --host-pool): disk read rate vs\n"
     "the raw O_DIRECT read (and the step time vs 1.10 x the raw time for its disk bytes);\n"
@@ -78,17 +80,33 @@ static void usage(FILE *f)
 
 #define PROG "spillway-bench-swap"
 
-static void json_rec(FILE *f, int *first, const char *cas, const char *metric, double v,
-                     double limit, int has_limit)
+/* One record; shape NULL: a figure of the machine, not of a shape. */
+static void json_rec(FILE *f, int *first, const char *shape, const char *cas, const char *metric,
+                     double v, double limit, int has_limit)
 {
-    fprintf(f, "%s  {\"case\": \"%s\", \"metric\": \"%s\", \"value\": %.6g, \"limit\": ",
-            *first ? "" : ",\n", cas, metric, v);
+    fprintf(f, "%s  {", *first ? "" : ",\n");
+    if (shape)
+        fprintf(f, "\"shape\": \"%s\", ", shape);
+    fprintf(f, "\"case\": \"%s\", \"metric\": \"%s\", \"value\": %.6g, \"limit\": ", cas,
+            metric, v);
     if (has_limit)
         fprintf(f, "%.6g}", limit);
     else
         fprintf(f, "null}");
     *first = 0;
 }
+
+/* The cases run at one model shape (--shape lists one or more). */
+enum { MAX_SHAPES = 4 };
+typedef struct shape_run {
+    swt_opts o;         /* the options at this shape */
+    char label[32];     /* "h32-8/d128" */
+    double mc;          /* memcpy of a stripe's pieces, GB/s */
+    char mc_name[64];
+    swt_case cs[4];
+    swt_result res[4];
+    int ran[4];
+} shape_run;
 
 typedef struct bench_row {
     const char *metric;
@@ -98,195 +116,159 @@ typedef struct bench_row {
                     * most |target|; 0 = none */
 } bench_row;
 
-int main(int argc, char **argv)
+/* The cases: key (--cases), name, pool and host tier as % of the KV, tile
+ * blocks with a device pool (0: every block of a sequence). */
+static const struct {
+    const char *key, *name;
+    double pool, host;
+    int32_t dev_tile;
+} cases[] = {{"disk", "disk-bound", 25, 0, 64},
+             {"host", "host-tier-bound", 25, 125, 512},
+             {"resident", "all-resident", 100, 0, 0},
+             {"resident-batch", "resident-batch", 100, 0, 0}};
+static const char *const keys[] = {"disk", "host", "resident", "resident-batch"};
+
+/* --shape's (or --shapes') list (NULL: the options' one shape) into sr[0..n), each shape
+ * checked as the option alone; n, or -1 after a message on stderr. */
+static int parse_shapes(const char *list, const swt_opts *o, shape_run *sr)
 {
-    swt_opts o;
-    swt_opts_default(&o);
-    o.batch = 1;
-    o.layers = 1;
-    o.steps = 5;
-    int set_ctx = 0, set_steps = 0, set_raw = 0;
-    int64_t res_ctx = 0; /* --resident-context; 0 = the default */
-    int64_t host_tile = 0; /* --host-tile; 0 = the case's default */
-    int64_t res_batch = 16; /* --resident-batch */
-    int check_during = 0;  /* --check-during: each step checked before the next */
-    int64_t raw_every = 5; /* --raw-every: the disk case's interleaved raw passes */
-    sw_swap_tuning tune; /* --tune: engine tuning overrides (A/B runs) */
-    sw_swap_tuning_default(&tune);
-    int tuned = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--host-tile") && i + 1 < argc) {
-            if (bench_arg_i64(PROG, a, argv[++i], 1, 1 << 20, "blocks", &host_tile))
-                return BENCH_USAGE;
-        } else if (!strcmp(a, "--resident-batch") && i + 1 < argc) {
-            if (bench_arg_i64(PROG, a, argv[++i], 1, 64, "sequences", &res_batch))
-                return BENCH_USAGE;
-        } else if (!strcmp(a, "--resident-context") && i + 1 < argc) {
-            if (bench_arg_i64(PROG, a, argv[++i], 16, (int64_t)1 << 24, "tokens", &res_ctx))
-                return BENCH_USAGE;
-        } else if (!strcmp(a, "--raw-every") && i + 1 < argc) {
-            if (bench_arg_i64(PROG, a, argv[++i], 0, 1000, "steps", &raw_every))
-                return BENCH_USAGE;
-        } else if (!strcmp(a, "--tune") && i + 1 < argc) {
-            const char *spec = argv[++i];
-            if (sw_swap_tuning_parse(&tune, spec) != SW_OK) {
-                fprintf(stderr, PROG ": --tune %s: %s\n", spec, sw_last_error());
-                return BENCH_USAGE;
-            }
-            tuned = 1;
-        } else if (!strcmp(a, "--quick")) {
-            o.quick = 1;
-        } else if (!strcmp(a, "--check-during")) {
-            check_during = 1;
-        } else if ((!strcmp(a, "--json") || !strcmp(a, "--cases")) && i + 1 < argc) {
-            if (!strcmp(a, "--json"))
-                o.json = argv[++i];
-            else
-                o.cases = argv[++i];
-        } else {
-            int t = swt_opt_parse(argc, argv, &i, &o);
-            if (t < 0)
-                return BENCH_USAGE;
-            if (!t) {
-                fprintf(stderr, PROG ": unknown or incomplete option '%s'\n", a);
-                usage(stderr);
-                return BENCH_USAGE;
-            }
-            set_ctx |= !strcmp(a, "--context");
-            set_steps |= !strcmp(a, "--steps");
-            set_raw |= !strcmp(a, "--raw-mb");
+    int n = 0;
+    const char *p = list;
+    do {
+        const char *e = list ? strchr(p, ',') : NULL;
+        const size_t len = !list ? 0 : e ? (size_t)(e - p) : strlen(p);
+        char one[64];
+        if (list && (n == MAX_SHAPES || len == 0 || len >= sizeof one || (e && !e[1]))) {
+            fprintf(stderr, PROG ": --shape %s: want 1 to %d shapes hQ-K/dD, comma separated\n",
+                    list, MAX_SHAPES);
+            return -1;
         }
-    }
-    if (o.quick) {
-        if (!set_ctx)
-            o.context = 4096;
-        if (!set_steps)
-            o.steps = 2;
-        if (!set_raw)
-            o.raw_mb = 64;
-    }
-    if (swt_opts_check(&o))
-        return BENCH_USAGE;
+        sr[n].o = *o;
+        if (list) {
+            memcpy(one, p, len);
+            one[len] = '\0';
+            char *av[3] = {(char *)PROG, (char *)"--shape", one};
+            int j = 1;
+            if (swt_opt_parse(3, av, &j, &sr[n].o) != 1)
+                return -1;
+            p = e ? e + 1 : p + len;
+        }
+        snprintf(sr[n].label, sizeof sr[n].label, "h%d-%d/d%d", sr[n].o.qo_heads,
+                 sr[n].o.kv_heads, sr[n].o.head_dim);
+        n++;
+    } while (list && *p);
+    return n;
+}
 
-    static const struct {
-        const char *key, *name;
-        double pool, host;
-        int32_t dev_tile;
-    } cases[] = {{"disk", "disk-bound", 25, 0, 64},
-                 {"host", "host-tier-bound", 25, 125, 512},
-                 {"resident", "all-resident", 100, 0, 0},
-                 {"resident-batch", "resident-batch", 100, 0, 0}};
-    static const char *const keys[] = {"disk", "host", "resident", "resident-batch"};
-    if (bench_check_list(PROG, "case", o.cases, keys, 4))
-        return BENCH_USAGE;
-    /* a results file that cannot be written fails now, not after the cases */
-    if (bench_result_probe(PROG, o.json))
-        return 1;
-    swt_scratch s;
-    if (swt_scratch_open(&s, o.dir, o.keep, "bench-swap"))
-        return 1;
-    printf("spillway %s bench swap: %s (file system: %s%s)\n", sw_version_string(), s.work, s.fs,
-           s.tmpfs ? " -- RAM, not a disk: the disk figures say nothing about I/O" : "");
-    swt_print_engine(&o);
-    const int dev = swt_use_device(&o);
-    const uint64_t kv = (uint64_t)o.batch * o.layers * (uint64_t)o.context * o.kv_heads *
-                        o.head_dim * 4;
+/* What the command line sets beyond swt_opts, for every shape's cases. */
+typedef struct case_opts {
+    int64_t host_tile;   /* --host-tile; 0 = the case's default */
+    int64_t res_batch;   /* --resident-batch */
+    int64_t res_ctx;     /* --resident-context; 0 = the default */
+    int64_t raw_every;   /* --raw-every */
+    int set_steps;       /* --steps given */
+    int check_during;    /* --check-during */
+    const sw_swap_tuning *tune; /* --tune, or NULL */
+} case_opts;
+
+/* The listed cases at shape R (the si-th of ns), each a fresh store under
+ * the scratch directory. 1 when a case stopped on an error; *failed counts
+ * the cases that missed the reference. */
+static int run_shape(shape_run *R, int si, int ns, const case_opts *co, const swt_scratch *sc,
+                     int *failed)
+{
+    const swt_opts *os = &R->o;
+    const uint64_t kv = (uint64_t)os->batch * os->layers * (uint64_t)os->context *
+                        os->kv_heads * os->head_dim * 4;
     /* the reference copies pieces of one stripe (a block's rows of one kv head) */
-    const size_t piece = (size_t)16 * o.head_dim * 2;
-    char mc_name[64];
-    snprintf(mc_name, sizeof mc_name, "memcpy_%zuKiB_pieces_GBps", piece >> 10);
-    uint64_t raw = o.raw_mb << 20;
-    swt_scratch_raw_write(&s, raw);
-    swt_scratch_raw_pass(&s);
+    const size_t piece = (size_t)16 * os->head_dim * 2;
+    snprintf(R->mc_name, sizeof R->mc_name, "memcpy_%zuKiB_pieces_GBps", piece >> 10);
     const uint64_t set = kv < (512u << 20) ? kv : (512u << 20);
-    const double mc = swt_memcpy_pieces(set > (16u << 20) ? set : (16u << 20), piece, 64);
+    R->mc = swt_memcpy_pieces(set > (16u << 20) ? set : (16u << 20), piece, 64);
+    if (ns > 1)
+        printf("\n== %s ==\n", R->label);
     printf("  memcpy of %zu KiB pieces over %.0f MiB: %.3f GB/s (best of 3)\n", piece >> 10,
-           (set > (16u << 20) ? set : (16u << 20)) / MIB, mc);
-    double h2d = -1, d2d = -1;
-    if (dev) {
-        h2d = swt_h2d_pinned(256u << 20);
-        d2d = swt_d2d_copy(1024u << 20);
-        printf("  GPU 0: pinned host-to-device cudaMemcpy of 256 MiB: %.2f GB/s; device-to-device "
-               "cudaMemcpy of 1 GiB: %.1f GB/s (2 x bytes / time); best of 5, CUDA events\n",
-               h2d, d2d);
-    }
-
-    swt_result res[4];
-    swt_case cs[4];
-    int ran[4] = {0, 0, 0, 0}, failed = 0, err = 0;
+           (set > (16u << 20) ? set : (16u << 20)) / MIB, R->mc);
+    swt_result *res = R->res;
+    swt_case *cs = R->cs;
+    int *ran = R->ran;
     for (int k = 0; k < 4; k++) {
-        if (!bench_in_list(o.cases, cases[k].key))
+        if (!bench_in_list(os->cases, cases[k].key))
             continue;
-        swt_opts ok = o;
-        if (k == 1 && host_tile > 0)
-            ok.tile = (int32_t)host_tile;
-        if (k < 2 && swt_use_device(&o) && !o.quick && !set_steps)
+        swt_opts ok = *os;
+        if (k == 1 && co->host_tile > 0)
+            ok.tile = (int32_t)co->host_tile;
+        if (k < 2 && swt_use_device(os) && !os->quick && !co->set_steps)
             ok.steps = 30; /* a GPU's step is 1-30 ms: five gave means 20% apart */
-        if (k == 2 && swt_use_device(&o) && !o.quick) {
+        if (k == 2 && swt_use_device(os) && !os->quick) {
             /* the all-resident case at the D2D reference's byte count */
-            ok.context = res_ctx > 0 ? res_ctx : 524288;
-            if (ok.context > o.context) {
-                ok.steps = o.steps < 2 ? o.steps : 2;
-                ok.warmup = o.warmup < 1 ? o.warmup : 1;
+            ok.context = co->res_ctx > 0 ? co->res_ctx : 524288;
+            if (ok.context > os->context) {
+                ok.steps = os->steps < 2 ? os->steps : 2;
+                ok.warmup = os->warmup < 1 ? os->warmup : 1;
             }
-        } else if (k == 2 && res_ctx > 0) {
-            ok.context = res_ctx;
+        } else if (k == 2 && co->res_ctx > 0) {
+            ok.context = co->res_ctx;
         } else if (k == 3) {
             /* the all-resident case over a batch: issue 24's 16 x 32k */
-            ok.batch = swt_use_device(&o) && !o.quick ? (int32_t)res_batch : o.batch * 4;
+            ok.batch = swt_use_device(os) && !os->quick ? (int32_t)co->res_batch : os->batch * 4;
             if (ok.batch > 64)
                 ok.batch = 64;
-            if (swt_use_device(&o) && !o.quick) {
-                ok.steps = o.steps < 2 ? o.steps : 2;
-                ok.warmup = o.warmup < 1 ? o.warmup : 1;
+            if (swt_use_device(os) && !os->quick) {
+                ok.steps = os->steps < 2 ? os->steps : 2;
+                ok.warmup = os->warmup < 1 ? os->warmup : 1;
             }
         }
         cs[k] = swt_make_case(cases[k].name, &ok, cases[k].pool, cases[k].host, cases[k].dev_tile);
-        cs[k].check_after = !check_during;
-        cs[k].tune = tuned ? &tune : NULL;
-        if (k == 0 && raw_every > 0 && s.raw_bytes >= (16u << 20)) {
+        cs[k].check_after = !co->check_during;
+        cs[k].tune = co->tune;
+        if (k == 0 && co->raw_every > 0 && sc->raw_bytes >= (16u << 20)) {
             /* the disk case's limit: raw passes between its timed steps */
-            uint64_t slice = s.raw_bytes / 4 / (4u << 20) * (4u << 20);
-            cs[k].raw_path = s.raw;
-            cs[k].raw_file_bytes = s.raw_bytes;
+            uint64_t slice = sc->raw_bytes / 4 / (4u << 20) * (4u << 20);
+            cs[k].raw_path = sc->raw;
+            cs[k].raw_file_bytes = sc->raw_bytes;
             cs[k].raw_slice_bytes = slice < (64u << 20) ? slice : (64u << 20);
-            cs[k].raw_every = (int32_t)raw_every;
+            cs[k].raw_every = (int32_t)co->raw_every;
         }
-        printf("\n-- %s --\n", cases[k].name);
+        printf("\n-- %s%s%s --\n", cases[k].name, ns > 1 ? " " : "", ns > 1 ? R->label : "");
         swt_print_setup(&cs[k]);
         if (cs[k].device_pool)
             printf("  device pool: tile %d blocks\n", cs[k].tile_blocks);
         fflush(stdout);
         char store_dir[4300];
-        snprintf(store_dir, sizeof store_dir, "%s/store-%s", s.work, cases[k].key);
+        snprintf(store_dir, sizeof store_dir, "%s/store-%s-%d", sc->work, cases[k].key, si);
         /* The all-resident cases end with the kernel loop (swap_run.c):
          * its calls back to back, then the host time of a call. */
         if (cs[k].device_pool && k >= 2)
             cs[k].kernel_reps = 20;
         const int rc = swt_run_case(&cs[k], store_dir, &res[k]);
-        if (rc) {
-            err = 1;
-            break;
-        }
-        if (!o.keep)
+        if (rc)
+            return 1;
+        if (!os->keep)
             swt_rmtree(store_dir);
         ran[k] = 1;
-        failed += !res[k].ok;
+        *failed += !res[k].ok;
     }
-    swt_scratch_raw_pass(&s);
-    const double rawb = swt_scratch_raw_best(&s);
+    return 0;
+}
+
+/* Shape R's cases (ns shapes in the run): each case's figures, then the
+ * table of metrics against their limits, into the results file too. */
+static void report_shape(const shape_run *R, int ns, double rawb, double h2d, double d2d,
+                         FILE *js, int *first)
+{
+    const swt_result *res = R->res;
+    const swt_case *cs = R->cs;
+    const int *ran = R->ran;
+    const char *shp = R->label;
     /* The disk case is held against the raw passes interleaved with its
      * steps when they ran (the same minutes: on the H200's VM disk one pass
      * of the same shape read 2.0-2.8 GB/s from round to round,
      * the logs added in 54b7b66), else the better of before / after. */
     const double rawi = ran[0] ? swt_raw_interleaved_gbps(&res[0]) : -1;
     const double rawd = rawi > 0 ? rawi : rawb;
-    printf("\n");
-    swt_print_raw(&s);
+    if (ns > 1)
+        printf("\n== %s ==\n", shp);
     if (rawi > 0)
         swt_print_raw_interleaved(&res[0], rawb);
     else if (ran[0] && res[0].raw_passes > 0)
@@ -297,26 +279,10 @@ int main(int argc, char **argv)
             printf("\n-- %s --\n", cases[k].name);
             swt_print_case(&cs[k], &res[k], k == 0 ? rawd : rawb);
         }
-
-    /* Table + JSON. */
-    char path[4096];
-    FILE *js = bench_result_open(o.json, "swap", path, sizeof path);
-    if (!js) {
-        fprintf(stderr, PROG ": %s: %s\n", path, strerror(errno));
-        err = 1;
-    }
-    int first = 1;
     if (js) {
-        bench_json_begin(js, "swap", argc, argv);
-        if (rawb > 0)
-            json_rec(js, &first, "reference", "raw_odirect_seq_read_GBps", rawb, 0, 0);
         if (rawi > 0)
-            json_rec(js, &first, "reference", "raw_odirect_interleaved_GBps", rawi, 0, 0);
-        json_rec(js, &first, "reference", mc_name, mc, 0, 0);
-        if (h2d > 0)
-            json_rec(js, &first, "reference", "h2d_pinned_GBps", h2d, 0, 0);
-        if (d2d > 0)
-            json_rec(js, &first, "reference", "d2d_copy_GBps", d2d, 0, 0);
+            json_rec(js, first, shp, "reference", "raw_odirect_interleaved_GBps", rawi, 0, 0);
+        json_rec(js, first, shp, "reference", R->mc_name, R->mc, 0, 0);
     }
     printf("\n%-16s %-22s %12s %12s %8s  %s\n", "case", "metric", "value", "limit", "ratio",
            "target");
@@ -419,9 +385,9 @@ int main(int argc, char **argv)
                     printf("  beside the kernel loop: %s\n", rr->beside_note);
             }
         } else if (k == 1)
-            rows[nr++] = (bench_row){"host_tier_read_GBps", d.host_gbps, mc, 1, 0};
+            rows[nr++] = (bench_row){"host_tier_read_GBps", d.host_gbps, R->mc, 1, 0};
         else
-            rows[nr++] = (bench_row){"kv_attended_GBps", d.kv_gbps, mc, 1, 0};
+            rows[nr++] = (bench_row){"kv_attended_GBps", d.kv_gbps, R->mc, 1, 0};
         if (cs[k].device_pool)
             rows[nr++] = (bench_row){"attend_ms_per_step", rr->attend_seconds / rr->steps * 1e3,
                                      0, 0, 0};
@@ -478,9 +444,149 @@ int main(int argc, char **argv)
             else
                 printf("%-16s %-22s %12.4g %12s %8s\n", n, rows[i].metric, rows[i].v, "-", "");
             if (js)
-                json_rec(js, &first, n, rows[i].metric, rows[i].v, rows[i].lim, rows[i].has);
+                json_rec(js, first, shp, n, rows[i].metric, rows[i].v, rows[i].lim,
+                         rows[i].has);
         }
     }
+}
+
+int main(int argc, char **argv)
+{
+    swt_opts o;
+    swt_opts_default(&o);
+    o.batch = 1;
+    o.layers = 1;
+    o.steps = 5;
+    int set_ctx = 0, set_steps = 0, set_raw = 0;
+    int64_t res_ctx = 0; /* --resident-context; 0 = the default */
+    int64_t host_tile = 0; /* --host-tile; 0 = the case's default */
+    int64_t res_batch = 16; /* --resident-batch */
+    int check_during = 0;  /* --check-during: each step checked before the next */
+    int64_t raw_every = 5; /* --raw-every: the disk case's interleaved raw passes */
+    sw_swap_tuning tune; /* --tune: engine tuning overrides (A/B runs) */
+    sw_swap_tuning_default(&tune);
+    int tuned = 0;
+    const char *shapes = NULL; /* --shape / --shapes, one or a list */
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--host-tile") && i + 1 < argc) {
+            if (bench_arg_i64(PROG, a, argv[++i], 1, 1 << 20, "blocks", &host_tile))
+                return BENCH_USAGE;
+        } else if (!strcmp(a, "--resident-batch") && i + 1 < argc) {
+            if (bench_arg_i64(PROG, a, argv[++i], 1, 64, "sequences", &res_batch))
+                return BENCH_USAGE;
+        } else if (!strcmp(a, "--resident-context") && i + 1 < argc) {
+            if (bench_arg_i64(PROG, a, argv[++i], 16, (int64_t)1 << 24, "tokens", &res_ctx))
+                return BENCH_USAGE;
+        } else if (!strcmp(a, "--raw-every") && i + 1 < argc) {
+            if (bench_arg_i64(PROG, a, argv[++i], 0, 1000, "steps", &raw_every))
+                return BENCH_USAGE;
+        } else if (!strcmp(a, "--tune") && i + 1 < argc) {
+            const char *spec = argv[++i];
+            if (sw_swap_tuning_parse(&tune, spec) != SW_OK) {
+                fprintf(stderr, PROG ": --tune %s: %s\n", spec, sw_last_error());
+                return BENCH_USAGE;
+            }
+            tuned = 1;
+        } else if ((!strcmp(a, "--shape") || !strcmp(a, "--shapes")) && i + 1 < argc) {
+            shapes = argv[++i];
+        } else if (!strcmp(a, "--quick")) {
+            o.quick = 1;
+        } else if (!strcmp(a, "--check-during")) {
+            check_during = 1;
+        } else if ((!strcmp(a, "--json") || !strcmp(a, "--cases")) && i + 1 < argc) {
+            if (!strcmp(a, "--json"))
+                o.json = argv[++i];
+            else
+                o.cases = argv[++i];
+        } else {
+            int t = swt_opt_parse(argc, argv, &i, &o);
+            if (t < 0)
+                return BENCH_USAGE;
+            if (!t) {
+                fprintf(stderr, PROG ": unknown or incomplete option '%s'\n", a);
+                usage(stderr);
+                return BENCH_USAGE;
+            }
+            set_ctx |= !strcmp(a, "--context");
+            set_steps |= !strcmp(a, "--steps");
+            set_raw |= !strcmp(a, "--raw-mb");
+        }
+    }
+    if (o.quick) {
+        if (!set_ctx)
+            o.context = 4096;
+        if (!set_steps)
+            o.steps = 2;
+        if (!set_raw)
+            o.raw_mb = 64;
+    }
+    if (swt_opts_check(&o))
+        return BENCH_USAGE;
+    if (bench_check_list(PROG, "case", o.cases, keys, 4))
+        return BENCH_USAGE;
+    /* a results file that cannot be written fails now, not after the cases */
+    if (bench_result_probe(PROG, o.json))
+        return 1;
+    shape_run *sr = (shape_run *)swt_xalloc(sizeof(shape_run) * MAX_SHAPES, 0);
+    const int ns = parse_shapes(shapes, &o, sr);
+    if (ns < 0) {
+        free(sr);
+        return BENCH_USAGE;
+    }
+    const case_opts co = {host_tile, res_batch, res_ctx, raw_every, set_steps, check_during,
+                          tuned ? &tune : NULL};
+    swt_scratch s;
+    if (swt_scratch_open(&s, o.dir, o.keep, "bench-swap")) {
+        free(sr);
+        return 1;
+    }
+    printf("spillway %s bench swap: %s (file system: %s%s)\n", sw_version_string(), s.work, s.fs,
+           s.tmpfs ? " -- RAM, not a disk: the disk figures say nothing about I/O" : "");
+    swt_print_engine(&o);
+    const int dev = swt_use_device(&o);
+    double h2d = -1, d2d = -1;
+    if (dev) {
+        h2d = swt_h2d_pinned(256u << 20);
+        d2d = swt_d2d_copy(1024u << 20);
+        printf("  GPU 0: pinned host-to-device cudaMemcpy of 256 MiB: %.2f GB/s; device-to-device "
+               "cudaMemcpy of 1 GiB: %.1f GB/s (2 x bytes / time); best of 5, CUDA events\n",
+               h2d, d2d);
+    }
+    uint64_t raw = o.raw_mb << 20;
+    swt_scratch_raw_write(&s, raw);
+    swt_scratch_raw_pass(&s);
+
+    int failed = 0, err = 0;
+    for (int si = 0; si < ns && !err; si++)
+        err = run_shape(&sr[si], si, ns, &co, &s, &failed);
+    swt_scratch_raw_pass(&s);
+    const double rawb = swt_scratch_raw_best(&s);
+    printf("\n");
+    swt_print_raw(&s);
+
+    /* Table + JSON: the machine's figures, then each shape's. */
+    char path[4096];
+    FILE *js = bench_result_open(o.json, "swap", path, sizeof path);
+    if (!js) {
+        fprintf(stderr, PROG ": %s: %s\n", path, strerror(errno));
+        err = 1;
+    }
+    int first = 1;
+    if (js) {
+        bench_json_begin(js, "swap", argc, argv);
+        if (rawb > 0)
+            json_rec(js, &first, NULL, "reference", "raw_odirect_seq_read_GBps", rawb, 0, 0);
+        if (h2d > 0)
+            json_rec(js, &first, NULL, "reference", "h2d_pinned_GBps", h2d, 0, 0);
+        if (d2d > 0)
+            json_rec(js, &first, NULL, "reference", "d2d_copy_GBps", d2d, 0, 0);
+    }
+    for (int si = 0; si < ns; si++)
+        report_shape(&sr[si], ns, rawb, h2d, d2d, js, &first);
     if (js) {
         bench_json_end(js);
         if (fclose(js)) {
@@ -490,6 +596,7 @@ int main(int argc, char **argv)
             printf("results: %s\n", path);
     }
     swt_scratch_close(&s);
+    free(sr);
     if (err || failed)
         printf("FAIL: %s\n", err ? "a case stopped on an error" : "a case missed the reference");
     return err || failed ? 1 : 0;
