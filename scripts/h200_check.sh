@@ -49,16 +49,18 @@ if has cpudev; then
     build/dev/cpu_fast_check --cases 60 --threads 2 --reps 5; } 2>&1 | tee "$OUT/cpudev.log" | tail -30
 fi
 if has opp; then
-  # The FlashInfer opponent (docs/opponents.md). With a build made here and
-  # staged by scripts/h200_stage.sh (.carry/build-opp: FA2 and FA3 paths, the
-  # recorded run's setting) that build is measured; otherwise one is made
-  # here from the headers in .opp/ (ignored by git; carried): FA2 path only.
+  # The FlashInfer opponent (docs/opponents.md). With an opponent build made
+  # here (scripts/opp_build.sh) and staged by `scripts/h200_gpu.sh stage --opp
+  # D` (.carry/opp.tar.xz: FA2 and FA3 paths, the recorded run's setting) that
+  # build is measured; otherwise one is made here from the headers in .opp/
+  # (ignored by git; carried): FA2 path only.
   impls=spillway,sdpa-flash,sdpa-cudnn,fa2-varlen,flashinfer-c
-  if [ -f .carry/build-opp/libspillway.so ]; then
+  [ -f .carry/opp.tar.xz ] && tar xJf .carry/opp.tar.xz -C .carry
+  if [ -f .carry/opp/libspillway.so ]; then
     mkdir -p .carry/debs/root
     for f in .carry/debs/*.deb; do [ -f "$f" ] && dpkg -x "$f" .carry/debs/root; done
-    export LD_LIBRARY_PATH=$PWD/.carry/build-opp:$PWD/.carry/debs/root/usr/lib/x86_64-linux-gnu
-    lib=$PWD/.carry/build-opp/libspillway.so impls=$impls,flashinfer-c-fa3
+    export LD_LIBRARY_PATH=$PWD/.carry/opp:$PWD/.carry/debs/root/usr/lib/x86_64-linux-gnu
+    lib=$PWD/.carry/opp/libspillway.so impls=$impls,flashinfer-c-fa3
   else
     OB=build-h200-opp FI=/tmp/spillway-opp
     tarball=$(ls .opp/flashinfer-*-headers.tar.xz 2>/dev/null | head -1)
