@@ -107,55 +107,75 @@ static int shape_case(int k)
     return run_on_pool(&c, &r, 16, SW_KV_NHD, k, 0, SW_BACKEND_CPU, 3);
 }
 
+/* Strides of a pool of hkv x d rows in pages of ps tokens: NHD with token
+ * rows padded by `padded` elements and pages by `page_pad`, or HND. */
+static sw_paged_strides bulk_strides(int32_t hkv, int32_t d, int32_t ps, int hnd, int32_t padded,
+                                     int32_t page_pad)
+{
+    sw_paged_strides st;
+    if (hnd) {
+        st.head = (int64_t)ps * d;
+        st.token = d;
+        st.page = st.head * hkv;
+    } else {
+        st.head = d;
+        st.token = (int64_t)hkv * d + padded;
+        st.page = st.token * ps + page_pad;
+    }
+    return st;
+}
+
 /* The Hopper kernel's gatherers copy by bulk copies only where every
  * piece (4 keys of a kv head row) is one contiguous run in one page, at
- * most 8 KiB, 16-byte aligned, with the plain kernel's tiles. */
+ * most 8 KiB, 16-byte aligned, with the plain kernel's tiles -- K and V
+ * each (their strides and pointers are separate). */
 static void test_bulk_choice(void)
 {
     static _Alignas(64) char pool_mem[256];
     sw_attn_problem pb;
     memset(&pb, 0, sizeof pb);
     pb.dtype = SW_DTYPE_BF16;
-    pb.k = pool_mem;
-    pb.v = pool_mem + 64;
     sw_paged_table pt;
     memset(&pt, 0, sizeof pt);
+    /* v: where V differs from K (0: the same layout; 1: padded token rows;
+     * 2: a page stride 8 bytes past 16-byte alignment; 3: HND; 4: its
+     * pointer misaligned) */
     struct {
-        int32_t hkv, d, ps, padded, hnd, page_pad, wide, misaligned, want;
+        int32_t hkv, d, ps, padded, hnd, page_pad, wide, misaligned, v, want;
     } cases[] = {
-        {8, 128, 16, 0, 0, 0, 0, 0, 1},  /* 4 x 8 x 128 x 2 = 8 KiB: the limit */
-        {16, 128, 16, 0, 0, 0, 0, 0, 0}, /* 16 KiB */
-        {2, 256, 64, 0, 0, 0, 0, 0, 1},
-        {1, 64, 48, 0, 0, 0, 0, 0, 1},   /* a page size that is no power of two */
-        {8, 128, 1, 0, 0, 0, 0, 0, 0},   /* pieces straddle pages */
-        {8, 128, 18, 0, 0, 0, 0, 0, 0},  /* not a multiple of 4 */
-        {8, 128, 16, 1, 0, 0, 0, 0, 0},  /* padded token rows */
-        {8, 128, 16, 0, 1, 0, 0, 0, 0},  /* HND: a piece is one run per head */
-        {4, 128, 16, 0, 0, 4, 0, 0, 0},  /* a page stride of 8 bytes past 16-byte alignment */
-        {8, 128, 16, 0, 0, 0, 1, 0, 0},  /* the wide kernel's tiles */
-        {8, 128, 16, 0, 0, 0, 0, 1, 0},  /* the pool itself misaligned */
+        {8, 128, 16, 0, 0, 0, 0, 0, 0, 1},  /* 4 x 8 x 128 x 2 = 8 KiB: the limit */
+        {16, 128, 16, 0, 0, 0, 0, 0, 0, 0}, /* 16 KiB */
+        {2, 256, 64, 0, 0, 0, 0, 0, 0, 1},
+        {1, 64, 48, 0, 0, 0, 0, 0, 0, 1},   /* a page size that is no power of two */
+        {8, 128, 1, 0, 0, 0, 0, 0, 0, 0},   /* pieces straddle pages */
+        {8, 128, 18, 0, 0, 0, 0, 0, 0, 0},  /* not a multiple of 4 */
+        {8, 128, 16, 8, 0, 0, 0, 0, 0, 0},  /* padded token rows */
+        {8, 128, 16, 0, 1, 0, 0, 0, 0, 0},  /* HND: a piece is one run per head */
+        {4, 128, 16, 0, 0, 4, 0, 0, 0, 0},  /* a page stride of 8 bytes past 16-byte alignment */
+        {8, 128, 16, 0, 0, 0, 1, 0, 0, 0},  /* the wide kernel's tiles */
+        {8, 128, 16, 0, 0, 0, 0, 1, 0, 0},  /* the pool itself misaligned */
+        {8, 128, 16, 0, 0, 0, 0, 0, 1, 0},  /* K contiguous, V's token rows padded */
+        {4, 128, 16, 0, 0, 0, 0, 0, 2, 0},  /* ... V's page stride misaligned */
+        {2, 256, 64, 0, 0, 0, 0, 0, 3, 0},  /* ... V in HND */
+        {2, 256, 64, 0, 0, 0, 0, 0, 4, 0},  /* ... V's pointer misaligned */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        const int64_t hd = cases[i].d, row = cases[i].hkv * hd;
-        pb.num_kv_heads = cases[i].hkv;
-        pb.head_dim = cases[i].d;
+        const int32_t hkv = cases[i].hkv, d = cases[i].d, ps = cases[i].ps;
+        pb.num_kv_heads = hkv;
+        pb.head_dim = d;
         pb.k = pool_mem + (cases[i].misaligned ? 8 : 0);
-        pt.page_size = cases[i].ps;
-        sw_paged_strides st;
-        if (cases[i].hnd) {
-            st.head = (int64_t)cases[i].ps * hd;
-            st.token = hd;
-        } else {
-            st.head = hd;
-            st.token = row + (cases[i].padded ? 8 : 0);
-        }
-        st.page = st.token * cases[i].ps + cases[i].page_pad;
-        if (cases[i].hnd)
-            st.page = st.head * cases[i].hkv;
-        const int32_t tile = sw_hopper_tile_n(cases[i].d, cases[i].wide);
-        if (cases[i].wide && tile == sw_hopper_tile_n(cases[i].d, 0))
+        pb.v = pool_mem + 64 + (cases[i].v == 4 ? 8 : 0);
+        pt.page_size = ps;
+        const sw_paged_strides ks =
+            bulk_strides(hkv, d, ps, cases[i].hnd, cases[i].padded, cases[i].page_pad);
+        const sw_paged_strides vs =
+            cases[i].v == 0 || cases[i].v == 4 ? ks
+            : bulk_strides(hkv, d, ps, cases[i].v == 3, cases[i].v == 1 ? 8 : 0,
+                           cases[i].v == 2 ? 4 : 0);
+        const int32_t tile = sw_hopper_tile_n(d, cases[i].wide);
+        if (cases[i].wide && tile == sw_hopper_tile_n(d, 0))
             continue; /* no wide tiles at this head_dim */
-        const int32_t got = sw_paged_gather_bulk_ok(&pb, &pt, &st, &st, tile);
+        const int32_t got = sw_paged_gather_bulk_ok(&pb, &pt, &ks, &vs, tile);
         if (got != cases[i].want) {
             fprintf(stderr, "bulk choice case %zu (h%d d%d page %d): %d, want %d\n", i,
                     cases[i].hkv, cases[i].d, cases[i].ps, got, cases[i].want);
