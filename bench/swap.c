@@ -528,14 +528,16 @@ int main(int argc, char **argv)
         return BENCH_USAGE;
     if (bench_check_list(PROG, "case", o.cases, keys, 4))
         return BENCH_USAGE;
-    /* a results file that cannot be written fails now, not after the cases */
-    if (bench_result_probe(PROG, o.json))
-        return 1;
     shape_run *sr = (shape_run *)swt_xalloc(sizeof(shape_run) * MAX_SHAPES, 0);
     const int ns = parse_shapes(shapes, &o, sr);
     if (ns < 0) {
         free(sr);
         return BENCH_USAGE;
+    }
+    /* a results file that cannot be written fails now, not after the cases */
+    if (bench_result_probe(PROG, o.json)) {
+        free(sr);
+        return 1;
     }
     const case_opts co = {host_tile, res_batch, res_ctx, raw_every, set_steps, check_during,
                           tuned ? &tune : NULL};
