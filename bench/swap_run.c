@@ -368,7 +368,7 @@ typedef struct ctx {
     double *ref, *sc;
 } ctx;
 
-static kvbuf *kv_at(ctx *x, int32_t seq, int32_t layer)
+static kvbuf *kv_at(const ctx *x, int32_t seq, int32_t layer)
 {
     return &x->kv[(size_t)seq * x->c->layers + layer];
 }
@@ -394,7 +394,7 @@ static void gen_token(const ctx *x, int32_t seq, int32_t layer, int64_t t)
     hb ^= hb >> 32;
     const int heavy = (hb % 10) < 3 && row < 2;
     const float s = 4.0f + (float)((hb >> 8) % 1000) * 0.008f; /* 4..12 */
-    const kvbuf *kb = &x->kv[(size_t)seq * x->c->layers + layer];
+    const kvbuf *kb = kv_at(x, seq, layer);
     for (int32_t h = 0; h < H; h++) {
         const size_t base = (((size_t)blk * H + h) * B + row) * D;
         const float *u = x->topic + ((size_t)layer * H + h) * D;
@@ -404,6 +404,18 @@ static void gen_token(const ctx *x, int32_t seq, int32_t layer, int64_t t)
             kb->v[base + c] = f2bf(rng_normal(&r));
         }
     }
+}
+
+/* Threads for `units` pieces of host work (the synthetic KV, the checks):
+ * one a CPU, at most HOST_THREADS, at least 1. */
+enum { HOST_THREADS = 16 };
+static int64_t host_threads(int64_t units)
+{
+    const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int64_t n = cpus > 1 ? cpus : 1;
+    n = n < HOST_THREADS ? n : HOST_THREADS;
+    n = n < units ? n : units;
+    return n > 1 ? n : 1;
 }
 
 /* Tokens [t0, t1) of (seq, layer), on threads of the host when many. */
@@ -423,15 +435,11 @@ static void *gen_worker(void *arg)
 
 static void gen_tokens(const ctx *x, int32_t seq, int32_t layer, int64_t t0, int64_t t1)
 {
-    enum { MAX_THREADS = 16, MIN_TOKENS = 256 };
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    int64_t nt = cpus > 1 ? cpus : 1;
-    nt = nt < MAX_THREADS ? nt : MAX_THREADS;
-    nt = nt < (t1 - t0) / MIN_TOKENS ? nt : (t1 - t0) / MIN_TOKENS;
-    gen_job jobs[MAX_THREADS];
-    pthread_t th[MAX_THREADS];
-    int started[MAX_THREADS] = {0};
-    const int64_t n = nt > 1 ? nt : 1;
+    enum { MIN_TOKENS = 256 }; /* a thread's least share */
+    gen_job jobs[HOST_THREADS];
+    pthread_t th[HOST_THREADS];
+    int started[HOST_THREADS] = {0};
+    const int64_t n = host_threads((t1 - t0) / MIN_TOKENS);
     for (int64_t i = 0; i < n; i++) {
         jobs[i] = (gen_job){x, seq, layer, t0 + (t1 - t0) * i / n, t0 + (t1 - t0) * (i + 1) / n};
         if (i > 0)
@@ -516,7 +524,7 @@ static double check_row(const ctx *x, int32_t seq, int32_t layer, int32_t h, con
                         const uint16_t *o, int64_t len, double *sc, double *acc)
 {
     const int32_t D = x->D, B = x->B, H = x->H, kh = h / x->G;
-    const kvbuf *kb = &x->kv[(size_t)seq * x->c->layers + layer];
+    const kvbuf *kb = kv_at(x, seq, layer);
     double qd[1024];
     for (int32_t d = 0; d < D; d++) {
         qd[d] = bf2d(q[d]);
@@ -602,16 +610,12 @@ static void *check_worker(void *arg)
     return NULL;
 }
 
-/* err[r] for every kept row, on up to 16 threads (the caller's alone when
- * none can be started). */
+/* err[r] for every kept row, on host_threads (the caller's alone when none
+ * can be started). */
 static void check_rows(check_job *j)
 {
-    enum { MAX_THREADS = 16 };
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    size_t nt = cpus > 1 ? (size_t)cpus : 1;
-    nt = nt < MAX_THREADS ? nt : MAX_THREADS;
-    nt = nt < j->rows ? nt : j->rows;
-    pthread_t th[MAX_THREADS];
+    const size_t nt = (size_t)host_threads((int64_t)j->rows);
+    pthread_t th[HOST_THREADS];
     size_t started = 0;
     pthread_mutex_init(&j->mu, NULL);
     j->next = 0;
