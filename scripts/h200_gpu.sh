@@ -52,13 +52,14 @@
 #              cases (1x16k and both mixes beside FlashInfer's FA2 and FA3 paged
 #              prefill; its JSON in $OUT/paged-h200.json)
 #   records    the recorded runs of issues 24 and 25 on the opponent build
-#              staged by --opp: `spillway bench swap` at both shapes in one run
-#              (--shapes h32-8/d128,h16-2/d256) beside FlashInfer's batch decode
-#              and cuDNN's paged SDPA (the machine's PyTorch cuDNN on
-#              LD_LIBRARY_PATH), its lines tabled by bench/swap_table.py; then
-#              `spillway bench paged` twice back to back (every case). Files
-#              swap-h200.{json,log}, swap-h200-lines.md, paged-h200[-2].json,
-#              paged-h200.log: what bench/results/ keeps
+#              staged by --opp: `spillway bench paged` twice back to back (every
+#              case; the shorter run, first, so a call cut short by the device's
+#              time still brings it back); then `spillway bench swap` at both
+#              shapes in one run (--shapes h32-8/d128,h16-2/d256) beside
+#              FlashInfer's batch decode and cuDNN's paged SDPA (the machine's
+#              PyTorch cuDNN on LD_LIBRARY_PATH), its lines tabled by
+#              bench/swap_table.py. Files paged-h200[-2].json, paged-h200.log,
+#              swap-h200.{json,log}, swap-h200-lines.md: what bench/results/ keeps
 #   all        the whole C suite once, `ctest -j4`
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -246,13 +247,6 @@ run)
   records)
     [ -x .carry/opp/spillway-bench-swap ] && [ -x .carry/opp/spillway-bench-paged ] ||
       { echo "records: no opponent build staged (stage --opp D)"; continue; }
-    cudnn=$(python3 -c 'import nvidia.cudnn as m; print(list(m.__path__)[0] + "/lib")' 2>/dev/null)
-    [ -n "$cudnn" ] || echo "records: no cuDNN in the machine's Python: its lines are left out"
-    LD_LIBRARY_PATH=${cudnn:+$cudnn:}$LD_LIBRARY_PATH SPILLWAY_OPPONENT=flashinfer,cudnn \
-      timeout 480 .carry/opp/spillway-bench-swap --dir /var/tmp --shapes h32-8/d128,h16-2/d256 \
-      --json "$OUT/swap-h200.json" >"$OUT/swap-h200.log" 2>&1
-    echo "bench swap: rc=$?"
-    python3 bench/swap_table.py "$OUT/swap-h200.json" --md "$OUT/swap-h200-lines.md"
     for run in 1 2; do
       j=$OUT/paged-h200.json; [ $run = 2 ] && j=$OUT/paged-h200-2.json
       [ $run = 2 ] && echo "# second run" >>"$OUT/paged-h200.log"
@@ -260,7 +254,14 @@ run)
         >>"$OUT/paged-h200.log" 2>&1
       echo "bench paged, run $run: rc=$?"
     done
-    grep -E "^(p?[0-9]+x|pmix)" "$OUT/paged-h200.log" | cut -c1-150 ;;
+    grep -E "^(p?[0-9]+x|pmix)" "$OUT/paged-h200.log" | cut -c1-150
+    cudnn=$(python3 -c 'import nvidia.cudnn as m; print(list(m.__path__)[0] + "/lib")' 2>/dev/null)
+    [ -n "$cudnn" ] || echo "records: no cuDNN in the machine's Python: its lines are left out"
+    LD_LIBRARY_PATH=${cudnn:+$cudnn:}$LD_LIBRARY_PATH SPILLWAY_OPPONENT=flashinfer,cudnn \
+      timeout 480 .carry/opp/spillway-bench-swap --dir /var/tmp --shapes h32-8/d128,h16-2/d256 \
+      --json "$OUT/swap-h200.json" >"$OUT/swap-h200.log" 2>&1
+    echo "bench swap: rc=$?"
+    python3 bench/swap_table.py "$OUT/swap-h200.json" --md "$OUT/swap-h200-lines.md" ;;
   all)
     (cd /work/main/$B && ctest -j4 --output-on-failure) >"$OUT/ctest-all.log" 2>&1
     echo "ctest all: rc=$?"; tail -25 "$OUT/ctest-all.log" ;;
