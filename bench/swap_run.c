@@ -13,6 +13,7 @@
 #include "swap_run.h"
 
 #include "opp_cudnn.h"
+#include "core/sw_core.h"         /* sw_cpu_count */
 #include "swap/swap_internal.h" /* sw_swap_create_tuned: --tune */
 
 #include <errno.h>
@@ -411,8 +412,7 @@ static void gen_token(const ctx *x, int32_t seq, int32_t layer, int64_t t)
 enum { HOST_THREADS = 16 };
 static int64_t host_threads(int64_t units)
 {
-    const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    int64_t n = cpus > 1 ? cpus : 1;
+    int64_t n = sw_cpu_count();
     n = n < HOST_THREADS ? n : HOST_THREADS;
     n = n < units ? n : units;
     return n > 1 ? n : 1;
