@@ -1,18 +1,20 @@
 #!/usr/bin/env python3
-"""Issue 24's lines from a `spillway bench swap` results file, as a Markdown table.
+"""Issue 24's lines from `spillway bench swap` results files, as a Markdown table.
 
-    python3 bench/swap_table.py RESULTS.json [--md OUT.md]
+    python3 bench/swap_table.py RESULTS.json [RESULTS2.json ...] [--md OUT.md]
 
-One column per shape of the run (--shapes), one row per line: the figure, the
-limit it is held against (measured in the same run) and their ratio, marked
-met or missed against the line's target (the GPU's default cases: one
-sequence of 512k tokens, a batch of 16 x 32k). Rows whose records the run
-lacks (a case not run, an opponent not named) are left out. Exit status 0,
-or 1 when the file holds no device-pool swap run."""
+Each file is one run (what `--json` writes) or a record of several (an object
+with "runs", as bench/results keeps them). One column per shape of a run
+(--shapes) and per run, one row per line: the figure, the limit it is held
+against (measured in the same run) and their ratio, marked met or missed
+against the line's target (the GPU's default cases: one sequence of 512k
+tokens, a batch of 16 x 32k). Rows whose records no run has (a case not run,
+an opponent not named) are left out. Exit status 0, or 1 when a run is not a
+device-pool swap run."""
 
-import argparse
-import json
 import sys
+
+from results_runs import emit, tool_args
 
 # (case, metric, row label, target on value / limit: > 0 at least, < 0 at most)
 LINES = [
@@ -39,23 +41,32 @@ def cell(rec, target):
     return "%.4g / %.4g = %.1f%%%s" % (v, lim, 100 * r, "" if met else " (missed)"), met
 
 
-def table(doc):
-    recs = doc.get("records", [])
+def table(docs):
+    """The lines of runs `docs` (each with "records"): a column per shape and run."""
     shapes = []
-    for r in recs:
-        s = r.get("shape")
-        if s and s not in shapes:
-            shapes.append(s)
+    for doc in docs:
+        for r in doc.get("records", []):
+            s = r.get("shape")
+            if s and s not in shapes:
+                shapes.append(s)
     if not shapes:
         shapes = [None]
-    by = {(r.get("shape"), r["case"], r["metric"]): r for r in recs}
-    out = ["| line | %s |" % " | ".join(s or "run" for s in shapes),
-           "|---|" + "---|" * len(shapes)]
+    cols = [(s, i) for s in shapes for i in range(len(docs))]
+    by = {(r.get("shape"), i, r["case"], r["metric"]): r
+          for i, doc in enumerate(docs) for r in doc.get("records", [])}
+
+    def name(s, i):
+        if len(docs) == 1:
+            return s or "run"
+        return "%s, run %d" % (s, i + 1) if s else "run %d" % (i + 1)
+
+    out = ["| line | %s |" % " | ".join(name(s, i) for s, i in cols),
+           "|---|" + "---|" * len(cols)]
     missed = 0
     for case, metric, label, target in LINES:
         cells = []
-        for s in shapes:
-            rec = by.get((s, case, metric))
+        for s, i in cols:
+            rec = by.get((s, i, case, metric))
             if rec is None:
                 cells.append("")
                 continue
@@ -65,8 +76,9 @@ def table(doc):
         if any(cells):
             out.append("| %s | %s |" % (label, " | ".join(cells)))
     checks = []
-    for s in shapes:
-        worst = [by[(s, c, "max_rel_l2")]["value"] for c in CASES if (s, c, "max_rel_l2") in by]
+    for s, i in cols:
+        worst = [by[(s, i, c, "max_rel_l2")]["value"] for c in CASES
+                 if (s, i, c, "max_rel_l2") in by]
         checks.append("%.2g" % max(worst) if worst else "")
     if any(checks):
         out.append("| every checked row: max rel L2 vs fp64 (bound 1e-2) | %s |" % " | ".join(checks))
@@ -74,27 +86,16 @@ def table(doc):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("results")
-    ap.add_argument("--md", help="write the table here too")
-    a = ap.parse_args()
-    with open(a.results) as f:
-        doc = json.load(f)
-    if doc.get("component") != "swap" or not doc.get("records"):
-        print("swap_table: %s holds no swap records" % a.results, file=sys.stderr)
+    a, runs = tool_args(__doc__, "swap", "table")
+    if runs is None:
         return 1
-    if not any(r["metric"] == "h2d_pinned_GBps" for r in doc["records"]):
-        print("swap_table: %s is a host-pool run: the lines are the device pool's" % a.results,
-              file=sys.stderr)
-        return 1
-    text, missed = table(doc)
-    head = "`%s`, commit %s, %s\n\n" % (doc.get("command", "?"), doc.get("commit", "?")[:7],
-                                        doc.get("utc", "?"))
-    sys.stdout.write(head + text)
-    print("\n%d line(s) missed" % missed)
-    if a.md:
-        with open(a.md, "w") as f:
-            f.write(head + text)
+    for r in runs:
+        if not any(x.get("metric") == "h2d_pinned_GBps" for x in r["records"]):
+            print("swap_table: %s is a host-pool run: the lines are the device pool's"
+                  % r.get("command", "a run"), file=sys.stderr)
+            return 1
+    text, missed = table(runs)
+    emit(a, runs, text, "%d line(s) missed" % missed)
     return 0
 
 

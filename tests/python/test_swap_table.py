@@ -69,3 +69,43 @@ def test_refusals(tmp_path):
     assert p.returncode == 1 and "host-pool run" in p.stderr
     p = _run(tmp_path, {"component": "paged", "records": []})
     assert p.returncode == 1 and "no swap records" in p.stderr
+
+
+def test_runs_side_by_side(tmp_path):
+    """Two runs (a record holding both, and the same two as files): a column per shape and run."""
+    def run(host, utc):
+        d = _doc([_rec(None, "reference", "h2d_pinned_GBps", 55.0),
+                  _rec("h32-8/d128", "host-tier-bound", "host_tier_read_GBps", host, 55.0),
+                  _rec("h16-2/d256", "host-tier-bound", "host_tier_read_GBps", host - 1, 55.0)])
+        d["utc"] = utc
+        return d
+    r1, r2 = run(52.0, "2026-12-06T00:00:01Z"), run(48.0, "2026-12-06T00:00:02Z")
+    record = {"component": "swap", "machine": "x", "runs": [r1, r2]}
+    p = _run(tmp_path, record)
+    assert p.returncode == 0, p.stderr
+    head = [l for l in p.stdout.splitlines() if l.startswith("| line")]
+    assert head == ["| line | h32-8/d128, run 1 | h32-8/d128, run 2 | h16-2/d256, run 1 "
+                    "| h16-2/d256, run 2 |"]
+    row = [l for l in p.stdout.splitlines() if l.startswith("| host tier")][0]
+    # 52/55 94.5% met, 48/55 87.3% missed, 51/55 92.7% met, 47/55 85.5% missed: in column order
+    cells = [c.strip() for c in row.strip("|").split("|")[1:]]
+    assert cells == ["52 / 55 = 94.5%", "48 / 55 = 87.3% (missed)", "51 / 55 = 92.7%",
+                     "47 / 55 = 85.5% (missed)"]
+    assert "2 line(s) missed" in p.stdout
+    assert "run 1: `" in p.stdout and "2026-12-06T00:00:02Z" in p.stdout
+    # the same runs as two files give the same table
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps(r1))
+    b.write_text(json.dumps(r2))
+    q = subprocess.run([sys.executable, _TOOL, str(a), str(b)], capture_output=True, text=True)
+    assert q.returncode == 0 and q.stdout == p.stdout
+
+
+def test_unreadable_file(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    p = subprocess.run([sys.executable, _TOOL, str(bad)], capture_output=True, text=True)
+    assert p.returncode == 1 and "bad.json" in p.stderr
+    p = subprocess.run([sys.executable, _TOOL, str(tmp_path / "none.json")], capture_output=True,
+                       text=True)
+    assert p.returncode == 1 and "none.json" in p.stderr
