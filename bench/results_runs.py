@@ -5,7 +5,10 @@ A results file is one run (what a bench's `--json` writes: "component",
 "command", "commit", "utc", "records") or a record of several (an object with
 "runs", as bench/results/ keeps them)."""
 
+import argparse
 import json
+import os
+import sys
 
 
 class RunsError(Exception):
@@ -44,9 +47,6 @@ def tool_args(doc, component, what):
     """The command line of a table tool whose docstring is `doc`: RESULTS... [--md OUT],
     then the runs of `component` in them. Returns (args, runs), or (args, None) after
     printing why the files cannot be tabled."""
-    import argparse
-    import os
-    import sys
     ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("results", nargs="+")
     ap.add_argument("--md", help="write the %s here too" % what)
