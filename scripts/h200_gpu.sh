@@ -249,27 +249,26 @@ run)
   records)
     [ -x .carry/opp/spillway-bench-swap ] && [ -x .carry/opp/spillway-bench-paged ] ||
       { echo "records: no opponent build staged (stage --opp D)"; continue; }
-    for run in 1 2; do
-      j=$OUT/paged-h200.json; [ $run = 2 ] && j=$OUT/paged-h200-2.json
-      [ $run = 2 ] && echo "# second run" >>"$OUT/paged-h200.log"
-      SPILLWAY_OPPONENT=flashinfer timeout 240 .carry/opp/spillway-bench-paged --json "$j" \
-        >>"$OUT/paged-h200.log" 2>&1
-      echo "bench paged, run $run: rc=$?"
-    done
-    # the runs that finished (a file is missing where one was cut short)
-    python3 bench/paged_table.py $(ls "$OUT"/paged-h200.json "$OUT"/paged-h200-2.json 2>/dev/null) \
-      --md "$OUT/paged-h200-lines.md" | tail -1
+    # twice NAME CMD...: CMD twice back to back, `--json` $OUT/NAME.json then NAME-2.json, both
+    # logs in $OUT/NAME.log; then the runs' files that exist (one is missing where cut short)
+    twice() {
+      local name=$1 run j; shift
+      for run in 1 2; do
+        j=$OUT/$name.json; [ $run = 2 ] && j=$OUT/$name-2.json
+        [ $run = 2 ] && echo "# second run" >>"$OUT/$name.log"
+        "$@" --json "$j" >>"$OUT/$name.log" 2>&1
+        echo "$name, run $run: rc=$?" >&2
+      done
+      for j in "$OUT/$name.json" "$OUT/$name-2.json"; do [ -f "$j" ] && echo "$j"; done
+      return 0
+    }
+    python3 bench/paged_table.py $(SPILLWAY_OPPONENT=flashinfer twice paged-h200 \
+      timeout 240 .carry/opp/spillway-bench-paged) --md "$OUT/paged-h200-lines.md" | tail -1
     cudnn=$(python3 -c 'import nvidia.cudnn as m; print(list(m.__path__)[0] + "/lib")' 2>/dev/null)
     [ -n "$cudnn" ] || echo "records: no cuDNN in the machine's Python: its lines are left out"
-    for run in 1 2; do
-      j=$OUT/swap-h200.json; [ $run = 2 ] && j=$OUT/swap-h200-2.json
-      [ $run = 2 ] && echo "# second run" >>"$OUT/swap-h200.log"
-      LD_LIBRARY_PATH=${cudnn:+$cudnn:}$LD_LIBRARY_PATH SPILLWAY_OPPONENT=flashinfer,cudnn \
-        timeout 240 .carry/opp/spillway-bench-swap --dir /var/tmp --shapes h32-8/d128,h16-2/d256 \
-        --json "$j" >>"$OUT/swap-h200.log" 2>&1
-      echo "bench swap, run $run: rc=$?"
-    done
-    python3 bench/swap_table.py $(ls "$OUT"/swap-h200.json "$OUT"/swap-h200-2.json 2>/dev/null) \
+    python3 bench/swap_table.py $(LD_LIBRARY_PATH=${cudnn:+$cudnn:}$LD_LIBRARY_PATH \
+      SPILLWAY_OPPONENT=flashinfer,cudnn twice swap-h200 timeout 240 \
+      .carry/opp/spillway-bench-swap --dir /var/tmp --shapes h32-8/d128,h16-2/d256) \
       --md "$OUT/swap-h200-lines.md" ;;
   all)
     (cd /work/main/$B && ctest -j4 --output-on-failure) >"$OUT/ctest-all.log" 2>&1
