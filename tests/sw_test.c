@@ -432,3 +432,8 @@ void sw_test_pool_run(int workers, int njobs, void (*fn)(int job, int worker, vo
     for (int w = 1; w <= started; w++)
         pthread_join(th[w], NULL);
 }
+
+double sw_cpu_tol(sw_dtype t)
+{
+    return t == SW_DTYPE_F32 ? 1e-4 : t == SW_DTYPE_F16 ? 1e-3 : 1e-2;
+}

@@ -168,7 +168,7 @@ int main(void)
         for (int i = 0; i < n; i++) {
             sw_case c;
             sw_case_make(&c, seed + (uint64_t)di, i, dts[di], 160);
-            failed += run_case(&c, dts[di] == SW_DTYPE_F32 ? 1e-4 : 1e-2);
+            failed += run_case(&c, sw_cpu_tol(dts[di]));
             total++;
             sw_case_free(&c);
         }
@@ -187,7 +187,7 @@ int main(void)
             for (int i = 0; i < ncases / 5; i++) {
                 sw_case c;
                 sw_case_make(&c, seed + 7 + (uint64_t)di, i, dts[di], 100);
-                failed += run_case_isa(&c, (sw_cpu_isa)isa, dts[di] == SW_DTYPE_F32 ? 1e-4 : 1e-2,
+                failed += run_case_isa(&c, (sw_cpu_isa)isa, sw_cpu_tol(dts[di]),
                                        3);
                 total++;
                 sw_case_free(&c);
@@ -225,7 +225,7 @@ int main(void)
                 sw_case c;
                 sw_case_make(&c, seed + 13 + (uint64_t)di, i, dts[di], 400);
                 sw_case_ramp(&c, i % 2 ? 300 : 1 << 30, i < 2 ? 0.1 : 0.055, i >= 2);
-                failed += run_case_isa(&c, (sw_cpu_isa)isa, dts[di] == SW_DTYPE_F32 ? 1e-4 : 1e-2,
+                failed += run_case_isa(&c, (sw_cpu_isa)isa, sw_cpu_tol(dts[di]),
                                        3);
                 total++;
                 sw_case_free(&c);

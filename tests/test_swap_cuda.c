@@ -509,7 +509,9 @@ static void test_needle(const row *R, sw_store *store, uint64_t seed)
         res.struct_size = sizeof res;
         CHECK_STATUS(dev_attend(s, &p, &sh, 1, o, lse, &res, NULL), SW_OK);
         CHECK(res.blocks_attended == 2 || (nblk == nb - 1 && res.blocks_attended == 1));
-        CHECK(res.sparse_rel_l2 >= 0); /* (the check ran) */
+        /* the reported error: against the exact attention over every block */
+        CHECK(tsw_sparse_rel_ok(&q, 0, sh.Hq, qb, nb, o, res.sparse_rel_l2,
+                                "needle trial (device)"));
         /* the sparse output: attention over the kept blocks' keys alone */
         const int32_t kb[2] = {nblk, nb - 1};
         const double kept_rel = tsw_rel_l2_over_blocks(&q, 0, sh.Hq, qb, kb, 2, o);

@@ -240,6 +240,25 @@ static inline double tsw_rel_l2_over_blocks(const tsw_seq *q, int32_t layer, int
     return sqrt(e2 / (r2 > 0 ? r2 : 1));
 }
 
+/* Whether a sparse call's reported sparse_rel_l2 is the relative L2
+ * distance of its output got (bf16 [Hq][D], one query row qrow of layer
+ * `layer`) from the exact attention over all nb blocks, as computed here
+ * (within 2e-3 + 5%); prints both when not. */
+static inline int tsw_sparse_rel_ok(const tsw_seq *q, int32_t layer, int32_t Hq,
+                                    const uint16_t *qrow, int32_t nb, const uint16_t *got,
+                                    double reported, const char *what)
+{
+    int32_t *all = malloc(sizeof(int32_t) * (size_t)nb);
+    for (int32_t b = 0; b < nb; b++)
+        all[b] = b;
+    const double exact = tsw_rel_l2_over_blocks(q, layer, Hq, qrow, all, nb, got);
+    free(all);
+    const int ok = fabs(reported - exact) <= 2e-3 + 0.05 * exact;
+    if (!ok)
+        printf("%s: sparse_rel_l2 %.4g reported, %.4g computed here\n", what, reported, exact);
+    return ok;
+}
+
 /* An engine of `slots` slots, tiles of 2 blocks, rank 16; persist:
  * sw_swap_config.persist_manifests; tuning: NULL or overrides. */
 static inline sw_swap *tsw_engine(sw_store *st, int32_t layers, int32_t kv_heads,
