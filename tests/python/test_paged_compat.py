@@ -24,6 +24,16 @@ FA_KVCACHE_SIGNATURE = [
 ]
 
 
+def _err(fn, status):
+    """The SpillwayError fn raises; its status is `status` and it has a detail."""
+    with pytest.raises(SpillwayError) as ei:
+        fn()
+    e = ei.value
+    assert e.status == status, e
+    assert e.detail, e
+    return e
+
+
 def test_signature_is_flash_attentions():
     sig = inspect.signature(spillway.flash_attn_with_kvcache)
     assert [(p.name, p.default) for p in sig.parameters.values()] == FA_KVCACHE_SIGNATURE
@@ -205,22 +215,32 @@ def test_refusals_leave_the_cache_untouched():
     # a page outside the pool, named by the library
     bad = table.copy()
     bad[1, 0] = kp.shape[0] + 5
-    with pytest.raises(SpillwayError) as e:
-        spillway.paged_attention(q.reshape(-1, 4, 64), kp, vp, [0, 4, 8], [20, 5], bad)
-    assert e.value.status == "SW_STATUS_INVALID"
+    e = _err(lambda: spillway.paged_attention(q.reshape(-1, 4, 64), kp, vp, [0, 4, 8], [20, 5],
+                                              bad), "SW_STATUS_INVALID")
+    assert f"= {kp.shape[0] + 5} (request 1, its page 0) is out of range" in e.detail, e
     # a page twice in one request
     rep = table.copy()
     rep[0, 1] = rep[0, 0]
-    with pytest.raises(SpillwayError):
-        spillway.paged_attention(q.reshape(-1, 4, 64), kp, vp, [0, 4, 8], [20, 5], rep)
-    for kw in ({"rotary_cos": np.ones(4), "rotary_sin": np.ones(4)},
-               {"cache_leftpad": np.zeros(2, np.int32)}, {"window_size": (8, 0)},
-               {"softcap": 30.0}, {"alibi_slopes": np.ones(4)}):
-        with pytest.raises(SpillwayError) as e:
-            spillway.flash_attn_with_kvcache(q, kp, vp, kn, kn, cache_seqlens=[1, 1],
-                                             block_table=table, **kw)
-        assert e.value.status == "SW_STATUS_UNSUPPORTED"
+    e = _err(lambda: spillway.paged_attention(q.reshape(-1, 4, 64), kp, vp, [0, 4, 8], [20, 5],
+                                              rep), "SW_STATUS_INVALID")
+    assert f"request 0 holds page {table[0, 0]} twice" in e.detail, e
+    # the same call with the table as built: runs
+    spillway.paged_attention(q.reshape(-1, 4, 64), kp, vp, [0, 4, 8], [20, 5], table)
+    for kw, what in (({"rotary_cos": np.ones(4), "rotary_sin": np.ones(4)},
+                      "rotary embedding is not applied"),
+                     ({"cache_leftpad": np.zeros(2, np.int32)},
+                      "left-padded caches are not supported"),
+                     ({"window_size": (8, 0)}, "sliding-window attention is not supported"),
+                     ({"softcap": 30.0}, "soft-capping is not supported"),
+                     ({"alibi_slopes": np.ones(4)}, "ALiBi biases are not supported")):
+        e = _err(lambda: spillway.flash_attn_with_kvcache(q, kp, vp, kn, kn, cache_seqlens=[1, 1],
+                                                          block_table=table, **kw),
+                 "SW_STATUS_UNSUPPORTED")
+        assert what in e.detail, (kw, e)
     assert np.array_equal(kp, k0)
+    # the same call without the option: runs (on copies: it appends)
+    spillway.flash_attn_with_kvcache(q, kp.copy(), vp.copy(), kn, kn, cache_seqlens=[1, 1],
+                                     block_table=table)
 
 
 def test_tables_and_lengths_read_as_given_or_refused():
@@ -326,21 +346,33 @@ def test_every_refusal_comes_before_the_append():
     kn = rng.standard_normal((2, 2, 2, 64)).astype(np.float32)
     rep = table.copy()
     rep[0, 1] = rep[0, 0]  # a cached page twice in request 0
+    # an int64 table is taken when its entries fit int32 (the baseline below);
+    # an entry past int32 is refused for its value, not cast (as int32 it would
+    # wrap to table[0, 0], a page of request 0's)
     wide = table.astype(np.int64)
-    wide[1, 0] = 2**32 + int(table[0, 0])  # would wrap to a real page as int32
+    wide[1, 0] = 2**32 + int(table[0, 0])
     cases = [
-        dict(block_table=rep),
-        dict(block_table=wide),
-        dict(block_table=table, softmax_scale=float("nan")),
-        dict(block_table=table, q=q.astype(np.float16)),  # dtype differs from the cache
-        dict(block_table=table, q=rng.standard_normal((2, 2, 3, 64)).astype(np.float32)),  # 3/2 heads
+        (dict(block_table=rep), f"request 0 holds page {table[0, 0]} twice"),
+        (dict(block_table=wide), "block_table must hold int32 page indices"),
+        (dict(block_table=table, softmax_scale=float("nan")), "softmax_scale=nan"),
+        (dict(block_table=table, q=q.astype(np.float16)),  # dtype differs from the cache
+         "must share one dtype; got q float16, k float32"),
+        (dict(block_table=table, q=rng.standard_normal((2, 2, 3, 64)).astype(np.float32)),
+         "num_qo_heads=3 is not divisible by num_kv_heads=2"),
     ]
-    for kw in cases:
+    # the baseline: the same calls without a fault run (on copies: they append),
+    # the int64 table with entries that fit giving the int32 table's output
+    outs = [spillway.flash_attn_with_kvcache(q, kp.copy(), vp.copy(), kn, kn,
+                                             cache_seqlens=[18, 3], block_table=bt)
+            for bt in (table, table.astype(np.int64))]
+    assert np.array_equal(outs[0], outs[1])
+    for kw, what in cases:
         args = dict(q=q, block_table=table)
         args.update(kw)
-        with pytest.raises(SpillwayError):
-            spillway.flash_attn_with_kvcache(args.pop("q"), kp, vp, kn, kn, cache_seqlens=[18, 3],
-                                             **args)
+        e = _err(lambda: spillway.flash_attn_with_kvcache(args.pop("q"), kp, vp, kn, kn,
+                                                          cache_seqlens=[18, 3], **args),
+                 "SW_STATUS_INVALID")
+        assert what in e.detail, (kw, e)
         assert np.array_equal(kp, k0) and np.array_equal(vp, v0), kw
     # new tokens without cache_seqlens: refused, as FlashAttention does
     with pytest.raises(SpillwayError) as e:
@@ -349,13 +381,19 @@ def test_every_refusal_comes_before_the_append():
     assert np.array_equal(kp, k0)
     # k or v of another dtype than the cache, fractional cache_seqlens, a
     # read-only cache: refused (FlashAttention refuses the first two too)
-    for kw in (dict(k=kn.astype(np.float16)), dict(v=kn.astype(np.float64)),
-               dict(cache_seqlens=np.array([18.7, 3.2]))):
+    for kw, what in ((dict(k=kn.astype(np.float16)), "got q float32, k float16, v float32"),
+                     (dict(v=kn.astype(np.float64)), "got q float32, k float32, v float64"),
+                     (dict(cache_seqlens=np.array([18.7, 3.2])),
+                      "cache_seqlens must hold integers; got float64")):
         args = dict(k=kn, v=kn, cache_seqlens=[18, 3])
         args.update(kw)
-        with pytest.raises(SpillwayError):
-            spillway.flash_attn_with_kvcache(q, kp, vp, block_table=table, **args)
+        e = _err(lambda: spillway.flash_attn_with_kvcache(q, kp, vp, block_table=table, **args),
+                 "SW_STATUS_INVALID")
+        assert what in e.detail, (kw, e)
         assert np.array_equal(kp, k0) and np.array_equal(vp, v0), kw
+    # the same call with k, v of the cache's dtype and integer lengths: runs
+    spillway.flash_attn_with_kvcache(q, kp.copy(), vp.copy(), block_table=table, k=kn, v=kn,
+                                     cache_seqlens=[18, 3])
     vro = vp.copy()
     vro.setflags(write=False)
     with pytest.raises(SpillwayError) as e:

@@ -11,9 +11,12 @@ _TOOL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "be
                      "paged_table.py")
 
 
-def _decode(ratio, fi_ms, ok=True):
-    return {"kind": "decode", "case": "16x32k", "shape": "h32-8/d128", "ms": 0.5, "ratio": ratio,
-            "ok": ok, "max_rel_l2": 2e-3, "flashinfer_ms": fi_ms, "ms_beside_flashinfer": 0.5}
+def _decode(ratio, fi_ms, ok=True, fa3_ms=None):
+    r = {"kind": "decode", "case": "16x32k", "shape": "h32-8/d128", "ms": 0.5, "ratio": ratio,
+         "ok": ok, "max_rel_l2": 2e-3, "flashinfer_ms": fi_ms, "ms_beside_flashinfer": 0.5}
+    if fa3_ms is not None:
+        r.update(flashinfer_fa3_ms=fa3_ms, ms_beside_flashinfer_fa3=0.5)
+    return r
 
 
 def _prefill(ratio, fa3_ms):
@@ -64,6 +67,26 @@ def test_two_runs(tmp_path):
     a.write_text(json.dumps(r1))
     b.write_text(json.dumps(r2))
     assert _tool(a, b).stdout == p.stdout
+
+
+def test_decode_fa3_is_no_line_and_a_case_one_run_lacks(tmp_path):
+    """Decode's FA3 column is shown but is not a line: below 1.0x it is not
+    marked missed nor counted. A case one run lacks shows "-" in that run's
+    place, the other run's figures beside it."""
+    r1 = _run_doc([_decode(0.90, 0.55, fa3_ms=0.30), _prefill(0.96, 1.2)],
+                  "2026-12-06T00:00:01Z")
+    r2 = _run_doc([_decode(0.90, 0.55, fa3_ms=0.70)], "2026-12-06T00:00:02Z")
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps(r1))
+    b.write_text(json.dumps(r2))
+    p = _tool(a, b)
+    assert p.returncode == 0, p.stderr
+    d = _row(p.stdout, "| 16x32k")
+    assert d[5] == "0.60x / 1.40x"  # 0.3 / 0.5 and 0.7 / 0.5; no "(missed)"
+    pf = _row(p.stdout, "| pmix-b")
+    assert pf[2:] == ["1.000 / - ms, 600 / - TFLOP/s", "96.0% / -", "2.00x / -", "1.20x / -"]
+    # every line met; FA3 decode at 0.60x is not counted
+    assert "0 figure(s) missed their line, 0 check(s) failed" in p.stdout
 
 
 def test_refusals(tmp_path):
