@@ -52,10 +52,11 @@
 #              cases (1x16k and both mixes beside FlashInfer's FA2 and FA3 paged
 #              prefill; its JSON in $OUT/paged-h200.json)
 #   records    the recorded runs of issues 24 and 25 on the opponent build
-#              staged by --opp: `spillway bench paged` twice back to back (every
-#              case, ~40 s a run on an H100; first, so a call cut short by the
-#              device's time still brings it back), tabled by bench/paged_table.py;
-#              then `spillway bench swap` twice, both shapes in one run (--shapes
+#              staged by --opp, two rounds (the first of each bench before the
+#              second of either, so a call cut short by the device's time still
+#              brings one of each back): `spillway bench paged` (every case, ~40 s
+#              a run on an H100), tabled by bench/paged_table.py; and
+#              `spillway bench swap`, both shapes in one run (--shapes
 #              h32-8/d128,h16-2/d256, ~35 s a run on an H100) beside FlashInfer's
 #              batch decode and cuDNN's paged SDPA (the machine's PyTorch cuDNN
 #              on LD_LIBRARY_PATH), tabled by bench/swap_table.py. Files
@@ -249,27 +250,27 @@ run)
   records)
     [ -x .carry/opp/spillway-bench-swap ] && [ -x .carry/opp/spillway-bench-paged ] ||
       { echo "records: no opponent build staged (stage --opp D)"; continue; }
-    # twice NAME CMD...: CMD twice back to back, `--json` $OUT/NAME.json then NAME-2.json, both
-    # logs in $OUT/NAME.log; then the runs' files that exist (one is missing where cut short)
-    twice() {
-      local name=$1 run j; shift
-      for run in 1 2; do
-        j=$OUT/$name.json; [ $run = 2 ] && j=$OUT/$name-2.json
-        [ $run = 2 ] && echo "# second run" >>"$OUT/$name.log"
-        "$@" --json "$j" >>"$OUT/$name.log" 2>&1
-        echo "$name, run $run: rc=$?" >&2
-      done
-      for j in "$OUT/$name.json" "$OUT/$name-2.json"; do [ -f "$j" ] && echo "$j"; done
-      return 0
-    }
-    python3 bench/paged_table.py $(SPILLWAY_OPPONENT=flashinfer twice paged-h200 \
-      timeout 240 .carry/opp/spillway-bench-paged) --md "$OUT/paged-h200-lines.md" | tail -1
     cudnn=$(python3 -c 'import nvidia.cudnn as m; print(list(m.__path__)[0] + "/lib")' 2>/dev/null)
     [ -n "$cudnn" ] || echo "records: no cuDNN in the machine's Python: its lines are left out"
-    python3 bench/swap_table.py $(LD_LIBRARY_PATH=${cudnn:+$cudnn:}$LD_LIBRARY_PATH \
-      SPILLWAY_OPPONENT=flashinfer,cudnn twice swap-h200 timeout 240 \
-      .carry/opp/spillway-bench-swap --dir /var/tmp --shapes h32-8/d128,h16-2/d256) \
-      --md "$OUT/swap-h200-lines.md" ;;
+    # bench NAME RUN CMD...: CMD with `--json` $OUT/NAME.json (run 1) or NAME-2.json (run 2), its
+    # log appended to $OUT/NAME.log. Both benches' first runs come before either's second, so a
+    # call cut short by the device's time still brings back one run of each.
+    bench() {
+      local name=$1 run=$2 j; shift 2
+      j=$OUT/$name.json; [ "$run" = 2 ] && { j=$OUT/$name-2.json; echo "# second run" >>"$OUT/$name.log"; }
+      "$@" --json "$j" >>"$OUT/$name.log" 2>&1
+      echo "$name, run $run: rc=$?" >&2
+    }
+    for run in 1 2; do
+      SPILLWAY_OPPONENT=flashinfer bench paged-h200 $run timeout 240 .carry/opp/spillway-bench-paged
+      LD_LIBRARY_PATH=${cudnn:+$cudnn:}$LD_LIBRARY_PATH SPILLWAY_OPPONENT=flashinfer,cudnn \
+        bench swap-h200 $run timeout 240 .carry/opp/spillway-bench-swap --dir /var/tmp \
+        --shapes h32-8/d128,h16-2/d256
+    done
+    # the runs' files that exist, in run order
+    runs() { for j in "$OUT/$1.json" "$OUT/$1-2.json"; do [ -f "$j" ] && echo "$j"; done; }
+    python3 bench/paged_table.py $(runs paged-h200) --md "$OUT/paged-h200-lines.md" | tail -1
+    python3 bench/swap_table.py $(runs swap-h200) --md "$OUT/swap-h200-lines.md" ;;
   all)
     (cd /work/main/$B && ctest -j4 --output-on-failure) >"$OUT/ctest-all.log" 2>&1
     echo "ctest all: rc=$?"; tail -25 "$OUT/ctest-all.log" ;;
