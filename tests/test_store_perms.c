@@ -42,6 +42,7 @@ int main(void)
     snprintf(p, sizeof p, "%s/journal", d.store);
     CHECK(chmod(p, 0644) == 0);
     CHECK_STATUS(sw_store_open(&c, &s), SW_STATUS_INVALID);
+    CHECK(strstr(sw_last_error(), "journal") != NULL && strstr(sw_last_error(), "0644") != NULL);
     CHECK(chmod(p, 0600) == 0);
     /* Through a symlink. */
     char link[700];
@@ -50,6 +51,7 @@ int main(void)
     sw_store_config cl = c;
     cl.dir = link;
     CHECK_STATUS(sw_store_open(&cl, &s), SW_STATUS_INVALID);
+    CHECK(strstr(sw_last_error(), "symlink") != NULL);
     /* The store still opens as it is. */
     CHECK_STATUS(sw_store_open(&c, &s), SW_OK);
     CHECK_STATUS(sw_store_close(s), SW_OK);
@@ -65,6 +67,7 @@ int main(void)
         snprintf(p, sizeof p, "%s/data", d.store);
         CHECK(chown(p, 12345, 12345) == 0);
         CHECK_STATUS(sw_store_open(&c, &s), SW_STATUS_INVALID);
+        CHECK(strstr(sw_last_error(), "data is owned by uid 12345") != NULL);
         CHECK(chown(p, 0, 0) == 0);
         CHECK_STATUS(sw_store_open(&c, &s), SW_OK);
         CHECK_STATUS(sw_store_close(s), SW_OK);

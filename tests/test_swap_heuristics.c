@@ -154,8 +154,10 @@ static void test_engine(const char *dir)
     c.thread_spin_us = -2;
     CHECK_STATUS(sw_swap_create(&m, &c, store, &s), SW_STATUS_INVALID);
     CHECK(s == NULL);
+    CHECK(strstr(sw_last_error(), "thread_spin_us -2 not in [-1, 10000000]") != NULL);
     c.thread_spin_us = 10000001;
     CHECK_STATUS(sw_swap_create(&m, &c, store, &s), SW_STATUS_INVALID);
+    CHECK(strstr(sw_last_error(), "thread_spin_us 10000001 not in") != NULL);
     /* a caller built before thread_spin_us: the library's choice */
     sw_swap_config old;
     sw_swap_config_init(&old);
