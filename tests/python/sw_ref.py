@@ -1,10 +1,28 @@
 """Shared by the binding's tests: an independent float64 numpy reference of
-ragged attention, seeded random cases, and (for the transformers tests) an
-attention of the swap engine's precision registered with transformers."""
+ragged attention, seeded random cases, the check of a refusal, and (for the
+transformers tests) an attention of the swap engine's precision registered
+with transformers."""
 
 import math
 
 import numpy as np
+import pytest
+
+from spillway import SpillwayError
+
+
+def expect_error(fn, status=None):
+    """The SpillwayError fn() raises: a RuntimeError whose status (SW_...,
+    `status` when given) is in its message, with a detail."""
+    with pytest.raises(SpillwayError) as ei:
+        fn()
+    e = ei.value
+    assert isinstance(e, RuntimeError)
+    assert e.status.startswith("SW_") and e.detail, e
+    assert e.status in str(e), e
+    if status is not None:
+        assert e.status == status, e
+    return e
 
 
 def ref_attention(q, k, v, cu_q, cu_k, causal, scale=None):

@@ -15,7 +15,7 @@ import pytest
 
 import spillway
 from spillway import SpillwayError
-from sw_ref import make_case, ref_attention, rel_l2
+from sw_ref import expect_error, make_case, ref_attention, rel_l2
 
 
 TOL = {np.float16: 1e-3, np.float32: 1e-5}  # f16 measures <= ~2.1e-4 on the CPU backends
@@ -229,52 +229,42 @@ def test_version_and_devices():
 
 # ------------------------------------------------------------ the errors --
 
-def _err(fn):
-    with pytest.raises(SpillwayError) as ei:
-        fn()
-    e = ei.value
-    assert isinstance(e, RuntimeError)
-    assert e.status.startswith("SW_") and e.detail
-    assert e.status in str(e)
-    return e
-
-
 def test_error_indptr_decreasing():
     q, k, v, _, _ = make_case([4, 4, 4], [4, 4, 4], 4, 4, 64, np.float32, 41)
-    e = _err(lambda: spillway.varlen_attention(q, k, v, [0, 8, 4, 12], [0, 4, 8, 12]))
+    e = expect_error(lambda: spillway.varlen_attention(q, k, v, [0, 8, 4, 12], [0, 4, 8, 12]))
     assert e.status == "SW_STATUS_INVALID"
     assert "[2]=4" in e.detail and "8" in e.detail, e.detail
-    e = _err(lambda: spillway.varlen_attention(q, k, v, [0, 4, 8, 12], [0, 4, 2, 12]))
+    e = expect_error(lambda: spillway.varlen_attention(q, k, v, [0, 4, 8, 12], [0, 4, 2, 12]))
     assert e.status == "SW_STATUS_INVALID" and "kv_indptr[2]" in e.detail, e.detail
 
 
 def test_error_indptr_not_starting_at_zero():
     q, k, v, _, _ = make_case([4, 4, 4], [4, 4, 4], 4, 4, 64, np.float32, 42)
-    e = _err(lambda: spillway.varlen_attention(q, k, v, [1, 4, 8, 12], [0, 4, 8, 12]))
+    e = expect_error(lambda: spillway.varlen_attention(q, k, v, [1, 4, 8, 12], [0, 4, 8, 12]))
     assert e.status == "SW_STATUS_INVALID" and "[0]=1" in e.detail, e.detail
 
 
 def test_error_indptr_wrong_end():
     q, k, v, _, _ = make_case([4, 4, 4], [4, 4, 4], 4, 4, 64, np.float32, 43)
-    e = _err(lambda: spillway.varlen_attention(q, k, v, [0, 4, 8, 11], [0, 4, 8, 12]))
+    e = expect_error(lambda: spillway.varlen_attention(q, k, v, [0, 4, 8, 11], [0, 4, 8, 12]))
     assert e.status == "SW_STATUS_INVALID" and "11" in e.detail and "12" in e.detail, e.detail
-    e = _err(lambda: spillway.varlen_attention(q, k, v, [0, 4, 8, 12], [0, 4, 8, 13]))
+    e = expect_error(lambda: spillway.varlen_attention(q, k, v, [0, 4, 8, 12], [0, 4, 8, 13]))
     assert e.status == "SW_STATUS_INVALID" and "13" in e.detail, e.detail
-    e = _err(lambda: spillway.varlen_attention(q, k, v, [0, 4, 8, 12], [0, 4, 8]))
+    e = expect_error(lambda: spillway.varlen_attention(q, k, v, [0, 4, 8, 12], [0, 4, 8]))
     assert e.status == "SW_STATUS_INVALID" and "cu_seqlens_k" in e.detail, e.detail
 
 
 @pytest.mark.parametrize("d", [32, 96, 512])
 def test_error_unsupported_head_dim(d):
     q, k, v, cu_q, cu_k = make_case([4], [4], 4, 4, d, np.float32, 44)
-    e = _err(lambda: spillway.varlen_attention(q, k, v, cu_q, cu_k))
+    e = expect_error(lambda: spillway.varlen_attention(q, k, v, cu_q, cu_k))
     assert e.status == "SW_STATUS_UNSUPPORTED" and "head_dim" in e.detail, e.detail
     assert str(d) in e.detail
 
 
 def test_error_heads_not_divisible():
     q, k, v, cu_q, cu_k = make_case([4], [4], 6, 4, 64, np.float32, 45)
-    e = _err(lambda: spillway.varlen_attention(q, k, v, cu_q, cu_k))
+    e = expect_error(lambda: spillway.varlen_attention(q, k, v, cu_q, cu_k))
     assert e.status == "SW_STATUS_INVALID"
     assert "6" in e.detail and "4" in e.detail and "divisible" in e.detail, e.detail
 
@@ -282,26 +272,26 @@ def test_error_heads_not_divisible():
 def test_error_python_side_checks():
     q, k, v, cu_q, cu_k = make_case([4], [4], 4, 4, 64, np.float32, 46)
     # dtypes the library has no code for
-    e = _err(lambda: spillway.varlen_attention(q.astype(np.float64), k.astype(np.float64),
+    e = expect_error(lambda: spillway.varlen_attention(q.astype(np.float64), k.astype(np.float64),
                                                v.astype(np.float64), cu_q, cu_k))
     assert e.status == "SW_STATUS_UNSUPPORTED" and "float64" in e.detail
-    e = _err(lambda: spillway.varlen_attention(q, k.astype(np.float16), v, cu_q, cu_k))
+    e = expect_error(lambda: spillway.varlen_attention(q, k.astype(np.float16), v, cu_q, cu_k))
     assert "dtype" in e.detail
-    e = _err(lambda: spillway.varlen_attention(q[0], k, v, cu_q, cu_k))
+    e = expect_error(lambda: spillway.varlen_attention(q[0], k, v, cu_q, cu_k))
     assert "3-D" in e.detail
-    e = _err(lambda: spillway.varlen_attention(q, k, v[:, :, :32], cu_q, cu_k))
+    e = expect_error(lambda: spillway.varlen_attention(q, k, v[:, :, :32], cu_q, cu_k))
     assert "same shape" in e.detail
-    e = _err(lambda: spillway.varlen_attention(q, k, v, cu_q, cu_k, max_seqlen_q=3))
+    e = expect_error(lambda: spillway.varlen_attention(q, k, v, cu_q, cu_k, max_seqlen_q=3))
     assert "max_seqlen_q" in e.detail
-    e = _err(lambda: spillway.varlen_attention(q, k, v, cu_q, cu_k, softmax_scale=float("nan")))
+    e = expect_error(lambda: spillway.varlen_attention(q, k, v, cu_q, cu_k, softmax_scale=float("nan")))
     assert "softmax_scale" in e.detail
-    e = _err(lambda: spillway.varlen_attention(q, k, v, [[0, 4]], cu_k))
+    e = expect_error(lambda: spillway.varlen_attention(q, k, v, [[0, 4]], cu_k))
     assert "1-D" in e.detail
-    e = _err(lambda: spillway.varlen_attention(q, k, v, [0.0, 4.0], cu_k))
+    e = expect_error(lambda: spillway.varlen_attention(q, k, v, [0.0, 4.0], cu_k))
     assert "integers" in e.detail
-    e = _err(lambda: spillway.varlen_attention(q, k, v, cu_q, cu_k, backend="cuda"))
+    e = expect_error(lambda: spillway.varlen_attention(q, k, v, cu_q, cu_k, backend="cuda"))
     assert "host" in e.detail
-    e = _err(lambda: spillway.varlen_attention(q, k, v, cu_q, cu_k, backend="fast"))
+    e = expect_error(lambda: spillway.varlen_attention(q, k, v, cu_q, cu_k, backend="fast"))
     assert "unknown backend" in e.detail
 
 
@@ -356,9 +346,9 @@ def test_torch_repeated_calls_take_the_cached_plan():
     after = spillway.plan_cache_info()
     assert after["hits"] == before["hits"] + 1 and after["misses"] == before["misses"]
     assert torch.equal(out1, out2) and torch.equal(lse1, lse2)
-    e = _err(lambda: spillway.varlen_attention(tq, tk, tv, cq, ck, 32, 40, causal=True))
+    e = expect_error(lambda: spillway.varlen_attention(tq, tk, tv, cq, ck, 32, 40, causal=True))
     assert "max_seqlen_q" in e.detail
-    e = _err(lambda: spillway.varlen_attention(tq, tk, tv, cq.float(), ck, causal=True))
+    e = expect_error(lambda: spillway.varlen_attention(tq, tk, tv, cq.float(), ck, causal=True))
     assert e.status == "SW_STATUS_INVALID", e
     assert "cu_seqlens_q must hold integers" in e.detail and "float32" in e.detail, e.detail
     out3 = spillway.varlen_attention(tq, tk[:, :, :], tv, cq, ck, causal=True,
@@ -394,9 +384,9 @@ def test_torch_cpu_errors():
     torch = _torch_or_skip()
     q, k, v, cu_q, cu_k = make_case([4], [4], 4, 4, 64, np.float32, 52)
     tq = torch.from_numpy(q)
-    e = _err(lambda: spillway.varlen_attention(tq, k, v, cu_q, cu_k))
+    e = expect_error(lambda: spillway.varlen_attention(tq, k, v, cu_q, cu_k))
     assert "torch" in e.detail
-    e = _err(lambda: spillway.varlen_attention(tq.double(), torch.from_numpy(k).double(),
+    e = expect_error(lambda: spillway.varlen_attention(tq.double(), torch.from_numpy(k).double(),
                                                torch.from_numpy(v).double(), cu_q, cu_k))
     assert e.status == "SW_STATUS_UNSUPPORTED"
 
@@ -532,11 +522,11 @@ def test_cuda_errors(cuda_torch):
     torch = cuda_torch
     q, k, v, cu_q, cu_k = make_case([4], [4], 4, 4, 64, np.float32, 81)
     tq, tk, tv = _to_cuda(torch, (q, k, v), torch.bfloat16)
-    e = _err(lambda: spillway.varlen_attention(tq, tk.cpu(), tv, cu_q, cu_k))
+    e = expect_error(lambda: spillway.varlen_attention(tq, tk.cpu(), tv, cu_q, cu_k))
     assert "one device" in e.detail
-    e = _err(lambda: spillway.varlen_attention(tq, tk, tv, cu_q, cu_k, backend="cpu"))
+    e = expect_error(lambda: spillway.varlen_attention(tq, tk, tv, cu_q, cu_k, backend="cpu"))
     assert "host" in e.detail
-    e = _err(lambda: spillway.varlen_attention(tq.float(), tk.float(), tv.float(), cu_q, cu_k))
+    e = expect_error(lambda: spillway.varlen_attention(tq.float(), tk.float(), tv.float(), cu_q, cu_k))
     assert e.status == "SW_STATUS_UNSUPPORTED" and "F32" in e.detail
 
 
@@ -553,10 +543,10 @@ def test_cuda_fast_path_checks_each_calls_rows(cuda_torch):
     again = spillway.varlen_attention(tq, tk, tv, cq, ck, causal=True)  # the short path
     assert torch.equal(first, again)
     # (the library's sentence, not the argument hint appended to every error)
-    e = _err(lambda: spillway.varlen_attention(tq[:-1].contiguous(), tk, tv, cq, ck,
+    e = expect_error(lambda: spillway.varlen_attention(tq[:-1].contiguous(), tk, tv, cq, ck,
                                                causal=True))
     assert e.status == "SW_STATUS_INVALID" and "q_rows=13 but qo_indptr[2]=14" in e.detail, e
-    e = _err(lambda: spillway.varlen_attention(tq, tk[:-1].contiguous(), tv[:-1].contiguous(),
+    e = expect_error(lambda: spillway.varlen_attention(tq, tk[:-1].contiguous(), tv[:-1].contiguous(),
                                                cq, ck, causal=True))
     assert e.status == "SW_STATUS_INVALID" and "kv_rows=18 but kv_indptr[2]=19" in e.detail, e
     assert torch.equal(spillway.varlen_attention(tq, tk, tv, cq, ck, causal=True), first)
@@ -571,10 +561,10 @@ def test_torch_fast_path_checks_each_calls_rows():
     cq, ck = torch.from_numpy(cu_q), torch.from_numpy(cu_k)
     first = spillway.varlen_attention(tq, tk, tv, cq, ck, causal=True)
     # (the library's sentence, not the argument hint appended to every error)
-    e = _err(lambda: spillway.varlen_attention(tq[:-1].contiguous(), tk, tv, cq, ck,
+    e = expect_error(lambda: spillway.varlen_attention(tq[:-1].contiguous(), tk, tv, cq, ck,
                                                causal=True))
     assert e.status == "SW_STATUS_INVALID" and "q_rows=13 but qo_indptr[2]=14" in e.detail, e
-    e = _err(lambda: spillway.varlen_attention(tq, tk[:-1].contiguous(), tv[:-1].contiguous(),
+    e = expect_error(lambda: spillway.varlen_attention(tq, tk[:-1].contiguous(), tv[:-1].contiguous(),
                                                cq, ck, causal=True))
     assert e.status == "SW_STATUS_INVALID" and "kv_rows=18 but kv_indptr[2]=19" in e.detail, e
     assert torch.equal(spillway.varlen_attention(tq, tk, tv, cq, ck, causal=True), first)

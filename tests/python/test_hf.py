@@ -19,21 +19,12 @@ transformers = pytest.importorskip("transformers")
 
 import spillway  # noqa: E402
 import spillway.hf  # noqa: E402
-from spillway import SpillwayError  # noqa: E402
 from spillway import _lib  # noqa: E402
-from sw_ref import ref_attention, register_bf16_sdpa_reference, rel_l2  # noqa: E402
+from sw_ref import expect_error, ref_attention, register_bf16_sdpa_reference, rel_l2  # noqa: E402
 
 ATTN_TOL = 1e-2    # BF16 output against the float64 reference (DESIGN.md)
 LOGITS_TOL = 2e-2  # logits, relative L2: measured <= 2.7e-3 against the BF16 SDPA
                    # reference, <= 7.9e-3 against the ragged prefill over a DynamicCache
-
-
-def _err(fn, status):
-    with pytest.raises(SpillwayError) as ei:
-        fn()
-    assert ei.value.status == status, ei.value
-    assert ei.value.detail, ei.value
-    return ei.value
 
 
 def _tiny_llama(seed=0, layers=2, hq=4, hkv=2, d=64, vocab=512, attn="spillway", **extra):
@@ -88,14 +79,14 @@ def test_attention_refuses_what_it_does_not_do():
     q = torch.randn(1, 4, 3, 64)
     k = v = torch.randn(1, 2, 3, 64)
     m = _Module(True)
-    _err(lambda: spillway.hf.spillway_attention(m, q, k, v, None, dropout=0.1),
+    expect_error(lambda: spillway.hf.spillway_attention(m, q, k, v, None, dropout=0.1),
          "SW_STATUS_UNSUPPORTED")
-    _err(lambda: spillway.hf.spillway_attention(m, q, k, v, None, sliding_window=4),
+    expect_error(lambda: spillway.hf.spillway_attention(m, q, k, v, None, sliding_window=4),
          "SW_STATUS_UNSUPPORTED")
-    _err(lambda: spillway.hf.spillway_attention(m, q, k, v, None, softcap=30.0),
+    expect_error(lambda: spillway.hf.spillway_attention(m, q, k, v, None, softcap=30.0),
          "SW_STATUS_UNSUPPORTED")
     mask = torch.ones(1, 1, 3, 3, dtype=torch.bool)
-    e = _err(lambda: spillway.hf.spillway_attention(m, q, k, v, mask), "SW_STATUS_UNSUPPORTED")
+    e = expect_error(lambda: spillway.hf.spillway_attention(m, q, k, v, mask), "SW_STATUS_UNSUPPORTED")
     assert "mask" in e.detail
 
 
@@ -107,10 +98,10 @@ def test_mask_function_plain_causal_is_none():
     pad = torch.ones(2, 9, dtype=torch.bool)
     pad[1, 0] = False
     # any other mask is refused by the mask function itself (before a layer)
-    e = _err(lambda: f(batch_size=2, q_length=4, kv_length=9, q_offset=5, attention_mask=pad),
+    e = expect_error(lambda: f(batch_size=2, q_length=4, kv_length=9, q_offset=5, attention_mask=pad),
              "SW_STATUS_UNSUPPORTED")
     assert "padding" in e.detail
-    _err(lambda: f(batch_size=2, q_length=4, kv_length=9, local_size=4), "SW_STATUS_UNSUPPORTED")
+    expect_error(lambda: f(batch_size=2, q_length=4, kv_length=9, local_size=4), "SW_STATUS_UNSUPPORTED")
 
 
 def _reference_logits(model, ids):
@@ -212,21 +203,21 @@ def test_cache_close_deletes_or_keeps_stripes(tmp_path):
 def test_cache_refusals(tmp_path):
     with spillway.Store(tmp_path / "kv", capacity_bytes=16 << 20) as st:
         sdpa = _tiny_llama(attn="sdpa")
-        e = _err(lambda: spillway.hf.SpillwayCache(sdpa.config, st), "SW_STATUS_INVALID")
+        e = expect_error(lambda: spillway.hf.SpillwayCache(sdpa.config, st), "SW_STATUS_INVALID")
         assert "spillway" in e.detail
         model = _tiny_llama()
-        _err(lambda: spillway.hf.SpillwayCache(model.config, "/tmp/not-a-store"),
+        expect_error(lambda: spillway.hf.SpillwayCache(model.config, "/tmp/not-a-store"),
              "SW_STATUS_INVALID")
         sliding = _tiny_llama(layer_types=["sliding_attention", "full_attention"],
                               sliding_window=8) if _has_layer_types() else None
         if sliding is not None:
-            _err(lambda: spillway.hf.SpillwayCache(sliding.config, st), "SW_STATUS_UNSUPPORTED")
+            expect_error(lambda: spillway.hf.SpillwayCache(sliding.config, st), "SW_STATUS_UNSUPPORTED")
 
         ids = torch.randint(0, 512, (2, 12), generator=torch.Generator().manual_seed(7))
         with spillway.hf.SpillwayCache(model.config, st) as cache, torch.inference_mode():
             pad = torch.ones_like(ids)
             pad[1, :3] = 0
-            e = _err(lambda: model(ids, attention_mask=pad, use_cache=True,
+            e = expect_error(lambda: model(ids, attention_mask=pad, use_cache=True,
                                    **_cache_kw(model, cache)), "SW_STATUS_UNSUPPORTED")
             assert "padding" in e.detail
             # refused before any layer ran: nothing went into the cache, and
@@ -236,11 +227,11 @@ def test_cache_refusals(tmp_path):
             with spillway.hf.SpillwayCache(model.config, st, ns=2) as fresh:
                 want = model(ids, use_cache=True, **_cache_kw(model, fresh)).logits
             assert torch.equal(got, want)
-            e = _err(lambda: model(ids[:1, :1], use_cache=True, **_cache_kw(model, cache)),
+            e = expect_error(lambda: model(ids[:1, :1], use_cache=True, **_cache_kw(model, cache)),
                      "SW_STATUS_INVALID")
             assert "batch" in e.detail
         with spillway.hf.SpillwayCache(model.config, st) as cache, torch.inference_mode():
-            _err(lambda: model.generate(ids[:1], num_beams=2, do_sample=False, max_new_tokens=3,
+            expect_error(lambda: model.generate(ids[:1], num_beams=2, do_sample=False, max_new_tokens=3,
                                         **_cache_kw(model, cache)), "SW_STATUS_UNSUPPORTED")
 
 
@@ -286,7 +277,7 @@ def test_failed_offload_leaves_the_layer_as_it_was(tmp_path, monkeypatch):
                 _lib.fail(_lib.SW_STATUS_FULL, "the store is full (test)")
 
             monkeypatch.setattr(cache.engine, "offload_batch", refuse)
-            _err(lambda: lay.update(torch.randn(1, 2, 13, 64), torch.randn(1, 2, 13, 64)),
+            expect_error(lambda: lay.update(torch.randn(1, 2, 13, 64), torch.randn(1, 2, 13, 64)),
                  "SW_STATUS_FULL")
             assert (lay.length, lay.pending) == before[:2]
             assert torch.equal(lay._tail_k, before[2])

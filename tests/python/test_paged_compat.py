@@ -11,7 +11,7 @@ import pytest
 
 import spillway
 from spillway import SpillwayError
-from sw_ref import ref_attention, rel_l2
+from sw_ref import expect_error, ref_attention, rel_l2
 
 # flash_attn.flash_attn_with_kvcache (flash-attn 2.x): names, order, defaults.
 FA_KVCACHE_SIGNATURE = [
@@ -22,16 +22,6 @@ FA_KVCACHE_SIGNATURE = [
     ("window_size", (-1, -1)), ("softcap", 0.0), ("rotary_interleaved", True),
     ("alibi_slopes", None), ("num_splits", 0), ("return_softmax_lse", False),
 ]
-
-
-def _err(fn, status):
-    """The SpillwayError fn raises; its status is `status` and it has a detail."""
-    with pytest.raises(SpillwayError) as ei:
-        fn()
-    e = ei.value
-    assert e.status == status, e
-    assert e.detail, e
-    return e
 
 
 def test_signature_is_flash_attentions():
@@ -215,13 +205,13 @@ def test_refusals_leave_the_cache_untouched():
     # a page outside the pool, named by the library
     bad = table.copy()
     bad[1, 0] = kp.shape[0] + 5
-    e = _err(lambda: spillway.paged_attention(q.reshape(-1, 4, 64), kp, vp, [0, 4, 8], [20, 5],
+    e = expect_error(lambda: spillway.paged_attention(q.reshape(-1, 4, 64), kp, vp, [0, 4, 8], [20, 5],
                                               bad), "SW_STATUS_INVALID")
     assert f"= {kp.shape[0] + 5} (request 1, its page 0) is out of range" in e.detail, e
     # a page twice in one request
     rep = table.copy()
     rep[0, 1] = rep[0, 0]
-    e = _err(lambda: spillway.paged_attention(q.reshape(-1, 4, 64), kp, vp, [0, 4, 8], [20, 5],
+    e = expect_error(lambda: spillway.paged_attention(q.reshape(-1, 4, 64), kp, vp, [0, 4, 8], [20, 5],
                                               rep), "SW_STATUS_INVALID")
     assert f"request 0 holds page {table[0, 0]} twice" in e.detail, e
     # the same call with the table as built: runs
@@ -233,7 +223,7 @@ def test_refusals_leave_the_cache_untouched():
                      ({"window_size": (8, 0)}, "sliding-window attention is not supported"),
                      ({"softcap": 30.0}, "soft-capping is not supported"),
                      ({"alibi_slopes": np.ones(4)}, "ALiBi biases are not supported")):
-        e = _err(lambda: spillway.flash_attn_with_kvcache(q, kp, vp, kn, kn, cache_seqlens=[1, 1],
+        e = expect_error(lambda: spillway.flash_attn_with_kvcache(q, kp, vp, kn, kn, cache_seqlens=[1, 1],
                                                           block_table=table, **kw),
                  "SW_STATUS_UNSUPPORTED")
         assert what in e.detail, (kw, e)
@@ -369,7 +359,7 @@ def test_every_refusal_comes_before_the_append():
     for kw, what in cases:
         args = dict(q=q, block_table=table)
         args.update(kw)
-        e = _err(lambda: spillway.flash_attn_with_kvcache(args.pop("q"), kp, vp, kn, kn,
+        e = expect_error(lambda: spillway.flash_attn_with_kvcache(args.pop("q"), kp, vp, kn, kn,
                                                           cache_seqlens=[18, 3], **args),
                  "SW_STATUS_INVALID")
         assert what in e.detail, (kw, e)
@@ -387,7 +377,7 @@ def test_every_refusal_comes_before_the_append():
                       "cache_seqlens must hold integers; got float64")):
         args = dict(k=kn, v=kn, cache_seqlens=[18, 3])
         args.update(kw)
-        e = _err(lambda: spillway.flash_attn_with_kvcache(q, kp, vp, block_table=table, **args),
+        e = expect_error(lambda: spillway.flash_attn_with_kvcache(q, kp, vp, block_table=table, **args),
                  "SW_STATUS_INVALID")
         assert what in e.detail, (kw, e)
         assert np.array_equal(kp, k0) and np.array_equal(vp, v0), kw

@@ -11,20 +11,10 @@ import numpy as np
 import pytest
 
 import spillway
-from spillway import SpillwayError
 from spillway.swap import bf16_bits_to_f32, f32_to_bf16_bits
-from sw_ref import ref_attention, rel_l2
+from sw_ref import expect_error, ref_attention, rel_l2
 
 TOL = 1e-2  # BF16 output against the float64 reference (DESIGN.md)
-
-
-def _err(fn, status):
-    with pytest.raises(SpillwayError) as ei:
-        fn()
-    e = ei.value
-    assert e.status == status, e
-    assert e.detail, e
-    return e
 
 
 def _torch_or_skip():
@@ -54,9 +44,9 @@ def test_store_write_read_delete_reopen(tmp_path):
         assert stats["payload_bytes"] == sum(len(b) for b in blobs.values())
         assert isinstance(stats["io_backend"], str) and "struct_size" not in stats
         st.delete(keys[0])
-        e = _err(lambda: st.read(keys[:2]), "SW_STATUS_NOT_FOUND")
+        e = expect_error(lambda: st.read(keys[:2]), "SW_STATUS_NOT_FOUND")
         assert "index 0" in e.detail
-        _err(lambda: st.delete(keys[0]), "SW_STATUS_NOT_FOUND")
+        expect_error(lambda: st.delete(keys[0]), "SW_STATUS_NOT_FOUND")
         assert st.verify()["status"] == "SW_OK"
     assert st.closed
     # Reopened (create=False): what was written is still there.
@@ -66,11 +56,11 @@ def test_store_write_read_delete_reopen(tmp_path):
         # a batch of deletes: the key already gone and a repeat are False
         gone = st.delete_batch([keys[0], keys[1], keys[2], keys[1]])
         assert gone == [False, True, True, False]
-        _err(lambda: st.read(keys[1]), "SW_STATUS_NOT_FOUND")
+        expect_error(lambda: st.read(keys[1]), "SW_STATUS_NOT_FOUND")
         assert st.read(keys[3:]) == [blobs[k] for k in keys[3:]]
         assert st.get_stats()["deletes"] == 2
         assert st.delete_batch([]) == []
-        _err(lambda: st.delete_batch([keys[3], (3, 0, 0, 0, "X")]), "SW_STATUS_INVALID")
+        expect_error(lambda: st.delete_batch([keys[3], (3, 0, 0, 0, "X")]), "SW_STATUS_INVALID")
         assert st.read(keys[3]) == blobs[keys[3]]
 
 
@@ -83,15 +73,15 @@ def test_store_reopens_with_its_own_geometry(tmp_path):
         st.write((1, 0, 0, 0, "K"), b"x" * 100)
     with spillway.Store(path, create=False) as st:
         assert st.stripe_bytes == 4096 and st.read((1, 0, 0, 0, "K")) == b"x" * 100
-    _err(lambda: spillway.Store(path, create=False, stripe_bytes=8192), "SW_STATUS_INVALID")
+    expect_error(lambda: spillway.Store(path, create=False, stripe_bytes=8192), "SW_STATUS_INVALID")
 
 
 def test_store_missing_directory(tmp_path):
-    e = _err(lambda: spillway.Store(tmp_path / "absent", create=False), "SW_STATUS_NOT_FOUND")
+    e = expect_error(lambda: spillway.Store(tmp_path / "absent", create=False), "SW_STATUS_NOT_FOUND")
     assert "absent" in str(e)
     # the parent must exist: its errno (ENOENT) and the path in the detail
     missing = tmp_path / "no" / "parent"
-    e = _err(lambda: spillway.Store(missing, capacity_bytes=1 << 20), "SW_STATUS_IO")
+    e = expect_error(lambda: spillway.Store(missing, capacity_bytes=1 << 20), "SW_STATUS_IO")
     assert "mkdir" in e.detail and "(errno 2)" in e.detail and str(missing) in e.detail, e
 
 
@@ -102,44 +92,44 @@ def test_store_closed_handle(tmp_path):
     st.close()  # idempotent
     for fn in (lambda: st.write((1, 0, 0, 0, "V"), b"y"), lambda: st.read((1, 0, 0, 0, "V")),
                lambda: st.delete((1, 0, 0, 0, "V")), st.get_stats, st.verify):
-        e = _err(fn, "SW_STATUS_INVALID")
+        e = expect_error(fn, "SW_STATUS_INVALID")
         assert "closed" in e.detail
 
     def enter():
         with st:
             pass
-    e = _err(enter, "SW_STATUS_INVALID")  # `with` on a closed store
+    e = expect_error(enter, "SW_STATUS_INVALID")  # `with` on a closed store
     assert "closed" in e.detail
 
 
 def test_store_bad_arguments(tmp_path):
     with spillway.Store(tmp_path / "s", capacity_bytes=4 << 20) as st:
-        _err(lambda: st.write((1, 0, 0, 0, "X"), b"x"), "SW_STATUS_INVALID")
-        _err(lambda: st.write((1, -1, 0, 0, "K"), b"x"), "SW_STATUS_INVALID")
-        _err(lambda: st.write((1, 0, 0, 1 << 16, "K"), b"x"), "SW_STATUS_INVALID")
-        _err(lambda: st.write((1, 0, 0), b"x"), "SW_STATUS_INVALID")
+        expect_error(lambda: st.write((1, 0, 0, 0, "X"), b"x"), "SW_STATUS_INVALID")
+        expect_error(lambda: st.write((1, -1, 0, 0, "K"), b"x"), "SW_STATUS_INVALID")
+        expect_error(lambda: st.write((1, 0, 0, 1 << 16, "K"), b"x"), "SW_STATUS_INVALID")
+        expect_error(lambda: st.write((1, 0, 0), b"x"), "SW_STATUS_INVALID")
         big = bytes(st.stripe_bytes + 1)
-        e = _err(lambda: st.write((1, 0, 0, 0, "K"), big), "SW_STATUS_INVALID")
+        e = expect_error(lambda: st.write((1, 0, 0, 0, "K"), big), "SW_STATUS_INVALID")
         assert str(st.stripe_bytes) in e.detail  # the library's own sentence
-        _err(lambda: spillway.Store(tmp_path / "t", capacity_bytes=1 << 20, durability="never"),
+        expect_error(lambda: spillway.Store(tmp_path / "t", capacity_bytes=1 << 20, durability="never"),
              "SW_STATUS_INVALID")
     # creating without a capacity: the library refuses with its message
-    _err(lambda: spillway.Store(tmp_path / "u"), "SW_STATUS_INVALID")
+    expect_error(lambda: spillway.Store(tmp_path / "u"), "SW_STATUS_INVALID")
 
 
 def test_store_refuses_nul_in_path_and_wrapping_config(tmp_path):
     """A path with an embedded NUL would open the directory before it (a C
     string ends there); config integers past their C type would wrap."""
     bad = str(tmp_path / "a") + "\0evil"
-    e = _err(lambda: spillway.Store(bad, capacity_bytes=4 << 20), "SW_STATUS_INVALID")
+    e = expect_error(lambda: spillway.Store(bad, capacity_bytes=4 << 20), "SW_STATUS_INVALID")
     assert "NUL" in e.detail and "path" in e.detail
-    _err(lambda: spillway.Store(os.fsencode(bad), capacity_bytes=4 << 20), "SW_STATUS_INVALID")
+    expect_error(lambda: spillway.Store(os.fsencode(bad), capacity_bytes=4 << 20), "SW_STATUS_INVALID")
     assert not (tmp_path / "a").exists()
     for name, val in (("capacity_bytes", -1), ("capacity_bytes", 1 << 64),
                       ("capacity_bytes", float(4 << 20)), ("stripe_bytes", (1 << 32) + 4096),
                       ("lock_wait_ms", 1 << 31)):
         kw = dict({"capacity_bytes": 4 << 20}, **{name: val})
-        e = _err(lambda: spillway.Store(tmp_path / "b", **kw), "SW_STATUS_INVALID")
+        e = expect_error(lambda: spillway.Store(tmp_path / "b", **kw), "SW_STATUS_INVALID")
         assert e.detail.startswith(name + "="), e.detail
     assert not (tmp_path / "b").exists()
 
@@ -248,7 +238,7 @@ def test_swap_decode_appends_into_a_partial_block(tmp_path):
         scores = eng.score_blocks(1, 0, _q(rng, 1))
         assert scores.shape == (3,) and np.all(np.isfinite(scores))
         eng.seq_remove(1, delete_stripes=True)
-        _err(lambda: eng.seq_length(1, 0), "SW_STATUS_NOT_FOUND")
+        expect_error(lambda: eng.seq_length(1, 0), "SW_STATUS_NOT_FOUND")
     assert st.closed
 
 
@@ -312,14 +302,14 @@ def test_swap_offload_layouts_and_batch_give_the_same_bytes(tmp_path):
                     kp, kv_ = _page_pool(k, pages, bs, True)
                     items = [(2, 0, i, kv_[i], kv_[i]) for i in range(3)]
                     items[2] = (2, 0, 2, kv_[2][:, :1], kv_[2])
-                    e = _err(lambda: eng.offload_batch(items, layout="NHD"), "SW_STATUS_INVALID")
+                    e = expect_error(lambda: eng.offload_batch(items, layout="NHD"), "SW_STATUS_INVALID")
                     assert "has shape" in e.detail
                     assert eng.seq_length(2, 0) == (0, 0)
                     items[2] = (2, 0, 4, kv_[2], kv_[2])  # a gap: the first two stay
-                    e = _err(lambda: eng.offload_batch(items, layout="NHD"), "SW_STATUS_INVALID")
+                    e = expect_error(lambda: eng.offload_batch(items, layout="NHD"), "SW_STATUS_INVALID")
                     assert "item 2: block 4" in e.detail and "2 offloaded" in e.detail
                     assert eng.seq_length(2, 0) == (2 * bs, 2)
-                    _err(lambda: eng.offload_batch(items, layout="THD"), "SW_STATUS_INVALID")
+                    expect_error(lambda: eng.offload_batch(items, layout="THD"), "SW_STATUS_INVALID")
     ro, _ = _ref(q, k, v)
     assert rel_l2(outs[0][0], ro) <= TOL, f"seed={seed}"
     for o, l, sc in outs[1:]:
@@ -376,10 +366,10 @@ def test_swap_attach_in_a_new_process(tmp_path):
             assert rel_l2(_to_f64(out), ro) <= TOL
         st.write(spillway.StoreKey(3, 0, 102, 1, "K"), b"\0" * (16 * 64 * 2))
         with spillway.SwapEngine(st, resident_blocks=2, **SHAPE) as eng:
-            e = _err(lambda: eng.seq_attach(5, ns=3, block_base=100, max_blocks=32),
+            e = expect_error(lambda: eng.seq_attach(5, ns=3, block_base=100, max_blocks=32),
                      "SW_STATUS_CORRUPT")
             assert "layer 0 block 2: K stripe of kv head 1" in e.detail
-            _err(lambda: eng.seq_length(5, 0), "SW_STATUS_NOT_FOUND")
+            expect_error(lambda: eng.seq_length(5, 0), "SW_STATUS_NOT_FOUND")
 
 
 def test_swap_failure_paths(tmp_path):
@@ -390,48 +380,48 @@ def test_swap_failure_paths(tmp_path):
         k, v = _kv(rng, 20)
         eng.offload_tokens(5, 0, k, v)
         # bad shapes (found by the binding: the library cannot see them)
-        e = _err(lambda: eng.offload_tokens(5, 1, k[:, :1], v[:, :1]), "SW_STATUS_INVALID")
+        e = expect_error(lambda: eng.offload_tokens(5, 1, k[:, :1], v[:, :1]), "SW_STATUS_INVALID")
         assert "num_kv_heads=2" in e.detail
-        _err(lambda: eng.offload(5, 1, 0, k[:17].transpose(1, 0, 2), v[:17].transpose(1, 0, 2)),
+        expect_error(lambda: eng.offload(5, 1, 0, k[:17].transpose(1, 0, 2), v[:17].transpose(1, 0, 2)),
              "SW_STATUS_INVALID")
-        _err(lambda: eng.offload(5, 1, 0, k[:4].transpose(1, 0, 2), v[:5].transpose(1, 0, 2)),
+        expect_error(lambda: eng.offload(5, 1, 0, k[:4].transpose(1, 0, 2), v[:5].transpose(1, 0, 2)),
              "SW_STATUS_INVALID")
-        e = _err(lambda: eng.attend(0, 5, _q(rng, 1)[:, :4]), "SW_STATUS_INVALID")
+        e = expect_error(lambda: eng.attend(0, 5, _q(rng, 1)[:, :4]), "SW_STATUS_INVALID")
         assert "num_qo_heads=8" in e.detail
-        _err(lambda: eng.attend(0, [5, 5], _q(rng, 3)), "SW_STATUS_INVALID")
-        _err(lambda: eng.attend(0, 5, _q(rng, 3), q_indptr=[0, 2]), "SW_STATUS_INVALID")
-        _err(lambda: eng.attend(0, 5, _q(rng, 1).astype(np.int32)), "SW_STATUS_INVALID")
+        expect_error(lambda: eng.attend(0, [5, 5], _q(rng, 3)), "SW_STATUS_INVALID")
+        expect_error(lambda: eng.attend(0, 5, _q(rng, 3), q_indptr=[0, 2]), "SW_STATUS_INVALID")
+        expect_error(lambda: eng.attend(0, 5, _q(rng, 1).astype(np.int32)), "SW_STATUS_INVALID")
         # found by the library, with its sentence
-        e = _err(lambda: eng.attend(0, 77, _q(rng, 1)), "SW_STATUS_NOT_FOUND")
-        e = _err(lambda: eng.attend(7, 5, _q(rng, 1)), "SW_STATUS_INVALID")
+        e = expect_error(lambda: eng.attend(0, 77, _q(rng, 1)), "SW_STATUS_NOT_FOUND")
+        e = expect_error(lambda: eng.attend(7, 5, _q(rng, 1)), "SW_STATUS_INVALID")
         assert "layer" in e.detail
-        _err(lambda: eng.attend(0, [5, 5], _q(rng, 2)), "SW_STATUS_INVALID")  # listed twice
-        _err(lambda: eng.seq_add(5, ns=2, max_blocks=8), "SW_STATUS_INVALID")
-        _err(lambda: eng.offload(5, 0, 5, k[:16].transpose(1, 0, 2), v[:16].transpose(1, 0, 2)),
+        expect_error(lambda: eng.attend(0, [5, 5], _q(rng, 2)), "SW_STATUS_INVALID")  # listed twice
+        expect_error(lambda: eng.seq_add(5, ns=2, max_blocks=8), "SW_STATUS_INVALID")
+        expect_error(lambda: eng.offload(5, 0, 5, k[:16].transpose(1, 0, 2), v[:16].transpose(1, 0, 2)),
              "SW_STATUS_INVALID")  # past the end
         # the store refuses to close under an open engine
-        e = _err(st.close, "SW_STATUS_INVALID")
+        e = expect_error(st.close, "SW_STATUS_INVALID")
         assert "SwapEngine" in e.detail and not st.closed
         eng.close()
         eng.close()
         for fn in (lambda: eng.attend(0, 5, _q(rng, 1)), lambda: eng.seq_length(5, 0),
                    eng.get_stats, lambda: eng.seq_add(6, ns=2)):
-            assert "closed" in _err(fn, "SW_STATUS_INVALID").detail
+            assert "closed" in expect_error(fn, "SW_STATUS_INVALID").detail
         # bad configuration: the library names the field
-        e = _err(lambda: spillway.SwapEngine(st, resident_blocks=0, **SHAPE), "SW_STATUS_INVALID")
+        e = expect_error(lambda: spillway.SwapEngine(st, resident_blocks=0, **SHAPE), "SW_STATUS_INVALID")
         assert "resident_blocks" in e.detail
         bad = dict(SHAPE, num_qo_heads=3)
-        _err(lambda: spillway.SwapEngine(st, **bad), "SW_STATUS_INVALID")
-        _err(lambda: spillway.SwapEngine(st, pool="gpu", **SHAPE), "SW_STATUS_INVALID")
-        _err(lambda: spillway.SwapEngine(object(), **SHAPE), "SW_STATUS_INVALID")
-    _err(lambda: spillway.SwapEngine(st, **SHAPE), "SW_STATUS_INVALID")  # closed store
+        expect_error(lambda: spillway.SwapEngine(st, **bad), "SW_STATUS_INVALID")
+        expect_error(lambda: spillway.SwapEngine(st, pool="gpu", **SHAPE), "SW_STATUS_INVALID")
+        expect_error(lambda: spillway.SwapEngine(object(), **SHAPE), "SW_STATUS_INVALID")
+    expect_error(lambda: spillway.SwapEngine(st, **SHAPE), "SW_STATUS_INVALID")  # closed store
 
 
 def test_swap_device_pool_without_gpu(tmp_path):
     if spillway.cuda_device_count() > 0:
         pytest.skip("a GPU is usable here: the device pool is tested by the gpu tests")
     with spillway.Store(tmp_path / "kv", capacity_bytes=4 << 20) as st:
-        _err(lambda: spillway.SwapEngine(st, pool="device", **SHAPE), "SW_STATUS_NO_DEVICE")
+        expect_error(lambda: spillway.SwapEngine(st, pool="device", **SHAPE), "SW_STATUS_NO_DEVICE")
 
 
 def test_swap_torch_cpu_outputs_are_bf16(tmp_path):
@@ -455,48 +445,48 @@ def test_swap_integers_past_their_c_type_are_refused(tmp_path):
     block 2**32 overwrote block 0) before any call that changes state."""
     rng = np.random.default_rng(311)
     with spillway.Store(tmp_path / "kv", capacity_bytes=16 << 20) as st:
-        e = _err(lambda: spillway.SwapEngine(st, **dict(SHAPE, num_kv_heads=2**32 + 2)),
+        e = expect_error(lambda: spillway.SwapEngine(st, **dict(SHAPE, num_kv_heads=2**32 + 2)),
                  "SW_STATUS_INVALID")
         assert "num_kv_heads=4294967298" in e.detail and "2147483647" in e.detail
-        _err(lambda: spillway.SwapEngine(st, projection_seed=-1, **SHAPE), "SW_STATUS_INVALID")
-        _err(lambda: spillway.SwapEngine(st, resident_blocks=2**32 + 4, **SHAPE),
+        expect_error(lambda: spillway.SwapEngine(st, projection_seed=-1, **SHAPE), "SW_STATUS_INVALID")
+        expect_error(lambda: spillway.SwapEngine(st, resident_blocks=2**32 + 4, **SHAPE),
              "SW_STATUS_INVALID")
-        _err(lambda: spillway.SwapEngine(st, device=2**32, **SHAPE), "SW_STATUS_INVALID")
+        expect_error(lambda: spillway.SwapEngine(st, device=2**32, **SHAPE), "SW_STATUS_INVALID")
         eng = spillway.SwapEngine(st, resident_blocks=4, **SHAPE)
-        e = _err(lambda: eng.seq_add(5, ns=2, max_blocks=2**32 + 1), "SW_STATUS_INVALID")
+        e = expect_error(lambda: eng.seq_add(5, ns=2, max_blocks=2**32 + 1), "SW_STATUS_INVALID")
         assert "max_blocks" in e.detail and "4294967295" in e.detail
-        _err(lambda: eng.seq_add(2**64, ns=2), "SW_STATUS_INVALID")
-        _err(lambda: eng.seq_add(-1, ns=2), "SW_STATUS_INVALID")
-        _err(lambda: eng.seq_add(5, ns=2, block_base=-1), "SW_STATUS_INVALID")
-        _err(lambda: eng.seq_add(5.0, ns=2), "SW_STATUS_INVALID")  # not an integer
-        _err(lambda: eng.seq_attach(5, ns=2**64), "SW_STATUS_INVALID")
+        expect_error(lambda: eng.seq_add(2**64, ns=2), "SW_STATUS_INVALID")
+        expect_error(lambda: eng.seq_add(-1, ns=2), "SW_STATUS_INVALID")
+        expect_error(lambda: eng.seq_add(5, ns=2, block_base=-1), "SW_STATUS_INVALID")
+        expect_error(lambda: eng.seq_add(5.0, ns=2), "SW_STATUS_INVALID")  # not an integer
+        expect_error(lambda: eng.seq_attach(5, ns=2**64), "SW_STATUS_INVALID")
         eng.seq_add(5, ns=2, max_blocks=8)  # nothing was registered above
         k, v = _kv(rng, 20)
         eng.offload_tokens(5, 0, k, v)
         q = _q(rng, 1)
         want = eng.attend(0, 5, q)
-        e = _err(lambda: eng.offload_tokens(5, 2**32, k, v), "SW_STATUS_INVALID")
+        e = expect_error(lambda: eng.offload_tokens(5, 2**32, k, v), "SW_STATUS_INVALID")
         assert "layer=4294967296" in e.detail
         k2, v2 = _kv(rng, 16)
         hnd = (k2.transpose(1, 0, 2), v2.transpose(1, 0, 2))
-        e = _err(lambda: eng.offload(5, 0, 2**32, *hnd), "SW_STATUS_INVALID")
+        e = expect_error(lambda: eng.offload(5, 0, 2**32, *hnd), "SW_STATUS_INVALID")
         assert "block=4294967296" in e.detail
-        e = _err(lambda: eng.offload_batch([(5, 0, 0) + hnd, (5, 0, 2**32) + hnd]),
+        e = expect_error(lambda: eng.offload_batch([(5, 0, 0) + hnd, (5, 0, 2**32) + hnd]),
                  "SW_STATUS_INVALID")
         assert "item 1" in e.detail  # and item 0 was not written
-        _err(lambda: eng.offload_tokens(5, 0, k, v, first_block=2**31), "SW_STATUS_INVALID")
-        _err(lambda: eng.offload(5, 0, 1, *hnd, valid_tokens=2**32 + 16), "SW_STATUS_INVALID")
+        expect_error(lambda: eng.offload_tokens(5, 0, k, v, first_block=2**31), "SW_STATUS_INVALID")
+        expect_error(lambda: eng.offload(5, 0, 1, *hnd, valid_tokens=2**32 + 16), "SW_STATUS_INVALID")
         assert eng.seq_length(5, 0) == (20, 2) and eng.seq_length(5, 1) == (0, 0)
         assert eng.get_stats()["offloads"] == 2
         assert np.array_equal(eng.attend(0, 5, q), want)  # block 0 untouched
-        e = _err(lambda: eng.attend(2**32, 5, q), "SW_STATUS_INVALID")
+        e = expect_error(lambda: eng.attend(2**32, 5, q), "SW_STATUS_INVALID")
         assert "layer=4294967296" in e.detail
-        _err(lambda: eng.attend(0, 2**64 + 5, q), "SW_STATUS_INVALID")
-        _err(lambda: eng.attend(0, [5, 2**64], _q(rng, 2)), "SW_STATUS_INVALID")
-        _err(lambda: eng.seq_length(5, 2**32), "SW_STATUS_INVALID")
-        _err(lambda: eng.resident_slots(5, -2**31 - 1), "SW_STATUS_INVALID")
-        _err(lambda: eng.score_blocks(2**64 + 5, 0, q), "SW_STATUS_INVALID")
-        _err(lambda: eng.seq_remove(2**64 + 5), "SW_STATUS_INVALID")
+        expect_error(lambda: eng.attend(0, 2**64 + 5, q), "SW_STATUS_INVALID")
+        expect_error(lambda: eng.attend(0, [5, 2**64], _q(rng, 2)), "SW_STATUS_INVALID")
+        expect_error(lambda: eng.seq_length(5, 2**32), "SW_STATUS_INVALID")
+        expect_error(lambda: eng.resident_slots(5, -2**31 - 1), "SW_STATUS_INVALID")
+        expect_error(lambda: eng.score_blocks(2**64 + 5, 0, q), "SW_STATUS_INVALID")
+        expect_error(lambda: eng.seq_remove(2**64 + 5), "SW_STATUS_INVALID")
         assert eng.seq_length(5, 0) == (20, 2)  # still registered
         # numpy integers are integers
         assert np.array_equal(eng.attend(np.int64(0), np.uint64(5), q), want)
@@ -514,10 +504,10 @@ def test_swap_q_indptr_must_fit_int32(tmp_path):
         q = _q(rng, 1)
         for ind in (np.array([0, 2**32 + 1], dtype=np.int64),
                     np.array([0, 2**63 + 1], dtype=np.uint64), [0, 2**70], [0, 2**32 + 1]):
-            e = _err(lambda: eng.attend(0, 5, q, q_indptr=ind), "SW_STATUS_INVALID")
+            e = expect_error(lambda: eng.attend(0, 5, q, q_indptr=ind), "SW_STATUS_INVALID")
             assert "q_indptr" in e.detail and "2147483647" in e.detail, e.detail
-        _err(lambda: eng.attend(0, 5, q, q_indptr=[0.0, 1.0]), "SW_STATUS_INVALID")
-        _err(lambda: eng.attend(0, 5, q, q_indptr=np.array([0, 1.5], dtype=object)),
+        expect_error(lambda: eng.attend(0, 5, q, q_indptr=[0.0, 1.0]), "SW_STATUS_INVALID")
+        expect_error(lambda: eng.attend(0, 5, q, q_indptr=np.array([0, 1.5], dtype=object)),
              "SW_STATUS_INVALID")
         out = eng.attend(0, 5, q, q_indptr=np.array([0, 1], dtype=np.int64))
         assert np.array_equal(out, eng.attend(0, 5, q))
@@ -557,7 +547,7 @@ def test_swap_graph_refuses_tensors_on_another_gpu(tmp_path):
         q1, o0 = q0.to("cuda:1"), torch.empty_like(q0)
         for args in ((q1, o0), (q0, o0.to("cuda:1")),
                      (q0, o0, torch.empty((1, SHAPE["num_qo_heads"]), device="cuda:1"))):
-            e = _err(lambda: g.attend(*args), "SW_STATUS_INVALID")
+            e = expect_error(lambda: g.attend(*args), "SW_STATUS_INVALID")
             assert "cuda:0" in e.detail
 
 
@@ -641,7 +631,7 @@ def test_swap_device_pool_cuda_tensors(tmp_path):
             ro, _ = _ref(q[i:i + 1], *cache[s])
             err = rel_l2(out[i:i + 1].float().cpu().numpy(), ro)
             assert err <= TOL, f"seed={seed} seq={s} rel L2 {err:.3g}"
-        _err(lambda: eng.attend(0, 1, q[:1]), "SW_STATUS_INVALID")  # host data, device pool
+        expect_error(lambda: eng.attend(0, 1, q[:1]), "SW_STATUS_INVALID")  # host data, device pool
 
 
 def test_swap_resident_slots_host_pool(tmp_path):
@@ -658,9 +648,9 @@ def test_swap_resident_slots_host_pool(tmp_path):
         slots = eng.resident_slots(1, 0)
         assert (slots >= 0).all() and len(set(slots.tolist())) == 3
         assert eng.resident_slots(1, 1).shape == (0,)
-        _err(lambda: eng.resident_slots(2, 0), "SW_STATUS_NOT_FOUND")
-        _err(lambda: eng.pool_view(), "SW_STATUS_UNSUPPORTED")
-        _err(lambda: eng.graph(0, [1], max_blocks=8), "SW_STATUS_UNSUPPORTED")
+        expect_error(lambda: eng.resident_slots(2, 0), "SW_STATUS_NOT_FOUND")
+        expect_error(lambda: eng.pool_view(), "SW_STATUS_UNSUPPORTED")
+        expect_error(lambda: eng.graph(0, [1], max_blocks=8), "SW_STATUS_UNSUPPORTED")
 
 
 @pytest.mark.gpu
@@ -712,14 +702,14 @@ def test_swap_graph_capture(tmp_path):
         eng.seq_add(3, ns=20, max_blocks=4)
         eng.offload_tokens(3, 0, k[:20], v[:20])
         g3 = eng.graph(0, [3], max_blocks=4)
-        e = _err(lambda: g3.prepare(), "SW_STATUS_NOT_FOUND")
+        e = expect_error(lambda: g3.prepare(), "SW_STATUS_NOT_FOUND")
         assert "not resident" in e.detail
         eng.attend(0, 3, q[:1])      # the tile loop reads the blocks into the pool
         g3.prepare()
         o3 = torch.empty_like(q[:1])
         g3.attend(q[:1].contiguous(), o3)
         assert torch.equal(o3, eng.attend(0, 3, q[:1].contiguous()))
-        _err(lambda: g3.attend(q, o3), "SW_STATUS_INVALID")  # wrong rows
+        expect_error(lambda: g3.attend(q, o3), "SW_STATUS_INVALID")  # wrong rows
     assert g._handle is None and g3._handle is None   # closed with the engine
 
 
@@ -824,7 +814,7 @@ def test_failed_batch_cuts_each_layer_before_its_first_failed_item(tmp_path):
         eng.seq_add(1, ns=1, max_blocks=16)
         kv = [(blk(), blk()) for _ in range(4)]
         eng.offload_batch([(1, 0, b, k, v) for b, (k, v) in enumerate(kv)], layout="NHD")
-        _err(lambda: eng.offload_batch([(1, 0, 4, blk(), blk()), (1, 0, 1, blk(), blk())],
+        expect_error(lambda: eng.offload_batch([(1, 0, 4, blk(), blk()), (1, 0, 1, blk(), blk())],
                                        layout="NHD"), "SW_STATUS_FULL")
         assert eng.seq_length(1, 0) == (4, 1)
         q = _bf16(rng.standard_normal((1, 1, 64)).astype(np.float32))
@@ -870,7 +860,7 @@ def test_remove_deletes_a_cut_blocks_stripes(tmp_path):
         eng.offload(1, 0, 0, blk(), blk(), layout="NHD")
         eng.offload(1, 0, 1, blk(2), blk(2), layout="NHD")
         assert st.get_stats()["extents_used"] == 6
-        _err(lambda: eng.offload(1, 0, 1, blk(3), blk(3), layout="NHD"), "SW_STATUS_FULL")
+        expect_error(lambda: eng.offload(1, 0, 1, blk(3), blk(3), layout="NHD"), "SW_STATUS_FULL")
         assert eng.seq_length(1, 0) == (4, 1)
         eng.seq_remove(1, delete_stripes=True)
         assert st.get_stats()["extents_used"] == 0
