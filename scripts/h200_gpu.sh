@@ -63,6 +63,11 @@
 #              paged-h200[-2].json, paged-h200.log, paged-h200-lines.md,
 #              swap-h200[-2].json, swap-h200.log, swap-h200-lines.md: what
 #              bench/results/ keeps
+#   hostdiag   the host-tier case's diagnostics, no record (both shapes, 30 steps,
+#              ~2 s a run on an H100): a run with the timeline (tuning
+#              `timeline`, docs/perf/swap.md), then landing ahead 0 / 16 / 48 MiB
+#              alternating (tuning `land_ahead_mb`, two rounds), then the process
+#              held to 2 cores; files hd-*.json and hd-*.log
 #   all        the whole C suite once, `ctest -j4`
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -271,6 +276,20 @@ run)
     runs() { for j in "$OUT/$1.json" "$OUT/$1-2.json"; do [ -f "$j" ] && echo "$j"; done; }
     python3 bench/paged_table.py $(runs paged-h200) --md "$OUT/paged-h200-lines.md" | tail -1
     python3 bench/swap_table.py $(runs swap-h200) --md "$OUT/swap-h200-lines.md" ;;
+  hostdiag)
+    bin=.carry/opp/spillway-bench-swap; [ -x $bin ] || bin=$B/spillway-bench-swap
+    # hd TAG CMD...: CMD's host-tier case at both shapes, its figures against pinned H2D
+    hd() {
+      local tag=$1; shift
+      "$@" --dir /var/tmp --cases host --shapes h32-8/d128,h16-2/d256 --steps 30 \
+        --json "$OUT/hd-$tag.json" >"$OUT/hd-$tag.log" 2>&1
+      echo "$tag: rc=$?"; grep -E "host_tier_read_GBps " "$OUT/hd-$tag.log" | sed 's/^/  /'
+    }
+    hd timeline timeout 120 $bin --tune timeline=1
+    for r in 1 2; do for a in 0 16 48; do
+      hd ahead$a-$r timeout 120 $bin --tune land_ahead_mb=$a
+    done; done
+    hd cores2 timeout 120 taskset -c 0-1 $bin ;;
   all)
     (cd /work/main/$B && ctest -j4 --output-on-failure) >"$OUT/ctest-all.log" 2>&1
     echo "ctest all: rc=$?"; tail -25 "$OUT/ctest-all.log" ;;
