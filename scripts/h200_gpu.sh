@@ -69,6 +69,8 @@
 #              alternating (tuning `land_ahead_mb`, two rounds), then the process
 #              held to 2 cores; files hd-*.json and hd-*.log
 #   all        the whole C suite once, `ctest -j4`
+#   pack       last: every file under $OUT into $OUT/out.tgz, keeping only it and
+#              the *.md tables beside it (the device brings back 8 files at most)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 B=build-h200
@@ -293,6 +295,10 @@ run)
   all)
     (cd /work/main/$B && ctest -j4 --output-on-failure) >"$OUT/ctest-all.log" 2>&1
     echo "ctest all: rc=$?"; tail -25 "$OUT/ctest-all.log" ;;
+  pack)
+    (cd "$OUT" && tar czf /tmp/sw-out.tgz --exclude out.tgz . && mv /tmp/sw-out.tgz out.tgz &&
+      find . -type f ! -name out.tgz ! -name '*.md' -delete && find . -mindepth 1 -type d -empty -delete)
+    echo "pack: $(ls "$OUT" | tr '\n' ' ')" ;;
   *) echo "h200_gpu.sh: unknown stage $stage" >&2; exit 2 ;;
   esac; done ;;
 *) awk 'NR > 1 && /^set /{exit} NR > 1' "$0"; exit 2 ;;
