@@ -273,7 +273,7 @@ def test_error_python_side_checks():
     q, k, v, cu_q, cu_k = make_case([4], [4], 4, 4, 64, np.float32, 46)
     # dtypes the library has no code for
     e = expect_error(lambda: spillway.varlen_attention(q.astype(np.float64), k.astype(np.float64),
-                                               v.astype(np.float64), cu_q, cu_k))
+                                                       v.astype(np.float64), cu_q, cu_k))
     assert e.status == "SW_STATUS_UNSUPPORTED" and "float64" in e.detail
     e = expect_error(lambda: spillway.varlen_attention(q, k.astype(np.float16), v, cu_q, cu_k))
     assert "dtype" in e.detail
@@ -283,7 +283,8 @@ def test_error_python_side_checks():
     assert "same shape" in e.detail
     e = expect_error(lambda: spillway.varlen_attention(q, k, v, cu_q, cu_k, max_seqlen_q=3))
     assert "max_seqlen_q" in e.detail
-    e = expect_error(lambda: spillway.varlen_attention(q, k, v, cu_q, cu_k, softmax_scale=float("nan")))
+    e = expect_error(
+        lambda: spillway.varlen_attention(q, k, v, cu_q, cu_k, softmax_scale=float("nan")))
     assert "softmax_scale" in e.detail
     e = expect_error(lambda: spillway.varlen_attention(q, k, v, [[0, 4]], cu_k))
     assert "1-D" in e.detail
@@ -387,7 +388,7 @@ def test_torch_cpu_errors():
     e = expect_error(lambda: spillway.varlen_attention(tq, k, v, cu_q, cu_k))
     assert "torch" in e.detail
     e = expect_error(lambda: spillway.varlen_attention(tq.double(), torch.from_numpy(k).double(),
-                                               torch.from_numpy(v).double(), cu_q, cu_k))
+                                                       torch.from_numpy(v).double(), cu_q, cu_k))
     assert e.status == "SW_STATUS_UNSUPPORTED"
 
 
@@ -526,7 +527,8 @@ def test_cuda_errors(cuda_torch):
     assert "one device" in e.detail
     e = expect_error(lambda: spillway.varlen_attention(tq, tk, tv, cu_q, cu_k, backend="cpu"))
     assert "host" in e.detail
-    e = expect_error(lambda: spillway.varlen_attention(tq.float(), tk.float(), tv.float(), cu_q, cu_k))
+    e = expect_error(
+        lambda: spillway.varlen_attention(tq.float(), tk.float(), tv.float(), cu_q, cu_k))
     assert e.status == "SW_STATUS_UNSUPPORTED" and "F32" in e.detail
 
 
@@ -544,10 +546,11 @@ def test_cuda_fast_path_checks_each_calls_rows(cuda_torch):
     assert torch.equal(first, again)
     # (the library's sentence, not the argument hint appended to every error)
     e = expect_error(lambda: spillway.varlen_attention(tq[:-1].contiguous(), tk, tv, cq, ck,
-                                               causal=True))
+                                                       causal=True))
     assert e.status == "SW_STATUS_INVALID" and "q_rows=13 but qo_indptr[2]=14" in e.detail, e
-    e = expect_error(lambda: spillway.varlen_attention(tq, tk[:-1].contiguous(), tv[:-1].contiguous(),
-                                               cq, ck, causal=True))
+    e = expect_error(
+        lambda: spillway.varlen_attention(tq, tk[:-1].contiguous(), tv[:-1].contiguous(),
+                                          cq, ck, causal=True))
     assert e.status == "SW_STATUS_INVALID" and "kv_rows=18 but kv_indptr[2]=19" in e.detail, e
     assert torch.equal(spillway.varlen_attention(tq, tk, tv, cq, ck, causal=True), first)
 
@@ -562,9 +565,10 @@ def test_torch_fast_path_checks_each_calls_rows():
     first = spillway.varlen_attention(tq, tk, tv, cq, ck, causal=True)
     # (the library's sentence, not the argument hint appended to every error)
     e = expect_error(lambda: spillway.varlen_attention(tq[:-1].contiguous(), tk, tv, cq, ck,
-                                               causal=True))
+                                                       causal=True))
     assert e.status == "SW_STATUS_INVALID" and "q_rows=13 but qo_indptr[2]=14" in e.detail, e
-    e = expect_error(lambda: spillway.varlen_attention(tq, tk[:-1].contiguous(), tv[:-1].contiguous(),
-                                               cq, ck, causal=True))
+    e = expect_error(
+        lambda: spillway.varlen_attention(tq, tk[:-1].contiguous(), tv[:-1].contiguous(),
+                                          cq, ck, causal=True))
     assert e.status == "SW_STATUS_INVALID" and "kv_rows=18 but kv_indptr[2]=19" in e.detail, e
     assert torch.equal(spillway.varlen_attention(tq, tk, tv, cq, ck, causal=True), first)

@@ -80,13 +80,14 @@ def test_attention_refuses_what_it_does_not_do():
     k = v = torch.randn(1, 2, 3, 64)
     m = _Module(True)
     expect_error(lambda: spillway.hf.spillway_attention(m, q, k, v, None, dropout=0.1),
-         "SW_STATUS_UNSUPPORTED")
+                 "SW_STATUS_UNSUPPORTED")
     expect_error(lambda: spillway.hf.spillway_attention(m, q, k, v, None, sliding_window=4),
-         "SW_STATUS_UNSUPPORTED")
+                 "SW_STATUS_UNSUPPORTED")
     expect_error(lambda: spillway.hf.spillway_attention(m, q, k, v, None, softcap=30.0),
-         "SW_STATUS_UNSUPPORTED")
+                 "SW_STATUS_UNSUPPORTED")
     mask = torch.ones(1, 1, 3, 3, dtype=torch.bool)
-    e = expect_error(lambda: spillway.hf.spillway_attention(m, q, k, v, mask), "SW_STATUS_UNSUPPORTED")
+    e = expect_error(
+        lambda: spillway.hf.spillway_attention(m, q, k, v, mask), "SW_STATUS_UNSUPPORTED")
     assert "mask" in e.detail
 
 
@@ -98,10 +99,12 @@ def test_mask_function_plain_causal_is_none():
     pad = torch.ones(2, 9, dtype=torch.bool)
     pad[1, 0] = False
     # any other mask is refused by the mask function itself (before a layer)
-    e = expect_error(lambda: f(batch_size=2, q_length=4, kv_length=9, q_offset=5, attention_mask=pad),
-             "SW_STATUS_UNSUPPORTED")
+    e = expect_error(
+        lambda: f(batch_size=2, q_length=4, kv_length=9, q_offset=5, attention_mask=pad),
+        "SW_STATUS_UNSUPPORTED")
     assert "padding" in e.detail
-    expect_error(lambda: f(batch_size=2, q_length=4, kv_length=9, local_size=4), "SW_STATUS_UNSUPPORTED")
+    expect_error(
+        lambda: f(batch_size=2, q_length=4, kv_length=9, local_size=4), "SW_STATUS_UNSUPPORTED")
 
 
 def _reference_logits(model, ids):
@@ -207,18 +210,19 @@ def test_cache_refusals(tmp_path):
         assert "spillway" in e.detail
         model = _tiny_llama()
         expect_error(lambda: spillway.hf.SpillwayCache(model.config, "/tmp/not-a-store"),
-             "SW_STATUS_INVALID")
+                     "SW_STATUS_INVALID")
         sliding = _tiny_llama(layer_types=["sliding_attention", "full_attention"],
                               sliding_window=8) if _has_layer_types() else None
         if sliding is not None:
-            expect_error(lambda: spillway.hf.SpillwayCache(sliding.config, st), "SW_STATUS_UNSUPPORTED")
+            expect_error(
+                lambda: spillway.hf.SpillwayCache(sliding.config, st), "SW_STATUS_UNSUPPORTED")
 
         ids = torch.randint(0, 512, (2, 12), generator=torch.Generator().manual_seed(7))
         with spillway.hf.SpillwayCache(model.config, st) as cache, torch.inference_mode():
             pad = torch.ones_like(ids)
             pad[1, :3] = 0
             e = expect_error(lambda: model(ids, attention_mask=pad, use_cache=True,
-                                   **_cache_kw(model, cache)), "SW_STATUS_UNSUPPORTED")
+                                           **_cache_kw(model, cache)), "SW_STATUS_UNSUPPORTED")
             assert "padding" in e.detail
             # refused before any layer ran: nothing went into the cache, and
             # the next pass needs no reset() to be right
@@ -228,11 +232,12 @@ def test_cache_refusals(tmp_path):
                 want = model(ids, use_cache=True, **_cache_kw(model, fresh)).logits
             assert torch.equal(got, want)
             e = expect_error(lambda: model(ids[:1, :1], use_cache=True, **_cache_kw(model, cache)),
-                     "SW_STATUS_INVALID")
+                             "SW_STATUS_INVALID")
             assert "batch" in e.detail
         with spillway.hf.SpillwayCache(model.config, st) as cache, torch.inference_mode():
-            expect_error(lambda: model.generate(ids[:1], num_beams=2, do_sample=False, max_new_tokens=3,
-                                        **_cache_kw(model, cache)), "SW_STATUS_UNSUPPORTED")
+            expect_error(
+                lambda: model.generate(ids[:1], num_beams=2, do_sample=False, max_new_tokens=3,
+                                       **_cache_kw(model, cache)), "SW_STATUS_UNSUPPORTED")
 
 
 def _has_layer_types():
@@ -278,6 +283,6 @@ def test_failed_offload_leaves_the_layer_as_it_was(tmp_path, monkeypatch):
 
             monkeypatch.setattr(cache.engine, "offload_batch", refuse)
             expect_error(lambda: lay.update(torch.randn(1, 2, 13, 64), torch.randn(1, 2, 13, 64)),
-                 "SW_STATUS_FULL")
+                         "SW_STATUS_FULL")
             assert (lay.length, lay.pending) == before[:2]
             assert torch.equal(lay._tail_k, before[2])

@@ -205,14 +205,16 @@ def test_refusals_leave_the_cache_untouched():
     # a page outside the pool, named by the library
     bad = table.copy()
     bad[1, 0] = kp.shape[0] + 5
-    e = expect_error(lambda: spillway.paged_attention(q.reshape(-1, 4, 64), kp, vp, [0, 4, 8], [20, 5],
-                                              bad), "SW_STATUS_INVALID")
+    e = expect_error(
+        lambda: spillway.paged_attention(q.reshape(-1, 4, 64), kp, vp, [0, 4, 8], [20, 5],
+                                         bad), "SW_STATUS_INVALID")
     assert f"= {kp.shape[0] + 5} (request 1, its page 0) is out of range" in e.detail, e
     # a page twice in one request
     rep = table.copy()
     rep[0, 1] = rep[0, 0]
-    e = expect_error(lambda: spillway.paged_attention(q.reshape(-1, 4, 64), kp, vp, [0, 4, 8], [20, 5],
-                                              rep), "SW_STATUS_INVALID")
+    e = expect_error(
+        lambda: spillway.paged_attention(q.reshape(-1, 4, 64), kp, vp, [0, 4, 8], [20, 5],
+                                         rep), "SW_STATUS_INVALID")
     assert f"request 0 holds page {table[0, 0]} twice" in e.detail, e
     # the same call with the table as built: runs
     spillway.paged_attention(q.reshape(-1, 4, 64), kp, vp, [0, 4, 8], [20, 5], table)
@@ -223,9 +225,10 @@ def test_refusals_leave_the_cache_untouched():
                      ({"window_size": (8, 0)}, "sliding-window attention is not supported"),
                      ({"softcap": 30.0}, "soft-capping is not supported"),
                      ({"alibi_slopes": np.ones(4)}, "ALiBi biases are not supported")):
-        e = expect_error(lambda: spillway.flash_attn_with_kvcache(q, kp, vp, kn, kn, cache_seqlens=[1, 1],
-                                                          block_table=table, **kw),
-                 "SW_STATUS_UNSUPPORTED")
+        e = expect_error(
+            lambda: spillway.flash_attn_with_kvcache(q, kp, vp, kn, kn, cache_seqlens=[1, 1],
+                                                     block_table=table, **kw),
+            "SW_STATUS_UNSUPPORTED")
         assert what in e.detail, (kw, e)
     assert np.array_equal(kp, k0)
     # the same call without the option: runs (on copies: it appends)
@@ -360,8 +363,8 @@ def test_every_refusal_comes_before_the_append():
         args = dict(q=q, block_table=table)
         args.update(kw)
         e = expect_error(lambda: spillway.flash_attn_with_kvcache(args.pop("q"), kp, vp, kn, kn,
-                                                          cache_seqlens=[18, 3], **args),
-                 "SW_STATUS_INVALID")
+                                                                  cache_seqlens=[18, 3], **args),
+                         "SW_STATUS_INVALID")
         assert what in e.detail, (kw, e)
         assert np.array_equal(kp, k0) and np.array_equal(vp, v0), kw
     # new tokens without cache_seqlens: refused, as FlashAttention does
@@ -377,8 +380,9 @@ def test_every_refusal_comes_before_the_append():
                       "cache_seqlens must hold integers; got float64")):
         args = dict(k=kn, v=kn, cache_seqlens=[18, 3])
         args.update(kw)
-        e = expect_error(lambda: spillway.flash_attn_with_kvcache(q, kp, vp, block_table=table, **args),
-                 "SW_STATUS_INVALID")
+        e = expect_error(
+            lambda: spillway.flash_attn_with_kvcache(q, kp, vp, block_table=table, **args),
+            "SW_STATUS_INVALID")
         assert what in e.detail, (kw, e)
         assert np.array_equal(kp, k0) and np.array_equal(vp, v0), kw
     # the same call with k, v of the cache's dtype and integer lengths: runs

@@ -77,7 +77,8 @@ def test_store_reopens_with_its_own_geometry(tmp_path):
 
 
 def test_store_missing_directory(tmp_path):
-    e = expect_error(lambda: spillway.Store(tmp_path / "absent", create=False), "SW_STATUS_NOT_FOUND")
+    e = expect_error(
+        lambda: spillway.Store(tmp_path / "absent", create=False), "SW_STATUS_NOT_FOUND")
     assert "absent" in str(e)
     # the parent must exist: its errno (ENOENT) and the path in the detail
     missing = tmp_path / "no" / "parent"
@@ -111,8 +112,9 @@ def test_store_bad_arguments(tmp_path):
         big = bytes(st.stripe_bytes + 1)
         e = expect_error(lambda: st.write((1, 0, 0, 0, "K"), big), "SW_STATUS_INVALID")
         assert str(st.stripe_bytes) in e.detail  # the library's own sentence
-        expect_error(lambda: spillway.Store(tmp_path / "t", capacity_bytes=1 << 20, durability="never"),
-             "SW_STATUS_INVALID")
+        expect_error(
+            lambda: spillway.Store(tmp_path / "t", capacity_bytes=1 << 20, durability="never"),
+            "SW_STATUS_INVALID")
     # creating without a capacity: the library refuses with its message
     expect_error(lambda: spillway.Store(tmp_path / "u"), "SW_STATUS_INVALID")
 
@@ -123,7 +125,8 @@ def test_store_refuses_nul_in_path_and_wrapping_config(tmp_path):
     bad = str(tmp_path / "a") + "\0evil"
     e = expect_error(lambda: spillway.Store(bad, capacity_bytes=4 << 20), "SW_STATUS_INVALID")
     assert "NUL" in e.detail and "path" in e.detail
-    expect_error(lambda: spillway.Store(os.fsencode(bad), capacity_bytes=4 << 20), "SW_STATUS_INVALID")
+    expect_error(
+        lambda: spillway.Store(os.fsencode(bad), capacity_bytes=4 << 20), "SW_STATUS_INVALID")
     assert not (tmp_path / "a").exists()
     for name, val in (("capacity_bytes", -1), ("capacity_bytes", 1 << 64),
                       ("capacity_bytes", float(4 << 20)), ("stripe_bytes", (1 << 32) + 4096),
@@ -302,14 +305,17 @@ def test_swap_offload_layouts_and_batch_give_the_same_bytes(tmp_path):
                     kp, kv_ = _page_pool(k, pages, bs, True)
                     items = [(2, 0, i, kv_[i], kv_[i]) for i in range(3)]
                     items[2] = (2, 0, 2, kv_[2][:, :1], kv_[2])
-                    e = expect_error(lambda: eng.offload_batch(items, layout="NHD"), "SW_STATUS_INVALID")
+                    e = expect_error(
+                        lambda: eng.offload_batch(items, layout="NHD"), "SW_STATUS_INVALID")
                     assert "has shape" in e.detail
                     assert eng.seq_length(2, 0) == (0, 0)
                     items[2] = (2, 0, 4, kv_[2], kv_[2])  # a gap: the first two stay
-                    e = expect_error(lambda: eng.offload_batch(items, layout="NHD"), "SW_STATUS_INVALID")
+                    e = expect_error(
+                        lambda: eng.offload_batch(items, layout="NHD"), "SW_STATUS_INVALID")
                     assert "item 2: block 4" in e.detail and "2 offloaded" in e.detail
                     assert eng.seq_length(2, 0) == (2 * bs, 2)
-                    expect_error(lambda: eng.offload_batch(items, layout="THD"), "SW_STATUS_INVALID")
+                    expect_error(
+                        lambda: eng.offload_batch(items, layout="THD"), "SW_STATUS_INVALID")
     ro, _ = _ref(q, k, v)
     assert rel_l2(outs[0][0], ro) <= TOL, f"seed={seed}"
     for o, l, sc in outs[1:]:
@@ -367,7 +373,7 @@ def test_swap_attach_in_a_new_process(tmp_path):
         st.write(spillway.StoreKey(3, 0, 102, 1, "K"), b"\0" * (16 * 64 * 2))
         with spillway.SwapEngine(st, resident_blocks=2, **SHAPE) as eng:
             e = expect_error(lambda: eng.seq_attach(5, ns=3, block_base=100, max_blocks=32),
-                     "SW_STATUS_CORRUPT")
+                             "SW_STATUS_CORRUPT")
             assert "layer 0 block 2: K stripe of kv head 1" in e.detail
             expect_error(lambda: eng.seq_length(5, 0), "SW_STATUS_NOT_FOUND")
 
@@ -382,10 +388,12 @@ def test_swap_failure_paths(tmp_path):
         # bad shapes (found by the binding: the library cannot see them)
         e = expect_error(lambda: eng.offload_tokens(5, 1, k[:, :1], v[:, :1]), "SW_STATUS_INVALID")
         assert "num_kv_heads=2" in e.detail
-        expect_error(lambda: eng.offload(5, 1, 0, k[:17].transpose(1, 0, 2), v[:17].transpose(1, 0, 2)),
-             "SW_STATUS_INVALID")
-        expect_error(lambda: eng.offload(5, 1, 0, k[:4].transpose(1, 0, 2), v[:5].transpose(1, 0, 2)),
-             "SW_STATUS_INVALID")
+        expect_error(
+            lambda: eng.offload(5, 1, 0, k[:17].transpose(1, 0, 2), v[:17].transpose(1, 0, 2)),
+            "SW_STATUS_INVALID")
+        expect_error(
+            lambda: eng.offload(5, 1, 0, k[:4].transpose(1, 0, 2), v[:5].transpose(1, 0, 2)),
+            "SW_STATUS_INVALID")
         e = expect_error(lambda: eng.attend(0, 5, _q(rng, 1)[:, :4]), "SW_STATUS_INVALID")
         assert "num_qo_heads=8" in e.detail
         expect_error(lambda: eng.attend(0, [5, 5], _q(rng, 3)), "SW_STATUS_INVALID")
@@ -397,8 +405,9 @@ def test_swap_failure_paths(tmp_path):
         assert "layer" in e.detail
         expect_error(lambda: eng.attend(0, [5, 5], _q(rng, 2)), "SW_STATUS_INVALID")  # listed twice
         expect_error(lambda: eng.seq_add(5, ns=2, max_blocks=8), "SW_STATUS_INVALID")
-        expect_error(lambda: eng.offload(5, 0, 5, k[:16].transpose(1, 0, 2), v[:16].transpose(1, 0, 2)),
-             "SW_STATUS_INVALID")  # past the end
+        expect_error(
+            lambda: eng.offload(5, 0, 5, k[:16].transpose(1, 0, 2), v[:16].transpose(1, 0, 2)),
+            "SW_STATUS_INVALID")  # past the end
         # the store refuses to close under an open engine
         e = expect_error(st.close, "SW_STATUS_INVALID")
         assert "SwapEngine" in e.detail and not st.closed
@@ -408,7 +417,8 @@ def test_swap_failure_paths(tmp_path):
                    eng.get_stats, lambda: eng.seq_add(6, ns=2)):
             assert "closed" in expect_error(fn, "SW_STATUS_INVALID").detail
         # bad configuration: the library names the field
-        e = expect_error(lambda: spillway.SwapEngine(st, resident_blocks=0, **SHAPE), "SW_STATUS_INVALID")
+        e = expect_error(
+            lambda: spillway.SwapEngine(st, resident_blocks=0, **SHAPE), "SW_STATUS_INVALID")
         assert "resident_blocks" in e.detail
         bad = dict(SHAPE, num_qo_heads=3)
         expect_error(lambda: spillway.SwapEngine(st, **bad), "SW_STATUS_INVALID")
@@ -446,11 +456,12 @@ def test_swap_integers_past_their_c_type_are_refused(tmp_path):
     rng = np.random.default_rng(311)
     with spillway.Store(tmp_path / "kv", capacity_bytes=16 << 20) as st:
         e = expect_error(lambda: spillway.SwapEngine(st, **dict(SHAPE, num_kv_heads=2**32 + 2)),
-                 "SW_STATUS_INVALID")
+                         "SW_STATUS_INVALID")
         assert "num_kv_heads=4294967298" in e.detail and "2147483647" in e.detail
-        expect_error(lambda: spillway.SwapEngine(st, projection_seed=-1, **SHAPE), "SW_STATUS_INVALID")
+        expect_error(
+            lambda: spillway.SwapEngine(st, projection_seed=-1, **SHAPE), "SW_STATUS_INVALID")
         expect_error(lambda: spillway.SwapEngine(st, resident_blocks=2**32 + 4, **SHAPE),
-             "SW_STATUS_INVALID")
+                     "SW_STATUS_INVALID")
         expect_error(lambda: spillway.SwapEngine(st, device=2**32, **SHAPE), "SW_STATUS_INVALID")
         eng = spillway.SwapEngine(st, resident_blocks=4, **SHAPE)
         e = expect_error(lambda: eng.seq_add(5, ns=2, max_blocks=2**32 + 1), "SW_STATUS_INVALID")
@@ -472,10 +483,11 @@ def test_swap_integers_past_their_c_type_are_refused(tmp_path):
         e = expect_error(lambda: eng.offload(5, 0, 2**32, *hnd), "SW_STATUS_INVALID")
         assert "block=4294967296" in e.detail
         e = expect_error(lambda: eng.offload_batch([(5, 0, 0) + hnd, (5, 0, 2**32) + hnd]),
-                 "SW_STATUS_INVALID")
+                         "SW_STATUS_INVALID")
         assert "item 1" in e.detail  # and item 0 was not written
         expect_error(lambda: eng.offload_tokens(5, 0, k, v, first_block=2**31), "SW_STATUS_INVALID")
-        expect_error(lambda: eng.offload(5, 0, 1, *hnd, valid_tokens=2**32 + 16), "SW_STATUS_INVALID")
+        expect_error(
+            lambda: eng.offload(5, 0, 1, *hnd, valid_tokens=2**32 + 16), "SW_STATUS_INVALID")
         assert eng.seq_length(5, 0) == (20, 2) and eng.seq_length(5, 1) == (0, 0)
         assert eng.get_stats()["offloads"] == 2
         assert np.array_equal(eng.attend(0, 5, q), want)  # block 0 untouched
@@ -508,7 +520,7 @@ def test_swap_q_indptr_must_fit_int32(tmp_path):
             assert "q_indptr" in e.detail and "2147483647" in e.detail, e.detail
         expect_error(lambda: eng.attend(0, 5, q, q_indptr=[0.0, 1.0]), "SW_STATUS_INVALID")
         expect_error(lambda: eng.attend(0, 5, q, q_indptr=np.array([0, 1.5], dtype=object)),
-             "SW_STATUS_INVALID")
+                     "SW_STATUS_INVALID")
         out = eng.attend(0, 5, q, q_indptr=np.array([0, 1], dtype=np.int64))
         assert np.array_equal(out, eng.attend(0, 5, q))
 
@@ -815,7 +827,7 @@ def test_failed_batch_cuts_each_layer_before_its_first_failed_item(tmp_path):
         kv = [(blk(), blk()) for _ in range(4)]
         eng.offload_batch([(1, 0, b, k, v) for b, (k, v) in enumerate(kv)], layout="NHD")
         expect_error(lambda: eng.offload_batch([(1, 0, 4, blk(), blk()), (1, 0, 1, blk(), blk())],
-                                       layout="NHD"), "SW_STATUS_FULL")
+                                               layout="NHD"), "SW_STATUS_FULL")
         assert eng.seq_length(1, 0) == (4, 1)
         q = _bf16(rng.standard_normal((1, 1, 64)).astype(np.float32))
         out = eng.attend(0, 1, q)
